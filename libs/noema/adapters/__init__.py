@@ -1,0 +1,1 @@
+"""Adapters named after their technology, behind small Protocols (see :mod:`noema.ports`)."""

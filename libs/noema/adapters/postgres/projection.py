@@ -1,0 +1,150 @@
+"""The read-model projection: applies events from the stream to PostgreSQL tables.
+
+Rows and the tracking position are written in one transaction and the position only advances, so a
+redelivered batch is a no-op; the caller acks the JetStream messages after the commit. Consecutive
+events of one type are applied together in bulk (COPY / set-based SQL) but runs are applied in
+stream order, so a later event always sees the effects of earlier ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from itertools import groupby
+
+import asyncpg
+import msgspec
+
+from noema_events import Event, MemoryCreated
+
+__all__ = ["PROJECTED_TABLES", "Projected", "ReadModelProjection", "checksum"]
+
+PROJECTED_TABLES: tuple[str, ...] = ("events", "memories")
+"""Tables the projection owns; replay rebuilds them and the checksum covers them."""
+
+_EVENT_COLUMNS = (
+    "seq", "id", "type", "workspace", "mind", "occurred_at", "causation_id", "correlation_id",
+    "actor", "subject", "payload",
+)
+_MEMORY_COLUMNS = (
+    "id", "workspace", "mind", "kind", "epistemic_kind", "content", "domain", "topic", "repo",
+    "confidence", "importance", "salience", "credibility", "veracity", "memory_type", "activation",
+    "activation_at", "status", "recall_count", "mention_count", "source_observation_ids",
+    "origin_event", "origin_seq", "channel", "source", "participants", "steps", "preconditions",
+    "outcomes", "session", "happened_at", "valid_until", "created_at", "updated_at",
+)
+_json = msgspec.json.Encoder()
+
+
+@dataclass(frozen=True, slots=True)
+class Projected:
+    """An event with its stream position and subject."""
+
+    seq: int
+    subject: str
+    event: Event
+
+
+Handler = Callable[[asyncpg.Connection, Sequence[Projected]], Awaitable[None]]
+
+
+async def _memory_created(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+    rows = []
+    for item in run:
+        ev = item.event
+        assert isinstance(ev, MemoryCreated)
+        p = ev.payload
+        rows.append((
+            p.memory_id, ev.workspace, ev.mind, p.kind, p.epistemic_kind, p.content, p.domain, p.topic,
+            p.repo, p.confidence, p.importance, p.salience, p.credibility, p.veracity, p.memory_type,
+            1.0, ev.occurred_at, "active", 0, 1, list(p.source_observation_ids), ev.id, item.seq,
+            p.channel, p.source, list(p.participants), list(p.steps), list(p.preconditions),
+            list(p.outcomes), p.session, p.happened_at, p.valid_until, ev.occurred_at, ev.occurred_at,
+        ))
+    # Staged through a temp table so that a memory_created re-published after the duplicate
+    # window (same memory id, new event) cannot create a second row: ON CONFLICT DO NOTHING.
+    await conn.execute(
+        "CREATE TEMP TABLE IF NOT EXISTS _memory_stage "
+        "(LIKE memories INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
+    )
+    await conn.copy_records_to_table("_memory_stage", records=rows, columns=_MEMORY_COLUMNS, schema_name="pg_temp")
+    cols = ", ".join(_MEMORY_COLUMNS)
+    await conn.execute(
+        f"INSERT INTO memories ({cols}) SELECT {cols} FROM pg_temp._memory_stage ORDER BY origin_seq "
+        "ON CONFLICT (id) DO NOTHING"
+    )
+
+
+class ReadModelProjection:
+    """Builds the read model from events; one instance per schema (live or replay)."""
+
+    name = "read_model"
+
+    def __init__(self) -> None:
+        self._handlers: dict[type[Event], Handler] = {MemoryCreated: _memory_created}
+
+    def register(self, event_type: type[Event], handler: Handler) -> None:
+        """Add the handler of an event type (later capabilities plug in here)."""
+        self._handlers[event_type] = handler
+
+    async def position(self, conn: asyncpg.Connection) -> int:
+        """The last stream sequence applied (0 when none)."""
+        value = await conn.fetchval("SELECT last_seq FROM projection_position WHERE projection = $1", self.name)
+        return int(value or 0)
+
+    async def apply(
+        self, conn: asyncpg.Connection, batch: Sequence[Projected], through_seq: int | None = None
+    ) -> int:
+        """Apply the events after the tracked position, in one transaction; returns how many.
+
+        ``through_seq`` advances the position past stream entries that were not projectable.
+        """
+        async with conn.transaction():
+            await conn.execute(
+                "INSERT INTO projection_position (projection, last_seq) VALUES ($1, 0) ON CONFLICT DO NOTHING",
+                self.name,
+            )
+            last = await conn.fetchval(
+                "SELECT last_seq FROM projection_position WHERE projection = $1 FOR UPDATE", self.name
+            )
+            fresh = [p for p in batch if p.seq > last]
+            target = max([through_seq or 0, *(p.seq for p in fresh)])
+            if target <= last:
+                return 0
+            if fresh:
+                await self._project(conn, fresh)
+            await conn.execute(
+                "UPDATE projection_position SET last_seq = $2 WHERE projection = $1", self.name, target
+            )
+        return len(fresh)
+
+    async def _project(self, conn: asyncpg.Connection, fresh: Sequence[Projected]) -> None:
+        """Write the audit copy of each event, then apply each same-type run in order."""
+        await conn.copy_records_to_table(
+            "events",
+            columns=_EVENT_COLUMNS,
+            records=[
+                (
+                    p.seq, p.event.id, p.event.type, p.event.workspace, p.event.mind, p.event.occurred_at,
+                    p.event.causation_id, p.event.correlation_id, p.event.actor, p.subject,
+                    _json.encode(p.event.payload).decode(),  # type: ignore[attr-defined]
+                )
+                for p in fresh
+            ],
+        )
+        for event_type, run in groupby(fresh, key=lambda p: type(p.event)):
+            handler = self._handlers.get(event_type)
+            if handler is not None:
+                await handler(conn, list(run))
+
+
+async def checksum(conn: asyncpg.Connection, tables: Sequence[str] = PROJECTED_TABLES) -> str:
+    """A digest of every projected row (order-independent), equal for equal read models."""
+    digest = hashlib.sha256()
+    for table in tables:
+        value = await conn.fetchval(
+            f"SELECT md5(coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), '')) FROM {table} t"
+        )
+        digest.update(f"{table}:{value}\n".encode())
+    return digest.hexdigest()

@@ -1,0 +1,92 @@
+"""Read queries over the memory read model (listing, full-text search, detail with provenance)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import asyncpg
+
+__all__ = ["MemoryQueries", "any_term_query"]
+
+_WORD = re.compile(r"[\w']+", re.UNICODE)
+
+MEMORY_FIELDS = (
+    "id, workspace, mind, kind, epistemic_kind, content, domain, topic, repo, confidence, importance, "
+    "salience, credibility, veracity, memory_type, activation, activation_at, status, superseded_by, "
+    "valid_until, recall_count, mention_count, source_observation_ids, origin_event, origin_seq, channel, "
+    "source, participants, steps, preconditions, outcomes, session, happened_at, created_at, updated_at"
+)
+
+
+def any_term_query(text: str) -> str | None:
+    """A ``to_tsquery`` string matching any of the words of ``text`` (``None`` when it has none).
+
+    Words are reduced to their alphanumeric parts, so user input can never inject tsquery syntax.
+    """
+    terms = [w.replace("'", "") for w in _WORD.findall(text)]
+    terms = [t for t in terms if t]
+    if not terms:
+        return None
+    return " | ".join(dict.fromkeys(terms))
+
+
+class MemoryQueries:
+    """Queries against one schema's read model through a connection pool."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def list(
+        self, workspace: str | None = None, mind: str | None = None, limit: int = 20, offset: int = 0
+    ) -> list[dict[str, Any]]:
+        """Newest memories first, optionally filtered by workspace and mind."""
+        rows = await self._pool.fetch(
+            f"SELECT {MEMORY_FIELDS} FROM memories "
+            "WHERE ($1::text IS NULL OR workspace = $1) AND ($2::text IS NULL OR mind = $2) "
+            "ORDER BY created_at DESC, origin_seq DESC LIMIT $3 OFFSET $4",
+            workspace, mind, limit, offset,
+        )
+        return [dict(r) for r in rows]
+
+    async def search_text(
+        self, query: str, workspace: str | None = None, limit: int = 10, include_inactive: bool = False
+    ) -> list[dict[str, Any]]:
+        """Full-text search (any term), best first, with the origin event's type and sequence."""
+        tsq = any_term_query(query)
+        if tsq is None:
+            return []
+        rows = await self._pool.fetch(
+            f"""SELECT {', '.join('m.' + f.strip() for f in MEMORY_FIELDS.split(','))},
+                       ts_rank_cd(m.search, q) AS rank, e.type AS origin_type
+                FROM memories m
+                CROSS JOIN to_tsquery('english', $1) q
+                LEFT JOIN events e ON e.seq = m.origin_seq
+                WHERE m.search @@ q AND ($2::text IS NULL OR m.workspace = $2)
+                  AND ($3 OR (m.status = 'active' AND (m.valid_until IS NULL OR m.valid_until > now())))
+                ORDER BY rank DESC, m.created_at DESC LIMIT $4""",
+            tsq, workspace, include_inactive, limit,
+        )
+        return [dict(r) for r in rows]
+
+    async def get(self, memory_id: str) -> dict[str, Any] | None:
+        """One memory with its origin event (provenance)."""
+        row = await self._pool.fetchrow(f"SELECT {MEMORY_FIELDS} FROM memories WHERE id = $1", memory_id)
+        if row is None:
+            return None
+        memory = dict(row)
+        origin = await self._pool.fetchrow(
+            "SELECT seq, id, type, workspace, mind, occurred_at, causation_id, correlation_id, actor, subject, "
+            "payload::text AS payload FROM events WHERE seq = $1",
+            memory["origin_seq"],
+        )
+        memory["origin"] = dict(origin) if origin else None
+        return memory
+
+    async def count(self, workspace: str | None = None) -> int:
+        """How many memory rows (any status)."""
+        return int(
+            await self._pool.fetchval(
+                "SELECT count(*) FROM memories WHERE ($1::text IS NULL OR workspace = $1)", workspace
+            )
+        )

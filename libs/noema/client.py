@@ -1,0 +1,106 @@
+"""Publisher client: validate an observation up front, publish it once, get its stream sequence.
+
+Depends only on nats-py and the event catalog, so agents can use it without the server's stack.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+from nats.js import JetStreamContext
+
+from noema_events import ObservationRecorded, encode_event
+
+from .ids import new_id
+from .topology import Topology
+
+__all__ = ["InvalidObservation", "build_observation", "publish_observation"]
+
+
+class InvalidObservation(ValueError):
+    """The observation would be rejected; the message says which field and why."""
+
+
+def build_observation(
+    content: str,
+    *,
+    workspace: str,
+    mind: str,
+    channel: str = "user",
+    actor: str | None = None,
+    observation_id: str | None = None,
+    correlation_id: str | None = None,
+    occurred_at: datetime | None = None,
+    source: str | None = None,
+    participants: Sequence[str] = (),
+    epistemic_kind: str = "observation",
+    salience: float | None = None,
+    importance: float | None = None,
+    memory_type: str | None = None,
+    session: str | None = None,
+    happened_at: datetime | None = None,
+    metadata: Mapping[str, str] | None = None,
+) -> ObservationRecorded:
+    """Build and validate an observation event (raises :class:`InvalidObservation`)."""
+    if not content or not content.strip():
+        raise InvalidObservation("content: must not be empty")
+    if not mind:
+        raise InvalidObservation("mind: must not be empty (observations belong to a mind)")
+    obs_id = observation_id or new_id()
+    raw: dict[str, Any] = {
+        "type": "observation.recorded.v1",
+        "id": obs_id,
+        "workspace": workspace,
+        "mind": mind,
+        "occurred_at": occurred_at or datetime.now(UTC),
+        "correlation_id": correlation_id or obs_id,
+        "actor": actor or mind,
+        "payload": {
+            "content": content,
+            "channel": channel,
+            "source": source,
+            "participants": list(participants),
+            "epistemic_kind": epistemic_kind,
+            "salience": salience,
+            "importance": importance,
+            "memory_type": memory_type,
+            "session": session,
+            "happened_at": happened_at,
+            "metadata": dict(metadata or {}),
+        },
+    }
+    try:
+        # convert() (unlike the constructor) enforces the schema's constraints.
+        return msgspec.convert(raw, ObservationRecorded)
+    except msgspec.ValidationError as exc:
+        raise InvalidObservation(str(exc).replace("$.payload.", "").replace("$.", "")) from exc
+
+
+async def publish_observation(
+    js: JetStreamContext,
+    content: str,
+    *,
+    workspace: str,
+    mind: str,
+    topology: Topology | None = None,
+    timeout: float = 5.0,
+    **fields: Any,
+) -> int:
+    """Validate and publish an observation; returns its stream sequence.
+
+    ``Nats-Msg-Id`` is the observation id, so retrying with the same ``observation_id`` stores it
+    once and returns the original sequence. Other keyword arguments are those of
+    :func:`build_observation`.
+    """
+    topology = topology or Topology()
+    obs = build_observation(content, workspace=workspace, mind=mind, **fields)
+    ack = await js.publish(
+        topology.observation_subject(obs.workspace, obs.mind),
+        encode_event(obs),
+        timeout=timeout,
+        headers={"Nats-Msg-Id": obs.id},
+    )
+    return int(ack.seq)

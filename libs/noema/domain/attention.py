@@ -1,0 +1,183 @@
+"""Attention: candidates compete for a limited number of admissions (SPEC §6), as pure functions.
+
+A cycle takes the observations fetched together, groups them by (workspace, mind), scores each on
+salience, novelty, importance and credibility, admits the best ones above the threshold up to the
+capacity, and returns the events that record the decision: one ``attention.decided`` per group and a
+``memory.created`` per admitted observation. Event ids are derived from the inputs, so a redelivered
+observation yields the same events and JetStream's duplicate window stores them once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from noema_events import (
+    AttentionDecided,
+    AttentionDecidedPayload,
+    AttentionDecision,
+    Event,
+    MemoryCreated,
+    MemoryCreatedPayload,
+    ObservationRecorded,
+)
+from noema_events.vocabulary import CHANNEL_CREDIBILITY
+
+from ..ids import derive_id
+
+__all__ = ["AttentionConfig", "Scored", "decide_cycle", "estimate_salience", "memory_id_for", "score"]
+
+ACTOR = "attend"
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """Admission threshold, admissions per cycle and per (workspace, mind), and feature weights."""
+
+    threshold: float = 0.5
+    capacity: int = 256
+    weights: dict[str, float] = field(
+        default_factory=lambda: {"salience": 0.40, "novelty": 0.25, "importance": 0.15, "credibility": 0.20}
+    )
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A candidate with its score and the features that produced it."""
+
+    observation: ObservationRecorded
+    score: float
+    components: dict[str, float]
+    reason: str
+
+
+def estimate_salience(content: str) -> float:
+    """Salience when the publisher gave none: near-empty utterances ("ok") stand out least.
+
+    ``0.2`` under three words, else ``0.3 + 0.1·log2(1 + words)`` capped at 0.9.
+    """
+    words = len(content.split())
+    if words < 3:
+        return 0.2
+    return min(0.9, 0.3 + 0.1 * math.log2(1 + words))
+
+
+def _normalized(content: str) -> str:
+    return " ".join(content.lower().split())
+
+
+def score(obs: ObservationRecorded, novelty: float, config: AttentionConfig) -> tuple[float, dict[str, float]]:
+    """Weighted sum of the candidate's features; returns the score and its components."""
+    p = obs.payload
+    features = {
+        "salience": p.salience if p.salience is not None else estimate_salience(p.content),
+        "novelty": novelty,
+        "importance": p.importance if p.importance is not None else 0.5,
+        "credibility": CHANNEL_CREDIBILITY[p.channel],
+    }
+    components = {k: round(config.weights[k] * v, 6) for k, v in features.items()}
+    return round(sum(components.values()), 6), {**components, **{f"{k}_value": v for k, v in features.items()}}
+
+
+def memory_id_for(observation_id: str) -> str:
+    """The id of the memory an admitted observation becomes (stable across redeliveries)."""
+    return derive_id("memory", observation_id)
+
+
+def _memory_created(obs: ObservationRecorded, scored: Scored, now: datetime) -> MemoryCreated:
+    p = obs.payload
+    return MemoryCreated(
+        id=derive_id("memory.created", obs.id),
+        workspace=obs.workspace,
+        mind=obs.mind,
+        occurred_at=now,
+        causation_id=obs.id,
+        correlation_id=obs.correlation_id,
+        actor=ACTOR,
+        payload=MemoryCreatedPayload(
+            memory_id=memory_id_for(obs.id),
+            # An operator's change to a mind is part of that mind's own history.
+            kind="autobiographical" if p.channel == "operator" else "episodic",
+            epistemic_kind=p.epistemic_kind,
+            content=p.content,
+            memory_type=p.memory_type or "observation",
+            importance=scored.components["importance_value"],
+            salience=scored.components["salience_value"],
+            credibility=scored.components["credibility_value"],
+            channel=p.channel,
+            source=p.source,
+            participants=list(p.participants),
+            source_observation_ids=[obs.id],
+            happened_at=p.happened_at or obs.occurred_at,
+            session=p.session,
+        ),
+    )
+
+
+def decide_cycle(
+    observations: Sequence[ObservationRecorded], now: datetime, config: AttentionConfig
+) -> list[Event]:
+    """Decide one attention cycle; returns the events to publish, in order."""
+    groups: dict[tuple[str, str], list[ObservationRecorded]] = {}
+    for obs in observations:
+        groups.setdefault((obs.workspace, obs.mind), []).append(obs)
+
+    events: list[Event] = []
+    for (workspace, mind), group in groups.items():
+        seen: set[str] = set()
+        scored: list[Scored] = []
+        for obs in group:
+            key = _normalized(obs.payload.content)
+            novelty = 0.0 if key in seen else 1.0
+            seen.add(key)
+            value, components = score(obs, novelty, config)
+            reason = "duplicate within cycle" if novelty == 0.0 else ""
+            scored.append(Scored(obs, value, components, reason))
+
+        ranked = sorted(range(len(scored)), key=lambda i: (-scored[i].score, i))
+        admitted: set[int] = set()
+        for i in ranked:
+            if scored[i].score < config.threshold:
+                continue
+            if len(admitted) >= config.capacity:
+                break
+            admitted.add(i)
+
+        decisions = []
+        for i, s in enumerate(scored):
+            ok = i in admitted
+            if ok:
+                reason = "admitted"
+            elif s.score < config.threshold:
+                reason = s.reason or f"score {s.score:.3f} below threshold {config.threshold}"
+            else:
+                reason = "over capacity"
+            decisions.append(
+                AttentionDecision(
+                    candidate_id=s.observation.id,
+                    memory_id=memory_id_for(s.observation.id) if ok else None,
+                    admitted=ok,
+                    score=s.score,
+                    components={k: v for k, v in s.components.items() if not k.endswith("_value")},
+                    reason=reason,
+                )
+            )
+        ids = sorted(o.id for o in group)
+        events.append(
+            AttentionDecided(
+                id=derive_id("attention.decided", *ids),
+                workspace=workspace,
+                mind=mind,
+                occurred_at=now,
+                causation_id=group[0].id,
+                correlation_id=group[0].correlation_id,
+                actor=ACTOR,
+                payload=AttentionDecidedPayload(
+                    decisions=decisions, threshold=config.threshold, capacity=config.capacity
+                ),
+            )
+        )
+        events.extend(_memory_created(s.observation, s, now) for i, s in enumerate(scored) if i in admitted)
+    return events

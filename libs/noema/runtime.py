@@ -1,0 +1,68 @@
+"""Finding the running instance: every command uses the same data folder / settings as ``up``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .settings import Settings
+
+__all__ = ["NotRunning", "locate", "read_state", "state_path", "write_state"]
+
+
+class NotRunning(RuntimeError):
+    """No running Noema was found for these settings; the message says how to start one."""
+
+
+def state_path(data_dir: Path) -> Path:
+    """Where ``noemactl up`` records the addresses of the instance it runs."""
+    return data_dir / "noema.json"
+
+
+def write_state(data_dir: Path, state: dict[str, Any]) -> None:
+    """Record the running instance's addresses (atomically)."""
+    path = state_path(data_dir)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_state(data_dir: Path) -> dict[str, Any] | None:
+    """The state of a live ``up`` in ``data_dir``, or None (a stale file is ignored)."""
+    path = state_path(data_dir)
+    if not path.exists():
+        return None
+    try:
+        state: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not _alive(int(state.get("pid", 0)) or -1):
+        return None
+    return state
+
+
+def locate(settings: Settings) -> Settings:
+    """Settings with server URLs: the configured ones, else those of the ``up`` in the data folder."""
+    if settings.external:
+        return settings
+    state = read_state(settings.data_dir.expanduser().resolve())
+    if state is None:
+        raise NotRunning(
+            f"no running Noema found in {settings.data_dir} — start it with `noemactl up` "
+            "(or `make run`), or set NOEMA_NATS_URL and NOEMA_DATABASE_URL to use external servers"
+        )
+    return settings.with_urls(
+        settings.nats_url or str(state["nats_url"]), settings.database_url or str(state["database_url"])
+    )

@@ -1,0 +1,67 @@
+"""Stream, subject and consumer names; subjects carry workspace and mind (SPEC §1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from noema_events import Event
+
+__all__ = ["Topology"]
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Names derived from one prefix, so tests (and tenants of a shared NATS) never collide.
+
+    Observations: ``<prefix>.obs.<workspace>.<mind>``; events:
+    ``<prefix>.evt.<workspace>.<mind>.<event_name>`` (``_`` for a workspace-wide mind);
+    dead letters: ``<prefix>.dlq.<source>``.
+    """
+
+    prefix: str = "noema"
+
+    @property
+    def observation_stream(self) -> str:
+        """Stream holding observations."""
+        return f"{self.prefix.upper()}_OBSERVATIONS"
+
+    @property
+    def event_stream(self) -> str:
+        """Stream holding every state change (the source of truth)."""
+        return f"{self.prefix.upper()}_EVENTS"
+
+    @property
+    def dead_letter_stream(self) -> str:
+        """Stream keeping rejected messages with their reason, so bad input loses nothing."""
+        return f"{self.prefix.upper()}_DEADLETTER"
+
+    @property
+    def observation_subjects(self) -> str:
+        """Wildcard over all observation subjects."""
+        return f"{self.prefix}.obs.>"
+
+    @property
+    def event_subjects(self) -> str:
+        """Wildcard over all event subjects."""
+        return f"{self.prefix}.evt.>"
+
+    @property
+    def dead_letter_subjects(self) -> str:
+        """Wildcard over all dead-letter subjects."""
+        return f"{self.prefix}.dlq.>"
+
+    def observation_subject(self, workspace: str, mind: str) -> str:
+        """Subject of one mind's observations."""
+        return f"{self.prefix}.obs.{workspace}.{mind or '_'}"
+
+    def event_subject(self, event: Event) -> str:
+        """Subject an event is published on."""
+        return f"{self.prefix}.evt.{event.workspace}.{event.mind or '_'}.{event.name.replace('.', '_')}"
+
+    def dead_letter_subject(self, source: str) -> str:
+        """Subject for messages rejected by ``source`` (e.g. ``attend``)."""
+        return f"{self.prefix}.dlq.{source}"
+
+    def durable(self, worker: str) -> str:
+        """Durable consumer name of a worker."""
+        return f"{self.prefix}_{worker}"

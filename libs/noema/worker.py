@@ -1,0 +1,60 @@
+"""Worker lifecycle shared by every service: pull in bounded batches, stop gracefully on SIGTERM.
+
+An unexpected exception propagates out of :meth:`PullWorker.run` and crashes the process loudly;
+the unacked messages are redelivered to the restarted worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Awaitable, Callable
+
+import structlog
+from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js import JetStreamContext
+
+__all__ = ["BatchHandler", "PullWorker", "run_until_signalled"]
+
+BatchHandler = Callable[[list[Msg]], Awaitable[None]]
+
+
+class PullWorker:
+    """Fetches batches from a bound pull subscription and hands them to ``handler`` until stopped."""
+
+    def __init__(self, name: str, psub: JetStreamContext.PullSubscription, handler: BatchHandler, batch: int) -> None:
+        self.name = name
+        self._psub = psub
+        self._handler = handler
+        self._batch = batch
+        self._stopping = asyncio.Event()
+        self.log = structlog.get_logger(f"noema.{name}")
+
+    async def run(self) -> None:
+        """Loop until :meth:`shutdown`; the batch in hand is finished before returning."""
+        self.log.info("worker started", batch=self._batch)
+        while not self._stopping.is_set():
+            try:
+                msgs = await self._psub.fetch(self._batch, timeout=1.0)
+            except (NatsTimeout, TimeoutError):
+                continue
+            if msgs:
+                await self._handler(msgs)
+        self.log.info("worker stopped")
+
+    def shutdown(self) -> None:
+        """Stop fetching; the current batch completes (drain), then :meth:`run` returns."""
+        self._stopping.set()
+
+
+async def run_until_signalled(run: Callable[[], Awaitable[None]], shutdown: Callable[[], None]) -> None:
+    """Run a worker, turning SIGTERM/SIGINT into a graceful ``shutdown()``."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, shutdown)
+    try:
+        await run()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)

@@ -1,0 +1,446 @@
+"""The event catalog (SPEC §9): every event Noema publishes, as frozen, tagged, versioned Structs.
+
+Evolve additively: a new field gets a default. Anything else is a new version (a new class with a
+``.v2`` tag) plus a pure upcaster in :mod:`noema_events.upcasting`; old events are never rewritten.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+import msgspec
+
+from .envelope import Event
+from .vocabulary import Access, Channel, EpistemicKind, MemoryKind, Relation, Veracity
+
+__all__ = [
+    "EVENT_TYPES",
+    "ActivationDecayed",
+    "ActivationDecayedPayload",
+    "AnyEvent",
+    "AttentionDecided",
+    "AttentionDecidedPayload",
+    "AttentionDecision",
+    "ConflictRecorded",
+    "ConflictRecordedPayload",
+    "DomainCreated",
+    "DomainCreatedPayload",
+    "FactMentioned",
+    "FactMentionedPayload",
+    "FactProposed",
+    "FactProposedPayload",
+    "GrantChanged",
+    "GrantChangedPayload",
+    "MemoryCreated",
+    "MemoryCreatedPayload",
+    "MemoryEmbedded",
+    "MemoryEmbeddedPayload",
+    "MemoryReinforced",
+    "MemoryReinforcedPayload",
+    "MemoryRetrieved",
+    "MemoryRetrievedPayload",
+    "MemorySuperseded",
+    "MemorySupersededPayload",
+    "NotesUpdated",
+    "NotesUpdatedPayload",
+    "ObservationPayload",
+    "ObservationRecorded",
+    "OperatorAction",
+    "OperatorActionPayload",
+    "PolicyProposed",
+    "PolicyProposedPayload",
+    "PolicySuperseded",
+    "PolicySupersededPayload",
+    "RelationshipAdded",
+    "RelationshipAddedPayload",
+    "WorkingMemoryItem",
+    "WorkingMemoryUpdated",
+    "WorkingMemoryUpdatedPayload",
+]
+
+Unit = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
+Content = Annotated[str, msgspec.Meta(min_length=1, max_length=32_000)]
+Label = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+
+
+class _Payload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=False):
+    """Base of event payloads: immutable, keyword-only, tolerant of fields added later."""
+
+
+# --- observations -------------------------------------------------------------------------------
+
+
+class ObservationPayload(_Payload, frozen=True, kw_only=True):
+    """What an agent (or a person) saw or said, as published on the observation stream."""
+
+    content: Content
+    channel: Channel = "user"
+    source: str | None = None
+    participants: list[str] = msgspec.field(default_factory=list)
+    epistemic_kind: EpistemicKind = "observation"
+    salience: Unit | None = None
+    """Publisher's hint of how much this stands out; the attend worker estimates it when absent."""
+    importance: Unit | None = None
+    memory_type: str | None = None
+    session: str | None = None
+    happened_at: datetime | None = None
+    """When the observed thing happened, if not when it was published (e.g. an imported transcript)."""
+    metadata: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class ObservationRecorded(Event, frozen=True, kw_only=True, tag="observation.recorded.v1"):
+    """An observation; its ``id`` is the observation id and the ``Nats-Msg-Id``."""
+
+    payload: ObservationPayload
+
+
+# --- attention ----------------------------------------------------------------------------------
+
+
+class AttentionDecision(_Payload, frozen=True, kw_only=True):
+    """One candidate's outcome in an attention cycle, with the features that decided it."""
+
+    candidate_id: str
+    candidate_kind: Literal["observation", "recall"] = "observation"
+    memory_id: str | None = None
+    admitted: bool
+    score: float
+    components: dict[str, float] = msgspec.field(default_factory=dict)
+    reason: str = ""
+
+
+class AttentionDecidedPayload(_Payload, frozen=True, kw_only=True):
+    """The outcome of one attention cycle: the candidates competed for a limited number of admissions."""
+
+    decisions: list[AttentionDecision]
+    threshold: float
+    capacity: int
+
+
+class AttentionDecided(Event, frozen=True, kw_only=True, tag="attention.decided.v1"):
+    """The attend worker decided which candidates enter memory and working memory."""
+
+    payload: AttentionDecidedPayload
+
+
+# --- memories -----------------------------------------------------------------------------------
+
+
+class MemoryCreatedPayload(_Payload, frozen=True, kw_only=True):
+    """A new long-term memory record (SPEC §3)."""
+
+    memory_id: str
+    kind: MemoryKind
+    epistemic_kind: EpistemicKind
+    content: Content
+    memory_type: str = "observation"
+    domain: str | None = None
+    topic: str | None = None
+    repo: str | None = None
+    confidence: Unit = 1.0
+    importance: Unit = 0.5
+    salience: Unit = 0.5
+    credibility: Unit = 0.8
+    veracity: Veracity | None = None
+    channel: Channel = "user"
+    source: str | None = None
+    participants: list[str] = msgspec.field(default_factory=list)
+    steps: list[str] = msgspec.field(default_factory=list)
+    preconditions: list[str] = msgspec.field(default_factory=list)
+    outcomes: list[str] = msgspec.field(default_factory=list)
+    source_observation_ids: list[str] = msgspec.field(default_factory=list)
+    happened_at: datetime | None = None
+    valid_until: datetime | None = None
+    session: str | None = None
+
+
+class MemoryCreated(Event, frozen=True, kw_only=True, tag="memory.created.v1"):
+    """A memory record was created; the record's ``origin_event`` is this event's id."""
+
+    payload: MemoryCreatedPayload
+
+
+class MemoryEmbeddedPayload(_Payload, frozen=True, kw_only=True):
+    """A vector for a memory under one model; the event carries the vector so replay needs no model."""
+
+    memory_id: str
+    model: str
+    dimensions: int
+    vector: list[float]
+
+
+class MemoryEmbedded(Event, frozen=True, kw_only=True, tag="memory.embedded.v1"):
+    """A memory was embedded."""
+
+    payload: MemoryEmbeddedPayload
+
+
+class MemoryRetrievedPayload(_Payload, frozen=True, kw_only=True):
+    """An admitted recall, with the scoring components that made it win."""
+
+    memory_id: str
+    query: str = ""
+    score: float = 0.0
+    components: dict[str, float] = msgspec.field(default_factory=dict)
+    boost: float = 0.0
+
+
+class MemoryRetrieved(Event, frozen=True, kw_only=True, tag="memory.retrieved.v1"):
+    """A memory was recalled and admitted; the projector reinforces it (activation, recall_count)."""
+
+    payload: MemoryRetrievedPayload
+
+
+class MemoryReinforcedPayload(_Payload, frozen=True, kw_only=True):
+    """An explicit reinforcement not caused by recall (e.g. an operator pinning a memory)."""
+
+    memory_id: str
+    amount: float
+    reason: str = ""
+
+
+class MemoryReinforced(Event, frozen=True, kw_only=True, tag="memory.reinforced.v1"):
+    """A memory's activation was raised."""
+
+    payload: MemoryReinforcedPayload
+
+
+class ActivationDecayedPayload(_Payload, frozen=True, kw_only=True):
+    """One decay tick for a whole workspace: the projector applies it to every memory in bulk."""
+
+    tick_at: datetime
+    half_life_days: float = 14.0
+
+
+class ActivationDecayed(Event, frozen=True, kw_only=True, tag="activation.decayed.v1"):
+    """Activation decayed up to ``tick_at`` (one event per workspace per tick, not one per memory)."""
+
+    payload: ActivationDecayedPayload
+
+
+class MemorySupersededPayload(_Payload, frozen=True, kw_only=True):
+    """A memory was replaced by a newer version; the old record stays for provenance."""
+
+    memory_id: str
+    superseded_by: str
+    reason: str = ""
+
+
+class MemorySuperseded(Event, frozen=True, kw_only=True, tag="memory.superseded.v1"):
+    """A memory was superseded."""
+
+    payload: MemorySupersededPayload
+
+
+class RelationshipAddedPayload(_Payload, frozen=True, kw_only=True):
+    """An edge between two memories of the same mind and workspace."""
+
+    relationship_id: str
+    from_id: str
+    to_id: str
+    relation: Relation
+    confidence: Unit = 1.0
+    source: str = ""
+
+
+class RelationshipAdded(Event, frozen=True, kw_only=True, tag="relationship.added.v1"):
+    """A relationship was added."""
+
+    payload: RelationshipAddedPayload
+
+
+# --- workspace knowledge ------------------------------------------------------------------------
+
+
+class FactProposedPayload(_Payload, frozen=True, kw_only=True):
+    """A semantic fact was written to a domain/topic."""
+
+    memory_id: str
+    domain: Label
+    topic: Label
+    content: Content
+    veracity: Veracity = "stated"
+    memory_type: str = "fact"
+    role: str = ""
+    repo: str | None = None
+    confidence: Unit = 1.0
+    valid_until: datetime | None = None
+    source_observation_ids: list[str] = msgspec.field(default_factory=list)
+
+
+class FactProposed(Event, frozen=True, kw_only=True, tag="fact.proposed.v1"):
+    """A fact was proposed (conflict detection runs against it)."""
+
+    payload: FactProposedPayload
+
+
+class FactMentionedPayload(_Payload, frozen=True, kw_only=True):
+    """The same fact was mentioned again: confidence and mention_count rise instead of duplicating."""
+
+    memory_id: str
+    veracity: Veracity = "stated"
+    source_observation_ids: list[str] = msgspec.field(default_factory=list)
+
+
+class FactMentioned(Event, frozen=True, kw_only=True, tag="fact.mentioned.v1"):
+    """An existing fact was mentioned again."""
+
+    payload: FactMentionedPayload
+
+
+class ConflictRecordedPayload(_Payload, frozen=True, kw_only=True):
+    """Two records disagreed; the rule that decided the winner is kept."""
+
+    conflict_id: str
+    winner_id: str
+    loser_id: str
+    domain: str | None = None
+    topic: str | None = None
+    rule: str
+    detail: str = ""
+
+
+class ConflictRecorded(Event, frozen=True, kw_only=True, tag="conflict.recorded.v1"):
+    """A conflict was recorded."""
+
+    payload: ConflictRecordedPayload
+
+
+class PolicyProposedPayload(_Payload, frozen=True, kw_only=True):
+    """A normative rule scoped to a workspace and domain."""
+
+    policy_id: str
+    domain: Label
+    rule: Content
+    repo: str | None = None
+    required_role: str | None = None
+    source_fact_ids: list[str] = msgspec.field(default_factory=list)
+
+
+class PolicyProposed(Event, frozen=True, kw_only=True, tag="policy.proposed.v1"):
+    """A policy was proposed (and is active)."""
+
+    payload: PolicyProposedPayload
+
+
+class PolicySupersededPayload(_Payload, frozen=True, kw_only=True):
+    """A policy was replaced (or deactivated when ``superseded_by`` is empty)."""
+
+    policy_id: str
+    superseded_by: str | None = None
+    reason: str = ""
+
+
+class PolicySuperseded(Event, frozen=True, kw_only=True, tag="policy.superseded.v1"):
+    """A policy was superseded."""
+
+    payload: PolicySupersededPayload
+
+
+class DomainCreatedPayload(_Payload, frozen=True, kw_only=True):
+    """A domain came into being on first use; ``repo`` set means repository scope."""
+
+    domain: Label
+    repo: str | None = None
+
+
+class DomainCreated(Event, frozen=True, kw_only=True, tag="domain.created.v1"):
+    """A domain was created."""
+
+    payload: DomainCreatedPayload
+
+
+class GrantChangedPayload(_Payload, frozen=True, kw_only=True):
+    """(role, domain) → access."""
+
+    role: Label
+    domain: Label
+    repo: str | None = None
+    access: Access
+    previous: Access | None = None
+
+
+class GrantChanged(Event, frozen=True, kw_only=True, tag="grant.changed.v1"):
+    """An access grant changed."""
+
+    payload: GrantChangedPayload
+
+
+class WorkingMemoryItem(_Payload, frozen=True, kw_only=True):
+    """One item a mind is actively holding."""
+
+    memory_id: str
+    weight: float
+    entered_at: datetime
+
+
+class WorkingMemoryUpdatedPayload(_Payload, frozen=True, kw_only=True):
+    """The full new content of a mind's working memory (small, so the state is carried whole)."""
+
+    items: list[WorkingMemoryItem]
+    capacity: int = 9
+
+
+class WorkingMemoryUpdated(Event, frozen=True, kw_only=True, tag="working_memory.updated.v1"):
+    """A mind's working memory changed."""
+
+    payload: WorkingMemoryUpdatedPayload
+
+
+class NotesUpdatedPayload(_Payload, frozen=True, kw_only=True):
+    """An agent's private scratchpad, carried whole."""
+
+    agent: Label
+    notes: Annotated[str, msgspec.Meta(max_length=32_000)]
+
+
+class NotesUpdated(Event, frozen=True, kw_only=True, tag="notes.updated.v1"):
+    """An agent's notes changed."""
+
+    payload: NotesUpdatedPayload
+
+
+class OperatorActionPayload(_Payload, frozen=True, kw_only=True):
+    """An operator changed the memory: retract, correct, create, archive, grant change."""
+
+    action: Literal["retract", "correct", "create", "archive", "grant_change", "restore"]
+    target_id: str | None = None
+    reason: Annotated[str, msgspec.Meta(min_length=1, max_length=2_000)]
+    details: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class OperatorAction(Event, frozen=True, kw_only=True, tag="operator.action.v1"):
+    """An operator acted; ``actor`` names them. Retract/archive change the target's status."""
+
+    payload: OperatorActionPayload
+
+
+AnyEvent = (
+    ObservationRecorded
+    | AttentionDecided
+    | MemoryCreated
+    | MemoryEmbedded
+    | MemoryRetrieved
+    | MemoryReinforced
+    | ActivationDecayed
+    | MemorySuperseded
+    | RelationshipAdded
+    | FactProposed
+    | FactMentioned
+    | ConflictRecorded
+    | PolicyProposed
+    | PolicySuperseded
+    | DomainCreated
+    | GrantChanged
+    | WorkingMemoryUpdated
+    | NotesUpdated
+    | OperatorAction
+)
+"""Every current event version; decode with :func:`noema_events.codec.decode_event`."""
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    str(cls.__struct_config__.tag): cls  # type: ignore[attr-defined]
+    for cls in AnyEvent.__args__  # type: ignore[attr-defined]
+}
+"""Tag → class for every current event version."""

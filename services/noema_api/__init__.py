@@ -1,0 +1,1 @@
+"""The operator HTTP API (ASGI)."""

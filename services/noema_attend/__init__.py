@@ -1,0 +1,1 @@
+"""The attend worker: decides which observations deserve attention and become memory."""

@@ -1,0 +1,89 @@
+"""Attend worker: observations in, ``attention.decided`` and ``memory.created`` events out.
+
+Each fetched batch is one attention cycle. Malformed observations are dead-lettered with the reason
+(never turned into memory) and the worker keeps going; events are stored before the observations
+are acked, and their ids are derived from the observations, so a crash between the two is harmless.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import structlog
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+
+from noema.adapters.jetstream import EventPublisher
+from noema.domain.attention import AttentionConfig, decide_cycle
+from noema.topology import Topology
+from noema_events import EventDecodeError, ObservationRecorded, decode_event
+
+__all__ = ["AttendHandler"]
+
+log = structlog.get_logger("noema.attend")
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class AttendHandler:
+    """Handles one batch of observation messages (one attention cycle)."""
+
+    def __init__(
+        self,
+        js: JetStreamContext,
+        topology: Topology,
+        config: AttentionConfig,
+        clock: Callable[[], datetime] = _utcnow,
+    ) -> None:
+        self._js = js
+        self._topology = topology
+        self._config = config
+        self._clock = clock
+        self._publisher = EventPublisher(js, topology)
+
+    def _validate(self, msg: Msg) -> ObservationRecorded:
+        event = decode_event(msg.data)
+        if not isinstance(event, ObservationRecorded):
+            raise EventDecodeError(f"expected observation.recorded, got {event.type}")
+        expected = self._topology.observation_subject(event.workspace, event.mind)
+        if msg.subject != expected:
+            raise EventDecodeError(f"subject {msg.subject} does not match the observation's scope {expected}")
+        return event
+
+    async def dead_letter(self, msg: Msg, reason: str) -> None:
+        """Keep a rejected message, with why, on the dead-letter stream."""
+        seq = msg.metadata.sequence.stream
+        await self._js.publish(
+            self._topology.dead_letter_subject("attend"),
+            msg.data,
+            headers={
+                "Nats-Msg-Id": f"attend-dlq-{self._topology.observation_stream}-{seq}",
+                "Noema-Error": reason[:1000],
+                "Noema-Original-Subject": msg.subject,
+                "Noema-Original-Seq": str(seq),
+            },
+        )
+        log.warning("observation dead-lettered", seq=seq, subject=msg.subject, reason=reason)
+
+    async def __call__(self, msgs: list[Msg]) -> None:
+        """Validate, decide, publish the decision events, then ack every message."""
+        good: list[ObservationRecorded] = []
+        for msg in msgs:
+            try:
+                good.append(self._validate(msg))
+            except EventDecodeError as exc:
+                await self.dead_letter(msg, str(exc))
+        events = decide_cycle(good, self._clock(), self._config) if good else []
+        if events:
+            await self._publisher.publish(events)
+        for msg in msgs:
+            await msg.ack()
+        admitted = sum(1 for e in events if e.name == "memory.created")
+        log.info(
+            "cycle decided",
+            observations=len(msgs), valid=len(good), admitted=admitted,
+            first_seq=msgs[0].metadata.sequence.stream, last_seq=msgs[-1].metadata.sequence.stream,
+        )

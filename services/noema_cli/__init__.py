@@ -1,0 +1,1 @@
+"""``noemactl``: the operator CLI."""

@@ -1,0 +1,169 @@
+"""The async work behind each ``noemactl`` command (no printing here)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from typing import Any
+
+import asyncpg
+from nats.js.errors import NotFoundError
+
+from noema.adapters.jetstream import connect, stream_last_seq
+from noema.adapters.postgres import MemoryQueries, ReadModelProjection, checksum, create_pool
+from noema.adapters.postgres import connect as pg_connect
+from noema.replay import drop_schema, replay_into
+from noema.runtime import read_state
+from noema.settings import Settings
+from noema.topology import Topology
+from noema_events import ObservationRecorded, encode_event
+
+__all__ = ["CommandError", "memory_list", "memory_search", "memory_show", "publish", "replay", "status"]
+
+
+class CommandError(RuntimeError):
+    """A command failed for a reason worth telling the user as is."""
+
+
+async def publish(settings: Settings, obs: ObservationRecorded) -> int:
+    """Publish a validated observation; returns its stream sequence."""
+    assert settings.nats_url
+    topology = Topology(settings.prefix)
+    nc = await connect(settings.nats_url, name="noemactl")
+    try:
+        ack = await nc.jetstream().publish(
+            topology.observation_subject(obs.workspace, obs.mind), encode_event(obs),
+            headers={"Nats-Msg-Id": obs.id},
+        )
+        return int(ack.seq)
+    finally:
+        await nc.close()
+
+
+async def _queries(settings: Settings) -> tuple[asyncpg.Pool, MemoryQueries]:
+    assert settings.database_url
+    pool = await create_pool(settings.database_url, settings.db_schema, app="noemactl", min_size=1, max_size=1)
+    return pool, MemoryQueries(pool)
+
+
+async def memory_list(settings: Settings, workspace: str | None, mind: str | None, limit: int) -> list[dict[str, Any]]:
+    """Newest memories."""
+    pool, q = await _queries(settings)
+    try:
+        return await q.list(workspace=workspace, mind=mind, limit=limit)
+    finally:
+        await pool.close()
+
+
+async def memory_search(settings: Settings, query: str, workspace: str | None, limit: int) -> list[dict[str, Any]]:
+    """Full-text search."""
+    pool, q = await _queries(settings)
+    try:
+        return await q.search_text(query, workspace=workspace, limit=limit)
+    finally:
+        await pool.close()
+
+
+async def memory_show(settings: Settings, memory_id: str) -> dict[str, Any] | None:
+    """One memory with provenance."""
+    pool, q = await _queries(settings)
+    try:
+        return await q.get(memory_id)
+    finally:
+        await pool.close()
+
+
+async def _live_position(settings: Settings) -> int:
+    assert settings.database_url
+    conn = await pg_connect(settings.database_url, settings.db_schema, app="noemactl")
+    try:
+        return await ReadModelProjection().position(conn)
+    finally:
+        await conn.close()
+
+
+async def replay(settings: Settings, until_seq: int | None, keep: bool) -> dict[str, Any]:
+    """Replay into a fresh schema; compare with the live read model once it reached the same seq."""
+    assert settings.nats_url and settings.database_url
+    topology = Topology(settings.prefix)
+    schema = f"replay_{settings.db_schema}_{os.getpid()}_{int(time.time())}"
+    nc = await connect(settings.nats_url, name="noemactl-replay")
+    try:
+        result = await replay_into(nc.jetstream(), settings.database_url, topology, schema, until_seq=until_seq)
+    finally:
+        await nc.close()
+    report: dict[str, Any] = {
+        "schema": schema, "events": result.events, "last_seq": result.last_seq, "checksum": result.checksum,
+    }
+    try:
+        if until_seq is None:
+            # The live projector may still be applying the tail of the stream: wait (bounded) for it.
+            deadline = time.monotonic() + 30
+            position = await _live_position(settings)
+            while position < result.last_seq and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+                position = await _live_position(settings)
+            conn = await pg_connect(settings.database_url, settings.db_schema, app="noemactl")
+            try:
+                live = await checksum(conn)
+            finally:
+                await conn.close()
+            report.update(live_checksum=live, live_position=position, match=live == result.checksum)
+    finally:
+        if not keep:
+            await drop_schema(settings.database_url, schema)
+    return report
+
+
+async def status(settings: Settings) -> dict[str, Any]:
+    """Health of every part: servers, streams, projector lag, worker processes."""
+    assert settings.nats_url and settings.database_url
+    topology = Topology(settings.prefix)
+    checks: list[dict[str, Any]] = []
+
+    def add(name: str, ok: bool, detail: str) -> None:
+        checks.append({"name": name, "ok": ok, "detail": detail})
+
+    last_seq = None
+    try:
+        nc = await asyncio.wait_for(connect(settings.nats_url, name="noemactl-status"), 5)
+    except (OSError, TimeoutError, Exception) as exc:  # noqa: BLE001 - any connect failure is "down"
+        add("nats", False, f"{settings.nats_url}: {exc}")
+    else:
+        add("nats", True, settings.nats_url)
+        try:
+            js = nc.jetstream()
+            for stream in (topology.observation_stream, topology.event_stream, topology.dead_letter_stream):
+                try:
+                    info = await js.stream_info(stream)
+                    add(f"stream {stream}", True, f"{info.state.messages} messages")
+                except NotFoundError:
+                    add(f"stream {stream}", False, "missing")
+            with contextlib.suppress(NotFoundError):
+                last_seq = await stream_last_seq(js, topology.event_stream)
+            try:
+                ci = await js.consumer_info(topology.observation_stream, topology.durable("attend"))
+                add("attend backlog", True, f"{ci.num_pending} waiting, {ci.num_ack_pending} in flight")
+            except NotFoundError:
+                add("attend backlog", False, "attend consumer missing (attend worker never started)")
+        finally:
+            await nc.close()
+    try:
+        position = await asyncio.wait_for(_live_position(settings), 5)
+    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
+        add("postgres", False, f"{exc.__class__.__name__}: {exc}")
+    else:
+        add("postgres", True, f"schema {settings.db_schema}")
+        if last_seq is not None:
+            add("projector lag", True, f"{max(0, last_seq - position)} events behind (at seq {position} of {last_seq})")
+    state = None if settings.external else read_state(settings.data_dir.expanduser().resolve())
+    if state:
+        for name, pid in state.get("services", {}).items():
+            try:
+                os.kill(int(pid), 0)
+                add(f"service {name}", True, f"pid {pid}")
+            except ProcessLookupError:
+                add(f"service {name}", False, f"pid {pid} is not running")
+    return {"healthy": all(c["ok"] for c in checks), "checks": checks}

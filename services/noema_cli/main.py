@@ -1,0 +1,274 @@
+"""``noemactl`` — operate Noema: start it, feed it observations, inspect and replay its memory.
+
+Every command finds the running instance from the same data folder / settings as ``up``
+(``--data-dir`` or ``NOEMA_DATA_DIR``, default ``./var``; or ``NOEMA_NATS_URL`` and
+``NOEMA_DATABASE_URL`` for external servers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from noema.logging import configure_logging
+from noema.runtime import NotRunning, locate
+from noema.settings import Settings, SettingsError
+
+from . import commands
+
+T = TypeVar("T")
+
+app = typer.Typer(
+    name="noemactl",
+    help=__doc__,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+memory_app = typer.Typer(help="Inspect long-term memory.", no_args_is_help=True)
+app.add_typer(memory_app, name="memory")
+
+out = Console()
+err = Console(stderr=True)
+
+
+class _State:
+    settings: Settings
+
+
+state = _State()
+
+
+def _fail(message: str, code: int = 1) -> None:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _run(factory: Callable[[Settings], Coroutine[Any, Any, T]]) -> T:
+    """Locate the running instance and run an async command, turning known failures into messages."""
+    try:
+        settings = locate(state.settings)
+    except NotRunning as exc:
+        _fail(str(exc), 2)
+        raise AssertionError from None
+    try:
+        return asyncio.run(factory(settings))
+    except commands.CommandError as exc:
+        _fail(str(exc))
+    except (OSError, TimeoutError) as exc:
+        _fail(f"cannot reach Noema ({exc.__class__.__name__}: {exc}); is `noemactl up` running?", 2)
+    raise AssertionError("unreachable")
+
+
+def _print_json(data: Any) -> None:
+    out.print_json(json.dumps(data, default=lambda o: o.isoformat() if isinstance(o, datetime) else str(o)))
+
+
+@app.callback()
+def _main(
+    data_dir: Path | None = typer.Option(
+        None, "--data-dir", help="Data folder of the embedded instance (default: $NOEMA_DATA_DIR or ./var)."
+    ),
+) -> None:
+    try:
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        _fail(str(exc), 2)
+        raise AssertionError from None
+    state.settings = replace(settings, data_dir=data_dir) if data_dir else settings
+    configure_logging(settings.log_format, "warning")
+
+
+@app.command()
+def up() -> None:
+    """Start Noema: embedded NATS + PostgreSQL (unless external URLs are set), all workers and the API.
+
+    Runs in the foreground until Ctrl-C. A second `up` reuses the data folder.
+
+    Example: noemactl up --data-dir /var/lib/noema
+    """
+    from .supervisor import Supervisor
+
+    configure_logging(state.settings.log_format, state.settings.log_level)
+    try:
+        code = Supervisor(state.settings).run()
+    except RuntimeError as exc:
+        _fail(str(exc))
+        return
+    raise typer.Exit(code)
+
+
+@app.command()
+def observe(
+    text: str = typer.Argument(..., help="What was observed."),
+    workspace: str = typer.Option(..., "--workspace", "-w", help="Workspace (tenant)."),
+    mind: str = typer.Option(..., "--mind", "-m", help="Mind/agent the observation belongs to."),
+    channel: str = typer.Option("user", "--channel", "-c", help="operator, user, system, tool, source or low."),
+    salience: float | None = typer.Option(None, help="How much it stands out, 0..1 (estimated when absent)."),
+    importance: float | None = typer.Option(None, help="How much it matters, 0..1."),
+    observation_id: str | None = typer.Option(None, "--id", help="Observation id (retries with the same id are stored once)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Publish an observation to the observation stream.
+
+    Example: noemactl observe "the deploy key rotates on Fridays" --workspace acme --mind ops
+    """
+    from noema.client import InvalidObservation, build_observation
+
+    try:
+        obs = build_observation(
+            text, workspace=workspace, mind=mind, channel=channel, salience=salience,
+            importance=importance, observation_id=observation_id,
+        )
+    except InvalidObservation as exc:
+        _fail(f"invalid observation: {exc}", 2)
+        return
+    seq = _run(lambda s: commands.publish(s, obs))
+    if as_json:
+        _print_json({"observation_id": obs.id, "seq": seq})
+    else:
+        out.print(f"observation {obs.id} stored at seq {seq}")
+
+
+@memory_app.command("list")
+def memory_list(
+    workspace: str | None = typer.Option(None, "--workspace", "-w"),
+    mind: str | None = typer.Option(None, "--mind", "-m"),
+    limit: int = typer.Option(20, min=1, max=1000),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """List memories, newest first.
+
+    Example: noemactl memory list --workspace acme
+    """
+    rows = _run(lambda s: commands.memory_list(s, workspace, mind, limit))
+    if as_json:
+        _print_json(rows)
+        return
+    table = Table("id", "workspace/mind", "kind", "status", "activation", "content", "created")
+    for r in rows:
+        table.add_row(r["id"][:8], f"{r['workspace']}/{r['mind']}", r["kind"], r["status"],
+                      f"{r['activation']:.3f}", _clip(r["content"]), r["created_at"].isoformat(timespec="seconds"))
+    out.print(table)
+
+
+@memory_app.command("search")
+def memory_search(
+    query: str = typer.Argument(..., help="Words to look for (any of them matches)."),
+    workspace: str | None = typer.Option(None, "--workspace", "-w"),
+    limit: int = typer.Option(10, min=1, max=500),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Full-text search over active memories, best first, with each memory's origin event.
+
+    Example: noemactl memory search "deploy key" --workspace acme
+    """
+    rows = _run(lambda s: commands.memory_search(s, query, workspace, limit))
+    if as_json:
+        _print_json(rows)
+        return
+    if not rows:
+        out.print("no matching memories")
+        return
+    table = Table("id", "workspace/mind", "rank", "content", "origin event")
+    for r in rows:
+        table.add_row(r["id"][:8], f"{r['workspace']}/{r['mind']}", f"{r['rank']:.3f}", _clip(r["content"]),
+                      f"{r['origin_type']} #{r['origin_seq']} ({r['origin_event'][:8]})")
+    out.print(table)
+
+
+@memory_app.command("show")
+def memory_show(
+    memory_id: str = typer.Argument(..., help="Memory id (full)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Show one memory with every field and its provenance (origin event, source observations).
+
+    Example: noemactl memory show 3f0c…
+    """
+    row = _run(lambda s: commands.memory_show(s, memory_id))
+    if row is None:
+        _fail(f"no memory {memory_id}")
+        return
+    if as_json:
+        _print_json(row)
+        return
+    table = Table("field", "value", show_header=False)
+    for key, value in row.items():
+        if key != "origin":
+            table.add_row(key, str(value))
+    out.print(table)
+    origin = row.get("origin")
+    if origin:
+        out.print(f"[bold]origin event[/] {origin['type']} #{origin['seq']} id={origin['id']} "
+                  f"actor={origin['actor']} causation={origin['causation_id']} at={origin['occurred_at']}")
+        out.print(origin["payload"], highlight=False)
+
+
+@app.command()
+def replay(
+    until_seq: int | None = typer.Option(None, help="Stop at this stream sequence (point-in-time)."),
+    keep: bool = typer.Option(False, help="Keep the rebuilt schema instead of dropping it."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Rebuild the read model from the event stream into fresh tables and compare checksums.
+
+    Prints the number of events applied and the checksum of the projected rows; without
+    --until-seq it also prints the live read model's checksum, which must be equal.
+
+    Example: noemactl replay
+    """
+    result = _run(lambda s: commands.replay(s, until_seq, keep))
+    if as_json:
+        _print_json(result)
+    else:
+        out.print(f"events replayed: {result['events']} (through seq {result['last_seq']})")
+        out.print(f"replay checksum: {result['checksum']}")
+        if result.get("live_checksum"):
+            out.print(f"live checksum:   {result['live_checksum']} (live position {result['live_position']})")
+            out.print("match: " + ("yes" if result["match"] else "NO"))
+        if keep:
+            out.print(f"kept in schema {result['schema']}")
+    if result.get("live_checksum") and not result["match"]:
+        raise typer.Exit(1)
+
+
+@app.command()
+def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Exit 0 when Noema is up and healthy; otherwise print what is wrong and exit non-zero.
+
+    Example: noemactl status
+    """
+    report = _run(commands.status)
+    if as_json:
+        _print_json(report)
+    else:
+        for check in report["checks"]:
+            mark = "[green]ok[/]" if check["ok"] else "[red]FAIL[/]"
+            out.print(f"{mark:>5} {check['name']}: {check['detail']}", highlight=False)
+    if not report["healthy"]:
+        raise typer.Exit(1)
+
+
+def _clip(text: str, width: int = 70) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def main() -> None:
+    """Entry point of the ``noemactl`` script."""
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())  # type: ignore[func-returns-value]

@@ -1,0 +1,1 @@
+"""The projector: builds the PostgreSQL read model from the event stream."""

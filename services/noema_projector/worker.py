@@ -1,0 +1,98 @@
+"""Projector worker: event stream in order → read model, position tracked in the same transaction.
+
+The database's tracking position is the truth about progress: on start the durable consumer is
+(re)created to deliver from ``position + 1``, so a crash between commit and ack, or a kill at any
+point, resumes exactly where the committed state ends. A gap in delivered sequences (possible only
+after an ack timeout) stops the worker loudly; its restart resumes from the committed position.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+import structlog
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
+
+from noema.adapters.postgres.projection import Projected, ReadModelProjection
+from noema.topology import Topology
+from noema_events import EventDecodeError, decode_event
+
+__all__ = ["ProjectorHandler", "subscribe_from_position"]
+
+log = structlog.get_logger("noema.projector")
+
+
+async def subscribe_from_position(
+    js: JetStreamContext, topology: Topology, position: int, batch: int
+) -> JetStreamContext.PullSubscription:
+    """(Re)create the projector's durable consumer to deliver from ``position + 1``."""
+    durable = topology.durable("projector")
+    try:
+        await js.delete_consumer(topology.event_stream, durable)
+    except NotFoundError:
+        pass
+    config = ConsumerConfig(
+        durable_name=durable,
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=300.0,
+        max_ack_pending=batch * 4,
+        filter_subject=topology.event_subjects,
+        **(
+            {"deliver_policy": DeliverPolicy.BY_START_SEQUENCE, "opt_start_seq": position + 1}
+            if position
+            else {"deliver_policy": DeliverPolicy.ALL}
+        ),
+    )
+    await js.add_consumer(topology.event_stream, config)
+    return await js.pull_subscribe_bind(durable=durable, stream=topology.event_stream)
+
+
+class ProjectorHandler:
+    """Applies one batch of event messages and acks them after the commit."""
+
+    def __init__(
+        self, js: JetStreamContext, pool: asyncpg.Pool, topology: Topology, projection: ReadModelProjection,
+        position: int,
+    ) -> None:
+        self._js = js
+        self._pool = pool
+        self._topology = topology
+        self._projection = projection
+        self._expected = position + 1
+
+    async def __call__(self, msgs: list[Msg]) -> None:
+        """Decode, apply in one transaction, ack."""
+        batch: list[Projected] = []
+        for msg in msgs:
+            seq = msg.metadata.sequence.stream
+            if seq < self._expected:
+                continue  # already applied (a redelivery)
+            if seq > self._expected:
+                raise RuntimeError(f"event stream gap: expected seq {self._expected}, got {seq}; restart resumes")
+            self._expected = seq + 1
+            try:
+                batch.append(Projected(seq, msg.subject, decode_event(msg.data)))
+            except EventDecodeError as exc:
+                await self._dead_letter(msg, seq, str(exc))
+        async with self._pool.acquire() as conn:
+            applied = await self._projection.apply(conn, batch, through_seq=self._expected - 1)
+        for msg in msgs:
+            await msg.ack()
+        log.info("batch projected", events=applied, last_seq=self._expected - 1)
+
+    async def _dead_letter(self, msg: Msg, seq: int, reason: str) -> None:
+        # An undecodable event cannot be projected; it is kept with its reason and skipped, the
+        # same way on every replay, so live and replayed read models stay equal.
+        await self._js.publish(
+            self._topology.dead_letter_subject("projector"),
+            msg.data,
+            headers={
+                "Nats-Msg-Id": f"projector-dlq-{seq}",
+                "Noema-Error": reason[:1000],
+                "Noema-Original-Subject": msg.subject,
+                "Noema-Original-Seq": str(seq),
+            },
+        )
+        log.error("event not projectable; dead-lettered", seq=seq, reason=reason)
