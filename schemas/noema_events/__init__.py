@@ -8,7 +8,7 @@ from .catalog import __all__ as _catalog_all
 from .codec import EventDecodeError, decode_event, encode_event, upcast
 from .envelope import NAME_PATTERN, Event, Name
 
-__all__ = [  # noqa: PLE0604
+__all__ = [
     *_catalog_all,
     "NAME_PATTERN",
     "Event",

@@ -64,14 +64,14 @@ Content = Annotated[str, msgspec.Meta(min_length=1, max_length=32_000)]
 Label = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
 
-class _Payload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=False):
+class _Payload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=False, omit_defaults=True):
     """Base of event payloads: immutable, keyword-only, tolerant of fields added later."""
 
 
 # --- observations -------------------------------------------------------------------------------
 
 
-class ObservationPayload(_Payload, frozen=True, kw_only=True):
+class ObservationPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """What an agent (or a person) saw or said, as published on the observation stream."""
 
     content: Content
@@ -98,7 +98,7 @@ class ObservationRecorded(Event, frozen=True, kw_only=True, tag="observation.rec
 # --- attention ----------------------------------------------------------------------------------
 
 
-class AttentionDecision(_Payload, frozen=True, kw_only=True):
+class AttentionDecision(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """One candidate's outcome in an attention cycle, with the features that decided it."""
 
     candidate_id: str
@@ -110,7 +110,7 @@ class AttentionDecision(_Payload, frozen=True, kw_only=True):
     reason: str = ""
 
 
-class AttentionDecidedPayload(_Payload, frozen=True, kw_only=True):
+class AttentionDecidedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """The outcome of one attention cycle: the candidates competed for a limited number of admissions."""
 
     decisions: list[AttentionDecision]
@@ -127,7 +127,7 @@ class AttentionDecided(Event, frozen=True, kw_only=True, tag="attention.decided.
 # --- memories -----------------------------------------------------------------------------------
 
 
-class MemoryCreatedPayload(_Payload, frozen=True, kw_only=True):
+class MemoryCreatedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """A new long-term memory record (SPEC §3)."""
 
     memory_id: str
@@ -161,7 +161,7 @@ class MemoryCreated(Event, frozen=True, kw_only=True, tag="memory.created.v1"):
     payload: MemoryCreatedPayload
 
 
-class MemoryEmbeddedPayload(_Payload, frozen=True, kw_only=True):
+class MemoryEmbeddedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """A vector for a memory under one model; the event carries the vector so replay needs no model."""
 
     memory_id: str
@@ -176,7 +176,7 @@ class MemoryEmbedded(Event, frozen=True, kw_only=True, tag="memory.embedded.v1")
     payload: MemoryEmbeddedPayload
 
 
-class MemoryRetrievedPayload(_Payload, frozen=True, kw_only=True):
+class MemoryRetrievedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """An admitted recall, with the scoring components that made it win."""
 
     memory_id: str
@@ -192,7 +192,7 @@ class MemoryRetrieved(Event, frozen=True, kw_only=True, tag="memory.retrieved.v1
     payload: MemoryRetrievedPayload
 
 
-class MemoryReinforcedPayload(_Payload, frozen=True, kw_only=True):
+class MemoryReinforcedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """An explicit reinforcement not caused by recall (e.g. an operator pinning a memory)."""
 
     memory_id: str
@@ -206,7 +206,7 @@ class MemoryReinforced(Event, frozen=True, kw_only=True, tag="memory.reinforced.
     payload: MemoryReinforcedPayload
 
 
-class ActivationDecayedPayload(_Payload, frozen=True, kw_only=True):
+class ActivationDecayedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """One decay tick for a whole workspace: the projector applies it to every memory in bulk."""
 
     tick_at: datetime
@@ -219,7 +219,7 @@ class ActivationDecayed(Event, frozen=True, kw_only=True, tag="activation.decaye
     payload: ActivationDecayedPayload
 
 
-class MemorySupersededPayload(_Payload, frozen=True, kw_only=True):
+class MemorySupersededPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """A memory was replaced by a newer version; the old record stays for provenance."""
 
     memory_id: str
@@ -233,7 +233,7 @@ class MemorySuperseded(Event, frozen=True, kw_only=True, tag="memory.superseded.
     payload: MemorySupersededPayload
 
 
-class RelationshipAddedPayload(_Payload, frozen=True, kw_only=True):
+class RelationshipAddedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """An edge between two memories of the same mind and workspace."""
 
     relationship_id: str
@@ -253,7 +253,7 @@ class RelationshipAdded(Event, frozen=True, kw_only=True, tag="relationship.adde
 # --- workspace knowledge ------------------------------------------------------------------------
 
 
-class FactProposedPayload(_Payload, frozen=True, kw_only=True):
+class FactProposedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """A semantic fact was written to a domain/topic."""
 
     memory_id: str
@@ -275,7 +275,7 @@ class FactProposed(Event, frozen=True, kw_only=True, tag="fact.proposed.v1"):
     payload: FactProposedPayload
 
 
-class FactMentionedPayload(_Payload, frozen=True, kw_only=True):
+class FactMentionedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """The same fact was mentioned again: confidence and mention_count rise instead of duplicating."""
 
     memory_id: str
@@ -289,7 +289,7 @@ class FactMentioned(Event, frozen=True, kw_only=True, tag="fact.mentioned.v1"):
     payload: FactMentionedPayload
 
 
-class ConflictRecordedPayload(_Payload, frozen=True, kw_only=True):
+class ConflictRecordedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """Two records disagreed; the rule that decided the winner is kept."""
 
     conflict_id: str
@@ -307,7 +307,7 @@ class ConflictRecorded(Event, frozen=True, kw_only=True, tag="conflict.recorded.
     payload: ConflictRecordedPayload
 
 
-class PolicyProposedPayload(_Payload, frozen=True, kw_only=True):
+class PolicyProposedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """A normative rule scoped to a workspace and domain."""
 
     policy_id: str
@@ -324,7 +324,7 @@ class PolicyProposed(Event, frozen=True, kw_only=True, tag="policy.proposed.v1")
     payload: PolicyProposedPayload
 
 
-class PolicySupersededPayload(_Payload, frozen=True, kw_only=True):
+class PolicySupersededPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """A policy was replaced (or deactivated when ``superseded_by`` is empty)."""
 
     policy_id: str
@@ -338,7 +338,7 @@ class PolicySuperseded(Event, frozen=True, kw_only=True, tag="policy.superseded.
     payload: PolicySupersededPayload
 
 
-class DomainCreatedPayload(_Payload, frozen=True, kw_only=True):
+class DomainCreatedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """A domain came into being on first use; ``repo`` set means repository scope."""
 
     domain: Label
@@ -351,7 +351,7 @@ class DomainCreated(Event, frozen=True, kw_only=True, tag="domain.created.v1"):
     payload: DomainCreatedPayload
 
 
-class GrantChangedPayload(_Payload, frozen=True, kw_only=True):
+class GrantChangedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """(role, domain) → access."""
 
     role: Label
@@ -367,7 +367,7 @@ class GrantChanged(Event, frozen=True, kw_only=True, tag="grant.changed.v1"):
     payload: GrantChangedPayload
 
 
-class WorkingMemoryItem(_Payload, frozen=True, kw_only=True):
+class WorkingMemoryItem(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """One item a mind is actively holding."""
 
     memory_id: str
@@ -375,7 +375,7 @@ class WorkingMemoryItem(_Payload, frozen=True, kw_only=True):
     entered_at: datetime
 
 
-class WorkingMemoryUpdatedPayload(_Payload, frozen=True, kw_only=True):
+class WorkingMemoryUpdatedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """The full new content of a mind's working memory (small, so the state is carried whole)."""
 
     items: list[WorkingMemoryItem]
@@ -388,7 +388,7 @@ class WorkingMemoryUpdated(Event, frozen=True, kw_only=True, tag="working_memory
     payload: WorkingMemoryUpdatedPayload
 
 
-class NotesUpdatedPayload(_Payload, frozen=True, kw_only=True):
+class NotesUpdatedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """An agent's private scratchpad, carried whole."""
 
     agent: Label
@@ -401,7 +401,7 @@ class NotesUpdated(Event, frozen=True, kw_only=True, tag="notes.updated.v1"):
     payload: NotesUpdatedPayload
 
 
-class OperatorActionPayload(_Payload, frozen=True, kw_only=True):
+class OperatorActionPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """An operator changed the memory: retract, correct, create, archive, grant change."""
 
     action: Literal["retract", "correct", "create", "archive", "grant_change", "restore"]
@@ -439,8 +439,5 @@ AnyEvent = (
 )
 """Every current event version; decode with :func:`noema_events.codec.decode_event`."""
 
-EVENT_TYPES: dict[str, type[Event]] = {
-    str(cls.__struct_config__.tag): cls  # type: ignore[attr-defined]
-    for cls in AnyEvent.__args__  # type: ignore[attr-defined]
-}
+EVENT_TYPES: dict[str, type[Event]] = {str(cls.__struct_config__.tag): cls for cls in AnyEvent.__args__}
 """Tag → class for every current event version."""

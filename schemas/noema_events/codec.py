@@ -20,7 +20,7 @@ UPCASTERS: dict[str, Upcaster] = {}
 Chains are followed until a current tag is reached. Old events on the stream are never rewritten.
 """
 
-_decoder = msgspec.json.Decoder(AnyEvent)  # type: ignore[arg-type]
+_decoder = msgspec.json.Decoder(AnyEvent)
 _encoder = msgspec.json.Encoder()
 
 
@@ -50,7 +50,7 @@ def decode_event(data: bytes | str) -> Event:
     Raises :class:`EventDecodeError` with a readable reason for anything else.
     """
     try:
-        return _decoder.decode(data)  # type: ignore[no-any-return]
+        return _decoder.decode(data)
     except msgspec.ValidationError as exc:
         first_error: Exception = exc
     except msgspec.DecodeError as exc:
@@ -61,6 +61,6 @@ def decode_event(data: bytes | str) -> Event:
     if raw.get("type") in EVENT_TYPES:
         raise EventDecodeError(str(first_error)) from first_error
     try:
-        return msgspec.convert(upcast(raw), AnyEvent)  # type: ignore[no-any-return,arg-type]
+        return msgspec.convert(upcast(raw), AnyEvent)  # type: ignore[no-any-return]
     except msgspec.ValidationError as exc:
         raise EventDecodeError(str(exc)) from exc

@@ -58,8 +58,10 @@ def create_app(pool: asyncpg.Pool, nc: NATS | None = None) -> Starlette:
             problems.append(f"postgres: {exc}")
         if nc is not None and not nc.is_connected:
             problems.append("nats: not connected")
-        return _json({"status": "ok" if not problems else "unavailable", "problems": problems},
-                     200 if not problems else 503)
+        return _json(
+            {"status": "ok" if not problems else "unavailable", "problems": problems},
+            200 if not problems else 503,
+        )
 
     async def memories(request: Request) -> Response:
         unknown = set(request.query_params) - {"q", "workspace", "mind", "limit", "offset"}
@@ -72,8 +74,9 @@ def create_app(pool: asyncpg.Pool, nc: NATS | None = None) -> Starlette:
         if q:
             rows = await queries.search_text(q, workspace=workspace, limit=limit)
         else:
-            rows = await queries.list(workspace=workspace, mind=request.query_params.get("mind"),
-                                      limit=limit, offset=offset)
+            rows = await queries.list_recent(
+                workspace=workspace, mind=request.query_params.get("mind"), limit=limit, offset=offset
+            )
         return _json({"items": rows})
 
     async def memory(request: Request) -> Response:

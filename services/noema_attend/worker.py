@@ -11,8 +11,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import structlog
+from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
-from nats.js import JetStreamContext
 
 from noema.adapters.jetstream import EventPublisher
 from noema.domain.attention import AttentionConfig, decide_cycle
@@ -33,16 +33,16 @@ class AttendHandler:
 
     def __init__(
         self,
-        js: JetStreamContext,
+        nc: NATS,
         topology: Topology,
         config: AttentionConfig,
         clock: Callable[[], datetime] = _utcnow,
     ) -> None:
-        self._js = js
+        self._js = nc.jetstream()
         self._topology = topology
         self._config = config
         self._clock = clock
-        self._publisher = EventPublisher(js, topology)
+        self._publisher = EventPublisher(nc, topology)
 
     def _validate(self, msg: Msg) -> ObservationRecorded:
         event = decode_event(msg.data)
@@ -84,6 +84,9 @@ class AttendHandler:
         admitted = sum(1 for e in events if e.name == "memory.created")
         log.info(
             "cycle decided",
-            observations=len(msgs), valid=len(good), admitted=admitted,
-            first_seq=msgs[0].metadata.sequence.stream, last_seq=msgs[-1].metadata.sequence.stream,
+            observations=len(msgs),
+            valid=len(good),
+            admitted=admitted,
+            first_seq=msgs[0].metadata.sequence.stream,
+            last_seq=msgs[-1].metadata.sequence.stream,
         )

@@ -34,7 +34,8 @@ async def publish(settings: Settings, obs: ObservationRecorded) -> int:
     nc = await connect(settings.nats_url, name="noemactl")
     try:
         ack = await nc.jetstream().publish(
-            topology.observation_subject(obs.workspace, obs.mind), encode_event(obs),
+            topology.observation_subject(obs.workspace, obs.mind),
+            encode_event(obs),
             headers={"Nats-Msg-Id": obs.id},
         )
         return int(ack.seq)
@@ -44,20 +45,26 @@ async def publish(settings: Settings, obs: ObservationRecorded) -> int:
 
 async def _queries(settings: Settings) -> tuple[asyncpg.Pool, MemoryQueries]:
     assert settings.database_url
-    pool = await create_pool(settings.database_url, settings.db_schema, app="noemactl", min_size=1, max_size=1)
+    pool = await create_pool(
+        settings.database_url, settings.db_schema, app="noemactl", min_size=1, max_size=1
+    )
     return pool, MemoryQueries(pool)
 
 
-async def memory_list(settings: Settings, workspace: str | None, mind: str | None, limit: int) -> list[dict[str, Any]]:
+async def memory_list(
+    settings: Settings, workspace: str | None, mind: str | None, limit: int
+) -> list[dict[str, Any]]:
     """Newest memories."""
     pool, q = await _queries(settings)
     try:
-        return await q.list(workspace=workspace, mind=mind, limit=limit)
+        return await q.list_recent(workspace=workspace, mind=mind, limit=limit)
     finally:
         await pool.close()
 
 
-async def memory_search(settings: Settings, query: str, workspace: str | None, limit: int) -> list[dict[str, Any]]:
+async def memory_search(
+    settings: Settings, query: str, workspace: str | None, limit: int
+) -> list[dict[str, Any]]:
     """Full-text search."""
     pool, q = await _queries(settings)
     try:
@@ -86,16 +93,22 @@ async def _live_position(settings: Settings) -> int:
 
 async def replay(settings: Settings, until_seq: int | None, keep: bool) -> dict[str, Any]:
     """Replay into a fresh schema; compare with the live read model once it reached the same seq."""
-    assert settings.nats_url and settings.database_url
+    assert settings.nats_url
+    assert settings.database_url
     topology = Topology(settings.prefix)
     schema = f"replay_{settings.db_schema}_{os.getpid()}_{int(time.time())}"
     nc = await connect(settings.nats_url, name="noemactl-replay")
     try:
-        result = await replay_into(nc.jetstream(), settings.database_url, topology, schema, until_seq=until_seq)
+        result = await replay_into(
+            nc.jetstream(), settings.database_url, topology, schema, until_seq=until_seq
+        )
     finally:
         await nc.close()
     report: dict[str, Any] = {
-        "schema": schema, "events": result.events, "last_seq": result.last_seq, "checksum": result.checksum,
+        "schema": schema,
+        "events": result.events,
+        "last_seq": result.last_seq,
+        "checksum": result.checksum,
     }
     try:
         if until_seq is None:
@@ -119,7 +132,8 @@ async def replay(settings: Settings, until_seq: int | None, keep: bool) -> dict[
 
 async def status(settings: Settings) -> dict[str, Any]:
     """Health of every part: servers, streams, projector lag, worker processes."""
-    assert settings.nats_url and settings.database_url
+    assert settings.nats_url
+    assert settings.database_url
     topology = Topology(settings.prefix)
     checks: list[dict[str, Any]] = []
 
@@ -129,7 +143,7 @@ async def status(settings: Settings) -> dict[str, Any]:
     last_seq = None
     try:
         nc = await asyncio.wait_for(connect(settings.nats_url, name="noemactl-status"), 5)
-    except (OSError, TimeoutError, Exception) as exc:  # noqa: BLE001 - any connect failure is "down"
+    except (OSError, TimeoutError, Exception) as exc:
         add("nats", False, f"{settings.nats_url}: {exc}")
     else:
         add("nats", True, settings.nats_url)
@@ -157,7 +171,11 @@ async def status(settings: Settings) -> dict[str, Any]:
     else:
         add("postgres", True, f"schema {settings.db_schema}")
         if last_seq is not None:
-            add("projector lag", True, f"{max(0, last_seq - position)} events behind (at seq {position} of {last_seq})")
+            add(
+                "projector lag",
+                True,
+                f"{max(0, last_seq - position)} events behind (at seq {position} of {last_seq})",
+            )
     state = None if settings.external else read_state(settings.data_dir.expanduser().resolve())
     if state:
         for name, pid in state.get("services", {}).items():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -113,10 +113,14 @@ def observe(
     text: str = typer.Argument(..., help="What was observed."),
     workspace: str = typer.Option(..., "--workspace", "-w", help="Workspace (tenant)."),
     mind: str = typer.Option(..., "--mind", "-m", help="Mind/agent the observation belongs to."),
-    channel: str = typer.Option("user", "--channel", "-c", help="operator, user, system, tool, source or low."),
+    channel: str = typer.Option(
+        "user", "--channel", "-c", help="operator, user, system, tool, source or low."
+    ),
     salience: float | None = typer.Option(None, help="How much it stands out, 0..1 (estimated when absent)."),
     importance: float | None = typer.Option(None, help="How much it matters, 0..1."),
-    observation_id: str | None = typer.Option(None, "--id", help="Observation id (retries with the same id are stored once)."),
+    observation_id: str | None = typer.Option(
+        None, "--id", help="Observation id (retries with the same id are stored once)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Publish an observation to the observation stream.
@@ -127,8 +131,13 @@ def observe(
 
     try:
         obs = build_observation(
-            text, workspace=workspace, mind=mind, channel=channel, salience=salience,
-            importance=importance, observation_id=observation_id,
+            text,
+            workspace=workspace,
+            mind=mind,
+            channel=channel,
+            salience=salience,
+            importance=importance,
+            observation_id=observation_id,
         )
     except InvalidObservation as exc:
         _fail(f"invalid observation: {exc}", 2)
@@ -157,8 +166,15 @@ def memory_list(
         return
     table = Table("id", "workspace/mind", "kind", "status", "activation", "content", "created")
     for r in rows:
-        table.add_row(r["id"][:8], f"{r['workspace']}/{r['mind']}", r["kind"], r["status"],
-                      f"{r['activation']:.3f}", _clip(r["content"]), r["created_at"].isoformat(timespec="seconds"))
+        table.add_row(
+            r["id"][:8],
+            f"{r['workspace']}/{r['mind']}",
+            r["kind"],
+            r["status"],
+            f"{r['activation']:.3f}",
+            _clip(r["content"]),
+            r["created_at"].isoformat(timespec="seconds"),
+        )
     out.print(table)
 
 
@@ -182,8 +198,13 @@ def memory_search(
         return
     table = Table("id", "workspace/mind", "rank", "content", "origin event")
     for r in rows:
-        table.add_row(r["id"][:8], f"{r['workspace']}/{r['mind']}", f"{r['rank']:.3f}", _clip(r["content"]),
-                      f"{r['origin_type']} #{r['origin_seq']} ({r['origin_event'][:8]})")
+        table.add_row(
+            r["id"][:8],
+            f"{r['workspace']}/{r['mind']}",
+            f"{r['rank']:.3f}",
+            _clip(r["content"]),
+            f"{r['origin_type']} #{r['origin_seq']} ({r['origin_event'][:8]})",
+        )
     out.print(table)
 
 
@@ -210,8 +231,10 @@ def memory_show(
     out.print(table)
     origin = row.get("origin")
     if origin:
-        out.print(f"[bold]origin event[/] {origin['type']} #{origin['seq']} id={origin['id']} "
-                  f"actor={origin['actor']} causation={origin['causation_id']} at={origin['occurred_at']}")
+        out.print(
+            f"[bold]origin event[/] {origin['type']} #{origin['seq']} id={origin['id']} "
+            f"actor={origin['actor']} causation={origin['causation_id']} at={origin['occurred_at']}"
+        )
         out.print(origin["payload"], highlight=False)
 
 

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -45,7 +44,8 @@ RESTART_WINDOW_S = 60.0
 
 async def prepare(settings: Settings) -> None:
     """Apply migrations and create the streams (both idempotent)."""
-    assert settings.nats_url and settings.database_url
+    assert settings.nats_url
+    assert settings.database_url
     await migrate(settings.database_url, settings.db_schema)
     nc = await connect(settings.nats_url, name="noema-up")
     try:
@@ -69,7 +69,8 @@ class Supervisor:
     def __init__(self, settings: Settings, services: dict[str, str] | None = None) -> None:
         self.settings = settings
         self.services = SERVICES if services is None else services
-        self._stop = threading.Event()
+        # A plain flag: a signal handler must not take locks (threading.Event.set can deadlock there).
+        self._stop_requested = False
         self._nats: EmbeddedNats | None = None
         self._pg: EmbeddedPostgres | None = None
         self._children: list[_Child] = []
@@ -77,13 +78,14 @@ class Supervisor:
 
     def request_stop(self, *_: Any) -> None:
         """Ask the supervisor to stop everything (signal-safe)."""
-        self._stop.set()
+        self._stop_requested = True
 
     def _spawn(self, child: _Child, env: dict[str, str]) -> None:
-        child.proc = subprocess.Popen([sys.executable, "-m", child.module], env=env)
+        # Own session: Ctrl-C reaches only the supervisor, which then stops the children in order.
+        child.proc = subprocess.Popen([sys.executable, "-m", child.module], env=env, start_new_session=True)
         log.info("service started", service=child.name, pid=child.proc.pid)
         state = read_state(self._data_dir) if self._data_dir else None
-        if state is not None:
+        if state is not None and self._data_dir is not None:
             state["services"][child.name] = child.proc.pid
             write_state(self._data_dir, state)
 
@@ -109,29 +111,38 @@ class Supervisor:
                 settings = settings.with_urls(
                     settings.nats_url or self._nats.url, settings.database_url or self._pg.url
                 )
-            assert settings.nats_url and settings.database_url
+            assert settings.nats_url
+            assert settings.database_url
             asyncio.run(prepare(settings))
             env = {**os.environ, **settings.to_env()}
             self._children = [_Child(name, module) for name, module in self.services.items()]
             for child in self._children:
                 self._spawn(child, env)
-            write_state(data_dir, {
-                "pid": os.getpid(),
-                "started_at": datetime.now(UTC).isoformat(),
-                "nats_url": settings.nats_url,
-                "database_url": settings.database_url,
-                "api_url": f"http://{settings.api_host}:{settings.api_port}",
-                "embedded": not settings.external,
-                "services": {c.name: c.proc.pid for c in self._children if c.proc},
-            })
-            log.info("noema is up", data_dir=str(data_dir), nats=settings.nats_url,
-                     api=f"http://{settings.api_host}:{settings.api_port}")
+            write_state(
+                data_dir,
+                {
+                    "pid": os.getpid(),
+                    "started_at": datetime.now(UTC).isoformat(),
+                    "nats_url": settings.nats_url,
+                    "database_url": settings.database_url,
+                    "api_url": f"http://{settings.api_host}:{settings.api_port}",
+                    "embedded": not settings.external,
+                    "services": {c.name: c.proc.pid for c in self._children if c.proc},
+                },
+            )
+            log.info(
+                "noema is up",
+                data_dir=str(data_dir),
+                nats=settings.nats_url,
+                api=f"http://{settings.api_host}:{settings.api_port}",
+            )
             return self._supervise(env, data_dir)
         finally:
             self._shutdown(data_dir)
 
     def _supervise(self, env: dict[str, str], data_dir: Path) -> int:
-        while not self._stop.wait(0.25):
+        while not self._stop_requested:
+            time.sleep(0.25)
             now = time.monotonic()
             for child in self._children:
                 assert child.proc is not None

@@ -8,6 +8,8 @@ after an ack timeout) stops the worker loudly; its restart resumes from the comm
 
 from __future__ import annotations
 
+import contextlib
+
 import asyncpg
 import structlog
 from nats.aio.msg import Msg
@@ -29,13 +31,13 @@ async def subscribe_from_position(
 ) -> JetStreamContext.PullSubscription:
     """(Re)create the projector's durable consumer to deliver from ``position + 1``."""
     durable = topology.durable("projector")
-    try:
+    with contextlib.suppress(NotFoundError):
         await js.delete_consumer(topology.event_stream, durable)
-    except NotFoundError:
-        pass
     config = ConsumerConfig(
         durable_name=durable,
-        ack_policy=AckPolicy.EXPLICIT,
+        # One projector per partition consumes in order, so acking the last message of a batch
+        # acknowledges the whole batch: one ack per commit instead of one per event.
+        ack_policy=AckPolicy.ALL,
         ack_wait=300.0,
         max_ack_pending=batch * 4,
         filter_subject=topology.event_subjects,
@@ -53,7 +55,11 @@ class ProjectorHandler:
     """Applies one batch of event messages and acks them after the commit."""
 
     def __init__(
-        self, js: JetStreamContext, pool: asyncpg.Pool, topology: Topology, projection: ReadModelProjection,
+        self,
+        js: JetStreamContext,
+        pool: asyncpg.Pool,
+        topology: Topology,
+        projection: ReadModelProjection,
         position: int,
     ) -> None:
         self._js = js
@@ -70,7 +76,9 @@ class ProjectorHandler:
             if seq < self._expected:
                 continue  # already applied (a redelivery)
             if seq > self._expected:
-                raise RuntimeError(f"event stream gap: expected seq {self._expected}, got {seq}; restart resumes")
+                raise RuntimeError(
+                    f"event stream gap: expected seq {self._expected}, got {seq}; restart resumes"
+                )
             self._expected = seq + 1
             try:
                 batch.append(Projected(seq, msg.subject, decode_event(msg.data)))
@@ -78,8 +86,7 @@ class ProjectorHandler:
                 await self._dead_letter(msg, seq, str(exc))
         async with self._pool.acquire() as conn:
             applied = await self._projection.apply(conn, batch, through_seq=self._expected - 1)
-        for msg in msgs:
-            await msg.ack()
+        await msgs[-1].ack()
         log.info("batch projected", events=applied, last_seq=self._expected - 1)
 
     async def _dead_letter(self, msg: Msg, seq: int, reason: str) -> None:

@@ -68,7 +68,9 @@ def _normalized(content: str) -> str:
     return " ".join(content.lower().split())
 
 
-def score(obs: ObservationRecorded, novelty: float, config: AttentionConfig) -> tuple[float, dict[str, float]]:
+def score(
+    obs: ObservationRecorded, novelty: float, config: AttentionConfig
+) -> tuple[float, dict[str, float]]:
     """Weighted sum of the candidate's features; returns the score and its components."""
     p = obs.payload
     features = {
@@ -78,7 +80,10 @@ def score(obs: ObservationRecorded, novelty: float, config: AttentionConfig) -> 
         "credibility": CHANNEL_CREDIBILITY[p.channel],
     }
     components = {k: round(config.weights[k] * v, 6) for k, v in features.items()}
-    return round(sum(components.values()), 6), {**components, **{f"{k}_value": v for k, v in features.items()}}
+    return round(sum(components.values()), 6), {
+        **components,
+        **{f"{k}_value": v for k, v in features.items()},
+    }
 
 
 def memory_id_for(observation_id: str) -> str:

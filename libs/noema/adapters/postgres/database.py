@@ -70,7 +70,10 @@ async def migrate(url: str, schema: str) -> list[int]:
                        version integer PRIMARY KEY, name text NOT NULL, sha256 text NOT NULL,
                        applied_at timestamptz NOT NULL DEFAULT now())"""
             )
-            done = {r["version"]: r["sha256"] for r in await conn.fetch("SELECT version, sha256 FROM schema_migrations")}
+            done = {
+                r["version"]: r["sha256"]
+                for r in await conn.fetch("SELECT version, sha256 FROM schema_migrations")
+            }
             for version, name, sql in migrations():
                 digest = hashlib.sha256(sql.encode()).hexdigest()
                 if version in done:
@@ -80,7 +83,9 @@ async def migrate(url: str, schema: str) -> list[int]:
                 await conn.execute(sql)
                 await conn.execute(
                     "INSERT INTO schema_migrations (version, name, sha256) VALUES ($1, $2, $3)",
-                    version, name, digest,
+                    version,
+                    name,
+                    digest,
                 )
                 applied.append(version)
     finally:

@@ -24,15 +24,53 @@ PROJECTED_TABLES: tuple[str, ...] = ("events", "memories")
 """Tables the projection owns; replay rebuilds them and the checksum covers them."""
 
 _EVENT_COLUMNS = (
-    "seq", "id", "type", "workspace", "mind", "occurred_at", "causation_id", "correlation_id",
-    "actor", "subject", "payload",
+    "seq",
+    "id",
+    "type",
+    "workspace",
+    "mind",
+    "occurred_at",
+    "causation_id",
+    "correlation_id",
+    "actor",
+    "subject",
+    "payload",
 )
 _MEMORY_COLUMNS = (
-    "id", "workspace", "mind", "kind", "epistemic_kind", "content", "domain", "topic", "repo",
-    "confidence", "importance", "salience", "credibility", "veracity", "memory_type", "activation",
-    "activation_at", "status", "recall_count", "mention_count", "source_observation_ids",
-    "origin_event", "origin_seq", "channel", "source", "participants", "steps", "preconditions",
-    "outcomes", "session", "happened_at", "valid_until", "created_at", "updated_at",
+    "id",
+    "workspace",
+    "mind",
+    "kind",
+    "epistemic_kind",
+    "content",
+    "domain",
+    "topic",
+    "repo",
+    "confidence",
+    "importance",
+    "salience",
+    "credibility",
+    "veracity",
+    "memory_type",
+    "activation",
+    "activation_at",
+    "status",
+    "recall_count",
+    "mention_count",
+    "source_observation_ids",
+    "origin_event",
+    "origin_seq",
+    "channel",
+    "source",
+    "participants",
+    "steps",
+    "preconditions",
+    "outcomes",
+    "session",
+    "happened_at",
+    "valid_until",
+    "created_at",
+    "updated_at",
 )
 _json = msgspec.json.Encoder()
 
@@ -55,25 +93,58 @@ async def _memory_created(conn: asyncpg.Connection, run: Sequence[Projected]) ->
         ev = item.event
         assert isinstance(ev, MemoryCreated)
         p = ev.payload
-        rows.append((
-            p.memory_id, ev.workspace, ev.mind, p.kind, p.epistemic_kind, p.content, p.domain, p.topic,
-            p.repo, p.confidence, p.importance, p.salience, p.credibility, p.veracity, p.memory_type,
-            1.0, ev.occurred_at, "active", 0, 1, list(p.source_observation_ids), ev.id, item.seq,
-            p.channel, p.source, list(p.participants), list(p.steps), list(p.preconditions),
-            list(p.outcomes), p.session, p.happened_at, p.valid_until, ev.occurred_at, ev.occurred_at,
-        ))
-    # Staged through a temp table so that a memory_created re-published after the duplicate
-    # window (same memory id, new event) cannot create a second row: ON CONFLICT DO NOTHING.
-    await conn.execute(
-        "CREATE TEMP TABLE IF NOT EXISTS _memory_stage "
-        "(LIKE memories INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
-    )
-    await conn.copy_records_to_table("_memory_stage", records=rows, columns=_MEMORY_COLUMNS, schema_name="pg_temp")
-    cols = ", ".join(_MEMORY_COLUMNS)
-    await conn.execute(
-        f"INSERT INTO memories ({cols}) SELECT {cols} FROM pg_temp._memory_stage ORDER BY origin_seq "
-        "ON CONFLICT (id) DO NOTHING"
-    )
+        rows.append(
+            (
+                p.memory_id,
+                ev.workspace,
+                ev.mind,
+                p.kind,
+                p.epistemic_kind,
+                p.content,
+                p.domain,
+                p.topic,
+                p.repo,
+                p.confidence,
+                p.importance,
+                p.salience,
+                p.credibility,
+                p.veracity,
+                p.memory_type,
+                1.0,
+                ev.occurred_at,
+                "active",
+                0,
+                1,
+                list(p.source_observation_ids),
+                ev.id,
+                item.seq,
+                p.channel,
+                p.source,
+                list(p.participants),
+                list(p.steps),
+                list(p.preconditions),
+                list(p.outcomes),
+                p.session,
+                p.happened_at,
+                p.valid_until,
+                ev.occurred_at,
+                ev.occurred_at,
+            )
+        )
+    # A memory_created re-published after the duplicate window (same memory id, new event) must
+    # not create a second row: skip ids that exist (the projector holds the position lock, so no
+    # concurrent writer can slip in between) and duplicates within the run, then COPY the rest.
+    existing = {
+        r["id"]
+        for r in await conn.fetch("SELECT id FROM memories WHERE id = ANY($1::text[])", [r[0] for r in rows])
+    }
+    fresh = []
+    for row in rows:
+        if row[0] not in existing:
+            existing.add(row[0])
+            fresh.append(row)
+    if fresh:
+        await conn.copy_records_to_table("memories", records=fresh, columns=_MEMORY_COLUMNS)
 
 
 class ReadModelProjection:
@@ -90,7 +161,9 @@ class ReadModelProjection:
 
     async def position(self, conn: asyncpg.Connection) -> int:
         """The last stream sequence applied (0 when none)."""
-        value = await conn.fetchval("SELECT last_seq FROM projection_position WHERE projection = $1", self.name)
+        value = await conn.fetchval(
+            "SELECT last_seq FROM projection_position WHERE projection = $1", self.name
+        )
         return int(value or 0)
 
     async def apply(
@@ -102,7 +175,8 @@ class ReadModelProjection:
         """
         async with conn.transaction():
             await conn.execute(
-                "INSERT INTO projection_position (projection, last_seq) VALUES ($1, 0) ON CONFLICT DO NOTHING",
+                "INSERT INTO projection_position (projection, last_seq) VALUES ($1, 0) "
+                "ON CONFLICT DO NOTHING",
                 self.name,
             )
             last = await conn.fetchval(
@@ -126,8 +200,16 @@ class ReadModelProjection:
             columns=_EVENT_COLUMNS,
             records=[
                 (
-                    p.seq, p.event.id, p.event.type, p.event.workspace, p.event.mind, p.event.occurred_at,
-                    p.event.causation_id, p.event.correlation_id, p.event.actor, p.subject,
+                    p.seq,
+                    p.event.id,
+                    p.event.type,
+                    p.event.workspace,
+                    p.event.mind,
+                    p.event.occurred_at,
+                    p.event.causation_id,
+                    p.event.correlation_id,
+                    p.event.actor,
+                    p.subject,
                     _json.encode(p.event.payload).decode(),  # type: ignore[attr-defined]
                 )
                 for p in fresh

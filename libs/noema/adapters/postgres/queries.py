@@ -37,7 +37,7 @@ class MemoryQueries:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def list(
+    async def list_recent(
         self, workspace: str | None = None, mind: str | None = None, limit: int = 20, offset: int = 0
     ) -> list[dict[str, Any]]:
         """Newest memories first, optionally filtered by workspace and mind."""
@@ -45,7 +45,10 @@ class MemoryQueries:
             f"SELECT {MEMORY_FIELDS} FROM memories "
             "WHERE ($1::text IS NULL OR workspace = $1) AND ($2::text IS NULL OR mind = $2) "
             "ORDER BY created_at DESC, origin_seq DESC LIMIT $3 OFFSET $4",
-            workspace, mind, limit, offset,
+            workspace,
+            mind,
+            limit,
+            offset,
         )
         return [dict(r) for r in rows]
 
@@ -57,7 +60,7 @@ class MemoryQueries:
         if tsq is None:
             return []
         rows = await self._pool.fetch(
-            f"""SELECT {', '.join('m.' + f.strip() for f in MEMORY_FIELDS.split(','))},
+            f"""SELECT {", ".join("m." + f.strip() for f in MEMORY_FIELDS.split(","))},
                        ts_rank_cd(m.search, q) AS rank, e.type AS origin_type
                 FROM memories m
                 CROSS JOIN to_tsquery('english', $1) q
@@ -65,7 +68,10 @@ class MemoryQueries:
                 WHERE m.search @@ q AND ($2::text IS NULL OR m.workspace = $2)
                   AND ($3 OR (m.status = 'active' AND (m.valid_until IS NULL OR m.valid_until > now())))
                 ORDER BY rank DESC, m.created_at DESC LIMIT $4""",
-            tsq, workspace, include_inactive, limit,
+            tsq,
+            workspace,
+            include_inactive,
+            limit,
         )
         return [dict(r) for r in rows]
 
@@ -76,8 +82,8 @@ class MemoryQueries:
             return None
         memory = dict(row)
         origin = await self._pool.fetchrow(
-            "SELECT seq, id, type, workspace, mind, occurred_at, causation_id, correlation_id, actor, subject, "
-            "payload::text AS payload FROM events WHERE seq = $1",
+            "SELECT seq, id, type, workspace, mind, occurred_at, causation_id, correlation_id, actor, "
+            "subject, payload::text AS payload FROM events WHERE seq = $1",
             memory["origin_seq"],
         )
         memory["origin"] = dict(origin) if origin else None

@@ -1,0 +1,44 @@
+"""Composition root of the attend worker: everything it needs, wired from settings."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from noema.adapters.jetstream import connect, ensure_streams
+from noema.domain.attention import AttentionConfig
+from noema.settings import Settings
+from noema.topology import Topology
+from noema.worker import PullWorker
+
+from .worker import AttendHandler
+
+__all__ = ["build"]
+
+
+async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
+    """Connect, ensure the streams and the durable consumer; resources are owned by ``stack``."""
+    assert settings.nats_url, "settings must be located (see noema.runtime.locate)"
+    topology = Topology(settings.prefix)
+    nc = await connect(settings.nats_url, name="noema-attend")
+    stack.push_async_callback(nc.close)
+    js = nc.jetstream()
+    await ensure_streams(js, topology, settings.duplicate_window_s)
+    durable = topology.durable("attend")
+    psub = await js.pull_subscribe(
+        topology.observation_subjects,
+        durable=durable,
+        stream=topology.observation_stream,
+        config=ConsumerConfig(
+            durable_name=durable,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            ack_wait=60.0,
+            max_ack_pending=20_000,
+        ),
+    )
+    handler = AttendHandler(
+        nc, topology, AttentionConfig(threshold=settings.attend_threshold, capacity=settings.attend_capacity)
+    )
+    return PullWorker("attend", psub, handler, settings.batch_size)

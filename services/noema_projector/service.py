@@ -1,0 +1,37 @@
+"""Composition root of the projector: everything it needs, wired from settings."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+
+from noema.adapters.jetstream import connect, ensure_streams
+from noema.adapters.postgres import ReadModelProjection, create_pool, migrate
+from noema.settings import Settings
+from noema.topology import Topology
+from noema.worker import PullWorker
+
+from .worker import ProjectorHandler, subscribe_from_position
+
+__all__ = ["build"]
+
+
+async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
+    """Migrate, connect, resume from the committed position; resources are owned by ``stack``."""
+    assert settings.nats_url, "settings must be located"
+    assert settings.database_url, "settings must be located"
+    topology = Topology(settings.prefix)
+    await migrate(settings.database_url, settings.db_schema)
+    pool = await create_pool(
+        settings.database_url, settings.db_schema, app="noema-projector", min_size=1, max_size=2
+    )
+    stack.push_async_callback(pool.close)
+    nc = await connect(settings.nats_url, name="noema-projector")
+    stack.push_async_callback(nc.close)
+    js = nc.jetstream()
+    await ensure_streams(js, topology, settings.duplicate_window_s)
+    projection = ReadModelProjection()
+    async with pool.acquire() as conn:
+        position = await projection.position(conn)
+    psub = await subscribe_from_position(js, topology, position, settings.batch_size)
+    handler = ProjectorHandler(js, pool, topology, projection, position)
+    return PullWorker("projector", psub, handler, settings.batch_size)

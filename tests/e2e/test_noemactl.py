@@ -1,0 +1,130 @@
+"""The product as a user starts it: `noemactl up` on the embedded default, then the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+NOEMACTL = [sys.executable, "-m", "noema_cli.main"]
+
+
+def _env(data_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOEMA_")}
+    env["NOEMA_DATA_DIR"] = str(data_dir)
+    env["NOEMA_API_PORT"] = "0"
+    return env
+
+
+def ctl(data_dir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [*NOEMACTL, *args], env=_env(data_dir), capture_output=True, text=True, timeout=120
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"noemactl {' '.join(args)} failed ({result.returncode}): {result.stderr}{result.stdout}"
+        )
+    return result
+
+
+def wait_healthy(data_dir: Path, up: subprocess.Popen[str], timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert up.poll() is None, f"noemactl up exited with {up.returncode}"
+        if ctl(data_dir, "status", check=False).returncode == 0:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"not healthy within {timeout}s: {ctl(data_dir, 'status', check=False).stdout}")
+
+
+def start(data_dir: Path) -> subprocess.Popen[str]:
+    up = subprocess.Popen(
+        [*NOEMACTL, "up"], env=_env(data_dir), text=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    wait_healthy(data_dir, up)
+    return up
+
+
+def stop(up: subprocess.Popen[str]) -> int:
+    children = psutil.Process(up.pid).children(recursive=True)
+    up.send_signal(signal.SIGINT)
+    code = up.wait(60)
+    _, alive = psutil.wait_procs(children, timeout=10)
+    assert not alive, f"left running after stop: {[p.cmdline() for p in alive]}"
+    return code
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="noema-e2e-", dir="/tmp"))
+    yield path / "var"
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_up_observe_search_replay_status_and_a_clean_stop(data_dir: Path) -> None:
+    up = start(data_dir)
+    try:
+        ctl(data_dir, "observe", "the deploy key rotates on Fridays", "--workspace", "acme", "--mind", "ops")
+        deadline = time.monotonic() + 2.0
+        hits: list = []
+        while not hits and time.monotonic() < deadline:
+            hits = json.loads(
+                ctl(data_dir, "memory", "search", "deploy key", "--workspace", "acme", "--json").stdout
+            )
+        assert hits, "the observation was not searchable within 2 s"
+        assert hits[0]["content"] == "the deploy key rotates on Fridays"
+        assert hits[0]["origin_type"] == "memory.created.v1"
+        shown = json.loads(ctl(data_dir, "memory", "show", hits[0]["id"], "--json").stdout)
+        assert shown["origin"]["id"] == hits[0]["origin_event"]
+
+        human = ctl(data_dir, "memory", "search", "deploy key").stdout
+        assert "memory.created.v1" in human
+
+        replayed = json.loads(ctl(data_dir, "replay", "--json").stdout)
+        assert replayed["match"] is True
+        assert replayed["checksum"] == replayed["live_checksum"]
+        assert replayed["events"] >= 2
+
+        bad = ctl(data_dir, "observe", "", "--workspace", "acme", "--mind", "ops", check=False)
+        assert bad.returncode == 2
+        assert "content" in bad.stderr
+        assert "Traceback" not in bad.stderr
+
+        second = subprocess.run(
+            [*NOEMACTL, "up"], env=_env(data_dir), capture_output=True, text=True, timeout=60
+        )
+        assert second.returncode != 0
+        assert "already running" in second.stderr
+    finally:
+        assert stop(up) == 0
+
+    down = ctl(data_dir, "status", check=False)
+    assert down.returncode != 0
+    assert "noemactl up" in down.stderr
+
+    up = start(data_dir)  # a second `up` reuses the data
+    try:
+        listed = json.loads(ctl(data_dir, "memory", "list", "--workspace", "acme", "--json").stdout)
+        assert [m["content"] for m in listed] == ["the deploy key rotates on Fridays"]
+    finally:
+        assert stop(up) == 0
+
+
+def test_status_explains_what_is_wrong_when_nothing_runs(tmp_path: Path) -> None:
+    result = ctl(tmp_path / "nowhere", "status", check=False)
+    assert result.returncode != 0
+    assert "no running Noema" in result.stderr
+    assert "Traceback" not in result.stderr

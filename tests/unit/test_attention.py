@@ -1,0 +1,95 @@
+"""Attention as pure functions: given observations, when a cycle is decided, then these events."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from noema.client import build_observation
+from noema.domain.attention import AttentionConfig, decide_cycle, estimate_salience, memory_id_for
+from noema_events import AttentionDecided, MemoryCreated
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def obs(content: str, **kw: object):  # type: ignore[no-untyped-def]
+    return build_observation(content, workspace=kw.pop("workspace", "acme"), mind=kw.pop("mind", "ops"), **kw)  # type: ignore[arg-type]
+
+
+def test_a_salient_observation_becomes_an_episodic_memory_linked_to_its_cause() -> None:
+    o = obs("the deploy key rotates on Fridays", correlation_id="corr-1")
+    decided, created = decide_cycle([o], NOW, AttentionConfig())
+    assert isinstance(decided, AttentionDecided)
+    assert isinstance(created, MemoryCreated)
+    assert decided.payload.decisions[0].admitted
+    assert created.payload.kind == "episodic"
+    assert created.payload.content == o.payload.content
+    assert created.payload.source_observation_ids == [o.id]
+    assert created.causation_id == o.id
+    assert created.correlation_id == "corr-1"
+    assert created.payload.memory_id == memory_id_for(o.id)
+    assert created.occurred_at == NOW
+
+
+def test_an_operator_change_to_a_mind_becomes_autobiographical() -> None:
+    _, created = decide_cycle(
+        [obs("you now own the billing service", channel="operator")], NOW, AttentionConfig()
+    )
+    assert isinstance(created, MemoryCreated)
+    assert created.payload.kind == "autobiographical"
+    assert created.payload.credibility == 1.0
+
+
+def test_low_salience_is_rejected_with_its_reason_and_no_memory() -> None:
+    events = decide_cycle([obs("ok", channel="low")], NOW, AttentionConfig(threshold=0.5))
+    assert len(events) == 1
+    decision = events[0].payload.decisions[0]  # type: ignore[attr-defined]
+    assert not decision.admitted
+    assert "below threshold" in decision.reason
+    assert decision.memory_id is None
+
+
+def test_a_repeat_within_one_cycle_is_not_novel_and_not_admitted_twice() -> None:
+    events = decide_cycle(
+        [obs("the build is red again"), obs("The build is  red again")], NOW, AttentionConfig()
+    )
+    created = [e for e in events if isinstance(e, MemoryCreated)]
+    assert len(created) == 1
+
+
+def test_candidates_compete_for_a_limited_number_of_admissions() -> None:
+    batch = [obs(f"incident {i} " + "word " * i, salience=i / 10) for i in range(1, 10)]
+    events = decide_cycle(batch, NOW, AttentionConfig(threshold=0.0, capacity=3))
+    admitted = [e.payload.content for e in events if isinstance(e, MemoryCreated)]
+    assert len(admitted) == 3
+    assert all(c.startswith(("incident 9", "incident 8", "incident 7")) for c in admitted)
+    reasons = {d.reason for d in events[0].payload.decisions if not d.admitted}  # type: ignore[attr-defined]
+    assert reasons == {"over capacity"}
+
+
+def test_decisions_are_grouped_per_workspace_and_mind() -> None:
+    events = decide_cycle(
+        [obs("alpha beta gamma", mind="a"), obs("delta epsilon zeta", mind="b")], NOW, AttentionConfig()
+    )
+    decided = [e for e in events if isinstance(e, AttentionDecided)]
+    assert {(e.workspace, e.mind) for e in decided} == {("acme", "a"), ("acme", "b")}
+
+
+def test_the_same_observation_always_yields_the_same_event_ids() -> None:
+    o = obs("the deploy key rotates on Fridays")
+    first = decide_cycle([o], NOW, AttentionConfig())
+    again = decide_cycle([o], datetime(2027, 1, 1, tzinfo=UTC), AttentionConfig())
+    assert [e.id for e in first] == [e.id for e in again]
+
+
+def test_salience_grows_with_substance_and_is_bounded() -> None:
+    assert estimate_salience("ok") < estimate_salience("the deploy key rotates on Fridays")
+    assert estimate_salience("word " * 10_000) <= 0.9
+
+
+def test_derived_ids_are_standard_uuid5s() -> None:
+    import uuid
+
+    from noema.ids import _NAMESPACE, derive_id
+
+    for parts in [("memory", "abc"), ("attention.decided", "x", "y"), ("é", "")]:
+        assert derive_id(*parts) == str(uuid.uuid5(_NAMESPACE, "\x1f".join(parts)))

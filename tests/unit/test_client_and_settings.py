@@ -1,0 +1,72 @@
+"""Up-front validation: the client and the settings fail fast with a message naming the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from noema.client import InvalidObservation, build_observation
+from noema.settings import Settings, SettingsError
+from noema.topology import Topology
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"content": ""}, "content"),
+        ({"content": "   "}, "content"),
+        ({"workspace": "has space"}, "workspace"),
+        ({"workspace": "a.b"}, "workspace"),
+        ({"mind": ""}, "mind"),
+        ({"channel": "telepathy"}, "channel"),
+        ({"salience": 1.5}, "salience"),
+        ({"epistemic_kind": "rumour"}, "epistemic_kind"),
+    ],
+)
+def test_an_invalid_observation_is_refused_before_publishing(kwargs: dict, message: str) -> None:
+    fields = {"content": "the deploy key rotates", "workspace": "acme", "mind": "ops", **kwargs}
+    content = fields.pop("content")
+    with pytest.raises(InvalidObservation, match=message):
+        build_observation(content, **fields)
+
+
+def test_an_observation_gets_an_id_a_correlation_and_a_utc_time() -> None:
+    o = build_observation("hello there world", workspace="acme", mind="ops")
+    assert o.id
+    assert o.correlation_id == o.id
+    assert o.occurred_at.tzinfo is not None
+
+
+def test_settings_read_prefixed_variables() -> None:
+    s = Settings.from_env(
+        {
+            "NOEMA_DATA_DIR": "/srv/n",
+            "NOEMA_NATS_URL": "nats://x:4222",
+            "NOEMA_DATABASE_URL": "postgresql://x/y",
+            "NOEMA_ATTEND_THRESHOLD": "0.7",
+        }
+    )
+    assert str(s.data_dir) == "/srv/n"
+    assert s.external
+    assert s.attend_threshold == 0.7
+    assert Settings.from_env(s.to_env()) == s
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"NOEMA_ATTEND_THRESHOLD": "high"}, "NOEMA_ATTEND_THRESHOLD"),
+        ({"NOEMA_ATTEND_THRESHOLD": "2"}, "between"),
+        ({"NOEMA_BATCH_SIZE": "0"}, "NOEMA_BATCH_SIZE"),
+        ({"NOEMA_DB_SCHEMA": "Robert'); DROP"}, "NOEMA_DB_SCHEMA"),
+        ({"NOEMA_LOG_FORMAT": "xml"}, "NOEMA_LOG_FORMAT"),
+    ],
+)
+def test_malformed_settings_fail_fast_naming_the_variable(env: dict, message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        Settings.from_env(env)
+
+
+def test_subjects_carry_workspace_and_mind() -> None:
+    t = Topology("noema")
+    assert t.observation_subject("acme", "ops") == "noema.obs.acme.ops"
+    assert t.event_stream == "NOEMA_EVENTS"
