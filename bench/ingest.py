@@ -30,6 +30,7 @@ import asyncpg
 
 from noema.adapters.jetstream import Outgoing, connect, ensure_streams, publish_batch, publish_each
 from noema.adapters.postgres import create_pool, migrate
+from noema.adapters.pull import Puller
 from noema.client import build_observation
 from noema.domain.attention import memory_id_for
 from noema.settings import Settings
@@ -129,17 +130,16 @@ async def raw_consumer(nats_url: str, db_url: str, name: str, n: int) -> None:
     nc = await connect(nats_url, name="bench-raw")
     js = nc.jetstream()
     conn = await asyncpg.connect(db_url)
-    psub = await js.pull_subscribe(
-        f"{name}.>",
-        durable=name,
-        stream=name.upper(),
-        config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, max_ack_pending=20_000),
+    await js.add_consumer(
+        name.upper(),
+        ConsumerConfig(durable_name=name, ack_policy=AckPolicy.EXPLICIT, max_ack_pending=20_000),
     )
+    # The same fetch client and batch size as the workers: the comparison is of the work done.
+    puller = await Puller(nc, name.upper(), name, Settings().batch_size).start()
     done = 0
     while done < n:
-        try:
-            msgs = await psub.fetch(500, timeout=1)
-        except TimeoutError:
+        msgs = await puller.fetch(timeout=1)
+        if not msgs:
             continue
         async with conn.transaction():
             await conn.copy_records_to_table(

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import asyncpg
-from nats.js import JetStreamContext
+from nats.aio.client import Client as NATS
 
 from noema_events import EventDecodeError, decode_event
 
@@ -47,7 +47,7 @@ async def drop_schema(url: str, schema: str) -> None:
 
 
 async def replay_into(
-    js: JetStreamContext,
+    nc: NATS,
     url: str,
     topology: Topology,
     schema: str,
@@ -57,14 +57,14 @@ async def replay_into(
     """Project the event stream from seq 1 to ``until_seq`` (default: its end) into ``schema``."""
     await drop_schema(url, schema)
     await migrate(url, schema)
-    last = await stream_last_seq(js, topology.event_stream)
+    last = await stream_last_seq(nc.jetstream(), topology.event_stream)
     if until_seq is not None:
         last = min(last, until_seq)
     projection = ReadModelProjection()
     conn = await connect(url, schema, app="noema-replay")
     applied = 0
     try:
-        async for msgs in read_stream(js, topology.event_stream, topology.event_subjects, 1, last):
+        async for msgs in read_stream(nc, topology.event_stream, topology.event_subjects, 1, last):
             batch = []
             for msg in msgs:
                 try:

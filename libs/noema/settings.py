@@ -58,7 +58,7 @@ class Settings:
     prefix: str = "noema"
     api_host: str = "127.0.0.1"
     api_port: int = 8765
-    attend_threshold: float = 0.35
+    attend_threshold: float = 0.5
     attend_capacity: int = 256
     batch_size: int = 500
     duplicate_window_s: float = 7200.0
@@ -85,7 +85,7 @@ class Settings:
             prefix=prefix,
             api_host=env.get("NOEMA_API_HOST", "127.0.0.1"),
             api_port=_int(env, "NOEMA_API_PORT", 8765, 0, 65535),
-            attend_threshold=_float(env, "NOEMA_ATTEND_THRESHOLD", 0.35, 0.0, 1.0),
+            attend_threshold=_float(env, "NOEMA_ATTEND_THRESHOLD", 0.5, 0.0, 1.0),
             attend_capacity=_int(env, "NOEMA_ATTEND_CAPACITY", 256, 1, 100_000),
             batch_size=_int(env, "NOEMA_BATCH_SIZE", 500, 1, 10_000),
             duplicate_window_s=_float(env, "NOEMA_DUPLICATE_WINDOW", 7200.0, 1.0, 7 * 86400.0),

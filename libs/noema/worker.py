@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 from nats.aio.msg import Msg
-from nats.errors import TimeoutError as NatsTimeout
-from nats.js import JetStreamContext
+
+from .adapters.pull import Puller
 
 __all__ = ["BatchHandler", "PullWorker", "run_service", "run_until_signalled"]
 
@@ -21,13 +21,11 @@ BatchHandler = Callable[[list[Msg]], Awaitable[None]]
 
 
 class PullWorker:
-    """Fetches batches from a bound pull subscription and hands them to ``handler`` until stopped."""
+    """Fetches batches from a pull consumer and hands them to ``handler`` until stopped."""
 
-    def __init__(
-        self, name: str, psub: JetStreamContext.PullSubscription, handler: BatchHandler, batch: int
-    ) -> None:
+    def __init__(self, name: str, puller: Puller, handler: BatchHandler, batch: int) -> None:
         self.name = name
-        self._psub = psub
+        self._puller = puller
         self._handler = handler
         self._batch = batch
         self._stopping = asyncio.Event()
@@ -37,12 +35,10 @@ class PullWorker:
         """Loop until :meth:`shutdown`; the batch in hand is finished before returning."""
         self.log.info("worker started", batch=self._batch)
         while not self._stopping.is_set():
-            try:
-                msgs = await self._psub.fetch(self._batch, timeout=1.0)
-            except (NatsTimeout, TimeoutError):
-                continue
+            msgs = await self._puller.fetch(timeout=1.0)
             if msgs:
                 await self._handler(msgs)
+        await self._puller.stop()
         self.log.info("worker stopped")
 
     def shutdown(self) -> None:

@@ -7,6 +7,7 @@ from contextlib import AsyncExitStack
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from noema.adapters.jetstream import connect, ensure_streams
+from noema.adapters.pull import Puller
 from noema.domain.attention import AttentionConfig
 from noema.settings import Settings
 from noema.topology import Topology
@@ -26,19 +27,21 @@ async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
     js = nc.jetstream()
     await ensure_streams(js, topology, settings.duplicate_window_s)
     durable = topology.durable("attend")
-    psub = await js.pull_subscribe(
-        topology.observation_subjects,
-        durable=durable,
-        stream=topology.observation_stream,
-        config=ConsumerConfig(
+    # Shared durable consumer: several attend processes can pull from it (explicit acks, so one
+    # instance's crash only redelivers its own in-flight observations).
+    await js.add_consumer(
+        topology.observation_stream,
+        ConsumerConfig(
             durable_name=durable,
             ack_policy=AckPolicy.EXPLICIT,
             deliver_policy=DeliverPolicy.ALL,
+            filter_subject=topology.observation_subjects,
             ack_wait=60.0,
             max_ack_pending=20_000,
         ),
     )
+    puller = await Puller(nc, topology.observation_stream, durable, settings.batch_size).start()
     handler = AttendHandler(
         nc, topology, AttentionConfig(threshold=settings.attend_threshold, capacity=settings.attend_capacity)
     )
-    return PullWorker("attend", psub, handler, settings.batch_size)
+    return PullWorker("attend", puller, handler, settings.batch_size)

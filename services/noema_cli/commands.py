@@ -99,9 +99,7 @@ async def replay(settings: Settings, until_seq: int | None, keep: bool) -> dict[
     schema = f"replay_{settings.db_schema}_{os.getpid()}_{int(time.time())}"
     nc = await connect(settings.nats_url, name="noemactl-replay")
     try:
-        result = await replay_into(
-            nc.jetstream(), settings.database_url, topology, schema, until_seq=until_seq
-        )
+        result = await replay_into(nc, settings.database_url, topology, schema, until_seq=until_seq)
     finally:
         await nc.close()
     report: dict[str, Any] = {

@@ -32,6 +32,6 @@ async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
     projection = ReadModelProjection()
     async with pool.acquire() as conn:
         position = await projection.position(conn)
-    psub = await subscribe_from_position(js, topology, position, settings.batch_size)
+    puller = await subscribe_from_position(nc, topology, position, settings.batch_size)
     handler = ProjectorHandler(js, pool, topology, projection, position)
-    return PullWorker("projector", psub, handler, settings.batch_size)
+    return PullWorker("projector", puller, handler, settings.batch_size)

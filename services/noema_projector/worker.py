@@ -12,12 +12,14 @@ import contextlib
 
 import asyncpg
 import structlog
+from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from noema.adapters.postgres.projection import Projected, ReadModelProjection
+from noema.adapters.pull import Puller
 from noema.topology import Topology
 from noema_events import EventDecodeError, decode_event
 
@@ -26,10 +28,9 @@ __all__ = ["ProjectorHandler", "subscribe_from_position"]
 log = structlog.get_logger("noema.projector")
 
 
-async def subscribe_from_position(
-    js: JetStreamContext, topology: Topology, position: int, batch: int
-) -> JetStreamContext.PullSubscription:
+async def subscribe_from_position(nc: NATS, topology: Topology, position: int, batch: int) -> Puller:
     """(Re)create the projector's durable consumer to deliver from ``position + 1``."""
+    js = nc.jetstream()
     durable = topology.durable("projector")
     with contextlib.suppress(NotFoundError):
         await js.delete_consumer(topology.event_stream, durable)
@@ -48,7 +49,7 @@ async def subscribe_from_position(
         ),
     )
     await js.add_consumer(topology.event_stream, config)
-    return await js.pull_subscribe_bind(durable=durable, stream=topology.event_stream)
+    return await Puller(nc, topology.event_stream, durable, batch).start()
 
 
 class ProjectorHandler:

@@ -117,7 +117,7 @@ async def test_a_redelivered_batch_is_a_no_op(harness: Harness) -> None:
 
     batch = []
     async for msgs in read_stream(
-        harness.js, harness.topology.event_stream, harness.topology.event_subjects, 1, info
+        harness.nc, harness.topology.event_stream, harness.topology.event_subjects, 1, info
     ):
         batch += [Projected(m.metadata.sequence.stream, m.subject, decode_event(m.data)) for m in msgs]
     projection = ReadModelProjection()
@@ -158,7 +158,7 @@ async def test_replay_into_fresh_tables_reproduces_the_live_read_model(harness: 
         live = await checksum(conn)
 
     schema = f"replay_{harness.settings.db_schema}"
-    result = await replay_into(harness.js, harness.settings.database_url or "", harness.topology, schema)
+    result = await replay_into(harness.nc, harness.settings.database_url or "", harness.topology, schema)
     try:
         assert result.checksum == live
         assert result.last_seq == last
@@ -168,7 +168,7 @@ async def test_replay_into_fresh_tables_reproduces_the_live_read_model(harness: 
 
     # Point in time: the state as of an earlier sequence is a different, smaller model.
     early = await replay_into(
-        harness.js, harness.settings.database_url or "", harness.topology, schema, until_seq=4
+        harness.nc, harness.settings.database_url or "", harness.topology, schema, until_seq=4
     )
     await drop_schema(harness.settings.database_url or "", schema)
     assert early.last_seq == 4

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -27,6 +28,7 @@ from nats.js.errors import NotFoundError
 from noema_events import Event, encode_event
 
 from ..topology import Topology
+from .pull import Puller
 
 __all__ = [
     "MAX_ATOMIC_BATCH",
@@ -199,7 +201,7 @@ class EventPublisher:
 
 
 async def read_stream(
-    js: JetStreamContext, stream: str, subjects: str, start_seq: int, end_seq: int, batch: int = 1000
+    nc: NATS, stream: str, subjects: str, start_seq: int, end_seq: int, batch: int = 1000
 ) -> AsyncIterator[list[Msg]]:
     """Yield the messages of ``stream`` from ``start_seq`` to ``end_seq`` in batches, in order.
 
@@ -207,28 +209,30 @@ async def read_stream(
     """
     if end_seq < start_seq:
         return
-    psub = await js.pull_subscribe(
-        subjects,
-        stream=stream,
-        config=ConsumerConfig(
+    js = nc.jetstream()
+    info = await js.add_consumer(
+        stream,
+        ConsumerConfig(
             deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
             opt_start_seq=start_seq,
             ack_policy=AckPolicy.NONE,
+            filter_subject=subjects,
             inactive_threshold=60.0,
         ),
     )
+    assert info.name is not None
+    puller = await Puller(nc, stream, info.name, batch).start()
     try:
         seen = start_seq - 1
         while seen < end_seq:
-            try:
-                msgs = await psub.fetch(min(batch, end_seq - seen), timeout=5)
-            except TimeoutError:
-                raise RuntimeError(
-                    f"stream {stream} stopped delivering at seq {seen} (wanted {end_seq})"
-                ) from None
+            msgs = await puller.fetch(timeout=10.0)
+            if not msgs:
+                raise RuntimeError(f"stream {stream} stopped delivering at seq {seen} (wanted {end_seq})")
             msgs = [m for m in msgs if m.metadata.sequence.stream <= end_seq]
             if msgs:
                 seen = msgs[-1].metadata.sequence.stream
                 yield msgs
     finally:
-        await psub.unsubscribe()
+        await puller.stop()
+        with contextlib.suppress(NotFoundError):
+            await js.delete_consumer(stream, info.name)
