@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -39,6 +40,15 @@ def resolve_data_dir(path: Path) -> Path:
             "e.g. NOEMA_DATA_DIR=/var/lib/noema"
         )
     return resolved
+
+
+def _die_with_parent() -> None:
+    # Linux: the server gets SIGTERM when the process that started it dies, even by SIGKILL, so an
+    # interrupted test run or a killed `up` never leaves a server behind.
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _nats_binary() -> str:
@@ -92,6 +102,7 @@ class EmbeddedNats:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

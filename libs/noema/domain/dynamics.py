@@ -1,0 +1,74 @@
+"""Memory dynamics as pure functions: activation decay and reinforcement, Weibull survival,
+confidence from veracity. The projector's SQL implements the same formulas (a test compares them),
+so replay reproduces every value.
+
+Activation (accessibility), in (0, 1]:
+
+- decay over ``dt`` days: ``A · 2^(-dt / (H · (1 + importance)))`` with half-life ``H`` = 14 days,
+  so importance 1 doubles the half-life; never below ``ACTIVATION_FLOOR`` (never zero, never deleted).
+- retrieval: decay to the retrieval time, then ``A + RECALL_BOOST · (1 − A)``.
+
+Confidence, in [0, 1): seeded with the veracity weight ``w`` (stated 1.0 → capped to ``CONFIDENCE_CAP``);
+each re-mention adds ``MENTION_RATE · w · (1 − c)``: bounded below 1, larger for better sources.
+"""
+
+from __future__ import annotations
+
+import math
+
+from noema_events.vocabulary import MEMORY_TYPES, VERACITY_WEIGHT
+
+__all__ = [
+    "ACTIVATION_FLOOR",
+    "CONFIDENCE_CAP",
+    "HALF_LIFE_DAYS",
+    "MENTION_RATE",
+    "RECALL_BOOST",
+    "decay_activation",
+    "initial_confidence",
+    "mention_confidence",
+    "reinforce_activation",
+    "weibull_survival",
+]
+
+HALF_LIFE_DAYS = 14.0
+ACTIVATION_FLOOR = 1e-6
+RECALL_BOOST = 0.3
+MENTION_RATE = 0.25
+CONFIDENCE_CAP = 0.99
+
+
+def decay_activation(
+    activation: float, dt_days: float, importance: float, half_life_days: float = HALF_LIFE_DAYS
+) -> float:
+    """Activation after ``dt_days`` without retrieval (no change for ``dt_days <= 0``)."""
+    if dt_days <= 0:
+        return activation
+    # The exponent is bounded as in SQL (where power() would underflow); the floor applies long before.
+    exponent = max(-1000.0, -dt_days / (half_life_days * (1.0 + importance)))
+    return max(ACTIVATION_FLOOR, activation * math.pow(2.0, exponent))
+
+
+def reinforce_activation(activation: float, boost: float = RECALL_BOOST) -> float:
+    """Activation after a retrieval (already decayed to the retrieval time)."""
+    return activation + boost * (1.0 - activation)
+
+
+def weibull_survival(memory_type: str, age_days: float) -> float:
+    """Weibull survival factor of a memory type at an age, in (0, 1]; unknown types use ``observation``."""
+    spec = MEMORY_TYPES.get(memory_type, MEMORY_TYPES["observation"])
+    if spec.scale_days is None or age_days <= 0:
+        return 1.0
+    return max(1e-12, math.exp(-math.pow(age_days / spec.scale_days, spec.shape)))
+
+
+def initial_confidence(veracity: str | None) -> float:
+    """Starting confidence of a record of this veracity (None: an observation, taken at face value)."""
+    weight = VERACITY_WEIGHT.get(veracity or "stated", 1.0)
+    return min(CONFIDENCE_CAP, weight)
+
+
+def mention_confidence(confidence: float, veracity: str | None) -> float:
+    """Confidence after the same fact is mentioned again by a source of this veracity."""
+    weight = VERACITY_WEIGHT.get(veracity or "stated", 1.0)
+    return min(CONFIDENCE_CAP, confidence + MENTION_RATE * weight * (1.0 - confidence))

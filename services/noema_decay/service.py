@@ -1,0 +1,80 @@
+"""Composition root of the decay worker: a scheduler that publishes ``activation.decayed`` ticks.
+
+Tick ids are derived from (workspace, tick time rounded down to the interval), so several decay
+processes, or a restart within an interval, produce each tick once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime
+
+import asyncpg
+import structlog
+
+from noema.adapters.jetstream import EventPublisher, connect, ensure_streams
+from noema.adapters.postgres import create_pool
+from noema.operations import decay_tick
+from noema.settings import Settings
+from noema.topology import Topology
+
+__all__ = ["DecayWorker", "build"]
+
+log = structlog.get_logger("noema.decay")
+
+
+class DecayWorker:
+    """Publishes a decay tick for every workspace once per interval until stopped."""
+
+    name = "decay"
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        publisher: EventPublisher,
+        interval_s: float,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._pool = pool
+        self._publisher = publisher
+        self._interval = interval_s
+        self._clock = clock
+        self._stopping = asyncio.Event()
+
+    async def tick(self) -> list[str]:
+        """One tick now (aligned down to the interval)."""
+        now = self._clock()
+        aligned = datetime.fromtimestamp(now.timestamp() // self._interval * self._interval, UTC)
+        workspaces = await decay_tick(self._pool, self._publisher, aligned)
+        log.info("decay tick", tick_at=aligned.isoformat(), workspaces=len(workspaces))
+        return workspaces
+
+    async def run(self) -> None:
+        """Tick, then sleep until the next interval, until :meth:`shutdown`."""
+        while not self._stopping.is_set():
+            await self.tick()
+            try:
+                await asyncio.wait_for(self._stopping.wait(), self._interval)
+            except TimeoutError:
+                continue
+
+    def shutdown(self) -> None:
+        """Stop after the current tick."""
+        self._stopping.set()
+
+
+async def build(settings: Settings, stack: AsyncExitStack) -> DecayWorker:
+    """Connect to NATS and the read model (to know the workspaces)."""
+    assert settings.nats_url, "settings must be located"
+    assert settings.database_url, "settings must be located"
+    topology = Topology(settings.prefix)
+    pool = await create_pool(
+        settings.database_url, settings.db_schema, app="noema-decay", min_size=1, max_size=1
+    )
+    stack.push_async_callback(pool.close)
+    nc = await connect(settings.nats_url, name="noema-decay")
+    stack.push_async_callback(nc.close)
+    await ensure_streams(nc.jetstream(), topology, settings.duplicate_window_s)
+    return DecayWorker(pool, EventPublisher(nc, topology), settings.decay_interval_s)

@@ -1,0 +1,1 @@
+"""The embed worker: gives every new memory a vector under the current model."""

@@ -1,0 +1,81 @@
+"""Composition root of the embed worker: consumes ``memory.created`` events, publishes vectors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime
+
+import structlog
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from noema.adapters.embedders import Embedder, create_embedder
+from noema.adapters.jetstream import EventPublisher, connect, ensure_streams
+from noema.adapters.pull import Puller
+from noema.operations import embed_memories
+from noema.settings import Settings
+from noema.topology import Topology
+from noema.worker import PullWorker
+from noema_events import EventDecodeError, MemoryCreated, decode_event
+
+__all__ = ["EmbedHandler", "build"]
+
+log = structlog.get_logger("noema.embed")
+
+
+class EmbedHandler:
+    """Embeds the memories of one batch of ``memory.created`` events and publishes their vectors."""
+
+    def __init__(
+        self,
+        publisher: EventPublisher,
+        embedder: Embedder,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._publisher = publisher
+        self._embedder = embedder
+        self._clock = clock
+
+    async def __call__(self, msgs: list[Msg]) -> None:
+        """Embed, publish (stored before the ack), ack."""
+        todo = []
+        for msg in msgs:
+            try:
+                ev = decode_event(msg.data)
+            except EventDecodeError:
+                continue  # the projector dead-letters undecodable events; nothing to embed
+            if isinstance(ev, MemoryCreated):
+                todo.append((ev.payload.memory_id, ev.workspace, ev.mind, ev.payload.content, ev.id))
+        count = await embed_memories(self._publisher, self._embedder, todo, self._clock())
+        for msg in msgs:
+            await msg.ack()
+        log.info("batch embedded", memories=count, model=self._embedder.name)
+
+
+async def build(settings: Settings, stack: AsyncExitStack, embedder: Embedder | None = None) -> PullWorker:
+    """Connect and bind the durable ``embed`` consumer (memory.created events only)."""
+    assert settings.nats_url, "settings must be located"
+    embedder = embedder or create_embedder(settings.embedder)
+    if embedder is None:
+        raise RuntimeError("the embed worker needs an embedder (NOEMA_EMBEDDER is 'none')")
+    topology = Topology(settings.prefix)
+    nc = await connect(settings.nats_url, name="noema-embed")
+    stack.push_async_callback(nc.close)
+    js = nc.jetstream()
+    await ensure_streams(js, topology, settings.duplicate_window_s)
+    durable = topology.durable("embed")
+    await js.add_consumer(
+        topology.event_stream,
+        ConsumerConfig(
+            durable_name=durable,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            filter_subject=f"{topology.prefix}.evt.*.*.memory_created",
+            ack_wait=300.0,
+            max_ack_pending=2_000,
+        ),
+    )
+    # Small batches: embedding is the slow part (about 100 texts/s on 2 cores).
+    puller = await Puller(nc, topology.event_stream, durable, 64).start()
+    return PullWorker("embed", puller, EmbedHandler(EventPublisher(nc, topology), embedder), 64)

