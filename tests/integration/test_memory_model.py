@@ -82,7 +82,8 @@ async def test_the_database_refuses_a_relationship_across_minds(harness: Harness
     with pytest.raises(asyncpg.ForeignKeyViolationError):
         await harness.pool.execute(
             "INSERT INTO relationships (id, workspace, mind, from_id, to_id, relation, confidence, "
-            "origin_event, origin_seq, created_at) VALUES ('r1', 'acme', 'ops', $1, $2, 'supports', 1, 'e', 1, now())",
+            "origin_event, origin_seq, created_at) "
+            "VALUES ('r1', 'acme', 'ops', $1, $2, 'supports', 1, 'e', 1, now())",
             a,
             b,
         )
