@@ -26,6 +26,7 @@ from noema_events.vocabulary import RELATIONS, Relation
 
 from .adapters.embedders import Embedder
 from .adapters.jetstream import EventPublisher
+from .domain.documents import memory_document
 from .domain.dynamics import HALF_LIFE_DAYS
 from .ids import derive_id, new_id
 
@@ -126,7 +127,10 @@ async def embed_memories(
     memories: Sequence[tuple[str, str, str, str, str]],
     now: datetime,
 ) -> int:
-    """Embed (memory_id, workspace, mind, content, cause) tuples and publish their vectors."""
+    """Embed (memory_id, workspace, mind, document, cause) tuples and publish their vectors.
+
+    The document is the text to embed (see :func:`noema.domain.documents.memory_document`).
+    """
     if not memories:
         return 0
     vectors = embedder.embed_passages([m[3] for m in memories])
@@ -159,7 +163,8 @@ async def embed_missing(
         # Keyset pagination: vectors arrive through the projector, so the rows just sent may still
         # look missing; walking by id never selects them twice.
         rows = await pool.fetch(
-            "SELECT id, workspace, mind, content, origin_event FROM memories m WHERE id > $2 AND NOT EXISTS "
+            "SELECT id, workspace, mind, content, participants, happened_at, origin_event "
+            "FROM memories m WHERE id > $2 AND NOT EXISTS "
             "(SELECT 1 FROM memory_embeddings e WHERE e.memory_id = m.id AND e.model = $1) "
             "ORDER BY id LIMIT $3",
             embedder.name,
@@ -168,7 +173,17 @@ async def embed_missing(
         )
         if not rows:
             return done
-        done += await embed_memories(publisher, embedder, [tuple(r) for r in rows], now())
+        todo = [
+            (
+                r["id"],
+                r["workspace"],
+                r["mind"],
+                memory_document(r["content"], r["participants"], r["happened_at"]),
+                r["origin_event"],
+            )
+            for r in rows
+        ]
+        done += await embed_memories(publisher, embedder, todo, now())
         after = rows[-1]["id"]
         if progress:
             progress(done, int(total))

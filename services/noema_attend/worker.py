@@ -7,6 +7,7 @@ are acked, and their ids are derived from the observations, so a crash between t
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -22,6 +23,8 @@ from noema_events import EventDecodeError, ObservationRecorded, decode_event
 __all__ = ["AttendHandler"]
 
 log = structlog.get_logger("noema.attend")
+
+MAX_SESSIONS = 100_000
 
 
 def _utcnow() -> datetime:
@@ -43,6 +46,9 @@ class AttendHandler:
         self._config = config
         self._clock = clock
         self._publisher = EventPublisher(nc, topology)
+        # Latest memory per session, to chain episodes. In memory only: after a restart a session's
+        # next episode starts a new chain (edges are derived from events, so replay is unaffected).
+        self._heads: OrderedDict[tuple[str, str, str], str] = OrderedDict()
 
     def _validate(self, msg: Msg) -> ObservationRecorded:
         event = decode_event(msg.data)
@@ -76,7 +82,9 @@ class AttendHandler:
                 good.append(self._validate(msg))
             except EventDecodeError as exc:
                 await self.dead_letter(msg, str(exc))
-        events = decide_cycle(good, self._clock(), self._config) if good else []
+        events = decide_cycle(good, self._clock(), self._config, self._heads) if good else []
+        while len(self._heads) > MAX_SESSIONS:  # bounded: the oldest sessions are forgotten first
+            self._heads.popitem(last=False)
         if events:
             await self._publisher.publish(events)
         for msg in msgs:

@@ -13,6 +13,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from noema.adapters.embedders import Embedder, create_embedder
 from noema.adapters.jetstream import EventPublisher, connect, ensure_streams
 from noema.adapters.pull import Puller
+from noema.domain.documents import memory_document
 from noema.operations import embed_memories
 from noema.settings import Settings
 from noema.topology import Topology
@@ -46,7 +47,9 @@ class EmbedHandler:
             except EventDecodeError:
                 continue  # the projector dead-letters undecodable events; nothing to embed
             if isinstance(ev, MemoryCreated):
-                todo.append((ev.payload.memory_id, ev.workspace, ev.mind, ev.payload.content, ev.id))
+                p = ev.payload
+                document = memory_document(p.content, p.participants, p.happened_at)
+                todo.append((p.memory_id, ev.workspace, ev.mind, document, ev.id))
         count = await embed_memories(self._publisher, self._embedder, todo, self._clock())
         for msg in msgs:
             await msg.ack()

@@ -93,3 +93,24 @@ def test_derived_ids_are_standard_uuid5s() -> None:
 
     for parts in [("memory", "abc"), ("attention.decided", "x", "y"), ("é", "")]:
         assert derive_id(*parts) == str(uuid.uuid5(_NAMESPACE, "\x1f".join(parts)))
+
+
+def test_admitted_episodes_of_a_session_are_chained_across_cycles() -> None:
+    from noema_events import RelationshipAdded
+
+    heads: dict = {}
+    first = [obs(f"turn {i} of the standup meeting", session="s1") for i in range(3)]
+    events = decide_cycle(first, NOW, AttentionConfig(threshold=0.0), heads)
+    edges = [e.payload for e in events if isinstance(e, RelationshipAdded)]
+    ids = [memory_id_for(o.id) for o in first]
+    assert [(p.from_id, p.to_id, p.relation) for p in edges] == [
+        (ids[0], ids[1], "episodic_next"),
+        (ids[1], ids[2], "episodic_next"),
+    ]
+    later = obs("turn 3 of the standup meeting", session="s1")
+    events = decide_cycle(
+        [later, obs("unrelated note without a session")], NOW, AttentionConfig(threshold=0.0), heads
+    )
+    edges = [e.payload for e in events if isinstance(e, RelationshipAdded)]
+    assert [(p.from_id, p.to_id) for p in edges] == [(ids[2], memory_id_for(later.id))]
+    assert events.index(next(e for e in events if isinstance(e, RelationshipAdded))) == len(events) - 1

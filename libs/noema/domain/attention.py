@@ -10,7 +10,7 @@ observation yields the same events and JetStream's duplicate window stores them 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -22,6 +22,8 @@ from noema_events import (
     MemoryCreated,
     MemoryCreatedPayload,
     ObservationRecorded,
+    RelationshipAdded,
+    RelationshipAddedPayload,
 )
 from noema_events.vocabulary import CHANNEL_CREDIBILITY
 
@@ -123,10 +125,38 @@ def _memory_created(obs: ObservationRecorded, scored: Scored, now: datetime) -> 
     )
 
 
+SessionHeads = MutableMapping[tuple[str, str, str], str]
+"""(workspace, mind, session) → id of the latest memory admitted in that session."""
+
+
+def _episodic_next(prev: str, new: str, obs: ObservationRecorded, now: datetime) -> RelationshipAdded:
+    rel_id = derive_id("episodic_next", prev, new)
+    return RelationshipAdded(
+        id=rel_id,
+        workspace=obs.workspace,
+        mind=obs.mind,
+        occurred_at=now,
+        causation_id=obs.id,
+        correlation_id=obs.correlation_id,
+        actor=ACTOR,
+        payload=RelationshipAddedPayload(
+            relationship_id=rel_id, from_id=prev, to_id=new, relation="episodic_next", source="attend:session"
+        ),
+    )
+
+
 def decide_cycle(
-    observations: Sequence[ObservationRecorded], now: datetime, config: AttentionConfig
+    observations: Sequence[ObservationRecorded],
+    now: datetime,
+    config: AttentionConfig,
+    heads: SessionHeads | None = None,
 ) -> list[Event]:
-    """Decide one attention cycle; returns the events to publish, in order."""
+    """Decide one attention cycle; returns the events to publish, in order.
+
+    Admitted observations of a session are chained with ``episodic_next`` edges (temporal adjacency
+    of episodes); ``heads`` carries each session's latest memory across cycles and is updated.
+    """
+    heads = {} if heads is None else heads
     groups: dict[tuple[str, str], list[ObservationRecorded]] = {}
     for obs in observations:
         groups.setdefault((obs.workspace, obs.mind), []).append(obs)
@@ -187,4 +217,14 @@ def decide_cycle(
             )
         )
         events.extend(_memory_created(s.observation, s, now) for i, s in enumerate(scored) if i in admitted)
+        for i, s in enumerate(scored):
+            session = s.observation.payload.session
+            if i not in admitted or not session:
+                continue
+            head = (workspace, mind, session)
+            new = memory_id_for(s.observation.id)
+            prev = heads.get(head)
+            if prev is not None and prev != new:
+                events.append(_episodic_next(prev, new, s.observation, now))
+            heads[head] = new
     return events

@@ -28,9 +28,13 @@ async def connect(url: str, schema: str, app: str = "noema") -> asyncpg.Connecti
     return await asyncpg.connect(url, server_settings=_settings(schema, app))
 
 
-async def create_pool(url: str, schema: str, app: str = "noema", **kwargs: Any) -> asyncpg.Pool:
-    """A pool whose connections resolve unqualified names in ``schema``."""
-    pool = await asyncpg.create_pool(url, server_settings=_settings(schema, app), **kwargs)
+async def create_pool(
+    url: str, schema: str, app: str = "noema", settings: dict[str, str] | None = None, **kwargs: Any
+) -> asyncpg.Pool:
+    """A pool whose connections resolve unqualified names in ``schema`` (plus extra ``settings``)."""
+    pool = await asyncpg.create_pool(
+        url, server_settings={**_settings(schema, app), **(settings or {})}, **kwargs
+    )
     assert pool is not None
     return pool
 

