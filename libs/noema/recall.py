@@ -36,11 +36,9 @@ from .domain.recall import (
     mmr_select,
 )
 
-__all__ = ["MODES", "RECALL_PG_SETTINGS", "Recall", "RecallFilters", "SearchResponse", "SearchResult"]
+__all__ = ["MODES", "Recall", "RecallFilters", "SearchResponse", "SearchResult"]
 
 MODES = ("keyword", "vector", "semantic", "hybrid")
-RECALL_PG_SETTINGS = {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": "200"}
-"""Connection settings for recall pools: HNSW scans continue past filtered-out rows (pgvector 0.8)."""
 VOICE_DEPTH = 50
 SEEDS_PER_VOICE = 3
 
@@ -174,8 +172,15 @@ class Recall:
             # Without vectors the semantic voice is silent; its weight goes to the text voice.
             weights["lexical"] += weights.pop("semantic")
             weights["semantic"] = 0.0
-        seeds = [m for m, _ in lexical[:SEEDS_PER_VOICE]] + [m for m, _ in semantic[:SEEDS_PER_VOICE]]
-        graph = await self.store.graph(list(dict.fromkeys(seeds)), f, depth)
+        seeds: dict[str, float] = {}
+        for hits in (lexical, semantic):
+            if hits:
+                top = hits[0][1]
+                low = hits[-1][1]
+                for mid, raw in hits[:SEEDS_PER_VOICE]:
+                    strength = (raw - low) / (top - low) if top > low else 1.0
+                    seeds[mid] = max(seeds.get(mid, 0.0), strength)
+        graph = await self.store.graph(seeds, f, depth)
         pool_ids = dict.fromkeys([m for m, _ in lexical] + [m for m, _ in semantic] + [m for m, _ in graph])
         if intent == "temporal":
             pool_ids.update(dict.fromkeys(m for m, _ in await self.store.recent(f, 10)))
@@ -187,6 +192,8 @@ class Recall:
                     cands[mid].raw[name] = raw
         by_recency = sorted(cands.values(), key=lambda c: (c.happened_at or c.created_at, c.id), reverse=True)
         for rank, c in enumerate(by_recency, start=1):
+            # Recency orders what the other voices found; it never brings in memories of its own
+            # (except the newest ones for temporal questions, added to the pool above).
             c.ranks["temporal"] = rank
             c.raw["temporal"] = (c.happened_at or c.created_at).timestamp()
         candidates: list[Candidate] = list(cands.values())

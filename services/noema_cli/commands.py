@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import time
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +21,8 @@ from noema.adapters.embedders import create_embedder
 from noema.adapters.jetstream import EventPublisher, connect, stream_last_seq
 from noema.adapters.postgres import MemoryQueries, ReadModelProjection, checksum, create_pool
 from noema.adapters.postgres import connect as pg_connect
+from noema.adapters.postgres.recall import RecallFilters, RecallStore
+from noema.recall import Recall
 from noema.replay import drop_schema, replay_into
 from noema.runtime import read_state
 from noema.settings import Settings
@@ -72,13 +76,51 @@ async def memory_list(
         await pool.close()
 
 
-async def memory_search(
-    settings: Settings, query: str, workspace: str | None, limit: int
-) -> list[dict[str, Any]]:
-    """Full-text search."""
-    pool, q = await _queries(settings)
+@dataclass(frozen=True)
+class SearchRequest:
+    """A search as the CLI asks for it."""
+
+    query: str
+    workspace: str | None = None
+    mode: str = "hybrid"
+    profile: str = "hybrid"
+    mind: str | None = None
+    kinds: tuple[str, ...] = ()
+    repo: str | None = None
+    strict: bool = False
+    include_inactive: bool = False
+    limit: int = 10
+
+
+async def memory_search(settings: Settings, request: SearchRequest) -> dict[str, Any]:
+    """search_memory with every component, as plain data."""
+    assert settings.database_url
+    pool = await RecallStore.create_pool(settings.database_url, settings.db_schema, min_size=1, max_size=1)
     try:
-        return await q.search_text(query, workspace=workspace, limit=limit)
+        embedder = create_embedder(settings.embedder) if request.mode != "keyword" else None
+        recall = Recall(await RecallStore.open(pool), embedder)
+        filters = RecallFilters(
+            workspace=request.workspace,
+            mind=request.mind,
+            kinds=request.kinds,
+            statuses=() if request.include_inactive else ("active",),
+            include_expired=request.include_inactive,
+        )
+        try:
+            response = await recall.search(
+                request.query,
+                filters,
+                mode=request.mode,
+                profile=request.profile,
+                limit=request.limit,
+                strict=request.strict,
+                repo=request.repo,
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        except asyncpg.PostgresSyntaxError as exc:
+            raise CommandError(f"query not understood: {exc}") from None
+        return dataclasses.asdict(response)
     finally:
         await pool.close()
 

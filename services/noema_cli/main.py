@@ -196,34 +196,80 @@ def memory_list(
 
 @memory_app.command("search")
 def memory_search(
-    query: str = typer.Argument(..., help="Words to look for (any of them matches)."),
-    workspace: str | None = typer.Option(None, "--workspace", "-w"),
-    limit: int = typer.Option(10, min=1, max=500),
+    query: str = typer.Argument(..., help="What to look for."),
+    workspace: str | None = typer.Option(None, "--workspace", "-w", help="Workspace (default: all)."),
+    mode: str = typer.Option("hybrid", help="keyword, semantic, hybrid (or vector)."),
+    profile: str = typer.Option("hybrid", help="hybrid (voices + MMR) or weighted (plain weighted fusion)."),
+    mind: str | None = typer.Option(None, "--mind", "-m"),
+    kind: list[str] | None = typer.Option(None, help="Memory kind(s)."),
+    repo: str | None = typer.Option(None, help="Current repository: its memories rank first."),
+    strict: bool = typer.Option(False, help="Keyword syntax of web search (quotes, OR, -word)."),
+    include_inactive: bool = typer.Option(False, help="Also retracted, superseded, archived, expired."),
+    limit: int = typer.Option(10, min=1, max=100),
+    explain: bool = typer.Option(False, "--explain", help="Show every score component."),
     data_dir: Path | None = DataDir(),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Full-text search over active memories, best first, with each memory's origin event.
+    """Search memory, best first, each result with its origin event (and with --explain, its score).
 
-    Example: noemactl memory search "deploy key" --workspace acme
+    Example: noemactl memory search "deploy key" --workspace acme --explain
     """
     _use(data_dir)
-    rows = _run(lambda s: commands.memory_search(s, query, workspace, limit))
+    request = commands.SearchRequest(
+        query=query,
+        workspace=workspace,
+        mode=mode,
+        profile=profile,
+        mind=mind,
+        kinds=tuple(kind or ()),
+        repo=repo,
+        strict=strict,
+        include_inactive=include_inactive,
+        limit=limit,
+    )
+    response = _run(lambda s: commands.memory_search(s, request))
     if as_json:
-        _print_json(rows)
+        _print_json(response)
         return
-    if not rows:
+    if not response["results"]:
         out.print("no matching memories")
         return
-    table = Table("id", "workspace/mind", "rank", "content", "origin event")
-    for r in rows:
-        table.add_row(
+    table = Table("id", "workspace/mind", "score", "content", "origin event")
+    comps = [
+        "lexical",
+        "semantic",
+        "graph",
+        "temporal",
+        "decay",
+        "activation",
+        "importance",
+        "credibility",
+        "mmr",
+    ]
+    if explain:
+        for c in comps:
+            table.add_column(c)
+    for r in response["results"]:
+        m = r["memory"]
+        row = [
             r["id"][:8],
-            f"{r['workspace']}/{r['mind']}",
-            f"{r['rank']:.3f}",
-            _clip(r["content"]),
-            f"{r['origin_type']} #{r['origin_seq']} ({r['origin_event'][:8]})",
-        )
+            f"{m.get('workspace')}/{m.get('mind')}",
+            f"{r['score']:.3f}",
+            _clip(r["content"], 60),
+            f"memory.created #{m.get('origin_seq')} ({str(m.get('origin_event', ''))[:8]})",
+        ]
+        if explain:
+            for c in comps:
+                value = r["components"].get(c)
+                rank = r["components"].get(f"{c}_rank")
+                row.append("" if value is None else f"{value:.3f}" + (f" #{int(rank)}" if rank else ""))
+        table.add_row(*row)
     out.print(table)
+    if explain and response.get("intent"):
+        weights = ", ".join(f"{k} {v:.2f}" for k, v in response["weights"].items())
+        out.print(
+            f"intent: {response['intent']} (voice weights: {weights}); timings ms: {response['timings_ms']}"
+        )
 
 
 @memory_app.command("show")

@@ -85,16 +85,21 @@ def test_up_observe_search_replay_status_and_a_clean_stop(data_dir: Path) -> Non
         hits: list = []
         while not hits and time.monotonic() < deadline:
             hits = json.loads(
-                ctl(data_dir, "memory", "search", "deploy key", "--workspace", "acme", "--json").stdout
-            )
+                ctl(
+                    data_dir, "memory", "search", "deploy key", "-w", "acme", "--mode", "keyword", "--json"
+                ).stdout
+            )["results"]
         assert hits, "the observation was not searchable within 2 s"
         assert hits[0]["content"] == "the deploy key rotates on Fridays"
-        assert hits[0]["origin_type"] == "memory.created.v1"
-        shown = json.loads(ctl(data_dir, "memory", "show", hits[0]["id"], "--json").stdout)
-        assert shown["origin"]["id"] == hits[0]["origin_event"]
+        shown = json.loads(ctl(data_dir, "memory", "show", hits[0]["id"][:8], "--json").stdout)
+        assert shown["origin"]["id"] == hits[0]["memory"]["origin_event"]
+        assert shown["origin"]["type"] == "memory.created.v1"
 
         human = ctl(data_dir, "memory", "search", "deploy key").stdout
-        assert "memory.created.v1" in human
+        assert "memory.created #" in human
+        explained = ctl(data_dir, "memory", "search", "deploy key", "--explain").stdout
+        assert "intent: lookup" in explained
+        assert "semantic" in explained
 
         replayed = json.loads(ctl(data_dir, "replay", "--json").stdout)
         assert replayed["match"] is True

