@@ -22,6 +22,7 @@ from noema.adapters.jetstream import EventPublisher, connect, stream_last_seq
 from noema.adapters.postgres import MemoryQueries, ReadModelProjection, checksum, create_pool
 from noema.adapters.postgres import connect as pg_connect
 from noema.adapters.postgres.recall import RecallFilters, RecallStore
+from noema.preamble import build_preamble
 from noema.recall import Recall
 from noema.replay import drop_schema, replay_into
 from noema.runtime import read_state
@@ -121,6 +122,17 @@ async def memory_search(settings: Settings, request: SearchRequest) -> dict[str,
         except asyncpg.PostgresSyntaxError as exc:
             raise CommandError(f"query not understood: {exc}") from None
         return dataclasses.asdict(response)
+    finally:
+        await pool.close()
+
+
+async def preamble(
+    settings: Settings, workspace: str, agent: str, task: str, repo: str | None
+) -> dict[str, Any]:
+    """The dispatch preamble as plain data."""
+    pool, _ = await _queries(settings)
+    try:
+        return dataclasses.asdict(await build_preamble(pool, workspace, agent, task, repo))
     finally:
         await pool.close()
 

@@ -381,6 +381,29 @@ def memory_embed_missing(
         out.print(f"embedded {result['embedded']} memories with {result['model']} ({result['per_s']:.1f}/s)")
 
 
+@app.command()
+def preamble(
+    task: str = typer.Argument(..., help="The task description the agent is dispatched with."),
+    workspace: str = typer.Option(..., "--workspace", "-w"),
+    agent: str = typer.Option(
+        ..., "--agent", "-a", help="The agent being dispatched (its notes are included)."
+    ),
+    repo: str | None = typer.Option(None, help="Current repository: its facts rank first."),
+    data_dir: Path | None = DataDir(),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Print the dispatch preamble: active policies, the agent's notes, keyword-matched facts.
+
+    Example: noemactl preamble "rotate the deploy key for the billing service" -w acme -a ops
+    """
+    _use(data_dir)
+    result = _run(lambda s: commands.preamble(s, workspace, agent, task, repo))
+    if as_json:
+        _print_json(result)
+    else:
+        out.print(result["text"], highlight=False, markup=False)
+
+
 @app.command("decay-tick")
 def decay_tick(
     workspace: list[str] | None = typer.Option(None, "--workspace", "-w", help="Only these workspaces."),

@@ -27,6 +27,7 @@ NOW = datetime.now(UTC)
 
 def memory(content: str, **kw: object) -> MemoryCreated:
     mid = new_id()
+    kind = kw.pop("kind", "semantic")
     return MemoryCreated(
         id=new_id(),
         workspace="acme",

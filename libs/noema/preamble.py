@@ -1,0 +1,91 @@
+"""The dispatch preamble: what an agent is told at task dispatch (SPEC §8), on the fast path.
+
+Built from exactly: every active policy as ``- [domain] rule``; the agent's own notes verbatim; and
+at most five keyword-matched facts for the task, within about 1,200 characters, only when the task
+description has at least 20 characters. Full-text search only (no query embedding), one round trip
+per part. It ends by telling the agent to verify critical items with ``search_memory``.
+
+Policies and notes are read when their tables exist (they arrive with the knowledge layer); until
+then the preamble holds what is available.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import asyncpg
+
+from .adapters.postgres.queries import any_term_query
+
+__all__ = ["FACTS_BUDGET_CHARS", "MAX_FACTS", "MIN_TASK_CHARS", "Preamble", "build_preamble"]
+
+MAX_FACTS = 5
+FACTS_BUDGET_CHARS = 1200
+MIN_TASK_CHARS = 20
+CLOSING = "Verify critical items with search_memory before relying on them."
+
+
+@dataclass
+class Preamble:
+    """The preamble text and what went into it."""
+
+    text: str
+    policies: list[str] = field(default_factory=list)
+    notes: str | None = None
+    facts: list[str] = field(default_factory=list)
+
+
+async def build_preamble(
+    pool: asyncpg.Pool, workspace: str, agent: str, task: str, repo: str | None = None
+) -> Preamble:
+    """Assemble the preamble for ``agent`` about to work on ``task``."""
+    async with pool.acquire() as conn:
+        tables = await conn.fetchrow(
+            "SELECT to_regclass('policies') IS NOT NULL AS policies, "
+            "to_regclass('agent_notes') IS NOT NULL AS notes"
+        )
+        policies: list[str] = []
+        if tables["policies"]:
+            policies = [
+                f"- [{r['domain']}] {r['rule']}"
+                for r in await conn.fetch(
+                    "SELECT domain, rule FROM policies WHERE workspace = $1 AND active "
+                    "ORDER BY domain, created_at",
+                    workspace,
+                )
+            ]
+        notes = None
+        if tables["notes"]:
+            notes = await conn.fetchval(
+                "SELECT notes FROM agent_notes WHERE workspace = $1 AND agent = $2", workspace, agent
+            )
+        facts: list[str] = []
+        terms = any_term_query(task) if len(task.strip()) >= MIN_TASK_CHARS else None
+        if terms:
+            rows = await conn.fetch(
+                """SELECT m.domain, m.content FROM memories m, to_tsquery('english', $2) q
+                   WHERE m.workspace = $1 AND m.kind = 'semantic' AND m.status = 'active'
+                     AND (m.valid_until IS NULL OR m.valid_until > now()) AND m.search @@ q
+                   ORDER BY (m.repo IS NOT DISTINCT FROM $3) DESC, ts_rank_cd(m.search, q, 1) DESC, m.id
+                   LIMIT $4""",
+                workspace,
+                terms,
+                repo,
+                MAX_FACTS,
+            )
+            used = 0
+            for r in rows:
+                line = f"- [{r['domain'] or 'general'}] {r['content']}"
+                if used + len(line) > FACTS_BUDGET_CHARS:
+                    break
+                facts.append(line)
+                used += len(line)
+    parts = []
+    if policies:
+        parts.append("Policies:\n" + "\n".join(policies))
+    if notes:
+        parts.append("Your notes:\n" + notes)
+    if facts:
+        parts.append("Relevant facts:\n" + "\n".join(facts))
+    parts.append(CLOSING)
+    return Preamble("\n\n".join(parts), policies, notes, facts)

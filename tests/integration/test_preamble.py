@@ -1,0 +1,64 @@
+"""The dispatch preamble: keyword-matched facts within budget, repo first, always the closing line."""
+
+from __future__ import annotations
+
+import pytest
+
+from noema.ids import new_id
+from noema.preamble import CLOSING, FACTS_BUDGET_CHARS, MAX_FACTS, build_preamble
+from noema_events import OperatorAction, OperatorActionPayload
+from noema_projector.service import build as build_projector
+from tests.conftest import Harness
+from tests.integration.test_recall import given, memory
+
+pytestmark = pytest.mark.integration
+
+
+async def test_facts_for_the_task_within_budget_repo_first_and_the_closing_line(harness: Harness) -> None:
+    await harness.start(build_projector)
+    facts = [
+        memory(
+            f"deploy rule {i}: the deploy key of service {i} rotates on Fridays " + "x" * 150, domain="ops"
+        )
+        for i in range(8)
+    ]
+    ours = memory("deploy key rotation for this repo uses the vault CLI", domain="codebase", repo="billing")
+    episodic = memory("someone mentioned the deploy key in standup", kind="episodic")
+    ids = await given(harness, *facts, ours, episodic)
+
+    p = await build_preamble(
+        harness.pool, "acme", "ops-agent", "rotate the deploy key before the release", repo="billing"
+    )
+    assert p.text.endswith(CLOSING)
+    assert 0 < len(p.facts) <= MAX_FACTS
+    assert sum(len(f) for f in p.facts) <= FACTS_BUDGET_CHARS
+    assert p.facts[0] == "- [codebase] deploy key rotation for this repo uses the vault CLI"
+    assert all("standup" not in f for f in p.facts), "only facts (semantic memories) go into the preamble"
+
+    short = await build_preamble(harness.pool, "acme", "ops-agent", "deploy key", repo="billing")
+    assert short.facts == []
+    assert short.text == CLOSING
+
+    from noema.adapters.jetstream import EventPublisher
+    from tests.support import assert_eventually
+
+    await EventPublisher(harness.nc, harness.topology).publish(
+        [
+            OperatorAction(
+                id=new_id(),
+                workspace="acme",
+                mind="ops",
+                occurred_at=facts[0].occurred_at,
+                correlation_id="c",
+                actor="operator:alice",
+                payload=OperatorActionPayload(action="retract", target_id=ids[8], reason="wrong"),
+            )
+        ]
+    )
+    await assert_eventually(
+        lambda: harness.pool.fetchval("SELECT status = 'retracted' FROM memories WHERE id = $1", ids[8])
+    )
+    after = await build_preamble(
+        harness.pool, "acme", "ops-agent", "rotate the deploy key before the release", repo="billing"
+    )
+    assert all("vault CLI" not in f for f in after.facts)
