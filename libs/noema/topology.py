@@ -54,6 +54,15 @@ class Topology:
         """Subject of one mind's observations."""
         return f"{self.prefix}.obs.{workspace}.{mind or '_'}"
 
+    def recall_subject(self, workspace: str, mind: str) -> str:
+        """Subject of recall candidates for one mind (on the observation stream, beside observations)."""
+        return f"{self.prefix}.obs.{workspace}.{mind or '_'}.recall"
+
+    @property
+    def observations_only(self) -> str:
+        """Filter matching observations but not recall candidates."""
+        return f"{self.prefix}.obs.*.*"
+
     def event_subject(self, event: Event) -> str:
         """Subject an event is published on."""
         return f"{self.prefix}.evt.{event.workspace}.{event.mind or '_'}.{event.name.replace('.', '_')}"

@@ -52,6 +52,8 @@ __all__ = [
     "PolicyProposedPayload",
     "PolicySuperseded",
     "PolicySupersededPayload",
+    "RecallProposed",
+    "RecallProposedPayload",
     "RelationshipAdded",
     "RelationshipAddedPayload",
     "WorkingMemoryItem",
@@ -190,6 +192,24 @@ class MemoryRetrieved(Event, frozen=True, kw_only=True, tag="memory.retrieved.v1
     """A memory was recalled and admitted; the projector reinforces it (activation, recall_count)."""
 
     payload: MemoryRetrievedPayload
+
+
+class RecallProposedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
+    """A memory the retrieve worker recalled for an observation, offered to attention as a candidate."""
+
+    memory_id: str
+    observation_id: str
+    query: str = ""
+    score: float = 0.0
+    importance: Unit = 0.5
+    credibility: Unit = 0.8
+    components: dict[str, float] = msgspec.field(default_factory=dict)
+
+
+class RecallProposed(Event, frozen=True, kw_only=True, tag="recall.proposed.v1"):
+    """A recall candidate; published on the observation stream so it competes with observations."""
+
+    payload: RecallProposedPayload
 
 
 class MemoryReinforcedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
@@ -422,6 +442,7 @@ AnyEvent = (
     | MemoryCreated
     | MemoryEmbedded
     | MemoryRetrieved
+    | RecallProposed
     | MemoryReinforced
     | ActivationDecayed
     | MemorySuperseded

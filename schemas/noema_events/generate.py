@@ -21,6 +21,7 @@ SCHEMAS_DIR = Path(__file__).resolve().parent.parent
 
 SUBJECTS = {
     "observation.recorded": "{prefix}.obs.{workspace}.{mind}",
+    "recall.proposed": "{prefix}.obs.{workspace}.{mind}.recall",
 }
 EVENT_SUBJECT = "{prefix}.evt.{workspace}.{mind}.{event}"
 

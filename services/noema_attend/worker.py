@@ -18,7 +18,7 @@ from nats.aio.msg import Msg
 from noema.adapters.jetstream import EventPublisher
 from noema.domain.attention import AttentionConfig, decide_cycle
 from noema.topology import Topology
-from noema_events import EventDecodeError, ObservationRecorded, decode_event
+from noema_events import EventDecodeError, ObservationRecorded, RecallProposed, decode_event
 
 __all__ = ["AttendHandler"]
 
@@ -50,11 +50,14 @@ class AttendHandler:
         # next episode starts a new chain (edges are derived from events, so replay is unaffected).
         self._heads: OrderedDict[tuple[str, str, str], str] = OrderedDict()
 
-    def _validate(self, msg: Msg) -> ObservationRecorded:
+    def _validate(self, msg: Msg) -> ObservationRecorded | RecallProposed:
         event = decode_event(msg.data)
-        if not isinstance(event, ObservationRecorded):
-            raise EventDecodeError(f"expected observation.recorded, got {event.type}")
-        expected = self._topology.observation_subject(event.workspace, event.mind)
+        if isinstance(event, RecallProposed):
+            expected = self._topology.recall_subject(event.workspace, event.mind)
+        elif isinstance(event, ObservationRecorded):
+            expected = self._topology.observation_subject(event.workspace, event.mind)
+        else:
+            raise EventDecodeError(f"expected observation.recorded or recall.proposed, got {event.type}")
         if msg.subject != expected:
             raise EventDecodeError(f"subject {msg.subject} does not match the observation's scope {expected}")
         return event
@@ -76,7 +79,7 @@ class AttendHandler:
 
     async def __call__(self, msgs: list[Msg]) -> None:
         """Validate, decide, publish the decision events, then ack every message."""
-        good: list[ObservationRecorded] = []
+        good: list[ObservationRecorded | RecallProposed] = []
         for msg in msgs:
             try:
                 good.append(self._validate(msg))

@@ -35,6 +35,7 @@ SERVICES: dict[str, str] = {
     "attend": "noema_attend",
     "projector": "noema_projector",
     "embed": "noema_embed",
+    "retrieve": "noema_retrieve",
     "decay": "noema_decay",
     "api": "noema_api",
 }

@@ -23,7 +23,7 @@ async def test_facts_for_the_task_within_budget_repo_first_and_the_closing_line(
         for i in range(8)
     ]
     ours = memory("deploy key rotation for this repo uses the vault CLI", domain="codebase", repo="billing")
-    episodic = memory("someone mentioned the deploy key in standup", kind="episodic")
+    episodic = memory("standup: rotate the deploy key before the release", kind="episodic")
     ids = await given(harness, *facts, ours, episodic)
 
     p = await build_preamble(

@@ -35,9 +35,7 @@ def memory(content: str, **kw: object) -> MemoryCreated:
         occurred_at=NOW,
         correlation_id=mid,
         actor="test",
-        payload=MemoryCreatedPayload(
-            memory_id=mid, kind="semantic", epistemic_kind="fact", content=content, **kw
-        ),  # type: ignore[arg-type]
+        payload=MemoryCreatedPayload(memory_id=mid, kind=kind, epistemic_kind="fact", content=content, **kw),  # type: ignore[arg-type]
     )
 
 

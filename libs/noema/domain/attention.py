@@ -21,7 +21,10 @@ from noema_events import (
     Event,
     MemoryCreated,
     MemoryCreatedPayload,
+    MemoryRetrieved,
+    MemoryRetrievedPayload,
     ObservationRecorded,
+    RecallProposed,
     RelationshipAdded,
     RelationshipAddedPayload,
 )
@@ -30,7 +33,16 @@ from noema_events.vocabulary import CHANNEL_CREDIBILITY
 from ..ids import derive_id
 from .dynamics import initial_confidence
 
-__all__ = ["AttentionConfig", "Scored", "decide_cycle", "estimate_salience", "memory_id_for", "score"]
+__all__ = [
+    "AttentionConfig",
+    "Candidate",
+    "Scored",
+    "decide_cycle",
+    "estimate_salience",
+    "memory_id_for",
+    "score",
+    "score_recall",
+]
 
 ACTOR = "attend"
 
@@ -50,7 +62,8 @@ class AttentionConfig:
 class Scored:
     """A candidate with its score and the features that produced it."""
 
-    observation: ObservationRecorded
+    observation: ObservationRecorded | RecallProposed
+    """The candidate (an observation or a recall proposal)."""
     score: float
     components: dict[str, float]
     reason: str
@@ -87,6 +100,41 @@ def score(
         **components,
         **{f"{k}_value": v for k, v in features.items()},
     }
+
+
+def score_recall(
+    proposal: RecallProposed, novelty: float, config: AttentionConfig
+) -> tuple[float, dict[str, float]]:
+    """A recall candidate's features: its recall score is its salience."""
+    p = proposal.payload
+    features = {
+        "salience": min(1.0, max(0.0, p.score)),
+        "novelty": novelty,
+        "importance": p.importance,
+        "credibility": p.credibility,
+    }
+    components = {k: round(config.weights[k] * v, 6) for k, v in features.items()}
+    return round(sum(components.values()), 6), {
+        **components,
+        **{f"{k}_value": v for k, v in features.items()},
+    }
+
+
+def _memory_retrieved(proposal: RecallProposed, scored: Scored, now: datetime) -> MemoryRetrieved:
+    p = proposal.payload
+    attention = {f"attention_{k}": v for k, v in scored.components.items() if not k.endswith("_value")}
+    return MemoryRetrieved(
+        id=derive_id("memory.retrieved", proposal.id),
+        workspace=proposal.workspace,
+        mind=proposal.mind,
+        occurred_at=now,
+        causation_id=proposal.id,
+        correlation_id=proposal.correlation_id,
+        actor=ACTOR,
+        payload=MemoryRetrievedPayload(
+            memory_id=p.memory_id, query=p.query, score=p.score, components={**p.components, **attention}
+        ),
+    )
 
 
 def memory_id_for(observation_id: str) -> str:
@@ -145,19 +193,24 @@ def _episodic_next(prev: str, new: str, obs: ObservationRecorded, now: datetime)
     )
 
 
+Candidate = ObservationRecorded | RecallProposed
+
+
 def decide_cycle(
-    observations: Sequence[ObservationRecorded],
+    observations: Sequence[Candidate],
     now: datetime,
     config: AttentionConfig,
     heads: SessionHeads | None = None,
 ) -> list[Event]:
     """Decide one attention cycle; returns the events to publish, in order.
 
-    Admitted observations of a session are chained with ``episodic_next`` edges (temporal adjacency
+    Observations and recall candidates compete for the same admissions. An admitted observation
+    becomes a memory; an admitted recall becomes a ``memory.retrieved`` (reinforcement). Admitted
+    observations of a session are chained with ``episodic_next`` edges (temporal adjacency
     of episodes); ``heads`` carries each session's latest memory across cycles and is updated.
     """
     heads = {} if heads is None else heads
-    groups: dict[tuple[str, str], list[ObservationRecorded]] = {}
+    groups: dict[tuple[str, str], list[Candidate]] = {}
     for obs in observations:
         groups.setdefault((obs.workspace, obs.mind), []).append(obs)
 
@@ -166,10 +219,17 @@ def decide_cycle(
         seen: set[str] = set()
         scored: list[Scored] = []
         for obs in group:
-            key = _normalized(obs.payload.content)
+            key = (
+                f"recall:{obs.payload.memory_id}"
+                if isinstance(obs, RecallProposed)
+                else _normalized(obs.payload.content)
+            )
             novelty = 0.0 if key in seen else 1.0
             seen.add(key)
-            value, components = score(obs, novelty, config)
+            if isinstance(obs, RecallProposed):
+                value, components = score_recall(obs, novelty, config)
+            else:
+                value, components = score(obs, novelty, config)
             reason = "duplicate within cycle" if novelty == 0.0 else ""
             scored.append(Scored(obs, value, components, reason))
 
@@ -191,10 +251,19 @@ def decide_cycle(
                 reason = s.reason or f"score {s.score:.3f} below threshold {config.threshold}"
             else:
                 reason = "over capacity"
+            recall = isinstance(s.observation, RecallProposed)
+            target = None
+            if ok:
+                target = (
+                    s.observation.payload.memory_id
+                    if isinstance(s.observation, RecallProposed)
+                    else memory_id_for(s.observation.id)
+                )
             decisions.append(
                 AttentionDecision(
                     candidate_id=s.observation.id,
-                    memory_id=memory_id_for(s.observation.id) if ok else None,
+                    candidate_kind="recall" if recall else "observation",
+                    memory_id=target,
                     admitted=ok,
                     score=s.score,
                     components={k: v for k, v in s.components.items() if not k.endswith("_value")},
@@ -216,10 +285,18 @@ def decide_cycle(
                 ),
             )
         )
-        events.extend(_memory_created(s.observation, s, now) for i, s in enumerate(scored) if i in admitted)
         for i, s in enumerate(scored):
+            if i not in admitted:
+                continue
+            if isinstance(s.observation, RecallProposed):
+                events.append(_memory_retrieved(s.observation, s, now))
+            else:
+                events.append(_memory_created(s.observation, s, now))
+        for i, s in enumerate(scored):
+            if i not in admitted or isinstance(s.observation, RecallProposed):
+                continue
             session = s.observation.payload.session
-            if i not in admitted or not session:
+            if not session:
                 continue
             head = (workspace, mind, session)
             new = memory_id_for(s.observation.id)

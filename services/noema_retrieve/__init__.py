@@ -1,0 +1,1 @@
+"""The retrieve worker: recalls memories for every new observation and proposes them to attention."""

@@ -1,0 +1,147 @@
+"""Composition root of the retrieve worker.
+
+For each new observation it runs hybrid recall in the observation's workspace and mind and publishes
+the best memories as ``recall.proposed`` candidates on the observation stream, where the attend
+worker weighs them against the observations themselves; admitted recalls are reinforced through
+``memory.retrieved`` events that carry their scoring components.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime
+
+import structlog
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from noema.adapters.embedders import create_embedder
+from noema.adapters.jetstream import Outgoing, connect, ensure_streams, publish_batch
+from noema.adapters.postgres.recall import RecallFilters, RecallStore
+from noema.adapters.pull import Puller
+from noema.domain.attention import memory_id_for
+from noema.ids import derive_id
+from noema.recall import Recall, SearchResult
+from noema.settings import Settings
+from noema.topology import Topology
+from noema.worker import PullWorker
+from noema_events import (
+    EventDecodeError,
+    ObservationRecorded,
+    RecallProposed,
+    RecallProposedPayload,
+    decode_event,
+    encode_event,
+)
+
+__all__ = ["MIN_SCORE", "PROPOSALS", "RetrieveHandler", "build"]
+
+log = structlog.get_logger("noema.retrieve")
+
+PROPOSALS = 3
+"""Recalled memories proposed per observation."""
+MIN_SCORE = 0.3
+"""Recalls scoring below this are not worth attention's time."""
+
+
+class RetrieveHandler:
+    """Recall for each observation of a batch; publish the proposals; ack."""
+
+    def __init__(
+        self,
+        nc: NATS,
+        recall: Recall,
+        topology: Topology,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._nc = nc
+        self._recall = recall
+        self._topology = topology
+        self._clock = clock
+
+    def proposals(
+        self, obs: ObservationRecorded, results: list[SearchResult], now: datetime
+    ) -> list[RecallProposed]:
+        """The candidates for one observation (its own memory excluded), ids derived from both."""
+        own = memory_id_for(obs.id)
+        out = []
+        for r in results:
+            if r.id == own or r.score < MIN_SCORE:
+                continue
+            out.append(
+                RecallProposed(
+                    id=derive_id("recall.proposed", obs.id, r.id),
+                    workspace=obs.workspace,
+                    mind=obs.mind,
+                    occurred_at=now,
+                    causation_id=obs.id,
+                    correlation_id=obs.correlation_id,
+                    actor="retrieve",
+                    payload=RecallProposedPayload(
+                        memory_id=r.id,
+                        observation_id=obs.id,
+                        query=obs.payload.content[:500],
+                        score=round(r.score, 6),
+                        importance=float(r.memory.get("importance", 0.5)),
+                        credibility=float(r.memory.get("credibility", 0.8)),
+                        components={k: round(v, 6) for k, v in r.components.items()},
+                    ),
+                )
+            )
+        return out[:PROPOSALS]
+
+    async def __call__(self, msgs: list[Msg]) -> None:
+        """Recall, publish proposals (stored before the ack), ack."""
+        outgoing: list[Outgoing] = []
+        for msg in msgs:
+            try:
+                obs = decode_event(msg.data)
+            except EventDecodeError:
+                continue  # attend dead-letters malformed observations
+            if not isinstance(obs, ObservationRecorded):
+                continue
+            response = await self._recall.search(
+                obs.payload.content,
+                RecallFilters(workspace=obs.workspace, mind=obs.mind),
+                limit=PROPOSALS + 1,
+            )
+            subject = self._topology.recall_subject(obs.workspace, obs.mind)
+            outgoing += [
+                Outgoing(subject, encode_event(p), p.id)
+                for p in self.proposals(obs, response.results, self._clock())
+            ]
+        if outgoing:
+            await publish_batch(self._nc, self._nc.jetstream(), outgoing)
+        for msg in msgs:
+            await msg.ack()
+        log.info("recalled", observations=len(msgs), proposals=len(outgoing))
+
+
+async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
+    """Connect, open the read model for recall, bind the durable ``retrieve`` consumer."""
+    assert settings.nats_url, "settings must be located"
+    assert settings.database_url, "settings must be located"
+    topology = Topology(settings.prefix)
+    pool = await RecallStore.create_pool(settings.database_url, settings.db_schema, min_size=1, max_size=2)
+    stack.push_async_callback(pool.close)
+    recall = Recall(await RecallStore.open(pool), create_embedder(settings.embedder))
+    nc = await connect(settings.nats_url, name="noema-retrieve")
+    stack.push_async_callback(nc.close)
+    js = nc.jetstream()
+    await ensure_streams(js, topology, settings.duplicate_window_s)
+    durable = topology.durable("retrieve")
+    await js.add_consumer(
+        topology.observation_stream,
+        ConsumerConfig(
+            durable_name=durable,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.NEW,
+            filter_subject=topology.observations_only,
+            ack_wait=120.0,
+            max_ack_pending=1_000,
+        ),
+    )
+    puller = await Puller(nc, topology.observation_stream, durable, 32).start()
+    return PullWorker("retrieve", puller, RetrieveHandler(nc, recall, topology), 32)
