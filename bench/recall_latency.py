@@ -182,6 +182,7 @@ async def build(db_url: str, schema: str, n: int) -> dict[str, float]:
             "updated_at",
         ),
     )
+    await conn.execute("ANALYZE memories")  # foreign-key checks below plan with real statistics
     vectors = _unit(nrng, n)
     await conn.copy_records_to_table(
         "memory_embeddings",

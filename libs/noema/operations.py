@@ -159,6 +159,8 @@ async def embed_missing(
         embedder.name,
     )
     done, after = 0, ""
+    if progress:
+        progress(0, int(total))
     while True:
         # Keyset pagination: vectors arrive through the projector, so the rows just sent may still
         # look missing; walking by id never selects them twice.
