@@ -2,7 +2,8 @@
 
     python -m bench.recall_latency [--memories N] [--queries Q] [--out FILE]
 
-Builds one workspace of N memories (default 100,000; a fifth of them facts) with synthetic 384-d
+Builds one workspace of N memories (default 100,000; a fifth of them facts; words drawn from a
+~500-word vocabulary by a Zipf law, as in real text) with synthetic 384-d
 vectors (random unit vectors: the vector index does the same work as with real ones) and N
 relationships, written straight into the read model with COPY (this measures reads, not ingest),
 builds the model's HNSW index, then times Q queries (default 300) per mode after a warm-up, with the
@@ -35,7 +36,7 @@ from noema.recall import Recall
 
 from ._servers import servers
 
-WORDS = (
+WORDS: tuple[str, ...] = (
     "deploy",
     "key",
     "rotate",
@@ -110,8 +111,13 @@ class _Named:
         raise AssertionError("not used")
 
 
+# Text follows a Zipf law like real text: a few very common words, a long tail of rare ones.
+VOCABULARY = WORDS + tuple(f"{a}{b}" for a in ("al", "be", "ko", "mi", "ra", "su", "te", "vo") for b in WORDS)
+_ZIPF = [1.0 / (rank + 1) ** 1.07 for rank in range(len(VOCABULARY))]
+
+
 def _sentence(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(n))
+    return " ".join(rng.choices(VOCABULARY, weights=_ZIPF, k=n))
 
 
 def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -246,7 +252,9 @@ async def run(n: int, queries: int) -> dict[str, Any]:
         setup = await build(db_url, schema, n)
         pool = await RecallStore.create_pool(db_url, schema, min_size=1, max_size=2)
         try:
-            recall = Recall(await RecallStore.open(pool), _Named())  # type: ignore[arg-type]
+            store = await RecallStore.open(pool)
+            stats = store.term_stats
+            recall = Recall(store, _Named())  # type: ignore[arg-type]
             rng, nrng = random.Random(11), np.random.default_rng(11)
             mix = [_sentence(rng, rng.randint(2, 5)) for _ in range(queries)]
             vectors = _unit(nrng, queries)
@@ -267,11 +275,11 @@ async def run(n: int, queries: int) -> dict[str, Any]:
                 out[mode] = _percentiles(times)
             tasks = [f"please {_sentence(rng, 8)} before the release" for _ in range(queries)]
             for task in tasks[:20]:
-                await build_preamble(pool, "bench", "agent", task)
+                await build_preamble(pool, "bench", "agent", task, term_stats=stats)
             times = []
             for task in tasks:
                 t = time.perf_counter()
-                await build_preamble(pool, "bench", "agent", task)
+                await build_preamble(pool, "bench", "agent", task, term_stats=stats)
                 times.append((time.perf_counter() - t) * 1000)
             out["preamble"] = _percentiles(times)
         finally:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from .adapters.postgres.queries import any_term_query
+from .adapters.postgres.textsearch import TermStats, selective_query
 
 __all__ = ["FACTS_BUDGET_CHARS", "MAX_FACTS", "MIN_TASK_CHARS", "Preamble", "build_preamble"]
 
@@ -36,7 +36,12 @@ class Preamble:
 
 
 async def build_preamble(
-    pool: asyncpg.Pool, workspace: str, agent: str, task: str, repo: str | None = None
+    pool: asyncpg.Pool,
+    workspace: str,
+    agent: str,
+    task: str,
+    repo: str | None = None,
+    term_stats: TermStats | None = None,
 ) -> Preamble:
     """Assemble the preamble for ``agent`` about to work on ``task``."""
     async with pool.acquire() as conn:
@@ -60,10 +65,10 @@ async def build_preamble(
                 "SELECT notes FROM agent_notes WHERE workspace = $1 AND agent = $2", workspace, agent
             )
         facts: list[str] = []
-        terms = any_term_query(task) if len(task.strip()) >= MIN_TASK_CHARS else None
+        terms = await selective_query(conn, task, term_stats) if len(task.strip()) >= MIN_TASK_CHARS else None
         if terms:
             rows = await conn.fetch(
-                """SELECT m.domain, m.content FROM memories m, to_tsquery('english', $2) q
+                """SELECT m.domain, m.content FROM memories m, to_tsquery('simple', $2) q
                    WHERE m.workspace = $1 AND m.kind = 'semantic' AND m.status = 'active'
                      AND (m.valid_until IS NULL OR m.valid_until > now()) AND m.search @@ q
                    ORDER BY (m.repo IS NOT DISTINCT FROM $3) DESC, ts_rank_cd(m.search, q, 1) DESC, m.id

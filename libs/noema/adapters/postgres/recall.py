@@ -17,7 +17,7 @@ import asyncpg
 import numpy as np
 
 from ...domain.recall import Candidate
-from .queries import any_term_query
+from .textsearch import TermStats, selective_query
 
 __all__ = ["RecallFilters", "RecallStore"]
 
@@ -76,9 +76,10 @@ class RecallFilters:
 class RecallStore:
     """Runs the voices against one schema's read model."""
 
-    def __init__(self, pool: asyncpg.Pool, has_vectors: bool) -> None:
+    def __init__(self, pool: asyncpg.Pool, has_vectors: bool, term_stats: TermStats | None = None) -> None:
         self._pool = pool
         self.has_vectors = has_vectors
+        self.term_stats = term_stats or TermStats()
 
     @staticmethod
     async def create_pool(url: str, schema: str, app: str = "noema-recall", **kwargs: Any) -> asyncpg.Pool:
@@ -107,26 +108,27 @@ class RecallStore:
     async def lexical(
         self, query: str, f: RecallFilters, limit: int, strict: bool = False
     ) -> list[tuple[str, float]]:
-        """Full text: any term by default; web-search syntax (quotes, OR, -) when strict."""
-        args: list[Any] = []
-        if strict:
-            args.append(query)
-            tsq = "websearch_to_tsquery('english', $1)"
-        else:
-            terms = any_term_query(query)
-            if terms is None:
-                return []
-            args.append(terms)
-            tsq = "to_tsquery('english', $1)"
-        where = f.where("m", args)
-        args.append(limit)
-        rows = await self._pool.fetch(
-            f"""SELECT m.id, ts_rank_cd(m.search, q, 1) AS score
-                FROM memories m, {tsq} q
-                WHERE m.search @@ q AND {where}
-                ORDER BY score DESC, m.id LIMIT ${len(args)}""",
-            *args,
-        )
+        """Full text: any selective word by default; web-search syntax (quotes, OR, -) when strict."""
+        async with self._pool.acquire() as conn:
+            args: list[Any] = []
+            if strict:
+                args.append(query)
+                tsq = "websearch_to_tsquery('english', $1)"
+            else:
+                terms = await selective_query(conn, query, self.term_stats)
+                if terms is None:
+                    return []
+                args.append(terms)
+                tsq = "to_tsquery('simple', $1)"
+            where = f.where("m", args)
+            args.append(limit)
+            rows = await conn.fetch(
+                f"""SELECT m.id, ts_rank_cd(m.search, q, 1) AS score
+                    FROM memories m, {tsq} q
+                    WHERE m.search @@ q AND {where}
+                    ORDER BY score DESC, m.id LIMIT ${len(args)}""",
+                *args,
+            )
         return [(r["id"], float(r["score"])) for r in rows]
 
     async def semantic(

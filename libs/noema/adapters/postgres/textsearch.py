@@ -1,0 +1,77 @@
+"""Selective full-text queries: the query's words as lexemes, without the ones most memories share.
+
+An any-term query over a large store is slow when it contains a word that half the memories contain
+(PostgreSQL ranks every match), and such a word hardly helps ranking anyway — BM25 would give it
+almost no weight. PostgreSQL's own statistics (``pg_stats.most_common_elems`` of the tsvector,
+refreshed by ANALYZE/autovacuum) say which lexemes are that common; they are dropped from the query
+(the rarest is kept if every word is common). "Common" means in more than a fifth of the memories, or in
+more than 2,000 of them.
+
+Words are matched both stemmed (``english``, for the content) and as written (``simple``, for the
+participants' names, which are indexed unstemmed).
+"""
+
+from __future__ import annotations
+
+import time
+
+import asyncpg
+
+__all__ = ["COMMON_FREQUENCY", "COMMON_ROWS", "TermStats", "selective_query"]
+
+COMMON_FREQUENCY = 0.2
+"""A lexeme in more than this share of memories is left out of any-term queries (it cannot rank)."""
+COMMON_ROWS = 2000
+"""…and so is one in more than this many memories (ranking them all would cost more than it helps)."""
+
+
+class TermStats:
+    """Frequencies of the most common lexemes of ``memories.search``, cached for ``ttl`` seconds."""
+
+    def __init__(self, ttl: float = 300.0) -> None:
+        self._ttl = ttl
+        self._cache: dict[str, tuple[float, dict[str, float]]] = {}
+
+    async def common(self, conn: asyncpg.Connection) -> dict[str, float]:
+        """Lexeme → share of memories containing it, for the lexemes too common to query by."""
+        schema = await conn.fetchval("SELECT current_schema()")
+        hit = self._cache.get(schema)
+        if hit is not None and time.monotonic() - hit[0] < self._ttl:
+            return hit[1]
+        row = await conn.fetchrow(
+            """SELECT most_common_elems::text::text[] AS elems, most_common_elem_freqs AS freqs,
+                      (SELECT reltuples FROM pg_class WHERE oid = 'memories'::regclass) AS rows
+               FROM pg_stats
+               WHERE schemaname = current_schema() AND tablename = 'memories' AND attname = 'search'"""
+        )
+        freqs: dict[str, float] = {}
+        if row is not None and row["elems"]:
+            rows = max(1.0, float(row["rows"] or 1.0))
+            # freqs carries three extra summary values at its end; zip stops at the lexemes.
+            freqs = {
+                lx: f
+                for lx, f in zip(row["elems"], row["freqs"], strict=False)
+                if f > COMMON_FREQUENCY or f * rows > COMMON_ROWS
+            }
+        self._cache[schema] = (time.monotonic(), freqs)
+        return freqs
+
+
+def _quote(lexeme: str) -> str:
+    return "'" + lexeme.replace("'", "''") + "'"
+
+
+async def selective_query(conn: asyncpg.Connection, text: str, stats: TermStats | None = None) -> str | None:
+    """A ``to_tsquery('simple', …)`` string matching any selective word of ``text`` (None if none)."""
+    lexemes: list[str] = await conn.fetchval(
+        "SELECT coalesce(array_agg(DISTINCT lexeme ORDER BY lexeme), '{}') "
+        "FROM unnest(to_tsvector('english', $1) || to_tsvector('simple', $1))",
+        text,
+    )
+    if not lexemes:
+        return None
+    common = await (stats or TermStats()).common(conn)
+    selective = [lx for lx in lexemes if lx not in common]
+    if not selective:
+        selective = [min(lexemes, key=lambda lx: (common.get(lx, 0.0), lx))]
+    return " | ".join(_quote(lx) for lx in selective)
