@@ -65,8 +65,9 @@ async def build_preamble(
                 "SELECT notes FROM agent_notes WHERE workspace = $1 AND agent = $2", workspace, agent
             )
         facts: list[str] = []
-        terms = await selective_query(conn, task, term_stats) if len(task.strip()) >= MIN_TASK_CHARS else None
-        if terms:
+        query = await selective_query(conn, task, term_stats) if len(task.strip()) >= MIN_TASK_CHARS else None
+        # A task made only of common words would rank most facts: nothing specific to add then.
+        if query is not None and not query.broad:
             rows = await conn.fetch(
                 """SELECT m.domain, m.content FROM memories m, to_tsquery('simple', $2) q
                    WHERE m.workspace = $1 AND m.kind = 'semantic' AND m.status = 'active'
@@ -74,7 +75,7 @@ async def build_preamble(
                    ORDER BY (m.repo IS NOT DISTINCT FROM $3) DESC, ts_rank_cd(m.search, q, 1) DESC, m.id
                    LIMIT $4""",
                 workspace,
-                terms,
+                query.tsquery,
                 repo,
                 MAX_FACTS,
             )

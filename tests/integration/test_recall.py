@@ -218,3 +218,28 @@ async def test_filters_and_bad_input(harness: Harness) -> None:
         '"flushed nightly" -weekly', RecallFilters(workspace="acme"), mode="keyword", strict=True
     )
     assert len(strict.results) == 1
+
+
+async def test_a_query_of_only_very_common_words_stays_bounded_and_still_answers(harness: Harness) -> None:
+    await harness.start(build_projector)
+    await given(
+        harness,
+        *(memory(f"deploy note {i}: the deploy went fine") for i in range(30)),
+        memory("the vault was sealed"),
+    )
+    await harness.pool.execute("ANALYZE memories")
+    recall = await recall_for(harness)
+    store = recall.store
+    async with harness.pool.acquire() as conn:
+        from noema.adapters.postgres.textsearch import selective_query
+
+        broad = await selective_query(conn, "deploy", store.term_stats)
+        specific = await selective_query(conn, "deploy vault", store.term_stats)
+    assert broad is not None
+    assert broad.broad
+    assert broad.tsquery == "'deploy'"
+    assert specific is not None
+    assert not specific.broad
+    assert specific.tsquery == "'vault'"  # the word nearly every memory has is left out
+    found = await recall.search("deploy", RecallFilters(workspace="acme"), mode="keyword")
+    assert len(found.results) == 10

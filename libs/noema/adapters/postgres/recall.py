@@ -17,7 +17,7 @@ import asyncpg
 import numpy as np
 
 from ...domain.recall import Candidate
-from .textsearch import TermStats, selective_query
+from .textsearch import BROAD_CANDIDATES, TermStats, selective_query
 
 __all__ = ["RecallFilters", "RecallStore"]
 
@@ -92,6 +92,8 @@ class RecallStore:
             if await conn.fetchval("SELECT 1 FROM pg_type WHERE typname = 'vector'"):
                 await conn.execute("SET hnsw.iterative_scan = relaxed_order")
                 await conn.execute("SET hnsw.ef_search = 200")
+                # Bound how far an iterative scan may go when filters drop neighbours (tail latency).
+                await conn.execute("SET hnsw.max_scan_tuples = 2000")
                 await register_vector(conn)
 
         return await create_pool(url, schema, app=app, init=init, **kwargs)
@@ -111,20 +113,27 @@ class RecallStore:
         """Full text: any selective word by default; web-search syntax (quotes, OR, -) when strict."""
         async with self._pool.acquire() as conn:
             args: list[Any] = []
+            broad = False
             if strict:
                 args.append(query)
                 tsq = "websearch_to_tsquery('english', $1)"
             else:
-                terms = await selective_query(conn, query, self.term_stats)
-                if terms is None:
+                text_query = await selective_query(conn, query, self.term_stats)
+                if text_query is None:
                     return []
-                args.append(terms)
+                args.append(text_query.tsquery)
+                broad = text_query.broad
                 tsq = "to_tsquery('simple', $1)"
             where = f.where("m", args)
+            source = "memories"
+            if broad:
+                # Common words only: rank the newest matches rather than every one of them.
+                source = f"""(SELECT m.* FROM memories m, {tsq} q WHERE m.search @@ q AND {where}
+                             ORDER BY m.created_at DESC LIMIT {BROAD_CANDIDATES})"""
             args.append(limit)
             rows = await conn.fetch(
                 f"""SELECT m.id, ts_rank_cd(m.search, q, 1) AS score
-                    FROM memories m, {tsq} q
+                    FROM {source} m, {tsq} q
                     WHERE m.search @@ q AND {where}
                     ORDER BY score DESC, m.id LIMIT ${len(args)}""",
                 *args,

@@ -14,10 +14,14 @@ participants' names, which are indexed unstemmed).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import asyncpg
 
-__all__ = ["COMMON_FREQUENCY", "COMMON_ROWS", "TermStats", "selective_query"]
+__all__ = ["BROAD_CANDIDATES", "COMMON_FREQUENCY", "COMMON_ROWS", "TermStats", "TextQuery", "selective_query"]
+
+BROAD_CANDIDATES = 2000
+"""A query of common words only ranks this many of its newest matches instead of all of them."""
 
 COMMON_FREQUENCY = 0.2
 """A lexeme in more than this share of memories is left out of any-term queries (it cannot rank)."""
@@ -61,8 +65,22 @@ def _quote(lexeme: str) -> str:
     return "'" + lexeme.replace("'", "''") + "'"
 
 
-async def selective_query(conn: asyncpg.Connection, text: str, stats: TermStats | None = None) -> str | None:
-    """A ``to_tsquery('simple', …)`` string matching any selective word of ``text`` (None if none)."""
+@dataclass(frozen=True)
+class TextQuery:
+    """A ``to_tsquery('simple', …)`` string, and whether it is made of common words only."""
+
+    tsquery: str
+    broad: bool = False
+
+
+async def selective_query(
+    conn: asyncpg.Connection, text: str, stats: TermStats | None = None
+) -> TextQuery | None:
+    """Match any selective word of ``text`` (None when it has no words).
+
+    When every word is common the rarest one is used and the query is marked ``broad``: callers
+    then rank only the newest ``BROAD_CANDIDATES`` matches, so the cost stays bounded.
+    """
     lexemes: list[str] = await conn.fetchval(
         "SELECT coalesce(array_agg(DISTINCT lexeme ORDER BY lexeme), '{}') "
         "FROM unnest(to_tsvector('english', $1) || to_tsvector('simple', $1))",
@@ -72,6 +90,7 @@ async def selective_query(conn: asyncpg.Connection, text: str, stats: TermStats 
         return None
     common = await (stats or TermStats()).common(conn)
     selective = [lx for lx in lexemes if lx not in common]
-    if not selective:
-        selective = [min(lexemes, key=lambda lx: (common.get(lx, 0.0), lx))]
-    return " | ".join(_quote(lx) for lx in selective)
+    if selective:
+        return TextQuery(" | ".join(_quote(lx) for lx in selective))
+    rarest = min(lexemes, key=lambda lx: (common.get(lx, 0.0), lx))
+    return TextQuery(_quote(rarest), broad=True)
