@@ -5,7 +5,7 @@ An any-term query over a large store is slow when it contains a word that half t
 almost no weight. PostgreSQL's own statistics (``pg_stats.most_common_elems`` of the tsvector,
 refreshed by ANALYZE/autovacuum) say which lexemes are that common; they are dropped from the query
 (the rarest is kept if every word is common). "Common" means in more than a fifth of the memories, or in
-more than 2,000 of them.
+more than 500 of them.
 
 Words are matched both stemmed (``english``, for the content) and as written (``simple``, for the
 participants' names, which are indexed unstemmed).
@@ -25,7 +25,7 @@ BROAD_CANDIDATES = 2000
 
 COMMON_FREQUENCY = 0.2
 """A lexeme in more than this share of memories is left out of any-term queries (it cannot rank)."""
-COMMON_ROWS = 2000
+COMMON_ROWS = 500
 """…and so is one in more than this many memories (ranking them all would cost more than it helps)."""
 
 
