@@ -9,13 +9,18 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import Protocol
 
 import structlog
 from nats.aio.msg import Msg
 
 from .adapters.pull import Puller
+from .logging import configure_logging
+from .runtime import locate
+from .settings import Settings
 
-__all__ = ["BatchHandler", "PullWorker", "run_service", "run_until_signalled"]
+__all__ = ["BatchHandler", "PullWorker", "Service", "run_service", "run_until_signalled", "serve"]
 
 BatchHandler = Callable[[list[Msg]], Awaitable[None]]
 
@@ -63,3 +68,29 @@ def run_service(main: Callable[[], Awaitable[None]]) -> None:
     import uvloop
 
     uvloop.run(main())  # type: ignore[arg-type]
+
+
+class Service(Protocol):
+    """What a composition root builds: something to run until it is asked to shut down."""
+
+    async def run(self) -> None:
+        """Work until :meth:`shutdown`."""
+        ...
+
+    def shutdown(self) -> None:
+        """Stop gracefully."""
+        ...
+
+
+def serve(build: Callable[[Settings, AsyncExitStack], Awaitable[Service]]) -> None:
+    """The ``__main__`` of every worker: settings from the environment, logging, locate the running
+    instance, build the service inside an exit stack, run it until SIGTERM/SIGINT (on uvloop)."""
+    settings = Settings.from_env()
+    configure_logging(settings.log_format, settings.log_level)
+
+    async def main() -> None:
+        async with AsyncExitStack() as stack:
+            service = await build(locate(settings), stack)
+            await run_until_signalled(service.run, service.shutdown)
+
+    run_service(main)

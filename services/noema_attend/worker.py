@@ -15,7 +15,7 @@ import structlog
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
-from noema.adapters.jetstream import EventPublisher
+from noema.adapters.jetstream import EventPublisher, dead_letter
 from noema.domain.attention import AttentionConfig, decide_cycle
 from noema.topology import Topology
 from noema_events import EventDecodeError, ObservationRecorded, RecallProposed, decode_event
@@ -64,18 +64,10 @@ class AttendHandler:
 
     async def dead_letter(self, msg: Msg, reason: str) -> None:
         """Keep a rejected message, with why, on the dead-letter stream."""
-        seq = msg.metadata.sequence.stream
-        await self._js.publish(
-            self._topology.dead_letter_subject("attend"),
-            msg.data,
-            headers={
-                "Nats-Msg-Id": f"attend-dlq-{self._topology.observation_stream}-{seq}",
-                "Noema-Error": reason[:1000],
-                "Noema-Original-Subject": msg.subject,
-                "Noema-Original-Seq": str(seq),
-            },
+        await dead_letter(self._js, self._topology, "attend", msg, reason)
+        log.warning(
+            "observation dead-lettered", seq=msg.metadata.sequence.stream, subject=msg.subject, reason=reason
         )
-        log.warning("observation dead-lettered", seq=seq, subject=msg.subject, reason=reason)
 
     async def __call__(self, msgs: list[Msg]) -> None:
         """Validate, decide, publish the decision events, then ack every message."""

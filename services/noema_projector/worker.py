@@ -18,6 +18,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from noema.adapters.jetstream import dead_letter
 from noema.adapters.postgres.projection import Projected, ReadModelProjection
 from noema.adapters.pull import Puller
 from noema.topology import Topology
@@ -93,14 +94,5 @@ class ProjectorHandler:
     async def _dead_letter(self, msg: Msg, seq: int, reason: str) -> None:
         # An undecodable event cannot be projected; it is kept with its reason and skipped, the
         # same way on every replay, so live and replayed read models stay equal.
-        await self._js.publish(
-            self._topology.dead_letter_subject("projector"),
-            msg.data,
-            headers={
-                "Nats-Msg-Id": f"projector-dlq-{seq}",
-                "Noema-Error": reason[:1000],
-                "Noema-Original-Subject": msg.subject,
-                "Noema-Original-Seq": str(seq),
-            },
-        )
+        await dead_letter(self._js, self._topology, "projector", msg, reason)
         log.error("event not projectable; dead-lettered", seq=seq, reason=reason)

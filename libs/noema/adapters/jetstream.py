@@ -35,6 +35,7 @@ __all__ = [
     "EventPublisher",
     "Outgoing",
     "connect",
+    "dead_letter",
     "ensure_streams",
     "msg_id_header",
     "publish_batch",
@@ -118,6 +119,21 @@ async def stream_last_seq(js: JetStreamContext, stream: str) -> int:
     """The sequence of the newest message in a stream (0 when empty)."""
     info = await js.stream_info(stream)
     return int(info.state.last_seq)
+
+
+async def dead_letter(js: JetStreamContext, topology: Topology, source: str, msg: Msg, reason: str) -> None:
+    """Keep a message that ``source`` rejected, with why, on the dead-letter stream (stored once)."""
+    seq = msg.metadata.sequence.stream
+    await js.publish(
+        topology.dead_letter_subject(source),
+        msg.data,
+        headers={
+            "Nats-Msg-Id": f"{source}-dlq-{msg.metadata.stream}-{seq}",
+            "Noema-Error": reason[:1000],
+            "Noema-Original-Subject": msg.subject,
+            "Noema-Original-Seq": str(seq),
+        },
+    )
 
 
 MAX_ATOMIC_BATCH = 1000
