@@ -127,9 +127,11 @@ class RecallStore:
             where = f.where("m", args)
             source = "memories"
             if broad:
-                # Common words only: rank the newest matches rather than every one of them.
+                # Common words only: rank the newest matches rather than every one of them (walking
+                # the recency index, which finds them fast precisely because they are common).
                 source = f"""(SELECT m.* FROM memories m, {tsq} q WHERE m.search @@ q AND {where}
-                             ORDER BY m.created_at DESC LIMIT {BROAD_CANDIDATES})"""
+                             ORDER BY coalesce(m.happened_at, m.created_at) DESC
+                             LIMIT {BROAD_CANDIDATES})"""
             args.append(limit)
             rows = await conn.fetch(
                 f"""SELECT m.id, ts_rank_cd(m.search, q, 1) AS score
