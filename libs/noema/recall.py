@@ -17,6 +17,7 @@ flooding results with unrelated new ones.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -135,11 +136,16 @@ class Recall:
         model: str | None,
     ) -> tuple[list[Scored], str | None, dict[str, float]]:
         depth = max(VOICE_DEPTH, limit)
-        lexical = await self.store.lexical(query, f, depth, strict) if mode != "vector" else []
-        semantic = (
-            await self.store.semantic(vector, model, f, depth)
+
+        async def none() -> list[tuple[str, float]]:
+            return []
+
+        # The two voices are independent: ask them at once (the pool lends each its connection).
+        lexical, semantic = await asyncio.gather(
+            self.store.lexical(query, f, depth, strict) if mode != "vector" else none(),
+            self.store.semantic(vector, model, f, depth)
             if mode != "keyword" and vector is not None and model
-            else []
+            else none(),
         )
         if mode in ("keyword", "vector", "semantic"):
             voices = {"lexical": lexical, "semantic": semantic}
