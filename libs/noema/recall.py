@@ -140,9 +140,12 @@ class Recall:
         async def none() -> list[tuple[str, float]]:
             return []
 
+        # A query of very common words only ranks text when nothing else can (keyword mode, no vectors).
+        text_alone = mode == "keyword" or vector is None or not model
+
         # The two voices are independent: ask them at once (the pool lends each its connection).
         lexical, semantic = await asyncio.gather(
-            self.store.lexical(query, f, depth, strict) if mode != "vector" else none(),
+            self.store.lexical(query, f, depth, strict, broad=text_alone) if mode != "vector" else none(),
             self.store.semantic(vector, model, f, depth)
             if mode != "keyword" and vector is not None and model
             else none(),

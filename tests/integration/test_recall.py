@@ -243,3 +243,5 @@ async def test_a_query_of_only_very_common_words_stays_bounded_and_still_answers
     assert specific.tsquery == "'vault'"  # the word nearly every memory has is left out
     found = await recall.search("deploy", RecallFilters(workspace="acme"), mode="keyword")
     assert len(found.results) == 10
+    without_vectors = await recall.search("deploy", RecallFilters(workspace="acme"))
+    assert len(without_vectors.results) == 10  # with no other voice, the text voice still answers

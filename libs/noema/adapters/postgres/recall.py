@@ -108,12 +108,16 @@ class RecallStore:
         return cls(pool, kind == "vector")
 
     async def lexical(
-        self, query: str, f: RecallFilters, limit: int, strict: bool = False
+        self, query: str, f: RecallFilters, limit: int, strict: bool = False, broad: bool = True
     ) -> list[tuple[str, float]]:
-        """Full text: any selective word by default; web-search syntax (quotes, OR, -) when strict."""
+        """Full text: any selective word by default; web-search syntax (quotes, OR, -) when strict.
+
+        ``broad=False`` returns nothing for a query made only of very common words: beside other
+        voices, such a query has no text signal worth ranking most of the store for.
+        """
         async with self._pool.acquire() as conn:
             args: list[Any] = []
-            broad = False
+            bounded = False
             if strict:
                 args.append(query)
                 tsq = "websearch_to_tsquery('english', $1)"
@@ -121,12 +125,14 @@ class RecallStore:
                 text_query = await selective_query(conn, query, self.term_stats)
                 if text_query is None:
                     return []
+                if text_query.broad and not broad:
+                    return []
                 args.append(text_query.tsquery)
-                broad = text_query.broad
+                bounded = text_query.broad
                 tsq = "to_tsquery('simple', $1)"
             where = f.where("m", args)
             source = "memories"
-            if broad:
+            if bounded:
                 # Common words only: rank the newest matches rather than every one of them (walking
                 # the recency index, which finds them fast precisely because they are common).
                 source = f"""(SELECT m.* FROM memories m, {tsq} q WHERE m.search @@ q AND {where}
