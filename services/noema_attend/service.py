@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from contextlib import AsyncExitStack
 
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-
 from noema.adapters.jetstream import connect, ensure_streams
-from noema.adapters.pull import Puller
+from noema.adapters.pull import durable_puller
 from noema.domain.attention import AttentionConfig
 from noema.settings import Settings
 from noema.topology import Topology
@@ -29,18 +27,15 @@ async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
     durable = topology.durable("attend")
     # Shared durable consumer: several attend processes can pull from it (explicit acks, so one
     # instance's crash only redelivers its own in-flight observations).
-    await js.add_consumer(
+    puller = await durable_puller(
+        nc,
         topology.observation_stream,
-        ConsumerConfig(
-            durable_name=durable,
-            ack_policy=AckPolicy.EXPLICIT,
-            deliver_policy=DeliverPolicy.ALL,
-            filter_subject=topology.observation_subjects,
-            ack_wait=60.0,
-            max_ack_pending=20_000,
-        ),
+        durable,
+        topology.observation_subjects,
+        settings.batch_size,
+        ack_wait=60.0,
+        max_ack_pending=20_000,
     )
-    puller = await Puller(nc, topology.observation_stream, durable, settings.batch_size).start()
     handler = AttendHandler(
         nc, topology, AttentionConfig(threshold=settings.attend_threshold, capacity=settings.attend_capacity)
     )

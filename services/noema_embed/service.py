@@ -8,11 +8,10 @@ from datetime import UTC, datetime
 
 import structlog
 from nats.aio.msg import Msg
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from noema.adapters.embedders import Embedder, create_embedder
 from noema.adapters.jetstream import EventPublisher, connect, ensure_streams
-from noema.adapters.pull import Puller
+from noema.adapters.pull import durable_puller
 from noema.domain.documents import memory_document
 from noema.operations import embed_memories
 from noema.settings import Settings
@@ -68,17 +67,14 @@ async def build(settings: Settings, stack: AsyncExitStack, embedder: Embedder | 
     js = nc.jetstream()
     await ensure_streams(js, topology, settings.duplicate_window_s)
     durable = topology.durable("embed")
-    await js.add_consumer(
-        topology.event_stream,
-        ConsumerConfig(
-            durable_name=durable,
-            ack_policy=AckPolicy.EXPLICIT,
-            deliver_policy=DeliverPolicy.ALL,
-            filter_subject=f"{topology.prefix}.evt.*.*.memory_created",
-            ack_wait=300.0,
-            max_ack_pending=2_000,
-        ),
-    )
     # Small batches: embedding is the slow part (about 100 texts/s on 2 cores).
-    puller = await Puller(nc, topology.event_stream, durable, 64).start()
+    puller = await durable_puller(
+        nc,
+        topology.event_stream,
+        durable,
+        f"{topology.prefix}.evt.*.*.memory_created",
+        64,
+        ack_wait=300.0,
+        max_ack_pending=2_000,
+    )
     return PullWorker("embed", puller, EmbedHandler(EventPublisher(nc, topology), embedder), 64)

@@ -15,12 +15,12 @@ from datetime import UTC, datetime
 import structlog
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.api import DeliverPolicy
 
 from noema.adapters.embedders import create_embedder
 from noema.adapters.jetstream import Outgoing, connect, ensure_streams, publish_batch
 from noema.adapters.postgres.recall import RecallFilters, RecallStore
-from noema.adapters.pull import Puller
+from noema.adapters.pull import durable_puller
 from noema.domain.attention import memory_id_for
 from noema.ids import derive_id
 from noema.recall import Recall, SearchResult
@@ -132,16 +132,15 @@ async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
     js = nc.jetstream()
     await ensure_streams(js, topology, settings.duplicate_window_s)
     durable = topology.durable("retrieve")
-    await js.add_consumer(
+    # Only observations from now on: recalling for the whole history would be stale work.
+    puller = await durable_puller(
+        nc,
         topology.observation_stream,
-        ConsumerConfig(
-            durable_name=durable,
-            ack_policy=AckPolicy.EXPLICIT,
-            deliver_policy=DeliverPolicy.NEW,
-            filter_subject=topology.observations_only,
-            ack_wait=120.0,
-            max_ack_pending=1_000,
-        ),
+        durable,
+        topology.observations_only,
+        32,
+        ack_wait=120.0,
+        max_ack_pending=1_000,
+        deliver_policy=DeliverPolicy.NEW,
     )
-    puller = await Puller(nc, topology.observation_stream, durable, 32).start()
     return PullWorker("retrieve", puller, RetrieveHandler(nc, recall, topology), 32)

@@ -16,8 +16,9 @@ from collections import deque
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-__all__ = ["Puller"]
+__all__ = ["Puller", "durable_puller"]
 
 
 class Puller:
@@ -94,3 +95,29 @@ class Puller:
         if self._sub is not None:
             await self._sub.unsubscribe()
             self._sub = None
+
+
+async def durable_puller(
+    nc: NATS,
+    stream: str,
+    durable: str,
+    filter_subject: str,
+    batch: int,
+    *,
+    ack_wait: float,
+    max_ack_pending: int,
+    deliver_policy: DeliverPolicy = DeliverPolicy.ALL,
+) -> Puller:
+    """Create (or keep) a shared durable consumer with explicit acks and return a started puller on it."""
+    await nc.jetstream().add_consumer(
+        stream,
+        ConsumerConfig(
+            durable_name=durable,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=deliver_policy,
+            filter_subject=filter_subject,
+            ack_wait=ack_wait,
+            max_ack_pending=max_ack_pending,
+        ),
+    )
+    return await Puller(nc, stream, durable, batch).start()

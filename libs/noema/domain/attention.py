@@ -95,6 +95,11 @@ def score(
         "importance": p.importance if p.importance is not None else 0.5,
         "credibility": CHANNEL_CREDIBILITY[p.channel],
     }
+    return _weigh(features, config)
+
+
+def _weigh(features: dict[str, float], config: AttentionConfig) -> tuple[float, dict[str, float]]:
+    """Weighted sum of features; components hold each weighted term and each raw ``<name>_value``."""
     components = {k: round(config.weights[k] * v, 6) for k, v in features.items()}
     return round(sum(components.values()), 6), {
         **components,
@@ -113,11 +118,7 @@ def score_recall(
         "importance": p.importance,
         "credibility": p.credibility,
     }
-    components = {k: round(config.weights[k] * v, 6) for k, v in features.items()}
-    return round(sum(components.values()), 6), {
-        **components,
-        **{f"{k}_value": v for k, v in features.items()},
-    }
+    return _weigh(features, config)
 
 
 def _memory_retrieved(proposal: RecallProposed, scored: Scored, now: datetime) -> MemoryRetrieved:
