@@ -5,12 +5,14 @@ at most five keyword-matched facts for the task, within about 1,200 characters, 
 description has at least 20 characters. Full-text search only (no query embedding), one round trip
 per part. It ends by telling the agent to verify critical items with ``search_memory``.
 
-Policies and notes are read when their tables exist (they arrive with the knowledge layer); until
-then the preamble holds what is available.
+Policies of the current repository come first. ``readable_domains`` (strict access mode, see
+:meth:`noema.knowledge.Knowledge.readable_domains`) limits policies and facts to what the agent's
+role may read; None means reads are not gated.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import asyncpg
@@ -42,28 +44,25 @@ async def build_preamble(
     task: str,
     repo: str | None = None,
     term_stats: TermStats | None = None,
+    readable_domains: Sequence[str] | None = None,
 ) -> Preamble:
     """Assemble the preamble for ``agent`` about to work on ``task``."""
+    readable = list(readable_domains) if readable_domains is not None else None
     async with pool.acquire() as conn:
-        tables = await conn.fetchrow(
-            "SELECT to_regclass('policies') IS NOT NULL AS policies, "
-            "to_regclass('agent_notes') IS NOT NULL AS notes"
-        )
-        policies: list[str] = []
-        if tables["policies"]:
-            policies = [
-                f"- [{r['domain']}] {r['rule']}"
-                for r in await conn.fetch(
-                    "SELECT domain, rule FROM policies WHERE workspace = $1 AND active "
-                    "ORDER BY domain, created_at",
-                    workspace,
-                )
-            ]
-        notes = None
-        if tables["notes"]:
-            notes = await conn.fetchval(
-                "SELECT notes FROM agent_notes WHERE workspace = $1 AND agent = $2", workspace, agent
+        policies = [
+            f"- [{r['domain']}] {r['rule']}"
+            for r in await conn.fetch(
+                "SELECT domain, rule FROM policies WHERE workspace = $1 AND active "
+                "AND ($2::text[] IS NULL OR domain = ANY($2::text[])) "
+                "ORDER BY (repo IS NOT DISTINCT FROM $3) DESC, domain, origin_seq",
+                workspace,
+                readable,
+                repo,
             )
+        ]
+        notes = await conn.fetchval(
+            "SELECT notes FROM agent_notes WHERE workspace = $1 AND agent = $2", workspace, agent
+        )
         facts: list[str] = []
         query = await selective_query(conn, task, term_stats) if len(task.strip()) >= MIN_TASK_CHARS else None
         # A task made only of common words would rank most facts: nothing specific to add then.
@@ -72,12 +71,14 @@ async def build_preamble(
                 """SELECT m.domain, m.content FROM memories m, to_tsquery('simple', $2) q
                    WHERE m.workspace = $1 AND m.kind = 'semantic' AND m.status = 'active'
                      AND (m.valid_until IS NULL OR m.valid_until > now()) AND m.search @@ q
+                     AND ($5::text[] IS NULL OR m.domain = ANY($5::text[]))
                    ORDER BY (m.repo IS NOT DISTINCT FROM $3) DESC, ts_rank_cd(m.search, q, 1) DESC, m.id
                    LIMIT $4""",
                 workspace,
                 query.tsquery,
                 repo,
                 MAX_FACTS,
+                readable,
             )
             used = 0
             for r in rows:

@@ -65,7 +65,11 @@ class Topology:
 
     def event_subject(self, event: Event) -> str:
         """Subject an event is published on."""
-        return f"{self.prefix}.evt.{event.workspace}.{event.mind or '_'}.{event.name.replace('.', '_')}"
+        return self.event_subject_for(event.workspace, event.mind, event.name)
+
+    def event_subject_for(self, workspace: str, mind: str, name: str) -> str:
+        """Subject of events named ``name`` (e.g. ``working_memory.updated``) of one mind."""
+        return f"{self.prefix}.evt.{workspace}.{mind or '_'}.{name.replace('.', '_')}"
 
     def dead_letter_subject(self, source: str) -> str:
         """Subject for messages rejected by ``source`` (e.g. ``attend``)."""

@@ -59,6 +59,8 @@ __all__ = [
     "WorkingMemoryItem",
     "WorkingMemoryUpdated",
     "WorkingMemoryUpdatedPayload",
+    "WorkspaceConfigured",
+    "WorkspaceConfiguredPayload",
 ]
 
 Unit = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
@@ -155,6 +157,8 @@ class MemoryCreatedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=Tr
     happened_at: datetime | None = None
     valid_until: datetime | None = None
     session: str | None = None
+    tier: Literal["long", "hot"] = "long"
+    """``hot``: a session-scoped item written by ``remember``, which ``consolidate_memory`` may promote."""
 
 
 class MemoryCreated(Event, frozen=True, kw_only=True, tag="memory.created.v1"):
@@ -274,12 +278,14 @@ class RelationshipAdded(Event, frozen=True, kw_only=True, tag="relationship.adde
 
 
 class FactProposedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
-    """A semantic fact was written to a domain/topic."""
+    """A semantic fact was written to a domain/topic (``domain`` is the qualified key:
+    ``architecture`` or ``repo:<slug>/architecture``); the fact's mind is the agent that holds it."""
 
     memory_id: str
     domain: Label
     topic: Label
     content: Content
+    epistemic_kind: EpistemicKind = "fact"
     veracity: Veracity = "stated"
     memory_type: MemoryType = "fact"
     role: str = ""
@@ -287,6 +293,8 @@ class FactProposedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=Tru
     confidence: Unit = 1.0
     valid_until: datetime | None = None
     source_observation_ids: list[str] = msgspec.field(default_factory=list)
+    supersedes: str | None = None
+    """Set by ``supersede_fact``: the fact this one explicitly replaces."""
 
 
 class FactProposed(Event, frozen=True, kw_only=True, tag="fact.proposed.v1"):
@@ -301,6 +309,9 @@ class FactMentionedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=Tr
     memory_id: str
     veracity: Veracity = "stated"
     source_observation_ids: list[str] = msgspec.field(default_factory=list)
+    merged_from: list[str] = msgspec.field(default_factory=list)
+    """Facts merged into this one (consolidate / harmonize); each is superseded by it."""
+    reason: str = ""
 
 
 class FactMentioned(Event, frozen=True, kw_only=True, tag="fact.mentioned.v1"):
@@ -387,12 +398,26 @@ class GrantChanged(Event, frozen=True, kw_only=True, tag="grant.changed.v1"):
     payload: GrantChangedPayload
 
 
+class WorkspaceConfiguredPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
+    """A workspace's settings: the access mode (compatible by default, or strict)."""
+
+    access_mode: Literal["compatible", "strict"]
+
+
+class WorkspaceConfigured(Event, frozen=True, kw_only=True, tag="workspace.configured.v1"):
+    """A workspace's access mode changed."""
+
+    payload: WorkspaceConfiguredPayload
+
+
 class WorkingMemoryItem(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """One item a mind is actively holding."""
 
     memory_id: str
     weight: float
     entered_at: datetime
+    gist: str = ""
+    """The start of the item's content, for attention's context-relevance feature."""
 
 
 class WorkingMemoryUpdatedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
@@ -454,6 +479,7 @@ AnyEvent = (
     | PolicySuperseded
     | DomainCreated
     | GrantChanged
+    | WorkspaceConfigured
     | WorkingMemoryUpdated
     | NotesUpdated
     | OperatorAction

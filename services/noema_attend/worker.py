@@ -15,10 +15,17 @@ import structlog
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
-from noema.adapters.jetstream import EventPublisher, dead_letter
+from noema.adapters.jetstream import EventPublisher, dead_letter, last_on_subject
 from noema.domain.attention import AttentionConfig, decide_cycle
+from noema.domain.knowledge import WorkingMemory, WorkingMemoryEntry
 from noema.topology import Topology
-from noema_events import EventDecodeError, ObservationRecorded, RecallProposed, decode_event
+from noema_events import (
+    EventDecodeError,
+    ObservationRecorded,
+    RecallProposed,
+    WorkingMemoryUpdated,
+    decode_event,
+)
 
 __all__ = ["AttendHandler"]
 
@@ -49,6 +56,21 @@ class AttendHandler:
         # Latest memory per session, to chain episodes. In memory only: after a restart a session's
         # next episode starts a new chain (edges are derived from events, so replay is unaffected).
         self._heads: OrderedDict[tuple[str, str, str], str] = OrderedDict()
+        # Each mind's working memory. Loaded on first sight from the last working_memory.updated
+        # event of that mind on the stream (so it survives restarts exactly), then kept here.
+        self._memories: OrderedDict[tuple[str, str], WorkingMemory] = OrderedDict()
+
+    async def _load_working_memory(self, workspace: str, mind: str) -> WorkingMemory:
+        subject = self._topology.event_subject_for(workspace, mind, "working_memory.updated")
+        last = await last_on_subject(self._js, self._topology.event_stream, subject)
+        if last is None:
+            return WorkingMemory(capacity=self._config.wm_capacity)
+        event = decode_event(last[1])
+        assert isinstance(event, WorkingMemoryUpdated)
+        items = tuple(
+            WorkingMemoryEntry(i.memory_id, i.weight, i.entered_at, i.gist) for i in event.payload.items
+        )
+        return WorkingMemory(items, event.occurred_at, event.payload.capacity)
 
     def _validate(self, msg: Msg) -> ObservationRecorded | RecallProposed:
         event = decode_event(msg.data)
@@ -77,9 +99,13 @@ class AttendHandler:
                 good.append(self._validate(msg))
             except EventDecodeError as exc:
                 await self.dead_letter(msg, str(exc))
-        events = decide_cycle(good, self._clock(), self._config, self._heads) if good else []
+        for key in {(c.workspace, c.mind) for c in good} - self._memories.keys():
+            self._memories[key] = await self._load_working_memory(*key)
+        events = decide_cycle(good, self._clock(), self._config, self._heads, self._memories) if good else []
         while len(self._heads) > MAX_SESSIONS:  # bounded: the oldest sessions are forgotten first
             self._heads.popitem(last=False)
+        while len(self._memories) > MAX_SESSIONS:  # reloaded from the stream when seen again
+            self._memories.popitem(last=False)
         if events:
             await self._publisher.publish(events)
         for msg in msgs:

@@ -37,6 +37,7 @@ SERVICES: dict[str, str] = {
     "embed": "noema_embed",
     "retrieve": "noema_retrieve",
     "decay": "noema_decay",
+    "conflicts": "noema_conflicts",
     "api": "noema_api",
 }
 """Every process ``up`` runs: name → module (``python -m <module>``); embed only with an embedder."""

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from noema.client import build_observation
 from noema.domain.attention import AttentionConfig, decide_cycle, estimate_salience, memory_id_for
-from noema_events import AttentionDecided, MemoryCreated
+from noema_events import AttentionDecided, MemoryCreated, WorkingMemoryUpdated
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -17,8 +17,10 @@ def obs(content: str, **kw: object):  # type: ignore[no-untyped-def]
 
 def test_a_salient_observation_becomes_an_episodic_memory_linked_to_its_cause() -> None:
     o = obs("the deploy key rotates on Fridays", correlation_id="corr-1")
-    decided, created = decide_cycle([o], NOW, AttentionConfig())
+    decided, created, wm = decide_cycle([o], NOW, AttentionConfig())
     assert isinstance(decided, AttentionDecided)
+    assert isinstance(wm, WorkingMemoryUpdated)
+    assert [i.memory_id for i in wm.payload.items] == [created.payload.memory_id]
     assert isinstance(created, MemoryCreated)
     assert decided.payload.decisions[0].admitted
     assert created.payload.kind == "episodic"
@@ -31,7 +33,7 @@ def test_a_salient_observation_becomes_an_episodic_memory_linked_to_its_cause() 
 
 
 def test_an_operator_change_to_a_mind_becomes_autobiographical() -> None:
-    _, created = decide_cycle(
+    _, created, _ = decide_cycle(
         [obs("you now own the billing service", channel="operator")], NOW, AttentionConfig()
     )
     assert isinstance(created, MemoryCreated)

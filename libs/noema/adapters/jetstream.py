@@ -23,7 +23,7 @@ from nats.js.api import (
     StorageType,
     StreamConfig,
 )
-from nats.js.errors import NotFoundError
+from nats.js.errors import APIError, NotFoundError
 
 from noema_events import Event, encode_event
 
@@ -32,14 +32,17 @@ from .pull import Puller
 
 __all__ = [
     "MAX_ATOMIC_BATCH",
+    "ConcurrentWrite",
     "EventPublisher",
     "Outgoing",
     "connect",
     "dead_letter",
     "ensure_streams",
+    "last_on_subject",
     "msg_id_header",
     "publish_batch",
     "publish_each",
+    "publish_expecting",
     "read_stream",
     "stream_last_seq",
 ]
@@ -149,26 +152,31 @@ class Outgoing:
     msg_id: str
 
 
-async def publish_each(js: JetStreamContext, messages: Sequence[Outgoing]) -> None:
-    """Publish pipelined, one ack per message; JetStream drops duplicates by ``Nats-Msg-Id``."""
+async def publish_each(js: JetStreamContext, messages: Sequence[Outgoing]) -> int:
+    """Publish pipelined, one ack per message; JetStream drops duplicates by ``Nats-Msg-Id``.
+
+    Returns the highest stream sequence acknowledged (a duplicate's is the stored original's).
+    """
     futures = [await js.publish_async(m.subject, m.data, headers=msg_id_header(m.msg_id)) for m in messages]
-    await asyncio.gather(*futures)
+    acks = await asyncio.gather(*futures)
+    return max((int(a.seq) for a in acks), default=0)
 
 
 async def publish_batch(
     nc: NATS, js: JetStreamContext, messages: Sequence[Outgoing], timeout: float = 10.0
-) -> None:
+) -> int:
     """Store ``messages`` all-or-nothing, in order, as atomic batches of at most 1000.
 
     An atomic batch that contains an already-stored message id is refused whole by the server
     (that happens only when a crashed worker's input is redelivered); it is then published message
     by message, so the duplicates are dropped and the rest stored. Streams without atomic publish
-    (older servers) take the same per-message path.
+    (older servers) take the same per-message path. Returns the highest stream sequence stored.
     """
+    last_seq = 0
     for start in range(0, len(messages), MAX_ATOMIC_BATCH):
         chunk = messages[start : start + MAX_ATOMIC_BATCH]
         if len(chunk) == 1:
-            await publish_each(js, chunk)
+            last_seq = max(last_seq, await publish_each(js, chunk))
             continue
         batch_id = uuid.uuid4().hex
         for i, m in enumerate(chunk[:-1], start=1):
@@ -196,7 +204,10 @@ async def publish_batch(
         answer = json.loads(reply.data)
         if "error" in answer:
             log.info("atomic batch refused; publishing one by one", reason=answer["error"].get("description"))
-            await publish_each(js, chunk)
+            last_seq = max(last_seq, await publish_each(js, chunk))
+        else:
+            last_seq = max(last_seq, int(answer.get("seq", 0)))
+    return last_seq
 
 
 class EventPublisher:
@@ -207,13 +218,50 @@ class EventPublisher:
         self._js = nc.jetstream(publish_async_max_pending=MAX_ATOMIC_BATCH * 2)
         self._topology = topology
 
-    async def publish(self, events: Sequence[Event]) -> None:
-        """Publish and wait until JetStream stored every event (duplicates are stored once)."""
-        await publish_batch(
+    async def publish(self, events: Sequence[Event]) -> int:
+        """Publish and wait until JetStream stored every event (duplicates are stored once);
+        returns the highest stream sequence stored."""
+        return await publish_batch(
             self._nc,
             self._js,
             [Outgoing(self._topology.event_subject(ev), encode_event(ev), ev.id) for ev in events],
         )
+
+
+WRONG_LAST_SEQUENCE = 10071
+"""JetStream's error code when ``Nats-Expected-Last-Subject-Sequence`` does not hold."""
+
+
+class ConcurrentWrite(RuntimeError):
+    """Someone else published on the subject since it was read (optimistic concurrency)."""
+
+
+async def last_on_subject(js: JetStreamContext, stream: str, subject: str) -> tuple[int, bytes] | None:
+    """The stream sequence and data of the last message on ``subject`` (None when there is none)."""
+    try:
+        msg = await js.get_last_msg(stream, subject)
+    except NotFoundError:
+        return None
+    return int(msg.seq or 0), bytes(msg.data or b"")
+
+
+async def publish_expecting(
+    js: JetStreamContext, event: Event, topology: Topology, expected_last_subject_seq: int
+) -> int:
+    """Publish ``event`` only if its subject's last sequence is still the one read (0: no message yet).
+
+    Raises :class:`ConcurrentWrite` when another writer got there first; the caller re-reads and retries.
+    """
+    headers = msg_id_header(event.id) | {
+        "Nats-Expected-Last-Subject-Sequence": str(expected_last_subject_seq)
+    }
+    try:
+        ack = await js.publish(topology.event_subject(event), encode_event(event), headers=headers)
+    except APIError as exc:
+        if exc.err_code == WRONG_LAST_SEQUENCE:
+            raise ConcurrentWrite(str(exc.description)) from exc
+        raise
+    return int(ack.seq)
 
 
 async def read_stream(

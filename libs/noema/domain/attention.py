@@ -1,10 +1,12 @@
 """Attention: candidates compete for a limited number of admissions (SPEC §6), as pure functions.
 
 A cycle takes the observations fetched together, groups them by (workspace, mind), scores each on
-salience, novelty, importance and credibility, admits the best ones above the threshold up to the
-capacity, and returns the events that record the decision: one ``attention.decided`` per group and a
-``memory.created`` per admitted observation. Event ids are derived from the inputs, so a redelivered
-observation yields the same events and JetStream's duplicate window stores them once.
+salience, novelty, importance, credibility and context relevance to the mind's working memory,
+admits the best ones above the threshold up to the capacity, and returns the events that record the
+decision: one ``attention.decided`` per group, a ``memory.created`` per admitted observation, and
+the mind's new working memory (admitted items enter it; it holds at most 9 by default and decays,
+see :class:`noema.domain.knowledge.WorkingMemory`). Event ids are derived from the inputs, so a
+redelivered observation yields the same events and JetStream's duplicate window stores them once.
 """
 
 from __future__ import annotations
@@ -27,11 +29,15 @@ from noema_events import (
     RecallProposed,
     RelationshipAdded,
     RelationshipAddedPayload,
+    WorkingMemoryItem,
+    WorkingMemoryUpdated,
+    WorkingMemoryUpdatedPayload,
 )
 from noema_events.vocabulary import CHANNEL_CREDIBILITY
 
 from ..ids import derive_id
 from .dynamics import initial_confidence
+from .knowledge import DEFAULT_WM_CAPACITY, WorkingMemory, WorkingMemoryEntry, context_relevance
 
 __all__ = [
     "AttentionConfig",
@@ -45,6 +51,7 @@ __all__ = [
 ]
 
 ACTOR = "attend"
+GIST_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -54,8 +61,17 @@ class AttentionConfig:
     threshold: float = 0.5
     capacity: int = 256
     weights: dict[str, float] = field(
-        default_factory=lambda: {"salience": 0.40, "novelty": 0.25, "importance": 0.15, "credibility": 0.20}
+        default_factory=lambda: {
+            "salience": 0.40,
+            "novelty": 0.25,
+            "importance": 0.15,
+            "credibility": 0.20,
+            "context": 0.10,
+        }
     )
+    """Context relevance is a bonus on top of the other four (which sum to 1): with an empty working
+    memory nothing changes; a candidate about what the mind is holding gains up to 0.10."""
+    wm_capacity: int = DEFAULT_WM_CAPACITY
 
 
 @dataclass(frozen=True)
@@ -85,7 +101,7 @@ def _normalized(content: str) -> str:
 
 
 def score(
-    obs: ObservationRecorded, novelty: float, config: AttentionConfig
+    obs: ObservationRecorded, novelty: float, config: AttentionConfig, context: float = 0.0
 ) -> tuple[float, dict[str, float]]:
     """Weighted sum of the candidate's features; returns the score and its components."""
     p = obs.payload
@@ -94,13 +110,14 @@ def score(
         "novelty": novelty,
         "importance": p.importance if p.importance is not None else 0.5,
         "credibility": CHANNEL_CREDIBILITY[p.channel],
+        "context": context,
     }
     return _weigh(features, config)
 
 
 def _weigh(features: dict[str, float], config: AttentionConfig) -> tuple[float, dict[str, float]]:
     """Weighted sum of features; components hold each weighted term and each raw ``<name>_value``."""
-    components = {k: round(config.weights[k] * v, 6) for k, v in features.items()}
+    components = {k: round(config.weights.get(k, 0.0) * v, 6) for k, v in features.items()}
     return round(sum(components.values()), 6), {
         **components,
         **{f"{k}_value": v for k, v in features.items()},
@@ -108,7 +125,7 @@ def _weigh(features: dict[str, float], config: AttentionConfig) -> tuple[float, 
 
 
 def score_recall(
-    proposal: RecallProposed, novelty: float, config: AttentionConfig
+    proposal: RecallProposed, novelty: float, config: AttentionConfig, context: float = 0.0
 ) -> tuple[float, dict[str, float]]:
     """A recall candidate's features: its recall score is its salience."""
     p = proposal.payload
@@ -117,6 +134,7 @@ def score_recall(
         "novelty": novelty,
         "importance": p.importance,
         "credibility": p.credibility,
+        "context": context,
     }
     return _weigh(features, config)
 
@@ -174,6 +192,34 @@ def _memory_created(obs: ObservationRecorded, scored: Scored, now: datetime) -> 
     )
 
 
+def _gist(candidate: ObservationRecorded | RecallProposed) -> str:
+    text = candidate.payload.query if isinstance(candidate, RecallProposed) else candidate.payload.content
+    return text[:GIST_CHARS]
+
+
+def _working_memory_updated(
+    workspace: str, mind: str, wm: WorkingMemory, ids: list[str], first: Candidate, now: datetime
+) -> WorkingMemoryUpdated:
+    return WorkingMemoryUpdated(
+        id=derive_id("working_memory.updated", workspace, mind, *ids),
+        workspace=workspace,
+        mind=mind,
+        occurred_at=now,
+        causation_id=first.id,
+        correlation_id=first.correlation_id,
+        actor=ACTOR,
+        payload=WorkingMemoryUpdatedPayload(
+            items=[
+                WorkingMemoryItem(
+                    memory_id=i.memory_id, weight=i.weight, entered_at=i.entered_at, gist=i.gist
+                )
+                for i in wm.items
+            ],
+            capacity=wm.capacity,
+        ),
+    )
+
+
 SessionHeads = MutableMapping[tuple[str, str, str], str]
 """(workspace, mind, session) → id of the latest memory admitted in that session."""
 
@@ -202,6 +248,7 @@ def decide_cycle(
     now: datetime,
     config: AttentionConfig,
     heads: SessionHeads | None = None,
+    memories: MutableMapping[tuple[str, str], WorkingMemory] | None = None,
 ) -> list[Event]:
     """Decide one attention cycle; returns the events to publish, in order.
 
@@ -209,14 +256,17 @@ def decide_cycle(
     becomes a memory; an admitted recall becomes a ``memory.retrieved`` (reinforcement). Admitted
     observations of a session are chained with ``episodic_next`` edges (temporal adjacency
     of episodes); ``heads`` carries each session's latest memory across cycles and is updated.
+    ``memories`` holds each mind's working memory across cycles (updated, and published whole).
     """
     heads = {} if heads is None else heads
+    memories = {} if memories is None else memories
     groups: dict[tuple[str, str], list[Candidate]] = {}
     for obs in observations:
         groups.setdefault((obs.workspace, obs.mind), []).append(obs)
 
     events: list[Event] = []
     for (workspace, mind), group in groups.items():
+        wm = memories.get((workspace, mind), WorkingMemory(capacity=config.wm_capacity)).decayed(now)
         seen: set[str] = set()
         scored: list[Scored] = []
         for obs in group:
@@ -228,9 +278,11 @@ def decide_cycle(
             novelty = 0.0 if key in seen else 1.0
             seen.add(key)
             if isinstance(obs, RecallProposed):
-                value, components = score_recall(obs, novelty, config)
+                value, components = score_recall(
+                    obs, novelty, config, context_relevance(obs.payload.query, wm)
+                )
             else:
-                value, components = score(obs, novelty, config)
+                value, components = score(obs, novelty, config, context_relevance(obs.payload.content, wm))
             reason = "duplicate within cycle" if novelty == 0.0 else ""
             scored.append(Scored(obs, value, components, reason))
 
@@ -293,6 +345,24 @@ def decide_cycle(
                 events.append(_memory_retrieved(s.observation, s, now))
             else:
                 events.append(_memory_created(s.observation, s, now))
+        entries = [
+            WorkingMemoryEntry(
+                memory_id=(
+                    s.observation.payload.memory_id
+                    if isinstance(s.observation, RecallProposed)
+                    else memory_id_for(s.observation.id)
+                ),
+                weight=min(1.0, s.score),
+                entered_at=now,
+                gist=_gist(s.observation),
+            )
+            for i, s in enumerate(scored)
+            if i in admitted
+        ]
+        if entries:
+            wm = wm.admit(entries, now)
+            memories[(workspace, mind)] = wm
+            events.append(_working_memory_updated(workspace, mind, wm, ids, group[0], now))
         for i, s in enumerate(scored):
             if i not in admitted or isinstance(s.observation, RecallProposed):
                 continue

@@ -32,7 +32,7 @@ from noema_events.vocabulary import VERACITY_WEIGHT
 
 from ...domain.dynamics import CONFIDENCE_CAP, HALF_LIFE_DAYS, MENTION_RATE, RECALL_BOOST
 
-__all__ = ["HANDLERS", "MEMORY_COLUMNS", "Handler", "Projected"]
+__all__ = ["HANDLERS", "MEMORY_COLUMNS", "Handler", "Projected", "insert_memories"]
 
 log = structlog.get_logger("noema.projector")
 
@@ -83,6 +83,7 @@ MEMORY_COLUMNS = (
     "valid_until",
     "created_at",
     "updated_at",
+    "tier",
 )
 
 
@@ -129,8 +130,14 @@ async def memory_created(conn: asyncpg.Connection, run: Sequence[Projected]) -> 
                 p.valid_until,
                 ev.occurred_at,
                 ev.occurred_at,
+                p.tier,
             )
         )
+    await insert_memories(conn, rows)
+
+
+async def insert_memories(conn: asyncpg.Connection, rows: Sequence[tuple[object, ...]]) -> None:
+    """COPY memory rows (``MEMORY_COLUMNS`` order), skipping ids that already exist."""
     # A memory_created re-published after the duplicate window (same memory id, new event) must
     # not create a second row: skip ids that exist (the projector holds the position lock, so no
     # concurrent writer can slip in between) and duplicates within the run, then COPY the rest.

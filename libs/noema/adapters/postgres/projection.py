@@ -18,10 +18,23 @@ import msgspec
 from noema_events import Event
 
 from .handlers import HANDLERS, Handler, Projected
+from .knowledge_handlers import KNOWLEDGE_HANDLERS
 
 __all__ = ["PROJECTED_TABLES", "Projected", "ReadModelProjection", "checksum"]
 
-PROJECTED_TABLES: tuple[str, ...] = ("events", "memories", "relationships", "memory_embeddings")
+PROJECTED_TABLES: tuple[str, ...] = (
+    "events",
+    "memories",
+    "relationships",
+    "memory_embeddings",
+    "domains",
+    "grants",
+    "workspace_settings",
+    "policies",
+    "conflicts",
+    "working_memory",
+    "agent_notes",
+)
 """Tables the projection owns; replay rebuilds them and the checksum covers them."""
 
 _EVENT_COLUMNS = (
@@ -46,7 +59,7 @@ class ReadModelProjection:
     name = "read_model"
 
     def __init__(self) -> None:
-        self._handlers: dict[type[Event], Handler] = dict(HANDLERS)
+        self._handlers: dict[type[Event], Handler] = {**HANDLERS, **KNOWLEDGE_HANDLERS}
 
     def register(self, event_type: type[Event], handler: Handler) -> None:
         """Add the handler of an event type (later capabilities plug in here)."""

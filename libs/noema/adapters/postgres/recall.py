@@ -39,7 +39,9 @@ class RecallFilters:
     until: datetime | None = None
     include_expired: bool = False
     hidden_domains: Sequence[str] = field(default=())
-    """Domains the caller may not read (strict access mode)."""
+    """Domains the caller may not read."""
+    readable_domains: Sequence[str] | None = None
+    """Strict access mode: only memories without a domain or in these domains (None: no limit)."""
 
     def where(self, alias: str, args: list[Any]) -> str:
         """SQL conditions on ``alias`` (memories), appending their parameters to ``args``."""
@@ -61,6 +63,10 @@ class RecallFilters:
         if self.hidden_domains:
             conds.append(
                 f"({m}.domain IS NULL OR NOT {m}.domain = ANY({p(list(self.hidden_domains))}::text[]))"
+            )
+        if self.readable_domains is not None:
+            conds.append(
+                f"({m}.domain IS NULL OR {m}.domain = ANY({p(list(self.readable_domains))}::text[]))"
             )
         if self.statuses:
             conds.append(f"{m}.status = ANY({p(list(self.statuses))}::text[])")

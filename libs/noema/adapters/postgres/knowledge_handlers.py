@@ -1,0 +1,254 @@
+"""Projection handlers of workspace knowledge: facts, domains, grants, workspace settings, policies,
+conflicts, working memory and agent notes (SPEC §5, §7).
+
+Like every handler, these only insert rows or set new values from events; replaying the same
+events reproduces the same tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import asyncpg
+import msgspec
+
+from noema_events import (
+    ConflictRecorded,
+    DomainCreated,
+    Event,
+    FactProposed,
+    GrantChanged,
+    NotesUpdated,
+    PolicyProposed,
+    PolicySuperseded,
+    WorkingMemoryUpdated,
+    WorkspaceConfigured,
+)
+from noema_events.vocabulary import VERACITY_WEIGHT
+
+from .handlers import Handler, Projected, insert_memories
+
+__all__ = ["KNOWLEDGE_HANDLERS"]
+
+_json = msgspec.json.Encoder()
+
+
+async def fact_proposed(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+    """A fact is a semantic memory of its domain and topic, held by the proposing agent (its mind)."""
+    rows: list[tuple[object, ...]] = []
+    for item in run:
+        ev = item.event
+        assert isinstance(ev, FactProposed)
+        p = ev.payload
+        rows.append(
+            (
+                p.memory_id,
+                ev.workspace,
+                ev.mind,
+                "semantic",
+                p.epistemic_kind,
+                p.content,
+                p.domain,
+                p.topic,
+                p.repo,
+                p.confidence,
+                0.5,
+                0.5,
+                VERACITY_WEIGHT[p.veracity],
+                p.veracity,
+                p.memory_type,
+                1.0,
+                ev.occurred_at,
+                "active",
+                0,
+                1,
+                list(p.source_observation_ids),
+                ev.id,
+                item.seq,
+                None,
+                p.role or None,
+                [ev.actor],
+                [],
+                [],
+                [],
+                None,
+                None,
+                p.valid_until,
+                ev.occurred_at,
+                ev.occurred_at,
+                "long",
+            )
+        )
+    await insert_memories(conn, rows)
+
+
+async def domain_created(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+    """The first use of a domain (a repeated creation changes nothing)."""
+    args = []
+    for item in run:
+        ev = item.event
+        assert isinstance(ev, DomainCreated)
+        p = ev.payload
+        name = p.domain.split("/", 1)[1] if p.repo else p.domain
+        args.append((ev.workspace, p.domain, name, p.repo, ev.actor, ev.occurred_at, ev.id))
+    await conn.executemany(
+        """INSERT INTO domains (workspace, domain, name, repo, created_by, created_at, origin_event)
+           VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING""",
+        args,
+    )
+
+
+async def grant_changed(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+    """(role, domain) → access; the latest event wins."""
+    args = []
+    for item in run:
+        ev = item.event
+        assert isinstance(ev, GrantChanged)
+        p = ev.payload
+        args.append((ev.workspace, p.role, p.domain, p.access, ev.actor, ev.occurred_at, ev.id))
+    await conn.executemany(
+        """INSERT INTO grants (workspace, role, domain, access, changed_by, updated_at, origin_event)
+           VALUES ($1, $2, $3, $4, $5, $6, $7)
+           ON CONFLICT (workspace, role, domain) DO UPDATE SET access = $4, changed_by = $5,
+               updated_at = $6, origin_event = $7""",
+        args,
+    )
+
+
+async def workspace_configured(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+    """A workspace's access mode."""
+    for item in run:
+        ev = item.event
+        assert isinstance(ev, WorkspaceConfigured)
+        await conn.execute(
+            """INSERT INTO workspace_settings (workspace, access_mode, updated_at, origin_event)
+               VALUES ($1, $2, $3, $4)
+               ON CONFLICT (workspace) DO UPDATE SET access_mode = $2, updated_at = $3, origin_event = $4""",
+            ev.workspace,
+            ev.payload.access_mode,
+            ev.occurred_at,
+            ev.id,
+        )
+
+
+async def policy_proposed(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+    """A new, active policy."""
+    args = []
+    for item in run:
+        ev = item.event
+        assert isinstance(ev, PolicyProposed)
+        p = ev.payload
+        args.append(
+            (
+                p.policy_id,
+                ev.workspace,
+                p.domain,
+                p.repo,
+                p.rule,
+                p.required_role,
+                list(p.source_fact_ids),
+                ev.actor,
+                ev.occurred_at,
+                ev.id,
+                item.seq,
+            )
+        )
+    await conn.executemany(
+        """INSERT INTO policies (id, workspace, domain, repo, rule, required_role, source_fact_ids,
+                                 proposed_by, created_at, updated_at, origin_event, origin_seq)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11) ON CONFLICT (id) DO NOTHING""",
+        args,
+    )
+
+
+async def policy_superseded(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+    """The old policy stays, inactive, pointing at its replacement (if any)."""
+    args = []
+    for item in run:
+        ev = item.event
+        assert isinstance(ev, PolicySuperseded)
+        args.append((ev.payload.policy_id, ev.payload.superseded_by, ev.occurred_at))
+    await conn.executemany(
+        "UPDATE policies SET active = false, superseded_by = $2, updated_at = $3 WHERE id = $1", args
+    )
+
+
+async def conflict_recorded(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+    """A conflict row with both sides and the rule that decided."""
+    args = []
+    for item in run:
+        ev = item.event
+        assert isinstance(ev, ConflictRecorded)
+        p = ev.payload
+        args.append(
+            (
+                p.conflict_id,
+                ev.workspace,
+                p.domain,
+                p.topic,
+                p.winner_id,
+                p.loser_id,
+                p.rule,
+                p.detail,
+                ev.actor,
+                ev.occurred_at,
+                ev.id,
+                item.seq,
+            )
+        )
+    await conn.executemany(
+        """INSERT INTO conflicts (id, workspace, domain, topic, winner_id, loser_id, rule, detail, decided_by,
+                                  created_at, origin_event, origin_seq)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (id) DO NOTHING""",
+        args,
+    )
+
+
+async def working_memory_updated(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+    """A mind's working memory, replaced whole."""
+    for item in run:
+        ev = item.event
+        assert isinstance(ev, WorkingMemoryUpdated)
+        await conn.execute(
+            """INSERT INTO working_memory (workspace, mind, capacity, items, updated_at, origin_event)
+               VALUES ($1, $2, $3, $4::jsonb, $5, $6)
+               ON CONFLICT (workspace, mind) DO UPDATE SET capacity = $3, items = $4::jsonb,
+                   updated_at = $5, origin_event = $6""",
+            ev.workspace,
+            ev.mind,
+            ev.payload.capacity,
+            _json.encode(ev.payload.items).decode(),
+            ev.occurred_at,
+            ev.id,
+        )
+
+
+async def notes_updated(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+    """An agent's notes, replaced whole."""
+    for item in run:
+        ev = item.event
+        assert isinstance(ev, NotesUpdated)
+        await conn.execute(
+            """INSERT INTO agent_notes (workspace, agent, notes, updated_at, origin_event)
+               VALUES ($1, $2, $3, $4, $5)
+               ON CONFLICT (workspace, agent) DO UPDATE SET notes = $3, updated_at = $4, origin_event = $5""",
+            ev.workspace,
+            ev.payload.agent,
+            ev.payload.notes,
+            ev.occurred_at,
+            ev.id,
+        )
+
+
+KNOWLEDGE_HANDLERS: dict[type[Event], Handler] = {
+    FactProposed: fact_proposed,
+    DomainCreated: domain_created,
+    GrantChanged: grant_changed,
+    WorkspaceConfigured: workspace_configured,
+    PolicyProposed: policy_proposed,
+    PolicySuperseded: policy_superseded,
+    ConflictRecorded: conflict_recorded,
+    WorkingMemoryUpdated: working_memory_updated,
+    NotesUpdated: notes_updated,
+}
+"""Event type → handler, for the knowledge tables."""

@@ -1,0 +1,1087 @@
+"""Workspace knowledge operations (SPEC §5, §7): facts, policies, domains, grants, notes, the hot
+tier, consolidate, harmonize and meeting decisions.
+
+Every operation checks what it can up front (raising :class:`OperationError` or
+:class:`InsufficientMemoryPermission` before anything is published), then publishes events; the
+projector builds the tables, so replay reproduces everything. Contradictions between facts are
+decided by the ``conflicts`` worker, the single decider per stream order (see
+:mod:`noema.domain.knowledge` for the rules). Used by the CLI, the API and the MCP server alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+import asyncpg
+from nats.aio.client import Client as NATS
+
+from noema_events import (
+    ConflictRecorded,
+    ConflictRecordedPayload,
+    DomainCreated,
+    DomainCreatedPayload,
+    Event,
+    FactMentioned,
+    FactMentionedPayload,
+    FactProposed,
+    FactProposedPayload,
+    GrantChanged,
+    GrantChangedPayload,
+    MemoryCreated,
+    MemoryCreatedPayload,
+    MemorySuperseded,
+    MemorySupersededPayload,
+    NotesUpdated,
+    NotesUpdatedPayload,
+    OperatorAction,
+    OperatorActionPayload,
+    PolicyProposed,
+    PolicyProposedPayload,
+    PolicySuperseded,
+    PolicySupersededPayload,
+    WorkspaceConfigured,
+    WorkspaceConfiguredPayload,
+    decode_event,
+    encode_event,
+)
+from noema_events.vocabulary import MEMORY_TYPES, VERACITY_WEIGHT, Access, EpistemicKind, MemoryType, Veracity
+
+from .adapters.jetstream import ConcurrentWrite, EventPublisher, last_on_subject, publish_expecting
+from .client import build_observation
+from .domain.dynamics import initial_confidence
+from .domain.knowledge import (
+    ACCESS_ORDER,
+    DomainRef,
+    FactView,
+    clusters,
+    compare,
+    decide_conflict,
+    effective_access,
+    equivalent,
+    keeper,
+)
+from .ids import derive_id, new_id
+from .operations import OperationError
+from .topology import Topology
+
+__all__ = [
+    "ACCESS_MODES",
+    "FACT_COLUMNS",
+    "Caller",
+    "ConsolidateReport",
+    "FactOutcome",
+    "HarmonizeReport",
+    "InsufficientMemoryPermission",
+    "Knowledge",
+    "conflict_events",
+    "fact_view",
+    "mention_event",
+    "superseded_event",
+]
+
+ACCESS_MODES = ("compatible", "strict")
+MAX_NOTES = 32_000
+PROMOTE_IMPORTANCE = 0.6
+"""A hot-tier item at least this important is promoted to a fact by consolidate."""
+DECISIONS_DOMAIN = "decisions"
+
+
+class InsufficientMemoryPermission(OperationError):
+    """The caller's role lacks the access this operation needs; nothing was written."""
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is asking: an agent (with a role) in a workspace, or an operator (all access)."""
+
+    workspace: str
+    agent: str
+    role: str = "agent"
+    operator: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("workspace", "agent", "role"):
+            value = getattr(self, name)
+            if not value or not value.strip() or any(c in value for c in " .*>\t\n"):
+                raise OperationError(f"{name} must be a non-empty name without spaces, '.', '*' or '>'")
+
+
+@dataclass(frozen=True)
+class FactOutcome:
+    """What ``propose_fact`` did: ``proposed`` a new fact or ``mentioned`` an equivalent one."""
+
+    outcome: str
+    memory_id: str
+    domain: str
+    topic: str
+
+
+@dataclass
+class ConsolidateReport:
+    """What consolidate changed (memory ids)."""
+
+    promoted: list[dict[str, str]] = field(default_factory=list)
+    merged: list[dict[str, Any]] = field(default_factory=list)
+    archived: list[str] = field(default_factory=list)
+
+
+@dataclass
+class HarmonizeReport:
+    """What harmonize changed (memory and conflict ids)."""
+
+    corroborated: list[dict[str, Any]] = field(default_factory=list)
+    conflicts: list[dict[str, str]] = field(default_factory=list)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def fact_view(r: asyncpg.Record) -> FactView:
+    return FactView(
+        id=r["id"],
+        content=r["content"],
+        veracity=r["veracity"],
+        confidence=r["confidence"],
+        created_at=r["created_at"],
+        seq=r["origin_seq"],
+        agent=r["mind"],
+        domain=r["domain"] or "",
+        topic=r["topic"] or "",
+        mention_count=r["mention_count"],
+        sources=tuple(r["source_observation_ids"]),
+    )
+
+
+FACT_COLUMNS = (
+    "id, mind, content, veracity, confidence, created_at, origin_seq, domain, topic, mention_count, "
+    "source_observation_ids"
+)
+
+
+def mention_event(
+    workspace: str,
+    actor: str,
+    fact: FactView,
+    veracity: str | None,
+    sources: Sequence[str],
+    now: datetime,
+    *,
+    merged_from: Sequence[str] = (),
+    reason: str = "",
+    event_id: str | None = None,
+) -> FactMentioned:
+    """``fact`` mentioned again (confidence and mention_count rise in the projection)."""
+    event_id = event_id or new_id()
+    return FactMentioned(
+        id=event_id,
+        workspace=workspace,
+        mind=fact.agent,
+        occurred_at=now,
+        correlation_id=event_id,
+        actor=actor,
+        payload=FactMentionedPayload(
+            memory_id=fact.id,
+            veracity=cast(Veracity, veracity or "stated"),
+            source_observation_ids=list(sources),
+            merged_from=list(merged_from),
+            reason=reason,
+        ),
+    )
+
+
+def superseded_event(
+    workspace: str, actor: str, old: FactView, by: str, reason: str, now: datetime
+) -> MemorySuperseded:
+    """``old`` superseded by ``by`` (the old record stays, pointing at its replacement)."""
+    return MemorySuperseded(
+        id=derive_id("memory.superseded", old.id, by),
+        workspace=workspace,
+        mind=old.agent,
+        occurred_at=now,
+        causation_id=by,
+        correlation_id=by,
+        actor=actor,
+        payload=MemorySupersededPayload(memory_id=old.id, superseded_by=by, reason=reason),
+    )
+
+
+def conflict_events(
+    workspace: str,
+    verdict_winner: FactView,
+    verdict_loser: FactView,
+    rule: str,
+    detail: str,
+    *,
+    domain: str | None,
+    topic: str | None,
+    actor: str,
+    now: datetime,
+    cause: str,
+) -> list[Event]:
+    """The loser superseded by the winner, and the conflict row; ids derived from the pair."""
+    conflict_id = derive_id("conflict", verdict_winner.id, verdict_loser.id)
+    return [
+        superseded_event(workspace, actor, verdict_loser, verdict_winner.id, f"conflict: {rule}", now),
+        ConflictRecorded(
+            id=conflict_id,
+            workspace=workspace,
+            occurred_at=now,
+            causation_id=cause,
+            correlation_id=cause,
+            actor=actor,
+            payload=ConflictRecordedPayload(
+                conflict_id=conflict_id,
+                winner_id=verdict_winner.id,
+                loser_id=verdict_loser.id,
+                domain=domain,
+                topic=topic,
+                rule=rule,
+                detail=detail,
+            ),
+        ),
+    ]
+
+
+class Knowledge:
+    """The knowledge operations over one read model and event stream."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        nc: NATS,
+        topology: Topology,
+        clock: Callable[[], datetime] = _utcnow,
+    ) -> None:
+        self.pool = pool
+        self._nc = nc
+        self._topology = topology
+        self._publisher = EventPublisher(nc, topology)
+        self._clock = clock
+
+    async def _publish(self, events: Sequence[Event]) -> int:
+        return await self._publisher.publish(events) if events else 0
+
+    # --- access -------------------------------------------------------------------------------
+
+    async def access_mode(self, workspace: str) -> str:
+        """``compatible`` (default) or ``strict``."""
+        mode = await self.pool.fetchval(
+            "SELECT access_mode FROM workspace_settings WHERE workspace = $1", workspace
+        )
+        return str(mode or "compatible")
+
+    async def _grants(self, workspace: str) -> dict[tuple[str, str], str]:
+        rows = await self.pool.fetch(
+            "SELECT role, domain, access FROM grants WHERE workspace = $1", workspace
+        )
+        return {(r["role"], r["domain"]): r["access"] for r in rows}
+
+    async def access(self, caller: Caller, domain: str) -> str:
+        """The caller's access to a domain key (operators: write)."""
+        if caller.operator:
+            return "write"
+        strict = await self.access_mode(caller.workspace) == "strict"
+        return effective_access(await self._grants(caller.workspace), caller.role, domain, strict)
+
+    async def readable_domains(self, caller: Caller) -> list[str] | None:
+        """Domains the caller may read, or None when reads are not gated (compatible mode, operators)."""
+        if caller.operator or await self.access_mode(caller.workspace) != "strict":
+            return None
+        grants = await self._grants(caller.workspace)
+        domains = {d for (_, d) in grants} | {
+            r["domain"]
+            for r in await self.pool.fetch(
+                "SELECT domain FROM domains WHERE workspace = $1", caller.workspace
+            )
+        }
+        return sorted(d for d in domains if ACCESS_ORDER[effective_access(grants, caller.role, d, True)] >= 1)
+
+    async def _require(self, caller: Caller, domain: str, needed: str, what: str) -> None:
+        have = await self.access(caller, domain)
+        if ACCESS_ORDER[have] < ACCESS_ORDER[needed]:
+            raise InsufficientMemoryPermission(
+                f"role {caller.role!r} has {have} access to domain {domain!r} in workspace "
+                f"{caller.workspace!r}; {what} needs {needed}"
+            )
+
+    async def _domain_events(self, caller: Caller, ref: DomainRef) -> list[Event]:
+        """``domain.created`` on first use; in compatible mode it seeds write for every role."""
+        exists = await self.pool.fetchval(
+            "SELECT 1 FROM domains WHERE workspace = $1 AND domain = $2", caller.workspace, ref.key
+        )
+        if exists:
+            return []
+        now = self._clock()
+        created_id = derive_id("domain.created", caller.workspace, ref.key)
+        events: list[Event] = [
+            DomainCreated(
+                id=created_id,
+                workspace=caller.workspace,
+                occurred_at=now,
+                correlation_id=created_id,
+                actor=caller.agent,
+                payload=DomainCreatedPayload(domain=ref.key, repo=ref.repo),
+            )
+        ]
+        if await self.access_mode(caller.workspace) == "compatible":
+            events.append(
+                GrantChanged(
+                    id=derive_id("grant.seeded", caller.workspace, ref.key),
+                    workspace=caller.workspace,
+                    occurred_at=now,
+                    causation_id=created_id,
+                    correlation_id=created_id,
+                    actor=caller.agent,
+                    payload=GrantChangedPayload(role="*", domain=ref.key, repo=ref.repo, access="write"),
+                )
+            )
+        return events
+
+    async def set_grant(
+        self, workspace: str, role: str, domain: str, access: str, *, actor: str, repo: str | None = None
+    ) -> dict[str, Any]:
+        """Set (role, domain) → none | read | write (``*`` as role: every role without its own row)."""
+        if access not in ACCESS_ORDER:
+            raise OperationError(f"access must be one of none, read, write (got {access!r})")
+        if role != "*":
+            Caller(workspace, actor, role)  # validates the role name
+        ref = self._ref(domain, repo)
+        previous = await self.pool.fetchval(
+            "SELECT access FROM grants WHERE workspace = $1 AND role = $2 AND domain = $3",
+            workspace,
+            role,
+            ref.key,
+        )
+        now = self._clock()
+        event_id = new_id()
+        caller = Caller(workspace, actor, operator=True)
+        events: list[Event] = [
+            e for e in await self._domain_events(caller, ref) if isinstance(e, DomainCreated)
+        ]
+        events.append(
+            GrantChanged(
+                id=event_id,
+                workspace=workspace,
+                occurred_at=now,
+                correlation_id=event_id,
+                actor=actor,
+                payload=GrantChangedPayload(
+                    role=role,
+                    domain=ref.key,
+                    repo=ref.repo,
+                    access=cast(Access, access),
+                    previous=cast(Access | None, previous),
+                ),
+            )
+        )
+        await self._publish(events)
+        return {
+            "workspace": workspace,
+            "role": role,
+            "domain": ref.key,
+            "access": access,
+            "previous": previous,
+        }
+
+    async def set_access_mode(self, workspace: str, mode: str, *, actor: str) -> None:
+        """Switch a workspace between ``compatible`` and ``strict`` access."""
+        if mode not in ACCESS_MODES:
+            raise OperationError(f"access mode must be compatible or strict (got {mode!r})")
+        event_id = new_id()
+        await self._publish(
+            [
+                WorkspaceConfigured(
+                    id=event_id,
+                    workspace=workspace,
+                    occurred_at=self._clock(),
+                    correlation_id=event_id,
+                    actor=actor,
+                    payload=WorkspaceConfiguredPayload(access_mode=cast(Any, mode)),
+                )
+            ]
+        )
+
+    async def list_grants(self, workspace: str) -> list[dict[str, Any]]:
+        """Every grant row of a workspace."""
+        rows = await self.pool.fetch(
+            "SELECT role, domain, access, changed_by, updated_at FROM grants WHERE workspace = $1 "
+            "ORDER BY domain, role",
+            workspace,
+        )
+        return [dict(r) for r in rows]
+
+    async def list_domains(self, caller: Caller) -> list[dict[str, Any]]:
+        """Domains of the workspace the caller may read."""
+        readable = await self.readable_domains(caller)
+        rows = await self.pool.fetch(
+            "SELECT domain, name, repo, created_by, created_at FROM domains WHERE workspace = $1 "
+            "AND ($2::text[] IS NULL OR domain = ANY($2::text[])) ORDER BY domain",
+            caller.workspace,
+            readable,
+        )
+        return [dict(r) for r in rows]
+
+    # --- facts --------------------------------------------------------------------------------
+
+    @staticmethod
+    def _ref(domain: str, repo: str | None) -> DomainRef:
+        try:
+            return DomainRef.parse(domain, repo)
+        except ValueError as exc:
+            raise OperationError(str(exc)) from None
+
+    async def _slot(self, workspace: str, domain: str, topic: str) -> list[asyncpg.Record]:
+        return cast(
+            list[asyncpg.Record],
+            await self.pool.fetch(
+                f"SELECT {FACT_COLUMNS} FROM memories WHERE workspace = $1 AND kind = 'semantic' "
+                "AND status = 'active' AND domain = $2 AND topic = $3 ORDER BY origin_seq",
+                workspace,
+                domain,
+                topic,
+            ),
+        )
+
+    async def propose_fact(
+        self,
+        caller: Caller,
+        domain: str,
+        topic: str,
+        content: str,
+        *,
+        veracity: str = "stated",
+        memory_type: str = "fact",
+        source_observation_ids: Sequence[str] = (),
+        repo: str | None = None,
+        valid_until: datetime | None = None,
+        epistemic_kind: str = "fact",
+        supersedes: str | None = None,
+    ) -> FactOutcome:
+        """Write a fact to domain/topic. An equivalent active fact there is mentioned again (confidence
+        and mention_count rise) instead of duplicated; a contradicting one is decided by the conflicts
+        worker. Strict mode: needs write on the domain."""
+        content, topic = content.strip(), topic.strip().lower()
+        if not content:
+            raise OperationError("content must not be empty")
+        if not topic or len(topic) > 200:
+            raise OperationError("topic must be 1-200 characters")
+        if veracity not in VERACITY_WEIGHT:
+            raise OperationError(f"veracity must be one of {', '.join(VERACITY_WEIGHT)}")
+        if memory_type not in MEMORY_TYPES:
+            raise OperationError(f"memory_type must be one of {', '.join(MEMORY_TYPES)}")
+        if valid_until is not None and valid_until.tzinfo is None:
+            raise OperationError("valid_until must carry a time zone")
+        ref = self._ref(domain, repo)
+        if await self.access_mode(caller.workspace) == "strict":
+            await self._require(caller, ref.key, "write", "writing a fact")
+        now = self._clock()
+        if supersedes is None:
+            for row in await self._slot(caller.workspace, ref.key, topic):
+                if equivalent(row["content"], content):
+                    await self._publish(
+                        [
+                            mention_event(
+                                caller.workspace,
+                                caller.agent,
+                                fact_view(row),
+                                veracity,
+                                source_observation_ids,
+                                now,
+                            )
+                        ]
+                    )
+                    return FactOutcome("mentioned", row["id"], ref.key, topic)
+        memory_id = new_id()
+        events = await self._domain_events(caller, ref)
+        events.append(
+            FactProposed(
+                id=derive_id("fact.proposed", memory_id),
+                workspace=caller.workspace,
+                mind=caller.agent,
+                occurred_at=now,
+                correlation_id=memory_id,
+                actor=caller.agent,
+                payload=FactProposedPayload(
+                    memory_id=memory_id,
+                    domain=ref.key,
+                    topic=topic,
+                    content=content,
+                    epistemic_kind=cast(EpistemicKind, epistemic_kind),
+                    veracity=cast(Veracity, veracity),
+                    memory_type=cast(MemoryType, memory_type),
+                    role=caller.role,
+                    repo=ref.repo,
+                    confidence=initial_confidence(veracity),
+                    valid_until=valid_until,
+                    source_observation_ids=list(source_observation_ids),
+                    supersedes=supersedes,
+                ),
+            )
+        )
+        await self._publish(events)
+        return FactOutcome("proposed", memory_id, ref.key, topic)
+
+    async def _active_fact(self, workspace: str, memory_id: str) -> asyncpg.Record:
+        row = await self.pool.fetchrow(
+            f"SELECT {FACT_COLUMNS}, status, repo, memory_type FROM memories "
+            "WHERE id = $1 AND workspace = $2 AND kind = 'semantic'",
+            memory_id,
+            workspace,
+        )
+        if row is None:
+            raise OperationError(f"no fact {memory_id} in workspace {workspace}")
+        if row["status"] != "active":
+            raise OperationError(f"fact {memory_id} is {row['status']}, not active")
+        return cast(asyncpg.Record, row)
+
+    async def supersede_fact(
+        self,
+        caller: Caller,
+        old_id: str,
+        content: str,
+        *,
+        reason: str = "",
+        veracity: str = "stated",
+        topic: str | None = None,
+    ) -> FactOutcome:
+        """Replace an active fact explicitly: the new one wins by the ``explicit`` rule."""
+        old = await self._active_fact(caller.workspace, old_id)
+        return await self.propose_fact(
+            caller,
+            old["domain"],
+            topic or old["topic"],
+            content,
+            veracity=veracity,
+            memory_type=old["memory_type"],
+            supersedes=old_id,
+        )
+
+    async def list_facts(
+        self,
+        caller: Caller,
+        *,
+        domain: str | None = None,
+        topic: str | None = None,
+        repo: str | None = None,
+        include_inactive: bool = False,
+        limit: int = 100,
+    ) -> list[dict[str, Any]]:
+        """Facts (semantic memories) the caller may read; the current repo's first."""
+        key = self._ref(domain, repo).key if domain else None
+        readable = await self.readable_domains(caller)
+        rows = await self.pool.fetch(
+            """SELECT id, mind AS agent, domain, topic, content, epistemic_kind, veracity, confidence,
+                      mention_count, status, superseded_by, repo, memory_type, created_at, updated_at
+               FROM memories WHERE workspace = $1 AND kind = 'semantic' AND tier = 'long'
+                 AND ($2::text IS NULL OR domain = $2) AND ($3::text IS NULL OR topic = $3)
+                 AND ($4 OR status = 'active') AND ($5::text[] IS NULL OR domain = ANY($5::text[]))
+               ORDER BY (repo IS NOT DISTINCT FROM $6) DESC, domain, topic, origin_seq DESC
+               LIMIT $7""",
+            caller.workspace,
+            key,
+            topic.strip().lower() if topic else None,
+            include_inactive,
+            readable,
+            repo.strip().lower() if repo else None,
+            limit,
+        )
+        return [dict(r) for r in rows]
+
+    async def list_conflicts(
+        self, caller: Caller, domain: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        """Recorded conflicts, newest first, with both sides' content."""
+        readable = await self.readable_domains(caller)
+        rows = await self.pool.fetch(
+            """SELECT c.id, c.domain, c.topic, c.rule, c.detail, c.decided_by, c.created_at,
+                      c.winner_id, w.content AS winner_content, w.mind AS winner_agent,
+                      c.loser_id, l.content AS loser_content, l.mind AS loser_agent
+               FROM conflicts c LEFT JOIN memories w ON w.id = c.winner_id
+                    LEFT JOIN memories l ON l.id = c.loser_id
+               WHERE c.workspace = $1 AND ($2::text IS NULL OR c.domain = $2)
+                 AND ($3::text[] IS NULL OR c.domain = ANY($3::text[]))
+               ORDER BY c.origin_seq DESC LIMIT $4""",
+            caller.workspace,
+            self._ref(domain, None).key if domain else None,
+            readable,
+            limit,
+        )
+        return [dict(r) for r in rows]
+
+    # --- policies -----------------------------------------------------------------------------
+
+    async def propose_policy(
+        self,
+        caller: Caller,
+        domain: str,
+        rule: str,
+        *,
+        repo: str | None = None,
+        required_role: str | None = None,
+        source_fact_ids: Sequence[str] = (),
+    ) -> str:
+        """A new active policy; needs write on the domain (else InsufficientMemoryPermission)."""
+        rule = rule.strip()
+        if not rule:
+            raise OperationError("rule must not be empty")
+        ref = self._ref(domain, repo)
+        events = await self._domain_events(caller, ref)
+        if not events:
+            await self._require(caller, ref.key, "write", "proposing a policy")
+        elif await self.access_mode(caller.workspace) == "strict" and not caller.operator:
+            raise InsufficientMemoryPermission(
+                f"domain {ref.key!r} does not exist and strict mode grants no access to new domains; "
+                "an operator must grant write first"
+            )
+        return await self._publish_policy(caller, ref, rule, required_role, source_fact_ids, events)
+
+    async def _publish_policy(
+        self,
+        caller: Caller,
+        ref: DomainRef,
+        rule: str,
+        required_role: str | None,
+        source_fact_ids: Sequence[str],
+        events: list[Event],
+        supersedes: str | None = None,
+        reason: str = "",
+    ) -> str:
+        policy_id = new_id()
+        now = self._clock()
+        events.append(
+            PolicyProposed(
+                id=derive_id("policy.proposed", policy_id),
+                workspace=caller.workspace,
+                occurred_at=now,
+                correlation_id=policy_id,
+                actor=caller.agent,
+                payload=PolicyProposedPayload(
+                    policy_id=policy_id,
+                    domain=ref.key,
+                    rule=rule,
+                    repo=ref.repo,
+                    required_role=required_role,
+                    source_fact_ids=list(source_fact_ids),
+                ),
+            )
+        )
+        if supersedes:
+            events.append(
+                PolicySuperseded(
+                    id=derive_id("policy.superseded", supersedes, policy_id),
+                    workspace=caller.workspace,
+                    occurred_at=now,
+                    correlation_id=policy_id,
+                    actor=caller.agent,
+                    payload=PolicySupersededPayload(
+                        policy_id=supersedes, superseded_by=policy_id, reason=reason
+                    ),
+                )
+            )
+        await self._publish(events)
+        return policy_id
+
+    async def supersede_policy(
+        self, caller: Caller, policy_id: str, rule: str | None = None, *, reason: str = ""
+    ) -> str | None:
+        """Replace an active policy with a new rule (or deactivate it when ``rule`` is None)."""
+        row = await self.pool.fetchrow(
+            "SELECT domain, repo, required_role, active FROM policies WHERE id = $1 AND workspace = $2",
+            policy_id,
+            caller.workspace,
+        )
+        if row is None:
+            raise OperationError(f"no policy {policy_id} in workspace {caller.workspace}")
+        if not row["active"]:
+            raise OperationError(f"policy {policy_id} is no longer active")
+        await self._require(caller, row["domain"], "write", "superseding a policy")
+        ref = self._ref(row["domain"], None)
+        if rule is not None and rule.strip():
+            return await self._publish_policy(
+                caller, ref, rule.strip(), row["required_role"], (), [], supersedes=policy_id, reason=reason
+            )
+        event_id = new_id()
+        await self._publish(
+            [
+                PolicySuperseded(
+                    id=event_id,
+                    workspace=caller.workspace,
+                    occurred_at=self._clock(),
+                    correlation_id=event_id,
+                    actor=caller.agent,
+                    payload=PolicySupersededPayload(policy_id=policy_id, reason=reason or "deactivated"),
+                )
+            ]
+        )
+        return None
+
+    async def list_policies(self, caller: Caller, *, include_inactive: bool = False) -> list[dict[str, Any]]:
+        """Policies the caller may read, by domain."""
+        readable = await self.readable_domains(caller)
+        rows = await self.pool.fetch(
+            """SELECT id, domain, repo, rule, required_role, active, superseded_by, proposed_by, created_at
+               FROM policies WHERE workspace = $1 AND ($2 OR active)
+                 AND ($3::text[] IS NULL OR domain = ANY($3::text[]))
+               ORDER BY domain, origin_seq""",
+            caller.workspace,
+            include_inactive,
+            readable,
+        )
+        return [dict(r) for r in rows]
+
+    # --- notes --------------------------------------------------------------------------------
+
+    def _notes_event(self, workspace: str, agent: str, notes: str, actor: str) -> NotesUpdated:
+        if len(notes) > MAX_NOTES:
+            raise OperationError(f"notes are limited to {MAX_NOTES} characters")
+        event_id = new_id()
+        return NotesUpdated(
+            id=event_id,
+            workspace=workspace,
+            mind=agent,
+            occurred_at=self._clock(),
+            correlation_id=event_id,
+            actor=actor,
+            payload=NotesUpdatedPayload(agent=agent, notes=notes),
+        )
+
+    async def update_my_notes(self, caller: Caller, notes: str) -> None:
+        """Replace the caller's own scratchpad."""
+        await self._publish([self._notes_event(caller.workspace, caller.agent, notes, caller.agent)])
+
+    async def record_observation(self, caller: Caller, content: str, *, attempts: int = 5) -> str:
+        """Append a line to the caller's notes (optimistic concurrency on the notes subject, so two
+        concurrent appends both land) and publish it as an observation of the agent's mind."""
+        content = content.strip()
+        if not content:
+            raise OperationError("content must not be empty")
+        js = self._nc.jetstream()
+        probe = self._notes_event(caller.workspace, caller.agent, "", caller.agent)
+        subject = self._topology.event_subject(probe)
+        line = f"- {self._clock():%Y-%m-%d %H:%M} {content}"
+        for _ in range(attempts):
+            last = await last_on_subject(js, self._topology.event_stream, subject)
+            current = ""
+            if last is not None:
+                previous = decode_event(last[1])
+                assert isinstance(previous, NotesUpdated)
+                current = previous.payload.notes
+            notes = f"{current}\n{line}" if current else line
+            try:
+                await publish_expecting(
+                    js,
+                    self._notes_event(caller.workspace, caller.agent, notes, caller.agent),
+                    self._topology,
+                    last[0] if last else 0,
+                )
+                break
+            except ConcurrentWrite:
+                await asyncio.sleep(0.01)
+        else:
+            raise OperationError("the notes kept changing under this write; try again")
+        obs = build_observation(
+            content=content,
+            workspace=caller.workspace,
+            mind=caller.agent,
+            channel="system",
+            source=caller.agent,
+        )
+        await js.publish(
+            self._topology.observation_subject(obs.workspace, obs.mind),
+            encode_event(obs),
+            headers={"Nats-Msg-Id": obs.id},
+        )
+        return obs.id
+
+    async def set_notes(self, workspace: str, agent: str, notes: str, *, actor: str) -> None:
+        """An operator replaces an agent's notes."""
+        Caller(workspace, agent)
+        await self._publish([self._notes_event(workspace, agent, notes, actor)])
+
+    async def get_notes(self, caller: Caller, agent: str | None = None) -> str:
+        """An agent's notes: readable by that agent and by operators only."""
+        agent = agent or caller.agent
+        if agent != caller.agent and not caller.operator:
+            raise InsufficientMemoryPermission(f"notes are private: {caller.agent!r} cannot read {agent!r}'s")
+        value = await self.pool.fetchval(
+            "SELECT notes FROM agent_notes WHERE workspace = $1 AND agent = $2", caller.workspace, agent
+        )
+        return str(value or "")
+
+    # --- working memory -----------------------------------------------------------------------
+
+    async def working_memory(self, workspace: str, mind: str) -> dict[str, Any]:
+        """A mind's working memory with each item's content."""
+        row = await self.pool.fetchrow(
+            "SELECT capacity, items, updated_at FROM working_memory WHERE workspace = $1 AND mind = $2",
+            workspace,
+            mind,
+        )
+        if row is None:
+            return {"workspace": workspace, "mind": mind, "capacity": None, "items": [], "updated_at": None}
+        items = json.loads(row["items"])
+        contents = {
+            r["id"]: r["content"]
+            for r in await self.pool.fetch(
+                "SELECT id, content FROM memories WHERE id = ANY($1::text[])", [i["memory_id"] for i in items]
+            )
+        }
+        for item in items:
+            item["content"] = contents.get(item["memory_id"], item.get("gist", ""))
+        return {
+            "workspace": workspace,
+            "mind": mind,
+            "capacity": row["capacity"],
+            "items": items,
+            "updated_at": row["updated_at"],
+        }
+
+    # --- hot tier and maintenance -------------------------------------------------------------
+
+    async def remember(
+        self,
+        caller: Caller,
+        session: str,
+        content: str,
+        *,
+        domain: str | None = None,
+        topic: str | None = None,
+        importance: float | None = None,
+    ) -> FactOutcome:
+        """A session-scoped hot-tier item (the same item remembered again is mentioned instead)."""
+        content, session = content.strip(), session.strip()
+        if not content or not session:
+            raise OperationError("session and content must not be empty")
+        if importance is not None and not 0.0 <= importance <= 1.0:
+            raise OperationError("importance must be between 0 and 1")
+        ref = self._ref(domain, None) if domain else None
+        now = self._clock()
+        rows = await self.pool.fetch(
+            f"SELECT {FACT_COLUMNS} FROM memories WHERE workspace = $1 AND mind = $2 AND session = $3 "
+            "AND tier = 'hot' AND status = 'active'",
+            caller.workspace,
+            caller.agent,
+            session,
+        )
+        for row in rows:
+            if equivalent(row["content"], content):
+                await self._publish(
+                    [mention_event(caller.workspace, caller.agent, fact_view(row), "stated", (), now)]
+                )
+                return FactOutcome("mentioned", row["id"], ref.key if ref else "", topic or "")
+        memory_id = new_id()
+        await self._publish(
+            [
+                MemoryCreated(
+                    id=derive_id("memory.created", memory_id),
+                    workspace=caller.workspace,
+                    mind=caller.agent,
+                    occurred_at=now,
+                    correlation_id=memory_id,
+                    actor=caller.agent,
+                    payload=MemoryCreatedPayload(
+                        memory_id=memory_id,
+                        kind="episodic",
+                        epistemic_kind="memory",
+                        content=content,
+                        domain=ref.key if ref else None,
+                        topic=topic.strip().lower() if topic else None,
+                        repo=ref.repo if ref else None,
+                        importance=0.5 if importance is None else importance,
+                        channel="system",
+                        source=caller.agent,
+                        session=session,
+                        tier="hot",
+                    ),
+                )
+            ]
+        )
+        return FactOutcome("remembered", memory_id, ref.key if ref else "", topic or "")
+
+    async def consolidate(
+        self, caller: Caller, domain: str | None = None, *, stale_after: timedelta = timedelta(days=1)
+    ) -> ConsolidateReport:
+        """Promote hot-tier items worth keeping to facts, merge near-duplicate facts (the kept one
+        records every merged one; they stay, superseded by it), archive stale hot-tier items."""
+        report = ConsolidateReport()
+        key = self._ref(domain, None).key if domain else None
+        now = self._clock()
+        hot = await self.pool.fetch(
+            """SELECT id, mind, content, domain, topic, importance, mention_count, created_at,
+                      source_observation_ids, session
+               FROM memories WHERE workspace = $1 AND tier = 'hot' AND status = 'active'
+                 AND ($2::text IS NULL OR domain = $2) ORDER BY origin_seq""",
+            caller.workspace,
+            key,
+        )
+        for r in hot:
+            if r["importance"] >= PROMOTE_IMPORTANCE or r["mention_count"] >= 2:
+                author = Caller(caller.workspace, r["mind"], caller.role, caller.operator)
+                outcome = await self.propose_fact(
+                    author,
+                    r["domain"] or "general",
+                    r["topic"] or f"session {r['session']}",
+                    r["content"],
+                    veracity="stated",
+                    source_observation_ids=[*r["source_observation_ids"], r["id"]],
+                )
+                view = FactView(r["id"], r["content"], None, 0.0, r["created_at"], 0, agent=r["mind"])
+                await self._publish(
+                    [
+                        superseded_event(
+                            caller.workspace, caller.agent, view, outcome.memory_id, "promoted to a fact", now
+                        )
+                    ]
+                )
+                report.promoted.append(
+                    {"hot_id": r["id"], "fact_id": outcome.memory_id, "outcome": outcome.outcome}
+                )
+            elif now - r["created_at"] > stale_after:
+                event_id = new_id()
+                await self._publish(
+                    [
+                        OperatorAction(
+                            id=event_id,
+                            workspace=caller.workspace,
+                            mind=r["mind"],
+                            occurred_at=now,
+                            correlation_id=event_id,
+                            actor=caller.agent,
+                            payload=OperatorActionPayload(
+                                action="archive", target_id=r["id"], reason="consolidate: stale hot-tier item"
+                            ),
+                        )
+                    ]
+                )
+                report.archived.append(r["id"])
+        facts = await self._facts_by_domain(caller.workspace, key)
+        for group_facts in facts.values():
+            for group in clusters(group_facts):
+                kept = keeper(group)
+                merged = [f for f in group if f.id != kept.id]
+                sources = sorted({s for f in merged for s in f.sources})
+                events: list[Event] = [
+                    mention_event(
+                        caller.workspace,
+                        caller.agent,
+                        kept,
+                        "stated",
+                        sources,
+                        now,
+                        merged_from=[f.id for f in merged],
+                        reason="merged near-duplicates",
+                    )
+                ]
+                events += [
+                    superseded_event(caller.workspace, caller.agent, f, kept.id, "merged near-duplicate", now)
+                    for f in merged
+                ]
+                await self._publish(events)
+                report.merged.append({"kept": kept.id, "merged": [f.id for f in merged]})
+        return report
+
+    async def _facts_by_domain(self, workspace: str, domain: str | None) -> dict[str, list[FactView]]:
+        rows = await self.pool.fetch(
+            f"SELECT {FACT_COLUMNS} FROM memories WHERE workspace = $1 AND kind = 'semantic' "
+            "AND tier = 'long' AND status = 'active' AND ($2::text IS NULL OR domain = $2) "
+            "ORDER BY origin_seq",
+            workspace,
+            domain,
+        )
+        out: dict[str, list[FactView]] = {}
+        for r in rows:
+            out.setdefault(r["domain"] or "", []).append(fact_view(r))
+        return out
+
+    async def harmonize(self, caller: Caller, domain: str | None = None) -> HarmonizeReport:
+        """Reconcile beliefs that diverged between agents: the same statement held by several agents
+        becomes one corroborated fact (confidence raised once per corroborating agent); contradicting
+        statements of different agents are decided by the conflict rules and recorded as conflicts."""
+        report = HarmonizeReport()
+        key = self._ref(domain, None).key if domain else None
+        now = self._clock()
+        for facts in (await self._facts_by_domain(caller.workspace, key)).values():
+            gone: set[str] = set()
+            for i, a in enumerate(facts):
+                for b in facts[i + 1 :]:
+                    if a.agent == b.agent or a.id in gone or b.id in gone:
+                        continue
+                    relation = compare(a.content, b.content)
+                    if relation == "same":
+                        kept = keeper((a, b))
+                        other = b if kept is a else a
+                        await self._publish(
+                            [
+                                mention_event(
+                                    caller.workspace,
+                                    caller.agent,
+                                    kept,
+                                    other.veracity,
+                                    other.sources,
+                                    now,
+                                    merged_from=[other.id],
+                                    reason=f"corroborated by {other.agent}",
+                                ),
+                                superseded_event(
+                                    caller.workspace,
+                                    caller.agent,
+                                    other,
+                                    kept.id,
+                                    f"corroborates {kept.id}",
+                                    now,
+                                ),
+                            ]
+                        )
+                        gone.add(other.id)
+                        report.corroborated.append(
+                            {"kept": kept.id, "merged": [other.id], "agents": [a.agent, b.agent]}
+                        )
+                    elif relation == "contradicts":
+                        verdict = decide_conflict(b, a) if b.seq > a.seq else decide_conflict(a, b)
+                        events = conflict_events(
+                            caller.workspace,
+                            verdict.winner,
+                            verdict.loser,
+                            f"harmonize/{verdict.rule}",
+                            f"{verdict.detail}; {verdict.winner.agent} vs {verdict.loser.agent}",
+                            domain=a.domain or None,
+                            topic=verdict.loser.topic or None,
+                            actor=caller.agent,
+                            now=now,
+                            cause=verdict.loser.id,
+                        )
+                        await self._publish(events)
+                        gone.add(verdict.loser.id)
+                        report.conflicts.append(
+                            {"winner": verdict.winner.id, "loser": verdict.loser.id, "rule": verdict.rule}
+                        )
+        return report
+
+    async def record_meeting_decisions(
+        self, caller: Caller, meeting: str, decisions: Sequence[str], *, repo: str | None = None
+    ) -> list[FactOutcome]:
+        """Each decision becomes a fact in the ``decisions`` domain. ``"topic: text"`` names the
+        decision's topic (a later decision on the same topic supersedes it); otherwise the topic is
+        the meeting and the decision's position."""
+        meeting = meeting.strip()
+        if not meeting or not decisions:
+            raise OperationError("a meeting name and at least one decision are needed")
+        outcomes = []
+        for n, text in enumerate(decisions, start=1):
+            head, sep, rest = text.partition(":")
+            if sep and rest.strip() and 0 < len(head.strip()) <= 60 and " " not in head.strip():
+                topic, content = head.strip(), rest.strip()
+            else:
+                topic, content = f"{meeting} #{n}", text
+            outcomes.append(
+                await self.propose_fact(
+                    caller, DECISIONS_DOMAIN, topic, content, memory_type="decision", repo=repo
+                )
+            )
+        return outcomes

@@ -1,0 +1,1 @@
+"""The conflicts worker: decides contradictions between facts of one domain and topic."""

@@ -1,0 +1,186 @@
+"""Conflicts worker: every ``fact.proposed`` is checked against the active facts of its domain and
+topic (SPEC §7).
+
+- An equivalent active fact there: the new record is a duplicate; it is superseded by the existing
+  one, which is mentioned again (confidence and mention_count rise).
+- A different statement: a contradiction, decided by the rules of
+  :func:`noema.domain.knowledge.decide_conflict` (explicit > veracity > confidence > recency); the
+  loser is superseded and a ``conflict.recorded`` keeps both sides and the rule.
+
+The worker is the single decider: its durable consumer delivers one fact at a time
+(``max_ack_pending=1``, so replicas never decide concurrently), and before deciding it waits until
+the read model has applied everything up to that fact and its own earlier decisions. Two agents
+racing to write contradicting facts therefore get exactly one winner. Decision events have ids
+derived from the facts involved, so a redelivered fact yields the same events, stored once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime
+
+import asyncpg
+import structlog
+from nats.aio.msg import Msg
+
+from noema.adapters.jetstream import EventPublisher, connect, ensure_streams
+from noema.adapters.postgres import ReadModelProjection, create_pool, migrate
+from noema.adapters.pull import durable_puller
+from noema.domain.knowledge import decide_conflict, equivalent
+from noema.ids import derive_id
+from noema.knowledge import FACT_COLUMNS, conflict_events, fact_view, mention_event, superseded_event
+from noema.settings import Settings
+from noema.topology import Topology
+from noema.worker import PullWorker
+from noema_events import Event, EventDecodeError, FactProposed, decode_event
+
+__all__ = ["ConflictsHandler", "build"]
+
+log = structlog.get_logger("noema.conflicts")
+ACTOR = "conflicts"
+
+
+class ConflictsHandler:
+    """Decides each proposed fact against its slot, in stream order."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        publisher: EventPublisher,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        wait_timeout: float = 60.0,
+    ) -> None:
+        self._pool = pool
+        self._publisher = publisher
+        self._clock = clock
+        self._wait_timeout = wait_timeout
+        self._published_seq = 0
+        self._position = ReadModelProjection()
+
+    async def _caught_up(self, seq: int) -> None:
+        """Wait until the projector has applied the stream through ``seq``."""
+        deadline = time.monotonic() + self._wait_timeout
+        while True:
+            async with self._pool.acquire() as conn:
+                if await self._position.position(conn) >= seq:
+                    return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the read model did not reach seq {seq} in {self._wait_timeout:.0f} s")
+            await asyncio.sleep(0.02)
+
+    async def decide(self, ev: FactProposed) -> list[Event]:
+        """The events that settle ``ev`` against its slot (none when nothing conflicts)."""
+        p = ev.payload
+        rows = await self._pool.fetch(
+            f"SELECT {FACT_COLUMNS}, status FROM memories WHERE id = ANY($1::text[])",
+            [p.memory_id, p.supersedes or p.memory_id],
+        )
+        by_id = {r["id"]: r for r in rows}
+        new_row = by_id.get(p.memory_id)
+        if new_row is None or new_row["status"] != "active":
+            return []  # already settled (a redelivery)
+        new = fact_view(new_row)
+        now = self._clock()
+        events: list[Event] = []
+        old_row = by_id.get(p.supersedes) if p.supersedes else None
+        if old_row is not None and old_row["status"] == "active":
+            v = decide_conflict(new, fact_view(old_row), explicit=True)
+            events += conflict_events(
+                ev.workspace,
+                v.winner,
+                v.loser,
+                v.rule,
+                v.detail,
+                domain=p.domain,
+                topic=p.topic,
+                actor=ACTOR,
+                now=now,
+                cause=ev.id,
+            )
+        slot = await self._pool.fetch(
+            f"SELECT {FACT_COLUMNS} FROM memories WHERE workspace = $1 AND kind = 'semantic' "
+            "AND status = 'active' AND tier = 'long' AND domain = $2 AND topic = $3 "
+            "AND id <> ALL($4::text[]) ORDER BY origin_seq",
+            ev.workspace,
+            p.domain,
+            p.topic,
+            [p.memory_id, p.supersedes or p.memory_id],
+        )
+        for row in slot:
+            other = fact_view(row)
+            if equivalent(other.content, new.content):
+                events += [
+                    superseded_event(ev.workspace, ACTOR, new, other.id, "same fact as an active one", now),
+                    mention_event(
+                        ev.workspace,
+                        ACTOR,
+                        other,
+                        p.veracity,
+                        new.sources,
+                        now,
+                        merged_from=[new.id],
+                        reason="mentioned again",
+                        event_id=derive_id("fact.mentioned", new.id, other.id),
+                    ),
+                ]
+                break
+            v = decide_conflict(new, other)
+            events += conflict_events(
+                ev.workspace,
+                v.winner,
+                v.loser,
+                v.rule,
+                v.detail,
+                domain=p.domain,
+                topic=p.topic,
+                actor=ACTOR,
+                now=now,
+                cause=ev.id,
+            )
+            if v.loser.id == new.id:
+                break
+        return events
+
+    async def __call__(self, msgs: list[Msg]) -> None:
+        """Decide each fact in order; decisions are stored before the fact is acked."""
+        for msg in msgs:
+            try:
+                ev = decode_event(msg.data)
+            except EventDecodeError:
+                await msg.ack()  # the projector dead-letters it; there is no fact to decide
+                continue
+            if isinstance(ev, FactProposed):
+                await self._caught_up(max(msg.metadata.sequence.stream, self._published_seq))
+                events = await self.decide(ev)
+                if events:
+                    self._published_seq = max(self._published_seq, await self._publisher.publish(events))
+                    log.info("fact settled", memory_id=ev.payload.memory_id, events=[e.type for e in events])
+            await msg.ack()
+
+
+async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
+    """Connect, migrate, bind the durable ``conflicts`` consumer (fact.proposed events only)."""
+    assert settings.nats_url, "settings must be located"
+    assert settings.database_url, "settings must be located"
+    topology = Topology(settings.prefix)
+    await migrate(settings.database_url, settings.db_schema)
+    pool = await create_pool(
+        settings.database_url, settings.db_schema, app="noema-conflicts", min_size=1, max_size=2
+    )
+    stack.push_async_callback(pool.close)
+    nc = await connect(settings.nats_url, name="noema-conflicts")
+    stack.push_async_callback(nc.close)
+    await ensure_streams(nc.jetstream(), topology, settings.duplicate_window_s)
+    puller = await durable_puller(
+        nc,
+        topology.event_stream,
+        topology.durable("conflicts"),
+        f"{topology.prefix}.evt.*.*.fact_proposed",
+        1,
+        ack_wait=120.0,
+        max_ack_pending=1,
+    )
+    return PullWorker("conflicts", puller, ConflictsHandler(pool, EventPublisher(nc, topology)), 1)
