@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -49,6 +50,7 @@ from noema_events import (
     decode_event,
     encode_event,
 )
+from noema_events.envelope import NAME_PATTERN
 from noema_events.vocabulary import MEMORY_TYPES, VERACITY_WEIGHT, Access, EpistemicKind, MemoryType, Veracity
 
 from .adapters.jetstream import ConcurrentWrite, EventPublisher, last_on_subject, publish_expecting
@@ -106,9 +108,15 @@ class Caller:
 
     def __post_init__(self) -> None:
         for name in ("workspace", "agent", "role"):
-            value = getattr(self, name)
-            if not value or not value.strip() or any(c in value for c in " .*>\t\n"):
-                raise OperationError(f"{name} must be a non-empty name without spaces, '.', '*' or '>'")
+            if not re.match(NAME_PATTERN, getattr(self, name)):
+                raise OperationError(
+                    f"{name} must be 1-64 letters, digits, '_' or '-' (got {getattr(self, name)!r})"
+                )
+
+    @property
+    def actor(self) -> str:
+        """How events name the caller: the agent, or ``operator:<name>``."""
+        return f"operator:{self.agent}" if self.operator else self.agent
 
 
 @dataclass(frozen=True)
@@ -125,7 +133,7 @@ class FactOutcome:
 class ConsolidateReport:
     """What consolidate changed (memory ids)."""
 
-    promoted: list[dict[str, str]] = field(default_factory=list)
+    promoted: list[dict[str, Any]] = field(default_factory=list)
     merged: list[dict[str, Any]] = field(default_factory=list)
     archived: list[str] = field(default_factory=list)
 
@@ -325,7 +333,7 @@ class Knowledge:
                 workspace=caller.workspace,
                 occurred_at=now,
                 correlation_id=created_id,
-                actor=caller.agent,
+                actor=caller.actor,
                 payload=DomainCreatedPayload(domain=ref.key, repo=ref.repo),
             )
         ]
@@ -337,40 +345,43 @@ class Knowledge:
                     occurred_at=now,
                     causation_id=created_id,
                     correlation_id=created_id,
-                    actor=caller.agent,
+                    actor=caller.actor,
                     payload=GrantChangedPayload(role="*", domain=ref.key, repo=ref.repo, access="write"),
                 )
             )
         return events
 
+    @staticmethod
+    def _operator(caller: Caller, what: str) -> None:
+        if not caller.operator:
+            raise InsufficientMemoryPermission(f"{what} is for operators")
+
     async def set_grant(
-        self, workspace: str, role: str, domain: str, access: str, *, actor: str, repo: str | None = None
+        self, operator: Caller, role: str, domain: str, access: str, *, repo: str | None = None
     ) -> dict[str, Any]:
-        """Set (role, domain) → none | read | write (``*`` as role: every role without its own row)."""
+        """Set (role, domain) → none | read | write in the operator's workspace (``*`` as role: every
+        role without a row of its own)."""
+        self._operator(operator, "changing grants")
         if access not in ACCESS_ORDER:
             raise OperationError(f"access must be one of none, read, write (got {access!r})")
-        if role != "*":
-            Caller(workspace, actor, role)  # validates the role name
+        if role != "*" and not re.match(NAME_PATTERN, role):
+            raise OperationError(f"role must be 1-64 letters, digits, '_' or '-', or '*' (got {role!r})")
         ref = self._ref(domain, repo)
         previous = await self.pool.fetchval(
             "SELECT access FROM grants WHERE workspace = $1 AND role = $2 AND domain = $3",
-            workspace,
+            operator.workspace,
             role,
             ref.key,
         )
-        now = self._clock()
         event_id = new_id()
-        caller = Caller(workspace, actor, operator=True)
-        events: list[Event] = [
-            e for e in await self._domain_events(caller, ref) if isinstance(e, DomainCreated)
-        ]
+        events = await self._domain_events(operator, ref)
         events.append(
             GrantChanged(
                 id=event_id,
-                workspace=workspace,
-                occurred_at=now,
+                workspace=operator.workspace,
+                occurred_at=self._clock(),
                 correlation_id=event_id,
-                actor=actor,
+                actor=operator.actor,
                 payload=GrantChangedPayload(
                     role=role,
                     domain=ref.key,
@@ -381,16 +392,11 @@ class Knowledge:
             )
         )
         await self._publish(events)
-        return {
-            "workspace": workspace,
-            "role": role,
-            "domain": ref.key,
-            "access": access,
-            "previous": previous,
-        }
+        return {"role": role, "domain": ref.key, "access": access, "previous": previous}
 
-    async def set_access_mode(self, workspace: str, mode: str, *, actor: str) -> None:
-        """Switch a workspace between ``compatible`` and ``strict`` access."""
+    async def set_access_mode(self, operator: Caller, mode: str) -> None:
+        """Switch the operator's workspace between ``compatible`` and ``strict`` access."""
+        self._operator(operator, "changing the access mode")
         if mode not in ACCESS_MODES:
             raise OperationError(f"access mode must be compatible or strict (got {mode!r})")
         event_id = new_id()
@@ -398,10 +404,10 @@ class Knowledge:
             [
                 WorkspaceConfigured(
                     id=event_id,
-                    workspace=workspace,
+                    workspace=operator.workspace,
                     occurred_at=self._clock(),
                     correlation_id=event_id,
-                    actor=actor,
+                    actor=operator.actor,
                     payload=WorkspaceConfiguredPayload(access_mode=cast(Any, mode)),
                 )
             ]
@@ -488,7 +494,7 @@ class Knowledge:
                         [
                             mention_event(
                                 caller.workspace,
-                                caller.agent,
+                                caller.actor,
                                 fact_view(row),
                                 veracity,
                                 source_observation_ids,
@@ -506,7 +512,7 @@ class Knowledge:
                 mind=caller.agent,
                 occurred_at=now,
                 correlation_id=memory_id,
-                actor=caller.agent,
+                actor=caller.actor,
                 payload=FactProposedPayload(
                     memory_id=memory_id,
                     domain=ref.key,
@@ -660,7 +666,7 @@ class Knowledge:
                 workspace=caller.workspace,
                 occurred_at=now,
                 correlation_id=policy_id,
-                actor=caller.agent,
+                actor=caller.actor,
                 payload=PolicyProposedPayload(
                     policy_id=policy_id,
                     domain=ref.key,
@@ -678,7 +684,7 @@ class Knowledge:
                     workspace=caller.workspace,
                     occurred_at=now,
                     correlation_id=policy_id,
-                    actor=caller.agent,
+                    actor=caller.actor,
                     payload=PolicySupersededPayload(
                         policy_id=supersedes, superseded_by=policy_id, reason=reason
                     ),
@@ -714,7 +720,7 @@ class Knowledge:
                     workspace=caller.workspace,
                     occurred_at=self._clock(),
                     correlation_id=event_id,
-                    actor=caller.agent,
+                    actor=caller.actor,
                     payload=PolicySupersededPayload(policy_id=policy_id, reason=reason or "deactivated"),
                 )
             ]
@@ -753,7 +759,7 @@ class Knowledge:
 
     async def update_my_notes(self, caller: Caller, notes: str) -> None:
         """Replace the caller's own scratchpad."""
-        await self._publish([self._notes_event(caller.workspace, caller.agent, notes, caller.agent)])
+        await self._publish([self._notes_event(caller.workspace, caller.agent, notes, caller.actor)])
 
     async def record_observation(self, caller: Caller, content: str, *, attempts: int = 5) -> str:
         """Append a line to the caller's notes (optimistic concurrency on the notes subject, so two
@@ -762,7 +768,7 @@ class Knowledge:
         if not content:
             raise OperationError("content must not be empty")
         js = self._nc.jetstream()
-        probe = self._notes_event(caller.workspace, caller.agent, "", caller.agent)
+        probe = self._notes_event(caller.workspace, caller.agent, "", caller.actor)
         subject = self._topology.event_subject(probe)
         line = f"- {self._clock():%Y-%m-%d %H:%M} {content}"
         for _ in range(attempts):
@@ -776,7 +782,7 @@ class Knowledge:
             try:
                 await publish_expecting(
                     js,
-                    self._notes_event(caller.workspace, caller.agent, notes, caller.agent),
+                    self._notes_event(caller.workspace, caller.agent, notes, caller.actor),
                     self._topology,
                     last[0] if last else 0,
                 )
@@ -799,10 +805,11 @@ class Knowledge:
         )
         return obs.id
 
-    async def set_notes(self, workspace: str, agent: str, notes: str, *, actor: str) -> None:
+    async def set_notes(self, operator: Caller, agent: str, notes: str) -> None:
         """An operator replaces an agent's notes."""
-        Caller(workspace, agent)
-        await self._publish([self._notes_event(workspace, agent, notes, actor)])
+        self._operator(operator, "setting another agent's notes")
+        Caller(operator.workspace, agent)
+        await self._publish([self._notes_event(operator.workspace, agent, notes, operator.actor)])
 
     async def get_notes(self, caller: Caller, agent: str | None = None) -> str:
         """An agent's notes: readable by that agent and by operators only."""
@@ -872,7 +879,7 @@ class Knowledge:
         for row in rows:
             if equivalent(row["content"], content):
                 await self._publish(
-                    [mention_event(caller.workspace, caller.agent, fact_view(row), "stated", (), now)]
+                    [mention_event(caller.workspace, caller.actor, fact_view(row), "stated", (), now)]
                 )
                 return FactOutcome("mentioned", row["id"], ref.key if ref else "", topic or "")
         memory_id = new_id()
@@ -884,7 +891,7 @@ class Knowledge:
                     mind=caller.agent,
                     occurred_at=now,
                     correlation_id=memory_id,
-                    actor=caller.agent,
+                    actor=caller.actor,
                     payload=MemoryCreatedPayload(
                         memory_id=memory_id,
                         kind="episodic",
@@ -920,46 +927,72 @@ class Knowledge:
             caller.workspace,
             key,
         )
+        # The same item remembered twice before the first was projected is two rows: group them.
+        groups: list[list[asyncpg.Record]] = []
         for r in hot:
-            if r["importance"] >= PROMOTE_IMPORTANCE or r["mention_count"] >= 2:
-                author = Caller(caller.workspace, r["mind"], caller.role, caller.operator)
+            for g in groups:
+                if (g[0]["mind"], g[0]["session"]) == (r["mind"], r["session"]) and equivalent(
+                    g[0]["content"], r["content"]
+                ):
+                    g.append(r)
+                    break
+            else:
+                groups.append([r])
+        for g in groups:
+            head = g[0]
+            if (
+                max(r["importance"] for r in g) >= PROMOTE_IMPORTANCE
+                or sum(r["mention_count"] for r in g) >= 2
+            ):
                 outcome = await self.propose_fact(
-                    author,
-                    r["domain"] or "general",
-                    r["topic"] or f"session {r['session']}",
-                    r["content"],
-                    veracity="stated",
-                    source_observation_ids=[*r["source_observation_ids"], r["id"]],
+                    Caller(caller.workspace, head["mind"], caller.role, caller.operator),
+                    next((r["domain"] for r in g if r["domain"]), None) or "general",
+                    next((r["topic"] for r in g if r["topic"]), None) or f"session {head['session']}",
+                    head["content"],
+                    source_observation_ids=[
+                        *(s for r in g for s in r["source_observation_ids"]),
+                        *(r["id"] for r in g),
+                    ],
                 )
-                view = FactView(r["id"], r["content"], None, 0.0, r["created_at"], 0, agent=r["mind"])
                 await self._publish(
                     [
                         superseded_event(
-                            caller.workspace, caller.agent, view, outcome.memory_id, "promoted to a fact", now
+                            caller.workspace,
+                            caller.actor,
+                            FactView(r["id"], r["content"], None, 0.0, r["created_at"], 0, agent=r["mind"]),
+                            outcome.memory_id,
+                            "promoted to a fact",
+                            now,
                         )
+                        for r in g
                     ]
                 )
                 report.promoted.append(
-                    {"hot_id": r["id"], "fact_id": outcome.memory_id, "outcome": outcome.outcome}
+                    {
+                        "hot_id": head["id"],
+                        "hot_ids": [r["id"] for r in g],
+                        "fact_id": outcome.memory_id,
+                        "outcome": outcome.outcome,
+                    }
                 )
-            elif now - r["created_at"] > stale_after:
-                event_id = new_id()
+            elif now - max(r["created_at"] for r in g) > stale_after:
                 await self._publish(
                     [
                         OperatorAction(
-                            id=event_id,
+                            id=derive_id("consolidate.archive", r["id"]),
                             workspace=caller.workspace,
                             mind=r["mind"],
                             occurred_at=now,
-                            correlation_id=event_id,
-                            actor=caller.agent,
+                            correlation_id=head["id"],
+                            actor=caller.actor,
                             payload=OperatorActionPayload(
                                 action="archive", target_id=r["id"], reason="consolidate: stale hot-tier item"
                             ),
                         )
+                        for r in g
                     ]
                 )
-                report.archived.append(r["id"])
+                report.archived += [r["id"] for r in g]
         facts = await self._facts_by_domain(caller.workspace, key)
         for group_facts in facts.values():
             for group in clusters(group_facts):
@@ -969,7 +1002,7 @@ class Knowledge:
                 events: list[Event] = [
                     mention_event(
                         caller.workspace,
-                        caller.agent,
+                        caller.actor,
                         kept,
                         "stated",
                         sources,
@@ -979,7 +1012,7 @@ class Knowledge:
                     )
                 ]
                 events += [
-                    superseded_event(caller.workspace, caller.agent, f, kept.id, "merged near-duplicate", now)
+                    superseded_event(caller.workspace, caller.actor, f, kept.id, "merged near-duplicate", now)
                     for f in merged
                 ]
                 await self._publish(events)
@@ -1020,7 +1053,7 @@ class Knowledge:
                             [
                                 mention_event(
                                     caller.workspace,
-                                    caller.agent,
+                                    caller.actor,
                                     kept,
                                     other.veracity,
                                     other.sources,
@@ -1030,7 +1063,7 @@ class Knowledge:
                                 ),
                                 superseded_event(
                                     caller.workspace,
-                                    caller.agent,
+                                    caller.actor,
                                     other,
                                     kept.id,
                                     f"corroborates {kept.id}",
@@ -1052,7 +1085,7 @@ class Knowledge:
                             f"{verdict.detail}; {verdict.winner.agent} vs {verdict.loser.agent}",
                             domain=a.domain or None,
                             topic=verdict.loser.topic or None,
-                            actor=caller.agent,
+                            actor=caller.actor,
                             now=now,
                             cause=verdict.loser.id,
                         )

@@ -1,0 +1,400 @@
+"""Workspace knowledge through the real pipeline: operations publish events, the projector builds the
+tables, the conflicts worker decides contradictions; replay reproduces all of it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from noema.adapters.jetstream import stream_last_seq
+from noema.adapters.postgres import ReadModelProjection, checksum
+from noema.adapters.postgres.recall import RecallFilters, RecallStore
+from noema.client import publish_observation
+from noema.knowledge import Caller, InsufficientMemoryPermission, Knowledge
+from noema.preamble import build_preamble
+from noema.recall import Recall
+from noema.replay import drop_schema, replay_into
+from noema_attend.service import build as build_attend
+from noema_conflicts.service import build as build_conflicts
+from noema_projector.service import build as build_projector
+from tests.conftest import Harness
+from tests.support import assert_eventually
+
+pytestmark = pytest.mark.integration
+
+ALICE = Caller("acme", "alice", "engineer")
+BOB = Caller("acme", "bob", "engineer")
+OPERATOR = Caller("acme", "root", operator=True)
+
+
+async def settled(harness: Harness) -> None:
+    """Wait until the projector applied the whole stream and the conflicts worker has nothing left."""
+
+    async def check() -> bool:
+        last = await stream_last_seq(harness.js, harness.topology.event_stream)
+        async with harness.pool.acquire() as conn:
+            position = await ReadModelProjection().position(conn)
+        info = await harness.js.consumer_info(
+            harness.topology.event_stream, harness.topology.durable("conflicts")
+        )
+        return position == last and info.num_pending == 0 and info.num_ack_pending == 0
+
+    await assert_eventually(check)
+    await assert_eventually(check)  # decisions published by the last fact are projected too
+
+
+async def knowledge(harness: Harness) -> Knowledge:
+    await harness.start(build_projector)
+    await harness.start(build_conflicts)
+    return Knowledge(harness.pool, harness.nc, harness.topology)
+
+
+async def slot(harness: Harness, domain: str, topic: str) -> list[dict]:
+    rows = await harness.pool.fetch(
+        "SELECT id, content, status, superseded_by, mention_count, confidence, mind FROM memories "
+        "WHERE workspace = 'acme' AND domain = $1 AND topic = $2 ORDER BY origin_seq",
+        domain,
+        topic,
+    )
+    return [dict(r) for r in rows]
+
+
+async def test_a_repeated_fact_raises_confidence_instead_of_duplicating(harness: Harness) -> None:
+    k = await knowledge(harness)
+    first = await k.propose_fact(
+        ALICE, "ops", "deploy-key", "The deploy key rotates on Fridays", veracity="inferred"
+    )
+    await settled(harness)
+    again = await k.propose_fact(
+        BOB, "ops", "deploy-key", "the deploy keys rotate on Fridays.", veracity="stated"
+    )
+    await settled(harness)
+    assert (first.outcome, again.outcome) == ("proposed", "mentioned")
+    assert again.memory_id == first.memory_id
+    rows = await slot(harness, "ops", "deploy-key")
+    assert len(rows) == 1
+    assert rows[0]["mention_count"] == 2
+    assert rows[0]["confidence"] > 0.7 + 0.0, "inferred seeds 0.7; a stated re-mention raises it"
+
+    # Two equivalent proposals racing past the read model: the worker merges the second into the first.
+    await asyncio.gather(
+        k.propose_fact(ALICE, "ops", "backups", "Backups run nightly at 02:00"),
+        k.propose_fact(BOB, "ops", "backups", "backups run nightly at 02:00"),
+    )
+    await settled(harness)
+    rows = await slot(harness, "ops", "backups")
+    active = [r for r in rows if r["status"] == "active"]
+    assert len(active) == 1
+    assert active[0]["mention_count"] == 2
+    assert [r["superseded_by"] for r in rows if r["status"] == "superseded"] == [active[0]["id"]]
+
+
+async def test_a_contradiction_supersedes_the_loser_and_records_both_sides(harness: Harness) -> None:
+    k = await knowledge(harness)
+    old = await k.propose_fact(ALICE, "ops", "deploy-day", "Deploys happen on Fridays")
+    await settled(harness)
+    new = await k.propose_fact(BOB, "ops", "deploy-day", "Deploys happen on Tuesdays")
+    await settled(harness)
+    rows = {r["id"]: r for r in await slot(harness, "ops", "deploy-day")}
+    assert rows[old.memory_id]["status"] == "superseded"
+    assert rows[old.memory_id]["superseded_by"] == new.memory_id
+    assert rows[new.memory_id]["status"] == "active"
+    [conflict] = await k.list_conflicts(ALICE, "ops")
+    assert conflict["rule"] == "recency"
+    assert (conflict["winner_content"], conflict["loser_content"]) == (
+        "Deploys happen on Tuesdays",
+        "Deploys happen on Fridays",
+    )
+    # A weaker source does not displace a stated fact: veracity outranks recency.
+    weak = await k.propose_fact(ALICE, "ops", "deploy-day", "Deploys happen on Mondays", veracity="inferred")
+    await settled(harness)
+    rows = {r["id"]: r for r in await slot(harness, "ops", "deploy-day")}
+    assert rows[weak.memory_id]["superseded_by"] == new.memory_id
+    assert (await k.list_conflicts(ALICE))[0]["rule"] == "veracity"
+    # An explicit supersession wins even against a stronger record.
+    fixed = await k.supersede_fact(
+        OPERATOR, new.memory_id, "Deploys happen on Wednesdays", veracity="inferred"
+    )
+    await settled(harness)
+    rows = {r["id"]: r for r in await slot(harness, "ops", "deploy-day")}
+    assert rows[new.memory_id]["superseded_by"] == fixed.memory_id
+    assert [r["id"] for r in rows.values() if r["status"] == "active"] == [fixed.memory_id]
+    assert (await k.list_conflicts(ALICE))[0]["rule"] == "explicit"
+
+
+async def test_concurrent_writers_to_one_topic_have_exactly_one_winner(harness: Harness) -> None:
+    k = await knowledge(harness)
+    writers = [Caller("acme", f"agent{i}", "engineer") for i in range(6)]
+    await asyncio.gather(
+        *(
+            k.propose_fact(w, "infra", "primary-region", f"The primary region is region-{i}")
+            for i, w in enumerate(writers)
+        )
+    )
+    await settled(harness)
+    rows = await slot(harness, "infra", "primary-region")
+    assert len(rows) == 6
+    active = [r for r in rows if r["status"] == "active"]
+    assert len(active) == 1
+    conflicts = await k.list_conflicts(ALICE, "infra")
+    assert len(conflicts) == 5
+    assert {c["loser_id"] for c in conflicts} == {r["id"] for r in rows if r["status"] == "superseded"}
+
+
+async def test_a_policy_needs_write_and_a_refused_one_writes_nothing(harness: Harness) -> None:
+    k = await knowledge(harness)
+    policy = await k.propose_policy(ALICE, "security", "Rotate secrets every 90 days")
+    await k.set_grant(OPERATOR, "intern", "security", "read")
+    await settled(harness)
+    before = await stream_last_seq(harness.js, harness.topology.event_stream)
+    intern = Caller("acme", "ivy", "intern")
+    with pytest.raises(InsufficientMemoryPermission, match=r"intern.*read.*needs write"):
+        await k.propose_policy(intern, "security", "Secrets never rotate")
+    with pytest.raises(InsufficientMemoryPermission):
+        await k.supersede_policy(intern, policy, "Secrets never rotate")
+    assert await stream_last_seq(harness.js, harness.topology.event_stream) == before
+    newer = await k.supersede_policy(ALICE, policy, "Rotate secrets every 30 days")
+    await settled(harness)
+    policies = await k.list_policies(ALICE, include_inactive=True)
+    assert [(p["id"], p["active"], p["superseded_by"]) for p in policies] == [
+        (policy, False, newer),
+        (newer, True, None),
+    ]
+
+
+async def test_strict_mode_hides_a_confidential_domain_on_every_read_path(harness: Harness) -> None:
+    k = await knowledge(harness)
+    await k.propose_fact(ALICE, "hr", "salaries", "Salary bands are reviewed every March")
+    await k.propose_fact(ALICE, "ops", "salary-tool", "The salary export tool runs on the ops cluster")
+    await k.propose_policy(ALICE, "hr", "Never share salary bands outside HR")
+    await k.propose_policy(ALICE, "ops", "Page the on-call before restarting the salary export")
+    await settled(harness)
+    intern = Caller("acme", "ivy", "intern")
+    task = "prepare the salary bands review for March"
+
+    async def visible() -> tuple[set[str | None], set[str | None], set[str], str]:
+        facts = {f["domain"] for f in await k.list_facts(intern)}
+        store = await RecallStore.open(harness.pool)
+        found = await Recall(store, None).search(
+            "salary", RecallFilters("acme", readable_domains=await k.readable_domains(intern)), mode="keyword"
+        )
+        searched = {r.memory.get("domain") for r in found.results}
+        pre = await build_preamble(
+            harness.pool, "acme", "ivy", task, readable_domains=await k.readable_domains(intern)
+        )
+        return facts, searched, {p.split("]")[0] for p in pre.policies}, pre.text
+
+    facts, searched, policies, text = await visible()  # compatible mode: reads are not gated
+    assert facts == searched == {"hr", "ops"}
+    assert policies == {"- [hr", "- [ops"}
+
+    await k.set_access_mode(OPERATOR, "strict")
+    await k.set_grant(OPERATOR, "intern", "ops", "read")
+    await k.set_grant(OPERATOR, "*", "hr", "none")
+    await settled(harness)
+    facts, searched, policies, text = await visible()
+    assert facts == searched == {"ops"}
+    assert policies == {"- [ops"}
+    assert "Salary bands" not in text
+    assert "salary bands outside HR" not in text
+    # ... and a role with read on hr sees it again; fact writes now need write.
+    await k.set_grant(OPERATOR, "hr-partner", "hr", "read")
+    await settled(harness)
+    partner = Caller("acme", "hana", "hr-partner")
+    assert {f["domain"] for f in await k.list_facts(partner)} == {"hr", "ops"}
+    with pytest.raises(InsufficientMemoryPermission):
+        await k.propose_fact(partner, "hr", "salaries", "Salary bands are reviewed every April")
+
+
+async def test_repo_and_workspace_domains_of_one_name_are_independent(harness: Harness) -> None:
+    k = await knowledge(harness)
+    ws = await k.propose_fact(ALICE, "architecture", "database", "Services share one PostgreSQL cluster")
+    repo = await k.propose_fact(
+        ALICE, "architecture", "database", "Billing uses its own SQLite file", repo="billing"
+    )
+    await settled(harness)
+    assert (ws.domain, repo.domain) == ("architecture", "repo:billing/architecture")
+    assert await k.list_conflicts(ALICE) == []
+    listed = await k.list_facts(ALICE, repo="billing")
+    assert [f["id"] for f in listed] == [repo.memory_id, ws.memory_id], (
+        "the current repo's memory ranks first"
+    )
+    assert {d["domain"] for d in await k.list_domains(ALICE)} == {"architecture", "repo:billing/architecture"}
+
+
+async def test_notes_are_private_and_reach_only_their_agent(harness: Harness) -> None:
+    k = await knowledge(harness)
+    await k.update_my_notes(ALICE, "I was halfway through the auth refactor")
+    await asyncio.gather(*(k.record_observation(ALICE, f"step {i} done") for i in range(5)))
+    await settled(harness)
+    notes = await k.get_notes(ALICE)
+    assert notes.startswith("I was halfway through the auth refactor")
+    assert sorted(line.split()[-2] for line in notes.splitlines()[1:]) == ["0", "1", "2", "3", "4"]
+    with pytest.raises(InsufficientMemoryPermission, match="private"):
+        await k.get_notes(BOB, "alice")
+    assert await k.get_notes(OPERATOR, "alice") == notes
+    mine = await build_preamble(harness.pool, "acme", "alice", "continue the auth refactor please")
+    theirs = await build_preamble(harness.pool, "acme", "bob", "continue the auth refactor please")
+    assert mine.notes == notes
+    assert notes in mine.text
+    assert theirs.notes is None
+    assert "auth refactor" not in theirs.text
+
+
+async def test_consolidate_promotes_merges_with_provenance_and_archives(harness: Harness) -> None:
+    clock = [datetime.now(UTC)]
+    await harness.start(build_projector)
+    await harness.start(build_conflicts)
+    k = Knowledge(harness.pool, harness.nc, harness.topology, clock=lambda: clock[0])
+    a = await k.propose_fact(
+        ALICE,
+        "ops",
+        "deploys",
+        "Deploys happen on Fridays after the standup",
+        source_observation_ids=["obs-1"],
+    )
+    b = await k.propose_fact(
+        BOB, "ops", "release-day", "deploys happen on fridays after standup", source_observation_ids=["obs-2"]
+    )
+    kept = await k.remember(
+        ALICE, "s1", "The staging database is rebuilt every Sunday", domain="ops", topic="staging"
+    )
+    await k.remember(ALICE, "s1", "the staging database is rebuilt every sunday")
+    stale = await k.remember(ALICE, "s1", "I looked at the dashboard")
+    await settled(harness)
+    clock[0] += timedelta(days=2)
+    report = await k.consolidate(OPERATOR)
+    await settled(harness)
+    assert [p["hot_id"] for p in report.promoted] == [kept.memory_id]
+    assert report.archived == [stale.memory_id]
+    assert report.merged == [{"kept": a.memory_id, "merged": [b.memory_id]}]
+    merged = await harness.pool.fetchrow(
+        "SELECT status, superseded_by FROM memories WHERE id = $1", b.memory_id
+    )
+    assert (merged["status"], merged["superseded_by"]) == ("superseded", a.memory_id)
+    keeper = await harness.pool.fetchrow("SELECT * FROM memories WHERE id = $1", a.memory_id)
+    assert set(keeper["source_observation_ids"]) == {"obs-1", "obs-2"}
+    assert keeper["mention_count"] == 2
+    fact = await harness.pool.fetchrow(
+        "SELECT content, source_observation_ids FROM memories WHERE id = $1", report.promoted[0]["fact_id"]
+    )
+    assert fact["content"] == "The staging database is rebuilt every Sunday"
+    assert kept.memory_id in fact["source_observation_ids"]
+    statuses = {
+        r["id"]: r["status"]
+        for r in await harness.pool.fetch("SELECT id, status FROM memories WHERE tier = 'hot'")
+    }
+    assert statuses[kept.memory_id] == "superseded"
+    assert statuses[stale.memory_id] == "archived"
+    assert set(statuses.values()) == {"superseded", "archived"}
+
+
+async def test_harmonize_corroborates_agreement_and_records_contradiction(harness: Harness) -> None:
+    k = await knowledge(harness)
+    a = await k.propose_fact(ALICE, "infra", "ci", "CI runs on the self-hosted runners", veracity="inferred")
+    b = await k.propose_fact(BOB, "infra", "build", "ci runs on self-hosted runners", veracity="inferred")
+    c = await k.propose_fact(ALICE, "infra", "billing-db", "Billing uses PostgreSQL 15", veracity="inferred")
+    d = await k.propose_fact(BOB, "infra", "database", "Billing uses PostgreSQL 16")
+    await settled(harness)
+    before = await harness.pool.fetchval("SELECT confidence FROM memories WHERE id = $1", a.memory_id)
+    report = await k.harmonize(OPERATOR)
+    await settled(harness)
+    assert report.corroborated == [{"kept": a.memory_id, "merged": [b.memory_id], "agents": ["alice", "bob"]}]
+    assert report.conflicts == [{"winner": d.memory_id, "loser": c.memory_id, "rule": "veracity"}]
+    after = await harness.pool.fetchval("SELECT confidence FROM memories WHERE id = $1", a.memory_id)
+    assert after > before
+    [conflict] = await k.list_conflicts(ALICE)
+    assert conflict["rule"] == "harmonize/veracity"
+    assert (conflict["winner_agent"], conflict["loser_agent"]) == ("bob", "alice")
+
+
+async def test_meeting_decisions_land_in_the_decisions_domain(harness: Harness) -> None:
+    k = await knowledge(harness)
+    out = await k.record_meeting_decisions(
+        ALICE, "weekly sync", ["release-train: Releases ship every second Tuesday", "Adopt ruff for linting"]
+    )
+    await settled(harness)
+    facts = await k.list_facts(ALICE, domain="decisions")
+    assert {(f["topic"], f["memory_type"]) for f in facts} == {
+        ("release-train", "decision"),
+        ("weekly sync #2", "decision"),
+    }
+    assert {o.outcome for o in out} == {"proposed"}
+
+
+async def test_replay_reproduces_facts_policies_grants_conflicts_and_notes(harness: Harness) -> None:
+    k = await knowledge(harness)
+    await k.propose_fact(ALICE, "ops", "deploy-day", "Deploys happen on Fridays")
+    await k.propose_fact(BOB, "ops", "deploy-day", "Deploys happen on Tuesdays")
+    await k.propose_fact(BOB, "ops", "deploy-day", "deploys happen on tuesdays")
+    await k.propose_policy(ALICE, "ops", "Never deploy without a rollback plan")
+    await k.set_grant(OPERATOR, "intern", "ops", "read")
+    await k.set_access_mode(OPERATOR, "strict")
+    await k.update_my_notes(ALICE, "remember the rollback plan")
+    await k.remember(ALICE, "s1", "the deploy checklist lives in the wiki")
+    await settled(harness)
+    last = await stream_last_seq(harness.js, harness.topology.event_stream)
+    async with harness.pool.acquire() as conn:
+        live = await checksum(conn)
+        counts = {
+            t: await conn.fetchval(f"SELECT count(*) FROM {t}")
+            for t in ("conflicts", "policies", "grants", "agent_notes", "domains")
+        }
+    assert all(counts.values()), counts
+    schema = f"replay_{harness.settings.db_schema}"
+    result = await replay_into(harness.nc, harness.settings.database_url or "", harness.topology, schema)
+    try:
+        assert result.last_seq == last
+        assert result.checksum == live
+    finally:
+        await drop_schema(harness.settings.database_url or "", schema)
+
+
+async def test_working_memory_is_bounded_and_survives_a_restart_of_attend(harness: Harness) -> None:
+    await harness.start(build_projector)
+    first = await harness.start(build_attend)
+    for i in range(12):
+        await publish_observation(
+            harness.js,
+            f"the billing migration step {i} finished without errors on the primary cluster",
+            workspace="acme",
+            mind="ops",
+            topology=harness.topology,
+        )
+    k = Knowledge(harness.pool, harness.nc, harness.topology)
+
+    async def held(n: int) -> dict | None:
+        wm = await k.working_memory("acme", "ops")
+        return wm if wm["items"] and await admitted() >= n else None
+
+    async def admitted() -> int:
+        return int(await harness.pool.fetchval("SELECT count(*) FROM memories WHERE workspace = 'acme'"))
+
+    before = await assert_eventually(lambda: held(12))
+    assert before["capacity"] == 9
+    assert len(before["items"]) == 9
+    assert all(item["content"].startswith("the billing migration") for item in before["items"])
+
+    first.shutdown()  # a restart: the new attend process knows nothing but the stream
+    [task] = [t for t in asyncio.all_tasks() if t.get_name() == "attend"]
+    await asyncio.wait_for(task, 10)
+    await harness.start(build_attend)
+    await publish_observation(
+        harness.js,
+        "the billing migration is complete and the old cluster can be retired",
+        workspace="acme",
+        mind="ops",
+        topology=harness.topology,
+    )
+    after = await assert_eventually(lambda: held(13))
+    assert len(after["items"]) == 9
+    kept = {i["memory_id"] for i in before["items"]} & {i["memory_id"] for i in after["items"]}
+    assert len(kept) >= 8, "what was held before the restart is still held"
+    decided = await harness.pool.fetchval(
+        "SELECT payload FROM events WHERE type = 'attention.decided.v1' ORDER BY seq DESC LIMIT 1"
+    )
+    [decision] = json.loads(decided)["decisions"]
+    assert decision["components"]["context"] > 0, "scored for its relevance to what the mind holds"
