@@ -53,6 +53,7 @@ from noema_events import (
 from noema_events.envelope import NAME_PATTERN
 from noema_events.vocabulary import MEMORY_TYPES, VERACITY_WEIGHT, Access, EpistemicKind, MemoryType, Veracity
 
+from .access import AccessControl, Caller, InsufficientMemoryPermission
 from .adapters.jetstream import ConcurrentWrite, EventPublisher, last_on_subject, publish_expecting
 from .client import build_observation
 from .domain.dynamics import initial_confidence
@@ -63,7 +64,6 @@ from .domain.knowledge import (
     clusters,
     compare,
     decide_conflict,
-    effective_access,
     equivalent,
     keeper,
 )
@@ -91,32 +91,6 @@ MAX_NOTES = 32_000
 PROMOTE_IMPORTANCE = 0.6
 """A hot-tier item at least this important is promoted to a fact by consolidate."""
 DECISIONS_DOMAIN = "decisions"
-
-
-class InsufficientMemoryPermission(OperationError):
-    """The caller's role lacks the access this operation needs; nothing was written."""
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who is asking: an agent (with a role) in a workspace, or an operator (all access)."""
-
-    workspace: str
-    agent: str
-    role: str = "agent"
-    operator: bool = False
-
-    def __post_init__(self) -> None:
-        for name in ("workspace", "agent", "role"):
-            if not re.match(NAME_PATTERN, getattr(self, name)):
-                raise OperationError(
-                    f"{name} must be 1-64 letters, digits, '_' or '-' (got {getattr(self, name)!r})"
-                )
-
-    @property
-    def actor(self) -> str:
-        """How events name the caller: the agent, or ``operator:<name>``."""
-        return f"operator:{self.agent}" if self.operator else self.agent
 
 
 @dataclass(frozen=True)
@@ -267,6 +241,7 @@ class Knowledge:
         clock: Callable[[], datetime] = _utcnow,
     ) -> None:
         self.pool = pool
+        self.access_control = AccessControl(pool)
         self._nc = nc
         self._topology = topology
         self._publisher = EventPublisher(nc, topology)
@@ -279,44 +254,14 @@ class Knowledge:
 
     async def access_mode(self, workspace: str) -> str:
         """``compatible`` (default) or ``strict``."""
-        mode = await self.pool.fetchval(
-            "SELECT access_mode FROM workspace_settings WHERE workspace = $1", workspace
-        )
-        return str(mode or "compatible")
-
-    async def _grants(self, workspace: str) -> dict[tuple[str, str], str]:
-        rows = await self.pool.fetch(
-            "SELECT role, domain, access FROM grants WHERE workspace = $1", workspace
-        )
-        return {(r["role"], r["domain"]): r["access"] for r in rows}
-
-    async def access(self, caller: Caller, domain: str) -> str:
-        """The caller's access to a domain key (operators: write)."""
-        if caller.operator:
-            return "write"
-        strict = await self.access_mode(caller.workspace) == "strict"
-        return effective_access(await self._grants(caller.workspace), caller.role, domain, strict)
+        return await self.access_control.access_mode(workspace)
 
     async def readable_domains(self, caller: Caller) -> list[str] | None:
-        """Domains the caller may read, or None when reads are not gated (compatible mode, operators)."""
-        if caller.operator or await self.access_mode(caller.workspace) != "strict":
-            return None
-        grants = await self._grants(caller.workspace)
-        domains = {d for (_, d) in grants} | {
-            r["domain"]
-            for r in await self.pool.fetch(
-                "SELECT domain FROM domains WHERE workspace = $1", caller.workspace
-            )
-        }
-        return sorted(d for d in domains if ACCESS_ORDER[effective_access(grants, caller.role, d, True)] >= 1)
+        """Domains the caller may read, or None when reads are not gated."""
+        return await self.access_control.readable_domains(caller)
 
     async def _require(self, caller: Caller, domain: str, needed: str, what: str) -> None:
-        have = await self.access(caller, domain)
-        if ACCESS_ORDER[have] < ACCESS_ORDER[needed]:
-            raise InsufficientMemoryPermission(
-                f"role {caller.role!r} has {have} access to domain {domain!r} in workspace "
-                f"{caller.workspace!r}; {what} needs {needed}"
-            )
+        await self.access_control.require(caller, domain, needed, what)
 
     async def _domain_events(self, caller: Caller, ref: DomainRef) -> list[Event]:
         """``domain.created`` on first use; in compatible mode it seeds write for every role."""
@@ -346,7 +291,9 @@ class Knowledge:
                     causation_id=created_id,
                     correlation_id=created_id,
                     actor=caller.actor,
-                    payload=GrantChangedPayload(role="*", domain=ref.key, repo=ref.repo, access="write"),
+                    payload=GrantChangedPayload(
+                        role="*", domain=ref.key, repo=ref.repo, access="write", seeded=True
+                    ),
                 )
             )
         return events
@@ -416,7 +363,7 @@ class Knowledge:
     async def list_grants(self, workspace: str) -> list[dict[str, Any]]:
         """Every grant row of a workspace."""
         rows = await self.pool.fetch(
-            "SELECT role, domain, access, changed_by, updated_at FROM grants WHERE workspace = $1 "
+            "SELECT role, domain, access, seeded, changed_by, updated_at FROM grants WHERE workspace = $1 "
             "ORDER BY domain, role",
             workspace,
         )
@@ -814,6 +761,7 @@ class Knowledge:
     async def get_notes(self, caller: Caller, agent: str | None = None) -> str:
         """An agent's notes: readable by that agent and by operators only."""
         agent = agent or caller.agent
+        Caller(caller.workspace, agent)  # a valid agent name, or a clear error
         if agent != caller.agent and not caller.operator:
             raise InsufficientMemoryPermission(f"notes are private: {caller.agent!r} cannot read {agent!r}'s")
         value = await self.pool.fetchval(

@@ -390,6 +390,8 @@ class GrantChangedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=Tru
     repo: str | None = None
     access: Access
     previous: Access | None = None
+    seeded: bool = False
+    """The grant a new domain seeds in compatible mode (every role may write); strict mode ignores it."""
 
 
 class GrantChanged(Event, frozen=True, kw_only=True, tag="grant.changed.v1"):

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import os
 import time
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,16 +19,13 @@ from noema.adapters.embedders import create_embedder
 from noema.adapters.jetstream import EventPublisher, connect, stream_last_seq
 from noema.adapters.postgres import MemoryQueries, ReadModelProjection, checksum, create_pool
 from noema.adapters.postgres import connect as pg_connect
-from noema.adapters.postgres.recall import RecallFilters, RecallStore
-from noema.preamble import build_preamble
-from noema.recall import Recall
 from noema.replay import drop_schema, replay_into
 from noema.runtime import read_state
 from noema.settings import Settings
 from noema.topology import Topology
 from noema_events import ObservationRecorded, encode_event
 
-__all__ = ["CommandError", "memory_list", "memory_search", "memory_show", "publish", "replay", "status"]
+__all__ = ["CommandError", "memory_list", "memory_show", "publish", "replay", "status"]
 
 
 def _http_status(url: str) -> int:
@@ -73,66 +68,6 @@ async def memory_list(
     pool, q = await _queries(settings)
     try:
         return await q.list_recent(workspace=workspace, mind=mind, limit=limit)
-    finally:
-        await pool.close()
-
-
-@dataclass(frozen=True)
-class SearchRequest:
-    """A search as the CLI asks for it."""
-
-    query: str
-    workspace: str | None = None
-    mode: str = "hybrid"
-    profile: str = "hybrid"
-    mind: str | None = None
-    kinds: tuple[str, ...] = ()
-    repo: str | None = None
-    strict: bool = False
-    include_inactive: bool = False
-    limit: int = 10
-
-
-async def memory_search(settings: Settings, request: SearchRequest) -> dict[str, Any]:
-    """search_memory with every component, as plain data."""
-    assert settings.database_url
-    pool = await RecallStore.create_pool(settings.database_url, settings.db_schema, min_size=1, max_size=1)
-    try:
-        embedder = create_embedder(settings.embedder) if request.mode != "keyword" else None
-        recall = Recall(await RecallStore.open(pool), embedder)
-        filters = RecallFilters(
-            workspace=request.workspace,
-            mind=request.mind,
-            kinds=request.kinds,
-            statuses=() if request.include_inactive else ("active",),
-            include_expired=request.include_inactive,
-        )
-        try:
-            response = await recall.search(
-                request.query,
-                filters,
-                mode=request.mode,
-                profile=request.profile,
-                limit=request.limit,
-                strict=request.strict,
-                repo=request.repo,
-            )
-        except ValueError as exc:
-            raise CommandError(str(exc)) from None
-        except asyncpg.PostgresSyntaxError as exc:
-            raise CommandError(f"query not understood: {exc}") from None
-        return dataclasses.asdict(response)
-    finally:
-        await pool.close()
-
-
-async def preamble(
-    settings: Settings, workspace: str, agent: str, task: str, repo: str | None
-) -> dict[str, Any]:
-    """The dispatch preamble as plain data."""
-    pool, _ = await _queries(settings)
-    try:
-        return dataclasses.asdict(await build_preamble(pool, workspace, agent, task, repo))
     finally:
         await pool.close()
 

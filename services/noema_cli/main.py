@@ -7,26 +7,20 @@ Every command finds the running instance from the same data folder / settings as
 
 from __future__ import annotations
 
-import asyncio
-import json
+import dataclasses
 import sys
-from collections.abc import Callable, Coroutine
 from dataclasses import replace
-from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from noema.app import SearchOptions
 from noema.logging import configure_logging
-from noema.runtime import NotRunning, locate
 from noema.settings import Settings, SettingsError
 
-from . import commands
-
-T = TypeVar("T")
+from . import commands, knowledge_cmd
+from .common import DataDir, caller, clip, err, fail, out, print_json, run, run_app, state, use
 
 app = typer.Typer(
     name="noemactl",
@@ -38,54 +32,6 @@ app = typer.Typer(
 memory_app = typer.Typer(help="Inspect long-term memory.", no_args_is_help=True)
 app.add_typer(memory_app, name="memory")
 
-# Piped output (scripts, CI logs) gets wide tables instead of Rich's 80-column default.
-out = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
-
-DATA_DIR_HELP = "Data folder of the embedded instance (default: $NOEMA_DATA_DIR or ./var)."
-
-
-def DataDir() -> Any:
-    """The ``--data-dir`` option, accepted before or after the command name."""
-    return typer.Option(None, "--data-dir", help=DATA_DIR_HELP)
-
-
-def _use(data_dir: Path | None) -> None:
-    if data_dir is not None:
-        state.settings = replace(state.settings, data_dir=data_dir)
-
-
-class _State:
-    settings: Settings
-
-
-state = _State()
-
-
-def _fail(message: str, code: int = 1) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
-    raise typer.Exit(code)
-
-
-def _run(factory: Callable[[Settings], Coroutine[Any, Any, T]]) -> T:
-    """Locate the running instance and run an async command, turning known failures into messages."""
-    try:
-        settings = locate(state.settings)
-    except NotRunning as exc:
-        _fail(str(exc), 2)
-        raise AssertionError from None
-    try:
-        return asyncio.run(factory(settings))
-    except commands.CommandError as exc:
-        _fail(str(exc))
-    except (OSError, TimeoutError) as exc:
-        _fail(f"cannot reach Noema ({exc.__class__.__name__}: {exc}); is `noemactl up` running?", 2)
-    raise AssertionError("unreachable")
-
-
-def _print_json(data: Any) -> None:
-    out.print_json(json.dumps(data, default=lambda o: o.isoformat() if isinstance(o, datetime) else str(o)))
-
 
 @app.callback()
 def _main(
@@ -94,7 +40,7 @@ def _main(
     try:
         settings = Settings.from_env()
     except SettingsError as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
         raise AssertionError from None
     state.settings = replace(settings, data_dir=data_dir) if data_dir else settings
     configure_logging(settings.log_format, "warning")
@@ -110,12 +56,12 @@ def up(data_dir: Path | None = DataDir()) -> None:
     """
     from .supervisor import Supervisor
 
-    _use(data_dir)
+    use(data_dir)
     configure_logging(state.settings.log_format, state.settings.log_level)
     try:
         code = Supervisor(state.settings).run()
     except RuntimeError as exc:
-        _fail(str(exc))
+        fail(str(exc))
         return
     raise typer.Exit(code)
 
@@ -140,7 +86,7 @@ def observe(
 
     Example: noemactl observe "the deploy key rotates on Fridays" --workspace acme --mind ops
     """
-    _use(data_dir)
+    use(data_dir)
     from noema.client import InvalidObservation, build_observation
 
     try:
@@ -154,11 +100,11 @@ def observe(
             observation_id=observation_id,
         )
     except InvalidObservation as exc:
-        _fail(f"invalid observation: {exc}", 2)
+        fail(f"invalid observation: {exc}", 2)
         return
-    seq = _run(lambda s: commands.publish(s, obs))
+    seq = run(lambda s: commands.publish(s, obs))
     if as_json:
-        _print_json({"observation_id": obs.id, "seq": seq})
+        print_json({"observation_id": obs.id, "seq": seq})
     else:
         out.print(f"observation {obs.id} stored at seq {seq}")
 
@@ -175,10 +121,10 @@ def memory_list(
 
     Example: noemactl memory list --workspace acme
     """
-    _use(data_dir)
-    rows = _run(lambda s: commands.memory_list(s, workspace, mind, limit))
+    use(data_dir)
+    rows = run(lambda s: commands.memory_list(s, workspace, mind, limit))
     if as_json:
-        _print_json(rows)
+        print_json(rows)
         return
     table = Table("id", "workspace/mind", "kind", "status", "activation", "content", "created")
     for r in rows:
@@ -188,7 +134,7 @@ def memory_list(
             r["kind"],
             r["status"],
             f"{r['activation']:.3f}",
-            _clip(r["content"]),
+            clip(r["content"]),
             r["created_at"].isoformat(timespec="seconds"),
         )
     out.print(table)
@@ -207,6 +153,10 @@ def memory_search(
     include_inactive: bool = typer.Option(False, help="Also retracted, superseded, archived, expired."),
     limit: int = typer.Option(10, min=1, max=100),
     explain: bool = typer.Option(False, "--explain", help="Show every score component."),
+    agent: str | None = typer.Option(None, "--agent", "-a", help="Search as this agent (needs --workspace)."),
+    role: str | None = typer.Option(
+        None, "--role", "-r", help="Search with this role's grants (strict mode)."
+    ),
     data_dir: Path | None = DataDir(),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
@@ -214,22 +164,23 @@ def memory_search(
 
     Example: noemactl memory search "deploy key" --workspace acme --explain
     """
-    _use(data_dir)
-    request = commands.SearchRequest(
-        query=query,
-        workspace=workspace,
+    use(data_dir)
+    options = SearchOptions(
         mode=mode,
         profile=profile,
+        limit=limit,
         mind=mind,
         kinds=tuple(kind or ()),
         repo=repo,
         strict=strict,
         include_inactive=include_inactive,
-        limit=limit,
     )
-    response = _run(lambda s: commands.memory_search(s, request))
+    if (agent or role) and not workspace:
+        fail("--agent/--role search inside one workspace: give --workspace too", 2)
+    who = caller(workspace, agent, role) if (agent or role) and workspace else None
+    response = dataclasses.asdict(run_app(lambda app: app.search(who, query, options, workspace)))
     if as_json:
-        _print_json(response)
+        print_json(response)
         return
     if not response["results"]:
         out.print("no matching memories")
@@ -255,7 +206,7 @@ def memory_search(
             r["id"][:8],
             f"{m.get('workspace')}/{m.get('mind')}",
             f"{r['score']:.3f}",
-            _clip(r["content"], 60),
+            clip(r["content"], 60),
             f"memory.created #{m.get('origin_seq')} ({str(m.get('origin_event', ''))[:8]})",
         ]
         if explain:
@@ -282,13 +233,13 @@ def memory_show(
 
     Example: noemactl memory show 3f0c1a2b
     """
-    _use(data_dir)
-    row = _run(lambda s: commands.memory_show(s, memory_id))
+    use(data_dir)
+    row = run(lambda s: commands.memory_show(s, memory_id))
     if row is None:
-        _fail(f"no memory {memory_id}")
+        fail(f"no memory {memory_id}")
         return
     if as_json:
-        _print_json(row)
+        print_json(row)
         return
     table = Table("field", "value", show_header=False)
     for key, value in row.items():
@@ -302,7 +253,7 @@ def memory_show(
             rel.add_row(
                 r["relation"],
                 r["direction"],
-                f"{other[:8]} {_clip(r['other_content'], 50)}",
+                f"{other[:8]} {clip(r['other_content'], 50)}",
                 f"{r['confidence']:.2f}",
                 r["source"],
             )
@@ -338,10 +289,10 @@ def memory_relate(
 
     Example: noemactl memory relate 3f0c1a2b 9a0d822b --relation supports
     """
-    _use(data_dir)
-    rel_id = _run(lambda s: commands.relate(s, from_id, to_id, relation, confidence, source))
+    use(data_dir)
+    rel_id = run(lambda s: commands.relate(s, from_id, to_id, relation, confidence, source))
     if as_json:
-        _print_json({"relationship_id": rel_id})
+        print_json({"relationship_id": rel_id})
     else:
         out.print(f"relationship {rel_id} published")
 
@@ -358,9 +309,9 @@ def memory_embed_missing(
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-    _use(data_dir)
+    use(data_dir)
     if state.settings.embedder == "none":
-        _fail("no embedder configured (NOEMA_EMBEDDER=none)", 2)
+        fail("no embedder configured (NOEMA_EMBEDDER=none)", 2)
     with Progress(
         "[progress.description]{task.description}",
         BarColumn(),
@@ -374,9 +325,9 @@ def memory_embed_missing(
         def report(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        result = _run(lambda s: commands.embed_missing(s, batch, report))
+        result = run(lambda s: commands.embed_missing(s, batch, report))
     if as_json:
-        _print_json(result)
+        print_json(result)
     else:
         out.print(f"embedded {result['embedded']} memories with {result['model']} ({result['per_s']:.1f}/s)")
 
@@ -388,6 +339,9 @@ def preamble(
     agent: str = typer.Option(
         ..., "--agent", "-a", help="The agent being dispatched (its notes are included)."
     ),
+    role: str = typer.Option(
+        "agent", "--role", "-r", help="The agent's role (its grants apply in strict mode)."
+    ),
     repo: str | None = typer.Option(None, help="Current repository: its facts rank first."),
     data_dir: Path | None = DataDir(),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -396,10 +350,11 @@ def preamble(
 
     Example: noemactl preamble "rotate the deploy key for the billing service" -w acme -a ops
     """
-    _use(data_dir)
-    result = _run(lambda s: commands.preamble(s, workspace, agent, task, repo))
+    use(data_dir)
+    who = caller(workspace, agent, role)
+    result = dataclasses.asdict(run_app(lambda app: app.preamble(who, task, repo)))
     if as_json:
-        _print_json(result)
+        print_json(result)
     else:
         out.print(result["text"], highlight=False, markup=False)
 
@@ -414,10 +369,10 @@ def decay_tick(
 
     Example: noemactl decay-tick --workspace acme
     """
-    _use(data_dir)
-    ticked = _run(lambda s: commands.decay(s, workspace or None))
+    use(data_dir)
+    ticked = run(lambda s: commands.decay(s, workspace or None))
     if as_json:
-        _print_json({"workspaces": ticked})
+        print_json({"workspaces": ticked})
     else:
         out.print(f"decay tick published for {len(ticked)} workspace(s): {', '.join(ticked) or '-'}")
 
@@ -436,10 +391,10 @@ def replay(
 
     Example: noemactl replay
     """
-    _use(data_dir)
-    result = _run(lambda s: commands.replay(s, until_seq, keep))
+    use(data_dir)
+    result = run(lambda s: commands.replay(s, until_seq, keep))
     if as_json:
-        _print_json(result)
+        print_json(result)
     else:
         out.print(f"events replayed: {result['events']} (through seq {result['last_seq']})")
         out.print(f"replay checksum: {result['checksum']}")
@@ -464,10 +419,10 @@ def status(
 
     Example: noemactl status
     """
-    _use(data_dir)
-    report = _run(commands.status)
+    use(data_dir)
+    report = run(commands.status)
     if as_json:
-        _print_json(report)
+        print_json(report)
     else:
         for check in report["checks"]:
             mark = "[green]ok[/]" if check["ok"] else "[red]FAIL[/]"
@@ -476,9 +431,7 @@ def status(
         raise typer.Exit(1)
 
 
-def _clip(text: str, width: int = 70) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+knowledge_cmd.register(app)
 
 
 def main() -> None:

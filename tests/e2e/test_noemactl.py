@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -136,3 +137,114 @@ def test_status_explains_what_is_wrong_when_nothing_runs(tmp_path: Path) -> None
     assert result.returncode != 0
     assert "no running Noema" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _eventually_json(data_dir: Path, *args: str, until: Any, timeout: float = 10.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = json.loads(ctl(data_dir, *args, "--json").stdout)
+        if until(value) or time.monotonic() > deadline:
+            return value
+        time.sleep(0.2)
+
+
+def test_knowledge_commands_facts_conflicts_grants_policies_notes(data_dir: Path) -> None:
+    up = start(data_dir)
+    try:
+        for day in ("Fridays", "Tuesdays"):
+            ctl(
+                data_dir,
+                "fact",
+                "propose",
+                f"Deploys happen on {day}",
+                *"-w acme -d ops -t deploy-day".split(),
+            )
+        conflicts = _eventually_json(data_dir, "conflicts", "-w", "acme", until=bool)
+        assert [(c["winner_content"], c["loser_content"], c["rule"]) for c in conflicts] == [
+            ("Deploys happen on Tuesdays", "Deploys happen on Fridays", "recency")
+        ]
+        ctl(
+            data_dir,
+            "fact",
+            "propose",
+            "Salary bands are reviewed in March",
+            "-w",
+            "acme",
+            "-d",
+            "hr",
+            "-t",
+            "pay",
+        )
+        ctl(data_dir, "grant", "mode", "strict", "-w", "acme")
+        ctl(data_dir, "grant", "set", "intern", "ops", "read", "-w", "acme")
+        grants = _eventually_json(
+            data_dir,
+            "grant",
+            "list",
+            "-w",
+            "acme",
+            until=lambda g: g["access_mode"] == "strict" and g["grants"],
+        )
+        assert {(g["role"], g["domain"], g["access"]) for g in grants["grants"]} >= {
+            ("intern", "ops", "read")
+        }
+        seen = json.loads(ctl(data_dir, "fact", "list", "-w", "acme", "--role", "intern", "--json").stdout)
+        assert {f["domain"] for f in seen} == {"ops"}, "strict mode: hr is invisible to an intern"
+
+        refused = ctl(
+            data_dir,
+            "policy",
+            "propose",
+            "Deploy any day",
+            "-w",
+            "acme",
+            "-d",
+            "ops",
+            "-r",
+            "intern",
+            check=False,
+        )
+        assert refused.returncode == 3
+        assert "not permitted" in refused.stderr
+        assert "Traceback" not in refused.stderr
+        ctl(data_dir, "policy", "propose", "Never deploy without a rollback plan", "-w", "acme", "-d", "ops")
+        ctl(data_dir, "notes", "set", "halfway through the auth refactor", "-w", "acme", "-a", "ops-agent")
+        notes = _eventually_json(
+            data_dir, "notes", "show", "-w", "acme", "-a", "ops-agent", until=lambda n: n["notes"]
+        )
+        assert notes["notes"] == "halfway through the auth refactor"
+        preamble = ctl(
+            data_dir,
+            "preamble",
+            "plan the next deploy of the billing service",
+            "-w",
+            "acme",
+            "-a",
+            "ops-agent",
+            "-r",
+            "intern",
+        ).stdout
+        assert "- [ops] Never deploy without a rollback plan" in preamble
+        assert "halfway through the auth refactor" in preamble
+
+        bad = ctl(data_dir, "grant", "set", "intern", "ops", "admin", "-w", "acme", check=False)
+        assert bad.returncode == 2
+        assert "access must be one of" in bad.stderr
+
+        ctl(
+            data_dir,
+            "observe",
+            "the billing migration finished on the primary cluster",
+            "-w",
+            "acme",
+            "-m",
+            "ops",
+        )
+        wm = _eventually_json(data_dir, "wm", "show", "-w", "acme", "-m", "ops", until=lambda w: w["items"])
+        assert wm["items"][0]["content"] == "the billing migration finished on the primary cluster"
+        assert json.loads(ctl(data_dir, "consolidate", "-w", "acme", "--json").stdout)["merged"] == []
+        assert json.loads(ctl(data_dir, "harmonize", "-w", "acme", "--json").stdout)["conflicts"] == []
+        replayed = json.loads(ctl(data_dir, "replay", "--json").stdout)
+        assert replayed["match"] is True
+    finally:
+        assert stop(up) == 0

@@ -105,12 +105,12 @@ async def grant_changed(conn: asyncpg.Connection, run: Sequence[Projected]) -> N
         ev = item.event
         assert isinstance(ev, GrantChanged)
         p = ev.payload
-        args.append((ev.workspace, p.role, p.domain, p.access, ev.actor, ev.occurred_at, ev.id))
+        args.append((ev.workspace, p.role, p.domain, p.access, ev.actor, ev.occurred_at, ev.id, p.seeded))
     await conn.executemany(
-        """INSERT INTO grants (workspace, role, domain, access, changed_by, updated_at, origin_event)
-           VALUES ($1, $2, $3, $4, $5, $6, $7)
+        """INSERT INTO grants (workspace, role, domain, access, changed_by, updated_at, origin_event, seeded)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
            ON CONFLICT (workspace, role, domain) DO UPDATE SET access = $4, changed_by = $5,
-               updated_at = $6, origin_event = $7""",
+               updated_at = $6, origin_event = $7, seeded = $8""",
         args,
     )
 

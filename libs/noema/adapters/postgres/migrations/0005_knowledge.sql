@@ -18,12 +18,14 @@ CREATE TABLE domains (
     PRIMARY KEY (workspace, domain)
 );
 
--- role '*' is a domain's every-role grant (what a new domain seeds in compatible mode).
+-- role '*' is a domain's every-role grant; 'seeded' marks the one a new domain seeds in compatible
+-- mode, which strict mode ignores.
 CREATE TABLE grants (
     workspace     text NOT NULL,
     role          text NOT NULL,
     domain        text NOT NULL,
     access        text NOT NULL CHECK (access IN ('none', 'read', 'write')),
+    seeded        boolean NOT NULL DEFAULT false,
     changed_by    text NOT NULL,
     updated_at    timestamptz NOT NULL,
     origin_event  text NOT NULL,

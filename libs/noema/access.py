@@ -1,0 +1,98 @@
+"""Who is calling and what they may do: callers, roles, access grants and the access mode (SPEC §7).
+
+Compatible mode (the default): no grant row means read; a new domain seeds write for every role
+(``*``); reads are not gated. Strict mode (per workspace): no row means none, and every read path
+(search, preamble, fact and policy lists) shows only domains the caller's role may read. Operators
+have write everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import asyncpg
+
+from noema_events.envelope import NAME_PATTERN
+
+from .domain.knowledge import ACCESS_ORDER, effective_access
+from .operations import OperationError
+
+__all__ = ["AccessControl", "Caller", "InsufficientMemoryPermission"]
+
+
+class InsufficientMemoryPermission(OperationError):
+    """The caller's role lacks the access this operation needs; nothing was written."""
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is asking: an agent (with a role) in a workspace, or an operator (all access)."""
+
+    workspace: str
+    agent: str
+    role: str = "agent"
+    operator: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("workspace", "agent", "role"):
+            if not re.match(NAME_PATTERN, getattr(self, name)):
+                raise OperationError(
+                    f"{name} must be 1-64 letters, digits, '_' or '-' (got {getattr(self, name)!r})"
+                )
+
+    @property
+    def actor(self) -> str:
+        """How events name the caller: the agent, or ``operator:<name>``."""
+        return f"operator:{self.agent}" if self.operator else self.agent
+
+
+class AccessControl:
+    """Reads grants and the access mode from the read model."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    async def access_mode(self, workspace: str) -> str:
+        """``compatible`` (default) or ``strict``."""
+        mode = await self.pool.fetchval(
+            "SELECT access_mode FROM workspace_settings WHERE workspace = $1", workspace
+        )
+        return str(mode or "compatible")
+
+    async def grants(self, workspace: str) -> dict[tuple[str, str], str]:
+        """(role, domain) → access; in strict mode without the seeds of compatible mode."""
+        rows = await self.pool.fetch(
+            "SELECT role, domain, access FROM grants WHERE workspace = $1 AND NOT (seeded AND $2::boolean)",
+            workspace,
+            await self.access_mode(workspace) == "strict",
+        )
+        return {(r["role"], r["domain"]): r["access"] for r in rows}
+
+    async def access(self, caller: Caller, domain: str) -> str:
+        """The caller's access to a domain key (operators: write)."""
+        if caller.operator:
+            return "write"
+        strict = await self.access_mode(caller.workspace) == "strict"
+        return effective_access(await self.grants(caller.workspace), caller.role, domain, strict)
+
+    async def readable_domains(self, caller: Caller) -> list[str] | None:
+        """Domains the caller may read, or None when reads are not gated (compatible mode, operators)."""
+        if caller.operator or await self.access_mode(caller.workspace) != "strict":
+            return None
+        grants = await self.grants(caller.workspace)
+        domains = {d for (_, d) in grants} | {
+            r["domain"]
+            for r in await self.pool.fetch(
+                "SELECT domain FROM domains WHERE workspace = $1", caller.workspace
+            )
+        }
+        return sorted(d for d in domains if ACCESS_ORDER[effective_access(grants, caller.role, d, True)] >= 1)
+
+    async def require(self, caller: Caller, domain: str, needed: str, what: str) -> None:
+        have = await self.access(caller, domain)
+        if ACCESS_ORDER[have] < ACCESS_ORDER[needed]:
+            raise InsufficientMemoryPermission(
+                f"role {caller.role!r} has {have} access to domain {domain!r} in workspace "
+                f"{caller.workspace!r}; {what} needs {needed}"
+            )

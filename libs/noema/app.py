@@ -1,0 +1,158 @@
+"""The application layer every surface calls: the CLI, the HTTP API, the MCP server and the NATS
+service hold one :class:`Noema` and call its methods, so none re-implements logic.
+
+It owns one PostgreSQL pool (pgvector-aware, for recall) and one NATS connection, and composes the
+operations: recall (search), the dispatch preamble, observations, knowledge (facts, policies,
+grants, notes, hot tier, maintenance) and access control. Reads honour the caller's grants in strict
+mode; writes go through events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+from nats.aio.client import Client as NATS
+
+from noema_events import encode_event
+
+from .access import AccessControl, Caller, InsufficientMemoryPermission
+from .adapters.embedders import Embedder, create_embedder
+from .adapters.jetstream import connect
+from .adapters.postgres.recall import RecallFilters, RecallStore
+from .client import build_observation
+from .knowledge import Knowledge
+from .operations import OperationError
+from .preamble import Preamble, build_preamble
+from .recall import Recall, SearchResponse
+from .settings import Settings
+from .topology import Topology
+
+__all__ = ["Caller", "InsufficientMemoryPermission", "Noema", "OperationError", "SearchOptions"]
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """What a search may be narrowed to, besides the caller's workspace."""
+
+    mode: str = "hybrid"
+    profile: str = "hybrid"
+    limit: int = 10
+    mind: str | None = None
+    kinds: Sequence[str] = ()
+    epistemic_kinds: Sequence[str] = ()
+    domains: Sequence[str] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+    repo: str | None = None
+    strict: bool = False
+    include_inactive: bool = False
+
+
+class Noema:
+    """One running Noema, as seen by a surface."""
+
+    def __init__(self, settings: Settings, pool: asyncpg.Pool, nc: NATS, store: RecallStore) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.nc = nc
+        self.topology = Topology(settings.prefix)
+        self.access = AccessControl(pool)
+        self.knowledge = Knowledge(pool, nc, self.topology)
+        self._store = store
+        self._embedder: Embedder | None = None
+        self._embedder_loaded = False
+        self._embedder_lock = asyncio.Lock()
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(
+        cls, settings: Settings, *, name: str = "noema", pool_size: int = 4
+    ) -> AsyncIterator[Noema]:
+        """Connect to the (located) servers; closes everything on exit."""
+        assert settings.nats_url, "settings must be located (see noema.runtime.locate)"
+        assert settings.database_url, "settings must be located (see noema.runtime.locate)"
+        pool = await RecallStore.create_pool(
+            settings.database_url, settings.db_schema, app=name, min_size=1, max_size=pool_size
+        )
+        try:
+            nc = await connect(settings.nats_url, name=name)
+            try:
+                yield cls(settings, pool, nc, await RecallStore.open(pool))
+            finally:
+                await nc.close()
+        finally:
+            await pool.close()
+
+    async def embedder(self) -> Embedder | None:
+        """The query embedder (loaded on first use; None when NOEMA_EMBEDDER=none)."""
+        async with self._embedder_lock:
+            if not self._embedder_loaded:
+                self._embedder = await asyncio.to_thread(create_embedder, self.settings.embedder)
+                self._embedder_loaded = True
+        return self._embedder
+
+    async def search(
+        self, caller: Caller | None, query: str, options: SearchOptions, workspace: str | None = None
+    ) -> SearchResponse:
+        """search_memory: an agent's search is scoped to its workspace and honours its grants; an
+        operator (``caller`` None) may search one workspace or all."""
+        readable = await self.access.readable_domains(caller) if caller else None
+        filters = RecallFilters(
+            workspace=caller.workspace if caller else workspace,
+            mind=options.mind,
+            kinds=tuple(options.kinds),
+            epistemic_kinds=tuple(options.epistemic_kinds),
+            domains=tuple(options.domains),
+            statuses=() if options.include_inactive else ("active",),
+            since=options.since,
+            until=options.until,
+            include_expired=options.include_inactive,
+            readable_domains=readable,
+        )
+        embedder = await self.embedder() if options.mode != "keyword" else None
+        recall = Recall(self._store, embedder)
+        try:
+            return await recall.search(
+                query,
+                filters,
+                mode=options.mode,
+                profile=options.profile,
+                limit=options.limit,
+                strict=options.strict,
+                repo=options.repo,
+            )
+        except asyncpg.PostgresSyntaxError as exc:
+            raise OperationError(f"query not understood: {exc}") from None
+        except ValueError as exc:
+            raise OperationError(str(exc)) from None
+
+    async def preamble(self, caller: Caller, task: str, repo: str | None = None) -> Preamble:
+        """The dispatch preamble for the calling agent (honouring its grants in strict mode)."""
+        return await build_preamble(
+            self.pool,
+            caller.workspace,
+            caller.agent,
+            task,
+            repo,
+            self._store.term_stats,
+            await self.access.readable_domains(caller),
+        )
+
+    async def observe(self, caller: Caller, content: str, **fields: Any) -> dict[str, Any]:
+        """Publish an observation of the caller's mind; returns its id and stream sequence."""
+        try:
+            obs = build_observation(content, workspace=caller.workspace, mind=caller.agent, **fields)
+        except ValueError as exc:
+            raise OperationError(str(exc)) from None
+        ack = await self.nc.jetstream().publish(
+            self.topology.observation_subject(obs.workspace, obs.mind),
+            encode_event(obs),
+            headers={"Nats-Msg-Id": obs.id},
+        )
+        return {"observation_id": obs.id, "seq": int(ack.seq), "duplicate": bool(ack.duplicate)}

@@ -1,0 +1,134 @@
+"""What every ``noemactl`` command shares: consoles, the located settings, running async work and
+turning known failures into messages with distinct exit codes (1 failed, 2 bad input or not running,
+3 not permitted)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Coroutine
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+
+from noema.access import Caller, InsufficientMemoryPermission
+from noema.app import Noema
+from noema.operations import OperationError
+from noema.runtime import NotRunning, locate
+from noema.settings import Settings
+
+from . import commands
+
+__all__ = [
+    "DataDir",
+    "JsonOption",
+    "caller",
+    "clip",
+    "err",
+    "fail",
+    "out",
+    "print_json",
+    "run",
+    "run_app",
+    "state",
+    "use",
+]
+
+T = TypeVar("T")
+
+# Piped output (scripts, CI logs) gets wide tables instead of Rich's 80-column default.
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+DATA_DIR_HELP = "Data folder of the embedded instance (default: $NOEMA_DATA_DIR or ./var)."
+
+
+def DataDir() -> Any:
+    """The ``--data-dir`` option, accepted before or after the command name."""
+    return typer.Option(None, "--data-dir", help=DATA_DIR_HELP)
+
+
+def use(data_dir: Path | None) -> None:
+    """Apply a ``--data-dir`` given after the command name."""
+    if data_dir is not None:
+        state.settings = replace(state.settings, data_dir=data_dir)
+
+
+class _State:
+    settings: Settings
+
+
+state = _State()
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print an error and exit with ``code``."""
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def run(factory: Callable[[Settings], Coroutine[Any, Any, T]]) -> T:
+    """Locate the running instance and run an async command, turning known failures into messages."""
+    try:
+        settings = locate(state.settings)
+    except NotRunning as exc:
+        fail(str(exc), 2)
+    try:
+        return asyncio.run(factory(settings))
+    except commands.CommandError as exc:
+        fail(str(exc))
+    except (OSError, TimeoutError) as exc:
+        fail(f"cannot reach Noema ({exc.__class__.__name__}: {exc}); is `noemactl up` running?", 2)
+
+
+def print_json(data: Any) -> None:
+    out.print_json(json.dumps(data, default=lambda o: o.isoformat() if isinstance(o, datetime) else str(o)))
+
+
+def JsonOption() -> Any:
+    """The ``--json`` option."""
+    return typer.Option(False, "--json", help="Print JSON instead of a table.")
+
+
+def run_app(work: Callable[[Noema], Coroutine[Any, Any, T]]) -> T:
+    """Run ``work`` against the running instance's application layer."""
+
+    async def go(settings: Settings) -> T:
+        async with Noema.open(settings, name="noemactl", pool_size=2) as app:
+            return await work(app)
+
+    try:
+        return run(go)
+    except InsufficientMemoryPermission as exc:
+        fail(f"not permitted: {exc}", 3)
+    except OperationError as exc:
+        fail(str(exc), 2)
+
+
+def operator_name() -> str:
+    """The operator running the CLI ($USER, made a valid name; ``cli`` when unknown)."""
+    name = re.sub(r"[^A-Za-z0-9_-]", "-", os.environ.get("USER") or "cli")[:64]
+    return name or "cli"
+
+
+def caller(workspace: str, agent: str | None = None, role: str | None = None) -> Caller:
+    """As the agent named by --agent (with --role), else as the operator running the CLI."""
+    try:
+        if agent is None and role is None:
+            return Caller(workspace, operator_name(), "operator", operator=True)
+        return Caller(workspace, agent or operator_name(), role or "agent")
+    except OperationError as exc:
+        fail(str(exc), 2)
+
+
+def clip(text: str, width: int = 70) -> str:
+    """One line of at most ``width`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
