@@ -157,7 +157,7 @@ def test_knowledge_commands_facts_conflicts_grants_policies_notes(data_dir: Path
                 "fact",
                 "propose",
                 f"Deploys happen on {day}",
-                *"-w acme -d ops -t deploy-day".split(),
+                *["-w", "acme", "-d", "ops", "-t", "deploy-day"],
             )
         conflicts = _eventually_json(data_dir, "conflicts", "-w", "acme", until=bool)
         assert [(c["winner_content"], c["loser_content"], c["rule"]) for c in conflicts] == [
