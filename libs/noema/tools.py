@@ -1,0 +1,395 @@
+"""The agent tools (SPEC §10), defined once: typed inputs, descriptions and what each does, for every
+agent-facing surface (the MCP server and the NATS service expose exactly these).
+
+Each tool takes the calling agent's identity (:class:`~noema.access.Caller`, from the surface's
+configuration or its transport, never from a tool argument) and a validated input Struct, and
+returns plain JSON-able data. Unknown input fields are rejected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from .access import Caller
+from .app import Noema, SearchOptions
+
+__all__ = ["TOOLS", "Tool", "ToolInputError", "call_tool", "decode_input", "input_schema"]
+
+Text = Annotated[str, msgspec.Meta(min_length=1, max_length=32_000)]
+Short = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+
+
+class _Input(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """Base of tool inputs."""
+
+
+class SearchMemoryInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """search_memory arguments."""
+
+    query: Annotated[str, msgspec.Meta(min_length=1, max_length=2_000, description="What to recall.")]
+    mode: Literal["keyword", "semantic", "hybrid"] = "hybrid"
+    limit: Annotated[int, msgspec.Meta(ge=1, le=50)] = 10
+    kinds: list[Literal["episodic", "semantic", "procedural", "autobiographical"]] = []
+    domains: list[Short] = []
+    mind: Short | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    repo: Short | None = None
+    explain: bool = False
+    """Include every score component of each result."""
+
+
+class ProposeFactInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """propose_fact arguments."""
+
+    domain: Annotated[
+        str, msgspec.Meta(min_length=1, max_length=200, description="e.g. ops, repo:billing/arch")
+    ]
+    topic: Short
+    content: Text
+    veracity: Literal["stated", "tool", "imported", "inferred"] = "stated"
+    memory_type: Short = "fact"
+    source_observation_ids: list[Short] = []
+    repo: Short | None = None
+    valid_until: datetime | None = None
+
+
+class SupersedeFactInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """supersede_fact arguments."""
+
+    fact_id: Short
+    content: Text
+    reason: Annotated[str, msgspec.Meta(max_length=2_000)] = ""
+    veracity: Literal["stated", "tool", "imported", "inferred"] = "stated"
+
+
+class ProposePolicyInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """propose_policy arguments."""
+
+    domain: Short
+    rule: Text
+    repo: Short | None = None
+    required_role: Short | None = None
+    source_fact_ids: list[Short] = []
+
+
+class SupersedePolicyInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """supersede_policy arguments."""
+
+    policy_id: Short
+    rule: Text | None = None
+    reason: Annotated[str, msgspec.Meta(max_length=2_000)] = ""
+
+
+class RememberInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """remember arguments."""
+
+    session: Short
+    content: Text
+    domain: Short | None = None
+    topic: Short | None = None
+    importance: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] | None = None
+
+
+class ConsolidateInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """consolidate_memory arguments."""
+
+    domain: Short | None = None
+    stale_after_hours: Annotated[float, msgspec.Meta(ge=0.0, le=24 * 365)] = 24.0
+
+
+class HarmonizeInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """harmonize_memory arguments."""
+
+    domain: Short | None = None
+
+
+class ListConflictsInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """list_memory_conflicts arguments."""
+
+    domain: Short | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=500)] = 50
+
+
+class RecordObservationInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """record_observation arguments."""
+
+    content: Text
+
+
+class UpdateNotesInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """update_my_notes arguments."""
+
+    notes: Annotated[str, msgspec.Meta(max_length=32_000)]
+
+
+class PreambleInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """get_preamble arguments."""
+
+    task: Annotated[str, msgspec.Meta(max_length=8_000)]
+    repo: Short | None = None
+
+
+class ToolInputError(ValueError):
+    """The input does not match the tool's schema; the message says where."""
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _plain(dataclasses.asdict(value))
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+async def _search(app: Noema, who: Caller, a: SearchMemoryInput) -> Any:
+    options = SearchOptions(
+        mode=a.mode,
+        limit=a.limit,
+        kinds=tuple(a.kinds),
+        domains=tuple(a.domains),
+        mind=a.mind,
+        since=a.since,
+        until=a.until,
+        repo=a.repo,
+    )
+    response = await app.search(who, a.query, options)
+    results = []
+    for r in response.results:
+        m = r.memory
+        item: dict[str, Any] = {
+            "id": r.id,
+            "content": r.content,
+            "score": round(r.score, 6),
+            "kind": m.get("kind"),
+            "epistemic_kind": m.get("epistemic_kind"),
+            "domain": m.get("domain"),
+            "topic": m.get("topic"),
+            "mind": m.get("mind"),
+            "when": m.get("happened_at") or m.get("created_at"),
+            "confidence": m.get("confidence"),
+        }
+        if a.explain:
+            item["components"] = r.components
+        results.append(item)
+    out: dict[str, Any] = {"query": response.query, "mode": response.mode, "results": results}
+    if a.explain:
+        out["intent"] = response.intent
+        out["weights"] = response.weights
+    return out
+
+
+async def _propose_fact(app: Noema, who: Caller, a: ProposeFactInput) -> Any:
+    return await app.knowledge.propose_fact(
+        who,
+        a.domain,
+        a.topic,
+        a.content,
+        veracity=a.veracity,
+        memory_type=a.memory_type,
+        source_observation_ids=a.source_observation_ids,
+        repo=a.repo,
+        valid_until=a.valid_until,
+    )
+
+
+async def _supersede_fact(app: Noema, who: Caller, a: SupersedeFactInput) -> Any:
+    return await app.knowledge.supersede_fact(who, a.fact_id, a.content, reason=a.reason, veracity=a.veracity)
+
+
+async def _propose_policy(app: Noema, who: Caller, a: ProposePolicyInput) -> Any:
+    policy_id = await app.knowledge.propose_policy(
+        who, a.domain, a.rule, repo=a.repo, required_role=a.required_role, source_fact_ids=a.source_fact_ids
+    )
+    return {"policy_id": policy_id}
+
+
+async def _supersede_policy(app: Noema, who: Caller, a: SupersedePolicyInput) -> Any:
+    new = await app.knowledge.supersede_policy(who, a.policy_id, a.rule, reason=a.reason)
+    return {"policy_id": new, "superseded": a.policy_id, "deactivated": new is None}
+
+
+async def _remember(app: Noema, who: Caller, a: RememberInput) -> Any:
+    return await app.knowledge.remember(
+        who, a.session, a.content, domain=a.domain, topic=a.topic, importance=a.importance
+    )
+
+
+async def _consolidate(app: Noema, who: Caller, a: ConsolidateInput) -> Any:
+    return await app.knowledge.consolidate(who, a.domain, stale_after=timedelta(hours=a.stale_after_hours))
+
+
+async def _harmonize(app: Noema, who: Caller, a: HarmonizeInput) -> Any:
+    return await app.knowledge.harmonize(who, a.domain)
+
+
+async def _conflicts(app: Noema, who: Caller, a: ListConflictsInput) -> Any:
+    return {"conflicts": await app.knowledge.list_conflicts(who, a.domain, a.limit)}
+
+
+async def _record_observation(app: Noema, who: Caller, a: RecordObservationInput) -> Any:
+    return {"observation_id": await app.knowledge.record_observation(who, a.content)}
+
+
+async def _update_notes(app: Noema, who: Caller, a: UpdateNotesInput) -> Any:
+    await app.knowledge.update_my_notes(who, a.notes)
+    return {"agent": who.agent, "characters": len(a.notes)}
+
+
+async def _preamble(app: Noema, who: Caller, a: PreambleInput) -> Any:
+    p = await app.preamble(who, a.task, a.repo)
+    return {"text": p.text, "policies": p.policies, "notes": p.notes, "facts": p.facts}
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One agent tool: its name, what it is for, its input type and what it does."""
+
+    name: str
+    description: str
+    input: type[_Input]
+    run: Callable[[Noema, Caller, Any], Awaitable[Any]]
+    mutates: bool
+
+
+TOOLS: dict[str, Tool] = {
+    t.name: t
+    for t in (
+        Tool(
+            "search_memory",
+            "Recall memories relevant to a query from your workspace: hybrid (default) fuses full text, "
+            "vectors, recency and the relationship graph; keyword is full text only; semantic is full "
+            "text + vectors. With explain=true each result carries its score components.",
+            SearchMemoryInput,
+            _search,
+            False,
+        ),
+        Tool(
+            "propose_fact",
+            "Record a fact in a domain (e.g. 'ops' or 'repo:<slug>/architecture') under a topic (its "
+            "slot). The same fact again raises its confidence; a contradicting fact in the same topic is "
+            "decided by documented rules (explicit > veracity > confidence > recency) and the loser is "
+            "superseded, never deleted.",
+            ProposeFactInput,
+            _propose_fact,
+            True,
+        ),
+        Tool(
+            "supersede_fact",
+            "Replace an active fact (by id) with new content; the old one stays, marked superseded.",
+            SupersedeFactInput,
+            _supersede_fact,
+            True,
+        ),
+        Tool(
+            "propose_policy",
+            "Add a normative rule to a domain; every dispatch preamble carries active policies. Needs "
+            "write access to the domain (else an InsufficientMemoryPermission error).",
+            ProposePolicyInput,
+            _propose_policy,
+            True,
+        ),
+        Tool(
+            "supersede_policy",
+            "Replace an active policy with a new rule, or deactivate it when no rule is given.",
+            SupersedePolicyInput,
+            _supersede_policy,
+            True,
+        ),
+        Tool(
+            "remember",
+            "Keep a session-scoped note in the hot tier; consolidate_memory promotes important or "
+            "repeated items to facts and archives stale ones.",
+            RememberInput,
+            _remember,
+            True,
+        ),
+        Tool(
+            "consolidate_memory",
+            "Promote hot-tier items worth keeping to facts, merge near-duplicate facts (provenance kept) "
+            "and archive stale hot-tier items; reports what changed.",
+            ConsolidateInput,
+            _consolidate,
+            True,
+        ),
+        Tool(
+            "harmonize_memory",
+            "Reconcile beliefs that diverged between agents: agreeing facts become one corroborated fact "
+            "(confidence raised), contradicting ones are decided and recorded as conflicts.",
+            HarmonizeInput,
+            _harmonize,
+            True,
+        ),
+        Tool(
+            "list_memory_conflicts",
+            "List recorded conflicts (newest first) with both sides and the rule that decided.",
+            ListConflictsInput,
+            _conflicts,
+            False,
+        ),
+        Tool(
+            "record_observation",
+            "Note something you observed: appended to your private notes and published as an observation "
+            "of your mind (attention decides whether it becomes long-term memory).",
+            RecordObservationInput,
+            _record_observation,
+            True,
+        ),
+        Tool(
+            "update_my_notes",
+            "Replace your private scratchpad (only you and operators can read it); it is given to you "
+            "verbatim at your next dispatch.",
+            UpdateNotesInput,
+            _update_notes,
+            True,
+        ),
+        Tool(
+            "get_preamble",
+            "The dispatch preamble for a task: active policies, your notes and up to five matching facts.",
+            PreambleInput,
+            _preamble,
+            False,
+        ),
+    )
+}
+"""Every agent tool by name."""
+
+
+def input_schema(tool: Tool) -> dict[str, Any]:
+    """The tool input's JSON Schema, self-contained (definitions inlined under ``$defs``)."""
+    (schema,), components = msgspec.json.schema_components([tool.input], ref_template="#/$defs/{name}")
+    name = schema["$ref"].rsplit("/", 1)[1]
+    body = dict(components[name])
+    others = {k: v for k, v in components.items() if k != name}
+    if others:
+        body["$defs"] = others
+    return body
+
+
+def decode_input(tool: Tool, raw: bytes | dict[str, Any]) -> Any:
+    """Validate raw JSON (bytes) or decoded arguments against the tool's input type."""
+    try:
+        if isinstance(raw, bytes | bytearray):
+            return msgspec.json.decode(raw or b"{}", type=tool.input)
+        return msgspec.convert(raw, type=tool.input)
+    except msgspec.ValidationError as exc:
+        raise ToolInputError(f"{tool.name}: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise ToolInputError(f"{tool.name}: input is not JSON ({exc})") from None
+
+
+async def call_tool(app: Noema, who: Caller, name: str, raw: bytes | dict[str, Any]) -> Any:
+    """Run tool ``name`` for ``who``; returns JSON-able data. Raises ToolInputError, OperationError
+    (incl. InsufficientMemoryPermission) or KeyError for an unknown tool."""
+    tool = TOOLS[name]
+    return _plain(await tool.run(app, who, decode_input(tool, raw)))
