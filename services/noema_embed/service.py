@@ -1,4 +1,5 @@
-"""Composition root of the embed worker: consumes ``memory.created`` events, publishes vectors."""
+"""Composition root of the embed worker: consumes ``memory.created`` and ``fact.proposed`` events,
+publishes vectors."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from noema.operations import embed_memories
 from noema.settings import Settings
 from noema.topology import Topology
 from noema.worker import PullWorker
-from noema_events import EventDecodeError, MemoryCreated, decode_event
+from noema_events import EventDecodeError, FactProposed, MemoryCreated, decode_event
 
 __all__ = ["EmbedHandler", "build"]
 
@@ -25,7 +26,8 @@ log = structlog.get_logger("noema.embed")
 
 
 class EmbedHandler:
-    """Embeds the memories of one batch of ``memory.created`` events and publishes their vectors."""
+    """Embeds the memories of one batch of ``memory.created`` and ``fact.proposed`` events and publishes
+    their vectors (facts are embedded as they are, episodes with their context)."""
 
     def __init__(
         self,
@@ -49,6 +51,8 @@ class EmbedHandler:
                 p = ev.payload
                 document = memory_document(p.content, p.participants, p.happened_at)
                 todo.append((p.memory_id, ev.workspace, ev.mind, document, ev.id))
+            elif isinstance(ev, FactProposed):
+                todo.append((ev.payload.memory_id, ev.workspace, ev.mind, ev.payload.content, ev.id))
         count = await embed_memories(self._publisher, self._embedder, todo, self._clock())
         for msg in msgs:
             await msg.ack()
@@ -56,7 +60,7 @@ class EmbedHandler:
 
 
 async def build(settings: Settings, stack: AsyncExitStack, embedder: Embedder | None = None) -> PullWorker:
-    """Connect and bind the durable ``embed`` consumer (memory.created events only)."""
+    """Connect and bind the durable ``embed`` consumer (memory.created and fact.proposed events)."""
     assert settings.nats_url, "settings must be located"
     embedder = embedder or create_embedder(settings.embedder)
     if embedder is None:
@@ -72,7 +76,7 @@ async def build(settings: Settings, stack: AsyncExitStack, embedder: Embedder | 
         nc,
         topology.event_stream,
         durable,
-        f"{topology.prefix}.evt.*.*.memory_created",
+        [f"{topology.prefix}.evt.*.*.memory_created", f"{topology.prefix}.evt.*.*.fact_proposed"],
         64,
         ack_wait=300.0,
         max_ack_pending=2_000,

