@@ -293,7 +293,7 @@ def decide_conflict(new: FactView, old: FactView, explicit: bool = False) -> Ver
     """The documented rules, in order: explicit supersession > veracity > confidence > recency.
 
     - ``explicit``: ``supersede_fact`` named the old fact, so the new one wins.
-    - ``veracity``: the better-sourced statement wins (stated > tool > imported > inferred).
+    - ``veracity``: the better-sourced statement wins (stated > inferred > imported > tool).
     - ``confidence``: else the more confident one, when they differ by more than 0.05.
     - ``recency``: else the later one (by stream order).
     """
