@@ -24,7 +24,7 @@ from noema.logging import configure_logging
 from noema.runtime import NotRunning, locate
 from noema.settings import Settings, SettingsError
 
-from . import commands
+from . import api_cmd, commands
 
 T = TypeVar("T")
 
@@ -37,6 +37,7 @@ app = typer.Typer(
 )
 memory_app = typer.Typer(help="Inspect long-term memory.", no_args_is_help=True)
 app.add_typer(memory_app, name="memory")
+app.add_typer(api_cmd.api_app, name="api")
 
 # Piped output (scripts, CI logs) gets wide tables instead of Rich's 80-column default.
 out = Console(width=None if sys.stdout.isatty() else 160)
