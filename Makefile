@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test test-unit test-integration lint typecheck check schemas golden lock bench-ingest clean
+.PHONY: help setup run test test-unit test-integration lint typecheck check schemas openapi golden lock bench-ingest clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -42,6 +42,9 @@ check: lint typecheck test ## Lint, typecheck and test
 
 schemas: $(STAMP) ## Regenerate schemas/json and schemas/asyncapi.json from the msgspec Structs
 	$(BIN)/python -m noema_events.generate
+
+openapi: $(STAMP) ## Regenerate schemas/openapi.json from the operator API's route table and Structs
+	$(BIN)/python -m noema_api.openapi
 
 golden: $(STAMP) ## Write golden samples for event versions that have none (never overwrites)
 	$(BIN)/python -m noema_events.golden

@@ -19,7 +19,7 @@ from noema.app import SearchOptions
 from noema.logging import configure_logging
 from noema.settings import Settings, SettingsError
 
-from . import commands, knowledge_cmd
+from . import api_cmd, commands, knowledge_cmd
 from .common import DataDir, caller, clip, err, fail, out, print_json, run, run_app, state, use
 
 app = typer.Typer(
@@ -31,6 +31,7 @@ app = typer.Typer(
 )
 memory_app = typer.Typer(help="Inspect long-term memory.", no_args_is_help=True)
 app.add_typer(memory_app, name="memory")
+app.add_typer(api_cmd.api_app, name="api")
 
 
 @app.callback()

@@ -26,6 +26,7 @@ from noema.embedded import EmbeddedNats, EmbeddedPostgres, resolve_data_dir
 from noema.runtime import read_state, state_path, write_state
 from noema.settings import Settings
 from noema.topology import Topology
+from noema_api.settings import prepare_tokens
 
 __all__ = ["SERVICES", "Supervisor", "prepare"]
 
@@ -121,6 +122,7 @@ class Supervisor:
             assert settings.nats_url
             assert settings.database_url
             asyncio.run(prepare(settings))
+            tokens_file, created = prepare_tokens(settings)
             env = {**os.environ, **settings.to_env()}
             self._children = [_Child(name, module) for name, module in self.services.items()]
             for child in self._children:
@@ -142,7 +144,10 @@ class Supervisor:
                 data_dir=str(data_dir),
                 nats=settings.nats_url,
                 api=f"http://{settings.api_host}:{settings.api_port}",
+                api_tokens=str(tokens_file),
+                api_token_created=created,
             )
+            print(f"HTTP API token: run `noemactl api token` (tokens kept in {tokens_file})", file=sys.stderr)
             return self._supervise(env, data_dir)
         finally:
             self._shutdown(data_dir)

@@ -1,0 +1,227 @@
+"""Declared endpoints: one table says what each route takes and returns; the app and the OpenAPI
+document are both built from it, so they cannot drift apart.
+
+A handler receives its input already checked — the caller authenticated, the query string and the
+JSON body decoded into msgspec Structs that forbid unknown fields — and returns a Struct. Anything it
+cannot do is an :class:`~noema_api.errors.ApiError` (a 4xx with a message); any other exception is
+a bug, logged with its traceback and answered with a plain 500.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
+
+import asyncpg
+import msgspec
+import msgspec.inspect
+import structlog
+from nats.aio.client import Client as NATS
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from noema.adapters.jetstream import EventPublisher
+from noema.operator import Conflict, NotFound, OperationError
+from noema.recall import Recall
+from noema.topology import Topology
+
+from .auth import Principal, Tokens
+from .errors import ApiError, ErrorBody
+
+__all__ = ["Api", "Endpoint", "Req", "json_response", "route"]
+
+log = structlog.get_logger("noema.api")
+
+Q = TypeVar("Q")
+B = TypeVar("B")
+
+_encoder = msgspec.json.Encoder()
+_PATH_PARAM = re.compile(r"{(\w+)}")
+
+
+@dataclass(frozen=True)
+class Api:
+    """What handlers work with: the read model, the bus, recall, tokens and the clock."""
+
+    pool: asyncpg.Pool
+    nc: NATS | None
+    publisher: EventPublisher | None
+    topology: Topology
+    recall: Recall
+    tokens: Tokens
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+
+    def bus(self) -> EventPublisher:
+        """The publisher; a read-only API (no NATS) answers 503 to writes."""
+        if self.publisher is None:
+            raise ApiError(503, "this API has no connection to NATS; writes are unavailable")
+        return self.publisher
+
+
+@dataclass(frozen=True)
+class Req(Generic[Q, B]):
+    """A checked request."""
+
+    api: Api
+    principal: Principal
+    query: Q
+    body: B
+    path: Mapping[str, str]
+
+
+Handler = Callable[[Req[Any, Any]], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One operation: method, path, input and output types, and how it may fail."""
+
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    response: Any
+    tag: str
+    query: type[msgspec.Struct] | None = None
+    body: type[msgspec.Struct] | None = None
+    status: int = 200
+    errors: tuple[int, ...] = ()
+    """Statuses answered with an ErrorBody (401 and 403 are implied unless ``public``)."""
+    other: tuple[tuple[int, Any], ...] = ()
+    """Other statuses with their own body type."""
+    public: bool = False
+    description: str = ""
+
+    @property
+    def path_params(self) -> list[str]:
+        """Names of the ``{placeholders}`` in the path."""
+        return _PATH_PARAM.findall(self.path)
+
+
+def json_response(data: Any, status: int = 200) -> Response:
+    """Encode a Struct (or plain data) as a JSON response."""
+    return Response(_encoder.encode(data), status_code=status, media_type="application/json")
+
+
+def error_response(status: int, message: str) -> Response:
+    """``{"error": message}`` with ``status``."""
+    return json_response(ErrorBody(message), status)
+
+
+def _clean(value: Any) -> None:
+    """Refuse text PostgreSQL cannot store (NUL) or UTF-8 cannot encode (lone surrogates)."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ApiError(400, "text must not contain NUL characters")
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            raise ApiError(400, "text must be valid Unicode (no lone surrogates)") from None
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _clean(k)
+            _clean(v)
+    elif isinstance(value, list):
+        for v in value:
+            _clean(v)
+
+
+def _where(exc: msgspec.ValidationError) -> str:
+    return str(exc).replace("`$.", "`").replace("`$`", "the body")
+
+
+@functools.cache
+def _lax_null_fields(struct: type[msgspec.Struct]) -> frozenset[str]:
+    """Optional fields whose non-null type is not text (lax conversion turns "null" into None there)."""
+    names = []
+    info = msgspec.inspect.type_info(struct)
+    assert isinstance(info, msgspec.inspect.StructType)
+    for f in info.fields:
+        if (
+            isinstance(f.type, msgspec.inspect.UnionType)
+            and f.type.includes_none
+            and not all(
+                isinstance(t, msgspec.inspect.StrType | msgspec.inspect.NoneType) for t in f.type.types
+            )
+        ):
+            names.append(f.name)
+    return frozenset(names)
+
+
+def parse_query(request: Request, struct: type[msgspec.Struct] | None) -> Any:
+    """The query string as ``struct`` (unknown or repeated parameters are refused)."""
+    params = request.query_params
+    unknown = set(params) - set(struct.__struct_fields__ if struct else ())
+    if unknown:
+        raise ApiError(400, f"unknown query parameters: {', '.join(sorted(unknown))}")
+    if struct is None:
+        return None
+    repeated = sorted({k for k in params if len(params.getlist(k)) > 1})
+    if repeated:
+        raise ApiError(400, f"query parameters given more than once: {', '.join(repeated)}")
+    raw = dict(params)
+    _clean(raw)
+    for name in _lax_null_fields(struct) & {k for k, v in raw.items() if v == "null"}:
+        # Lax conversion would read the text "null" as an absent value; a query has no nulls.
+        raise ApiError(400, f"invalid query parameter: `{name}` cannot be 'null' (leave it out instead)")
+    try:
+        return msgspec.convert(raw, struct, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ApiError(400, f"invalid query parameter: {_where(exc)}") from None
+
+
+async def parse_body(request: Request, struct: type[msgspec.Struct] | None) -> Any:
+    """The JSON body as ``struct`` (malformed JSON → 400, schema violation → 422)."""
+    if struct is None:
+        return None
+    data = await request.body()
+    try:
+        raw = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise ApiError(400, f"the body must be a JSON object: {exc}") from None
+    _clean(raw)
+    try:
+        return msgspec.convert(raw, struct)
+    except msgspec.ValidationError as exc:
+        raise ApiError(422, f"invalid body: {_where(exc)}") from None
+
+
+def route(endpoint: Endpoint, api: Api) -> Route:
+    """The Starlette route that checks input, calls the handler and encodes its answer."""
+
+    async def serve(request: Request) -> Response:
+        try:
+            principal = (
+                Principal("anonymous", None)
+                if endpoint.public
+                else api.tokens.authenticate(request.headers.get("authorization"))
+            )
+            req: Req[Any, Any] = Req(
+                api,
+                principal,
+                parse_query(request, endpoint.query),
+                await parse_body(request, endpoint.body),
+                dict(request.path_params),
+            )
+            result = await endpoint.handler(req)
+        except ApiError as exc:
+            return error_response(exc.status, exc.message)
+        except NotFound as exc:
+            return error_response(404, str(exc))
+        except Conflict as exc:
+            return error_response(409, str(exc))
+        except OperationError as exc:
+            return error_response(422, str(exc))
+        except Exception:
+            log.exception("request failed", method=request.method, path=request.url.path)
+            return error_response(500, "internal error (logged by the server)")
+        if isinstance(result, Response):
+            return result
+        return json_response(result, endpoint.status)
+
+    return Route(endpoint.path, serve, methods=[endpoint.method])

@@ -1,0 +1,152 @@
+"""The OpenAPI 3.1 document, generated from the route table and the msgspec Structs.
+
+``python -m noema_api.openapi`` (``make openapi``) writes it to ``schemas/openapi.json``; a unit test
+fails when the committed file differs from what the code generates.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from .endpoint import Endpoint
+from .errors import ErrorBody
+
+__all__ = ["OPENAPI_PATH", "build_openapi", "render"]
+
+OPENAPI_PATH = Path(__file__).resolve().parents[2] / "schemas" / "openapi.json"
+_REF = "#/components/schemas/{name}"
+_REASONS = {
+    200: "OK",
+    202: "Accepted: the events are stored; the read model shows them once projected",
+    400: "Bad request (malformed or unknown parameters)",
+    401: "Missing or invalid token",
+    403: "The token's workspace does not cover this",
+    404: "Not found",
+    409: "The target's state does not allow this",
+    422: "The body does not match the schema, or the operation is not possible",
+    503: "A server Noema depends on is unavailable",
+}
+INFO = {
+    "title": "Noema operator API",
+    "version": "1",
+    "description": "Operate an event-sourced memory workspace: search and inspect memories, enter and "
+    "correct knowledge, read the audit log. Every write publishes an `operator.action` event naming the "
+    "token's name as actor. Authenticate with `Authorization: Bearer <token>` "
+    "(`noemactl api token` prints the local operator token).",
+}
+
+
+def _json(schema: Any) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
+
+
+def _is_struct(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, msgspec.Struct)
+
+
+def _ref(t: Any) -> dict[str, Any]:
+    if _is_struct(t):
+        return {"$ref": _REF.format(name=t.__name__)}
+    return msgspec.json.schema(t)
+
+
+def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """A query parameter is absent or a value: its schema drops the ``null`` alternative."""
+    if schema.get("default", ...) is None:
+        schema = {k: v for k, v in schema.items() if k != "default"}
+    options = [o for o in schema.get("anyOf", []) if o != {"type": "null"}]
+    if len(options) == 1:
+        schema = {**{k: v for k, v in schema.items() if k != "anyOf"}, **options[0]}
+    return schema
+
+
+def _parameters(endpoint: Endpoint, components: dict[str, Any]) -> list[dict[str, Any]]:
+    params: list[dict[str, Any]] = [
+        {"name": p, "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
+        for p in endpoint.path_params
+    ]
+    if endpoint.query is not None:
+        # The query Struct's properties become query parameters (the Struct itself is no component).
+        schema = components.pop(endpoint.query.__name__)
+        for name, prop in schema["properties"].items():
+            param = {"name": name, "in": "query", "required": name in schema.get("required", [])}
+            params.append({**param, "schema": _not_null(prop)})
+    return params
+
+
+def _operation_id(endpoint: Endpoint) -> str:
+    words = endpoint.path.strip("/").replace("{", "").replace("}", "").replace(".", "_").split("/")
+    return "_".join([endpoint.method.lower(), *words])
+
+
+def _operation(endpoint: Endpoint, components: dict[str, Any]) -> dict[str, Any]:
+    responses: dict[str, Any] = {
+        str(endpoint.status): {
+            "description": _REASONS[endpoint.status],
+            "content": _json(_ref(endpoint.response)),
+        }
+    }
+    for status, body in endpoint.other:
+        responses[str(status)] = {"description": _REASONS[status], "content": _json(_ref(body))}
+    implied = {400} | ({401, 403} if not endpoint.public else set()) | ({422} if endpoint.body else set())
+    for status in sorted(implied | set(endpoint.errors)):
+        responses[str(status)] = {"description": _REASONS[status], "content": _json(_ref(ErrorBody))}
+    op: dict[str, Any] = {
+        "summary": endpoint.summary,
+        "tags": [endpoint.tag],
+        "parameters": _parameters(endpoint, components),
+        "responses": responses,
+    }
+    op = {"operationId": _operation_id(endpoint), **op}
+    if endpoint.description:
+        op["description"] = endpoint.description
+    if endpoint.body is not None:
+        op["requestBody"] = {"required": True, "content": _json(_ref(endpoint.body))}
+    if endpoint.public:
+        op["security"] = []
+    return op
+
+
+def build_openapi(endpoints: Sequence[Endpoint]) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of ``endpoints``."""
+    types: list[Any] = [ErrorBody]
+    for e in endpoints:
+        types += [t for t in (e.response, e.query, e.body, *(b for _, b in e.other)) if _is_struct(t)]
+    _, components = msgspec.json.schema_components(dict.fromkeys(types), ref_template=_REF)
+    paths: dict[str, dict[str, Any]] = {}
+    for e in endpoints:
+        paths.setdefault(e.path, {})[e.method.lower()] = _operation(e, components)
+    return {
+        "openapi": "3.1.0",
+        "info": INFO,
+        "paths": paths,
+        "components": {
+            "schemas": dict(sorted(components.items())),
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+    }
+
+
+def render(document: dict[str, Any]) -> str:
+    """The document as committed: indented JSON, keys in a stable order, a final newline."""
+    return msgspec.json.format(msgspec.json.encode(document), indent=2).decode() + "\n"
+
+
+def main() -> int:
+    """Write the document to ``schemas/openapi.json`` (or the path given)."""
+    from .routes import ENDPOINTS
+
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else OPENAPI_PATH
+    target.write_text(render(build_openapi(ENDPOINTS)))
+    print(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

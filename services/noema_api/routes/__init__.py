@@ -1,0 +1,11 @@
+"""The route table: every endpoint of the operator API, grouped by area."""
+
+from __future__ import annotations
+
+from ..endpoint import Endpoint
+from . import memories, operator, system
+
+__all__ = ["ENDPOINTS"]
+
+ENDPOINTS: tuple[Endpoint, ...] = (*system.ENDPOINTS, *memories.ENDPOINTS, *operator.ENDPOINTS)
+"""Every endpoint, in the order the OpenAPI document lists them."""

@@ -1,0 +1,130 @@
+"""Operator actions on memory: enter knowledge, retract, correct, archive, restore.
+
+Each publishes an operator_action naming the token's name as actor, through :mod:`noema.operator`.
+They answer 202: the events are stored; the read model shows them once the projector applied them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from noema import operator
+from noema.adapters.jetstream import EventPublisher
+
+from ..endpoint import Endpoint, Req
+from ..errors import ApiError
+from ..models import CorrectBody, KnowledgeBody, OperatorResult, ReasonBody
+
+__all__ = ["ENDPOINTS"]
+
+StatusOperation = Callable[..., Awaitable[operator.OperatorReceipt]]
+
+
+def _result(receipt: operator.OperatorReceipt) -> OperatorResult:
+    return OperatorResult(
+        memory_id=receipt.memory_id,
+        workspace=receipt.workspace,
+        action_event_id=receipt.action_event_id,
+        events=list(receipt.events),
+    )
+
+
+async def _authorized_target(
+    req: Req[None, ReasonBody] | Req[None, CorrectBody],
+) -> tuple[str, EventPublisher]:
+    memory_id = req.path["memory_id"]
+    workspace = await req.api.pool.fetchval("SELECT workspace FROM memories WHERE id = $1", memory_id)
+    if workspace is None:
+        raise ApiError(404, f"no memory {memory_id}")
+    req.principal.check(workspace)
+    return memory_id, req.api.bus()
+
+
+def _status_change(op: StatusOperation) -> Callable[[Req[None, ReasonBody]], Awaitable[OperatorResult]]:
+    async def handle(req: Req[None, ReasonBody]) -> OperatorResult:
+        memory_id, bus = await _authorized_target(req)
+        receipt = await op(
+            req.api.pool,
+            bus,
+            memory_id,
+            actor=req.principal.name,
+            reason=req.body.reason,
+            now=req.api.clock(),
+        )
+        return _result(receipt)
+
+    return handle
+
+
+async def correct(req: Req[None, CorrectBody]) -> OperatorResult:
+    """Supersede a memory by a corrected copy (the result names the new memory)."""
+    memory_id, bus = await _authorized_target(req)
+    receipt = await operator.correct(
+        req.api.pool,
+        bus,
+        memory_id,
+        actor=req.principal.name,
+        reason=req.body.reason,
+        content=req.body.content,
+        now=req.api.clock(),
+    )
+    return _result(receipt)
+
+
+async def create(req: Req[None, KnowledgeBody]) -> OperatorResult:
+    """Enter a memory as an operator."""
+    req.principal.check(req.body.workspace)
+    receipt = await operator.create_memory(
+        req.api.bus(), req.body, actor=req.principal.name, reason=req.body.reason, now=req.api.clock()
+    )
+    return _result(receipt)
+
+
+_WRITE_ERRORS = (400, 404, 409, 422, 503)
+
+
+def _status_endpoint(verb: str, op: StatusOperation, summary: str) -> Endpoint:
+    return Endpoint(
+        "POST",
+        f"/v1/memories/{{memory_id}}/{verb}",
+        _status_change(op),
+        summary,
+        OperatorResult,
+        "operator",
+        body=ReasonBody,
+        status=202,
+        errors=_WRITE_ERRORS,
+    )
+
+
+ENDPOINTS = (
+    Endpoint(
+        "POST",
+        "/v1/memories",
+        create,
+        "Enter knowledge as an operator (a memory on the operator channel)",
+        OperatorResult,
+        "operator",
+        body=KnowledgeBody,
+        status=202,
+        errors=(400, 422, 503),
+    ),
+    _status_endpoint(
+        "retract",
+        operator.retract,
+        "Mark a memory inaccurate: it stays visible, retracted, and leaves normal recall",
+    ),
+    _status_endpoint("archive", operator.archive, "Archive a memory (kept, out of recall, restorable)"),
+    _status_endpoint("restore", operator.restore, "Restore a retracted or archived memory"),
+    Endpoint(
+        "POST",
+        "/v1/memories/{memory_id}/correct",
+        correct,
+        "Correct a memory: a new memory with the corrected content supersedes it",
+        OperatorResult,
+        "operator",
+        body=CorrectBody,
+        status=202,
+        errors=_WRITE_ERRORS,
+    ),
+)

@@ -1,0 +1,123 @@
+"""Health, readiness, the audit log and replay status."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any
+
+import asyncpg
+import msgspec
+from nats.errors import Error as NatsError
+from nats.js.errors import NotFoundError
+from starlette.responses import Response
+
+from noema.adapters.jetstream import stream_last_seq
+from noema.adapters.postgres import ReadModelProjection
+
+from ..endpoint import Endpoint, Req, json_response
+from ..models import AuditPage, AuditQuery, Health, ReplayStatus
+from ..openapi import build_openapi
+from ..reads import audit_page
+
+__all__ = ["ENDPOINTS"]
+
+PROBE_TIMEOUT_S = 2.0
+
+
+async def healthz(req: Req[None, None]) -> Health:
+    """The process answers."""
+    return Health(status="ok")
+
+
+async def readyz(req: Req[None, None]) -> Response:
+    """PostgreSQL answers and NATS is connected (503 with the problems otherwise)."""
+    problems = []
+    try:
+        await asyncio.wait_for(req.api.pool.fetchval("SELECT 1"), PROBE_TIMEOUT_S)
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        problems.append(f"postgres: {exc.__class__.__name__}: {exc}")
+    if req.api.nc is not None and not req.api.nc.is_connected:
+        problems.append("nats: not connected")
+    if problems:
+        return json_response(Health(status="unavailable", problems=problems), 503)
+    return json_response(Health(status="ok"))
+
+
+@functools.cache
+def _document() -> bytes:
+    from . import ENDPOINTS  # the full table, which includes this endpoint
+
+    return msgspec.json.encode(build_openapi(ENDPOINTS))
+
+
+async def openapi(req: Req[None, None]) -> Response:
+    """The OpenAPI document of this API."""
+    return Response(_document(), media_type="application/json")
+
+
+async def audit(req: Req[AuditQuery, None]) -> AuditPage:
+    """Who changed what, when, why and from which event: events newest first."""
+    q = req.query
+    items = await audit_page(req.api.pool, q, req.principal.scope(q.workspace))
+    return AuditPage(items=items, next_before=items[-1].seq if len(items) == q.limit else None)
+
+
+async def replay_status(req: Req[None, None]) -> ReplayStatus:
+    """The projection's position against the event stream's last sequence."""
+    projection = ReadModelProjection()
+    async with req.api.pool.acquire() as conn:
+        position = await projection.position(conn)
+    last: int | None = None
+    if req.api.nc is not None and req.api.nc.is_connected:
+        try:
+            last = await asyncio.wait_for(
+                stream_last_seq(req.api.nc.jetstream(), req.api.topology.event_stream), PROBE_TIMEOUT_S
+            )
+        except (NotFoundError, NatsError, TimeoutError):
+            last = None
+    lag = None if last is None else max(0, last - position)
+    return ReplayStatus(
+        projection=projection.name,
+        position=position,
+        stream_last_seq=last,
+        lag=lag,
+        caught_up=None if lag is None else lag == 0,
+    )
+
+
+ENDPOINTS = (
+    Endpoint(
+        "GET", "/openapi.json", openapi, "This document (OpenAPI 3.1)", dict[str, Any], "system", public=True
+    ),
+    Endpoint("GET", "/healthz", healthz, "Liveness", Health, "system", public=True),
+    Endpoint(
+        "GET",
+        "/readyz",
+        readyz,
+        "Readiness (PostgreSQL and NATS)",
+        Health,
+        "system",
+        other=((503, Health),),
+        public=True,
+    ),
+    Endpoint(
+        "GET",
+        "/v1/audit",
+        audit,
+        "The audit log: events newest first, filterable by workspace, type and actor",
+        AuditPage,
+        "audit",
+        query=AuditQuery,
+        errors=(400,),
+    ),
+    Endpoint(
+        "GET",
+        "/v1/replay/status",
+        replay_status,
+        "How far the read model is behind the event stream",
+        ReplayStatus,
+        "audit",
+        errors=(),
+    ),
+)

@@ -1,0 +1,90 @@
+"""``noemactl api``: serve the operator HTTP API alone, and show the operator token."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import click
+import typer
+
+from noema.logging import configure_logging
+from noema.runtime import NotRunning, locate
+from noema.settings import SettingsError
+from noema_api.auth import TokensError, ensure_tokens_file, operator_token
+from noema_api.settings import ApiSettings
+
+__all__ = ["api_app"]
+
+api_app = typer.Typer(help="The operator HTTP API.", no_args_is_help=True)
+
+
+def _settings(data_dir: Path | None) -> ApiSettings:
+    # `noemactl --data-dir X api …` names the folder before the sub-command.
+    root = click.get_current_context(silent=True)
+    if data_dir is None and root is not None:
+        data_dir = root.find_root().params.get("data_dir")
+    try:
+        settings = ApiSettings.from_env()
+    except SettingsError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if data_dir is None:
+        return settings
+    base = replace(settings.base, data_dir=data_dir)
+    tokens_file = settings.tokens_file if not settings.generate_tokens else data_dir / "api-tokens.json"
+    return replace(settings, base=base, tokens_file=tokens_file)
+
+
+@api_app.command()
+def serve(
+    data_dir: Path | None = typer.Option(None, "--data-dir", help="Data folder of the running instance."),
+    host: str | None = typer.Option(None, help="Interface to listen on (default: $NOEMA_API_HOST)."),
+    port: int | None = typer.Option(None, help="Port (default: $NOEMA_API_PORT or 8765)."),
+) -> None:
+    """Run the API alone against the running instance's servers (found like every other command).
+
+    Useful beside `noemactl up` on another port, or against external servers
+    (NOEMA_NATS_URL / NOEMA_DATABASE_URL).
+
+    Example: noemactl api serve --port 8800
+    """
+    from noema_api.__main__ import main
+
+    settings = _settings(data_dir)
+    base = replace(
+        settings.base, api_host=host or settings.base.api_host, api_port=port or settings.base.api_port
+    )
+    configure_logging(base.log_format, base.log_level)
+    try:
+        locate(base)
+    except NotRunning as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    asyncio.run(main(replace(settings, base=base)))
+
+
+@api_app.command()
+def token(
+    data_dir: Path | None = typer.Option(None, "--data-dir", help="Data folder of the instance."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (name, token, file)."),
+) -> None:
+    """Print the operator token (all workspaces), creating the tokens file on first use.
+
+    Example: curl -H "Authorization: Bearer $(noemactl api token)" http://127.0.0.1:8765/v1/memories
+    """
+    settings = _settings(data_dir)
+    path = settings.tokens_file
+    try:
+        if settings.generate_tokens:
+            ensure_tokens_file(path)
+        name, value = operator_token(path)
+    except TokensError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    if as_json:
+        typer.echo(json.dumps({"name": name, "token": value, "file": str(path)}))
+    else:
+        typer.echo(value)

@@ -1,0 +1,106 @@
+"""The operator API over one test's real servers: an httpx client per token, and seeding helpers."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import pytest
+
+from noema.adapters.jetstream import EventPublisher, stream_last_seq
+from noema.adapters.postgres import ReadModelProjection
+from noema.adapters.postgres.recall import RecallStore
+from noema.ids import new_id
+from noema.recall import Recall
+from noema_api.app import create_app
+from noema_api.auth import TokenEntry, Tokens
+from noema_api.endpoint import Api
+from noema_events import Event, MemoryCreated, MemoryCreatedPayload
+from noema_projector.service import build as build_projector
+from tests.conftest import Harness
+from tests.support import assert_eventually
+
+__all__ = ["ACME", "ADMIN", "ApiHarness", "api", "memory"]
+
+ADMIN = "admin-token-0123456789"
+ACME = "acme-token-0123456789"
+NOW = datetime.now(UTC)
+
+
+def memory(content: str, workspace: str = "acme", mind: str = "ops", **kw: Any) -> MemoryCreated:
+    """A memory.created event as attend would publish it."""
+    mid = new_id()
+    payload: dict[str, Any] = {"kind": "semantic", "epistemic_kind": "fact", **kw}
+    return MemoryCreated(
+        id=new_id(),
+        workspace=workspace,
+        mind=mind,
+        occurred_at=NOW,
+        correlation_id=mid,
+        actor="test",
+        payload=MemoryCreatedPayload(memory_id=mid, content=content, **payload),
+    )
+
+
+@dataclass
+class ApiHarness:
+    """Clients of the API (one per token, one without) over a running projector."""
+
+    h: Harness
+    app: Any
+    admin: httpx.AsyncClient
+    acme: httpx.AsyncClient
+    anonymous: httpx.AsyncClient
+    recall: Recall
+
+    def app_recall(self) -> Recall:
+        """The Recall the app searches with."""
+        return self.recall
+
+    async def caught_up(self) -> None:
+        """Wait until the projector applied every event of the stream."""
+
+        async def check() -> bool:
+            last = await stream_last_seq(self.h.js, self.h.topology.event_stream)
+            async with self.h.pool.acquire() as conn:
+                return await ReadModelProjection().position(conn) == last
+
+        await assert_eventually(check)
+
+    async def given(self, *events: Event) -> list[str]:
+        """Publish events and wait until they are projected; returns the memory ids created."""
+        await EventPublisher(self.h.nc, self.h.topology).publish(list(events))
+        await self.caught_up()
+        return [e.payload.memory_id for e in events if isinstance(e, MemoryCreated)]
+
+
+@pytest.fixture
+async def api(harness: Harness) -> AsyncIterator[ApiHarness]:
+    """The API app over the harness's servers, a projector running, tokens for all and for ``acme``."""
+    await harness.start(build_projector)
+    tokens = Tokens(
+        [TokenEntry(name="alice", token=ADMIN), TokenEntry(name="acme-ops", workspace="acme", token=ACME)]
+    )
+    recall = Recall(await RecallStore.open(harness.pool), None)
+    app = create_app(
+        Api(
+            harness.pool,
+            harness.nc,
+            EventPublisher(harness.nc, harness.topology),
+            harness.topology,
+            recall,
+            tokens,
+            clock=lambda: NOW,
+        )
+    )
+    transport = httpx.ASGITransport(app=app)
+
+    def client(token: str | None) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.AsyncClient(transport=transport, base_url="http://noema", headers=headers)
+
+    async with client(ADMIN) as admin, client(ACME) as acme, client(None) as anonymous:
+        yield ApiHarness(harness, app, admin, acme, anonymous, recall)

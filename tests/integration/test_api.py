@@ -1,0 +1,284 @@
+"""The operator API over real NATS + PostgreSQL: every endpoint's happy path and its refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from noema.adapters.postgres.recall import RecallFilters
+from noema_events import OperatorAction, OperatorActionPayload, RelationshipAdded, RelationshipAddedPayload
+from tests.integration.api_harness import NOW, ApiHarness, api, memory
+
+pytestmark = pytest.mark.integration
+__all__ = ["api"]  # the fixture, imported for pytest
+
+
+async def test_health_and_readiness_answer_without_a_token(api: ApiHarness) -> None:
+    assert (await api.anonymous.get("/healthz")).json() == {"status": "ok", "problems": []}
+    ready = await api.anonymous.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["status"] == "ok"
+
+
+async def test_openapi_document_is_served_without_a_token(api: ApiHarness) -> None:
+    doc = (await api.anonymous.get("/openapi.json")).json()
+    assert doc["openapi"] == "3.1.0"
+    assert "/v1/memories/{memory_id}/retract" in doc["paths"]
+
+
+async def test_search_returns_the_same_ranking_and_components_as_recall(api: ApiHarness) -> None:
+    await api.given(
+        memory("the deploy key rotates on Fridays"),
+        memory("deploys are frozen during the holidays"),
+        memory("the cafeteria serves soup"),
+        memory("deploy key for another tenant", workspace="globex"),
+    )
+    res = await api.admin.get("/v1/memories/search", params={"q": "deploy key", "workspace": "acme"})
+    assert res.status_code == 200, res.text
+    body = res.json()
+    direct = await api.app_recall().search("deploy key", RecallFilters(workspace="acme"), now=NOW)
+    assert [(r["id"], r["score"], r["components"]) for r in body["results"]] == [
+        (r.id, r.score, r.components) for r in direct.results
+    ]
+    assert body["results"][0]["content"] == "the deploy key rotates on Fridays"
+    assert all(r["memory"]["workspace"] == "acme" for r in body["results"])
+    assert body["intent"] == direct.intent
+    assert body["weights"] == direct.weights
+
+
+async def test_search_without_explain_leaves_components_out(api: ApiHarness) -> None:
+    await api.given(memory("the deploy key rotates on Fridays"))
+    res = await api.admin.get(
+        "/v1/memories/search", params={"q": "deploy", "mode": "keyword", "explain": "false"}
+    )
+    assert res.status_code == 200
+    [hit] = res.json()["results"]
+    assert hit["components"] is None
+    assert hit["score"] > 0
+
+
+async def test_list_filters_by_kind_status_domain_and_paginates(api: ApiHarness) -> None:
+    a, b, c = await api.given(
+        memory("a fact about billing", domain="billing"),
+        memory("an episode", kind="episodic", epistemic_kind="observation"),
+        memory("a fact about hr", domain="hr"),
+    )
+    await api.given(_retraction(c))
+
+    async def ids(**params: str) -> list[str]:
+        res = await api.admin.get("/v1/memories", params={"workspace": "acme", **params})
+        assert res.status_code == 200, res.text
+        return [m["id"] for m in res.json()["items"]]
+
+    assert set(await ids()) == {a, b, c}
+    assert await ids(kind="episodic") == [b]
+    assert await ids(epistemic_kind="observation") == [b]
+    assert await ids(domain="billing") == [a]
+    assert await ids(status="retracted") == [c]
+    assert len(await ids(limit="2")) == 2
+    assert len(await ids(limit="2", offset="2")) == 1
+    assert await ids(since=NOW.replace(year=NOW.year + 1).isoformat()) == []
+    assert await ids(workspace="null") == []  # a name, not "no filter"
+
+
+async def test_timeline_orders_by_when_things_happened(api: ApiHarness) -> None:
+    late, early = await api.given(
+        memory("second", happened_at=NOW.replace(year=2024, month=6)),
+        memory("first", happened_at=NOW.replace(year=2024, month=1)),
+    )
+    res = await api.admin.get("/v1/timeline", params={"workspace": "acme", "order": "asc"})
+    assert [m["id"] for m in res.json()["items"]] == [early, late]
+    res = await api.admin.get("/v1/timeline", params={"workspace": "acme"})
+    assert [m["id"] for m in res.json()["items"]] == [late, early]
+
+
+async def test_detail_shows_provenance_relationships_and_citing_events(api: ApiHarness) -> None:
+    origin = memory("Bob keeps the vault credentials", source_observation_ids=["obs-1"])
+    a, b = await api.given(origin, memory("the vault is in room 4"))
+    rel = RelationshipAdded(
+        id="rel-event",
+        workspace="acme",
+        mind="ops",
+        occurred_at=NOW,
+        correlation_id="rel",
+        actor="test",
+        payload=RelationshipAddedPayload(relationship_id="rel-1", from_id=a, to_id=b, relation="related_to"),
+    )
+    await api.given(rel)
+    res = await api.admin.get(f"/v1/memories/{a}")
+    assert res.status_code == 200, res.text
+    detail = res.json()
+    assert detail["memory"]["content"] == "Bob keeps the vault credentials"
+    assert detail["origin"]["id"] == origin.id
+    assert detail["origin"]["type"] == "memory.created.v1"
+    assert detail["source_observations"] == [{"id": "obs-1", "decision": None}]
+    assert [(r["to_id"], r["direction"], r["other_content"]) for r in detail["relationships"]] == [
+        (b, "out", "the vault is in room 4")
+    ]
+    assert {e["id"] for e in detail["citing_events"]} == {origin.id, "rel-event"}
+
+
+async def test_audit_log_filters_by_type_and_actor_and_pages_back(api: ApiHarness) -> None:
+    ids = await api.given(*(memory(f"memory {i}") for i in range(3)), memory("elsewhere", workspace="globex"))
+    await api.given(_retraction(ids[0]))
+    res = await api.admin.get("/v1/audit", params={"workspace": "acme", "limit": "2"})
+    page = res.json()
+    assert res.status_code == 200
+    assert [e["type"] for e in page["items"]] == ["operator.action.v1", "memory.created.v1"]
+    older = (
+        await api.admin.get("/v1/audit", params={"workspace": "acme", "before": page["next_before"]})
+    ).json()
+    assert len(older["items"]) == 2
+    assert older["next_before"] is None
+    assert all(e["seq"] < page["next_before"] for e in older["items"])
+    by_type = (await api.admin.get("/v1/audit", params={"type": "operator.action"})).json()["items"]
+    assert [e["payload"]["target_id"] for e in by_type] == [ids[0]]
+    by_actor = (await api.admin.get("/v1/audit", params={"actor": "operator:test"})).json()["items"]
+    assert [e["id"] for e in by_actor] == [e["id"] for e in by_type]
+
+
+async def test_replay_status_reports_position_and_lag(api: ApiHarness) -> None:
+    await api.given(memory("one"), memory("two"))
+    status = (await api.admin.get("/v1/replay/status")).json()
+    assert status == {
+        "projection": "read_model",
+        "position": 2,
+        "stream_last_seq": 2,
+        "lag": 0,
+        "caught_up": True,
+    }
+
+
+async def test_operator_entry_creates_a_memory_on_the_operator_channel(api: ApiHarness) -> None:
+    res = await api.admin.post(
+        "/v1/memories",
+        json={
+            "workspace": "acme",
+            "content": "the on-call phone is 555-0100",
+            "reason": "runbook",
+            "domain": "ops",
+        },
+    )
+    assert res.status_code == 202, res.text
+    created = res.json()
+    await api.caught_up()
+    memory_row = (await api.admin.get(f"/v1/memories/{created['memory_id']}")).json()["memory"]
+    assert (memory_row["channel"], memory_row["credibility"], memory_row["domain"]) == (
+        "operator",
+        1.0,
+        "ops",
+    )
+    [action] = (await api.admin.get("/v1/audit", params={"type": "operator.action"})).json()["items"]
+    assert action["id"] == created["action_event_id"]
+    assert (action["actor"], action["payload"]["action"], action["payload"]["reason"]) == (
+        "alice",
+        "create",
+        "runbook",
+    )
+
+
+async def test_correct_supersedes_the_memory_with_the_corrected_content(api: ApiHarness) -> None:
+    [old] = await api.given(memory("the deploy key rotates on Fridays"))
+    res = await api.admin.post(
+        f"/v1/memories/{old}/correct",
+        json={"reason": "it is Mondays", "content": "the deploy key rotates on Mondays"},
+    )
+    assert res.status_code == 202, res.text
+    new = res.json()["memory_id"]
+    await api.caught_up()
+    before = (await api.admin.get(f"/v1/memories/{old}")).json()["memory"]
+    after = (await api.admin.get(f"/v1/memories/{new}")).json()["memory"]
+    assert (before["status"], before["superseded_by"]) == ("superseded", new)
+    assert (after["status"], after["content"], after["channel"]) == (
+        "active",
+        "the deploy key rotates on Mondays",
+        "operator",
+    )
+    hits = (await api.admin.get("/v1/memories/search", params={"q": "deploy key rotates"})).json()["results"]
+    assert [h["id"] for h in hits] == [new]
+
+
+async def test_archive_then_restore_round_trips_the_status(api: ApiHarness) -> None:
+    [mid] = await api.given(memory("keep this for later"))
+    assert (await api.admin.post(f"/v1/memories/{mid}/archive", json={"reason": "stale"})).status_code == 202
+    await api.caught_up()
+    assert (await api.admin.get(f"/v1/memories/{mid}")).json()["memory"]["status"] == "archived"
+    assert (await api.admin.post(f"/v1/memories/{mid}/restore", json={"reason": "needed"})).status_code == 202
+    await api.caught_up()
+    assert (await api.admin.get(f"/v1/memories/{mid}")).json()["memory"]["status"] == "active"
+    actions = (await api.admin.get("/v1/audit", params={"type": "operator.action"})).json()["items"]
+    assert [a["payload"]["action"] for a in actions] == ["restore", "archive"]
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "fragment"),
+    [
+        ("/v1/memories", {"colour": "red"}, "unknown query parameters: colour"),
+        ("/v1/memories", {"limit": "many"}, "limit"),
+        ("/v1/memories", {"limit": "0"}, "limit"),
+        ("/v1/memories", {"kind": "dream"}, "kind"),
+        ("/v1/memories", {"since": "yesterday"}, "since"),
+        ("/v1/memories/search", {}, "q"),
+        ("/v1/memories/search", {"q": "x", "mode": "telepathy"}, "mode"),
+        ("/v1/memories/search", {"q": "   "}, "q"),
+        ("/v1/memories/search", {"q": "a\x00b"}, "NUL"),
+        ("/v1/memories", {"kind": "null"}, "cannot be 'null'"),
+        ("/v1/audit", {"before": str(2**70)}, "before"),
+        ("/v1/timeline", {}, "workspace"),
+        ("/v1/audit", {"type": "memory.imagined"}, "unknown event type"),
+        ("/v1/healthz", {}, "Not Found"),
+    ],
+)
+async def test_bad_queries_get_a_4xx_with_a_message(
+    api: ApiHarness, path: str, params: dict[str, str], fragment: str
+) -> None:
+    res = await api.admin.get(path, params=params)
+    assert 400 <= res.status_code < 500
+    assert fragment in res.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "fragment"),
+    [
+        (b"not json", 400, "JSON"),
+        (b'{"reason": "x", "colour": "red"}', 422, "colour"),
+        (b"{}", 422, "reason"),
+        (b'{"reason": "   "}', 422, "reason"),
+        (b'["reason"]', 422, "object"),
+    ],
+)
+async def test_bad_bodies_get_a_4xx_with_a_message(
+    api: ApiHarness, body: bytes, status: int, fragment: str
+) -> None:
+    [mid] = await api.given(memory("something"))
+    res = await api.admin.post(f"/v1/memories/{mid}/retract", content=body)
+    assert res.status_code == status
+    assert fragment in res.json()["error"]
+
+
+async def test_actions_on_missing_or_unsuitable_memories_are_refused(api: ApiHarness) -> None:
+    [mid] = await api.given(memory("something"))
+    missing = await api.admin.post("/v1/memories/no-such-id/retract", json={"reason": "x"})
+    assert (missing.status_code, missing.json()["error"]) == (404, "no memory no-such-id")
+    assert (await api.admin.get("/v1/memories/no-such-id")).status_code == 404
+    restore = await api.admin.post(f"/v1/memories/{mid}/restore", json={"reason": "x"})
+    assert restore.status_code == 409
+    assert "it is active" in restore.json()["error"]
+    same = await api.admin.post(f"/v1/memories/{mid}/correct", json={"reason": "x", "content": "something"})
+    assert same.status_code == 422
+    assert (await api.admin.delete(f"/v1/memories/{mid}")).status_code == 405
+    bad_entry = await api.admin.post(
+        "/v1/memories", json={"workspace": "no spaces", "content": "x", "reason": "y"}
+    )
+    assert bad_entry.status_code == 422
+
+
+def _retraction(memory_id: str) -> OperatorAction:
+    return OperatorAction(
+        id=f"retract-{memory_id}",
+        workspace="acme",
+        mind="ops",
+        occurred_at=NOW,
+        correlation_id=memory_id,
+        actor="operator:test",
+        payload=OperatorActionPayload(action="retract", target_id=memory_id, reason="wrong"),
+    )

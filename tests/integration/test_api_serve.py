@@ -1,0 +1,73 @@
+"""`noemactl api token` and `noemactl api serve`, as a user runs them, against real servers."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from noema.embedded import free_port
+from noema_events import decode_event
+from tests.conftest import Harness
+from tests.support import assert_eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+NOEMACTL = [sys.executable, "-m", "noema_cli.main"]
+
+
+def _env(h: Harness) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOEMA_")}
+    return {**env, **h.settings.to_env(), "NOEMA_EMBEDDER": "none", "NOEMA_LOG_FORMAT": "json"}
+
+
+@pytest.fixture
+async def served(harness: Harness) -> AsyncIterator[str]:
+    """`noemactl api serve` on a free port of the harness's servers; yields its base URL."""
+    port = free_port()
+    proc = subprocess.Popen([*NOEMACTL, "api", "serve", "--port", str(port)], env=_env(harness))
+    url = f"http://127.0.0.1:{port}"
+
+    async def ready() -> bool:
+        assert proc.poll() is None, f"api serve exited with {proc.returncode}"
+        try:
+            async with httpx.AsyncClient() as client:
+                return (await client.get(f"{url}/readyz")).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    try:
+        await assert_eventually(ready, timeout=60, interval=0.1)
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(proc.wait, 30)
+
+
+async def test_the_token_printed_by_noemactl_opens_the_served_api(harness: Harness, served: str) -> None:
+    printed = subprocess.run(
+        [*NOEMACTL, "api", "token"], env=_env(harness), capture_output=True, text=True, check=True, timeout=60
+    )
+    token = printed.stdout.strip()
+    assert token.startswith("noema_")
+    tokens_file = Path(harness.settings.data_dir) / "api-tokens.json"
+    assert tokens_file.stat().st_mode & 0o777 == 0o600
+    async with httpx.AsyncClient(base_url=served) as client:
+        assert (await client.get("/v1/memories")).status_code == 401
+        res = await client.get("/v1/memories", headers={"Authorization": f"Bearer {token}"})
+        assert res.status_code == 200
+        assert res.json() == {"items": [], "limit": 50, "offset": 0}
+        entry = {"workspace": "acme", "content": "ship on Tuesdays", "reason": "release policy"}
+        created = await client.post("/v1/memories", json=entry, headers={"Authorization": f"Bearer {token}"})
+        assert created.status_code == 202
+    # The action and the memory it made are on the event stream, the actor being the token's name.
+    stored = [await harness.js.get_msg(harness.topology.event_stream, seq) for seq in (1, 2)]
+    assert [decode_event(m.data).type for m in stored] == ["operator.action.v1", "memory.created.v1"]
+    assert {decode_event(m.data).actor for m in stored} == {"operator"}
