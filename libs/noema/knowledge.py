@@ -247,8 +247,33 @@ class Knowledge:
         self._publisher = EventPublisher(nc, topology)
         self._clock = clock
 
-    async def _publish(self, events: Sequence[Event]) -> int:
-        return await self._publisher.publish(events) if events else 0
+    async def _publish(
+        self,
+        events: Sequence[Event],
+        audit: tuple[Caller, str, str | None, str] | None = None,
+        details: dict[str, str] | None = None,
+    ) -> int:
+        """Publish ``events`` atomically; ``audit`` = (caller, action, target, reason) adds the
+        operator_action that records an operator's change (agents' changes carry their own actor)."""
+        if not events:
+            return 0
+        if audit is not None and audit[0].operator:
+            caller, action, target, reason = audit
+            events = [
+                *events,
+                OperatorAction(
+                    id=derive_id("operator.action", events[-1].id),
+                    workspace=caller.workspace,
+                    occurred_at=events[-1].occurred_at,
+                    causation_id=events[-1].id,
+                    correlation_id=events[-1].correlation_id,
+                    actor=caller.actor,
+                    payload=OperatorActionPayload(
+                        action=cast(Any, action), target_id=target, reason=reason, details=dict(details or {})
+                    ),
+                ),
+            ]
+        return await self._publisher.publish(events)
 
     # --- access -------------------------------------------------------------------------------
 
@@ -304,7 +329,14 @@ class Knowledge:
             raise InsufficientMemoryPermission(f"{what} is for operators")
 
     async def set_grant(
-        self, operator: Caller, role: str, domain: str, access: str, *, repo: str | None = None
+        self,
+        operator: Caller,
+        role: str,
+        domain: str,
+        access: str,
+        *,
+        repo: str | None = None,
+        reason: str = "",
     ) -> dict[str, Any]:
         """Set (role, domain) → none | read | write in the operator's workspace (``*`` as role: every
         role without a row of its own)."""
@@ -338,10 +370,14 @@ class Knowledge:
                 ),
             )
         )
-        await self._publish(events)
+        await self._publish(
+            events,
+            (operator, "grant_change", None, reason or f"grant {role} {access} on {ref.key}"),
+            {"role": role, "domain": ref.key, "access": access, "previous": str(previous or "")},
+        )
         return {"role": role, "domain": ref.key, "access": access, "previous": previous}
 
-    async def set_access_mode(self, operator: Caller, mode: str) -> None:
+    async def set_access_mode(self, operator: Caller, mode: str, *, reason: str = "") -> None:
         """Switch the operator's workspace between ``compatible`` and ``strict`` access."""
         self._operator(operator, "changing the access mode")
         if mode not in ACCESS_MODES:
@@ -357,7 +393,9 @@ class Knowledge:
                     actor=operator.actor,
                     payload=WorkspaceConfiguredPayload(access_mode=cast(Any, mode)),
                 )
-            ]
+            ],
+            (operator, "grant_change", None, reason or f"access mode {mode}"),
+            {"access_mode": mode},
         )
 
     async def list_grants(self, workspace: str) -> list[dict[str, Any]]:
@@ -415,6 +453,7 @@ class Knowledge:
         valid_until: datetime | None = None,
         epistemic_kind: str = "fact",
         supersedes: str | None = None,
+        reason: str = "",
     ) -> FactOutcome:
         """Write a fact to domain/topic. An equivalent active fact there is mentioned again (confidence
         and mention_count rise) instead of duplicated; a contradicting one is decided by the conflicts
@@ -477,7 +516,11 @@ class Knowledge:
                 ),
             )
         )
-        await self._publish(events)
+        if supersedes:
+            audit = (caller, "correct", supersedes, reason or f"fact {supersedes} superseded by an operator")
+        else:
+            audit = (caller, "create", memory_id, reason or "fact entered by an operator")
+        await self._publish(events, audit)
         return FactOutcome("proposed", memory_id, ref.key, topic)
 
     async def _active_fact(self, workspace: str, memory_id: str) -> asyncpg.Record:
@@ -513,6 +556,7 @@ class Knowledge:
             veracity=veracity,
             memory_type=old["memory_type"],
             supersedes=old_id,
+            reason=reason,
         )
 
     async def list_facts(
@@ -578,6 +622,7 @@ class Knowledge:
         repo: str | None = None,
         required_role: str | None = None,
         source_fact_ids: Sequence[str] = (),
+        reason: str = "",
     ) -> str:
         """A new active policy; needs write on the domain (else InsufficientMemoryPermission)."""
         rule = rule.strip()
@@ -592,7 +637,9 @@ class Knowledge:
                 f"domain {ref.key!r} does not exist and strict mode grants no access to new domains; "
                 "an operator must grant write first"
             )
-        return await self._publish_policy(caller, ref, rule, required_role, source_fact_ids, events)
+        return await self._publish_policy(
+            caller, ref, rule, required_role, source_fact_ids, events, reason=reason
+        )
 
     async def _publish_policy(
         self,
@@ -637,7 +684,10 @@ class Knowledge:
                     ),
                 )
             )
-        await self._publish(events)
+        action, default = ("correct", "policy superseded") if supersedes else ("create", "policy entered")
+        await self._publish(
+            events, (caller, action, supersedes or policy_id, reason or f"{default} by an operator")
+        )
         return policy_id
 
     async def supersede_policy(
@@ -670,7 +720,8 @@ class Knowledge:
                     actor=caller.actor,
                     payload=PolicySupersededPayload(policy_id=policy_id, reason=reason or "deactivated"),
                 )
-            ]
+            ],
+            (caller, "correct", policy_id, reason or "policy deactivated by an operator"),
         )
         return None
 
@@ -752,11 +803,15 @@ class Knowledge:
         )
         return obs.id
 
-    async def set_notes(self, operator: Caller, agent: str, notes: str) -> None:
+    async def set_notes(self, operator: Caller, agent: str, notes: str, *, reason: str = "") -> None:
         """An operator replaces an agent's notes."""
         self._operator(operator, "setting another agent's notes")
         Caller(operator.workspace, agent)
-        await self._publish([self._notes_event(operator.workspace, agent, notes, operator.actor)])
+        await self._publish(
+            [self._notes_event(operator.workspace, agent, notes, operator.actor)],
+            (operator, "correct", None, reason or f"notes of {agent} set by an operator"),
+            {"notes_of": agent},
+        )
 
     async def get_notes(self, caller: Caller, agent: str | None = None) -> str:
         """An agent's notes: readable by that agent and by operators only."""

@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from noema.access import InsufficientMemoryPermission
 from noema.adapters.jetstream import EventPublisher
 from noema.operator import Conflict, NotFound, OperationError
 from noema.recall import Recall
@@ -215,6 +216,8 @@ def route(endpoint: Endpoint, api: Api) -> Route:
             return error_response(404, str(exc))
         except Conflict as exc:
             return error_response(409, str(exc))
+        except InsufficientMemoryPermission as exc:
+            return error_response(403, str(exc))
         except OperationError as exc:
             return error_response(422, str(exc))
         except Exception:

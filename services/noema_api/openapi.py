@@ -72,7 +72,7 @@ def _parameters(endpoint: Endpoint, components: dict[str, Any]) -> list[dict[str
     ]
     if endpoint.query is not None:
         # The query Struct's properties become query parameters (the Struct itself is no component).
-        schema = components.pop(endpoint.query.__name__)
+        schema = components[endpoint.query.__name__]
         for name, prop in schema["properties"].items():
             param = {"name": name, "in": "query", "required": name in schema.get("required", [])}
             params.append({**param, "schema": _not_null(prop)})
@@ -121,6 +121,9 @@ def build_openapi(endpoints: Sequence[Endpoint]) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for e in endpoints:
         paths.setdefault(e.path, {})[e.method.lower()] = _operation(e, components)
+    for e in endpoints:
+        if e.query is not None:
+            components.pop(e.query.__name__, None)  # inlined as parameters, no component
     return {
         "openapi": "3.1.0",
         "info": INFO,

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from ..endpoint import Endpoint
-from . import memories, operator, system
+from . import knowledge, memories, operator, system
 
 __all__ = ["ENDPOINTS"]
 
-ENDPOINTS: tuple[Endpoint, ...] = (*system.ENDPOINTS, *memories.ENDPOINTS, *operator.ENDPOINTS)
+ENDPOINTS: tuple[Endpoint, ...] = (
+    *system.ENDPOINTS,
+    *memories.ENDPOINTS,
+    *operator.ENDPOINTS,
+    *knowledge.ENDPOINTS,
+)
 """Every endpoint, in the order the OpenAPI document lists them."""

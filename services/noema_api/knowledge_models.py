@@ -1,0 +1,317 @@
+"""Request and response bodies of the knowledge endpoints: facts, policies, conflicts, grants,
+domains, working memory and notes (msgspec Structs: the OpenAPI schemas' source)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+import msgspec
+
+from .models import Content, Label, Limit, Name, Reason, _In, _Out
+
+__all__ = [
+    "AccessMode",
+    "AccessModeBody",
+    "Conflict",
+    "ConflictPage",
+    "ConflictQuery",
+    "Domain",
+    "DomainPage",
+    "Fact",
+    "FactBody",
+    "FactPage",
+    "FactQuery",
+    "FactResult",
+    "Grant",
+    "GrantBody",
+    "GrantPage",
+    "GrantResult",
+    "Notes",
+    "NotesQuery",
+    "Policy",
+    "PolicyBody",
+    "PolicyPage",
+    "PolicyQuery",
+    "PolicyResult",
+    "SupersedeFactBody",
+    "SupersedePolicyBody",
+    "WorkingMemory",
+    "WorkingMemoryItem",
+    "WorkingMemoryQuery",
+    "WorkspaceQuery",
+]
+
+Veracity = Literal["stated", "inferred", "tool", "imported"]
+Slug = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9._-]{0,99}$")]
+DomainName = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"\S")]
+Instant = Annotated[datetime, msgspec.Meta(tz=True)]
+
+
+class WorkspaceQuery(_In, frozen=True, kw_only=True):
+    """One workspace."""
+
+    workspace: Name
+
+
+class FactQuery(_In, frozen=True, kw_only=True):
+    """Facts of a workspace; the repository's first when ``repo`` is given."""
+
+    workspace: Name
+    domain: DomainName | None = None
+    topic: Label | None = None
+    repo: Slug | None = None
+    include_inactive: bool = False
+    limit: Limit = 100
+
+
+class PolicyQuery(_In, frozen=True, kw_only=True):
+    """Policies of a workspace."""
+
+    workspace: Name
+    include_inactive: bool = False
+
+
+class ConflictQuery(_In, frozen=True, kw_only=True):
+    """Recorded conflicts, newest first."""
+
+    workspace: Name
+    domain: DomainName | None = None
+    limit: Limit = 50
+
+
+class WorkingMemoryQuery(_In, frozen=True, kw_only=True):
+    """One mind's working memory."""
+
+    workspace: Name
+    mind: Name
+
+
+class NotesQuery(_In, frozen=True, kw_only=True):
+    """One agent's notes (operators only)."""
+
+    workspace: Name
+    agent: Name
+
+
+class FactBody(_In, frozen=True, kw_only=True):
+    """A fact entered by an operator."""
+
+    workspace: Name
+    domain: DomainName
+    topic: Label
+    content: Content
+    veracity: Veracity = "stated"
+    memory_type: Label = "fact"
+    repo: Slug | None = None
+    valid_until: Instant | None = None
+    reason: Reason
+
+
+class SupersedeFactBody(_In, frozen=True, kw_only=True):
+    """The new content of a fact, and why."""
+
+    content: Content
+    veracity: Veracity = "stated"
+    reason: Reason
+
+
+class PolicyBody(_In, frozen=True, kw_only=True):
+    """A policy entered by an operator."""
+
+    workspace: Name
+    domain: DomainName
+    rule: Content
+    repo: Slug | None = None
+    required_role: Name | None = None
+    reason: Reason
+
+
+class SupersedePolicyBody(_In, frozen=True, kw_only=True):
+    """The new rule (none: deactivate), and why."""
+
+    rule: Content | None = None
+    reason: Reason
+
+
+class GrantBody(_In, frozen=True, kw_only=True):
+    """(role, domain) → access; role ``*`` is every role without a grant of its own."""
+
+    workspace: Name
+    role: Annotated[str, msgspec.Meta(pattern=r"^(\*|[A-Za-z0-9_-]{1,64})$")]
+    domain: DomainName
+    access: Literal["none", "read", "write"]
+    repo: Slug | None = None
+    reason: Reason
+
+
+class AccessModeBody(_In, frozen=True, kw_only=True):
+    """A workspace's access mode."""
+
+    workspace: Name
+    mode: Literal["compatible", "strict"]
+    reason: Reason
+
+
+class Fact(_Out, frozen=True, kw_only=True):
+    """A fact (a semantic memory of a domain and topic)."""
+
+    id: str
+    agent: str
+    domain: str | None
+    topic: str | None
+    content: str
+    epistemic_kind: str
+    veracity: str | None
+    confidence: float
+    mention_count: int
+    status: str
+    superseded_by: str | None
+    repo: str | None
+    memory_type: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class FactPage(_Out, frozen=True, kw_only=True):
+    """Facts."""
+
+    items: list[Fact]
+
+
+class FactResult(_Out, frozen=True, kw_only=True):
+    """What a fact write did: ``proposed`` (new) or ``mentioned`` (an equivalent one exists)."""
+
+    outcome: str
+    memory_id: str
+    domain: str
+    topic: str
+
+
+class Policy(_Out, frozen=True, kw_only=True):
+    """A policy."""
+
+    id: str
+    domain: str
+    repo: str | None
+    rule: str
+    required_role: str | None
+    active: bool
+    superseded_by: str | None
+    proposed_by: str
+    created_at: datetime
+
+
+class PolicyPage(_Out, frozen=True, kw_only=True):
+    """Policies."""
+
+    items: list[Policy]
+
+
+class PolicyResult(_Out, frozen=True, kw_only=True):
+    """The new policy (None when one was deactivated)."""
+
+    policy_id: str | None
+    superseded: str | None = None
+
+
+class Conflict(_Out, frozen=True, kw_only=True):
+    """A recorded conflict with both sides and the rule that decided."""
+
+    id: str
+    domain: str | None
+    topic: str | None
+    rule: str
+    detail: str
+    decided_by: str
+    created_at: datetime
+    winner_id: str
+    winner_content: str | None
+    winner_agent: str | None
+    loser_id: str
+    loser_content: str | None
+    loser_agent: str | None
+
+
+class ConflictPage(_Out, frozen=True, kw_only=True):
+    """Conflicts."""
+
+    items: list[Conflict]
+
+
+class Grant(_Out, frozen=True, kw_only=True):
+    """An access grant."""
+
+    role: str
+    domain: str
+    access: str
+    seeded: bool
+    changed_by: str
+    updated_at: datetime
+
+
+class GrantPage(_Out, frozen=True, kw_only=True):
+    """A workspace's access mode and grants."""
+
+    access_mode: str
+    grants: list[Grant]
+
+
+class GrantResult(_Out, frozen=True, kw_only=True):
+    """The grant as set, and what it was."""
+
+    role: str
+    domain: str
+    access: str
+    previous: str | None
+
+
+class Domain(_Out, frozen=True, kw_only=True):
+    """A domain (``repo:<slug>/name`` when repository-scoped)."""
+
+    domain: str
+    name: str
+    repo: str | None
+    created_by: str
+    created_at: datetime
+
+
+class DomainPage(_Out, frozen=True, kw_only=True):
+    """Domains."""
+
+    items: list[Domain]
+
+
+class WorkingMemoryItem(_Out, frozen=True, kw_only=True):
+    """An item a mind holds."""
+
+    memory_id: str
+    weight: float
+    entered_at: str
+    gist: str = ""
+    content: str
+
+
+class WorkingMemory(_Out, frozen=True, kw_only=True):
+    """A mind's working memory, heaviest first."""
+
+    workspace: str
+    mind: str
+    capacity: int | None
+    items: list[WorkingMemoryItem]
+    updated_at: datetime | None
+
+
+class AccessMode(_Out, frozen=True, kw_only=True):
+    """A workspace's access mode as set."""
+
+    workspace: str
+    access_mode: str
+
+
+class Notes(_Out, frozen=True, kw_only=True):
+    """An agent's private notes."""
+
+    workspace: str
+    agent: str
+    notes: str

@@ -1,0 +1,133 @@
+"""The knowledge endpoints of the operator API on real servers: facts (with the conflicts worker),
+policies, conflicts, grants and the access mode, domains, working memory and notes; every write
+audited with the token's name and the reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from noema.access import Caller
+from noema.knowledge import Knowledge
+from noema_conflicts.service import build as build_conflicts
+from tests.integration.api_harness import ApiHarness, api
+from tests.support import assert_eventually
+
+pytestmark = pytest.mark.integration
+__all__ = ["api"]
+
+
+async def settled(api: ApiHarness) -> None:
+    async def check() -> bool:
+        info = await api.h.js.consumer_info(api.h.topology.event_stream, api.h.topology.durable("conflicts"))
+        return info.num_pending == 0 and info.num_ack_pending == 0
+
+    for _ in range(2):
+        await assert_eventually(check)
+        await api.caught_up()
+
+
+async def test_facts_conflicts_policies_grants_through_the_api_are_audited(api: ApiHarness) -> None:
+    await api.h.start(build_conflicts)
+    post = api.admin.post
+    fact = {"workspace": "acme", "domain": "ops", "topic": "deploy-day", "reason": "from the runbook"}
+    first = await post("/v1/facts", json={**fact, "content": "Deploys happen on Fridays"})
+    assert first.status_code == 202, first.text
+    second = await post("/v1/facts", json={**fact, "content": "Deploys happen on Tuesdays"})
+    await settled(api)
+    facts = (
+        await api.admin.get("/v1/facts", params={"workspace": "acme", "include_inactive": "true"})
+    ).json()
+    status = {f["id"]: f["status"] for f in facts["items"]}
+    assert status == {first.json()["memory_id"]: "superseded", second.json()["memory_id"]: "active"}
+    [conflict] = (await api.admin.get("/v1/conflicts", params={"workspace": "acme"})).json()["items"]
+    assert (conflict["winner_content"], conflict["loser_content"], conflict["rule"]) == (
+        "Deploys happen on Tuesdays",
+        "Deploys happen on Fridays",
+        "recency",
+    )
+    fixed = await post(
+        f"/v1/facts/{second.json()['memory_id']}/supersede",
+        json={"content": "Deploys happen on Wednesdays", "reason": "changed in the retro"},
+    )
+    assert fixed.status_code == 202, fixed.text
+
+    policy = await post(
+        "/v1/policies",
+        json={"workspace": "acme", "domain": "ops", "rule": "Roll back first", "reason": "incident"},
+    )
+    assert policy.status_code == 202, policy.text
+    grant = await api.admin.put(
+        "/v1/grants",
+        json={
+            "workspace": "acme",
+            "role": "intern",
+            "domain": "ops",
+            "access": "read",
+            "reason": "onboarding",
+        },
+    )
+    assert grant.json() == {"role": "intern", "domain": "ops", "access": "read", "previous": None}
+    mode = await api.admin.put(
+        "/v1/access-mode", json={"workspace": "acme", "mode": "strict", "reason": "audit"}
+    )
+    assert mode.status_code == 202
+    await settled(api)
+    grants = (await api.admin.get("/v1/grants", params={"workspace": "acme"})).json()
+    assert grants["access_mode"] == "strict"
+    assert ("intern", "ops", "read") in {(g["role"], g["domain"], g["access"]) for g in grants["grants"]}
+    policies = (await api.admin.get("/v1/policies", params={"workspace": "acme"})).json()["items"]
+    assert [p["rule"] for p in policies] == ["Roll back first"]
+    domains = (await api.admin.get("/v1/domains", params={"workspace": "acme"})).json()["items"]
+    assert [d["domain"] for d in domains] == ["ops"]
+
+    # Every operator write: an operator_action naming the token and the reason.
+    actions = await api.h.pool.fetch(
+        "SELECT actor, payload->>'action' AS action, payload->>'reason' AS reason FROM events "
+        "WHERE type = 'operator.action.v1' ORDER BY seq"
+    )
+    assert [(a["actor"], a["action"], a["reason"]) for a in actions] == [
+        ("operator:alice", "create", "from the runbook"),
+        ("operator:alice", "create", "from the runbook"),
+        ("operator:alice", "correct", "changed in the retro"),
+        ("operator:alice", "create", "incident"),
+        ("operator:alice", "grant_change", "onboarding"),
+        ("operator:alice", "grant_change", "audit"),
+    ]
+
+
+async def test_knowledge_reads_errors_and_token_scope(api: ApiHarness) -> None:
+    k = Knowledge(api.h.pool, api.h.nc, api.h.topology)
+    await k.update_my_notes(Caller("acme", "ops-agent"), "halfway through the auth refactor")
+    await api.caught_up()
+    notes = (await api.admin.get("/v1/notes", params={"workspace": "acme", "agent": "ops-agent"})).json()
+    assert notes["notes"] == "halfway through the auth refactor"
+    wm = (await api.admin.get("/v1/working-memory", params={"workspace": "acme", "mind": "ops"})).json()
+    assert wm["items"] == []
+
+    other = await api.acme.get("/v1/facts", params={"workspace": "globex"})
+    assert other.status_code == 403
+    bad = await api.admin.put(
+        "/v1/grants",
+        json={"workspace": "acme", "role": "intern", "domain": "ops", "access": "admin", "reason": "x"},
+    )
+    assert bad.status_code == 422
+    unknown = await api.admin.post(
+        "/v1/facts",
+        json={
+            "workspace": "acme",
+            "domain": "ops",
+            "topic": "t",
+            "content": "c",
+            "reason": "r",
+            "agent": "mallory",
+        },
+    )
+    assert unknown.status_code == 422
+    assert "agent" in unknown.json()["error"]
+    missing = await api.admin.post("/v1/policies/nope/supersede", json={"reason": "r"})
+    assert missing.status_code == 404
+    bad_domain = await api.admin.post(
+        "/v1/facts", json={"workspace": "acme", "domain": "a/b", "topic": "t", "content": "c", "reason": "r"}
+    )
+    assert bad_domain.status_code == 422
+    assert "domain name" in bad_domain.json()["error"]
