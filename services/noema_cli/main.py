@@ -19,7 +19,7 @@ from noema.app import SearchOptions
 from noema.logging import configure_logging
 from noema.settings import Settings, SettingsError
 
-from . import api_cmd, commands, knowledge_cmd
+from . import api_cmd, commands, knowledge_cmd, mcp_cmd
 from .common import DataDir, caller, clip, err, fail, out, print_json, run, run_app, state, use
 
 app = typer.Typer(
@@ -433,6 +433,7 @@ def status(
 
 
 knowledge_cmd.register(app)
+mcp_cmd.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,59 @@
+"""``noemactl mcp``: the MCP server exposing the agent tools to MCP clients (stdio or streamable HTTP).
+
+The server acts as one agent, fixed by ``--workspace``/``--agent``/``--role`` (or ``NOEMA_WORKSPACE``,
+``NOEMA_AGENT``, ``NOEMA_ROLE``); no tool argument can change who is calling.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import typer
+
+from noema_mcp import DEFAULT_PORT, HTTP_PATH
+
+from .common import DataDir, caller, err, run, use
+
+__all__ = ["register"]
+
+mcp_app = typer.Typer(help="The MCP server: the agent tools for MCP clients.", no_args_is_help=True)
+
+
+@mcp_app.command("serve")
+def serve(
+    workspace: str = typer.Option(
+        ..., "--workspace", "-w", envvar="NOEMA_WORKSPACE", help="Workspace of the calling agent."
+    ),
+    agent: str = typer.Option(..., "--agent", "-a", envvar="NOEMA_AGENT", help="The calling agent's name."),
+    role: str = typer.Option(
+        "agent", "--role", "-r", envvar="NOEMA_ROLE", help="The agent's role (its grants apply)."
+    ),
+    transport: Literal["stdio", "http"] = typer.Option(
+        "stdio", "--transport", "-t", help="stdio (spawned by the client) or http (streamable HTTP)."
+    ),
+    host: str = typer.Option("127.0.0.1", "--host", help="HTTP: address to listen on."),
+    port: int = typer.Option(DEFAULT_PORT, "--port", "-p", min=1, max=65535, help="HTTP: port to listen on."),
+    data_dir: Path | None = DataDir(),
+) -> None:
+    """Serve the agent tools (search_memory, propose_fact, …, get_preamble) over MCP as one agent.
+
+    With stdio (the default) an MCP client starts this command itself and talks over stdin/stdout;
+    with http it listens on http://HOST:PORT/mcp until Ctrl-C.
+
+    Example: noemactl mcp serve --workspace acme --agent alice --role engineer
+    """
+    from noema_mcp.service import serve as serve_mcp
+
+    use(data_dir)
+    who = caller(workspace, agent, role)
+    if transport == "http":
+        err.print(
+            f"MCP server for {who.agent} ({who.role}) in {who.workspace} on http://{host}:{port}{HTTP_PATH}"
+        )
+    run(lambda settings: serve_mcp(settings, who, transport, host=host, port=port))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``noemactl mcp`` to ``noemactl``."""
+    app.add_typer(mcp_app, name="mcp")

@@ -1,0 +1,165 @@
+"""The MCP server over the agent tools of :mod:`noema.tools`: every tool with its description and
+typed input schema, and the dispatch preamble as a resource.
+
+The server is bound to one calling agent (:class:`~noema.access.Caller`), fixed when it is built
+from the server's configuration: no tool argument names an agent (tool inputs forbid unknown
+fields), so a client cannot act as anyone else. Each call goes through
+:func:`noema.tools.call_tool`, the same path as every other agent surface.
+
+Failures the agent can act on (bad arguments, an operation refused, a missing permission) come back
+as tool results with ``isError`` and a message for the model to read; an unexpected failure is
+logged with its traceback on stderr and reported without it, as the SDK's own ``MCPServer`` does.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from typing import Any
+from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+import msgspec
+import structlog
+from mcp import types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from noema.access import Caller, InsufficientMemoryPermission
+from noema.app import Noema
+from noema.operations import OperationError
+from noema.tools import TOOLS, Tool, ToolInputError, call_tool, input_schema
+
+__all__ = ["PREAMBLE_URI", "build_server", "preamble_uri", "tool_definitions"]
+
+PREAMBLE_URI = "noema://preamble"
+"""The dispatch preamble without a task (policies and notes); ``PREAMBLE_URI/{task}`` adds the facts
+matching a task, and ``?repo=<slug>`` ranks that repository's memory first."""
+
+_MARKDOWN = "text/markdown"
+_PREAMBLE = types.Resource(
+    uri=PREAMBLE_URI,
+    name="preamble",
+    title="Dispatch preamble",
+    description="Your active policies and private notes, as given at dispatch.",
+    mime_type=_MARKDOWN,
+)
+_PREAMBLE_FOR_TASK = types.ResourceTemplate(
+    uri_template=PREAMBLE_URI + "/{task}",
+    name="preamble-for-task",
+    title="Dispatch preamble for a task",
+    description="Policies, your notes and up to five facts matching the task (percent-encoded; add "
+    "?repo=<slug> to rank a repository's memory first).",
+    mime_type=_MARKDOWN,
+)
+_log = structlog.get_logger("noema.mcp")
+
+
+def preamble_uri(task: str = "", repo: str | None = None) -> str:
+    """The resource URI of the preamble for ``task`` (percent-encoded), optionally for a repo."""
+    uri = f"{PREAMBLE_URI}/{quote(task, safe='')}" if task else PREAMBLE_URI
+    return f"{uri}?repo={quote(repo, safe='')}" if repo else uri
+
+
+def _definition(tool: Tool) -> types.Tool:
+    return types.Tool(
+        name=tool.name,
+        title=tool.name.replace("_", " ").capitalize(),
+        description=tool.description,
+        input_schema=input_schema(tool),
+        annotations=types.ToolAnnotations(
+            read_only_hint=not tool.mutates,
+            destructive_hint=False,  # nothing is deleted: superseded and archived records stay
+            open_world_hint=False,
+        ),
+    )
+
+
+def tool_definitions() -> list[types.Tool]:
+    """Every agent tool as the MCP ``tools/list`` describes it."""
+    return [_definition(tool) for tool in TOOLS.values()]
+
+
+def _result(data: Any) -> types.CallToolResult:
+    # Structured content is restricted to a JSON object before protocol 2026-07-28.
+    structured = data if isinstance(data, dict) else {"result": data}
+    text = msgspec.json.encode(data).decode()
+    return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured)
+
+
+def _error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+
+
+def _instructions(caller: Caller) -> str:
+    return (
+        f"Noema memory for agent {caller.agent!r} (role {caller.role!r}) in workspace "
+        f"{caller.workspace!r}. Start a task with get_preamble (or read {PREAMBLE_URI}/<task>): it "
+        "carries the active policies, your private notes and matching facts. search_memory recalls; "
+        "propose_fact / propose_policy record knowledge; record_observation and update_my_notes keep "
+        "your own context. Your identity comes from this server's configuration, not from arguments."
+    )
+
+
+def build_server(app: Noema, caller: Caller) -> Server[Any]:
+    """An MCP server running every agent tool against ``app`` as ``caller``."""
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tool_definitions())
+
+    async def run_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        if params.name not in TOOLS:
+            return _error(f"unknown tool {params.name!r}; the tools are: {', '.join(TOOLS)}")
+        try:
+            return _result(await call_tool(app, caller, params.name, params.arguments or {}))
+        except ToolInputError as exc:
+            return _error(f"invalid arguments: {exc}")
+        except InsufficientMemoryPermission as exc:
+            return _error(f"permission denied (InsufficientMemoryPermission): {exc}")
+        except OperationError as exc:
+            return _error(f"{params.name} failed: {exc}")
+        except Exception:
+            _log.exception("tool crashed", tool=params.name, agent=caller.agent, workspace=caller.workspace)
+            return _error(f"Error executing tool {params.name} (the server log has the details)")
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[_PREAMBLE])
+
+    async def list_templates(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=[_PREAMBLE_FOR_TASK])
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = urlsplit(params.uri)
+        if f"{uri.scheme}://{uri.netloc}" != PREAMBLE_URI:
+            raise MCPError(types.INVALID_PARAMS, f"unknown resource {params.uri!r}; see resources/list")
+        args: dict[str, Any] = {"task": unquote(uri.path.removeprefix("/"))}
+        if repo := parse_qs(uri.query).get("repo"):
+            args["repo"] = repo[0]
+        try:
+            preamble = await call_tool(app, caller, "get_preamble", args)
+        except (ToolInputError, OperationError) as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=params.uri, mime_type=_MARKDOWN, text=preamble["text"])]
+        )
+
+    return Server(
+        "noema",
+        version=importlib.metadata.version("noema"),
+        title="Noema memory",
+        instructions=_instructions(caller),
+        on_list_tools=list_tools,
+        on_call_tool=run_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+    )

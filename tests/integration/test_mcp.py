@@ -1,0 +1,354 @@
+"""The MCP server through the SDK's own client, over stdio and streamable HTTP, against real NATS and
+PostgreSQL: every agent tool is listed with its schema and called, and its events carry the configured
+agent as actor."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client, types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from noema.adapters.jetstream import last_on_subject, stream_last_seq
+from noema.knowledge import Caller, Knowledge
+from noema.tools import TOOLS, input_schema
+from noema_conflicts.service import build as build_conflicts
+from noema_mcp import HTTP_PATH
+from noema_mcp.server import PREAMBLE_URI, preamble_uri
+from noema_projector.service import build as build_projector
+from tests.conftest import Harness
+from tests.integration.test_knowledge import settled
+from tests.support import assert_eventually
+
+pytestmark = pytest.mark.integration
+
+ALICE = Caller("acme", "alice", "engineer")
+BOB = Caller("acme", "bob", "engineer")
+OPERATOR = Caller("acme", "root", operator=True)
+TASK = "when do deploys/releases happen? (ops)"
+SERVE = ["-m", "noema_mcp", "--workspace", "acme", "--agent", "alice", "--role", "engineer"]
+
+
+def server_log(log: Path) -> str:
+    """What the server wrote on stderr."""
+    return log.read_text()
+
+
+@asynccontextmanager
+async def over_stdio(harness: Harness, log: Path) -> AsyncIterator[ClientSession]:
+    """The server spawned by the client, as an MCP host does (``python -m noema_mcp`` = ``noemactl mcp
+    serve``), finding the servers through the NOEMA_* environment."""
+    params = StdioServerParameters(command=sys.executable, args=SERVE, env=harness.settings.to_env())
+    with log.open("w") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield session
+    assert "Traceback" not in server_log(log)
+
+
+@asynccontextmanager
+async def over_http(harness: Harness, log: Path) -> AsyncIterator[ClientSession]:
+    """The server started with ``--transport http`` on a free port; stopped with SIGTERM."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with log.open("w") as errlog:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *SERVE,
+            "--transport",
+            "http",
+            "--port",
+            str(port),
+            env=harness.settings.to_env(),
+            stdin=asyncio.subprocess.DEVNULL,
+            stderr=errlog,
+        )
+        try:
+
+            async def listening() -> bool:
+                assert process.returncode is None, server_log(log)
+                try:
+                    _, writer = await asyncio.open_connection("127.0.0.1", port)
+                except OSError:
+                    return False
+                writer.close()
+                return True
+
+            await assert_eventually(listening, timeout=20)
+            url = f"http://127.0.0.1:{port}{HTTP_PATH}"
+            async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                yield session
+        finally:
+            process.terminate()
+            # uvicorn drains, then re-raises the signal it caught: the exit status is "killed by SIGTERM".
+            assert await asyncio.wait_for(process.wait(), 10) == -signal.SIGTERM, server_log(log)
+            assert "Traceback" not in server_log(log)
+
+
+TRANSPORTS = {"stdio": over_stdio, "http": over_http}
+
+
+def ok(result: types.CallToolResult) -> Any:
+    """The structured result of a successful call (its text content is the same JSON)."""
+    assert not result.is_error, result.content
+    [content] = result.content
+    assert isinstance(content, types.TextContent)
+    assert json.loads(content.text) == result.structured_content
+    return result.structured_content
+
+
+def error(result: types.CallToolResult) -> str:
+    """The message of a call that failed as a tool error."""
+    assert result.is_error
+    [content] = result.content
+    assert isinstance(content, types.TextContent)
+    assert "Traceback" not in content.text
+    return content.text
+
+
+async def events(harness: Harness, **where: str) -> list[dict[str, Any]]:
+    clauses = " AND ".join(f"{k} = ${i}" for i, k in enumerate(where, 1)) or "true"
+    rows = await harness.pool.fetch(
+        f"SELECT type, actor, payload FROM events WHERE {clauses} ORDER BY seq", *where.values()
+    )
+    return [{**dict(r), "payload": json.loads(r["payload"])} for r in rows]
+
+
+@pytest.mark.parametrize("transport", list(TRANSPORTS))
+async def test_every_tool_runs_as_the_configured_agent(
+    harness: Harness, tmp_path: Path, transport: str
+) -> None:
+    await harness.start(build_projector)
+    await harness.start(build_conflicts)
+    k = Knowledge(harness.pool, harness.nc, harness.topology)
+    async with TRANSPORTS[transport](harness, tmp_path / "server.log") as mcp:
+        listed = {t.name: t for t in (await mcp.list_tools()).tools}
+        assert set(listed) == set(TOOLS)
+        for name, tool in listed.items():
+            assert tool.description == TOOLS[name].description
+            assert tool.input_schema == input_schema(TOOLS[name])
+            assert tool.input_schema["type"] == "object"
+        assert listed["search_memory"].input_schema["required"] == ["query"]
+        assert listed["search_memory"].annotations
+        assert listed["search_memory"].annotations.read_only_hint
+
+        # propose_fact: a fact.proposed event by alice; a contradiction becomes a conflict.
+        fridays = ok(
+            await mcp.call_tool(
+                "propose_fact",
+                {"domain": "ops", "topic": "deploy-day", "content": "Deploys happen on Fridays"},
+            )
+        )
+        assert fridays["outcome"] == "proposed"
+        await settled(harness)
+        [proposed] = await events(harness, type="fact.proposed.v1")
+        assert (proposed["actor"], proposed["payload"]["memory_id"]) == ("alice", fridays["memory_id"])
+        tuesdays = ok(
+            await mcp.call_tool(
+                "propose_fact",
+                {"domain": "ops", "topic": "deploy-day", "content": "Deploys happen on Tuesdays"},
+            )
+        )
+        await settled(harness)
+        [conflict] = ok(await mcp.call_tool("list_memory_conflicts", {"domain": "ops"}))["conflicts"]
+        assert (conflict["winner_id"], conflict["loser_id"]) == (tuesdays["memory_id"], fridays["memory_id"])
+
+        # search_memory finds the fact that won, with its score components when asked.
+        found = ok(await mcp.call_tool("search_memory", {"query": "deploys tuesdays", "explain": True}))
+        assert found["results"][0]["id"] == tuesdays["memory_id"]
+        assert found["results"][0]["components"]
+        assert fridays["memory_id"] not in {r["id"] for r in found["results"]}, (
+            "superseded facts are not recalled"
+        )
+
+        # supersede_fact
+        wednesdays = ok(
+            await mcp.call_tool(
+                "supersede_fact",
+                {
+                    "fact_id": tuesdays["memory_id"],
+                    "content": "Deploys happen on Wednesdays",
+                    "reason": "moved",
+                },
+            )
+        )
+        await settled(harness)
+        status = await harness.pool.fetchval(
+            "SELECT superseded_by FROM memories WHERE id = $1", tuesdays["memory_id"]
+        )
+        assert status == wednesdays["memory_id"]
+
+        # propose_policy / supersede_policy; refused where the role has only read, and nothing written.
+        policy = ok(
+            await mcp.call_tool(
+                "propose_policy", {"domain": "ops", "rule": "Never deploy without a rollback plan"}
+            )
+        )
+        await settled(harness)
+        newer = ok(
+            await mcp.call_tool(
+                "supersede_policy",
+                {"policy_id": policy["policy_id"], "rule": "Never deploy without a tested rollback plan"},
+            )
+        )
+        assert newer["superseded"] == policy["policy_id"]
+        assert newer["policy_id"] != policy["policy_id"]
+        await k.set_grant(OPERATOR, "engineer", "security", "read")
+        await settled(harness)
+        before = await stream_last_seq(harness.js, harness.topology.event_stream)
+        refused = error(
+            await mcp.call_tool("propose_policy", {"domain": "security", "rule": "Secrets never rotate"})
+        )
+        assert "permission" in refused
+        assert "'engineer' has read access to domain 'security'" in refused
+        assert await stream_last_seq(harness.js, harness.topology.event_stream) == before
+
+        # update_my_notes reaches the preamble, as a tool and as a resource.
+        ok(await mcp.call_tool("update_my_notes", {"notes": "Halfway through the rollback runbook"}))
+        await settled(harness)
+        preamble = ok(await mcp.call_tool("get_preamble", {"task": TASK}))
+        assert preamble["notes"] == "Halfway through the rollback runbook"
+        assert "Halfway through the rollback runbook" in preamble["text"]
+        assert "Never deploy without a tested rollback plan" in preamble["text"]
+        assert any("Wednesdays" in f for f in preamble["facts"])
+        resource = await mcp.read_resource(preamble_uri(TASK))
+        [contents] = resource.contents
+        assert isinstance(contents, types.TextResourceContents)
+        assert contents.text == preamble["text"]
+
+        # record_observation: on the observation stream, as alice's.
+        observed = ok(
+            await mcp.call_tool("record_observation", {"content": "the rollback runbook is outdated"})
+        )
+        subject = harness.topology.observation_subject("acme", "alice")
+        last = await last_on_subject(harness.js, harness.topology.observation_stream, subject)
+        assert last is not None
+        assert observed["observation_id"] in last[1].decode()
+
+        # remember + consolidate_memory: an important hot-tier item becomes alice's fact.
+        hot = ok(
+            await mcp.call_tool(
+                "remember",
+                {
+                    "session": "s1",
+                    "content": "The staging database is rebuilt every Sunday",
+                    "domain": "ops",
+                    "topic": "staging",
+                    "importance": 0.9,
+                },
+            )
+        )
+        assert hot["outcome"] == "remembered"
+        await settled(harness)
+        report = ok(await mcp.call_tool("consolidate_memory", {"domain": "ops"}))
+        [promoted] = report["promoted"]
+        assert promoted["hot_id"] == hot["memory_id"]
+        await settled(harness)
+        fact = await harness.pool.fetchrow(
+            "SELECT content, mind FROM memories WHERE id = $1", promoted["fact_id"]
+        )
+        assert (fact["content"], fact["mind"]) == ("The staging database is rebuilt every Sunday", "alice")
+
+        # harmonize_memory: bob holds the same belief as alice in another topic; they become one.
+        bobs = await k.propose_fact(BOB, "ops", "staging-db", "the staging database is rebuilt every sunday")
+        await settled(harness)
+        harmonized = ok(await mcp.call_tool("harmonize_memory", {"domain": "ops"}))
+        assert harmonized["corroborated"] == [
+            {"kept": promoted["fact_id"], "merged": [bobs.memory_id], "agents": ["alice", "bob"]}
+        ]
+        await settled(harness)
+
+    # The tools' events all name alice; the others are the test's own setup and the conflicts worker.
+    actors = {e["actor"] for e in await events(harness)}
+    assert actors == {"alice", "bob", "operator:root", "conflicts"}
+    assert {e["type"] for e in await events(harness, actor="alice")} >= {
+        "fact.proposed.v1",
+        "memory.superseded.v1",
+        "policy.proposed.v1",
+        "policy.superseded.v1",
+        "notes.updated.v1",
+        "memory.created.v1",
+        "fact.mentioned.v1",
+    }
+
+
+async def test_an_agent_argument_cannot_impersonate_and_bad_input_is_a_tool_error(
+    harness: Harness, tmp_path: Path
+) -> None:
+    await harness.start(build_projector)
+    async with over_stdio(harness, tmp_path / "server.log") as mcp:
+        before = await stream_last_seq(harness.js, harness.topology.event_stream)
+        refused = error(
+            await mcp.call_tool(
+                "propose_fact", {"domain": "ops", "topic": "t", "content": "I am bob", "agent": "bob"}
+            )
+        )
+        assert "unknown field `agent`" in refused
+        assert "unknown field `agent`" in error(
+            await mcp.call_tool("update_my_notes", {"notes": "x", "agent": "bob"})
+        )
+        assert "`query`" in error(await mcp.call_tool("search_memory", {}))
+        assert "unknown tool 'forget_everything'" in error(await mcp.call_tool("forget_everything", {}))
+        assert "no fact nope" in error(
+            await mcp.call_tool("supersede_fact", {"fact_id": "nope", "content": "x"})
+        )
+        assert await stream_last_seq(harness.js, harness.topology.event_stream) == before
+
+        resources = await mcp.list_resources()
+        assert [r.uri for r in resources.resources] == [PREAMBLE_URI]
+        templates = await mcp.list_resource_templates()
+        assert [t.uri_template for t in templates.resource_templates] == [PREAMBLE_URI + "/{task}"]
+        with pytest.raises(MCPError, match="unknown resource"):
+            await mcp.read_resource("noema://someone-else/notes")
+
+        ok(await mcp.call_tool("update_my_notes", {"notes": "mine"}))
+        await assert_eventually(
+            lambda: harness.pool.fetchval("SELECT agent FROM agent_notes WHERE notes = 'mine'")
+        )
+        assert await harness.pool.fetchval("SELECT agent FROM agent_notes") == "alice"
+        [contents] = (await mcp.read_resource(PREAMBLE_URI)).contents
+        assert isinstance(contents, types.TextResourceContents)
+        assert "mine" in contents.text
+
+
+def test_serve_says_what_is_missing_instead_of_starting(tmp_path: Path) -> None:
+    env = {"PATH": os.environ["PATH"], "NOEMA_DATA_DIR": str(tmp_path)}
+    no_agent = subprocess.run(
+        [sys.executable, *SERVE[:4]], env=env, capture_output=True, text=True, timeout=30, check=False
+    )
+    assert no_agent.returncode == 2
+    assert "--agent" in no_agent.stderr
+    assert "NOEMA_AGENT" in no_agent.stderr
+    bad_name = subprocess.run(
+        [sys.executable, *SERVE[:4]],
+        env={**env, "NOEMA_AGENT": "alice smith"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert bad_name.returncode == 2
+    assert "agent must be 1-64 letters" in bad_name.stderr
+    not_running = subprocess.run(
+        [sys.executable, *SERVE], env=env, capture_output=True, text=True, timeout=30, check=False
+    )
+    assert not_running.returncode == 2
+    assert "no running Noema found" in not_running.stderr
+    assert not_running.stdout == "", "stdout is the MCP channel: nothing but protocol goes there"
