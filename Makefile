@@ -11,7 +11,7 @@ help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
 
 # Packages are listed so that adding one re-runs the editable install (its import map is static).
-$(STAMP): requirements.lock pyproject.toml $(wildcard libs/*/__init__.py schemas/*/__init__.py services/*/__init__.py)
+$(STAMP): requirements.lock pyproject.toml $(wildcard libs/*/__init__.py schemas/*/__init__.py services/*/__init__.py sdk/*/__init__.py)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.lock
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .

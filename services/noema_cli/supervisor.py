@@ -40,6 +40,7 @@ SERVICES: dict[str, str] = {
     "decay": "noema_decay",
     "conflicts": "noema_conflicts",
     "api": "noema_api",
+    "service": "noema_service",
 }
 """Every process ``up`` runs: name → module (``python -m <module>``); embed only with an embedder."""
 

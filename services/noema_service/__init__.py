@@ -1,0 +1,1 @@
+"""The agent service: every agent tool, plus ``observe``, as NATS request/reply endpoints (NATS micro)."""

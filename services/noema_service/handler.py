@@ -1,0 +1,119 @@
+"""Handling one request: the caller from the subject, the operation, one reply (result or error).
+
+Errors are answered with a JSON body *and* the NATS micro error headers, and counted per code in
+the endpoint's STATS ``data`` (the library counts only exceptions that escape a handler; ours never
+do, so every request gets a body that says what went wrong).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any
+
+import asyncpg
+import nats.errors
+import structlog
+from nats.micro.request import Handler, Request
+from nats.micro.service import EndpointStats
+
+from noema.access import Caller, InsufficientMemoryPermission
+from noema.app import Noema
+from noema.client import InvalidObservation
+from noema.ids import new_id
+from noema.operations import OperationError
+from noema.tools import ToolInputError
+from noema_sdk.protocol import encode_error, encode_result, parse_agent_subject
+
+from .operations import Operation
+
+__all__ = ["Dispatcher", "classify"]
+
+log = structlog.get_logger("noema.service")
+
+# A backend that does not answer is not a bug: the agent may retry (503).
+_UNAVAILABLE = (
+    TimeoutError,
+    OSError,
+    nats.errors.Error,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+)
+
+
+def classify(exc: BaseException) -> tuple[int, str]:
+    """The reply code and message for an exception raised while handling a request."""
+    if isinstance(exc, InsufficientMemoryPermission):
+        return 403, str(exc)
+    if isinstance(exc, ToolInputError | InvalidObservation | OperationError):
+        return 400, str(exc)
+    if isinstance(exc, _UNAVAILABLE):
+        return 503, f"a backend is unavailable ({type(exc).__name__}); retry later"
+    return 500, "internal error"
+
+
+class Dispatcher:
+    """Runs requests against the application layer and keeps per-endpoint error counts.
+
+    The micro library calls one endpoint's handler for one request at a time; the work runs in a
+    task of its own, so stopping the service (which cancels the endpoint's reader) lets a request
+    in progress finish and reply (:meth:`drain`).
+    """
+
+    def __init__(self, app: Noema) -> None:
+        self._app = app
+        self._errors: dict[str, Counter[int]] = {}
+        self._in_flight: set[asyncio.Task[None]] = set()
+
+    def handler(self, op: Operation) -> Handler:
+        """The micro handler of one endpoint."""
+        self._errors[op.name] = Counter()
+
+        async def handle(request: Request) -> None:
+            task = asyncio.create_task(self._handle(op, request), name=f"noema-service:{op.name}")
+            self._in_flight.add(task)
+            task.add_done_callback(self._in_flight.discard)
+            await asyncio.shield(task)
+
+        return handle
+
+    async def drain(self) -> None:
+        """Wait for the requests being handled to reply."""
+        while self._in_flight:
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+
+    def stats(self, endpoint: EndpointStats) -> dict[str, Any]:
+        """STATS ``data`` of an endpoint: error replies by code."""
+        counts = self._errors.get(endpoint.name, Counter())
+        return {"errors": sum(counts.values()), "errors_by_code": {str(k): v for k, v in counts.items()}}
+
+    async def _handle(self, op: Operation, request: Request) -> None:
+        started = time.perf_counter()
+        address = None
+        try:
+            address = parse_agent_subject(request.subject)
+            caller = Caller(address.workspace, address.agent, address.role)
+            body, headers = encode_result(await op.run(self._app, caller, request.data)), None
+            code = 200
+        except Exception as exc:
+            code, message = classify(exc)
+            if code == 500:
+                error_id = new_id()
+                message = f"internal error (logged as {error_id})"
+                log.exception("request failed", operation=op.name, subject=request.subject, error_id=error_id)
+            self._errors[op.name][code] += 1
+            body, headers = encode_error(code, message)
+        try:
+            await request.respond(body, headers=headers)
+        except ValueError:
+            log.warning("request without a reply subject; handled, not answered", subject=request.subject)
+        log.info(
+            "request handled",
+            operation=op.name,
+            workspace=address and address.workspace,
+            agent=address and address.agent,
+            role=address and address.role,
+            code=code,
+            duration_ms=round((time.perf_counter() - started) * 1000, 2),
+        )

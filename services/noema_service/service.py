@@ -1,0 +1,73 @@
+"""Composition root of the agent service: the application layer, a NATS micro service named
+``noema`` with one endpoint per operation on ``<prefix>.agent.*.*.*.<operation>`` (queue group
+``noema``, so instances share the load)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import AsyncExitStack
+
+import structlog
+from nats.micro import add_service
+from nats.micro.service import Service
+
+from noema import __version__
+from noema.app import Noema
+from noema.settings import Settings
+from noema_sdk.protocol import QUEUE_GROUP, SERVICE_NAME, endpoint_subject
+
+from .handler import Dispatcher
+from .operations import OPERATIONS
+
+__all__ = ["AgentService", "build"]
+
+log = structlog.get_logger("noema.service")
+
+
+class AgentService:
+    """The running micro service; :meth:`shutdown` stops taking requests, in-flight ones reply."""
+
+    name = "service"
+
+    def __init__(self, micro: Service, dispatcher: Dispatcher) -> None:
+        self.micro = micro
+        self._dispatcher = dispatcher
+        self._stopping = asyncio.Event()
+
+    async def run(self) -> None:
+        """Serve until :meth:`shutdown` (requests are handled by the NATS client's callbacks)."""
+        log.info("service started", id=self.micro.id, endpoints=len(OPERATIONS))
+        await self._stopping.wait()
+        await self.micro.stop()
+        await self._dispatcher.drain()
+        log.info("service stopped", id=self.micro.id)
+
+    def shutdown(self) -> None:
+        """Stop gracefully: unsubscribe, let the requests in progress reply."""
+        self._stopping.set()
+
+
+async def build(settings: Settings, stack: AsyncExitStack) -> AgentService:
+    """Open the application layer and register every endpoint; resources are owned by ``stack``."""
+    app = await stack.enter_async_context(Noema.open(settings, name="noema-service"))
+    dispatcher = Dispatcher(app)
+    micro = await add_service(
+        app.nc,
+        name=SERVICE_NAME,
+        version=__version__,
+        description="Noema agent operations (memory search, facts, policies, notes, observations)",
+        metadata={"prefix": settings.prefix},
+        queue_group=QUEUE_GROUP,
+        stats_handler=dispatcher.stats,
+    )
+    stack.push_async_callback(micro.stop)  # idempotent; covers a build that fails half-way
+    for op in OPERATIONS.values():
+        await micro.add_endpoint(
+            name=op.name,
+            subject=endpoint_subject(settings.prefix, op.name),
+            handler=dispatcher.handler(op),
+            metadata={"description": op.description, "input_schema": json.dumps(op.schema)},
+        )
+    await app.nc.flush()
+    return AgentService(micro, dispatcher)

