@@ -68,7 +68,7 @@ from .domain.knowledge import (
     keeper,
 )
 from .ids import derive_id, new_id
-from .operations import OperationError
+from .operations import Conflict, NotFound, OperationError
 from .topology import Topology
 
 __all__ = [
@@ -531,9 +531,9 @@ class Knowledge:
             workspace,
         )
         if row is None:
-            raise OperationError(f"no fact {memory_id} in workspace {workspace}")
+            raise NotFound(f"no fact {memory_id} in workspace {workspace}")
         if row["status"] != "active":
-            raise OperationError(f"fact {memory_id} is {row['status']}, not active")
+            raise Conflict(f"fact {memory_id} is {row['status']}, not active")
         return cast(asyncpg.Record, row)
 
     async def supersede_fact(
@@ -700,9 +700,9 @@ class Knowledge:
             caller.workspace,
         )
         if row is None:
-            raise OperationError(f"no policy {policy_id} in workspace {caller.workspace}")
+            raise NotFound(f"no policy {policy_id} in workspace {caller.workspace}")
         if not row["active"]:
-            raise OperationError(f"policy {policy_id} is no longer active")
+            raise Conflict(f"policy {policy_id} is no longer active")
         await self._require(caller, row["domain"], "write", "superseding a policy")
         ref = self._ref(row["domain"], None)
         if rule is not None and rule.strip():

@@ -31,6 +31,8 @@ from .domain.dynamics import HALF_LIFE_DAYS
 from .ids import derive_id, new_id
 
 __all__ = [
+    "Conflict",
+    "NotFound",
     "OperationError",
     "decay_tick",
     "embed_memories",
@@ -43,6 +45,14 @@ __all__ = [
 
 class OperationError(ValueError):
     """The operation cannot be done; the message says why (shown to users as is)."""
+
+
+class NotFound(OperationError):
+    """The target does not exist (in the read model)."""
+
+
+class Conflict(OperationError):
+    """The target exists but its current state does not allow the operation."""
 
 
 async def relate(

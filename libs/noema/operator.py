@@ -35,7 +35,7 @@ from noema_events.vocabulary import CHANNEL_CREDIBILITY, EpistemicKind, MemoryKi
 
 from .adapters.jetstream import EventPublisher
 from .ids import new_id
-from .operations import OperationError
+from .operations import Conflict, NotFound, OperationError
 
 __all__ = [
     "Conflict",
@@ -51,14 +51,6 @@ __all__ = [
 ]
 
 StatusAction = Literal["retract", "archive", "restore"]
-
-
-class NotFound(OperationError):
-    """The target does not exist (in the read model)."""
-
-
-class Conflict(OperationError):
-    """The target exists but its current state does not allow the operation."""
 
 
 @dataclass(frozen=True)

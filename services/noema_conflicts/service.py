@@ -1,6 +1,9 @@
 """Conflicts worker: every ``fact.proposed`` is checked against the active facts of its domain and
 topic (SPEC §7).
 
+Only facts earlier in the stream are compared (a later one is settled when its own turn comes), so
+the outcome follows stream order whatever the read model already holds.
+
 - An equivalent active fact there: the new record is a duplicate; it is superseded by the existing
   one, which is mentioned again (confidence and mention_count rise).
 - A different statement: a contradiction, decided by the rules of
@@ -103,11 +106,12 @@ class ConflictsHandler:
         slot = await self._pool.fetch(
             f"SELECT {FACT_COLUMNS} FROM memories WHERE workspace = $1 AND kind = 'semantic' "
             "AND status = 'active' AND tier = 'long' AND domain = $2 AND topic = $3 "
-            "AND id <> ALL($4::text[]) ORDER BY origin_seq",
+            "AND id <> ALL($4::text[]) AND origin_seq < $5 ORDER BY origin_seq",
             ev.workspace,
             p.domain,
             p.topic,
             [p.memory_id, p.supersedes or p.memory_id],
+            new.seq,
         )
         for row in slot:
             other = fact_view(row)

@@ -22,7 +22,7 @@ from noema.access import Caller, InsufficientMemoryPermission
 from noema.app import Noema
 from noema.client import InvalidObservation
 from noema.ids import new_id
-from noema.operations import OperationError
+from noema.operations import Conflict, NotFound, OperationError
 from noema.tools import ToolInputError
 from noema_sdk.protocol import encode_error, encode_result, parse_agent_subject
 
@@ -46,6 +46,10 @@ def classify(exc: BaseException) -> tuple[int, str]:
     """The reply code and message for an exception raised while handling a request."""
     if isinstance(exc, InsufficientMemoryPermission):
         return 403, str(exc)
+    if isinstance(exc, NotFound):
+        return 404, str(exc)
+    if isinstance(exc, Conflict):
+        return 409, str(exc)
     if isinstance(exc, ToolInputError | InvalidObservation | OperationError):
         return 400, str(exc)
     if isinstance(exc, _UNAVAILABLE):

@@ -79,17 +79,24 @@ async def test_a_repeated_fact_raises_confidence_instead_of_duplicating(harness:
     assert rows[0]["mention_count"] == 2
     assert rows[0]["confidence"] > 0.7 + 0.0, "inferred seeds 0.7; a stated re-mention raises it"
 
-    # Two equivalent proposals racing past the read model: the worker merges the second into the first.
-    await asyncio.gather(
-        k.propose_fact(ALICE, "ops", "backups", "Backups run nightly at 02:00"),
-        k.propose_fact(BOB, "ops", "backups", "backups run nightly at 02:00"),
-    )
+
+async def test_two_equivalent_facts_racing_past_the_read_model_are_merged_by_the_worker(
+    harness: Harness,
+) -> None:
+    k = Knowledge(harness.pool, harness.nc, harness.topology)
+    # Both are proposed before anything is projected, so neither sees the other: the race.
+    first = await k.propose_fact(ALICE, "ops", "backups", "Backups run nightly at 02:00")
+    second = await k.propose_fact(BOB, "ops", "backups", "backups run nightly at 02:00")
+    assert (first.outcome, second.outcome) == ("proposed", "proposed")
+    await harness.start(build_projector)
+    await harness.start(build_conflicts)
     await settled(harness)
-    rows = await slot(harness, "ops", "backups")
-    active = [r for r in rows if r["status"] == "active"]
-    assert len(active) == 1
-    assert active[0]["mention_count"] == 2
-    assert [r["superseded_by"] for r in rows if r["status"] == "superseded"] == [active[0]["id"]]
+    rows = {r["id"]: r for r in await slot(harness, "ops", "backups")}
+    assert rows[first.memory_id]["status"] == "active"
+    assert rows[first.memory_id]["mention_count"] == 2
+    assert rows[second.memory_id]["status"] == "superseded"
+    assert rows[second.memory_id]["superseded_by"] == first.memory_id
+    assert await k.list_conflicts(ALICE) == [], "a restatement is no conflict"
 
 
 async def test_a_contradiction_supersedes_the_loser_and_records_both_sides(harness: Harness) -> None:

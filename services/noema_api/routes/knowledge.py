@@ -198,7 +198,7 @@ async def notes(req: Req[NotesQuery, None]) -> Notes:
 
 
 _READ = (400, 422, 503)
-_WRITE = (400, 404, 422, 503)
+_WRITE = (400, 404, 409, 422, 503)
 
 
 def _get(path: str, handler: Any, summary: str, response: Any, query: Any) -> Endpoint:
