@@ -174,7 +174,12 @@ async def _live_position(settings: Settings) -> int:
         await conn.close()
 
 
-async def replay(settings: Settings, until_seq: int | None, keep: bool) -> dict[str, Any]:
+async def replay(
+    settings: Settings,
+    until_seq: int | None,
+    keep: bool,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
     """Replay into a fresh schema; compare with the live read model once it reached the same seq."""
     assert settings.nats_url
     assert settings.database_url
@@ -182,7 +187,9 @@ async def replay(settings: Settings, until_seq: int | None, keep: bool) -> dict[
     schema = f"replay_{settings.db_schema}_{os.getpid()}_{int(time.time())}"
     nc = await connect(settings.nats_url, name="noemactl-replay")
     try:
-        result = await replay_into(nc, settings.database_url, topology, schema, until_seq=until_seq)
+        result = await replay_into(
+            nc, settings.database_url, topology, schema, until_seq=until_seq, progress=progress
+        )
     finally:
         await nc.close()
     report: dict[str, Any] = {

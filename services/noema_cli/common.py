@@ -5,11 +5,12 @@ turning known failures into messages with distinct exit codes (1 failed, 2 bad i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -33,8 +34,10 @@ __all__ = [
     "clip",
     "err",
     "fail",
+    "operator_name",
     "out",
     "print_json",
+    "progress_bar",
     "run",
     "run_app",
     "state",
@@ -90,6 +93,27 @@ def run(factory: Callable[[Settings], Coroutine[Any, Any, T]]) -> T:
 
 def print_json(data: Any) -> None:
     out.print_json(json.dumps(data, default=lambda o: o.isoformat() if isinstance(o, datetime) else str(o)))
+
+
+@contextlib.contextmanager
+def progress_bar(description: str, disable: bool = False) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr; yields ``report(done, total)``."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        disable=disable,
+    ) as progress:
+        task = progress.add_task(description, total=None)
+
+        def report(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        yield report
 
 
 def JsonOption() -> Any:

@@ -19,8 +19,8 @@ from noema.app import SearchOptions
 from noema.logging import configure_logging
 from noema.settings import Settings, SettingsError
 
-from . import api_cmd, commands, knowledge_cmd, mcp_cmd
-from .common import DataDir, caller, clip, err, fail, out, print_json, run, run_app, state, use
+from . import api_cmd, commands, knowledge_cmd, mcp_cmd, operator_cmd
+from .common import DataDir, caller, clip, fail, out, print_json, progress_bar, run, run_app, state, use
 
 app = typer.Typer(
     name="noemactl",
@@ -308,24 +308,10 @@ def memory_embed_missing(
 
     Example: noemactl memory embed-missing
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
     use(data_dir)
     if state.settings.embedder == "none":
         fail("no embedder configured (NOEMA_EMBEDDER=none)", 2)
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=err,
-        disable=as_json,
-    ) as progress:
-        task = progress.add_task("embedding", total=None)
-
-        def report(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
-
+    with progress_bar("embedding", disable=as_json) as report:
         result = run(lambda s: commands.embed_missing(s, batch, report))
     if as_json:
         print_json(result)
@@ -393,7 +379,8 @@ def replay(
     Example: noemactl replay
     """
     use(data_dir)
-    result = run(lambda s: commands.replay(s, until_seq, keep))
+    with progress_bar("replaying", disable=as_json) as report:
+        result = run(lambda s: commands.replay(s, until_seq, keep, report))
     if as_json:
         print_json(result)
     else:
@@ -433,6 +420,7 @@ def status(
 
 
 knowledge_cmd.register(app)
+operator_cmd.register(app, memory_app)
 mcp_cmd.register(app)
 
 

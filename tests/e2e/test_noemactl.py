@@ -242,6 +242,19 @@ def test_knowledge_commands_facts_conflicts_grants_policies_notes(data_dir: Path
         )
         wm = _eventually_json(data_dir, "wm", "show", "-w", "acme", "-m", "ops", until=lambda w: w["items"])
         assert wm["items"][0]["content"] == "the billing migration finished on the primary cluster"
+        [episode] = json.loads(ctl(data_dir, "memory", "list", "-w", "acme", "-m", "ops", "--json").stdout)
+        ctl(data_dir, "memory", "retract", episode["id"][:8], "--reason", "wrong cluster")
+        shown = _eventually_json(
+            data_dir, "memory", "show", episode["id"], until=lambda m: m["status"] == "retracted"
+        )
+        assert shown["status"] == "retracted"
+        [action] = json.loads(
+            ctl(data_dir, "audit", "--type", "operator.action", "-w", "acme", "--json").stdout
+        )[:1]
+        assert (action["payload"]["action"], action["payload"]["reason"]) == ("retract", "wrong cluster")
+        again = ctl(data_dir, "memory", "retract", episode["id"], "--reason", "again", check=False)
+        assert again.returncode == 2
+        assert "cannot retract" in again.stderr
         assert json.loads(ctl(data_dir, "consolidate", "-w", "acme", "--json").stdout)["merged"] == []
         assert json.loads(ctl(data_dir, "harmonize", "-w", "acme", "--json").stdout)["conflicts"] == []
         replayed = json.loads(ctl(data_dir, "replay", "--json").stdout)
