@@ -3,7 +3,7 @@
 Hybrid score of a candidate (every term is returned as a component, and they sum to ``final``):
 
     voice_v   = w_v(intent) · s_v · weibull            for v in lexical, semantic, temporal, graph
-                s_lexical: full-text rank divided by the best hit's (0 when the voice missed it)
+                s_lexical: BM25 score divided by the best hit's (0 when the voice missed it)
                 s_semantic: cosine similarity, min-max normalised over the voice's hits
                 s_graph: strength of the walk — seed strength × edge confidence (× ½ on the second hop),
                     a seed's strength being its normalised lexical/semantic score
@@ -13,7 +13,7 @@ Hybrid score of a candidate (every term is returned as a component, and they sum
     prior_c   = 0.03 · credibility
     repo      = 0.05 when the memory belongs to the current repository
     relevance = Σ voice_v + priors + repo
-    mmr       = −0.5 · max similarity to the results already chosen, where similarity is cosine
+    mmr       = −0.5 · (max similarity)² to the results already chosen, where similarity is cosine
                 rescaled so the median pair of candidates is 0 and identical is 1 (embedding spaces put
                 unrelated texts at cosine 0.8), or token overlap (Jaccard) without vectors
     final     = relevance + mmr
@@ -53,20 +53,20 @@ VOICES = ("lexical", "semantic", "temporal", "graph")
 PRIORS = {"activation": 0.06, "importance": 0.04, "credibility": 0.03}
 REPO_BOOST = 0.05
 MMR_PENALTY = 0.5
-
-DEFAULT_WEIGHTS: dict[str, float] = {"semantic": 0.48, "graph": 0.22, "lexical": 0.25, "temporal": 0.05}
-"""Semantic weighs most, then graph and lexical, then recency (SPEC §8): for a plain lookup, recency
-only breaks near-ties (on LoCoMo, whose questions are not about recency, a weight of 0 would score
-recall_any@10 0.750 instead of 0.741 — we keep the voice for agents' own recent work)."""
+MMR_POWER = 2.0
+DEFAULT_WEIGHTS: dict[str, float] = {"semantic": 0.37, "lexical": 0.36, "graph": 0.22, "temporal": 0.05}
+"""Text (BM25) and vectors weigh alike — two voices of comparable strength, as in a plain min-max
+fusion — then the graph walk, then recency (SPEC §8): for a plain lookup, recency only breaks
+near-ties; we keep the voice for agents' own recent work."""
 
 INTENT_WEIGHTS: dict[str, dict[str, float]] = {
     "lookup": DEFAULT_WEIGHTS,
     # "when did…", "latest…": recency and exact words matter more.
-    "temporal": {"semantic": 0.42, "graph": 0.18, "lexical": 0.28, "temporal": 0.12},
+    "temporal": {"semantic": 0.32, "lexical": 0.38, "graph": 0.18, "temporal": 0.12},
     # "why…", "what led to…": the answer is often connected to the question's words, not made of them.
-    "relational": {"semantic": 0.40, "graph": 0.30, "lexical": 0.22, "temporal": 0.08},
+    "relational": {"semantic": 0.31, "lexical": 0.31, "graph": 0.30, "temporal": 0.08},
     # quoted phrases, identifiers, error codes: the literal words are the best evidence.
-    "exact": {"semantic": 0.30, "graph": 0.15, "lexical": 0.48, "temporal": 0.07},
+    "exact": {"semantic": 0.25, "lexical": 0.53, "graph": 0.15, "temporal": 0.07},
 }
 """Voice weights per query intent."""
 
@@ -217,9 +217,18 @@ def _similarities(items: Sequence[Scored]) -> np.ndarray:
 
 
 def mmr_select(
-    scored: Sequence[Scored], limit: int, penalty: float = MMR_PENALTY, pool: int = 50
+    scored: Sequence[Scored],
+    limit: int,
+    penalty: float = MMR_PENALTY,
+    pool: int = 50,
+    power: float = MMR_POWER,
 ) -> list[Scored]:
-    """Greedy maximal marginal relevance over the best ``pool``: near-duplicates make room for others."""
+    """Greedy maximal marginal relevance over the best ``pool``: near-duplicates make room for others.
+
+    The penalty grows with the square of the similarity (``power``), so it falls on redundancy —
+    restatements of a result already chosen — far more than on results that are merely about the
+    same thing (several turns of one conversation can each hold part of an answer).
+    """
     items = list(scored[:pool])
     if not items:
         return []
@@ -229,11 +238,11 @@ def mmr_select(
     free = np.ones(len(items), dtype=bool)
     chosen: list[Scored] = []
     while free.any() and len(chosen) < limit:
-        value = np.where(free, relevance - penalty * np.maximum(max_sim, 0.0), -np.inf)
+        value = np.where(free, relevance - penalty * np.maximum(max_sim, 0.0) ** power, -np.inf)
         i = int(np.argmax(value))
         s = items[i]
         s.components["max_similarity"] = float(max_sim[i])
-        s.components["mmr"] = -penalty * max(0.0, float(max_sim[i]))
+        s.components["mmr"] = -penalty * max(0.0, float(max_sim[i])) ** power
         s.components["final"] = s.relevance + s.components["mmr"]
         chosen.append(s)
         free[i] = False

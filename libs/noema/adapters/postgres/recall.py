@@ -124,6 +124,7 @@ class RecallStore:
         async with self._pool.acquire() as conn:
             args: list[Any] = []
             bounded = False
+            lexemes: list[str] = []
             if strict:
                 args.append(query)
                 tsq = "websearch_to_tsquery('english', $1)"
@@ -134,6 +135,7 @@ class RecallStore:
                 if text_query.broad and not broad:
                     return []
                 args.append(text_query.tsquery)
+                lexemes = list(text_query.lexemes)
                 bounded = text_query.broad
                 tsq = "to_tsquery('simple', $1)"
             where = f.where("m", args)
@@ -144,14 +146,38 @@ class RecallStore:
                 source = f"""(SELECT m.* FROM memories m, {tsq} q WHERE m.search @@ q AND {where}
                              ORDER BY coalesce(m.happened_at, m.created_at) DESC
                              LIMIT {BROAD_CANDIDATES})"""
-            args.append(limit)
-            rows = await conn.fetch(
-                f"""SELECT m.id, ts_rank_cd(m.search, q, 1) AS score
-                    FROM {source} m, {tsq} q
-                    WHERE m.search @@ q AND {where}
-                    ORDER BY score DESC, m.id LIMIT ${len(args)}""",
-                *args,
-            )
+            if strict:
+                args.append(limit)
+                rows = await conn.fetch(
+                    f"""SELECT m.id, ts_rank_cd(m.search, q, 1) AS score
+                        FROM {source} m, {tsq} q
+                        WHERE m.search @@ q AND {where}
+                        ORDER BY score DESC, m.id LIMIT ${len(args)}""",
+                    *args,
+                )
+            else:
+                n, avgdl = await self.term_stats.scope(conn, f.workspace)
+                args += [lexemes, n, avgdl, limit]
+                k = len(args)
+                # BM25 (k1 1.2, b 0.75) over the matching memories: a word's weight is its rarity in
+                # the scope (document frequency counted among the matches, which hold every memory
+                # with the word); participants' names (weight B) count 0.4 of a content word.
+                rows = await conn.fetch(
+                    f"""WITH hits AS (
+                            SELECT m.id, m.search FROM {source} m, {tsq} q
+                            WHERE m.search @@ q AND {where}),
+                        terms AS (
+                            SELECT h.id, u.lexeme, length(h.search) AS dl,
+                                   coalesce(array_length(u.positions, 1), 1)
+                                   * CASE WHEN 'A' = ANY(u.weights) THEN 1.0 ELSE 0.4 END AS tf
+                            FROM hits h, unnest(h.search) u WHERE u.lexeme = ANY(${k - 3}::text[])),
+                        df AS (SELECT lexeme, count(DISTINCT id) AS n FROM terms GROUP BY lexeme)
+                        SELECT t.id, sum(ln(1 + (${k - 2} - df.n + 0.5) / (df.n + 0.5)) * t.tf * 2.2
+                                         / (t.tf + 1.2 * (0.25 + 0.75 * t.dl / ${k - 1}))) AS score
+                        FROM terms t JOIN df USING (lexeme)
+                        GROUP BY t.id ORDER BY score DESC, t.id LIMIT ${k}""",
+                    *args,
+                )
         return [(r["id"], float(r["score"])) for r in rows]
 
     async def semantic(

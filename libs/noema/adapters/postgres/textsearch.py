@@ -30,11 +30,13 @@ COMMON_ROWS = 500
 
 
 class TermStats:
-    """Frequencies of the most common lexemes of ``memories.search``, cached for ``ttl`` seconds."""
+    """Frequencies of the most common lexemes of ``memories.search`` and the size of each scope (for
+    BM25), cached for ``ttl`` seconds."""
 
     def __init__(self, ttl: float = 300.0) -> None:
         self._ttl = ttl
         self._cache: dict[str, tuple[float, dict[str, float]]] = {}
+        self._scopes: dict[str, tuple[float, tuple[float, float]]] = {}
 
     async def common(self, conn: asyncpg.Connection) -> dict[str, float]:
         """Lexeme → share of memories containing it, for the lexemes too common to query by."""
@@ -60,6 +62,22 @@ class TermStats:
         self._cache[schema] = (time.monotonic(), freqs)
         return freqs
 
+    async def scope(self, conn: asyncpg.Connection, workspace: str | None) -> tuple[float, float]:
+        """(memories, average distinct lexemes per memory) of a workspace (or all), for BM25."""
+        schema = await conn.fetchval("SELECT current_schema()")
+        key = f"{schema}/{workspace or '*'}"
+        hit = self._scopes.get(key)
+        if hit is not None and time.monotonic() - hit[0] < self._ttl:
+            return hit[1]
+        row = await conn.fetchrow(
+            "SELECT count(*) AS n, coalesce(avg(length(search)), 1) AS avgdl FROM memories "
+            "WHERE $1::text IS NULL OR workspace = $1",
+            workspace,
+        )
+        value = (max(1.0, float(row["n"])), max(1.0, float(row["avgdl"])))
+        self._scopes[key] = (time.monotonic(), value)
+        return value
+
 
 def _quote(lexeme: str) -> str:
     return "'" + lexeme.replace("'", "''") + "'"
@@ -67,10 +85,11 @@ def _quote(lexeme: str) -> str:
 
 @dataclass(frozen=True)
 class TextQuery:
-    """A ``to_tsquery('simple', …)`` string, and whether it is made of common words only."""
+    """A ``to_tsquery('simple', …)`` string, its lexemes, and whether they are common words only."""
 
     tsquery: str
     broad: bool = False
+    lexemes: tuple[str, ...] = ()
 
 
 async def selective_query(
@@ -91,6 +110,6 @@ async def selective_query(
     common = await (stats or TermStats()).common(conn)
     selective = [lx for lx in lexemes if lx not in common]
     if selective:
-        return TextQuery(" | ".join(_quote(lx) for lx in selective))
+        return TextQuery(" | ".join(_quote(lx) for lx in selective), lexemes=tuple(selective))
     rarest = min(lexemes, key=lambda lx: (common.get(lx, 0.0), lx))
-    return TextQuery(_quote(rarest), broad=True)
+    return TextQuery(_quote(rarest), broad=True, lexemes=(rarest,))
