@@ -7,6 +7,7 @@ these functions what to do, and publishes the events they imply.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -217,6 +218,7 @@ def _stem(word: str) -> str:
     return word[:-1]
 
 
+@functools.lru_cache(maxsize=8192)
 def content_words(text: str) -> frozenset[str]:
     """Lower-cased, lightly stemmed words without stop words (negations kept: they change meaning)."""
     words = _WORD.findall(text.lower().replace("n't", " not"))
@@ -365,6 +367,11 @@ class WorkingMemory:
     at: datetime | None = None
     capacity: int = DEFAULT_WM_CAPACITY
 
+    @functools.cached_property
+    def gist_words(self) -> tuple[tuple[frozenset[str], float], ...]:
+        """Each item's gist as content words, with its weight (capped at 1), computed once."""
+        return tuple((words, min(1.0, i.weight)) for i in self.items if (words := content_words(i.gist)))
+
     def decayed(self, now: datetime, half_life_minutes: float = WM_HALF_LIFE_MINUTES) -> WorkingMemory:
         """Weights halve every ``half_life_minutes``; items under ``WM_FLOOR`` drop out."""
         if self.at is None or now <= self.at:
@@ -380,6 +387,8 @@ class WorkingMemory:
     def admit(self, entries: Sequence[WorkingMemoryEntry], now: datetime) -> WorkingMemory:
         """Decay to ``now``, add (or refresh) the admitted entries, keep the ``capacity`` heaviest."""
         current = {i.memory_id: i for i in self.decayed(now).items}
+        # Only the heaviest newcomers can stay: a big cycle admits hundreds, the set holds nine.
+        entries = sorted(entries, key=lambda e: -e.weight)[: self.capacity]
         for e in entries:
             old = current.get(e.memory_id)
             if old is None or e.weight > old.weight:
@@ -391,12 +400,14 @@ class WorkingMemory:
 def context_relevance(content: str, wm: WorkingMemory) -> float:
     """How much a candidate bears on what the mind holds: the best overlap with an item's gist
     (shared words over the smaller set), weighted by that item's weight; 0 when memory is empty."""
+    if not wm.items:
+        return 0.0
     words = content_words(content)
     if not words:
         return 0.0
     best = 0.0
-    for item in wm.items:
-        gist = content_words(item.gist)
-        if gist:
-            best = max(best, len(words & gist) / min(len(words), len(gist)) * min(1.0, item.weight))
+    for gist, weight in wm.gist_words:
+        shared = len(words & gist)
+        if shared:
+            best = max(best, shared / min(len(words), len(gist)) * weight)
     return round(best, 6)
