@@ -333,6 +333,14 @@ async def test_meeting_decisions_land_in_the_decisions_domain(harness: Harness) 
 
 async def test_replay_reproduces_facts_policies_grants_conflicts_and_notes(harness: Harness) -> None:
     k = await knowledge(harness)
+    await harness.start(build_attend)
+    await publish_observation(
+        harness.js,
+        "the rollback plan lives in the wiki",
+        workspace="acme",
+        mind="ops",
+        topology=harness.topology,
+    )
     await k.propose_fact(ALICE, "ops", "deploy-day", "Deploys happen on Fridays")
     await k.propose_fact(BOB, "ops", "deploy-day", "Deploys happen on Tuesdays")
     await k.propose_fact(BOB, "ops", "deploy-day", "deploys happen on tuesdays")
@@ -341,13 +349,14 @@ async def test_replay_reproduces_facts_policies_grants_conflicts_and_notes(harne
     await k.set_access_mode(OPERATOR, "strict")
     await k.update_my_notes(ALICE, "remember the rollback plan")
     await k.remember(ALICE, "s1", "the deploy checklist lives in the wiki")
+    await assert_eventually(lambda: harness.pool.fetchval("SELECT count(*) = 1 FROM working_memory"))
     await settled(harness)
     last = await stream_last_seq(harness.js, harness.topology.event_stream)
     async with harness.pool.acquire() as conn:
         live = await checksum(conn)
         counts = {
             t: await conn.fetchval(f"SELECT count(*) FROM {t}")
-            for t in ("conflicts", "policies", "grants", "agent_notes", "domains")
+            for t in ("conflicts", "policies", "grants", "agent_notes", "domains", "working_memory")
         }
     assert all(counts.values()), counts
     schema = f"replay_{harness.settings.db_schema}"
