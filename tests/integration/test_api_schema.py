@@ -37,14 +37,19 @@ __all__ = ["api"]
 
 OPENAPI = Path(__file__).resolve().parents[2] / "schemas" / "openapi.json"
 EXAMPLES = 25
-"""Per operation and mode: 13 operations × 2 × 25 requests stay well under a minute."""
+"""Per operation and mode: 26 operations × 2 × 25 requests, about half a minute."""
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
     content_type_conformance,
     response_schema_conformance,
-    negative_data_rejection,
 ]
+"""On every request, valid or not."""
+BODY_CHECKS = [*CHECKS, negative_data_rejection]
+"""Invalid data must be refused — checked where it is unambiguous. In a query string the integer 0
+generated "where a string is expected" arrives as the text "0", a valid string, so a negative case
+there can be a perfectly valid request (seen: ``?domain=0``); unknown and malformed query parameters
+are covered by the API's own tests."""
 
 
 @contextlib.asynccontextmanager
@@ -81,7 +86,9 @@ def property_test(base_url: str, memory_ids: list[str]) -> None:
             def run(case: Any, known: str | None) -> None:
                 if known is not None and "memory_id" in (case.path_parameters or {}):
                     case.path_parameters["memory_id"] = known
-                case.call_and_validate(base_url=base_url, session=session, checks=CHECKS)
+                body_only = case.body is not None and not case.path_parameters and not case.query
+                checks = BODY_CHECKS if body_only else CHECKS
+                case.call_and_validate(base_url=base_url, session=session, checks=checks)
 
             try:
                 run()
