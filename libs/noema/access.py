@@ -9,6 +9,7 @@ have write everywhere.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import asyncpg
@@ -60,12 +61,14 @@ class AccessControl:
         )
         return str(mode or "compatible")
 
-    async def grants(self, workspace: str) -> dict[tuple[str, str], str]:
+    async def grants(self, workspace: str, strict: bool | None = None) -> dict[tuple[str, str], str]:
         """(role, domain) → access; in strict mode without the seeds of compatible mode."""
+        if strict is None:
+            strict = await self.access_mode(workspace) == "strict"
         rows = await self.pool.fetch(
             "SELECT role, domain, access FROM grants WHERE workspace = $1 AND NOT (seeded AND $2::boolean)",
             workspace,
-            await self.access_mode(workspace) == "strict",
+            strict,
         )
         return {(r["role"], r["domain"]): r["access"] for r in rows}
 
@@ -73,14 +76,14 @@ class AccessControl:
         """The caller's access to a domain key (operators: write)."""
         if caller.operator:
             return "write"
-        strict = await self.access_mode(caller.workspace) == "strict"
-        return effective_access(await self.grants(caller.workspace), caller.role, domain, strict)
+        strict = await self.access_mode(caller.workspace) == "strict"  # read once for both
+        return effective_access(await self.grants(caller.workspace, strict), caller.role, domain, strict)
 
     async def readable_domains(self, caller: Caller) -> list[str] | None:
         """Domains the caller may read, or None when reads are not gated (compatible mode, operators)."""
         if caller.operator or await self.access_mode(caller.workspace) != "strict":
             return None
-        grants = await self.grants(caller.workspace)
+        grants = await self.grants(caller.workspace, strict=True)
         domains = {d for (_, d) in grants} | {
             r["domain"]
             for r in await self.pool.fetch(
@@ -88,6 +91,15 @@ class AccessControl:
             )
         }
         return sorted(d for d in domains if ACCESS_ORDER[effective_access(grants, caller.role, d, True)] >= 1)
+
+    async def writable(self, caller: Caller, domains: Iterable[str]) -> set[str]:
+        """Which of ``domains`` the caller may write (all of them for operators and, for facts, in
+        compatible mode — callers decide which rule applies)."""
+        if caller.operator:
+            return set(domains)
+        strict = await self.access_mode(caller.workspace) == "strict"
+        grants = await self.grants(caller.workspace, strict)
+        return {d for d in domains if effective_access(grants, caller.role, d, strict) == "write"}
 
     async def require(self, caller: Caller, domain: str, needed: str, what: str) -> None:
         have = await self.access(caller, domain)

@@ -110,6 +110,8 @@ class ConsolidateReport:
     promoted: list[dict[str, Any]] = field(default_factory=list)
     merged: list[dict[str, Any]] = field(default_factory=list)
     archived: list[str] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    """Hot-tier items worth promoting into a domain the caller may not write (strict mode)."""
 
 
 @dataclass
@@ -454,6 +456,7 @@ class Knowledge:
         epistemic_kind: str = "fact",
         supersedes: str | None = None,
         reason: str = "",
+        mind: str | None = None,
     ) -> FactOutcome:
         """Write a fact to domain/topic. An equivalent active fact there is mentioned again (confidence
         and mention_count rise) instead of duplicated; a contradicting one is decided by the conflicts
@@ -495,7 +498,7 @@ class Knowledge:
             FactProposed(
                 id=derive_id("fact.proposed", memory_id),
                 workspace=caller.workspace,
-                mind=caller.agent,
+                mind=mind or caller.agent,
                 occurred_at=now,
                 correlation_id=memory_id,
                 actor=caller.actor,
@@ -548,6 +551,8 @@ class Knowledge:
     ) -> FactOutcome:
         """Replace an active fact explicitly: the new one wins by the ``explicit`` rule."""
         old = await self._active_fact(caller.workspace, old_id)
+        if not old["domain"] or not old["topic"]:
+            raise Conflict(f"memory {old_id} is not a fact of a domain and topic; correct it instead")
         return await self.propose_fact(
             caller,
             old["domain"],
@@ -871,6 +876,8 @@ class Knowledge:
         if importance is not None and not 0.0 <= importance <= 1.0:
             raise OperationError("importance must be between 0 and 1")
         ref = self._ref(domain, None) if domain else None
+        if ref is not None and await self.access_mode(caller.workspace) == "strict":
+            await self._require(caller, ref.key, "write", "remembering into a domain")
         now = self._clock()
         rows = await self.pool.fetch(
             f"SELECT {FACT_COLUMNS} FROM memories WHERE workspace = $1 AND mind = $2 AND session = $3 "
@@ -926,9 +933,11 @@ class Knowledge:
             """SELECT id, mind, content, domain, topic, importance, mention_count, created_at,
                       source_observation_ids, session
                FROM memories WHERE workspace = $1 AND tier = 'hot' AND status = 'active'
-                 AND ($2::text IS NULL OR domain = $2) ORDER BY origin_seq""",
+                 AND ($2::text IS NULL OR domain = $2) AND ($3::text IS NULL OR mind = $3)
+               ORDER BY origin_seq""",
             caller.workspace,
             key,
+            None if caller.operator else caller.agent,  # an agent consolidates its own hot tier
         )
         # The same item remembered twice before the first was projected is two rows: group them.
         groups: list[list[asyncpg.Record]] = []
@@ -947,16 +956,21 @@ class Knowledge:
                 max(r["importance"] for r in g) >= PROMOTE_IMPORTANCE
                 or sum(r["mention_count"] for r in g) >= 2
             ):
-                outcome = await self.propose_fact(
-                    Caller(caller.workspace, head["mind"], caller.role, caller.operator),
-                    next((r["domain"] for r in g if r["domain"]), None) or "general",
-                    next((r["topic"] for r in g if r["topic"]), None) or f"session {head['session']}",
-                    head["content"],
-                    source_observation_ids=[
-                        *(s for r in g for s in r["source_observation_ids"]),
-                        *(r["id"] for r in g),
-                    ],
-                )
+                try:
+                    outcome = await self.propose_fact(
+                        caller,
+                        next((r["domain"] for r in g if r["domain"]), None) or "general",
+                        next((r["topic"] for r in g if r["topic"]), None) or f"session {head['session']}",
+                        head["content"],
+                        source_observation_ids=[
+                            *(s for r in g for s in r["source_observation_ids"]),
+                            *(r["id"] for r in g),
+                        ],
+                        mind=head["mind"],
+                    )
+                except InsufficientMemoryPermission as exc:
+                    report.skipped.append({"hot_id": head["id"], "reason": str(exc)})
+                    continue
                 await self._publish(
                     [
                         superseded_event(
@@ -997,7 +1011,7 @@ class Knowledge:
                 )
                 report.archived += [r["id"] for r in g]
         facts = await self._facts_by_domain(caller.workspace, key)
-        for group_facts in facts.values():
+        for group_facts in (await self._maintainable(caller, facts)).values():
             for group in clusters(group_facts):
                 kept = keeper(group)
                 merged = [f for f in group if f.id != kept.id]
@@ -1022,6 +1036,16 @@ class Knowledge:
                 report.merged.append({"kept": kept.id, "merged": [f.id for f in merged]})
         return report
 
+    async def _maintainable(
+        self, caller: Caller, facts: dict[str, list[FactView]]
+    ) -> dict[str, list[FactView]]:
+        """The domains whose facts the caller may merge or supersede: in strict mode an agent needs
+        write on the domain (operators may maintain every domain)."""
+        if caller.operator or await self.access_mode(caller.workspace) != "strict":
+            return facts
+        allowed = await self.access_control.writable(caller, facts)
+        return {d: f for d, f in facts.items() if d in allowed}
+
     async def _facts_by_domain(self, workspace: str, domain: str | None) -> dict[str, list[FactView]]:
         rows = await self.pool.fetch(
             f"SELECT {FACT_COLUMNS} FROM memories WHERE workspace = $1 AND kind = 'semantic' "
@@ -1042,13 +1066,14 @@ class Knowledge:
         report = HarmonizeReport()
         key = self._ref(domain, None).key if domain else None
         now = self._clock()
-        for facts in (await self._facts_by_domain(caller.workspace, key)).values():
+        domains = await self._maintainable(caller, await self._facts_by_domain(caller.workspace, key))
+        for facts in domains.values():
             gone: set[str] = set()
             for i, a in enumerate(facts):
                 for b in facts[i + 1 :]:
                     if a.agent == b.agent or a.id in gone or b.id in gone:
                         continue
-                    relation = compare(a.content, b.content)
+                    relation = compare(a.content, b.content, same_topic=a.topic == b.topic)
                     if relation == "same":
                         kept = keeper((a, b))
                         other = b if kept is a else a

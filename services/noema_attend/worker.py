@@ -7,7 +7,7 @@ are acked, and their ids are derived from the observations, so a crash between t
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import ChainMap, OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -101,13 +101,18 @@ class AttendHandler:
                 await self.dead_letter(msg, str(exc))
         for key in {(c.workspace, c.mind) for c in good} - self._memories.keys():
             self._memories[key] = await self._load_working_memory(*key)
-        events = decide_cycle(good, self._clock(), self._config, self._heads, self._memories) if good else []
+        # Working memory changes only once the cycle's events are stored: a redelivered batch (after a
+        # failed publish) is then scored against the same working memory and yields the same events.
+        staged: dict[tuple[str, str], WorkingMemory] = {}
+        memories = ChainMap(staged, self._memories)  # reads fall through; writes stay staged
+        events = decide_cycle(good, self._clock(), self._config, self._heads, memories) if good else []
         while len(self._heads) > MAX_SESSIONS:  # bounded: the oldest sessions are forgotten first
             self._heads.popitem(last=False)
-        while len(self._memories) > MAX_SESSIONS:  # reloaded from the stream when seen again
-            self._memories.popitem(last=False)
         if events:
             await self._publisher.publish(events)
+        self._memories.update(staged)
+        while len(self._memories) > MAX_SESSIONS:  # reloaded from the stream when seen again
+            self._memories.popitem(last=False)
         for msg in msgs:
             await msg.ack()
         admitted = sum(1 for e in events if e.name == "memory.created")

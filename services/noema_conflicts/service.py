@@ -12,7 +12,8 @@ the outcome follows stream order whatever the read model already holds.
 
 The worker is the single decider: its durable consumer delivers one fact at a time
 (``max_ack_pending=1``, so replicas never decide concurrently), and before deciding it waits until
-the read model has applied everything up to that fact and its own earlier decisions. Two agents
+the read model has applied everything stored when the fact was delivered (the stream's last
+sequence then), which includes every earlier decision, its own or another replica's. Two agents
 racing to write contradicting facts therefore get exactly one winner. Decision events have ids
 derived from the facts involved, so a redelivered fact yields the same events, stored once.
 """
@@ -28,8 +29,9 @@ from datetime import UTC, datetime
 import asyncpg
 import structlog
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 
-from noema.adapters.jetstream import EventPublisher, connect, ensure_streams
+from noema.adapters.jetstream import EventPublisher, connect, ensure_streams, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection, create_pool, migrate
 from noema.adapters.pull import durable_puller
 from noema.domain.knowledge import decide_conflict, equivalent
@@ -55,7 +57,11 @@ class ConflictsHandler:
         publisher: EventPublisher,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         wait_timeout: float = 60.0,
+        js: JetStreamContext | None = None,
+        stream: str = "",
     ) -> None:
+        self._js = js
+        self._stream = stream
         self._pool = pool
         self._publisher = publisher
         self._clock = clock
@@ -157,7 +163,10 @@ class ConflictsHandler:
                 await msg.ack()  # the projector dead-letters it; there is no fact to decide
                 continue
             if isinstance(ev, FactProposed):
-                await self._caught_up(max(msg.metadata.sequence.stream, self._published_seq))
+                # Everything stored before this fact was delivered — including decisions another
+                # replica (or this one before a restart) published — must be in the read model.
+                last = await stream_last_seq(self._js, self._stream) if self._js is not None else 0
+                await self._caught_up(max(msg.metadata.sequence.stream, self._published_seq, last))
                 events = await self.decide(ev)
                 if events:
                     self._published_seq = max(self._published_seq, await self._publisher.publish(events))
@@ -187,4 +196,7 @@ async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
         ack_wait=120.0,
         max_ack_pending=1,
     )
-    return PullWorker("conflicts", puller, ConflictsHandler(pool, EventPublisher(nc, topology)), 1)
+    handler = ConflictsHandler(
+        pool, EventPublisher(nc, topology), js=nc.jetstream(), stream=topology.event_stream
+    )
+    return PullWorker("conflicts", puller, handler, 1)

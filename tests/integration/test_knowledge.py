@@ -438,3 +438,44 @@ async def test_facts_are_embedded_and_found_by_meaning(harness: Harness) -> None
         "who is on call this week", RecallFilters("acme"), mode="vector"
     )
     assert found.results[0].id == fact.memory_id
+
+
+async def test_in_strict_mode_agents_maintain_and_remember_only_where_they_may_write(
+    harness: Harness,
+) -> None:
+    k = await knowledge(harness)
+    hr = await k.propose_fact(
+        ALICE, "hr", "bands", "Salary bands are reviewed every March", veracity="inferred"
+    )
+    hr_dupe = await k.propose_fact(
+        BOB, "hr", "review", "salary bands are reviewed every march", veracity="inferred"
+    )
+    await k.set_access_mode(OPERATOR, "strict")
+    await k.set_grant(OPERATOR, "engineer", "ops", "write")
+    await settled(harness)
+    with pytest.raises(InsufficientMemoryPermission):
+        await k.remember(ALICE, "s1", "bands change in April", domain="hr", importance=0.9)
+    await k.remember(ALICE, "s1", "the ops runbook moved to the wiki", domain="ops", importance=0.9)
+    await k.remember(BOB, "s2", "bob's own note about ops", domain="ops", importance=0.9)
+    await settled(harness)
+    report = await k.consolidate(ALICE)
+    harmonized = await k.harmonize(ALICE)
+    await settled(harness)
+    assert report.merged == [], "alice may not write hr: its near-duplicates stay"
+    assert harmonized.corroborated == []
+    assert len(report.promoted) == 1, "only alice's own hot-tier item"
+    promoted = await harness.pool.fetchrow(
+        "SELECT mind, domain, content FROM memories WHERE id = $1", report.promoted[0]["fact_id"]
+    )
+    assert dict(promoted) == {
+        "mind": "alice",
+        "domain": "ops",
+        "content": "the ops runbook moved to the wiki",
+    }
+    statuses = dict(
+        await harness.pool.fetch(
+            "SELECT id, status FROM memories WHERE id = ANY($1::text[])", [hr.memory_id, hr_dupe.memory_id]
+        )
+    )
+    assert set(statuses.values()) == {"active"}
+    assert (await k.consolidate(OPERATOR)).merged == [{"kept": hr.memory_id, "merged": [hr_dupe.memory_id]}]

@@ -63,6 +63,10 @@ def test_restatements_are_equivalent_but_other_values_and_negations_are_not() ->
         == "same"
     )
     assert compare("Billing uses PostgreSQL 15", "The office cat is called Miso") == "unrelated"
+    long = "The billing service runs PostgreSQL 15 in the eu-west region with nightly backups to S3"
+    assert not equivalent(long, long.replace("15", "16")), "a changed value is no restatement"
+    assert compare("Deploys happen on Fridays", "Backups happen on Fridays") == "unrelated"
+    assert compare("Deploys happen on Fridays", "Backups happen on Fridays", same_topic=True) == "contradicts"
 
 
 def fact(id: str, seq: int, veracity: str = "stated", confidence: float = 0.9, **kw: object) -> FactView:
@@ -143,6 +147,7 @@ def test_near_duplicates_cluster_and_the_most_confident_is_kept() -> None:
     b = FactView("b", "deploys happen on fridays after standup", "stated", 0.95, NOW, 2)
     c = FactView("c", "The office cat is called Miso", "stated", 0.9, NOW, 3)
     d = FactView("d", "Deploys do not happen on Fridays after the standup", "stated", 0.9, NOW, 4)
-    groups = clusters([a, b, c, d])
+    e = FactView("e", "Deploys happen on Mondays after the standup", "stated", 0.9, NOW, 5)
+    groups = clusters([a, b, c, d, e])
     assert [[f.id for f in g] for g in groups] == [["a", "b"]]
     assert keeper(groups[0]).id == "b"

@@ -232,30 +232,41 @@ def similarity(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b)
 
 
+def _value_change(wa: frozenset[str], wb: frozenset[str]) -> bool:
+    """Each side has a word or two the other lacks: a different value ("15"/"16", "Friday"/"Monday"),
+    however much else they share."""
+    only_a, only_b = wa - wb, wb - wa
+    return 0 < len(only_a) <= 2 and 0 < len(only_b) <= 2
+
+
 def equivalent(a: str, b: str) -> bool:
-    """Do two statements of the same slot say the same thing (a re-mention rather than a conflict)?"""
+    """Do two statements of the same slot say the same thing (a re-mention rather than a conflict)?
+
+    Most of their content words shared (Jaccard ≥ 0.8), the same negations, and no differing value.
+    """
     wa, wb = content_words(a), content_words(b)
-    if (wa & _NEGATIONS) != (wb & _NEGATIONS):
+    if (wa & _NEGATIONS) != (wb & _NEGATIONS) or _value_change(wa, wb):
         return False
     return similarity(wa, wb) >= EQUIVALENT_SIMILARITY
 
 
-def compare(a: str, b: str) -> str:
+def compare(a: str, b: str, same_topic: bool = False) -> str:
     """How two statements relate, for harmonize: ``same``, ``contradicts`` or ``unrelated``.
 
-    ``contradicts``: about the same thing (half their words shared) but one negates what the other
-    affirms, or each says something the other does not in only a word or two (a differing value:
-    "PostgreSQL 15" / "PostgreSQL 16").
+    ``contradicts``: about the same thing but one negates what the other affirms, or each says
+    something the other does not in only a word or two (a differing value: "PostgreSQL 15" /
+    "PostgreSQL 16"). "About the same thing" is half their words shared in the same topic; across
+    topics it takes at least three shared words and Jaccard ≥ 0.6, so that "Deploys happen on
+    Fridays" and "Backups happen on Fridays" stay unrelated.
     """
     wa, wb = content_words(a), content_words(b)
     sim = similarity(wa, wb)
-    if sim >= EQUIVALENT_SIMILARITY and (wa & _NEGATIONS) == (wb & _NEGATIONS):
-        return "same"
-    if sim >= 0.5 and (wa & _NEGATIONS) != (wb & _NEGATIONS):
+    negations_differ = (wa & _NEGATIONS) != (wb & _NEGATIONS)
+    about_the_same = sim >= 0.5 if same_topic else (sim >= 0.6 and len(wa & wb) >= 3)
+    if about_the_same and (negations_differ or _value_change(wa, wb)):
         return "contradicts"
-    only_a, only_b = wa - wb, wb - wa
-    if sim >= 0.5 and 0 < len(only_a) <= 2 and 0 < len(only_b) <= 2:
-        return "contradicts"
+    if negations_differ or _value_change(wa, wb):
+        return "unrelated"
     if sim >= EQUIVALENT_SIMILARITY or ((wa <= wb or wb <= wa) and min(len(wa), len(wb)) >= 3):
         return "same"
     return "unrelated"
@@ -319,7 +330,7 @@ def decide_conflict(new: FactView, old: FactView, explicit: bool = False) -> Ver
 
 def clusters(facts: Sequence[FactView], threshold: float = NEAR_DUPLICATE_SIMILARITY) -> list[list[FactView]]:
     """Groups of near-duplicate facts (single linkage on content-word similarity), each of two or more,
-    in input order. Statements with different negations never join."""
+    in input order. Statements with different negations or a differing value never join."""
     words = [content_words(f.content) for f in facts]
     parent = list(range(len(facts)))
 
@@ -331,9 +342,11 @@ def clusters(facts: Sequence[FactView], threshold: float = NEAR_DUPLICATE_SIMILA
 
     for i in range(len(facts)):
         for j in range(i + 1, len(facts)):
-            if (words[i] & _NEGATIONS) == (words[j] & _NEGATIONS) and similarity(
-                words[i], words[j]
-            ) >= threshold:
+            if (
+                (words[i] & _NEGATIONS) == (words[j] & _NEGATIONS)
+                and not _value_change(words[i], words[j])
+                and similarity(words[i], words[j]) >= threshold
+            ):
                 parent[find(j)] = find(i)
     groups: dict[int, list[FactView]] = {}
     for i, fact in enumerate(facts):
