@@ -101,20 +101,18 @@ async def relate(
                 raise CommandError(f"no memory {given}")
             ids.append(full)
         publisher = EventPublisher(nc, Topology(settings.prefix))
-        try:
-            return await operations.relate(
-                pool,
-                publisher,
-                ids[0],
-                ids[1],
-                relation,
-                now=datetime.now(UTC),
-                confidence=confidence,
-                source=source,
-                actor="operator:cli",
-            )
-        except operations.OperationError as exc:
-            raise CommandError(str(exc)) from None
+        # An OperationError (unknown relation, edge across minds) is bad input: exit 2.
+        return await operations.relate(
+            pool,
+            publisher,
+            ids[0],
+            ids[1],
+            relation,
+            now=datetime.now(UTC),
+            confidence=confidence,
+            source=source,
+            actor="operator:cli",
+        )
     finally:
         await nc.close()
         await pool.close()

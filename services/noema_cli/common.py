@@ -87,6 +87,10 @@ def run(factory: Callable[[Settings], Coroutine[Any, Any, T]]) -> T:
         return asyncio.run(factory(settings))
     except commands.CommandError as exc:
         fail(str(exc))
+    except InsufficientMemoryPermission as exc:
+        fail(f"not permitted: {exc}", 3)
+    except OperationError as exc:
+        fail(str(exc), 2)
     except (OSError, TimeoutError) as exc:
         fail(f"cannot reach Noema ({exc.__class__.__name__}: {exc}); is `noemactl up` running?", 2)
 
@@ -128,12 +132,7 @@ def run_app(work: Callable[[Noema], Coroutine[Any, Any, T]]) -> T:
         async with Noema.open(settings, name="noemactl", pool_size=2) as app:
             return await work(app)
 
-    try:
-        return run(go)
-    except InsufficientMemoryPermission as exc:
-        fail(f"not permitted: {exc}", 3)
-    except OperationError as exc:
-        fail(str(exc), 2)
+    return run(go)
 
 
 def operator_name() -> str:
