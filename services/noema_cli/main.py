@@ -220,7 +220,8 @@ def memory_search(
     if explain and response.get("intent"):
         weights = ", ".join(f"{k} {v:.2f}" for k, v in response["weights"].items())
         out.print(
-            f"intent: {response['intent']} (voice weights: {weights}); timings ms: {response['timings_ms']}"
+            f"intent: {response['intent']} (voice weights: {weights}); timings: "
+            + ", ".join(f"{k} {v:.1f} ms" for k, v in response["timings_ms"].items())
         )
 
 
