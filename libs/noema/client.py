@@ -47,6 +47,8 @@ def build_observation(
     """Build and validate an observation event (raises :class:`InvalidObservation`)."""
     if not content or not content.strip():
         raise InvalidObservation("content: must not be empty")
+    if "\x00" in content:
+        raise InvalidObservation("content: must not contain NUL characters")
     if not mind:
         raise InvalidObservation("mind: must not be empty (observations belong to a mind)")
     obs_id = observation_id or new_id()

@@ -708,6 +708,8 @@ class Knowledge:
             raise NotFound(f"no policy {policy_id} in workspace {caller.workspace}")
         if not row["active"]:
             raise Conflict(f"policy {policy_id} is no longer active")
+        if rule is not None and not rule.strip():
+            raise OperationError("the new rule must not be blank (give no rule to deactivate the policy)")
         await self._require(caller, row["domain"], "write", "superseding a policy")
         ref = self._ref(row["domain"], None)
         if rule is not None and rule.strip():

@@ -376,8 +376,22 @@ def input_schema(tool: Tool) -> dict[str, Any]:
     return body
 
 
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, bytes | bytearray):
+        return b"\\u0000" in value or b"\x00" in value
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
 def decode_input(tool: Tool, raw: bytes | dict[str, Any]) -> Any:
     """Validate raw JSON (bytes) or decoded arguments against the tool's input type."""
+    if _has_nul(raw):
+        raise ToolInputError(f"{tool.name}: text must not contain NUL characters")
     try:
         if isinstance(raw, bytes | bytearray):
             return msgspec.json.decode(raw or b"{}", type=tool.input)

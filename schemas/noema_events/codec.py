@@ -44,11 +44,18 @@ def upcast(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
+NUL_ESCAPE = b"\\u0000"
+"""How JSON spells a NUL character."""
+
+
 def decode_event(data: bytes | str) -> Event:
     """Decode an event of any known version, upcasting old ones.
 
-    Raises :class:`EventDecodeError` with a readable reason for anything else.
+    Raises :class:`EventDecodeError` with a readable reason for anything else — including text with
+    a NUL character, which PostgreSQL cannot store (such an event would stall the projector).
     """
+    if NUL_ESCAPE in (data.encode() if isinstance(data, str) else data):
+        raise EventDecodeError("text must not contain NUL characters (\\u0000)")
     try:
         return _decoder.decode(data)
     except msgspec.ValidationError as exc:

@@ -46,7 +46,8 @@ class TokensError(ValueError):
 class TokenEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """One operator token as written in the tokens file."""
 
-    name: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:@-]{1,64}$")]
+    name: Annotated[str, msgspec.Meta(pattern=NAME_PATTERN)]
+    """Letters, digits, '_' and '-': events name the token's holder ``operator:<name>``."""
     workspace: Annotated[str, msgspec.Meta(pattern=rf"^(\*|{NAME_PATTERN[1:-1]})$")] = ALL
     token: Annotated[str, msgspec.Meta(min_length=16)] | None = None
     sha256: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")] | None = None

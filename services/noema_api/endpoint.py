@@ -202,12 +202,14 @@ def route(endpoint: Endpoint, api: Api) -> Route:
                 if endpoint.public
                 else api.tokens.authenticate(request.headers.get("authorization"))
             )
+            path = dict(request.path_params)
+            _clean(path)
             req: Req[Any, Any] = Req(
                 api,
                 principal,
                 parse_query(request, endpoint.query),
                 await parse_body(request, endpoint.body),
-                dict(request.path_params),
+                path,
             )
             result = await endpoint.handler(req)
         except ApiError as exc:

@@ -170,7 +170,7 @@ async def test_operator_entry_creates_a_memory_on_the_operator_channel(api: ApiH
     [action] = (await api.admin.get("/v1/audit", params={"type": "operator.action"})).json()["items"]
     assert action["id"] == created["action_event_id"]
     assert (action["actor"], action["payload"]["action"], action["payload"]["reason"]) == (
-        "alice",
+        "operator:alice",
         "create",
         "runbook",
     )

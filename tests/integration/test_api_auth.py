@@ -58,7 +58,7 @@ async def test_the_actor_of_an_action_is_the_token_name(api: ApiHarness) -> None
     assert (await api.acme.post(f"/v1/memories/{ours}/archive", json={"reason": "old"})).status_code == 202
     await api.caught_up()
     [action] = (await api.admin.get("/v1/audit", params={"type": "operator.action"})).json()["items"]
-    assert action["actor"] == "acme-ops"
+    assert action["actor"] == "operator:acme-ops"
 
 
 def test_a_generated_tokens_file_holds_one_private_all_workspaces_token(tmp_path: Path) -> None:

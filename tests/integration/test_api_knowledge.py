@@ -131,3 +131,18 @@ async def test_knowledge_reads_errors_and_token_scope(api: ApiHarness) -> None:
     )
     assert bad_domain.status_code == 422
     assert "domain name" in bad_domain.json()["error"]
+
+
+async def test_nul_characters_are_refused_everywhere_and_never_stall_the_projector(api: ApiHarness) -> None:
+    from noema.tools import TOOLS, ToolInputError, decode_input
+    from noema_events import EventDecodeError, decode_event
+
+    assert (await api.admin.get("/v1/memories/%00")).status_code == 400
+    assert (await api.admin.post("/v1/memories/%00/retract", json={"reason": "r"})).status_code == 400
+    with pytest.raises(ToolInputError, match="NUL"):
+        decode_input(TOOLS["propose_fact"], {"domain": "ops", "topic": "t", "content": "a\x00b"})
+    with pytest.raises(ToolInputError, match="NUL"):
+        decode_input(TOOLS["propose_fact"], b'{"domain": "ops", "topic": "t", "content": "a\\u0000b"}')
+    # An event that slipped through anyway is refused by the codec: the projector dead-letters it.
+    with pytest.raises(EventDecodeError, match="NUL"):
+        decode_event(b'{"type": "memory.created.v1", "payload": {"content": "a\\u0000b"}}')

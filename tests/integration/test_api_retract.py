@@ -32,18 +32,18 @@ async def test_a_retracted_memory_stays_visible_is_audited_and_leaves_recall(api
     # An operator_action event naming the actor and the reason, on the stream and in the audit log.
     [action] = [e for e in detail["citing_events"] if e["type"] == "operator.action.v1"]
     assert action["id"] == action_id
-    assert action["actor"] == "alice"
+    assert action["actor"] == "operator:alice"
     assert action["payload"] == {
         "action": "retract",
         "target_id": wrong,
         "reason": "the password was rotated",
     }
-    audit = (await api.admin.get("/v1/audit", params={"actor": "alice"})).json()["items"]
+    audit = (await api.admin.get("/v1/audit", params={"actor": "operator:alice"})).json()["items"]
     assert [(e["id"], e["type"]) for e in audit] == [(action_id, "operator.action.v1")]
     row = await api.h.pool.fetchrow(
         "SELECT actor, payload->>'reason' AS reason FROM events WHERE id = $1", action_id
     )
-    assert (row["actor"], row["reason"]) == ("alice", "the password was rotated")
+    assert (row["actor"], row["reason"]) == ("operator:alice", "the password was rotated")
 
     # Gone from normal recall, every mode; the other memory still found.
     for mode in ("keyword", "hybrid", "semantic"):

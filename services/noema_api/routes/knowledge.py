@@ -4,7 +4,6 @@ operator (the token's name), which adds the operator_action that names the actor
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import msgspec
@@ -54,8 +53,7 @@ def _knowledge(req: Req[Any, Any], write: bool = False) -> Knowledge:
 def _operator(req: Req[Any, Any], workspace: str) -> Caller:
     """The token as an operator of ``workspace`` (403 outside the token's workspace)."""
     req.principal.check(workspace)
-    name = re.sub(r"[^A-Za-z0-9_-]", "-", req.principal.name)[:64] or "operator"
-    return Caller(workspace, name, "operator", operator=True)
+    return Caller(workspace, req.principal.name, "operator", operator=True)
 
 
 async def _workspace_of(req: Req[Any, Any], table: str, key: str) -> str:

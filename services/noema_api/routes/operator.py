@@ -47,7 +47,7 @@ def _status_change(op: StatusOperation) -> Callable[[Req[None, ReasonBody]], Awa
             req.api.pool,
             bus,
             memory_id,
-            actor=req.principal.name,
+            actor=f"operator:{req.principal.name}",
             reason=req.body.reason,
             now=req.api.clock(),
         )
@@ -63,7 +63,7 @@ async def correct(req: Req[None, CorrectBody]) -> OperatorResult:
         req.api.pool,
         bus,
         memory_id,
-        actor=req.principal.name,
+        actor=f"operator:{req.principal.name}",
         reason=req.body.reason,
         content=req.body.content,
         now=req.api.clock(),
@@ -75,7 +75,11 @@ async def create(req: Req[None, KnowledgeBody]) -> OperatorResult:
     """Enter a memory as an operator."""
     req.principal.check(req.body.workspace)
     receipt = await operator.create_memory(
-        req.api.bus(), req.body, actor=req.principal.name, reason=req.body.reason, now=req.api.clock()
+        req.api.bus(),
+        req.body,
+        actor=f"operator:{req.principal.name}",
+        reason=req.body.reason,
+        now=req.api.clock(),
     )
     return _result(receipt)
 
