@@ -88,6 +88,11 @@ class ProjectorHandler:
                 await self._dead_letter(msg, seq, str(exc))
         async with self._pool.acquire() as conn:
             applied = await self._projection.apply(conn, batch, through_seq=self._expected - 1)
+        by_seq = {m.metadata.sequence.stream: m for m in msgs}
+        for projected, reason in self._projection.refused:
+            await self._dead_letter(
+                by_seq[projected.seq], projected.seq, f"refused by the database: {reason}"
+            )
         await msgs[-1].ack()
         log.info("batch projected", events=applied, last_seq=self._expected - 1)
 

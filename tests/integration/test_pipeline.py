@@ -212,3 +212,57 @@ async def test_migrations_are_idempotent_and_safe_to_run_concurrently(harness: H
     url = harness.settings.database_url or ""
     results = await asyncio.gather(*(migrate(url, harness.settings.db_schema) for _ in range(4)))
     assert results == [[], [], [], []]
+
+
+async def test_an_event_the_database_refuses_is_dead_lettered_and_the_projector_goes_on(
+    harness: Harness,
+) -> None:
+    import secrets
+    from datetime import UTC, datetime
+
+    from noema.adapters.jetstream import EventPublisher
+    from noema.ids import new_id
+    from noema_events import MemoryCreated, MemoryCreatedPayload
+
+    def created(content: str, correlation: str) -> MemoryCreated:
+        mid = new_id()
+        return MemoryCreated(
+            id=new_id(),
+            workspace="acme",
+            mind="ops",
+            occurred_at=datetime.now(UTC),
+            correlation_id=correlation,
+            actor="test",
+            payload=MemoryCreatedPayload(
+                memory_id=mid, kind="episodic", epistemic_kind="observation", content=content
+            ),
+        )
+
+    # A correlation id too large for a b-tree index: it decodes, but PostgreSQL can never store it.
+    poison = created("the poisoned one", secrets.token_hex(10_000))  # incompressible
+    events = [created("before", "c1"), poison, created("after", "c2")]
+    await EventPublisher(harness.nc, harness.topology).publish(events)
+    await harness.start(build_projector)
+    await assert_eventually(
+        lambda: harness.pool.fetchval(
+            "SELECT count(*) = 2 FROM memories WHERE content IN ('before', 'after')"
+        )
+    )
+    assert (
+        await harness.pool.fetchval("SELECT count(*) FROM memories WHERE content = 'the poisoned one'") == 0
+    )
+    dlq = await harness.js.pull_subscribe(
+        harness.topology.dead_letter_subjects, stream=harness.topology.dead_letter_stream
+    )
+    [msg] = await dlq.fetch(1, timeout=5)
+    assert decode_event(msg.data).id == poison.id
+    assert "refused by the database" in (msg.headers or {}).get("Noema-Error", "")
+
+    async with harness.pool.acquire() as conn:
+        live = await checksum(conn)
+    schema = f"replay_{harness.settings.db_schema}"
+    result = await replay_into(harness.nc, harness.settings.database_url or "", harness.topology, schema)
+    try:
+        assert result.checksum == live, "replay skips the refused event exactly as the live projector did"
+    finally:
+        await drop_schema(harness.settings.database_url or "", schema)

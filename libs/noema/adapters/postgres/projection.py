@@ -51,6 +51,12 @@ _EVENT_COLUMNS = (
     "payload",
 )
 _json = msgspec.json.Encoder()
+_POISON = (
+    asyncpg.DataError,
+    asyncpg.IntegrityConstraintViolationError,
+    asyncpg.exceptions.ProgramLimitExceededError,
+)
+"""Errors that mean "this event can never be stored" rather than "try again"."""
 
 
 class ReadModelProjection:
@@ -60,6 +66,8 @@ class ReadModelProjection:
 
     def __init__(self) -> None:
         self._handlers: dict[type[Event], Handler] = {**HANDLERS, **KNOWLEDGE_HANDLERS}
+        self.refused: list[tuple[Projected, str]] = []
+        """Events of the last :meth:`apply` the database refused (skipped, with the reason)."""
 
     def register(self, event_type: type[Event], handler: Handler) -> None:
         """Add the handler of an event type (later capabilities plug in here)."""
@@ -90,14 +98,36 @@ class ReadModelProjection:
             )
             fresh = [p for p in batch if p.seq > last]
             target = max([through_seq or 0, *(p.seq for p in fresh)])
+            self.refused = []
             if target <= last:
                 return 0
             if fresh:
-                await self._project(conn, fresh)
+                self.refused = await self._project_or_skip(conn, fresh)
             await conn.execute(
                 "UPDATE projection_position SET last_seq = $2 WHERE projection = $1", self.name, target
             )
         return len(fresh)
+
+    async def _project_or_skip(
+        self, conn: asyncpg.Connection, fresh: Sequence[Projected]
+    ) -> list[tuple[Projected, str]]:
+        """Apply the batch; if the database refuses it (bad data, a constraint, a size limit), apply
+        its events one by one and skip the ones it refuses — the same way on every replay, since
+        the database then holds the same state — instead of stalling on them forever."""
+        try:
+            async with conn.transaction():  # a savepoint inside apply's transaction
+                await self._project(conn, fresh)
+            return []
+        except _POISON:
+            pass
+        refused = []
+        for p in fresh:
+            try:
+                async with conn.transaction():
+                    await self._project(conn, [p])
+            except _POISON as exc:
+                refused.append((p, f"{type(exc).__name__}: {exc}"))
+        return refused
 
     async def _project(self, conn: asyncpg.Connection, fresh: Sequence[Projected]) -> None:
         """Write the audit copy of each event, then apply each same-type run in order."""
