@@ -61,6 +61,7 @@ from .domain.knowledge import (
     ACCESS_ORDER,
     DomainRef,
     FactView,
+    Verdict,
     clusters,
     compare,
     decide_conflict,
@@ -197,21 +198,25 @@ def superseded_event(
 
 def conflict_events(
     workspace: str,
-    verdict_winner: FactView,
-    verdict_loser: FactView,
-    rule: str,
-    detail: str,
+    verdict: Verdict,
     *,
     domain: str | None,
     topic: str | None,
     actor: str,
     now: datetime,
     cause: str,
+    rule: str | None = None,
+    detail: str | None = None,
 ) -> list[Event]:
-    """The loser superseded by the winner, and the conflict row; ids derived from the pair."""
-    conflict_id = derive_id("conflict", verdict_winner.id, verdict_loser.id)
+    """The loser superseded by the winner, and the conflict row; ids derived from the pair.
+
+    ``rule`` and ``detail`` default to the verdict's own.
+    """
+    winner, loser = verdict.winner, verdict.loser
+    rule = rule or verdict.rule
+    conflict_id = derive_id("conflict", winner.id, loser.id)
     return [
-        superseded_event(workspace, actor, verdict_loser, verdict_winner.id, f"conflict: {rule}", now),
+        superseded_event(workspace, actor, loser, winner.id, f"conflict: {rule}", now),
         ConflictRecorded(
             id=conflict_id,
             workspace=workspace,
@@ -221,12 +226,12 @@ def conflict_events(
             actor=actor,
             payload=ConflictRecordedPayload(
                 conflict_id=conflict_id,
-                winner_id=verdict_winner.id,
-                loser_id=verdict_loser.id,
+                winner_id=winner.id,
+                loser_id=loser.id,
                 domain=domain,
                 topic=topic,
                 rule=rule,
-                detail=detail,
+                detail=verdict.detail if detail is None else detail,
             ),
         ),
     ]
@@ -1109,15 +1114,14 @@ class Knowledge:
                         verdict = decide_conflict(b, a) if b.seq > a.seq else decide_conflict(a, b)
                         events = conflict_events(
                             caller.workspace,
-                            verdict.winner,
-                            verdict.loser,
-                            f"harmonize/{verdict.rule}",
-                            f"{verdict.detail}; {verdict.winner.agent} vs {verdict.loser.agent}",
+                            verdict,
                             domain=a.domain or None,
                             topic=verdict.loser.topic or None,
                             actor=caller.actor,
                             now=now,
                             cause=verdict.loser.id,
+                            rule=f"harmonize/{verdict.rule}",
+                            detail=f"{verdict.detail}; {verdict.winner.agent} vs {verdict.loser.agent}",
                         )
                         await self._publish(events)
                         gone.add(verdict.loser.id)

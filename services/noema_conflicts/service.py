@@ -34,7 +34,7 @@ from nats.js import JetStreamContext
 from noema.adapters.jetstream import EventPublisher, connect, ensure_streams, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection, create_pool, migrate
 from noema.adapters.pull import durable_puller
-from noema.domain.knowledge import decide_conflict, equivalent
+from noema.domain.knowledge import Verdict, decide_conflict, equivalent
 from noema.ids import derive_id
 from noema.knowledge import FACT_COLUMNS, conflict_events, fact_view, mention_event, superseded_event
 from noema.settings import Settings
@@ -94,21 +94,15 @@ class ConflictsHandler:
         new = fact_view(new_row)
         now = self._clock()
         events: list[Event] = []
+
+        def settle(verdict: Verdict) -> list[Event]:
+            return conflict_events(
+                ev.workspace, verdict, domain=p.domain, topic=p.topic, actor=ACTOR, now=now, cause=ev.id
+            )
+
         old_row = by_id.get(p.supersedes) if p.supersedes else None
         if old_row is not None and old_row["status"] == "active":
-            v = decide_conflict(new, fact_view(old_row), explicit=True)
-            events += conflict_events(
-                ev.workspace,
-                v.winner,
-                v.loser,
-                v.rule,
-                v.detail,
-                domain=p.domain,
-                topic=p.topic,
-                actor=ACTOR,
-                now=now,
-                cause=ev.id,
-            )
+            events += settle(decide_conflict(new, fact_view(old_row), explicit=True))
         slot = await self._pool.fetch(
             f"SELECT {FACT_COLUMNS} FROM memories WHERE workspace = $1 AND kind = 'semantic' "
             "AND status = 'active' AND tier = 'long' AND domain = $2 AND topic = $3 "
@@ -138,18 +132,7 @@ class ConflictsHandler:
                 ]
                 break
             v = decide_conflict(new, other)
-            events += conflict_events(
-                ev.workspace,
-                v.winner,
-                v.loser,
-                v.rule,
-                v.detail,
-                domain=p.domain,
-                topic=p.topic,
-                actor=ACTOR,
-                now=now,
-                cause=ev.id,
-            )
+            events += settle(v)
             if v.loser.id == new.id:
                 break
         return events

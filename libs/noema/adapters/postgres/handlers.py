@@ -32,7 +32,7 @@ from noema_events.vocabulary import VERACITY_WEIGHT
 
 from ...domain.dynamics import CONFIDENCE_CAP, HALF_LIFE_DAYS, MENTION_RATE, RECALL_BOOST
 
-__all__ = ["HANDLERS", "MEMORY_COLUMNS", "Handler", "Projected", "insert_memories"]
+__all__ = ["HANDLERS", "MEMORY_COLUMNS", "Handler", "Projected", "insert_memories", "memory_row"]
 
 log = structlog.get_logger("noema.projector")
 
@@ -87,6 +87,29 @@ MEMORY_COLUMNS = (
 )
 
 
+def memory_row(item: Projected, **fields: object) -> tuple[object, ...]:
+    """A ``memories`` row in ``MEMORY_COLUMNS`` order: the event's envelope gives workspace, mind,
+    provenance and times; a new memory starts active, at activation 1, mentioned once; ``fields``
+    give the rest (a column missing from both raises ``KeyError``)."""
+    ev = item.event
+    row: dict[str, object] = {
+        "workspace": ev.workspace,
+        "mind": ev.mind,
+        "activation": 1.0,
+        "activation_at": ev.occurred_at,
+        "status": "active",
+        "recall_count": 0,
+        "mention_count": 1,
+        "origin_event": ev.id,
+        "origin_seq": item.seq,
+        "created_at": ev.occurred_at,
+        "updated_at": ev.occurred_at,
+        "tier": "long",
+        **fields,
+    }
+    return tuple(row[c] for c in MEMORY_COLUMNS)
+
+
 async def memory_created(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
     """Insert new memory records (activation 1 at creation)."""
     rows = []
@@ -95,42 +118,32 @@ async def memory_created(conn: asyncpg.Connection, run: Sequence[Projected]) -> 
         assert isinstance(ev, MemoryCreated)
         p = ev.payload
         rows.append(
-            (
-                p.memory_id,
-                ev.workspace,
-                ev.mind,
-                p.kind,
-                p.epistemic_kind,
-                p.content,
-                p.domain,
-                p.topic,
-                p.repo,
-                p.confidence,
-                p.importance,
-                p.salience,
-                p.credibility,
-                p.veracity,
-                p.memory_type,
-                1.0,
-                ev.occurred_at,
-                "active",
-                0,
-                1,
-                list(p.source_observation_ids),
-                ev.id,
-                item.seq,
-                p.channel,
-                p.source,
-                list(p.participants),
-                list(p.steps),
-                list(p.preconditions),
-                list(p.outcomes),
-                p.session,
-                p.happened_at,
-                p.valid_until,
-                ev.occurred_at,
-                ev.occurred_at,
-                p.tier,
+            memory_row(
+                item,
+                id=p.memory_id,
+                kind=p.kind,
+                epistemic_kind=p.epistemic_kind,
+                content=p.content,
+                domain=p.domain,
+                topic=p.topic,
+                repo=p.repo,
+                confidence=p.confidence,
+                importance=p.importance,
+                salience=p.salience,
+                credibility=p.credibility,
+                veracity=p.veracity,
+                memory_type=p.memory_type,
+                source_observation_ids=list(p.source_observation_ids),
+                channel=p.channel,
+                source=p.source,
+                participants=list(p.participants),
+                steps=list(p.steps),
+                preconditions=list(p.preconditions),
+                outcomes=list(p.outcomes),
+                session=p.session,
+                happened_at=p.happened_at,
+                valid_until=p.valid_until,
+                tier=p.tier,
             )
         )
     await insert_memories(conn, rows)

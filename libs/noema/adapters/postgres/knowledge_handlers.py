@@ -26,7 +26,7 @@ from noema_events import (
 )
 from noema_events.vocabulary import VERACITY_WEIGHT
 
-from .handlers import Handler, Projected, insert_memories
+from .handlers import Handler, Projected, insert_memories, memory_row
 
 __all__ = ["KNOWLEDGE_HANDLERS"]
 
@@ -35,48 +35,37 @@ _json = msgspec.json.Encoder()
 
 async def fact_proposed(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
     """A fact is a semantic memory of its domain and topic, held by the proposing agent (its mind)."""
-    rows: list[tuple[object, ...]] = []
+    rows = []
     for item in run:
         ev = item.event
         assert isinstance(ev, FactProposed)
         p = ev.payload
         rows.append(
-            (
-                p.memory_id,
-                ev.workspace,
-                ev.mind,
-                "semantic",
-                p.epistemic_kind,
-                p.content,
-                p.domain,
-                p.topic,
-                p.repo,
-                p.confidence,
-                0.5,
-                0.5,
-                VERACITY_WEIGHT[p.veracity],
-                p.veracity,
-                p.memory_type,
-                1.0,
-                ev.occurred_at,
-                "active",
-                0,
-                1,
-                list(p.source_observation_ids),
-                ev.id,
-                item.seq,
-                None,
-                p.role or None,
-                [ev.actor],
-                [],
-                [],
-                [],
-                None,
-                None,
-                p.valid_until,
-                ev.occurred_at,
-                ev.occurred_at,
-                "long",
+            memory_row(
+                item,
+                id=p.memory_id,
+                kind="semantic",
+                epistemic_kind=p.epistemic_kind,
+                content=p.content,
+                domain=p.domain,
+                topic=p.topic,
+                repo=p.repo,
+                confidence=p.confidence,
+                importance=0.5,
+                salience=0.5,
+                credibility=VERACITY_WEIGHT[p.veracity],
+                veracity=p.veracity,
+                memory_type=p.memory_type,
+                source_observation_ids=list(p.source_observation_ids),
+                channel=None,
+                source=p.role or None,
+                participants=[ev.actor],
+                steps=[],
+                preconditions=[],
+                outcomes=[],
+                session=None,
+                happened_at=None,
+                valid_until=p.valid_until,
             )
         )
     await insert_memories(conn, rows)
