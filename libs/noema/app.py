@@ -62,8 +62,8 @@ class Noema:
         self.pool = pool
         self.nc = nc
         self.topology = Topology(settings.prefix)
-        self.access = AccessControl(pool)
         self.knowledge = Knowledge(pool, nc, self.topology)
+        self.access: AccessControl = self.knowledge.access_control
         self._store = store
         self._embedder: Embedder | None = None
         self._embedder_loaded = False

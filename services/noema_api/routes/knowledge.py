@@ -95,7 +95,7 @@ async def propose_fact(req: Req[None, FactBody]) -> FactResult:
         valid_until=b.valid_until,
         reason=b.reason,
     )
-    return FactResult(outcome=out.outcome, memory_id=out.memory_id, domain=out.domain, topic=out.topic)
+    return msgspec.convert(out, FactResult, from_attributes=True)
 
 
 async def supersede_fact(req: Req[None, SupersedeFactBody]) -> FactResult:
@@ -106,7 +106,7 @@ async def supersede_fact(req: Req[None, SupersedeFactBody]) -> FactResult:
     out = await _knowledge(req, write=True).supersede_fact(
         caller, fact_id, b.content, reason=b.reason, veracity=b.veracity
     )
-    return FactResult(outcome=out.outcome, memory_id=out.memory_id, domain=out.domain, topic=out.topic)
+    return msgspec.convert(out, FactResult, from_attributes=True)
 
 
 async def policies(req: Req[PolicyQuery, None]) -> PolicyPage:
