@@ -104,7 +104,9 @@ class RetrieveHandler:
                 continue
             response = await self._recall.search(
                 obs.payload.content,
-                RecallFilters(workspace=obs.workspace, mind=obs.mind),
+                # The observation's own memory may already be projected: it must not be a candidate,
+                # or it would take the top of every normalised voice and push real recalls down.
+                RecallFilters(workspace=obs.workspace, mind=obs.mind, exclude_ids=(memory_id_for(obs.id),)),
                 limit=PROPOSALS + 1,
             )
             subject = self._topology.recall_subject(obs.workspace, obs.mind)

@@ -245,3 +245,19 @@ async def test_a_query_of_only_very_common_words_stays_bounded_and_still_answers
     assert len(found.results) == 10
     without_vectors = await recall.search("deploy", RecallFilters(workspace="acme"))
     assert len(without_vectors.results) == 10  # with no other voice, the text voice still answers
+
+
+async def test_a_grown_store_still_weighs_matches_positively(harness: Harness) -> None:
+    """BM25 reads the scope's size from a cache; words now in more memories than it counted still weigh."""
+    await harness.start(build_projector)
+    [first] = await given(harness, memory("the deploy key rotates on Fridays"))
+    recall = await recall_for(harness)
+    filters = RecallFilters(workspace="acme")
+    await recall.search("deploy key rotation", filters, mode="keyword")  # caches a scope of one memory
+    await given(harness, *(memory(f"deploy key {i} rotates") for i in range(5)))
+    found = await recall.search("deploy key rotation", filters, mode="keyword")
+    assert len(found.results) == 6
+    assert all(r.components["lexical_score"] > 0 for r in found.results)
+    hybrid = await recall.search("deploy key rotation", filters)
+    assert first in {r.id for r in hybrid.results}
+    assert all(r.components["lexical"] > 0 for r in hybrid.results)

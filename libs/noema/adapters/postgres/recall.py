@@ -42,6 +42,8 @@ class RecallFilters:
     """Domains the caller may not read."""
     readable_domains: Sequence[str] | None = None
     """Strict access mode: only memories without a domain or in these domains (None: no limit)."""
+    exclude_ids: Sequence[str] = ()
+    """Memories that are not candidates at all (they neither appear nor shift the normalisation)."""
 
     def where(self, alias: str, args: list[Any]) -> str:
         """SQL conditions on ``alias`` (memories), appending their parameters to ``args``."""
@@ -68,6 +70,8 @@ class RecallFilters:
             conds.append(
                 f"({m}.domain IS NULL OR {m}.domain = ANY({p(list(self.readable_domains))}::text[]))"
             )
+        if self.exclude_ids:
+            conds.append(f"NOT {m}.id = ANY({p(list(self.exclude_ids))}::text[])")
         if self.statuses:
             conds.append(f"{m}.status = ANY({p(list(self.statuses))}::text[])")
         if self.since is not None:
@@ -161,7 +165,9 @@ class RecallStore:
                 k = len(args)
                 # BM25 (k1 1.2, b 0.75) over the matching memories: a word's weight is its rarity in
                 # the scope (document frequency counted among the matches, which hold every memory
-                # with the word); participants' names (weight B) count 0.4 of a content word.
+                # with the word); participants' names (weight B) count 0.4 of a content word. The scope
+                # size is cached and the store grows meanwhile: never count fewer memories than match,
+                # or a word's weight turns negative.
                 rows = await conn.fetch(
                     f"""WITH hits AS (
                             SELECT m.id, m.search FROM {source} m, {tsq} q
@@ -172,7 +178,8 @@ class RecallStore:
                                    * CASE WHEN 'A' = ANY(u.weights) THEN 1.0 ELSE 0.4 END AS tf
                             FROM hits h, unnest(h.search) u WHERE u.lexeme = ANY(${k - 3}::text[])),
                         df AS (SELECT lexeme, count(DISTINCT id) AS n FROM terms GROUP BY lexeme)
-                        SELECT t.id, sum(ln(1 + (${k - 2} - df.n + 0.5) / (df.n + 0.5)) * t.tf * 2.2
+                        SELECT t.id, sum(ln(1 + (greatest(${k - 2}, df.n) - df.n + 0.5) / (df.n + 0.5))
+                                         * t.tf * 2.2
                                          / (t.tf + 1.2 * (0.25 + 0.75 * t.dl / ${k - 1}))) AS score
                         FROM terms t JOIN df USING (lexeme)
                         GROUP BY t.id ORDER BY score DESC, t.id LIMIT ${k}""",
