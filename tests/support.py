@@ -7,7 +7,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-__all__ = ["assert_eventually"]
+import asyncpg
+
+from noema.adapters.postgres.recall import RecallFilters, RecallStore
+from noema.recall import Recall, SearchResult
+
+__all__ = ["assert_eventually", "keyword_search"]
 
 
 async def assert_eventually(
@@ -22,3 +27,9 @@ async def assert_eventually(
             return last
         await asyncio.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s (last value: {last!r})")
+
+
+async def keyword_search(pool: asyncpg.Pool, query: str, workspace: str | None = None) -> list[SearchResult]:
+    """What ``noemactl memory search --mode keyword`` returns: active memories, best first."""
+    recall = Recall(await RecallStore.open(pool), None)
+    return (await recall.search(query, RecallFilters(workspace=workspace), mode="keyword")).results

@@ -44,7 +44,7 @@ from noema_events.vocabulary import (
 )
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
-from tests.support import assert_eventually
+from tests.support import assert_eventually, keyword_search
 
 pytestmark = pytest.mark.integration
 
@@ -237,8 +237,8 @@ async def test_lifecycle_dynamics_and_vectors_replay_to_identical_rows(harness: 
         "superseded",
         right,
     )  # the supersession wins over the retraction
-    hits = await MemoryQueries(harness.pool).search_text("staging database")
-    assert [h["id"] for h in hits] == [right]  # non-active records leave normal recall ...
+    hits = await keyword_search(harness.pool, "staging database")
+    assert [h.id for h in hits] == [right]  # non-active records leave normal recall ...
     assert await MemoryQueries(harness.pool).get(wrong) is not None  # ... but stay readable
 
     # Replay from the stream into fresh tables: identical rows, vectors included.

@@ -14,7 +14,7 @@ from noema_attend.service import build as build_attend
 from noema_events import decode_event
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
-from tests.support import assert_eventually
+from tests.support import assert_eventually, keyword_search
 
 pytestmark = pytest.mark.integration
 
@@ -30,11 +30,11 @@ async def test_an_observation_becomes_a_searchable_memory_with_its_origin_event(
         topology=harness.topology,
     )
     queries = MemoryQueries(harness.pool)
-    hits = await assert_eventually(lambda: queries.search_text("deploy key", workspace="acme"))
-    assert hits[0]["content"] == "the deploy key rotates on Fridays"
-    assert hits[0]["origin_type"] == "memory.created.v1"
-    detail = await queries.get(hits[0]["id"])
+    hits = await assert_eventually(lambda: keyword_search(harness.pool, "deploy key", workspace="acme"))
+    assert hits[0].content == "the deploy key rotates on Fridays"
+    detail = await queries.get(hits[0].id)
     assert detail is not None
+    assert detail["origin"]["type"] == "memory.created.v1"
     assert detail["origin"]["id"] == detail["origin_event"]
     assert detail["origin"]["causation_id"] == detail["source_observation_ids"][0]
 
@@ -81,7 +81,7 @@ async def test_malformed_observations_are_dead_lettered_with_the_reason_and_the_
     )
 
     queries = MemoryQueries(harness.pool)
-    await assert_eventually(lambda: queries.search_text("alive", workspace="acme"))
+    await assert_eventually(lambda: keyword_search(harness.pool, "alive", workspace="acme"))
     assert await queries.count("acme") == 1
 
     dlq = await harness.js.pull_subscribe(

@@ -1,4 +1,4 @@
-"""Read queries over the memory read model (listing, full-text search, detail with provenance)."""
+"""Read queries over the memory read model (listing, detail with provenance); search is ``noema.recall``."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ from typing import Any
 
 import asyncpg
 
-__all__ = ["MemoryQueries", "any_term_query"]
-
-_WORD = re.compile(r"[\w']+", re.UNICODE)
+__all__ = ["MemoryQueries"]
 
 MEMORY_FIELDS = (
     "id, workspace, mind, kind, epistemic_kind, content, domain, topic, repo, confidence, importance, "
@@ -17,18 +15,6 @@ MEMORY_FIELDS = (
     "valid_until, recall_count, mention_count, source_observation_ids, origin_event, origin_seq, channel, "
     "source, participants, steps, preconditions, outcomes, session, happened_at, created_at, updated_at"
 )
-
-
-def any_term_query(text: str) -> str | None:
-    """A ``to_tsquery`` string matching any of the words of ``text`` (``None`` when it has none).
-
-    Words are reduced to their alphanumeric parts, so user input can never inject tsquery syntax.
-    """
-    terms = [w.replace("'", "") for w in _WORD.findall(text)]
-    terms = [t for t in terms if t]
-    if not terms:
-        return None
-    return " | ".join(dict.fromkeys(terms))
 
 
 class MemoryQueries:
@@ -49,29 +35,6 @@ class MemoryQueries:
             mind,
             limit,
             offset,
-        )
-        return [dict(r) for r in rows]
-
-    async def search_text(
-        self, query: str, workspace: str | None = None, limit: int = 10, include_inactive: bool = False
-    ) -> list[dict[str, Any]]:
-        """Full-text search (any term), best first, with the origin event's type and sequence."""
-        tsq = any_term_query(query)
-        if tsq is None:
-            return []
-        rows = await self._pool.fetch(
-            f"""SELECT {", ".join("m." + f.strip() for f in MEMORY_FIELDS.split(","))},
-                       ts_rank_cd(m.search, q) AS rank, e.type AS origin_type
-                FROM memories m
-                CROSS JOIN to_tsquery('english', $1) q
-                LEFT JOIN events e ON e.seq = m.origin_seq
-                WHERE m.search @@ q AND ($2::text IS NULL OR m.workspace = $2)
-                  AND ($3 OR (m.status = 'active' AND (m.valid_until IS NULL OR m.valid_until > now())))
-                ORDER BY rank DESC, m.created_at DESC LIMIT $4""",
-            tsq,
-            workspace,
-            include_inactive,
-            limit,
         )
         return [dict(r) for r in rows]
 

@@ -110,12 +110,14 @@ class RecallStore:
 
     @classmethod
     async def open(cls, pool: asyncpg.Pool) -> RecallStore:
-        """Detect whether vectors are stored as pgvector (else the semantic voice is off)."""
-        kind = await pool.fetchval(
-            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+        """Detect whether vectors are stored as pgvector (else the semantic voice is off) and which
+        schema the pool reads (its text statistics are cached under that name)."""
+        row = await pool.fetchrow(
+            "SELECT format_type(atttypid, atttypmod) AS kind, current_schema() AS schema FROM pg_attribute "
             "WHERE attrelid = 'memory_embeddings'::regclass AND attname = 'embedding'"
         )
-        return cls(pool, kind == "vector")
+        assert row is not None, "the read model has no memory_embeddings.embedding column"
+        return cls(pool, row["kind"] == "vector", TermStats(schema=row["schema"]))
 
     async def lexical(
         self, query: str, f: RecallFilters, limit: int, strict: bool = False, broad: bool = True

@@ -33,14 +33,19 @@ class TermStats:
     """Frequencies of the most common lexemes of ``memories.search`` and the size of each scope (for
     BM25), cached for ``ttl`` seconds."""
 
-    def __init__(self, ttl: float = 300.0) -> None:
+    def __init__(self, ttl: float = 300.0, schema: str | None = None) -> None:
         self._ttl = ttl
+        self._schema = schema
+        """The schema every connection given uses (None: asked of each connection)."""
         self._cache: dict[str, tuple[float, dict[str, float]]] = {}
         self._scopes: dict[str, tuple[float, tuple[float, float]]] = {}
 
+    async def _schema_of(self, conn: asyncpg.Connection) -> str:
+        return self._schema or str(await conn.fetchval("SELECT current_schema()"))
+
     async def common(self, conn: asyncpg.Connection) -> dict[str, float]:
         """Lexeme → share of memories containing it, for the lexemes too common to query by."""
-        schema = await conn.fetchval("SELECT current_schema()")
+        schema = await self._schema_of(conn)
         hit = self._cache.get(schema)
         if hit is not None and time.monotonic() - hit[0] < self._ttl:
             return hit[1]
@@ -64,7 +69,7 @@ class TermStats:
 
     async def scope(self, conn: asyncpg.Connection, workspace: str | None) -> tuple[float, float]:
         """(memories, average distinct lexemes per memory) of a workspace (or all), for BM25."""
-        schema = await conn.fetchval("SELECT current_schema()")
+        schema = await self._schema_of(conn)
         key = f"{schema}/{workspace or '*'}"
         hit = self._scopes.get(key)
         if hit is not None and time.monotonic() - hit[0] < self._ttl:
