@@ -434,15 +434,19 @@ class Knowledge:
         except ValueError as exc:
             raise OperationError(str(exc)) from None
 
-    async def _slot(self, workspace: str, domain: str, topic: str) -> list[asyncpg.Record]:
+    async def _slot(self, workspace: str, domain: str, topic: str, at: datetime) -> list[asyncpg.Record]:
+        """The slot's current facts: active and not expired at ``at`` (the proposal's time, which the
+        conflicts worker uses too)."""
         return cast(
             list[asyncpg.Record],
             await self.pool.fetch(
                 f"SELECT {FACT_COLUMNS} FROM memories WHERE workspace = $1 AND kind = 'semantic' "
-                "AND status = 'active' AND domain = $2 AND topic = $3 ORDER BY origin_seq",
+                "AND status = 'active' AND domain = $2 AND topic = $3 "
+                "AND (valid_until IS NULL OR valid_until > $4) ORDER BY origin_seq",
                 workspace,
                 domain,
                 topic,
+                at,
             ),
         )
 
@@ -463,9 +467,10 @@ class Knowledge:
         reason: str = "",
         mind: str | None = None,
     ) -> FactOutcome:
-        """Write a fact to domain/topic. An equivalent active fact there is mentioned again (confidence
-        and mention_count rise) instead of duplicated; a contradicting one is decided by the conflicts
-        worker. Strict mode: needs write on the domain."""
+        """Write a fact to domain/topic. An equivalent current fact there (active, not expired) is
+        mentioned again (confidence and mention_count rise) instead of duplicated; a contradicting one
+        is decided by the conflicts worker; any other fact of the topic stays beside it. Strict mode:
+        needs write on the domain."""
         content, topic = content.strip(), topic.strip().lower()
         if not content:
             raise OperationError("content must not be empty")
@@ -481,8 +486,8 @@ class Knowledge:
         if await self.access_mode(caller.workspace) == "strict":
             await self._require(caller, ref.key, "write", "writing a fact")
         now = self._clock()
-        if supersedes is None:
-            for row in await self._slot(caller.workspace, ref.key, topic):
+        if supersedes is None and (valid_until is None or valid_until > now):
+            for row in await self._slot(caller.workspace, ref.key, topic, now):
                 if equivalent(row["content"], content):
                     await self._publish(
                         [
@@ -1017,7 +1022,7 @@ class Knowledge:
                     ]
                 )
                 report.archived += [r["id"] for r in g]
-        facts = await self._facts_by_domain(caller.workspace, key)
+        facts = await self._facts_by_domain(caller.workspace, key, now)
         for group_facts in (await self._maintainable(caller, facts)).values():
             for group in clusters(group_facts):
                 kept = keeper(group)
@@ -1053,13 +1058,18 @@ class Knowledge:
         allowed = await self.access_control.writable(caller, facts)
         return {d: f for d, f in facts.items() if d in allowed}
 
-    async def _facts_by_domain(self, workspace: str, domain: str | None) -> dict[str, list[FactView]]:
+    async def _facts_by_domain(
+        self, workspace: str, domain: str | None, at: datetime
+    ) -> dict[str, list[FactView]]:
+        """Current facts (active, not expired at ``at``) by domain: an expired fact neither absorbs
+        merged ones nor wins a conflict."""
         rows = await self.pool.fetch(
             f"SELECT {FACT_COLUMNS} FROM memories WHERE workspace = $1 AND kind = 'semantic' "
             "AND tier = 'long' AND status = 'active' AND ($2::text IS NULL OR domain = $2) "
-            "ORDER BY origin_seq",
+            "AND (valid_until IS NULL OR valid_until > $3) ORDER BY origin_seq",
             workspace,
             domain,
+            at,
         )
         out: dict[str, list[FactView]] = {}
         for r in rows:
@@ -1073,7 +1083,7 @@ class Knowledge:
         report = HarmonizeReport()
         key = self._ref(domain, None).key if domain else None
         now = self._clock()
-        domains = await self._maintainable(caller, await self._facts_by_domain(caller.workspace, key))
+        domains = await self._maintainable(caller, await self._facts_by_domain(caller.workspace, key, now))
         for facts in domains.values():
             gone: set[str] = set()
             for i, a in enumerate(facts):
