@@ -48,14 +48,12 @@ from noema_events import (
     WorkspaceConfigured,
     WorkspaceConfiguredPayload,
     decode_event,
-    encode_event,
 )
 from noema_events.envelope import NAME_PATTERN
 from noema_events.vocabulary import MEMORY_TYPES, VERACITY_WEIGHT, Access, EpistemicKind, MemoryType, Veracity
 
 from .access import AccessControl, Caller, InsufficientMemoryPermission
 from .adapters.jetstream import ConcurrentWrite, EventPublisher, last_on_subject, publish_expecting
-from .client import build_observation
 from .domain.dynamics import initial_confidence
 from .domain.knowledge import (
     ACCESS_ORDER,
@@ -777,8 +775,9 @@ class Knowledge:
         await self._publish([self._notes_event(caller.workspace, caller.agent, notes, caller.actor)])
 
     async def record_observation(self, caller: Caller, content: str, *, attempts: int = 5) -> str:
-        """Append a line to the caller's notes (optimistic concurrency on the notes subject, so two
-        concurrent appends both land) and publish it as an observation of the agent's mind."""
+        """Append a timestamped line to the caller's private notes and return it (optimistic
+        concurrency on the notes subject, so concurrent appends all land). Nothing else is published:
+        notes are private (SPEC §5), so the text never becomes a memory other agents could search."""
         content = content.strip()
         if not content:
             raise OperationError("content must not be empty")
@@ -801,24 +800,10 @@ class Knowledge:
                     self._topology,
                     last[0] if last else 0,
                 )
-                break
+                return line
             except ConcurrentWrite:
                 await asyncio.sleep(0.01)
-        else:
-            raise OperationError("the notes kept changing under this write; try again")
-        obs = build_observation(
-            content=content,
-            workspace=caller.workspace,
-            mind=caller.agent,
-            channel="system",
-            source=caller.agent,
-        )
-        await js.publish(
-            self._topology.observation_subject(obs.workspace, obs.mind),
-            encode_event(obs),
-            headers={"Nats-Msg-Id": obs.id},
-        )
-        return obs.id
+        raise OperationError("the notes kept changing under this write; try again")
 
     async def set_notes(self, operator: Caller, agent: str, notes: str, *, reason: str = "") -> None:
         """An operator replaces an agent's notes."""

@@ -238,7 +238,7 @@ async def _conflicts(app: Noema, who: Caller, a: ListConflictsInput) -> Any:
 
 
 async def _record_observation(app: Noema, who: Caller, a: RecordObservationInput) -> Any:
-    return {"observation_id": await app.knowledge.record_observation(who, a.content)}
+    return {"agent": who.agent, "line": await app.knowledge.record_observation(who, a.content)}
 
 
 async def _update_notes(app: Noema, who: Caller, a: UpdateNotesInput) -> Any:
@@ -339,8 +339,8 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             "record_observation",
-            "Note something you observed: appended to your private notes and published as an observation "
-            "of your mind (attention decides whether it becomes long-term memory).",
+            "Note something you observed: appended, timestamped, to your private notes (only you and "
+            "operators can read them; no other agent's search finds them).",
             RecordObservationInput,
             _record_observation,
             True,
