@@ -90,6 +90,8 @@ MAX_NOTES = 32_000
 PROMOTE_IMPORTANCE = 0.6
 """A hot-tier item at least this important is promoted to a fact by consolidate."""
 DECISIONS_DOMAIN = "decisions"
+_ID_PREFIX = re.compile(r"[0-9a-f-]{6,}")
+"""What may be a shortened id (the ids are UUIDs); anything else must match a whole id."""
 
 
 @dataclass(frozen=True)
@@ -534,6 +536,33 @@ class Knowledge:
         await self._publish(events, audit)
         return FactOutcome("proposed", memory_id, ref.key, topic)
 
+    async def _full_id(self, what: str, workspace: str, given: str) -> str:
+        """The id of the fact or policy ``given`` names: its full id, or a unique prefix of at least
+        six characters (listings show eight). Unknown: NotFound; ambiguous: OperationError."""
+        table, scope = ("policies", "") if what == "policy" else ("memories", "AND kind = 'semantic'")
+        prefix = given.strip().lower()
+        pattern = f"{prefix}%" if _ID_PREFIX.fullmatch(prefix) else None
+        rows = await self.pool.fetch(
+            f"SELECT id FROM {table} WHERE workspace = $1 {scope} AND (id = $2 OR id LIKE $3) "
+            "ORDER BY id = $2 DESC, id LIMIT 2",
+            workspace,
+            given,
+            pattern,
+        )
+        if not rows:
+            raise NotFound(f"no {what} {given} in workspace {workspace}")
+        if len(rows) > 1 and rows[0]["id"] != given:
+            raise OperationError(f"{given} matches several {what} ids; give more of the id")
+        return str(rows[0]["id"])
+
+    async def resolve_fact_id(self, caller: Caller, given: str) -> str:
+        """A fact's full id from its id or a unique prefix (≥ 6 characters) in the caller's workspace."""
+        return await self._full_id("fact", caller.workspace, given)
+
+    async def resolve_policy_id(self, caller: Caller, given: str) -> str:
+        """A policy's full id from its id or a unique prefix (≥ 6 characters) in the caller's workspace."""
+        return await self._full_id("policy", caller.workspace, given)
+
     async def _active_fact(self, workspace: str, memory_id: str) -> asyncpg.Record:
         row = await self.pool.fetchrow(
             f"SELECT {FACT_COLUMNS}, status, repo, memory_type FROM memories "
@@ -557,7 +586,9 @@ class Knowledge:
         veracity: str = "stated",
         topic: str | None = None,
     ) -> FactOutcome:
-        """Replace an active fact explicitly: the new one wins by the ``explicit`` rule."""
+        """Replace an active fact (by id or unique prefix) explicitly: the new one wins by the
+        ``explicit`` rule."""
+        old_id = await self.resolve_fact_id(caller, old_id)
         old = await self._active_fact(caller.workspace, old_id)
         if not old["domain"] or not old["topic"]:
             raise Conflict(f"memory {old_id} is not a fact of a domain and topic; correct it instead")
@@ -706,7 +737,9 @@ class Knowledge:
     async def supersede_policy(
         self, caller: Caller, policy_id: str, rule: str | None = None, *, reason: str = ""
     ) -> str | None:
-        """Replace an active policy with a new rule (or deactivate it when ``rule`` is None)."""
+        """Replace an active policy (by id or unique prefix) with a new rule (or deactivate it when
+        ``rule`` is None)."""
+        policy_id = await self.resolve_policy_id(caller, policy_id)
         row = await self.pool.fetchrow(
             "SELECT domain, repo, required_role, active FROM policies WHERE id = $1 AND workspace = $2",
             policy_id,

@@ -215,8 +215,9 @@ async def _propose_policy(app: Noema, who: Caller, a: ProposePolicyInput) -> Any
 
 
 async def _supersede_policy(app: Noema, who: Caller, a: SupersedePolicyInput) -> Any:
-    new = await app.knowledge.supersede_policy(who, a.policy_id, a.rule, reason=a.reason)
-    return {"policy_id": new, "superseded": a.policy_id, "deactivated": new is None}
+    old = await app.knowledge.resolve_policy_id(who, a.policy_id)
+    new = await app.knowledge.supersede_policy(who, old, a.rule, reason=a.reason)
+    return {"policy_id": new, "superseded": old, "deactivated": new is None}
 
 
 async def _remember(app: Noema, who: Caller, a: RememberInput) -> Any:

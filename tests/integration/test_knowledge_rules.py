@@ -1,5 +1,5 @@
 """The rules of a topic through the real pipeline: only contradictions conflict; an expired fact
-controls nothing (judged at each proposal's own time)."""
+controls nothing (judged at each proposal's own time), and ids may be shortened."""
 
 from __future__ import annotations
 
@@ -7,11 +7,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from noema.adapters.jetstream import EventPublisher
+from noema.ids import new_id
 from noema.knowledge import Knowledge
+from noema.operations import NotFound, OperationError
 from noema_conflicts.service import build as build_conflicts
+from noema_events import FactProposed, FactProposedPayload, PolicyProposed, PolicyProposedPayload
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
-from tests.integration.test_knowledge import ALICE, BOB, settled, slot
+from tests.integration.test_knowledge import ALICE, BOB, OPERATOR, settled, slot
 
 pytestmark = pytest.mark.integration
 
@@ -84,3 +88,61 @@ async def test_expiry_is_judged_at_the_proposals_time_not_by_the_wall_clock(harn
         inferred.memory_id,
         "veracity",
     )
+
+
+async def test_facts_and_policies_are_superseded_by_a_unique_prefix_of_their_id(harness: Harness) -> None:
+    k = await knowledge_at(harness, [datetime.now(UTC)])
+    ids = ["abcdef01-0000-4000-8000-000000000001", "abcdef02-0000-4000-8000-000000000002"]
+    now = datetime.now(UTC)
+    await EventPublisher(harness.nc, harness.topology).publish(
+        [
+            *(
+                FactProposed(
+                    id=new_id(),
+                    workspace="acme",
+                    mind="alice",
+                    occurred_at=now,
+                    correlation_id=memory_id,
+                    actor="alice",
+                    payload=FactProposedPayload(
+                        memory_id=memory_id, domain="ops", topic=f"topic-{n}", content=f"Fact number {n}"
+                    ),
+                )
+                for n, memory_id in enumerate(ids)
+            ),
+            *(
+                PolicyProposed(
+                    id=new_id(),
+                    workspace="acme",
+                    occurred_at=now,
+                    correlation_id=policy_id,
+                    actor="alice",
+                    payload=PolicyProposedPayload(policy_id=policy_id, domain="ops", rule=f"Rule number {n}"),
+                )
+                for n, policy_id in enumerate(i.replace("abcdef", "fedcba") for i in ids)
+            ),
+        ]
+    )
+    await settled(harness)
+    for what, supersede in (
+        ("fact", lambda given: k.supersede_fact(OPERATOR, given, "Fact number one, corrected")),
+        ("policy", lambda given: k.supersede_policy(OPERATOR, given, "Rule number one, corrected")),
+    ):
+        prefix = "abcdef0" if what == "fact" else "fedcba0"
+        with pytest.raises(
+            OperationError, match=rf"{prefix} matches several {what} ids; give more of the id"
+        ):
+            await supersede(prefix)
+        with pytest.raises(NotFound, match=rf"no {what} {prefix[:5]} in workspace acme"):
+            await supersede(prefix[:5])  # under six characters a prefix is not enough
+        await supersede(f"{prefix}1".upper())
+    await settled(harness)
+    fact = await harness.pool.fetchrow(
+        "SELECT m.status, n.content FROM memories m JOIN memories n ON n.id = m.superseded_by "
+        "WHERE m.id = $1",
+        ids[0],
+    )
+    assert (fact["status"], fact["content"]) == ("superseded", "Fact number one, corrected")
+    policies = {p["id"]: p for p in await k.list_policies(OPERATOR, include_inactive=True)}
+    assert policies["fedcba01-0000-4000-8000-000000000001"]["active"] is False
+    assert policies["fedcba02-0000-4000-8000-000000000002"]["active"] is True
