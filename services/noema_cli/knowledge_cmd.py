@@ -14,7 +14,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from .common import DataDir, JsonOption, caller, clip, out, print_json, run_app, use
+from .common import DataDir, JsonOption, caller, clip, err, out, print_json, run_app, use
 
 __all__ = ["register"]
 
@@ -276,17 +276,32 @@ def grant_set(
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
-    """Set an access grant (operators only).
+    """Set an access grant (operators only). In compatible mode reads are not gated: `none` refuses
+    policy writes there but hides the domain only once the workspace is strict; a note says so.
 
     Example: noemactl grant set intern hr none -w acme
     """
     use(data_dir)
     who = caller(workspace)
-    result = run_app(lambda app: app.knowledge.set_grant(who, role, domain, access, repo=repo))
+
+    async def work(app: Any) -> tuple[dict[str, Any], str]:
+        result = await app.knowledge.set_grant(who, role, domain, access, repo=repo)
+        return result, await app.knowledge.access_mode(workspace)
+
+    result, mode = run_app(work)
     if as_json:
         print_json(result)
     else:
         out.print(f"{role} → {result['domain']}: {access} (was {result['previous'] or 'unset'})")
+    if access == "none" and mode == "compatible":
+        err.print(
+            f"note: {workspace} is in compatible mode, where reads are not gated: `none` keeps {role} "
+            f"from proposing policies in {result['domain']} but not from reading it. The grant is kept "
+            f"and hides the domain once the workspace is strict (noemactl grant mode strict -w {workspace}).",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 @grant_app.command("list")

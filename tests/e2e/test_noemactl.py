@@ -172,6 +172,10 @@ def test_knowledge_commands_facts_conflicts_grants_policies_notes(data_dir: Path
         unknown = ctl(data_dir, "fact", "supersede", "abc", "x", "-w", "acme", check=False)
         assert (unknown.returncode, "Traceback" in unknown.stderr) == (2, False)
         assert "no fact abc in workspace acme" in unknown.stderr
+        # A `none` grant in compatible mode is kept, with a note that it hides nothing yet.
+        noted = ctl(data_dir, "grant", "set", "intern", "hr", "none", "-w", "acme")
+        assert "compatible mode" in noted.stderr
+        assert "grant mode strict" in noted.stderr
         ctl(
             data_dir,
             "fact",
