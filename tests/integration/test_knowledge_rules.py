@@ -1,21 +1,30 @@
 """The rules of a topic through the real pipeline: only contradictions conflict; an expired fact
-controls nothing (judged at each proposal's own time), and ids may be shortened."""
+controls nothing (judged at each proposal's own time), ids may be shortened, and the working-memory
+capacity comes from the settings."""
 
 from __future__ import annotations
 
+import dataclasses
+from contextlib import AsyncExitStack
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
-from noema.adapters.jetstream import EventPublisher
+from noema.adapters.jetstream import EventPublisher, stream_last_seq
+from noema.adapters.postgres import ReadModelProjection
+from noema.client import publish_observation
 from noema.ids import new_id
 from noema.knowledge import Knowledge
 from noema.operations import NotFound, OperationError
+from noema.settings import Settings
+from noema_attend.service import build as build_attend
 from noema_conflicts.service import build as build_conflicts
 from noema_events import FactProposed, FactProposedPayload, PolicyProposed, PolicyProposedPayload
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
 from tests.integration.test_knowledge import ALICE, BOB, OPERATOR, settled, slot
+from tests.support import assert_eventually
 
 pytestmark = pytest.mark.integration
 
@@ -146,3 +155,32 @@ async def test_facts_and_policies_are_superseded_by_a_unique_prefix_of_their_id(
     policies = {p["id"]: p for p in await k.list_policies(OPERATOR, include_inactive=True)}
     assert policies["fedcba01-0000-4000-8000-000000000001"]["active"] is False
     assert policies["fedcba02-0000-4000-8000-000000000002"]["active"] is True
+
+
+async def test_the_working_memory_capacity_comes_from_the_settings(harness: Harness) -> None:
+    settings = dataclasses.replace(harness.settings, wm_capacity=3)
+
+    async def attend(_: Settings, stack: AsyncExitStack) -> Any:
+        return await build_attend(settings, stack)
+
+    await harness.start(build_projector)
+    await harness.start(attend)
+    for i in range(5):
+        await publish_observation(
+            harness.js,
+            f"the billing migration step {i} finished without errors on the primary cluster",
+            workspace="acme",
+            mind="ops",
+            topology=harness.topology,
+        )
+
+    async def caught_up() -> bool:
+        if await harness.pool.fetchval("SELECT count(*) FROM memories WHERE workspace = 'acme'") < 5:
+            return False
+        async with harness.pool.acquire() as conn:
+            position = await ReadModelProjection().position(conn)
+        return position == await stream_last_seq(harness.js, harness.topology.event_stream)
+
+    await assert_eventually(caught_up)
+    wm = await Knowledge(harness.pool, harness.nc, harness.topology).working_memory("acme", "ops")
+    assert (wm["capacity"], len(wm["items"])) == (3, 3)
