@@ -160,8 +160,10 @@ def mention_event(
     merged_from: Sequence[str] = (),
     reason: str = "",
     event_id: str | None = None,
+    mentions: int = 1,
 ) -> FactMentioned:
-    """``fact`` mentioned again (confidence and mention_count rise in the projection)."""
+    """``fact`` mentioned again, ``mentions`` times (confidence and mention_count rise in the
+    projection once per mention)."""
     event_id = event_id or new_id()
     return FactMentioned(
         id=event_id,
@@ -176,6 +178,7 @@ def mention_event(
             source_observation_ids=list(sources),
             merged_from=list(merged_from),
             reason=reason,
+            mentions=mentions,
         ),
     )
 
@@ -1056,6 +1059,7 @@ class Knowledge:
                         now,
                         merged_from=[f.id for f in merged],
                         reason="merged near-duplicates",
+                        mentions=len(merged),
                     )
                 ]
                 events += [

@@ -1,6 +1,6 @@
 """The rules of a topic through the real pipeline: only contradictions conflict; an expired fact
-controls nothing (judged at each proposal's own time), ids may be shortened, and the working-memory
-capacity comes from the settings."""
+controls nothing (judged at each proposal's own time), ids may be shortened, the working-memory
+capacity comes from the settings, and a merge counts every merged fact."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection
 from noema.client import publish_observation
+from noema.domain.dynamics import initial_confidence, mention_confidence
 from noema.ids import new_id
 from noema.knowledge import Knowledge
 from noema.operations import NotFound, OperationError
@@ -184,3 +185,26 @@ async def test_the_working_memory_capacity_comes_from_the_settings(harness: Harn
     await assert_eventually(caught_up)
     wm = await Knowledge(harness.pool, harness.nc, harness.topology).working_memory("acme", "ops")
     assert (wm["capacity"], len(wm["items"])) == (3, 3)
+
+
+async def test_a_merge_counts_a_mention_for_every_merged_fact(harness: Harness) -> None:
+    k = await knowledge_at(harness, [datetime.now(UTC)])
+    # Near-duplicates in three topics: the conflicts worker leaves them be, consolidate merges them.
+    kept = await k.propose_fact(
+        ALICE, "ops", "deploys", "Deploys happen on Fridays after the standup", veracity="inferred"
+    )
+    b = await k.propose_fact(
+        BOB, "ops", "release-day", "deploys happen on fridays after standup", veracity="inferred"
+    )
+    c = await k.propose_fact(
+        BOB, "ops", "cadence", "Deploys happen on Fridays after the daily standup", veracity="inferred"
+    )
+    await settled(harness)
+    report = await k.consolidate(OPERATOR)
+    await settled(harness)
+    assert report.merged == [{"kept": kept.memory_id, "merged": [b.memory_id, c.memory_id]}]
+    row = await harness.pool.fetchrow(
+        "SELECT mention_count, confidence FROM memories WHERE id = $1", kept.memory_id
+    )
+    assert row["mention_count"] == 3
+    assert row["confidence"] == mention_confidence(initial_confidence("inferred"), "stated", 2)
