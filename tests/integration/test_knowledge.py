@@ -369,10 +369,9 @@ async def test_replay_reproduces_facts_policies_grants_conflicts_and_notes(harne
         await drop_schema(harness.settings.database_url or "", schema)
 
 
-async def test_working_memory_is_bounded_and_survives_a_restart_of_attend(harness: Harness) -> None:
-    await harness.start(build_projector)
-    first = await harness.start(build_attend)
-    for i in range(12):
+async def observe_migration_steps(harness: Harness, steps: int) -> None:
+    """``steps`` alike observations of the ops mind, each worth admitting (and about one subject)."""
+    for i in range(steps):
         await publish_observation(
             harness.js,
             f"the billing migration step {i} finished without errors on the primary cluster",
@@ -380,6 +379,12 @@ async def test_working_memory_is_bounded_and_survives_a_restart_of_attend(harnes
             mind="ops",
             topology=harness.topology,
         )
+
+
+async def test_working_memory_is_bounded_and_survives_a_restart_of_attend(harness: Harness) -> None:
+    await harness.start(build_projector)
+    first = await harness.start(build_attend)
+    await observe_migration_steps(harness, 12)
     k = Knowledge(harness.pool, harness.nc, harness.topology)
 
     async def held(n: int) -> dict | None:

@@ -13,7 +13,6 @@ import pytest
 
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection
-from noema.client import publish_observation
 from noema.domain.dynamics import initial_confidence, mention_confidence
 from noema.ids import new_id
 from noema.knowledge import Knowledge
@@ -24,7 +23,7 @@ from noema_conflicts.service import build as build_conflicts
 from noema_events import FactProposed, FactProposedPayload, PolicyProposed, PolicyProposedPayload
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
-from tests.integration.test_knowledge import ALICE, BOB, OPERATOR, settled, slot
+from tests.integration.test_knowledge import ALICE, BOB, OPERATOR, observe_migration_steps, settled, slot
 from tests.support import assert_eventually
 
 pytestmark = pytest.mark.integration
@@ -166,14 +165,7 @@ async def test_the_working_memory_capacity_comes_from_the_settings(harness: Harn
 
     await harness.start(build_projector)
     await harness.start(attend)
-    for i in range(5):
-        await publish_observation(
-            harness.js,
-            f"the billing migration step {i} finished without errors on the primary cluster",
-            workspace="acme",
-            mind="ops",
-            topology=harness.topology,
-        )
+    await observe_migration_steps(harness, 5)
 
     async def caught_up() -> bool:
         if await harness.pool.fetchval("SELECT count(*) FROM memories WHERE workspace = 'acme'") < 5:
