@@ -48,14 +48,12 @@ from noema_events import (
     WorkspaceConfigured,
     WorkspaceConfiguredPayload,
     decode_event,
-    encode_event,
 )
 from noema_events.envelope import NAME_PATTERN
 from noema_events.vocabulary import MEMORY_TYPES, VERACITY_WEIGHT, Access, EpistemicKind, MemoryType, Veracity
 
 from .access import AccessControl, Caller, InsufficientMemoryPermission
 from .adapters.jetstream import ConcurrentWrite, EventPublisher, last_on_subject, publish_expecting
-from .client import build_observation
 from .domain.dynamics import initial_confidence
 from .domain.knowledge import (
     ACCESS_ORDER,
@@ -92,6 +90,8 @@ MAX_NOTES = 32_000
 PROMOTE_IMPORTANCE = 0.6
 """A hot-tier item at least this important is promoted to a fact by consolidate."""
 DECISIONS_DOMAIN = "decisions"
+_ID_PREFIX = re.compile(r"[0-9a-f-]{6,}")
+"""What may be a shortened id (the ids are UUIDs); anything else must match a whole id."""
 
 
 @dataclass(frozen=True)
@@ -160,8 +160,10 @@ def mention_event(
     merged_from: Sequence[str] = (),
     reason: str = "",
     event_id: str | None = None,
+    mentions: int = 1,
 ) -> FactMentioned:
-    """``fact`` mentioned again (confidence and mention_count rise in the projection)."""
+    """``fact`` mentioned again, ``mentions`` times (confidence and mention_count rise in the
+    projection once per mention)."""
     event_id = event_id or new_id()
     return FactMentioned(
         id=event_id,
@@ -176,6 +178,7 @@ def mention_event(
             source_observation_ids=list(sources),
             merged_from=list(merged_from),
             reason=reason,
+            mentions=mentions,
         ),
     )
 
@@ -434,15 +437,19 @@ class Knowledge:
         except ValueError as exc:
             raise OperationError(str(exc)) from None
 
-    async def _slot(self, workspace: str, domain: str, topic: str) -> list[asyncpg.Record]:
+    async def _slot(self, workspace: str, domain: str, topic: str, at: datetime) -> list[asyncpg.Record]:
+        """The slot's current facts: active and not expired at ``at`` (the proposal's time, which the
+        conflicts worker uses too)."""
         return cast(
             list[asyncpg.Record],
             await self.pool.fetch(
                 f"SELECT {FACT_COLUMNS} FROM memories WHERE workspace = $1 AND kind = 'semantic' "
-                "AND status = 'active' AND domain = $2 AND topic = $3 ORDER BY origin_seq",
+                "AND status = 'active' AND domain = $2 AND topic = $3 "
+                "AND (valid_until IS NULL OR valid_until > $4) ORDER BY origin_seq",
                 workspace,
                 domain,
                 topic,
+                at,
             ),
         )
 
@@ -463,9 +470,10 @@ class Knowledge:
         reason: str = "",
         mind: str | None = None,
     ) -> FactOutcome:
-        """Write a fact to domain/topic. An equivalent active fact there is mentioned again (confidence
-        and mention_count rise) instead of duplicated; a contradicting one is decided by the conflicts
-        worker. Strict mode: needs write on the domain."""
+        """Write a fact to domain/topic. An equivalent current fact there (active, not expired) is
+        mentioned again (confidence and mention_count rise) instead of duplicated; a contradicting one
+        is decided by the conflicts worker; any other fact of the topic stays beside it. Strict mode:
+        needs write on the domain."""
         content, topic = content.strip(), topic.strip().lower()
         if not content:
             raise OperationError("content must not be empty")
@@ -481,8 +489,8 @@ class Knowledge:
         if await self.access_mode(caller.workspace) == "strict":
             await self._require(caller, ref.key, "write", "writing a fact")
         now = self._clock()
-        if supersedes is None:
-            for row in await self._slot(caller.workspace, ref.key, topic):
+        if supersedes is None and (valid_until is None or valid_until > now):
+            for row in await self._slot(caller.workspace, ref.key, topic, now):
                 if equivalent(row["content"], content):
                     await self._publish(
                         [
@@ -531,6 +539,33 @@ class Knowledge:
         await self._publish(events, audit)
         return FactOutcome("proposed", memory_id, ref.key, topic)
 
+    async def _full_id(self, what: str, workspace: str, given: str) -> str:
+        """The id of the fact or policy ``given`` names: its full id, or a unique prefix of at least
+        six characters (listings show eight). Unknown: NotFound; ambiguous: OperationError."""
+        table, scope = ("policies", "") if what == "policy" else ("memories", "AND kind = 'semantic'")
+        prefix = given.strip().lower()
+        pattern = f"{prefix}%" if _ID_PREFIX.fullmatch(prefix) else None
+        rows = await self.pool.fetch(
+            f"SELECT id FROM {table} WHERE workspace = $1 {scope} AND (id = $2 OR id LIKE $3) "
+            "ORDER BY id = $2 DESC, id LIMIT 2",
+            workspace,
+            given,
+            pattern,
+        )
+        if not rows:
+            raise NotFound(f"no {what} {given} in workspace {workspace}")
+        if len(rows) > 1 and rows[0]["id"] != given:
+            raise OperationError(f"{given} matches several {what} ids; give more of the id")
+        return str(rows[0]["id"])
+
+    async def resolve_fact_id(self, caller: Caller, given: str) -> str:
+        """A fact's full id from its id or a unique prefix (≥ 6 characters) in the caller's workspace."""
+        return await self._full_id("fact", caller.workspace, given)
+
+    async def resolve_policy_id(self, caller: Caller, given: str) -> str:
+        """A policy's full id from its id or a unique prefix (≥ 6 characters) in the caller's workspace."""
+        return await self._full_id("policy", caller.workspace, given)
+
     async def _active_fact(self, workspace: str, memory_id: str) -> asyncpg.Record:
         row = await self.pool.fetchrow(
             f"SELECT {FACT_COLUMNS}, status, repo, memory_type FROM memories "
@@ -554,7 +589,9 @@ class Knowledge:
         veracity: str = "stated",
         topic: str | None = None,
     ) -> FactOutcome:
-        """Replace an active fact explicitly: the new one wins by the ``explicit`` rule."""
+        """Replace an active fact (by id or unique prefix) explicitly: the new one wins by the
+        ``explicit`` rule."""
+        old_id = await self.resolve_fact_id(caller, old_id)
         old = await self._active_fact(caller.workspace, old_id)
         if not old["domain"] or not old["topic"]:
             raise Conflict(f"memory {old_id} is not a fact of a domain and topic; correct it instead")
@@ -703,7 +740,9 @@ class Knowledge:
     async def supersede_policy(
         self, caller: Caller, policy_id: str, rule: str | None = None, *, reason: str = ""
     ) -> str | None:
-        """Replace an active policy with a new rule (or deactivate it when ``rule`` is None)."""
+        """Replace an active policy (by id or unique prefix) with a new rule (or deactivate it when
+        ``rule`` is None)."""
+        policy_id = await self.resolve_policy_id(caller, policy_id)
         row = await self.pool.fetchrow(
             "SELECT domain, repo, required_role, active FROM policies WHERE id = $1 AND workspace = $2",
             policy_id,
@@ -772,8 +811,9 @@ class Knowledge:
         await self._publish([self._notes_event(caller.workspace, caller.agent, notes, caller.actor)])
 
     async def record_observation(self, caller: Caller, content: str, *, attempts: int = 5) -> str:
-        """Append a line to the caller's notes (optimistic concurrency on the notes subject, so two
-        concurrent appends both land) and publish it as an observation of the agent's mind."""
+        """Append a timestamped line to the caller's private notes and return it (optimistic
+        concurrency on the notes subject, so concurrent appends all land). Nothing else is published:
+        notes are private (SPEC §5), so the text never becomes a memory other agents could search."""
         content = content.strip()
         if not content:
             raise OperationError("content must not be empty")
@@ -796,24 +836,10 @@ class Knowledge:
                     self._topology,
                     last[0] if last else 0,
                 )
-                break
+                return line
             except ConcurrentWrite:
                 await asyncio.sleep(0.01)
-        else:
-            raise OperationError("the notes kept changing under this write; try again")
-        obs = build_observation(
-            content=content,
-            workspace=caller.workspace,
-            mind=caller.agent,
-            channel="system",
-            source=caller.agent,
-        )
-        await js.publish(
-            self._topology.observation_subject(obs.workspace, obs.mind),
-            encode_event(obs),
-            headers={"Nats-Msg-Id": obs.id},
-        )
-        return obs.id
+        raise OperationError("the notes kept changing under this write; try again")
 
     async def set_notes(self, operator: Caller, agent: str, notes: str, *, reason: str = "") -> None:
         """An operator replaces an agent's notes."""
@@ -1017,7 +1043,7 @@ class Knowledge:
                     ]
                 )
                 report.archived += [r["id"] for r in g]
-        facts = await self._facts_by_domain(caller.workspace, key)
+        facts = await self._facts_by_domain(caller.workspace, key, now)
         for group_facts in (await self._maintainable(caller, facts)).values():
             for group in clusters(group_facts):
                 kept = keeper(group)
@@ -1033,6 +1059,7 @@ class Knowledge:
                         now,
                         merged_from=[f.id for f in merged],
                         reason="merged near-duplicates",
+                        mentions=len(merged),
                     )
                 ]
                 events += [
@@ -1053,13 +1080,18 @@ class Knowledge:
         allowed = await self.access_control.writable(caller, facts)
         return {d: f for d, f in facts.items() if d in allowed}
 
-    async def _facts_by_domain(self, workspace: str, domain: str | None) -> dict[str, list[FactView]]:
+    async def _facts_by_domain(
+        self, workspace: str, domain: str | None, at: datetime
+    ) -> dict[str, list[FactView]]:
+        """Current facts (active, not expired at ``at``) by domain: an expired fact neither absorbs
+        merged ones nor wins a conflict."""
         rows = await self.pool.fetch(
             f"SELECT {FACT_COLUMNS} FROM memories WHERE workspace = $1 AND kind = 'semantic' "
             "AND tier = 'long' AND status = 'active' AND ($2::text IS NULL OR domain = $2) "
-            "ORDER BY origin_seq",
+            "AND (valid_until IS NULL OR valid_until > $3) ORDER BY origin_seq",
             workspace,
             domain,
+            at,
         )
         out: dict[str, list[FactView]] = {}
         for r in rows:
@@ -1073,7 +1105,7 @@ class Knowledge:
         report = HarmonizeReport()
         key = self._ref(domain, None).key if domain else None
         now = self._clock()
-        domains = await self._maintainable(caller, await self._facts_by_domain(caller.workspace, key))
+        domains = await self._maintainable(caller, await self._facts_by_domain(caller.workspace, key, now))
         for facts in domains.values():
             gone: set[str] = set()
             for i, a in enumerate(facts):

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .domain.knowledge import DEFAULT_WM_CAPACITY
+
 __all__ = ["Settings", "SettingsError"]
 
 _TOKEN = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
@@ -60,6 +62,8 @@ class Settings:
     api_port: int = 8765
     attend_threshold: float = 0.5
     attend_capacity: int = 256
+    wm_capacity: int = DEFAULT_WM_CAPACITY
+    """Items a mind's working memory holds (SPEC §5: 9 by default)."""
     batch_size: int = 500
     duplicate_window_s: float = 7200.0
     log_format: str = "auto"
@@ -92,6 +96,7 @@ class Settings:
             api_port=_int(env, "NOEMA_API_PORT", 8765, 0, 65535),
             attend_threshold=_float(env, "NOEMA_ATTEND_THRESHOLD", 0.5, 0.0, 1.0),
             attend_capacity=_int(env, "NOEMA_ATTEND_CAPACITY", 256, 1, 100_000),
+            wm_capacity=_int(env, "NOEMA_WM_CAPACITY", DEFAULT_WM_CAPACITY, 1, 100),
             batch_size=_int(env, "NOEMA_BATCH_SIZE", 500, 1, 10_000),
             duplicate_window_s=_float(env, "NOEMA_DUPLICATE_WINDOW", 7200.0, 1.0, 7 * 86400.0),
             log_format=log_format,
@@ -119,6 +124,7 @@ class Settings:
             "NOEMA_API_PORT": str(self.api_port),
             "NOEMA_ATTEND_THRESHOLD": str(self.attend_threshold),
             "NOEMA_ATTEND_CAPACITY": str(self.attend_capacity),
+            "NOEMA_WM_CAPACITY": str(self.wm_capacity),
             "NOEMA_BATCH_SIZE": str(self.batch_size),
             "NOEMA_DUPLICATE_WINDOW": str(self.duplicate_window_s),
             "NOEMA_LOG_FORMAT": self.log_format,

@@ -215,8 +215,9 @@ async def _propose_policy(app: Noema, who: Caller, a: ProposePolicyInput) -> Any
 
 
 async def _supersede_policy(app: Noema, who: Caller, a: SupersedePolicyInput) -> Any:
-    new = await app.knowledge.supersede_policy(who, a.policy_id, a.rule, reason=a.reason)
-    return {"policy_id": new, "superseded": a.policy_id, "deactivated": new is None}
+    old = await app.knowledge.resolve_policy_id(who, a.policy_id)
+    new = await app.knowledge.supersede_policy(who, old, a.rule, reason=a.reason)
+    return {"policy_id": new, "superseded": old, "deactivated": new is None}
 
 
 async def _remember(app: Noema, who: Caller, a: RememberInput) -> Any:
@@ -238,7 +239,7 @@ async def _conflicts(app: Noema, who: Caller, a: ListConflictsInput) -> Any:
 
 
 async def _record_observation(app: Noema, who: Caller, a: RecordObservationInput) -> Any:
-    return {"observation_id": await app.knowledge.record_observation(who, a.content)}
+    return {"agent": who.agent, "line": await app.knowledge.record_observation(who, a.content)}
 
 
 async def _update_notes(app: Noema, who: Caller, a: UpdateNotesInput) -> Any:
@@ -339,8 +340,8 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             "record_observation",
-            "Note something you observed: appended to your private notes and published as an observation "
-            "of your mind (attention decides whether it becomes long-term memory).",
+            "Note something you observed: appended, timestamped, to your private notes (only you and "
+            "operators can read them; no other agent's search finds them).",
             RecordObservationInput,
             _record_observation,
             True,

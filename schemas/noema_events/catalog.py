@@ -312,6 +312,8 @@ class FactMentionedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=Tr
     merged_from: list[str] = msgspec.field(default_factory=list)
     """Facts merged into this one (consolidate / harmonize); each is superseded by it."""
     reason: str = ""
+    mentions: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 1
+    """How many mentions this event stands for: a merge counts each merged fact."""
 
 
 class FactMentioned(Event, frozen=True, kw_only=True, tag="fact.mentioned.v1"):

@@ -288,7 +288,8 @@ class NoemaClient:
         return (await self._call("list_memory_conflicts", args, _Conflicts, timeout)).conflicts
 
     async def record_observation(self, content: str, *, timeout: float | None = None) -> RecordedObservation:
-        """Note something: appended to your private notes and published as your observation."""
+        """Note something: appended, timestamped, to your private notes (no other agent reads them;
+        use ``observe`` for what should become memory)."""
         return await self._call("record_observation", {"content": content}, RecordedObservation, timeout)
 
     async def update_my_notes(self, notes: str, *, timeout: float | None = None) -> NotesUpdate:

@@ -185,9 +185,10 @@ class Conflict(_Result, frozen=True, kw_only=True):
 
 
 class RecordedObservation(_Result, frozen=True, kw_only=True):
-    """The id of an observation noted by ``record_observation``."""
+    """What ``record_observation`` appended to your private notes: the timestamped line."""
 
-    observation_id: str
+    agent: str
+    line: str
 
 
 class NotesUpdate(_Result, frozen=True, kw_only=True):

@@ -36,7 +36,10 @@ async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
         ack_wait=60.0,
         max_ack_pending=20_000,
     )
-    handler = AttendHandler(
-        nc, topology, AttentionConfig(threshold=settings.attend_threshold, capacity=settings.attend_capacity)
+    config = AttentionConfig(
+        threshold=settings.attend_threshold,
+        capacity=settings.attend_capacity,
+        wm_capacity=settings.wm_capacity,
     )
+    handler = AttendHandler(nc, topology, config)
     return PullWorker("attend", puller, handler, settings.batch_size)

@@ -70,7 +70,9 @@ class AttendHandler:
         items = tuple(
             WorkingMemoryEntry(i.memory_id, i.weight, i.entered_at, i.gist) for i in event.payload.items
         )
-        return WorkingMemory(items, event.occurred_at, event.payload.capacity)
+        # The configured capacity, not the one recorded: a changed NOEMA_WM_CAPACITY applies to every
+        # mind from its next admission (which trims a set over the new capacity, in a recorded event).
+        return WorkingMemory(items, event.occurred_at, self._config.wm_capacity)
 
     def _validate(self, msg: Msg) -> ObservationRecorded | RecallProposed:
         event = decode_event(msg.data)

@@ -14,7 +14,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from .common import DataDir, JsonOption, caller, clip, out, print_json, run_app, use
+from .common import DataDir, JsonOption, caller, clip, err, out, print_json, run_app, use
 
 __all__ = ["register"]
 
@@ -117,7 +117,7 @@ def fact_propose(
 
 @fact_app.command("supersede")
 def fact_supersede(
-    old_id: str = typer.Argument(..., help="The active fact to replace."),
+    old_id: str = typer.Argument(..., help="The active fact to replace (its id or a unique prefix)."),
     content: str = typer.Argument(..., help="The new content."),
     workspace: str = Workspace(),
     reason: str = typer.Option("", help="Why."),
@@ -128,18 +128,22 @@ def fact_supersede(
     as_json: bool = JsonOption(),
 ) -> None:
     """Replace a fact explicitly (it stays, superseded, with a conflict row naming the rule `explicit`).
+    The id may be shortened to a unique prefix of at least 6 characters (`fact list` shows 8).
 
-    Example: noemactl fact supersede 3f0c1a2b-... "Deploys happen on Tuesdays" -w acme
+    Example: noemactl fact supersede 3f0c1a2b "Deploys happen on Tuesdays" -w acme
     """
     use(data_dir)
     who = caller(workspace, agent, role)
-    result = run_app(
-        lambda app: app.knowledge.supersede_fact(who, old_id, content, reason=reason, veracity=veracity)
-    )
+
+    async def work(app: Any) -> tuple[str, Any]:
+        full = await app.knowledge.resolve_fact_id(who, old_id)
+        return full, await app.knowledge.supersede_fact(who, full, content, reason=reason, veracity=veracity)
+
+    superseded, result = run_app(work)
     if as_json:
-        print_json(vars(result))
+        print_json({**vars(result), "superseded": superseded})
     else:
-        out.print(f"fact {result.memory_id} supersedes {old_id}")
+        out.print(f"fact {result.memory_id} supersedes {superseded}")
 
 
 @fact_app.command("list")
@@ -205,7 +209,7 @@ def policy_propose(
 
 @policy_app.command("supersede")
 def policy_supersede(
-    policy_id: str = typer.Argument(..., help="The active policy."),
+    policy_id: str = typer.Argument(..., help="The active policy (its id or a unique prefix)."),
     rule: str | None = typer.Argument(None, help="The new rule (omit to deactivate the policy)."),
     workspace: str = Workspace(),
     reason: str = typer.Option("", help="Why."),
@@ -214,17 +218,23 @@ def policy_supersede(
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
-    """Replace a policy with a new rule, or deactivate it.
+    """Replace a policy with a new rule, or deactivate it. The id may be shortened to a unique prefix
+    of at least 6 characters (`policy list` shows 8).
 
-    Example: noemactl policy supersede 3f0c1a2b-... "Deploy Monday to Thursday" -w acme
+    Example: noemactl policy supersede 3f0c1a2b "Deploy Monday to Thursday" -w acme
     """
     use(data_dir)
     who = caller(workspace, agent, role)
-    new = run_app(lambda app: app.knowledge.supersede_policy(who, policy_id, rule, reason=reason))
+
+    async def work(app: Any) -> tuple[str, str | None]:
+        full = await app.knowledge.resolve_policy_id(who, policy_id)
+        return full, await app.knowledge.supersede_policy(who, full, rule, reason=reason)
+
+    superseded, new = run_app(work)
     if as_json:
-        print_json({"policy_id": new, "superseded": policy_id})
+        print_json({"policy_id": new, "superseded": superseded})
     else:
-        out.print(f"policy {policy_id} " + (f"superseded by {new}" if new else "deactivated"))
+        out.print(f"policy {superseded} " + (f"superseded by {new}" if new else "deactivated"))
 
 
 @policy_app.command("list")
@@ -266,17 +276,32 @@ def grant_set(
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
-    """Set an access grant (operators only).
+    """Set an access grant (operators only). In compatible mode reads are not gated: `none` refuses
+    policy writes there but hides the domain only once the workspace is strict; a note says so.
 
     Example: noemactl grant set intern hr none -w acme
     """
     use(data_dir)
     who = caller(workspace)
-    result = run_app(lambda app: app.knowledge.set_grant(who, role, domain, access, repo=repo))
+
+    async def work(app: Any) -> tuple[dict[str, Any], str]:
+        result = await app.knowledge.set_grant(who, role, domain, access, repo=repo)
+        return result, await app.knowledge.access_mode(workspace)
+
+    result, mode = run_app(work)
     if as_json:
         print_json(result)
     else:
         out.print(f"{role} → {result['domain']}: {access} (was {result['previous'] or 'unset'})")
+    if access == "none" and mode == "compatible":
+        err.print(
+            f"note: {workspace} is in compatible mode, where reads are not gated: `none` keeps {role} "
+            f"from proposing policies in {result['domain']} but not from reading it. The grant is kept "
+            f"and hides the domain once the workspace is strict (noemactl grant mode strict -w {workspace}).",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 @grant_app.command("list")

@@ -1,14 +1,19 @@
-"""Conflicts worker: every ``fact.proposed`` is checked against the active facts of its domain and
+"""Conflicts worker: every ``fact.proposed`` is checked against the current facts of its domain and
 topic (SPEC §7).
 
 Only facts earlier in the stream are compared (a later one is settled when its own turn comes), so
-the outcome follows stream order whatever the read model already holds.
+the outcome follows stream order whatever the read model already holds. "Current" means active and
+not expired at the proposal's ``occurred_at`` (never the wall clock, so the decision depends on the
+event alone); an expired fact neither absorbs a restatement nor takes part in a conflict, and a
+fact proposed already expired is compared with nothing (an explicit supersession still applies).
+How the new fact relates to each one is :func:`noema.domain.knowledge.slot_relation`:
 
-- An equivalent active fact there: the new record is a duplicate; it is superseded by the existing
-  one, which is mentioned again (confidence and mention_count rise).
-- A different statement: a contradiction, decided by the rules of
-  :func:`noema.domain.knowledge.decide_conflict` (explicit > veracity > confidence > recency); the
-  loser is superseded and a ``conflict.recorded`` keeps both sides and the rule.
+- ``mention`` (an equivalent statement): the new record is a duplicate; it is superseded by the
+  existing one, which is mentioned again (confidence and mention_count rise).
+- ``conflict`` (a contradiction: a differing value or negation about the same thing): decided by the
+  rules of :func:`noema.domain.knowledge.decide_conflict` (explicit > veracity > confidence >
+  recency); the loser is superseded and a ``conflict.recorded`` keeps both sides and the rule.
+- ``coexist`` (another point about the topic): both stay active; nothing is recorded.
 
 The worker is the single decider: its durable consumer delivers one fact at a time
 (``max_ack_pending=1``, so replicas never decide concurrently), and before deciding it waits until
@@ -34,7 +39,7 @@ from nats.js import JetStreamContext
 from noema.adapters.jetstream import EventPublisher, connect, ensure_streams, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection, create_pool, migrate
 from noema.adapters.pull import durable_puller
-from noema.domain.knowledge import Verdict, decide_conflict, equivalent
+from noema.domain.knowledge import Verdict, decide_conflict, slot_relation
 from noema.ids import derive_id
 from noema.knowledge import FACT_COLUMNS, conflict_events, fact_view, mention_event, superseded_event
 from noema.settings import Settings
@@ -103,19 +108,26 @@ class ConflictsHandler:
         old_row = by_id.get(p.supersedes) if p.supersedes else None
         if old_row is not None and old_row["status"] == "active":
             events += settle(decide_conflict(new, fact_view(old_row), explicit=True))
+        if p.valid_until is not None and p.valid_until <= ev.occurred_at:
+            return events  # expired on arrival: it contends for nothing
         slot = await self._pool.fetch(
             f"SELECT {FACT_COLUMNS} FROM memories WHERE workspace = $1 AND kind = 'semantic' "
             "AND status = 'active' AND tier = 'long' AND domain = $2 AND topic = $3 "
-            "AND id <> ALL($4::text[]) AND origin_seq < $5 ORDER BY origin_seq",
+            "AND id <> ALL($4::text[]) AND origin_seq < $5 "
+            "AND (valid_until IS NULL OR valid_until > $6) ORDER BY origin_seq",
             ev.workspace,
             p.domain,
             p.topic,
             [p.memory_id, p.supersedes or p.memory_id],
             new.seq,
+            ev.occurred_at,
         )
         for row in slot:
             other = fact_view(row)
-            if equivalent(other.content, new.content):
+            relation = slot_relation(new.content, other.content)
+            if relation == "coexist":
+                continue
+            if relation == "mention":
                 events += [
                     superseded_event(ev.workspace, ACTOR, new, other.id, "same fact as an active one", now),
                     mention_event(

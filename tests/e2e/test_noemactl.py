@@ -163,6 +163,19 @@ def test_knowledge_commands_facts_conflicts_grants_policies_notes(data_dir: Path
         assert [(c["winner_content"], c["loser_content"], c["rule"]) for c in conflicts] == [
             ("Deploys happen on Tuesdays", "Deploys happen on Fridays", "recency")
         ]
+        # The 8-character id `fact list` shows is enough to supersede.
+        short = conflicts[0]["winner_id"][:8]
+        fixed = ctl(
+            data_dir, "fact", "supersede", short, "Deploys happen on Wednesdays", "-w", "acme", "--json"
+        )
+        assert json.loads(fixed.stdout)["superseded"] == conflicts[0]["winner_id"]
+        unknown = ctl(data_dir, "fact", "supersede", "abc", "x", "-w", "acme", check=False)
+        assert (unknown.returncode, "Traceback" in unknown.stderr) == (2, False)
+        assert "no fact abc in workspace acme" in unknown.stderr
+        # A `none` grant in compatible mode is kept, with a note that it hides nothing yet.
+        noted = ctl(data_dir, "grant", "set", "intern", "hr", "none", "-w", "acme")
+        assert "compatible mode" in noted.stderr
+        assert "grant mode strict" in noted.stderr
         ctl(
             data_dir,
             "fact",

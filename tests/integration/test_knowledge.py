@@ -13,6 +13,7 @@ from noema.adapters.jetstream import stream_last_seq
 from noema.adapters.postgres import ReadModelProjection, checksum
 from noema.adapters.postgres.recall import RecallFilters, RecallStore
 from noema.client import publish_observation
+from noema.domain.knowledge import slot_relation
 from noema.knowledge import Caller, InsufficientMemoryPermission, Knowledge
 from noema.preamble import build_preamble
 from noema.recall import Recall
@@ -135,11 +136,11 @@ async def test_a_contradiction_supersedes_the_loser_and_records_both_sides(harne
 async def test_concurrent_writers_to_one_topic_have_exactly_one_winner(harness: Harness) -> None:
     k = await knowledge(harness)
     writers = [Caller("acme", f"agent{i}", "engineer") for i in range(6)]
+    contents = [f"The primary region is region-{i}" for i in range(6)]
+    # Every pair contradicts (a differing value): facts that merely differ would coexist instead.
+    assert {slot_relation(a, b) for a in contents for b in contents if a != b} == {"conflict"}
     await asyncio.gather(
-        *(
-            k.propose_fact(w, "infra", "primary-region", f"The primary region is region-{i}")
-            for i, w in enumerate(writers)
-        )
+        *(k.propose_fact(w, "infra", "primary-region", c) for w, c in zip(writers, contents, strict=True))
     )
     await settled(harness)
     rows = await slot(harness, "infra", "primary-region")
@@ -368,10 +369,9 @@ async def test_replay_reproduces_facts_policies_grants_conflicts_and_notes(harne
         await drop_schema(harness.settings.database_url or "", schema)
 
 
-async def test_working_memory_is_bounded_and_survives_a_restart_of_attend(harness: Harness) -> None:
-    await harness.start(build_projector)
-    first = await harness.start(build_attend)
-    for i in range(12):
+async def observe_migration_steps(harness: Harness, steps: int) -> None:
+    """``steps`` alike observations of the ops mind, each worth admitting (and about one subject)."""
+    for i in range(steps):
         await publish_observation(
             harness.js,
             f"the billing migration step {i} finished without errors on the primary cluster",
@@ -379,6 +379,12 @@ async def test_working_memory_is_bounded_and_survives_a_restart_of_attend(harnes
             mind="ops",
             topology=harness.topology,
         )
+
+
+async def test_working_memory_is_bounded_and_survives_a_restart_of_attend(harness: Harness) -> None:
+    await harness.start(build_projector)
+    first = await harness.start(build_attend)
+    await observe_migration_steps(harness, 12)
     k = Knowledge(harness.pool, harness.nc, harness.topology)
 
     async def held(n: int) -> dict | None:

@@ -233,14 +233,16 @@ async def test_every_tool_runs_as_the_configured_agent(
         assert isinstance(contents, types.TextResourceContents)
         assert contents.text == preamble["text"]
 
-        # record_observation: on the observation stream, as alice's.
+        # record_observation: a line in alice's private notes, and nothing on the observation stream.
         observed = ok(
             await mcp.call_tool("record_observation", {"content": "the rollback runbook is outdated"})
         )
+        assert observed["line"].endswith(" the rollback runbook is outdated")
         subject = harness.topology.observation_subject("acme", "alice")
-        last = await last_on_subject(harness.js, harness.topology.observation_stream, subject)
-        assert last is not None
-        assert observed["observation_id"] in last[1].decode()
+        assert await last_on_subject(harness.js, harness.topology.observation_stream, subject) is None
+        await settled(harness)
+        preamble = ok(await mcp.call_tool("get_preamble", {"task": TASK}))
+        assert preamble["notes"] == f"Halfway through the rollback runbook\n{observed['line']}"
 
         # remember + consolidate_memory: an important hot-tier item becomes alice's fact.
         hot = ok(

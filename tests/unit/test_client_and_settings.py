@@ -43,11 +43,13 @@ def test_settings_read_prefixed_variables() -> None:
             "NOEMA_NATS_URL": "nats://x:4222",
             "NOEMA_DATABASE_URL": "postgresql://x/y",
             "NOEMA_ATTEND_THRESHOLD": "0.7",
+            "NOEMA_WM_CAPACITY": "5",
         }
     )
     assert str(s.data_dir) == "/srv/n"
     assert s.external
     assert s.attend_threshold == 0.7
+    assert (s.wm_capacity, Settings.from_env({}).wm_capacity) == (5, 9)
     assert Settings.from_env(s.to_env()) == s
 
 
@@ -59,6 +61,8 @@ def test_settings_read_prefixed_variables() -> None:
         ({"NOEMA_BATCH_SIZE": "0"}, "NOEMA_BATCH_SIZE"),
         ({"NOEMA_DB_SCHEMA": "Robert'); DROP"}, "NOEMA_DB_SCHEMA"),
         ({"NOEMA_LOG_FORMAT": "xml"}, "NOEMA_LOG_FORMAT"),
+        ({"NOEMA_WM_CAPACITY": "0"}, r"NOEMA_WM_CAPACITY='0' must be between 1 and 100"),
+        ({"NOEMA_WM_CAPACITY": "nine"}, r"NOEMA_WM_CAPACITY='nine' is not an integer"),
     ],
 )
 def test_malformed_settings_fail_fast_naming_the_variable(env: dict, message: str) -> None:

@@ -10,13 +10,15 @@ from hypothesis import strategies as st
 from noema.domain.dynamics import (
     ACTIVATION_FLOOR,
     CONFIDENCE_CAP,
+    MENTION_RATE,
     decay_activation,
     initial_confidence,
     mention_confidence,
+    mention_rate,
     reinforce_activation,
     weibull_survival,
 )
-from noema_events.vocabulary import MEMORY_TYPE_NAMES, MEMORY_TYPES, VERACITIES
+from noema_events.vocabulary import MEMORY_TYPE_NAMES, MEMORY_TYPES, VERACITIES, VERACITY_WEIGHT
 
 activation = st.floats(min_value=ACTIVATION_FLOOR, max_value=1.0)
 importance = st.floats(min_value=0.0, max_value=1.0)
@@ -85,3 +87,16 @@ def test_a_stated_mention_raises_confidence_more_than_a_tool_output() -> None:
         > mention_confidence(0.5, "tool")
     )
     assert initial_confidence("inferred") == 0.7
+
+
+@given(st.floats(0.0, 0.99), st.sampled_from(VERACITIES), st.integers(1, 20))
+def test_n_mentions_at_once_raise_confidence_as_n_single_mentions_do(c: float, veracity: str, n: int) -> None:
+    one_by_one = c
+    for _ in range(n):
+        one_by_one = mention_confidence(one_by_one, veracity)
+    assert math.isclose(mention_confidence(c, veracity, n), one_by_one, abs_tol=1e-9)
+
+
+def test_a_single_mention_uses_exactly_the_rate_stored_events_were_projected_with() -> None:
+    for veracity in VERACITIES:
+        assert mention_rate(veracity) == MENTION_RATE * VERACITY_WEIGHT[veracity]

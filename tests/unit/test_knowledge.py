@@ -23,6 +23,7 @@ from noema.domain.knowledge import (
     effective_access,
     equivalent,
     keeper,
+    slot_relation,
 )
 from noema_events import AttentionDecided, WorkingMemoryUpdated
 
@@ -67,6 +68,16 @@ def test_restatements_are_equivalent_but_other_values_and_negations_are_not() ->
     assert not equivalent(long, long.replace("15", "16")), "a changed value is no restatement"
     assert compare("Deploys happen on Fridays", "Backups happen on Fridays") == "unrelated"
     assert compare("Deploys happen on Fridays", "Backups happen on Fridays", same_topic=True) == "contradicts"
+
+
+def test_in_one_topic_only_a_contradiction_is_a_conflict_and_other_points_coexist() -> None:
+    assert slot_relation("backups run nightly at 02:00.", "Backups run nightly at 02:00") == "mention"
+    assert slot_relation("Backups run nightly at 03:00", "Backups run nightly at 02:00") == "conflict"
+    assert slot_relation("Backups do not run nightly at 02:00", "Backups run nightly at 02:00") == "conflict"
+    assert slot_relation("Backups are stored in S3", "Backups run nightly at 02:00") == "coexist"
+    assert (
+        slot_relation("Deploys happen on Fridays after the standup", "Deploys happen on Fridays") == "coexist"
+    ), "a refinement is neither a restatement nor a contradiction"
 
 
 def fact(id: str, seq: int, veracity: str = "stated", confidence: float = 0.9, **kw: object) -> FactView:

@@ -10,6 +10,8 @@ Activation (accessibility), in (0, 1]:
 
 Confidence, in [0, 1): seeded with the veracity weight ``w`` (stated 1.0 → capped to ``CONFIDENCE_CAP``);
 each re-mention adds ``MENTION_RATE · w · (1 − c)``: bounded below 1, larger for better sources.
+``n`` mentions at once (a merge of ``n`` facts) do what ``n`` single ones would: ``(1 − c)`` shrinks by
+``(1 − MENTION_RATE · w)^n``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ __all__ = [
     "decay_activation",
     "initial_confidence",
     "mention_confidence",
+    "mention_rate",
     "reinforce_activation",
     "weibull_survival",
 ]
@@ -68,7 +71,14 @@ def initial_confidence(veracity: str | None) -> float:
     return min(CONFIDENCE_CAP, weight)
 
 
-def mention_confidence(confidence: float, veracity: str | None) -> float:
-    """Confidence after the same fact is mentioned again by a source of this veracity."""
-    weight = VERACITY_WEIGHT.get(veracity or "stated", 1.0)
-    return min(CONFIDENCE_CAP, confidence + MENTION_RATE * weight * (1.0 - confidence))
+def mention_rate(veracity: str | None, mentions: int = 1) -> float:
+    """The share of the remaining doubt ``1 − c`` that ``mentions`` mentions by a source of this
+    veracity remove (one mention: exactly ``MENTION_RATE · w``, as stored events have always used)."""
+    rate = MENTION_RATE * VERACITY_WEIGHT.get(veracity or "stated", 1.0)
+    return rate if mentions == 1 else 1.0 - (1.0 - rate) ** mentions
+
+
+def mention_confidence(confidence: float, veracity: str | None, mentions: int = 1) -> float:
+    """Confidence after the same fact is mentioned again (``mentions`` times) by a source of this
+    veracity."""
+    return min(CONFIDENCE_CAP, confidence + mention_rate(veracity, mentions) * (1.0 - confidence))

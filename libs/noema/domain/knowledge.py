@@ -36,6 +36,7 @@ __all__ = [
     "effective_access",
     "equivalent",
     "similarity",
+    "slot_relation",
 ]
 
 ACCESS_ORDER = {"none": 0, "read": 1, "write": 2}
@@ -270,6 +271,15 @@ def compare(a: str, b: str, same_topic: bool = False) -> str:
     if sim >= EQUIVALENT_SIMILARITY or ((wa <= wb or wb <= wa) and min(len(wa), len(wb)) >= 3):
         return "same"
     return "unrelated"
+
+
+def slot_relation(new: str, old: str) -> str:
+    """What a newly proposed fact does to an active fact of its own domain and topic: ``mention``
+    (an equivalent restatement: merged into the old one), ``conflict`` (a contradiction: one of the two
+    must go) or ``coexist`` (a different point about the topic, or a refinement: both stay)."""
+    if equivalent(old, new):
+        return "mention"
+    return "conflict" if compare(old, new, same_topic=True) == "contradicts" else "coexist"
 
 
 # --- conflicts -------------------------------------------------------------------------------------

@@ -28,9 +28,8 @@ from noema_events import (
     OperatorAction,
     RelationshipAdded,
 )
-from noema_events.vocabulary import VERACITY_WEIGHT
 
-from ...domain.dynamics import CONFIDENCE_CAP, HALF_LIFE_DAYS, MENTION_RATE, RECALL_BOOST
+from ...domain.dynamics import CONFIDENCE_CAP, HALF_LIFE_DAYS, RECALL_BOOST, mention_rate
 
 __all__ = ["HANDLERS", "MEMORY_COLUMNS", "Handler", "Projected", "insert_memories", "memory_row"]
 
@@ -248,18 +247,20 @@ async def operator_action(conn: asyncpg.Connection, run: Sequence[Projected]) ->
 
 
 async def fact_mentioned(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
-    """A repeated mention raises confidence (sized by veracity, bounded) and mention_count."""
+    """A repeated mention raises confidence (sized by veracity, bounded) and mention_count, once per
+    mention the event stands for (a merge: one per merged fact)."""
     args = []
     for item in run:
         ev = item.event
         assert isinstance(ev, FactMentioned)
-        weight = VERACITY_WEIGHT[ev.payload.veracity]
-        sources = list(ev.payload.source_observation_ids)
-        args.append((ev.payload.memory_id, MENTION_RATE * weight, CONFIDENCE_CAP, sources, ev.occurred_at))
+        p = ev.payload
+        rate = mention_rate(p.veracity, p.mentions)
+        sources = list(p.source_observation_ids)
+        args.append((p.memory_id, rate, CONFIDENCE_CAP, sources, ev.occurred_at, p.mentions))
     await conn.executemany(
         """UPDATE memories SET
                confidence = least($3, confidence + $2 * (1 - confidence)),
-               mention_count = mention_count + 1,
+               mention_count = mention_count + $6,
                source_observation_ids = source_observation_ids || $4::text[],
                updated_at = greatest(updated_at, $5)
            WHERE id = $1""",
