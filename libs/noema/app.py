@@ -3,17 +3,17 @@ service hold one :class:`Noema` and call its methods, so none re-implements logi
 
 It owns one PostgreSQL pool (pgvector-aware, for recall) and one NATS connection, and composes the
 operations: recall (search), the dispatch preamble, observations, knowledge (facts, policies,
-grants, notes, hot tier, maintenance) and access control. Reads honour the caller's grants in strict
-mode; writes go through events.
+grants, notes, hot tier, maintenance), access control and the operators' reads (listing, timeline,
+memory detail, audit log). Agents' reads honour their grants in strict mode; writes go through events.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -23,17 +23,30 @@ from noema_events import encode_event
 
 from .access import AccessControl, Caller, InsufficientMemoryPermission
 from .adapters.embedders import Embedder, create_embedder
-from .adapters.jetstream import connect
+from .adapters.jetstream import EventPublisher, connect
 from .adapters.postgres.recall import RecallFilters, RecallStore
 from .client import build_observation
 from .knowledge import Knowledge
-from .operations import OperationError
+from .operations import InvalidQuery, OperationError
 from .preamble import Preamble, build_preamble
+from .reads import audit, list_memories, memory_detail, timeline
 from .recall import Recall, SearchResponse
 from .settings import Settings
 from .topology import Topology
+from .views import AuditPage, AuditQuery, ListQuery, MemoryDetail, MemoryPage, TimelineQuery
 
-__all__ = ["Caller", "InsufficientMemoryPermission", "Noema", "OperationError", "SearchOptions"]
+__all__ = [
+    "Caller",
+    "InsufficientMemoryPermission",
+    "InvalidQuery",
+    "Noema",
+    "OperationError",
+    "SearchOptions",
+]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)
@@ -57,12 +70,22 @@ class SearchOptions:
 class Noema:
     """One running Noema, as seen by a surface."""
 
-    def __init__(self, settings: Settings, pool: asyncpg.Pool, nc: NATS, store: RecallStore) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        pool: asyncpg.Pool,
+        nc: NATS,
+        store: RecallStore,
+        clock: Callable[[], datetime] = _utcnow,
+    ) -> None:
         self.settings = settings
         self.pool = pool
         self.nc = nc
+        self.clock = clock
+        """The time every operation of this instance takes as "now" (tests pin it)."""
         self.topology = Topology(settings.prefix)
-        self.knowledge = Knowledge(pool, nc, self.topology)
+        self.publisher = EventPublisher(nc, self.topology)
+        self.knowledge = Knowledge(pool, nc, self.topology, clock=clock)
         self.access: AccessControl = self.knowledge.access_control
         self._store = store
         self._embedder: Embedder | None = None
@@ -101,7 +124,8 @@ class Noema:
         self, caller: Caller | None, query: str, options: SearchOptions, workspace: str | None = None
     ) -> SearchResponse:
         """search_memory: an agent's search is scoped to its workspace and honours its grants; an
-        operator (``caller`` None) may search one workspace or all."""
+        operator searches the workspace of its (operator) ``caller``, or with ``caller`` None the
+        given ``workspace`` or, None, all of them. Bad input is an :class:`InvalidQuery`."""
         readable = await self.access.readable_domains(caller) if caller else None
         filters = RecallFilters(
             workspace=caller.workspace if caller else workspace,
@@ -126,11 +150,12 @@ class Noema:
                 limit=options.limit,
                 strict=options.strict,
                 repo=options.repo,
+                now=self.clock(),
             )
         except asyncpg.PostgresSyntaxError as exc:
-            raise OperationError(f"query not understood: {exc}") from None
+            raise InvalidQuery(f"query not understood: {exc}") from None
         except ValueError as exc:
-            raise OperationError(str(exc)) from None
+            raise InvalidQuery(str(exc)) from None
 
     async def preamble(self, caller: Caller, task: str, repo: str | None = None) -> Preamble:
         """The dispatch preamble for the calling agent (honouring its grants in strict mode)."""
@@ -156,3 +181,21 @@ class Noema:
             headers={"Nats-Msg-Id": obs.id},
         )
         return {"observation_id": obs.id, "seq": int(ack.seq), "duplicate": bool(ack.duplicate)}
+
+    async def list_memories(self, query: ListQuery) -> MemoryPage:
+        """Operators: memories with filters, newest first (``query.workspace`` None = every workspace;
+        the surface limits it to what its caller may see)."""
+        return await list_memories(self.pool, query)
+
+    async def timeline(self, query: TimelineQuery) -> MemoryPage:
+        """Operators: a workspace's memories in the order things happened."""
+        return await timeline(self.pool, query)
+
+    async def memory(self, id_or_prefix: str) -> MemoryDetail:
+        """Operators: one memory with provenance, relationships, vectors and the events citing it
+        (:class:`~noema.operations.NotFound` when there is none)."""
+        return await memory_detail(self.pool, id_or_prefix)
+
+    async def audit(self, query: AuditQuery) -> AuditPage:
+        """Operators: the audit log, newest first (an unknown event type is an InvalidQuery)."""
+        return await audit(self.pool, query)

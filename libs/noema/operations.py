@@ -32,6 +32,7 @@ from .ids import derive_id, new_id
 
 __all__ = [
     "Conflict",
+    "InvalidQuery",
     "NotFound",
     "OperationError",
     "decay_tick",
@@ -53,6 +54,10 @@ class NotFound(OperationError):
 
 class Conflict(OperationError):
     """The target exists but its current state does not allow the operation."""
+
+
+class InvalidQuery(OperationError):
+    """A read's query or filters are not understood (bad input: HTTP answers 400, the CLI exits 2)."""
 
 
 async def relate(

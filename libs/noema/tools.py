@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
 import msgspec
+from msgspec import Meta
 
 from .access import Caller
 from .app import Noema, SearchOptions
@@ -23,6 +24,18 @@ __all__ = ["TOOLS", "Tool", "ToolInputError", "call_tool", "decode_input", "inpu
 
 Text = Annotated[str, msgspec.Meta(min_length=1, max_length=32_000)]
 Short = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+Reason = Annotated[str, msgspec.Meta(max_length=2_000)]
+Veracity = Literal["stated", "tool", "imported", "inferred"]
+
+# Every input field carries a description (Meta, not a docstring: attribute docstrings do not reach
+# the JSON Schema that MCP clients and `$SRV.INFO` show agents); a unit test checks that none lacks one.
+DOMAIN = "Domain, e.g. 'ops' or 'repo:<slug>/architecture' (created on first use)."
+REPO = "Current repository slug: its memories rank first (others are not filtered out)."
+VERACITY = (
+    "How it is known: stated (a human said it), inferred (you concluded it), tool (a tool's output) "
+    "or imported; it seeds the confidence and decides contradictions (stated > inferred > imported > tool)."
+)
+REASON = "Why (kept with the change and shown in the audit log)."
 
 
 class _Input(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
@@ -33,16 +46,30 @@ class SearchMemoryInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields
     """search_memory arguments."""
 
     query: Annotated[str, msgspec.Meta(min_length=1, max_length=2_000, description="What to recall.")]
-    mode: Literal["keyword", "semantic", "hybrid"] = "hybrid"
-    limit: Annotated[int, msgspec.Meta(ge=1, le=50)] = 10
-    kinds: list[Literal["episodic", "semantic", "procedural", "autobiographical"]] = []
-    domains: list[Short] = []
-    mind: Short | None = None
-    since: datetime | None = None
-    until: datetime | None = None
-    repo: Short | None = None
-    explain: bool = False
-    """Include every score component of each result."""
+    mode: Annotated[
+        Literal["keyword", "semantic", "hybrid"],
+        Meta(
+            description="hybrid: full text, vectors, recency and the relationship graph fused; "
+            "keyword: full text only; semantic: full text and vectors."
+        ),
+    ] = "hybrid"
+    limit: Annotated[int, Meta(ge=1, le=50, description="At most this many results.")] = 10
+    kinds: Annotated[
+        list[Literal["episodic", "semantic", "procedural", "autobiographical"]],
+        Meta(description="Only these memory kinds (episodic: events; semantic: facts; procedural: how-tos)."),
+    ] = []
+    domains: Annotated[list[Short], Meta(description="Only memories of these domains, e.g. ['ops'].")] = []
+    mind: Annotated[Short | None, Meta(description="Only the memories of this mind (agent).")] = None
+    since: Annotated[
+        datetime | None, Meta(description="Only what happened at or after this time (ISO 8601).")
+    ] = None
+    until: Annotated[datetime | None, Meta(description="Only what happened before this time (ISO 8601).")] = (
+        None
+    )
+    repo: Annotated[Short | None, Meta(description=REPO)] = None
+    explain: Annotated[
+        bool, Meta(description="Include every score component of each result, the intent and weights.")
+    ] = False
 
 
 class ProposeFactInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -51,89 +78,130 @@ class ProposeFactInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=
     domain: Annotated[
         str, msgspec.Meta(min_length=1, max_length=200, description="e.g. ops, repo:billing/arch")
     ]
-    topic: Short
-    content: Text
-    veracity: Literal["stated", "tool", "imported", "inferred"] = "stated"
-    memory_type: Short = "fact"
-    source_observation_ids: list[Short] = []
-    repo: Short | None = None
-    valid_until: datetime | None = None
+    topic: Annotated[
+        Short,
+        Meta(description="The fact's slot in the domain, e.g. 'deploy-day': facts of one topic compete."),
+    ]
+    content: Annotated[Text, Meta(description="The fact, as one statement.")]
+    veracity: Annotated[Veracity, Meta(description=VERACITY)] = "stated"
+    memory_type: Annotated[
+        Short,
+        Meta(
+            description="Decay class: profile, convention, fact, decision, preference, insight, "
+            "observation, event, task, request or commitment."
+        ),
+    ] = "fact"
+    source_observation_ids: Annotated[
+        list[Short], Meta(description="Ids of the observations it comes from (provenance).")
+    ] = []
+    repo: Annotated[
+        Short | None, Meta(description="Scope the domain to this repository (repo:<slug>/<domain>).")
+    ] = None
+    valid_until: Annotated[
+        datetime | None, Meta(description="When it stops being true (ISO 8601); it then leaves recall.")
+    ] = None
 
 
 class SupersedeFactInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """supersede_fact arguments."""
 
-    fact_id: Short
-    content: Text
-    reason: Annotated[str, msgspec.Meta(max_length=2_000)] = ""
-    veracity: Literal["stated", "tool", "imported", "inferred"] = "stated"
+    fact_id: Annotated[Short, Meta(description="Id of the active fact to replace.")]
+    content: Annotated[Text, Meta(description="The new statement.")]
+    reason: Annotated[Reason, Meta(description=REASON)] = ""
+    veracity: Annotated[Veracity, Meta(description=VERACITY)] = "stated"
 
 
 class ProposePolicyInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """propose_policy arguments."""
 
-    domain: Short
-    rule: Text
-    repo: Short | None = None
-    required_role: Short | None = None
-    source_fact_ids: list[Short] = []
+    domain: Annotated[Short, Meta(description=DOMAIN)]
+    rule: Annotated[
+        Text, Meta(description="The normative rule, e.g. 'Never deploy without a rollback plan'.")
+    ]
+    repo: Annotated[
+        Short | None, Meta(description="Scope the policy's domain to this repository (repo:<slug>/<domain>).")
+    ] = None
+    required_role: Annotated[
+        Short | None, Meta(description="The role the rule is meant for (advisory: shown, not enforced).")
+    ] = None
+    source_fact_ids: Annotated[list[Short], Meta(description="Ids of the facts the rule rests on.")] = []
 
 
 class SupersedePolicyInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """supersede_policy arguments."""
 
-    policy_id: Short
-    rule: Text | None = None
-    reason: Annotated[str, msgspec.Meta(max_length=2_000)] = ""
+    policy_id: Annotated[Short, Meta(description="Id of the active policy to replace.")]
+    rule: Annotated[Text | None, Meta(description="The new rule; leave it out to deactivate the policy.")] = (
+        None
+    )
+    reason: Annotated[Reason, Meta(description=REASON)] = ""
 
 
 class RememberInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """remember arguments."""
 
-    session: Short
-    content: Text
-    domain: Short | None = None
-    topic: Short | None = None
-    importance: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] | None = None
+    session: Annotated[
+        Short,
+        Meta(
+            description="Your current session's id: the note is scoped to it "
+            "(the same note twice in a session is kept once)."
+        ),
+    ]
+    content: Annotated[Text, Meta(description="What to keep.")]
+    domain: Annotated[
+        Short | None, Meta(description="Domain it belongs to (a promoted fact lands there).")
+    ] = None
+    topic: Annotated[Short | None, Meta(description="Topic inside the domain.")] = None
+    importance: Annotated[
+        Annotated[float, Meta(ge=0.0, le=1.0)] | None,
+        Meta(description="How much it matters, 0..1; from 0.6 consolidate_memory promotes it to a fact."),
+    ] = None
 
 
 class ConsolidateInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """consolidate_memory arguments."""
 
-    domain: Short | None = None
-    stale_after_hours: Annotated[float, msgspec.Meta(ge=0.0, le=24 * 365)] = 24.0
+    domain: Annotated[Short | None, Meta(description="Only this domain (default: every domain).")] = None
+    stale_after_hours: Annotated[
+        float,
+        Meta(ge=0.0, le=24 * 365, description="Archive hot-tier items older than this many hours."),
+    ] = 24.0
 
 
 class HarmonizeInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """harmonize_memory arguments."""
 
-    domain: Short | None = None
+    domain: Annotated[Short | None, Meta(description="Only this domain (default: every domain).")] = None
 
 
 class ListConflictsInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """list_memory_conflicts arguments."""
 
-    domain: Short | None = None
-    limit: Annotated[int, msgspec.Meta(ge=1, le=500)] = 50
+    domain: Annotated[Short | None, Meta(description="Only this domain's conflicts.")] = None
+    limit: Annotated[int, Meta(ge=1, le=500, description="At most this many, newest first.")] = 50
 
 
 class RecordObservationInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """record_observation arguments."""
 
-    content: Text
+    content: Annotated[Text, Meta(description="What you observed, in a sentence or two.")]
 
 
 class UpdateNotesInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """update_my_notes arguments."""
 
-    notes: Annotated[str, msgspec.Meta(max_length=32_000)]
+    notes: Annotated[
+        str, Meta(max_length=32_000, description="Your whole scratchpad (replaces it; empty clears it).")
+    ]
 
 
 class PreambleInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """get_preamble arguments."""
 
-    task: Annotated[str, msgspec.Meta(max_length=8_000)]
-    repo: Short | None = None
+    task: Annotated[str, Meta(max_length=8_000, description="The task you are starting (matches facts).")]
+    repo: Annotated[
+        Short | None, Meta(description="Current repository slug: its facts and policies rank first.")
+    ] = None
 
 
 class ToolInputError(ValueError):

@@ -8,14 +8,10 @@ from contextlib import AsyncExitStack
 import structlog
 import uvicorn
 
-from noema.adapters.embedders import create_embedder
-from noema.adapters.jetstream import EventPublisher, connect
 from noema.adapters.postgres import migrate
-from noema.adapters.postgres.recall import RecallStore
+from noema.app import Noema
 from noema.logging import configure_logging
-from noema.recall import Recall
 from noema.runtime import locate
-from noema.topology import Topology
 
 from .app import create_app
 from .auth import ensure_tokens_file, load_tokens
@@ -35,17 +31,10 @@ async def main(api_settings: ApiSettings) -> None:
     tokens = load_tokens(api_settings.tokens_file)
     async with AsyncExitStack() as stack:
         await migrate(settings.database_url, settings.db_schema)
-        pool = await RecallStore.create_pool(
-            settings.database_url, settings.db_schema, app="noema-api", min_size=1, max_size=4
-        )
-        stack.push_async_callback(pool.close)
-        nc = await connect(settings.nats_url, name="noema-api")
-        stack.push_async_callback(nc.close)
-        topology = Topology(settings.prefix)
-        recall = Recall(await RecallStore.open(pool), create_embedder(settings.embedder))
-        api = Api(pool, nc, EventPublisher(nc, topology), topology, recall, tokens)
+        app = await stack.enter_async_context(Noema.open(settings, name="noema-api"))
+        await app.embedder()  # load it now: a bad NOEMA_EMBEDDER fails here, not on the first search
         config = uvicorn.Config(
-            create_app(api),
+            create_app(Api(app, tokens)),
             host=settings.api_host,
             port=settings.api_port,
             log_level="warning",

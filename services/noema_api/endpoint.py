@@ -9,27 +9,24 @@ a bug, logged with its traceback and answered with a plain 500.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 import asyncpg
 import msgspec
-import msgspec.inspect
 import structlog
-from nats.aio.client import Client as NATS
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from noema.access import InsufficientMemoryPermission
 from noema.adapters.jetstream import EventPublisher
-from noema.operator import Conflict, NotFound, OperationError
-from noema.recall import Recall
-from noema.topology import Topology
+from noema.app import Noema
+from noema.operations import Conflict, InvalidQuery, NotFound, OperationError
+from noema.views import parse
 
 from .auth import Principal, Tokens
 from .errors import ApiError, ErrorBody
@@ -47,21 +44,25 @@ _PATH_PARAM = re.compile(r"{(\w+)}")
 
 @dataclass(frozen=True)
 class Api:
-    """What handlers work with: the read model, the bus, recall, tokens and the clock."""
+    """What handlers work with: the application layer every surface calls, and the tokens."""
 
-    pool: asyncpg.Pool
-    nc: NATS | None
-    publisher: EventPublisher | None
-    topology: Topology
-    recall: Recall
+    app: Noema
     tokens: Tokens
-    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        """The read model."""
+        return self.app.pool
+
+    def clock(self) -> datetime:
+        """Now, as the application layer tells it."""
+        return self.app.clock()
 
     def bus(self) -> EventPublisher:
-        """The publisher; a read-only API (no NATS) answers 503 to writes."""
-        if self.publisher is None:
-            raise ApiError(503, "this API has no connection to NATS; writes are unavailable")
-        return self.publisher
+        """The publisher; while NATS is not connected, writes answer 503."""
+        if not self.app.nc.is_connected:
+            raise ApiError(503, "the API is not connected to NATS; writes are unavailable")
+        return self.app.publisher
 
 
 @dataclass(frozen=True)
@@ -136,24 +137,6 @@ def _where(exc: msgspec.ValidationError) -> str:
     return str(exc).replace("`$.", "`").replace("`$`", "the body")
 
 
-@functools.cache
-def _lax_null_fields(struct: type[msgspec.Struct]) -> frozenset[str]:
-    """Optional fields whose non-null type is not text (lax conversion turns "null" into None there)."""
-    names = []
-    info = msgspec.inspect.type_info(struct)
-    assert isinstance(info, msgspec.inspect.StructType)
-    for f in info.fields:
-        if (
-            isinstance(f.type, msgspec.inspect.UnionType)
-            and f.type.includes_none
-            and not all(
-                isinstance(t, msgspec.inspect.StrType | msgspec.inspect.NoneType) for t in f.type.types
-            )
-        ):
-            names.append(f.name)
-    return frozenset(names)
-
-
 def parse_query(request: Request, struct: type[msgspec.Struct] | None) -> Any:
     """The query string as ``struct`` (unknown or repeated parameters are refused)."""
     params = request.query_params
@@ -167,13 +150,10 @@ def parse_query(request: Request, struct: type[msgspec.Struct] | None) -> Any:
         raise ApiError(400, f"query parameters given more than once: {', '.join(repeated)}")
     raw = dict(params)
     _clean(raw)
-    for name in _lax_null_fields(struct) & {k for k, v in raw.items() if v == "null"}:
-        # Lax conversion would read the text "null" as an absent value; a query has no nulls.
-        raise ApiError(400, f"invalid query parameter: `{name}` cannot be 'null' (leave it out instead)")
     try:
-        return msgspec.convert(raw, struct, strict=False)
-    except msgspec.ValidationError as exc:
-        raise ApiError(400, f"invalid query parameter: {_where(exc)}") from None
+        return parse(struct, raw)  # the one validation of filters, shared with noemactl
+    except InvalidQuery as exc:
+        raise ApiError(400, f"invalid query parameter: {exc}") from None
 
 
 async def parse_body(request: Request, struct: type[msgspec.Struct] | None) -> Any:
@@ -214,6 +194,8 @@ def route(endpoint: Endpoint, api: Api) -> Route:
             result = await endpoint.handler(req)
         except ApiError as exc:
             return error_response(exc.status, exc.message)
+        except InvalidQuery as exc:
+            return error_response(400, str(exc))
         except NotFound as exc:
             return error_response(404, str(exc))
         except Conflict as exc:

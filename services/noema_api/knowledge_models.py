@@ -8,7 +8,9 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from .models import Content, Label, Limit, Name, Reason, _In, _Out
+from noema.views import Label, Limit, Name
+
+from .models import Content, Reason, _In, _Out
 
 __all__ = [
     "AccessMode",

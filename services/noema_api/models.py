@@ -1,23 +1,40 @@
 """Request and response bodies of the operator API (msgspec Structs: the OpenAPI schemas' source).
 
-Inputs forbid unknown fields; outputs list every field they may carry.
+Inputs forbid unknown fields; outputs list every field they may carry. The filters and records of
+the operators' reads (listing, timeline, detail, audit) are the application layer's own
+(:mod:`noema.views`), shared with ``noemactl``; they are re-exported here.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import msgspec
 
 from noema.operator import KnowledgeEntry
-from noema_events.envelope import NAME_PATTERN
-from noema_events.vocabulary import EpistemicKind, MemoryKind, MemoryStatus
+from noema.views import (
+    AuditPage,
+    AuditQuery,
+    Embedding,
+    EventRecord,
+    ListQuery,
+    Memory,
+    MemoryDetail,
+    MemoryPage,
+    MemorySummary,
+    MindName,
+    Name,
+    Relationship,
+    SourceObservation,
+    TimelineQuery,
+)
+from noema_events.vocabulary import MemoryKind
 
 __all__ = [
     "AuditPage",
     "AuditQuery",
     "CorrectBody",
+    "Embedding",
     "EventRecord",
     "Health",
     "KnowledgeBody",
@@ -37,12 +54,6 @@ __all__ = [
     "TimelineQuery",
 ]
 
-Name = Annotated[str, msgspec.Meta(pattern=NAME_PATTERN)]
-MindName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{0,64}$")]
-Label = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
-Limit = Annotated[int, msgspec.Meta(ge=1, le=200)]
-Offset = Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]
-Instant = Annotated[datetime, msgspec.Meta(tz=True)]
 Reason = Annotated[str, msgspec.Meta(min_length=1, max_length=2_000, pattern=r"\S")]
 Content = Annotated[str, msgspec.Meta(min_length=1, max_length=32_000, pattern=r"\S")]
 
@@ -70,45 +81,6 @@ class SearchQuery(_In, frozen=True, kw_only=True):
     explain: bool = True
 
 
-class ListQuery(_In, frozen=True, kw_only=True):
-    """Memories, newest first, with filters; every status unless ``status`` is given."""
-
-    workspace: Name | None = None
-    mind: MindName | None = None
-    kind: MemoryKind | None = None
-    epistemic_kind: EpistemicKind | None = None
-    status: MemoryStatus | None = None
-    domain: Label | None = None
-    since: Instant | None = None
-    until: Instant | None = None
-    limit: Limit = 50
-    offset: Offset = 0
-
-
-class TimelineQuery(_In, frozen=True, kw_only=True):
-    """A workspace's memories in the order things happened (``happened_at``, else ``created_at``)."""
-
-    workspace: Name
-    mind: MindName | None = None
-    since: Instant | None = None
-    until: Instant | None = None
-    order: Literal["asc", "desc"] = "desc"
-    limit: Limit = 50
-    offset: Offset = 0
-
-
-class AuditQuery(_In, frozen=True, kw_only=True):
-    """The audit log: events newest first; ``before`` (a sequence) pages back."""
-
-    workspace: Name | None = None
-    type: (
-        Annotated[str, msgspec.Meta(pattern=r"^[a-z_]+(\.[a-z_]+)*(\.v[0-9]+)?$", max_length=100)] | None
-    ) = None
-    actor: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
-    before: Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)] | None = None
-    limit: Limit = 50
-
-
 # --- bodies -------------------------------------------------------------------------------------
 
 
@@ -132,106 +104,6 @@ class KnowledgeBody(KnowledgeEntry, frozen=True, kw_only=True, forbid_unknown_fi
 
 
 # --- outputs ------------------------------------------------------------------------------------
-
-
-class MemorySummary(_Out, frozen=True, kw_only=True):
-    """The display fields of a memory."""
-
-    id: str
-    workspace: str
-    mind: str
-    kind: str
-    epistemic_kind: str
-    content: str
-    domain: str | None
-    topic: str | None
-    repo: str | None
-    status: str
-    memory_type: str
-    confidence: float
-    activation: float
-    importance: float
-    credibility: float
-    recall_count: int
-    participants: list[str]
-    happened_at: datetime | None
-    created_at: datetime
-    origin_event: str
-    origin_seq: int
-
-
-class Memory(MemorySummary, frozen=True, kw_only=True):
-    """A memory record with every field (SPEC §3)."""
-
-    salience: float
-    veracity: str | None
-    activation_at: datetime
-    superseded_by: str | None
-    valid_until: datetime | None
-    mention_count: int
-    source_observation_ids: list[str]
-    channel: str | None
-    source: str | None
-    steps: list[str]
-    preconditions: list[str]
-    outcomes: list[str]
-    session: str | None
-    updated_at: datetime
-
-
-class MemoryPage(_Out, frozen=True, kw_only=True):
-    """A page of memories."""
-
-    items: list[Memory]
-    limit: int
-    offset: int
-
-
-class EventRecord(_Out, frozen=True, kw_only=True):
-    """An event as kept in the audit copy of the stream."""
-
-    seq: int
-    id: str
-    type: str
-    workspace: str
-    mind: str
-    occurred_at: datetime
-    causation_id: str | None
-    correlation_id: str
-    actor: str
-    subject: str
-    payload: dict[str, Any]
-
-
-class Relationship(_Out, frozen=True, kw_only=True):
-    """An edge from or to the memory, with the other end's content."""
-
-    id: str
-    relation: str
-    from_id: str
-    to_id: str
-    direction: Literal["in", "out"]
-    confidence: float
-    source: str
-    created_at: datetime
-    other_content: str
-
-
-class SourceObservation(_Out, frozen=True, kw_only=True):
-    """An observation the memory came from, with the attention decision that admitted it (if kept)."""
-
-    id: str
-    decision: dict[str, Any] | None
-
-
-class MemoryDetail(_Out, frozen=True, kw_only=True):
-    """A memory with its provenance, its edges and every event that cites it."""
-
-    memory: Memory
-    origin: EventRecord | None
-    source_observations: list[SourceObservation]
-    relationships: list[Relationship]
-    citing_events: list[EventRecord]
 
 
 class SearchHit(_Out, frozen=True, kw_only=True):
@@ -262,13 +134,6 @@ class OperatorResult(_Out, frozen=True, kw_only=True):
     workspace: str
     action_event_id: str
     events: list[str]
-
-
-class AuditPage(_Out, frozen=True, kw_only=True):
-    """Events, newest first; pass ``next_before`` as ``before`` for the next page (null at the end)."""
-
-    items: list[EventRecord]
-    next_before: int | None
 
 
 class ReplayStatus(_Out, frozen=True, kw_only=True):

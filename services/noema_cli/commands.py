@@ -25,7 +25,7 @@ from noema.settings import Settings
 from noema.topology import Topology
 from noema_events import ObservationRecorded, encode_event
 
-__all__ = ["CommandError", "memory_list", "memory_show", "publish", "replay", "status"]
+__all__ = ["CommandError", "decay", "embed_missing", "publish", "relate", "replay", "status"]
 
 
 def _http_status(url: str) -> int:
@@ -59,28 +59,6 @@ async def _queries(settings: Settings) -> tuple[asyncpg.Pool, MemoryQueries]:
         settings.database_url, settings.db_schema, app="noemactl", min_size=1, max_size=1
     )
     return pool, MemoryQueries(pool)
-
-
-async def memory_list(
-    settings: Settings, workspace: str | None, mind: str | None, limit: int
-) -> list[dict[str, Any]]:
-    """Newest memories."""
-    pool, q = await _queries(settings)
-    try:
-        return await q.list_recent(workspace=workspace, mind=mind, limit=limit)
-    finally:
-        await pool.close()
-
-
-async def memory_show(settings: Settings, memory_id: str) -> dict[str, Any] | None:
-    """One memory with provenance, relationships and vectors."""
-    pool, q = await _queries(settings)
-    try:
-        return await q.get(memory_id)
-    except LookupError as exc:
-        raise CommandError(str(exc)) from None
-    finally:
-        await pool.close()
 
 
 async def relate(

@@ -21,6 +21,7 @@ from noema.settings import Settings, SettingsError
 
 from . import api_cmd, commands, knowledge_cmd, mcp_cmd, operator_cmd
 from .common import DataDir, caller, clip, fail, out, print_json, progress_bar, run, run_app, state, use
+from .memory_cmd import register as register_memory_reads
 
 app = typer.Typer(
     name="noemactl",
@@ -110,37 +111,6 @@ def observe(
         out.print(f"observation {obs.id} stored at seq {seq}")
 
 
-@memory_app.command("list")
-def memory_list(
-    workspace: str | None = typer.Option(None, "--workspace", "-w"),
-    mind: str | None = typer.Option(None, "--mind", "-m"),
-    limit: int = typer.Option(20, min=1, max=1000),
-    data_dir: Path | None = DataDir(),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-) -> None:
-    """List memories, newest first.
-
-    Example: noemactl memory list --workspace acme
-    """
-    use(data_dir)
-    rows = run(lambda s: commands.memory_list(s, workspace, mind, limit))
-    if as_json:
-        print_json(rows)
-        return
-    table = Table("id", "workspace/mind", "kind", "status", "activation", "content", "created")
-    for r in rows:
-        table.add_row(
-            r["id"][:8],
-            f"{r['workspace']}/{r['mind']}",
-            r["kind"],
-            r["status"],
-            f"{r['activation']:.3f}",
-            clip(r["content"]),
-            r["created_at"].isoformat(timespec="seconds"),
-        )
-    out.print(table)
-
-
 @memory_app.command("search")
 def memory_search(
     query: str = typer.Argument(..., help="What to look for."),
@@ -223,52 +193,6 @@ def memory_search(
             f"intent: {response['intent']} (voice weights: {weights}); timings: "
             + ", ".join(f"{k} {v:.1f} ms" for k, v in response["timings_ms"].items())
         )
-
-
-@memory_app.command("show")
-def memory_show(
-    memory_id: str = typer.Argument(..., help="Memory id, or a unique prefix of it (at least 6 characters)."),
-    data_dir: Path | None = DataDir(),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-) -> None:
-    """Show one memory with every field and its provenance (origin event, source observations).
-
-    Example: noemactl memory show 3f0c1a2b
-    """
-    use(data_dir)
-    row = run(lambda s: commands.memory_show(s, memory_id))
-    if row is None:
-        fail(f"no memory {memory_id}")
-        return
-    if as_json:
-        print_json(row)
-        return
-    table = Table("field", "value", show_header=False)
-    for key, value in row.items():
-        if key not in ("origin", "relationships", "embeddings"):
-            table.add_row(key, str(value))
-    out.print(table)
-    if row["relationships"]:
-        rel = Table("relation", "direction", "other memory", "confidence", "source", title="relationships")
-        for r in row["relationships"]:
-            other = r["to_id"] if r["direction"] == "out" else r["from_id"]
-            rel.add_row(
-                r["relation"],
-                r["direction"],
-                f"{other[:8]} {clip(r['other_content'], 50)}",
-                f"{r['confidence']:.2f}",
-                r["source"],
-            )
-        out.print(rel)
-    for e in row["embeddings"]:
-        out.print(f"[bold]vector[/] {e['model']} ({e['dimensions']} dimensions) at {e['created_at']}")
-    origin = row.get("origin")
-    if origin:
-        out.print(
-            f"[bold]origin event[/] {origin['type']} #{origin['seq']} id={origin['id']} "
-            f"actor={origin['actor']} causation={origin['causation_id']} at={origin['occurred_at']}"
-        )
-        out.print(origin["payload"], highlight=False)
 
 
 @memory_app.command("relate")
@@ -421,6 +345,7 @@ def status(
 
 
 knowledge_cmd.register(app)
+register_memory_reads(memory_app)
 operator_cmd.register(app, memory_app)
 mcp_cmd.register(app)
 

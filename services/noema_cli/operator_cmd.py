@@ -1,27 +1,28 @@
-"""``noemactl`` operator corrections of memory (retract, correct, archive, restore) and the audit log.
+"""``noemactl`` operator changes to memory (add, retract, correct, archive, restore) and the audit log.
 
-Each correction goes through :mod:`noema.operator` — the same operations as the HTTP API — and is
+Each change goes through :mod:`noema.operator` — the same operations as the HTTP API — and is
 recorded as an ``operator.action`` event naming the operator (``operator:$USER``) and the reason.
+The audit log is the application layer's (:meth:`noema.app.Noema.audit`), as the API's is.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import typer
-from rich.table import Table
 
 from noema import operator
 from noema.adapters.jetstream import EventPublisher
 from noema.adapters.postgres import MemoryQueries
 from noema.app import Noema
-from noema.operations import NotFound
+from noema.operations import InvalidQuery, NotFound
+from noema.views import AuditQuery, parse
 
-from .common import DataDir, JsonOption, clip, operator_name, out, print_json, run_app, use
+from .common import DataDir, JsonOption, fail, operator_name, out, print_json, run_app, use
+from .memory_cmd import INSTANT, KINDS
+from .render import event_table, print_page
 
 __all__ = ["register"]
 
@@ -112,53 +113,94 @@ def correct(
     _report(receipt, f"memory {memory_id} corrected by {receipt.memory_id}", as_json)
 
 
+def add(
+    content: str = typer.Argument(..., help="What the memory says."),
+    workspace: str = typer.Option(..., "--workspace", "-w", help="Workspace."),
+    reason: str = typer.Option(..., "--reason", help="Why it is entered (kept in the audit log)."),
+    mind: str = typer.Option("", "--mind", "-m", help="Mind it belongs to (default: none, the workspace's)."),
+    kind: str = typer.Option("semantic", "--kind", "-k", help=f"Memory kind: {KINDS}."),
+    epistemic_kind: str = typer.Option(
+        "fact", "--epistemic-kind", "-e", help="Epistemic kind: fact, claim, belief, hypothesis, …"
+    ),
+    memory_type: str = typer.Option("fact", "--memory-type", help="fact, decision, preference, …"),
+    domain: str | None = typer.Option(None, "--domain", "-d", help="Domain, e.g. ops."),
+    topic: str | None = typer.Option(None, "--topic", "-t", help="Topic inside the domain."),
+    repo: str | None = typer.Option(None, help="Repository it concerns."),
+    confidence: float = typer.Option(1.0, help="Confidence, 0..1."),
+    importance: float = typer.Option(0.5, help="How much it matters, 0..1."),
+    participant: list[str] | None = typer.Option(None, "--participant", "-p", help="Who took part (repeat)."),
+    happened_at: str | None = typer.Option(None, help=f"When it happened (default: now): {INSTANT}."),
+    valid_until: str | None = typer.Option(None, help="When it stops being true."),
+    data_dir: Path | None = DataDir(),
+    as_json: bool = JsonOption(),
+) -> None:
+    """Enter knowledge as an operator: a memory on the operator channel (full credibility) and the
+    operator_action that records who entered it and why. The same entry as the API's POST /v1/memories.
+
+    Example: noemactl memory add "the on-call phone is 555-0100" -w acme -d ops --reason "runbook"
+    """
+    use(data_dir)
+    try:
+        entry = parse(
+            operator.KnowledgeEntry,
+            {
+                "workspace": workspace,
+                "content": content,
+                "mind": mind,
+                "kind": kind,
+                "epistemic_kind": epistemic_kind,
+                "memory_type": memory_type,
+                "domain": domain,
+                "topic": topic,
+                "repo": repo,
+                "confidence": confidence,
+                "importance": importance,
+                "participants": participant or [],
+                "happened_at": happened_at,
+                "valid_until": valid_until,
+            },
+        )
+    except InvalidQuery as exc:
+        fail(str(exc), 2)
+
+    async def work(app: Noema) -> operator.OperatorReceipt:
+        return await operator.create_memory(
+            app.publisher, entry, actor=f"operator:{operator_name()}", reason=reason, now=app.clock()
+        )
+
+    receipt = run_app(work)
+    _report(receipt, f"memory {receipt.memory_id} entered", as_json)
+
+
 def audit(
-    workspace: str | None = typer.Option(None, "--workspace", "-w"),
-    event_type: str | None = typer.Option(None, "--type", help="Event name, e.g. operator.action."),
-    actor: str | None = typer.Option(None, help="Only events of this actor."),
-    limit: int = typer.Option(50, min=1, max=1000),
+    workspace: str | None = typer.Option(None, "--workspace", "-w", help="Workspace (default: all)."),
+    event_type: str | None = typer.Option(
+        None, "--type", help="Event type, e.g. operator.action (every version) or operator.action.v1."
+    ),
+    actor: str | None = typer.Option(None, help="Only events of this actor, e.g. operator:alice."),
+    before: int | None = typer.Option(None, help="Only events before this stream sequence (the next page)."),
+    limit: int = typer.Option(50, help="At most this many (1-200)."),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
     """The audit log: events newest first (who changed what, when, why, caused by what).
 
+    The same log as the API's GET /v1/audit; an unknown --type is refused with the known ones.
+
     Example: noemactl audit --type operator.action -w acme
     """
     use(data_dir)
-
-    async def work(app: Noema) -> list[dict[str, Any]]:
-        rows = await app.pool.fetch(
-            "SELECT seq, id, type, workspace, mind, occurred_at, actor, causation_id, payload FROM events "
-            "WHERE ($1::text IS NULL OR workspace = $1) "
-            "AND ($2::text IS NULL OR type = $2 OR type LIKE $2 || '.v%') "
-            "AND ($3::text IS NULL OR actor = $3) ORDER BY seq DESC LIMIT $4",
-            workspace,
-            event_type,
-            actor,
-            limit,
+    try:
+        query = parse(
+            AuditQuery,
+            {"workspace": workspace, "type": event_type, "actor": actor, "before": before, "limit": limit},
         )
-        return [{**dict(r), "payload": json.loads(r["payload"])} for r in rows]
-
-    rows = run_app(work)
-    if as_json:
-        print_json(rows)
-        return
-    if not rows:
-        out.print("no matching events")
-        return
-    table = Table("seq", "type", "workspace/mind", "actor", "at", "what")
-    for r in rows:
-        p = r["payload"]
-        what = p.get("reason") or p.get("content") or p.get("rule") or p.get("memory_id") or ""
-        table.add_row(
-            str(r["seq"]),
-            r["type"],
-            f"{r['workspace']}/{r['mind'] or '-'}",
-            r["actor"],
-            r["occurred_at"].isoformat(timespec="seconds"),
-            clip(str(what), 50),
-        )
-    out.print(table)
+    except InvalidQuery as exc:
+        fail(str(exc), 2)
+    page = run_app(lambda app: app.audit(query))
+    print_page(page, as_json, event_table(page.items), "no matching events")
+    if page.next_before is not None and not as_json:
+        out.print(f"older events: --before {page.next_before}", highlight=False)
 
 
 def register(app: typer.Typer, memory_app: typer.Typer) -> None:
@@ -167,4 +209,5 @@ def register(app: typer.Typer, memory_app: typer.Typer) -> None:
     memory_app.command("archive")(_status_command(operator.archive, "archive", "archived"))
     memory_app.command("restore")(_status_command(operator.restore, "restore", "restored"))
     memory_app.command("correct")(correct)
+    memory_app.command("add")(add)
     app.command()(audit)

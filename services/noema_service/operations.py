@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 import msgspec
+from msgspec import Meta
 
 from noema.access import Caller
 from noema.app import Noema
@@ -35,20 +36,45 @@ class ObserveInput(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     """observe arguments: the observation's content and optional fields; its mind and actor are the
     calling agent. Values are checked against the event schema when it is built."""
 
-    content: str
-    observation_id: _Short | None = None
-    """A stable id makes a retry idempotent (``Nats-Msg-Id``)."""
-    correlation_id: _Short | None = None
-    channel: str = "user"
-    source: str | None = None
-    participants: list[str] = []
-    epistemic_kind: str = "observation"
-    salience: float | None = None
-    importance: float | None = None
-    memory_type: str | None = None
-    session: str | None = None
-    happened_at: datetime | None = None
-    metadata: dict[str, str] = {}
+    content: Annotated[str, Meta(description="What was observed (said, seen, done).")]
+    observation_id: Annotated[
+        _Short | None,
+        Meta(
+            description="A stable id makes a retry idempotent: the same id is stored once (ids are global)."
+        ),
+    ] = None
+    correlation_id: Annotated[
+        _Short | None, Meta(description="Id tying related events together (default: the observation id).")
+    ] = None
+    channel: Annotated[
+        str,
+        Meta(
+            description="Where it came from: operator, user, system, tool, source or low; "
+            "the channel's trust sets the memory's credibility."
+        ),
+    ] = "user"
+    source: Annotated[
+        str | None, Meta(description="Who or what produced it, e.g. a tool or document name.")
+    ] = None
+    participants: Annotated[list[str], Meta(description="Who took part.")] = []
+    epistemic_kind: Annotated[
+        str,
+        Meta(description="What it is: observation, fact, claim, hypothesis, belief, inference, opinion, …"),
+    ] = "observation"
+    salience: Annotated[
+        float | None, Meta(description="How much it stands out, 0..1 (attention estimates it when absent).")
+    ] = None
+    importance: Annotated[float | None, Meta(description="How much it matters, 0..1.")] = None
+    memory_type: Annotated[
+        str | None,
+        Meta(description="Decay class, e.g. fact, decision, preference, event, task (default: observation)."),
+    ] = None
+    session: Annotated[str | None, Meta(description="The session it belongs to.")] = None
+    happened_at: Annotated[
+        datetime | None,
+        Meta(description="When it happened, if not now (ISO 8601), e.g. for an imported transcript."),
+    ] = None
+    metadata: Annotated[dict[str, str], Meta(description="Free-form string attributes kept with it.")] = {}
 
 
 async def _observe(app: Noema, who: Caller, raw: bytes) -> Any:

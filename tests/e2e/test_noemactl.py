@@ -127,7 +127,7 @@ def test_up_observe_search_replay_status_and_a_clean_stop(data_dir: Path) -> Non
     up = start(data_dir)  # a second `up` reuses the data
     try:
         listed = json.loads(ctl(data_dir, "memory", "list", "--workspace", "acme", "--json").stdout)
-        assert [m["content"] for m in listed] == ["the deploy key rotates on Fridays"]
+        assert [m["content"] for m in listed["items"]] == ["the deploy key rotates on Fridays"]
     finally:
         assert stop(up) == 0
 
@@ -255,15 +255,17 @@ def test_knowledge_commands_facts_conflicts_grants_policies_notes(data_dir: Path
         )
         wm = _eventually_json(data_dir, "wm", "show", "-w", "acme", "-m", "ops", until=lambda w: w["items"])
         assert wm["items"][0]["content"] == "the billing migration finished on the primary cluster"
-        [episode] = json.loads(ctl(data_dir, "memory", "list", "-w", "acme", "-m", "ops", "--json").stdout)
+        [episode] = json.loads(ctl(data_dir, "memory", "list", "-w", "acme", "-m", "ops", "--json").stdout)[
+            "items"
+        ]
         ctl(data_dir, "memory", "retract", episode["id"][:8], "--reason", "wrong cluster")
         shown = _eventually_json(
-            data_dir, "memory", "show", episode["id"], until=lambda m: m["status"] == "retracted"
+            data_dir, "memory", "show", episode["id"], until=lambda m: m["memory"]["status"] == "retracted"
         )
-        assert shown["status"] == "retracted"
+        assert shown["memory"]["status"] == "retracted"
         [action] = json.loads(
             ctl(data_dir, "audit", "--type", "operator.action", "-w", "acme", "--json").stdout
-        )[:1]
+        )["items"][:1]
         assert (action["payload"]["action"], action["payload"]["reason"]) == ("retract", "wrong cluster")
         again = ctl(data_dir, "memory", "retract", episode["id"], "--reason", "again", check=False)
         assert again.returncode == 2

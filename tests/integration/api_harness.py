@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,17 +13,26 @@ import pytest
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection
 from noema.adapters.postgres.recall import RecallStore
+from noema.app import Noema
 from noema.ids import new_id
 from noema.recall import Recall
 from noema_api.app import create_app
 from noema_api.auth import TokenEntry, Tokens
 from noema_api.endpoint import Api
-from noema_events import Event, MemoryCreated, MemoryCreatedPayload
+from noema_events import (
+    Event,
+    MemoryCreated,
+    MemoryCreatedPayload,
+    OperatorAction,
+    OperatorActionPayload,
+    RelationshipAdded,
+    RelationshipAddedPayload,
+)
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
 from tests.support import assert_eventually
 
-__all__ = ["ACME", "ADMIN", "ApiHarness", "api", "memory"]
+__all__ = ["ACME", "ADMIN", "ApiHarness", "api", "memory", "relationship", "retraction"]
 
 ADMIN = "admin-token-0123456789"
 ACME = "acme-token-0123456789"
@@ -45,6 +54,34 @@ def memory(content: str, workspace: str = "acme", mind: str = "ops", **kw: Any) 
     )
 
 
+def retraction(memory_id: str) -> OperatorAction:
+    """An operator retraction of a memory of ``acme``, by ``operator:test``."""
+    return OperatorAction(
+        id=f"retract-{memory_id}",
+        workspace="acme",
+        mind="ops",
+        occurred_at=NOW,
+        correlation_id=memory_id,
+        actor="operator:test",
+        payload=OperatorActionPayload(action="retract", target_id=memory_id, reason="wrong"),
+    )
+
+
+def relationship(from_id: str, to_id: str, event_id: str = "rel-event") -> RelationshipAdded:
+    """A ``related_to`` edge between two memories of ``acme/ops``."""
+    return RelationshipAdded(
+        id=event_id,
+        workspace="acme",
+        mind="ops",
+        occurred_at=NOW,
+        correlation_id=event_id,
+        actor="test",
+        payload=RelationshipAddedPayload(
+            relationship_id=f"rel-{event_id}", from_id=from_id, to_id=to_id, relation="related_to"
+        ),
+    )
+
+
 @dataclass
 class ApiHarness:
     """Clients of the API (one per token, one without) over a running projector."""
@@ -57,7 +94,7 @@ class ApiHarness:
     recall: Recall
 
     def app_recall(self) -> Recall:
-        """The Recall the app searches with."""
+        """Recall over the app's store and embedder (none), to compare the API's answers with."""
         return self.recall
 
     async def caught_up(self) -> None:
@@ -84,18 +121,10 @@ async def api(harness: Harness) -> AsyncIterator[ApiHarness]:
     tokens = Tokens(
         [TokenEntry(name="alice", token=ADMIN), TokenEntry(name="acme-ops", workspace="acme", token=ACME)]
     )
-    recall = Recall(await RecallStore.open(harness.pool), None)
-    app = create_app(
-        Api(
-            harness.pool,
-            harness.nc,
-            EventPublisher(harness.nc, harness.topology),
-            harness.topology,
-            recall,
-            tokens,
-            clock=lambda: NOW,
-        )
-    )
+    store = await RecallStore.open(harness.pool)
+    settings = replace(harness.settings, embedder="none")
+    app = create_app(Api(Noema(settings, harness.pool, harness.nc, store, clock=lambda: NOW), tokens))
+    recall = Recall(store, None)
     transport = httpx.ASGITransport(app=app)
 
     def client(token: str | None) -> httpx.AsyncClient:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from noema.adapters.postgres.recall import RecallFilters
-from noema_events import OperatorAction, OperatorActionPayload, RelationshipAdded, RelationshipAddedPayload
-from tests.integration.api_harness import NOW, ApiHarness, api, memory
+from tests.integration.api_harness import NOW, ApiHarness, api, memory, relationship, retraction
 
 pytestmark = pytest.mark.integration
 __all__ = ["api"]  # the fixture, imported for pytest
@@ -62,7 +63,7 @@ async def test_list_filters_by_kind_status_domain_and_paginates(api: ApiHarness)
         memory("an episode", kind="episodic", epistemic_kind="observation"),
         memory("a fact about hr", domain="hr"),
     )
-    await api.given(_retraction(c))
+    await api.given(retraction(c))
 
     async def ids(**params: str) -> list[str]:
         res = await api.admin.get("/v1/memories", params={"workspace": "acme", **params})
@@ -82,8 +83,8 @@ async def test_list_filters_by_kind_status_domain_and_paginates(api: ApiHarness)
 
 async def test_timeline_orders_by_when_things_happened(api: ApiHarness) -> None:
     late, early = await api.given(
-        memory("second", happened_at=NOW.replace(year=2024, month=6)),
-        memory("first", happened_at=NOW.replace(year=2024, month=1)),
+        memory("second", happened_at=datetime(2024, 6, 1, tzinfo=UTC)),
+        memory("first", happened_at=datetime(2024, 1, 1, tzinfo=UTC)),
     )
     res = await api.admin.get("/v1/timeline", params={"workspace": "acme", "order": "asc"})
     assert [m["id"] for m in res.json()["items"]] == [early, late]
@@ -94,16 +95,7 @@ async def test_timeline_orders_by_when_things_happened(api: ApiHarness) -> None:
 async def test_detail_shows_provenance_relationships_and_citing_events(api: ApiHarness) -> None:
     origin = memory("Bob keeps the vault credentials", source_observation_ids=["obs-1"])
     a, b = await api.given(origin, memory("the vault is in room 4"))
-    rel = RelationshipAdded(
-        id="rel-event",
-        workspace="acme",
-        mind="ops",
-        occurred_at=NOW,
-        correlation_id="rel",
-        actor="test",
-        payload=RelationshipAddedPayload(relationship_id="rel-1", from_id=a, to_id=b, relation="related_to"),
-    )
-    await api.given(rel)
+    await api.given(relationship(a, b))
     res = await api.admin.get(f"/v1/memories/{a}")
     assert res.status_code == 200, res.text
     detail = res.json()
@@ -119,7 +111,7 @@ async def test_detail_shows_provenance_relationships_and_citing_events(api: ApiH
 
 async def test_audit_log_filters_by_type_and_actor_and_pages_back(api: ApiHarness) -> None:
     ids = await api.given(*(memory(f"memory {i}") for i in range(3)), memory("elsewhere", workspace="globex"))
-    await api.given(_retraction(ids[0]))
+    await api.given(retraction(ids[0]))
     res = await api.admin.get("/v1/audit", params={"workspace": "acme", "limit": "2"})
     page = res.json()
     assert res.status_code == 200
@@ -270,15 +262,3 @@ async def test_actions_on_missing_or_unsuitable_memories_are_refused(api: ApiHar
         "/v1/memories", json={"workspace": "no spaces", "content": "x", "reason": "y"}
     )
     assert bad_entry.status_code == 422
-
-
-def _retraction(memory_id: str) -> OperatorAction:
-    return OperatorAction(
-        id=f"retract-{memory_id}",
-        workspace="acme",
-        mind="ops",
-        occurred_at=NOW,
-        correlation_id=memory_id,
-        actor="operator:test",
-        payload=OperatorActionPayload(action="retract", target_id=memory_id, reason="wrong"),
-    )

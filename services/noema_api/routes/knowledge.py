@@ -44,10 +44,8 @@ __all__ = ["ENDPOINTS"]
 
 def _knowledge(req: Req[Any, Any], write: bool = False) -> Knowledge:
     if write:
-        req.api.bus()  # 503 without NATS
-    if req.api.nc is None:
-        raise ApiError(503, "this API has no connection to NATS")
-    return Knowledge(req.api.pool, req.api.nc, req.api.topology, clock=req.api.clock)
+        req.api.bus()  # 503 while NATS is not connected
+    return req.api.app.knowledge
 
 
 def _operator(req: Req[Any, Any], workspace: str) -> Caller:

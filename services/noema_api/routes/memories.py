@@ -1,44 +1,39 @@
-"""Reading memory: search (the agents' ranking), listings, the timeline, detail with provenance."""
+"""Reading memory: search (the agents' ranking), listings, the timeline, detail with provenance.
+
+Every handler calls the application layer (:class:`noema.app.Noema`), as the CLI does; here only the
+token's workspace scope is applied and the answer shaped.
+"""
 
 from __future__ import annotations
 
-import asyncpg
 import msgspec
 
-from noema.adapters.postgres import MemoryQueries
-from noema.adapters.postgres.recall import RecallFilters
+from noema.access import Caller
+from noema.app import SearchOptions
 
 from ..endpoint import Endpoint, Req
-from ..errors import ApiError
 from ..models import (
     ListQuery,
-    Memory,
     MemoryDetail,
     MemoryPage,
     MemorySummary,
-    Relationship,
     SearchHit,
     SearchQuery,
     SearchResults,
     TimelineQuery,
 )
-from ..reads import citing_events, event_records, list_memories, source_observations, timeline
 
 __all__ = ["ENDPOINTS"]
 
 
 async def search(req: Req[SearchQuery, None]) -> SearchResults:
-    """search_memory through :class:`noema.recall.Recall`, exactly as agents and the CLI rank."""
+    """search_memory through :meth:`noema.app.Noema.search`, exactly as agents and the CLI rank."""
     q = req.query
-    filters = RecallFilters(
-        workspace=req.principal.scope(q.workspace), mind=q.mind, kinds=(q.kind,) if q.kind else ()
-    )
-    try:
-        found = await req.api.recall.search(q.q, filters, mode=q.mode, limit=q.limit, now=req.api.clock())
-    except ValueError as exc:
-        raise ApiError(400, str(exc)) from None
-    except asyncpg.PostgresSyntaxError as exc:
-        raise ApiError(400, f"query not understood: {exc}") from None
+    workspace = req.principal.scope(q.workspace)
+    # An operator of one workspace, or (a token for all of them, none asked for) of every workspace.
+    who = Caller(workspace, req.principal.name, "operator", operator=True) if workspace else None
+    options = SearchOptions(mode=q.mode, limit=q.limit, mind=q.mind, kinds=(q.kind,) if q.kind else ())
+    found = await req.api.app.search(who, q.q, options)
     return SearchResults(
         query=found.query,
         mode=found.mode,
@@ -60,50 +55,22 @@ async def search(req: Req[SearchQuery, None]) -> SearchResults:
 async def list_(req: Req[ListQuery, None]) -> MemoryPage:
     """Memories with filters, newest first; every status unless one is asked for."""
     q = req.query
-    filters = RecallFilters(
-        workspace=req.principal.scope(q.workspace),
-        mind=q.mind,
-        kinds=(q.kind,) if q.kind else (),
-        epistemic_kinds=(q.epistemic_kind,) if q.epistemic_kind else (),
-        domains=(q.domain,) if q.domain else (),
-        statuses=(q.status,) if q.status else (),
-        since=q.since,
-        until=q.until,
-        include_expired=True,
+    return await req.api.app.list_memories(
+        msgspec.structs.replace(q, workspace=req.principal.scope(q.workspace))
     )
-    items = await list_memories(req.api.pool, filters, q.limit, q.offset)
-    return MemoryPage(items=items, limit=q.limit, offset=q.offset)
 
 
 async def timeline_(req: Req[TimelineQuery, None]) -> MemoryPage:
     """A workspace's memories in the order things happened."""
-    q = req.query
-    req.principal.check(q.workspace)
-    filters = RecallFilters(
-        workspace=q.workspace, mind=q.mind, statuses=(), since=q.since, until=q.until, include_expired=True
-    )
-    items = await timeline(req.api.pool, filters, q.order == "asc", q.limit, q.offset)
-    return MemoryPage(items=items, limit=q.limit, offset=q.offset)
+    req.principal.check(req.query.workspace)
+    return await req.api.app.timeline(req.query)
 
 
 async def detail(req: Req[None, None]) -> MemoryDetail:
     """One memory (by id or a unique prefix of it) with provenance, edges and citing events."""
-    try:
-        found = await MemoryQueries(req.api.pool).get(req.path["memory_id"])
-    except LookupError as exc:
-        raise ApiError(400, str(exc)) from None
-    if found is None:
-        raise ApiError(404, f"no memory {req.path['memory_id']}")
-    memory = msgspec.convert(found, Memory)
-    req.principal.check(memory.workspace)
-    cited = await citing_events(req.api.pool, memory.id, memory.workspace)
-    return MemoryDetail(
-        memory=memory,
-        origin=event_records([found["origin"]])[0] if found["origin"] else None,
-        source_observations=source_observations(memory.source_observation_ids, cited),
-        relationships=[msgspec.convert(r, Relationship) for r in found["relationships"]],
-        citing_events=cited,
-    )
+    found = await req.api.app.memory(req.path["memory_id"])
+    req.principal.check(found.memory.workspace)
+    return found
 
 
 _READ_ERRORS = (400,)
@@ -130,6 +97,7 @@ ENDPOINTS = (
         "memories",
         query=ListQuery,
         errors=_READ_ERRORS,
+        description="Same listing as `noemactl memory list`.",
     ),
     Endpoint(
         "GET",
@@ -140,6 +108,7 @@ ENDPOINTS = (
         "memories",
         query=TimelineQuery,
         errors=_READ_ERRORS,
+        description="Same timeline as `noemactl memory timeline`.",
     ),
     Endpoint(
         "GET",
@@ -149,5 +118,8 @@ ENDPOINTS = (
         MemoryDetail,
         "memories",
         errors=(*_READ_ERRORS, 404),
+        description="Same detail as `noemactl memory show`: the record, its origin event, its source "
+        "observations with the attention decisions about them, relationships, vectors and (newest "
+        "first, at most 200) the events that cite it.",
     ),
 )

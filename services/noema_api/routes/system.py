@@ -18,7 +18,6 @@ from noema.adapters.postgres import ReadModelProjection
 from ..endpoint import Endpoint, Req, json_response
 from ..models import AuditPage, AuditQuery, Health, ReplayStatus
 from ..openapi import build_openapi
-from ..reads import audit_page
 
 __all__ = ["ENDPOINTS"]
 
@@ -37,7 +36,7 @@ async def readyz(req: Req[None, None]) -> Response:
         await asyncio.wait_for(req.api.pool.fetchval("SELECT 1"), PROBE_TIMEOUT_S)
     except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         problems.append(f"postgres: {exc.__class__.__name__}: {exc}")
-    if req.api.nc is not None and not req.api.nc.is_connected:
+    if not req.api.app.nc.is_connected:
         problems.append("nats: not connected")
     if problems:
         return json_response(Health(status="unavailable", problems=problems), 503)
@@ -59,8 +58,7 @@ async def openapi(req: Req[None, None]) -> Response:
 async def audit(req: Req[AuditQuery, None]) -> AuditPage:
     """Who changed what, when, why and from which event: events newest first."""
     q = req.query
-    items = await audit_page(req.api.pool, q, req.principal.scope(q.workspace))
-    return AuditPage(items=items, next_before=items[-1].seq if len(items) == q.limit else None)
+    return await req.api.app.audit(msgspec.structs.replace(q, workspace=req.principal.scope(q.workspace)))
 
 
 async def replay_status(req: Req[None, None]) -> ReplayStatus:
@@ -69,10 +67,11 @@ async def replay_status(req: Req[None, None]) -> ReplayStatus:
     async with req.api.pool.acquire() as conn:
         position = await projection.position(conn)
     last: int | None = None
-    if req.api.nc is not None and req.api.nc.is_connected:
+    if req.api.app.nc.is_connected:
         try:
             last = await asyncio.wait_for(
-                stream_last_seq(req.api.nc.jetstream(), req.api.topology.event_stream), PROBE_TIMEOUT_S
+                stream_last_seq(req.api.app.nc.jetstream(), req.api.app.topology.event_stream),
+                PROBE_TIMEOUT_S,
             )
         except (NotFoundError, NatsError, TimeoutError):
             last = None

@@ -23,21 +23,6 @@ class MemoryQueries:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def list_recent(
-        self, workspace: str | None = None, mind: str | None = None, limit: int = 20, offset: int = 0
-    ) -> list[dict[str, Any]]:
-        """Newest memories first, optionally filtered by workspace and mind."""
-        rows = await self._pool.fetch(
-            f"SELECT {MEMORY_FIELDS} FROM memories "
-            "WHERE ($1::text IS NULL OR workspace = $1) AND ($2::text IS NULL OR mind = $2) "
-            "ORDER BY created_at DESC, origin_seq DESC LIMIT $3 OFFSET $4",
-            workspace,
-            mind,
-            limit,
-            offset,
-        )
-        return [dict(r) for r in rows]
-
     async def resolve(self, id_or_prefix: str) -> str | None:
         """The full id of a memory given its id or a unique prefix (at least 6 characters).
 

@@ -1,0 +1,184 @@
+"""Operator reads of the read model: filtered listings, the timeline, one memory's detail with its
+provenance, and the audit log. The HTTP API and ``noemactl`` both call these (through
+:class:`~noema.app.Noema`), so they list, order and refuse alike.
+
+Listing filters become :class:`~noema.adapters.postgres.recall.RecallFilters`, so "kind", "domain",
+"since" and the rest mean exactly what they mean to recall. No grants are applied: these are the
+operators' reads, and each surface limits the workspace to what its caller may see.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from noema_events import EVENT_TYPES
+
+from .adapters.postgres.queries import MEMORY_FIELDS, MemoryQueries
+from .adapters.postgres.recall import RecallFilters
+from .operations import InvalidQuery, NotFound
+from .views import (
+    AuditPage,
+    AuditQuery,
+    Embedding,
+    EventRecord,
+    ListQuery,
+    Memory,
+    MemoryDetail,
+    MemoryPage,
+    Relationship,
+    SourceObservation,
+    TimelineQuery,
+)
+
+__all__ = ["CITING_LIMIT", "audit", "event_types", "list_memories", "memory_detail", "timeline"]
+
+EVENT_FIELDS = (
+    "seq, id, type, workspace, mind, occurred_at, causation_id, correlation_id, actor, subject, "
+    "payload::text AS payload"
+)
+CITING_LIMIT = 200
+"""At most this many citing events are shown with a memory (newest first)."""
+_VERSIONED = re.compile(r"\.v[0-9]+$")
+
+
+def _memories(rows: list[asyncpg.Record]) -> list[Memory]:
+    return [msgspec.convert(dict(r), Memory) for r in rows]
+
+
+def _events(rows: list[asyncpg.Record] | list[dict[str, Any]]) -> list[EventRecord]:
+    """Rows of ``EVENT_FIELDS`` (payload as JSON text) as EventRecord structs."""
+    return [
+        msgspec.convert({**dict(r), "payload": msgspec.json.decode(r["payload"])}, EventRecord) for r in rows
+    ]
+
+
+async def _page(
+    pool: asyncpg.Pool, filters: RecallFilters, order: str, limit: int, offset: int
+) -> MemoryPage:
+    args: list[Any] = []
+    where = filters.where("m", args)
+    rows = await pool.fetch(
+        f"SELECT {MEMORY_FIELDS} FROM memories m WHERE {where} ORDER BY {order} "
+        f"LIMIT ${len(args) + 1} OFFSET ${len(args) + 2}",
+        *args,
+        limit,
+        offset,
+    )
+    return MemoryPage(items=_memories(rows), limit=limit, offset=offset)
+
+
+async def list_memories(pool: asyncpg.Pool, q: ListQuery) -> MemoryPage:
+    """Memories matching the filters, newest first; every status unless one is asked for."""
+    filters = RecallFilters(
+        workspace=q.workspace,
+        mind=q.mind,
+        kinds=(q.kind,) if q.kind else (),
+        epistemic_kinds=(q.epistemic_kind,) if q.epistemic_kind else (),
+        domains=(q.domain,) if q.domain else (),
+        statuses=(q.status,) if q.status else (),
+        since=q.since,
+        until=q.until,
+        include_expired=True,
+    )
+    return await _page(pool, filters, "created_at DESC, origin_seq DESC", q.limit, q.offset)
+
+
+async def timeline(pool: asyncpg.Pool, q: TimelineQuery) -> MemoryPage:
+    """A workspace's memories in the order things happened (the ``memories_recent`` index serves it)."""
+    filters = RecallFilters(
+        workspace=q.workspace, mind=q.mind, statuses=(), since=q.since, until=q.until, include_expired=True
+    )
+    direction = "ASC" if q.order == "asc" else "DESC"
+    order = f"coalesce(happened_at, created_at) {direction}, origin_seq {direction}"
+    return await _page(pool, filters, order, q.limit, q.offset)
+
+
+async def _citing_events(pool: asyncpg.Pool, memory_id: str, workspace: str) -> list[EventRecord]:
+    """Events whose payload names the memory (newest first, at most ``CITING_LIMIT``).
+
+    Every event that concerns a memory is published in the memory's workspace, so the
+    ``events_workspace_type`` index bounds the scan to that workspace; within it, the payload's text
+    is matched for the quoted id (ids are UUIDs, so a quoted match is exact).
+    """
+    rows = await pool.fetch(
+        f"SELECT {EVENT_FIELDS} FROM events WHERE workspace = $1 AND strpos(payload::text, $2) > 0 "
+        "ORDER BY seq DESC LIMIT $3",
+        workspace,
+        f'"{memory_id}"',
+        CITING_LIMIT,
+    )
+    return _events(rows)
+
+
+def _source_observations(observation_ids: list[str], cited: list[EventRecord]) -> list[SourceObservation]:
+    """Each source observation with the attention decision about it found among the citing events."""
+    decisions: dict[str, dict[str, Any]] = {}
+    for ev in cited:
+        if ev.type.startswith("attention.decided."):
+            for d in ev.payload.get("decisions", []):
+                if isinstance(d, dict) and isinstance(d.get("candidate_id"), str):
+                    decisions.setdefault(d["candidate_id"], {**d, "event_id": ev.id, "seq": ev.seq})
+    return [SourceObservation(id=oid, decision=decisions.get(oid)) for oid in observation_ids]
+
+
+async def memory_detail(pool: asyncpg.Pool, id_or_prefix: str) -> MemoryDetail:
+    """One memory (by id or a unique prefix of at least 6 characters) with its origin event, source
+    observations and the attention decisions about them, relationships, vectors and citing events.
+
+    Raises :class:`NotFound`, or :class:`InvalidQuery` when a prefix matches several memories.
+    """
+    try:
+        found = await MemoryQueries(pool).get(id_or_prefix)
+    except LookupError as exc:
+        raise InvalidQuery(str(exc)) from None
+    if found is None:
+        raise NotFound(f"no memory {id_or_prefix}")
+    memory = msgspec.convert(found, Memory)
+    cited = await _citing_events(pool, memory.id, memory.workspace)
+    return MemoryDetail(
+        memory=memory,
+        origin=_events([found["origin"]])[0] if found["origin"] else None,
+        source_observations=_source_observations(memory.source_observation_ids, cited),
+        relationships=msgspec.convert(found["relationships"], list[Relationship]),
+        citing_events=cited,
+        embeddings=msgspec.convert(found["embeddings"], list[Embedding]),
+    )
+
+
+def event_types(given: str) -> list[str]:
+    """The versioned event types ``given`` names (``operator.action`` → every version of it).
+
+    Raises :class:`InvalidQuery` listing the known names when it names none.
+    """
+    if _VERSIONED.search(given):
+        if given in EVENT_TYPES:
+            return [given]
+        tags = []
+    else:
+        tags = [tag for tag in EVENT_TYPES if _VERSIONED.sub("", tag) == given]
+    if not tags:
+        names = sorted({_VERSIONED.sub("", t) for t in EVENT_TYPES})
+        raise InvalidQuery(f"unknown event type {given!r}; one of: {', '.join(names)}")
+    return tags
+
+
+async def audit(pool: asyncpg.Pool, q: AuditQuery) -> AuditPage:
+    """Events matching the filters, newest first (keyset-paged by ``before``): who changed what,
+    when, why and from which event."""
+    rows = await pool.fetch(
+        f"SELECT {EVENT_FIELDS} FROM events "
+        "WHERE ($1::text IS NULL OR workspace = $1) AND ($2::text[] IS NULL OR type = ANY($2)) "
+        "AND ($3::text IS NULL OR actor = $3) AND ($4::bigint IS NULL OR seq < $4) "
+        "ORDER BY seq DESC LIMIT $5",
+        q.workspace,
+        event_types(q.type) if q.type else None,
+        q.actor,
+        q.before,
+        q.limit,
+    )
+    items = _events(rows)
+    return AuditPage(items=items, next_before=items[-1].seq if len(items) == q.limit else None)

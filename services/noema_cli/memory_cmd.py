@@ -1,0 +1,180 @@
+"""``noemactl memory list|timeline|show``: the operators' reads of memory.
+
+Each calls the application layer (:class:`noema.app.Noema`), as the HTTP API does: the same filters,
+checked by the same rules (:func:`noema.views.parse`), and ``--json`` prints what the API answers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from noema.operations import InvalidQuery
+from noema.views import ListQuery, MemoryDetail, TimelineQuery, parse
+
+from .common import DataDir, JsonOption, clip, fail, out, run_app, use
+from .render import event_table, memory_table, print_page, print_record, when
+
+__all__ = ["register"]
+
+KINDS = "episodic, semantic, procedural or autobiographical"
+STATUSES = "active, retracted, superseded or archived"
+INSTANT = "ISO 8601 with a timezone, e.g. 2025-06-01T00:00:00Z"
+
+
+def _query(struct: type[Any], **values: Any) -> Any:
+    try:
+        return parse(struct, values)
+    except InvalidQuery as exc:
+        fail(str(exc), 2)
+
+
+def memory_list(
+    workspace: str | None = typer.Option(None, "--workspace", "-w", help="Workspace (default: all)."),
+    mind: str | None = typer.Option(None, "--mind", "-m", help="Only this mind's memories."),
+    kind: str | None = typer.Option(None, "--kind", "-k", help=f"Memory kind: {KINDS}."),
+    epistemic_kind: str | None = typer.Option(
+        None, "--epistemic-kind", "-e", help="Epistemic kind, e.g. fact, observation, belief, hypothesis."
+    ),
+    status: str | None = typer.Option(None, "--status", "-s", help=f"{STATUSES} (default: every status)."),
+    domain: str | None = typer.Option(None, "--domain", "-d", help="Only this domain."),
+    since: str | None = typer.Option(None, help=f"Happened (else created) at or after this time: {INSTANT}."),
+    until: str | None = typer.Option(None, help="Happened (else created) before this time."),
+    limit: int = typer.Option(50, help="At most this many (1-200)."),
+    offset: int = typer.Option(0, help="Skip this many (the next page)."),
+    data_dir: Path | None = DataDir(),
+    as_json: bool = JsonOption(),
+) -> None:
+    """List memories, newest first, with filters (every status unless --status is given).
+
+    The same listing as the API's GET /v1/memories.
+
+    Example: noemactl memory list -w acme --kind semantic --status active
+    """
+    use(data_dir)
+    query = _query(
+        ListQuery,
+        workspace=workspace,
+        mind=mind,
+        kind=kind,
+        epistemic_kind=epistemic_kind,
+        status=status,
+        domain=domain,
+        since=since,
+        until=until,
+        limit=limit,
+        offset=offset,
+    )
+    page = run_app(lambda app: app.list_memories(query))
+    print_page(page, as_json, memory_table(page.items), "no matching memories")
+
+
+def memory_timeline(
+    workspace: str = typer.Option(..., "--workspace", "-w", help="Workspace."),
+    mind: str | None = typer.Option(None, "--mind", "-m", help="Only this mind's memories."),
+    since: str | None = typer.Option(None, help=f"Happened (else created) at or after this time: {INSTANT}."),
+    until: str | None = typer.Option(None, help="Happened (else created) before this time."),
+    order: str = typer.Option("desc", help="desc (latest first) or asc (oldest first)."),
+    limit: int = typer.Option(50, help="At most this many (1-200)."),
+    offset: int = typer.Option(0, help="Skip this many (the next page)."),
+    data_dir: Path | None = DataDir(),
+    as_json: bool = JsonOption(),
+) -> None:
+    """A workspace's memories in the order things happened (when they happened, else when recorded).
+
+    The same timeline as the API's GET /v1/timeline; every status.
+
+    Example: noemactl memory timeline -w acme --since 2025-06-01T00:00:00Z
+    """
+    use(data_dir)
+    query = _query(
+        TimelineQuery,
+        workspace=workspace,
+        mind=mind,
+        since=since,
+        until=until,
+        order=order,
+        limit=limit,
+        offset=offset,
+    )
+    page = run_app(lambda app: app.timeline(query))
+    print_page(page, as_json, memory_table(page.items, happened=True), "no memories in this period")
+
+
+def _show(detail: MemoryDetail) -> None:
+    fields = Table("field", "value", show_header=False)
+    memory = detail.memory
+    for name in memory.__struct_fields__:
+        fields.add_row(name, str(getattr(memory, name)))
+    out.print(fields)
+    origin = detail.origin
+    if origin:
+        out.print(
+            f"[bold]origin event[/] {origin.type} #{origin.seq} id={origin.id} actor={origin.actor} "
+            f"causation={origin.causation_id} at={when(origin.occurred_at)}",
+            highlight=False,
+        )
+        out.print(origin.payload, highlight=False)
+    if detail.source_observations:
+        sources = Table(
+            "observation", "attention", "score", "reason", "decided by", title="source observations"
+        )
+        for s in detail.source_observations:
+            d = s.decision
+            if d is None:
+                sources.add_row(s.id, "no decision recorded", "", "", "")
+            else:
+                sources.add_row(
+                    s.id,
+                    "admitted" if d.get("admitted") else "not admitted",
+                    f"{d.get('score', 0.0):.3f}",
+                    clip(str(d.get("reason", "")), 40),
+                    f"attention.decided #{d.get('seq')}",
+                )
+        out.print(sources)
+    if detail.relationships:
+        rel = Table("relation", "direction", "other memory", "confidence", "source", title="relationships")
+        for r in detail.relationships:
+            other = r.to_id if r.direction == "out" else r.from_id
+            rel.add_row(
+                r.relation,
+                r.direction,
+                f"{other[:8]} {clip(r.other_content, 50)}",
+                f"{r.confidence:.2f}",
+                r.source,
+            )
+        out.print(rel)
+    for e in detail.embeddings:
+        out.print(f"[bold]vector[/] {e.model} ({e.dimensions} dimensions) at {when(e.created_at)}")
+    if detail.citing_events:
+        out.print(event_table(detail.citing_events, title="events citing it (newest first)"))
+
+
+def memory_show(
+    memory_id: str = typer.Argument(..., help="Memory id, or a unique prefix of it (at least 6 characters)."),
+    data_dir: Path | None = DataDir(),
+    as_json: bool = JsonOption(),
+) -> None:
+    """Show one memory: every field, its origin event, its source observations with the attention
+    decisions about them, relationships, vectors and the events that cite it.
+
+    The same detail as the API's GET /v1/memories/{id}.
+
+    Example: noemactl memory show 3f0c1a2b
+    """
+    use(data_dir)
+    detail = run_app(lambda app: app.memory(memory_id))
+    if as_json:
+        print_record(detail)
+    else:
+        _show(detail)
+
+
+def register(memory_app: typer.Typer) -> None:
+    """Add the reads to ``noemactl memory``."""
+    memory_app.command("list")(memory_list)
+    memory_app.command("timeline")(memory_timeline)
+    memory_app.command("show")(memory_show)

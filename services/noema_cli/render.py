@@ -1,0 +1,69 @@
+"""How ``noemactl`` shows the operators' reads: Rich tables of memories and events, and JSON that is
+exactly what the HTTP API answers (the same :mod:`noema.views` records, encoded the same way)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import msgspec
+from rich.table import Table
+
+from noema.views import AuditPage, EventRecord, Memory, MemoryPage
+
+from .common import clip, out, print_json
+
+__all__ = ["event_table", "memory_table", "print_page", "print_record", "when"]
+
+
+def print_record(record: msgspec.Struct) -> None:
+    """Print a record as the API's JSON."""
+    print_json(msgspec.to_builtins(record))
+
+
+def print_page(page: MemoryPage | AuditPage, as_json: bool, table: Table, empty: str) -> None:
+    """A page as the API's JSON, or its table (``empty`` when it has no items)."""
+    if as_json:
+        print_record(page)
+    else:
+        out.print(table if page.items else empty)
+
+
+def when(value: datetime | None) -> str:
+    """A timestamp to the second ("-" when absent)."""
+    return value.isoformat(timespec="seconds") if value else "-"
+
+
+def memory_table(items: Sequence[Memory], *, happened: bool = False) -> Table:
+    """One row per memory; ``happened`` leads with when it happened (the timeline's order)."""
+    columns = ["id", "workspace/mind", "kind", "status", "activation", "content"]
+    table = Table(*(["happened", *columns] if happened else [*columns, "created"]))
+    for m in items:
+        row = [m.id[:8], f"{m.workspace}/{m.mind or '-'}", m.kind, m.status, f"{m.activation:.3f}"]
+        row.append(clip(m.content))
+        if happened:
+            table.add_row(when(m.happened_at or m.created_at), *row)
+        else:
+            table.add_row(*row, when(m.created_at))
+    return table
+
+
+def _what(payload: dict[str, Any]) -> str:
+    what = payload.get("reason") or payload.get("content") or payload.get("rule") or payload.get("memory_id")
+    return clip(str(what or ""), 50)
+
+
+def event_table(events: Sequence[EventRecord], title: str | None = None) -> Table:
+    """One row per event: sequence, type, scope, actor, time and what it says (reason, content, …)."""
+    table = Table("seq", "type", "workspace/mind", "actor", "at", "what", title=title)
+    for e in events:
+        table.add_row(
+            str(e.seq),
+            e.type,
+            f"{e.workspace}/{e.mind or '-'}",
+            e.actor,
+            when(e.occurred_at),
+            _what(e.payload),
+        )
+    return table

@@ -1,0 +1,181 @@
+"""`noemactl memory list|timeline|show|add` and `noemactl audit`, run as a user runs them, answer what
+the HTTP API answers (one implementation behind both), and refuse bad input the same way."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from tests.integration.api_harness import ApiHarness, api, memory, relationship, retraction
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+__all__ = ["api"]  # the fixture, imported for pytest
+
+NOEMACTL = [sys.executable, "-m", "noema_cli.main"]
+JANUARY = datetime(2024, 1, 15, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Ran:
+    code: int
+    stdout: str
+    stderr: str
+
+
+async def ctl(api: ApiHarness, *args: str) -> Ran:
+    """Run noemactl against the test's servers (without blocking the in-process projector)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOEMA_")}
+    env |= {**api.h.settings.to_env(), "NOEMA_EMBEDDER": "none", "USER": "carol"}
+    proc = await asyncio.create_subprocess_exec(
+        *NOEMACTL, *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode is not None
+    return Ran(proc.returncode, out.decode(), err.decode())
+
+
+async def ctl_json(api: ApiHarness, *args: str) -> Any:
+    ran = await ctl(api, *args, "--json")
+    assert ran.code == 0, ran.stderr
+    return json.loads(ran.stdout)
+
+
+async def from_api(api: ApiHarness, path: str, **params: str) -> Any:
+    res = await api.admin.get(path, params=params)
+    assert res.status_code == 200, res.text
+    return res.json()
+
+
+async def test_list_and_timeline_filter_and_answer_exactly_what_the_api_answers(api: ApiHarness) -> None:
+    billing, episode, hr = await api.given(
+        memory("a fact about billing", domain="billing", happened_at=datetime(2024, 6, 1, tzinfo=UTC)),
+        memory("an episode", kind="episodic", epistemic_kind="observation", happened_at=JANUARY),
+        memory("a fact about hr", domain="hr"),
+    )
+    await api.given(retraction(hr))
+
+    for flags, params in [
+        ([], {}),
+        (["--kind", "episodic"], {"kind": "episodic"}),
+        (["-e", "observation"], {"epistemic_kind": "observation"}),
+        (["--status", "retracted"], {"status": "retracted"}),
+        (["-d", "billing"], {"domain": "billing"}),
+        (["--since", "2024-03-01T00:00:00Z"], {"since": "2024-03-01T00:00:00Z"}),
+        (["--until", "2025-01-01T00:00:00Z"], {"until": "2025-01-01T00:00:00Z"}),
+        (["--limit", "1", "--offset", "1"], {"limit": "1", "offset": "1"}),
+    ]:
+        cli = await ctl_json(api, "memory", "list", "-w", "acme", *flags)
+        assert cli == await from_api(api, "/v1/memories", workspace="acme", **params), flags
+    assert [m["id"] for m in (await ctl_json(api, "memory", "list", "--status", "retracted"))["items"]] == [
+        hr
+    ]
+    assert [m["id"] for m in (await ctl_json(api, "memory", "list", "-d", "billing"))["items"]] == [billing]
+
+    timeline = await ctl_json(api, "memory", "timeline", "-w", "acme", "--order", "asc")
+    assert timeline == await from_api(api, "/v1/timeline", workspace="acme", order="asc")
+    assert [m["id"] for m in timeline["items"]] == [episode, billing, hr]
+
+    human = await ctl(api, "memory", "timeline", "-w", "acme", "--order", "asc")
+    assert human.code == 0, human.stderr
+    assert human.stdout.index("an episode") < human.stdout.index("a fact about billing")
+    assert "2024-01-15T00:00:00+00:00" in human.stdout
+
+
+async def test_show_gives_the_api_detail_with_citing_events_and_source_decisions(api: ApiHarness) -> None:
+    a, b = await api.given(
+        memory("Bob keeps the vault credentials", source_observation_ids=["obs-1"]),
+        memory("the vault is in room 4"),
+    )
+    await api.given(relationship(a, b))
+
+    shown = await ctl_json(api, "memory", "show", a[:8])
+    assert shown == await from_api(api, f"/v1/memories/{a}")
+    assert shown["source_observations"] == [{"id": "obs-1", "decision": None}]
+    assert {e["id"] for e in shown["citing_events"]} >= {"rel-event"}
+
+    human = await ctl(api, "memory", "show", a)
+    assert human.code == 0, human.stderr
+    for part in (
+        "Bob keeps the vault credentials",
+        "origin event memory.created.v1",
+        "source observations",
+        "obs-1",
+        "related_to",
+        "events citing it",
+        "relationship.added.v1",
+    ):
+        assert part in human.stdout, part
+
+
+async def test_add_enters_knowledge_like_the_api_and_the_audit_log_agrees(api: ApiHarness) -> None:
+    receipt = await ctl_json(
+        api,
+        "memory",
+        "add",
+        "the on-call phone is 555-0100",
+        "-w",
+        "acme",
+        "-d",
+        "ops",
+        "--reason",
+        "runbook",
+    )
+    await api.caught_up()
+    entered = (await ctl_json(api, "memory", "show", receipt["memory_id"]))["memory"]
+    assert (entered["content"], entered["channel"], entered["credibility"], entered["domain"]) == (
+        "the on-call phone is 555-0100",
+        "operator",
+        1.0,
+        "ops",
+    )
+
+    audit = await ctl_json(api, "audit", "--type", "operator.action", "-w", "acme")
+    assert audit == await from_api(api, "/v1/audit", type="operator.action", workspace="acme")
+    [action] = audit["items"]
+    assert (action["id"], action["actor"], action["payload"]["action"], action["payload"]["reason"]) == (
+        receipt["action_event_id"],
+        "operator:carol",
+        "create",
+        "runbook",
+    )
+    first = await ctl_json(api, "audit", "--limit", "1")
+    assert [e["seq"] for e in first["items"]] == [first["next_before"]]
+    older = await ctl_json(api, "audit", "--before", str(first["next_before"]))
+    assert older["items"]
+    assert all(e["seq"] < first["next_before"] for e in older["items"])
+
+    human = await ctl(api, "audit", "-w", "acme")
+    assert human.code == 0, human.stderr
+    assert "operator.action.v1" in human.stdout
+    assert "runbook" in human.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["audit", "--type", "memory.imagined"], "unknown event type 'memory.imagined'; one of:"),
+        (["audit", "--type", "memory.created.v9"], "unknown event type"),
+        (["memory", "list", "--kind", "dream"], "one of: autobiographical, episodic"),
+        (["memory", "list", "--since", "yesterday"], "since"),
+        (["memory", "list", "--limit", "0"], "limit"),
+        (["memory", "timeline", "-w", "acme", "--order", "sideways"], "one of: asc, desc"),
+        (["memory", "show", "no-such-memory"], "no memory no-such-memory"),
+        (["memory", "add", "x", "-w", "no spaces", "--reason", "y"], "workspace"),
+        (["memory", "add", "x", "-w", "acme", "--reason", "   "], "reason"),
+        (["memory", "add", "x", "-w", "acme", "--reason", "y", "--importance", "2"], "importance"),
+    ],
+)
+async def test_bad_input_is_refused_with_a_message_and_exit_code_2(
+    api: ApiHarness, args: list[str], fragment: str
+) -> None:
+    ran = await ctl(api, *args)
+    assert ran.code == 2, (ran.stdout, ran.stderr)
+    assert fragment in " ".join(ran.stderr.split())
+    assert "Traceback" not in ran.stderr

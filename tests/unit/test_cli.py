@@ -1,0 +1,56 @@
+"""What README promises of every ``noemactl`` command, checked on the command tree (no servers)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import typer
+import typer.main
+from typer.core import TyperGroup
+from typer.testing import CliRunner
+
+from noema_cli.main import app
+
+SERVERS = {"up", "api serve", "mcp serve"}
+"""Commands that serve until stopped instead of printing a result: no ``--json``."""
+
+
+def _commands() -> Iterator[tuple[str, Any]]:
+    """Every leaf command by its full name (typer vendors its own click: walk typer's classes)."""
+    root = typer.main.get_command(app)
+    ctx = typer.Context(root)
+
+    def walk(cmd: Any, path: list[str]) -> Iterator[tuple[str, Any]]:
+        if isinstance(cmd, TyperGroup):
+            for name in cmd.list_commands(ctx):
+                sub = cmd.get_command(ctx, name)
+                assert sub is not None
+                yield from walk(sub, [*path, name])
+        else:
+            yield " ".join(path), cmd
+
+    yield from walk(root, [])
+
+
+def test_every_command_but_the_servers_takes_json_and_every_help_has_an_example() -> None:
+    commands = dict(_commands())
+    assert set(commands) >= SERVERS
+    for name, cmd in commands.items():
+        options = {opt for param in cmd.params for opt in getattr(param, "opts", [])}
+        assert ("--json" in options) == (name not in SERVERS), name
+        assert "Example: " in (cmd.help or ""), name
+
+
+def test_shell_completion_is_printed_and_completes_commands() -> None:
+    runner = CliRunner()
+    script = runner.invoke(app, ["--show-completion", "bash"], prog_name="noemactl")
+    assert script.exit_code == 0
+    assert "complete -o default -F _noemactl_completion noemactl" in script.output
+    completing = {
+        "_NOEMACTL_COMPLETE": "complete_bash",
+        "COMP_WORDS": "noemactl memory ti",
+        "COMP_CWORD": "2",
+    }
+    completed = runner.invoke(app, [], prog_name="noemactl", env=completing)
+    assert completed.output.split() == ["timeline"]
