@@ -210,10 +210,14 @@ class RecallProposedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=T
     memory_id: str
     observation_id: str
     query: str = ""
+    """The observation's text the memory was recalled for."""
     score: float = 0.0
     importance: Unit = 0.5
     credibility: Unit = 0.8
     components: dict[str, float] = msgspec.field(default_factory=dict)
+    content: str = ""
+    """The recalled memory's content (its beginning), which attention weighs and keeps as the gist;
+    empty in proposals recorded before it was carried (attention then falls back to ``query``)."""
 
 
 class RecallProposed(Event, frozen=True, kw_only=True, tag="recall.proposed.v1"):

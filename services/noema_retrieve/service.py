@@ -37,7 +37,7 @@ from noema_events import (
     encode_event,
 )
 
-__all__ = ["MIN_SCORE", "PROPOSALS", "UNAVAILABLE", "RetrieveHandler", "build"]
+__all__ = ["CONTENT_CHARS", "MIN_SCORE", "PROPOSALS", "UNAVAILABLE", "RetrieveHandler", "build"]
 
 log = structlog.get_logger("noema.retrieve")
 
@@ -45,6 +45,8 @@ PROPOSALS = 3
 """Recalled memories proposed per observation."""
 MIN_SCORE = 0.3
 """Recalls scoring below this are not worth attention's time."""
+CONTENT_CHARS = 500
+"""How much of a recalled memory a proposal carries (attention's context relevance and gist)."""
 UNAVAILABLE = (OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError)
 """Errors of lost servers rather than of one observation: they crash the worker (redelivery)."""
 
@@ -90,6 +92,7 @@ class RetrieveHandler:
                         importance=float(r.memory.get("importance", 0.5)),
                         credibility=float(r.memory.get("credibility", 0.8)),
                         components={k: round(v, 6) for k, v in r.components.items()},
+                        content=r.content[:CONTENT_CHARS],
                     ),
                 )
             )

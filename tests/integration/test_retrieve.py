@@ -113,6 +113,8 @@ async def test_the_observations_own_memory_neither_appears_nor_pushes_recalls_do
     proposed = decode_event((await proposals.next_msg(timeout=5)).data)
     assert isinstance(proposed, RecallProposed)
     assert proposed.payload.memory_id == memory_id_for(older)
+    assert proposed.payload.content == "the deploy key rotates on Fridays"  # what attention weighs
+    assert proposed.payload.query.startswith("who rotates the deploy key this Friday")
     assert proposed.payload.score >= MIN_SCORE
     assert proposed.payload.components["lexical_rank"] == 1  # the observation's own memory was no rival
 
