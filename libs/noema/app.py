@@ -60,11 +60,15 @@ class SearchOptions:
     kinds: Sequence[str] = ()
     epistemic_kinds: Sequence[str] = ()
     domains: Sequence[str] = ()
+    statuses: Sequence[str] = ()
+    """Only these statuses; by default active only, or every status with ``include_inactive``."""
     since: datetime | None = None
     until: datetime | None = None
     repo: str | None = None
+    """The current repository: its memories rank first (the others still follow)."""
     strict: bool = False
     include_inactive: bool = False
+    """Also inactive statuses (unless ``statuses`` is given) and expired memories."""
 
 
 class Noema:
@@ -133,7 +137,7 @@ class Noema:
             kinds=tuple(options.kinds),
             epistemic_kinds=tuple(options.epistemic_kinds),
             domains=tuple(options.domains),
-            statuses=() if options.include_inactive else ("active",),
+            statuses=tuple(options.statuses) or (() if options.include_inactive else ("active",)),
             since=options.since,
             until=options.until,
             include_expired=options.include_inactive,

@@ -10,6 +10,9 @@ Modes:
   (see :mod:`noema.domain.recall` for the formula). ``profile="weighted"`` selects SPEC §8's plain
   weighted fusion instead.
 
+In every mode and profile, the memories of the current repository (``repo``) rank first, the
+others after them (nothing is filtered out); every result's components explain its score.
+
 The temporal voice ranks by recency the memories the other voices found (and, for temporal
 queries, the most recent memories of the scope), so recency reorders relevant memories instead of
 flooding results with unrelated new ones.
@@ -28,13 +31,15 @@ from .adapters.embedders import Embedder
 from .adapters.postgres.recall import RecallFilters, RecallStore
 from .domain.recall import (
     INTENT_WEIGHTS,
-    RRF_K,
     Candidate,
     Scored,
     classify_intent,
     fuse_hybrid,
+    fuse_reciprocal,
     fuse_weighted,
     mmr_select,
+    rank_by_voice,
+    repo_first,
 )
 
 __all__ = ["MODES", "Recall", "RecallFilters", "SearchResponse", "SearchResult"]
@@ -150,30 +155,14 @@ class Recall:
             if mode != "keyword" and vector is not None and model
             else none(),
         )
-        if mode in ("keyword", "vector", "semantic"):
-            voices = {"lexical": lexical, "semantic": semantic}
-            fused: dict[str, float] = {}
-            for hits in voices.values():
-                for rank, (mid, _) in enumerate(hits, start=1):
-                    fused[mid] = fused.get(mid, 0.0) + 1.0 / (RRF_K + rank)
-            cands = await self.store.candidates(list(fused), None)
-            out = []
-            for mid, score in sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]:
-                c = cands.get(mid)
-                if c is None:
-                    continue
-                comp: dict[str, float] = {}
-                for name, hits in voices.items():
-                    for rank, (hid, raw) in enumerate(hits, start=1):
-                        if hid == mid:
-                            comp[f"{name}_rank"], comp[f"{name}_score"] = float(rank), raw
-                if mode == "keyword":
-                    score = comp.get("lexical_score", 0.0)
-                elif mode == "vector":
-                    score = comp.get("semantic_score", 0.0)
-                comp["final"] = score
-                out.append(Scored(c, score, comp))
-            return out, None, {}
+        if mode != "hybrid":
+            cands = await self._candidates({"lexical": lexical, "semantic": semantic}, (), None)
+            found = list(cands.values())
+            if mode == "semantic":
+                ranked = fuse_reciprocal(found, ("lexical", "semantic"))
+            else:
+                ranked = rank_by_voice(found, "lexical" if mode == "keyword" else "semantic")
+            return repo_first(ranked, repo)[:limit], None, {}
 
         intent = classify_intent(query)
         weights = dict(INTENT_WEIGHTS[intent])
@@ -190,15 +179,10 @@ class Recall:
                     strength = (raw - low) / (top - low) if top > low else 1.0
                     seeds[mid] = max(seeds.get(mid, 0.0), strength)
         graph = await self.store.graph(seeds, f, depth)
-        pool_ids = dict.fromkeys([m for m, _ in lexical] + [m for m, _ in semantic] + [m for m, _ in graph])
-        if intent == "temporal":
-            pool_ids.update(dict.fromkeys(m for m, _ in await self.store.recent(f, 10)))
-        cands = await self.store.candidates(list(pool_ids), model)
-        for name, hits in (("lexical", lexical), ("semantic", semantic), ("graph", graph)):
-            for rank, (mid, raw) in enumerate(hits, start=1):
-                if mid in cands:
-                    cands[mid].ranks[name] = rank
-                    cands[mid].raw[name] = raw
+        recent = await self.store.recent(f, 10) if intent == "temporal" else []
+        cands = await self._candidates(
+            {"lexical": lexical, "semantic": semantic, "graph": graph}, [m for m, _ in recent], model
+        )
         by_recency = sorted(cands.values(), key=lambda c: (c.happened_at or c.created_at, c.id), reverse=True)
         for rank, c in enumerate(by_recency, start=1):
             # Recency orders what the other voices found; it never brings in memories of its own
@@ -207,5 +191,18 @@ class Recall:
             c.raw["temporal"] = (c.happened_at or c.created_at).timestamp()
         candidates: list[Candidate] = list(cands.values())
         if profile == "weighted":
-            return fuse_weighted(candidates, now, bool(semantic))[:limit], intent, weights
-        return mmr_select(fuse_hybrid(candidates, now, weights, repo), limit), intent, weights
+            return repo_first(fuse_weighted(candidates, now, bool(semantic)), repo)[:limit], intent, weights
+        return mmr_select(fuse_hybrid(candidates, now, weights), limit, repo=repo), intent, weights
+
+    async def _candidates(
+        self, voices: dict[str, list[tuple[str, float]]], extra: Sequence[str], model: str | None
+    ) -> dict[str, Candidate]:
+        """The memories the voices found (and ``extra`` ones), each with every voice's rank and score."""
+        ids = dict.fromkeys([m for hits in voices.values() for m, _ in hits] + list(extra))
+        cands = await self.store.candidates(list(ids), model)
+        for name, hits in voices.items():
+            for rank, (mid, raw) in enumerate(hits, start=1):
+                if mid in cands:
+                    cands[mid].ranks[name] = rank
+                    cands[mid].raw[name] = raw
+        return cands

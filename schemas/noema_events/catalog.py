@@ -64,7 +64,13 @@ __all__ = [
 ]
 
 Unit = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
-Content = Annotated[str, msgspec.Meta(min_length=1, max_length=32_000)]
+Content = Annotated[str, msgspec.Meta(min_length=1, max_length=32_000, pattern=r"\S")]
+"""Text that says something: not empty and not only whitespace (a blank observation is refused —
+dead-lettered by attend — instead of becoming a memory nobody can search for)."""
+RecordedContent = Annotated[str, msgspec.Meta(min_length=1, max_length=32_000)]
+"""A memory's content as ``memory.created`` records it: like :data:`Content`, but whitespace-only text
+is still read, because attend turned blank observations into memories before ``Content`` refused
+them, and replay must decode every event ever recorded."""
 Label = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
 
@@ -137,7 +143,7 @@ class MemoryCreatedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=Tr
     memory_id: str
     kind: MemoryKind
     epistemic_kind: EpistemicKind
-    content: Content
+    content: RecordedContent
     memory_type: MemoryType = "observation"
     domain: str | None = None
     topic: str | None = None
@@ -204,10 +210,14 @@ class RecallProposedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=T
     memory_id: str
     observation_id: str
     query: str = ""
+    """The observation's text the memory was recalled for."""
     score: float = 0.0
     importance: Unit = 0.5
     credibility: Unit = 0.8
     components: dict[str, float] = msgspec.field(default_factory=dict)
+    content: str = ""
+    """The recalled memory's content (its beginning), which attention weighs and keeps as the gist;
+    empty in proposals recorded before it was carried (attention then falls back to ``query``)."""
 
 
 class RecallProposed(Event, frozen=True, kw_only=True, tag="recall.proposed.v1"):

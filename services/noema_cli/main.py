@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import typer
@@ -19,7 +20,7 @@ from noema.app import SearchOptions
 from noema.logging import configure_logging
 from noema.settings import Settings, SettingsError
 
-from . import api_cmd, commands, knowledge_cmd, mcp_cmd, operator_cmd
+from . import api_cmd, commands, knowledge_cmd, mcp_cmd, operator_cmd, search
 from .common import DataDir, caller, clip, fail, out, print_json, progress_bar, run, run_app, state, use
 from .memory_cmd import register as register_memory_reads
 
@@ -118,7 +119,14 @@ def memory_search(
     mode: str = typer.Option("hybrid", help="keyword, semantic, hybrid (or vector)."),
     profile: str = typer.Option("hybrid", help="hybrid (voices + MMR) or weighted (plain weighted fusion)."),
     mind: str | None = typer.Option(None, "--mind", "-m"),
-    kind: list[str] | None = typer.Option(None, help="Memory kind(s)."),
+    kind: list[str] | None = search.Choices("kind", "Memory kind(s)."),
+    epistemic_kind: list[str] | None = search.Choices("epistemic-kind", "Epistemic kind(s)."),
+    domain: list[str] | None = typer.Option(None, "--domain", help="Domain(s), e.g. ops or repo:web/ci."),
+    status: list[str] | None = search.Choices(
+        "status", "Status(es) (default: active; all with --include-inactive)."
+    ),
+    since: datetime | None = search.Instant("since", "Only what happened at or after this time."),
+    until: datetime | None = search.Instant("until", "Only what happened before this time."),
     repo: str | None = typer.Option(None, help="Current repository: its memories rank first."),
     strict: bool = typer.Option(False, help="Keyword syntax of web search (quotes, OR, -word)."),
     include_inactive: bool = typer.Option(False, help="Also retracted, superseded, archived, expired."),
@@ -142,6 +150,11 @@ def memory_search(
         limit=limit,
         mind=mind,
         kinds=tuple(kind or ()),
+        epistemic_kinds=tuple(epistemic_kind or ()),
+        domains=tuple(domain or ()),
+        statuses=tuple(status or ()),
+        since=since,
+        until=until,
         repo=repo,
         strict=strict,
         include_inactive=include_inactive,
@@ -156,43 +169,14 @@ def memory_search(
     if not response["results"]:
         out.print("no matching memories")
         return
-    table = Table("id", "workspace/mind", "score", "content", "origin event")
-    comps = [
-        "lexical",
-        "semantic",
-        "graph",
-        "temporal",
-        "decay",
-        "activation",
-        "importance",
-        "credibility",
-        "mmr",
-    ]
+    out.print(search.results_table(response["results"], explain, repo))
     if explain:
-        for c in comps:
-            table.add_column(c)
-    for r in response["results"]:
-        m = r["memory"]
-        row = [
-            r["id"][:8],
-            f"{m.get('workspace')}/{m.get('mind')}",
-            f"{r['score']:.3f}",
-            clip(r["content"], 60),
-            f"memory.created #{m.get('origin_seq')} ({str(m.get('origin_event', ''))[:8]})",
-        ]
-        if explain:
-            for c in comps:
-                value = r["components"].get(c)
-                rank = r["components"].get(f"{c}_rank")
-                row.append("" if value is None else f"{value:.3f}" + (f" #{int(rank)}" if rank else ""))
-        table.add_row(*row)
-    out.print(table)
-    if explain and response.get("intent"):
-        weights = ", ".join(f"{k} {v:.2f}" for k, v in response["weights"].items())
-        out.print(
-            f"intent: {response['intent']} (voice weights: {weights}); timings: "
-            + ", ".join(f"{k} {v:.1f} ms" for k, v in response["timings_ms"].items())
-        )
+        timings = ", ".join(f"{k} {v:.1f} ms" for k, v in response["timings_ms"].items())
+        if response.get("intent"):
+            weights = ", ".join(f"{k} {v:.2f}" for k, v in response["weights"].items())
+            out.print(f"intent: {response['intent']} (voice weights: {weights}); timings: {timings}")
+        else:
+            out.print(f"mode: {response['mode']}; timings: {timings}")
 
 
 @memory_app.command("relate")

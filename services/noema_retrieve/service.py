@@ -12,13 +12,14 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 
+import asyncpg
 import structlog
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
 from noema.adapters.embedders import create_embedder
-from noema.adapters.jetstream import Outgoing, connect, ensure_streams, publish_batch
+from noema.adapters.jetstream import Outgoing, connect, dead_letter, ensure_streams, publish_batch
 from noema.adapters.postgres.recall import RecallFilters, RecallStore
 from noema.adapters.pull import durable_puller
 from noema.domain.attention import memory_id_for
@@ -36,7 +37,7 @@ from noema_events import (
     encode_event,
 )
 
-__all__ = ["MIN_SCORE", "PROPOSALS", "RetrieveHandler", "build"]
+__all__ = ["CONTENT_CHARS", "MIN_SCORE", "PROPOSALS", "UNAVAILABLE", "RetrieveHandler", "build"]
 
 log = structlog.get_logger("noema.retrieve")
 
@@ -44,6 +45,10 @@ PROPOSALS = 3
 """Recalled memories proposed per observation."""
 MIN_SCORE = 0.3
 """Recalls scoring below this are not worth attention's time."""
+CONTENT_CHARS = 500
+"""How much of a recalled memory a proposal carries (attention's context relevance and gist)."""
+UNAVAILABLE = (OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError)
+"""Errors of lost servers rather than of one observation: they crash the worker (redelivery)."""
 
 
 class RetrieveHandler:
@@ -87,13 +92,19 @@ class RetrieveHandler:
                         importance=float(r.memory.get("importance", 0.5)),
                         credibility=float(r.memory.get("credibility", 0.8)),
                         components={k: round(v, 6) for k, v in r.components.items()},
+                        content=r.content[:CONTENT_CHARS],
                     ),
                 )
             )
         return out[:PROPOSALS]
 
     async def __call__(self, msgs: list[Msg]) -> None:
-        """Recall, publish proposals (stored before the ack), ack."""
+        """Recall, publish proposals (stored before the ack), ack.
+
+        One observation whose recall fails is dead-lettered with the error and skipped: the batch is
+        still acked, or that observation would be redelivered — and fail — forever. Lost servers are
+        not one observation's fault: those errors crash the worker, and the batch is redelivered.
+        """
         outgoing: list[Outgoing] = []
         for msg in msgs:
             try:
@@ -102,23 +113,34 @@ class RetrieveHandler:
                 continue  # attend dead-letters malformed observations
             if not isinstance(obs, ObservationRecorded):
                 continue
-            response = await self._recall.search(
-                obs.payload.content,
-                # The observation's own memory may already be projected: it must not be a candidate,
-                # or it would take the top of every normalised voice and push real recalls down.
-                RecallFilters(workspace=obs.workspace, mind=obs.mind, exclude_ids=(memory_id_for(obs.id),)),
-                limit=PROPOSALS + 1,
-            )
+            try:
+                results = await self._recall_for(obs)
+            except UNAVAILABLE:
+                raise
+            except Exception as exc:  # one observation must not stop recall for all the others
+                reason = f"recall failed: {type(exc).__name__}: {exc}"
+                await dead_letter(self._nc.jetstream(), self._topology, "retrieve", msg, reason)
+                log.error("observation skipped", observation_id=obs.id, reason=reason)
+                continue
             subject = self._topology.recall_subject(obs.workspace, obs.mind)
             outgoing += [
-                Outgoing(subject, encode_event(p), p.id)
-                for p in self.proposals(obs, response.results, self._clock())
+                Outgoing(subject, encode_event(p), p.id) for p in self.proposals(obs, results, self._clock())
             ]
         if outgoing:
             await publish_batch(self._nc, self._nc.jetstream(), outgoing)
         for msg in msgs:
             await msg.ack()
         log.info("recalled", observations=len(msgs), proposals=len(outgoing))
+
+    async def _recall_for(self, obs: ObservationRecorded) -> list[SearchResult]:
+        response = await self._recall.search(
+            obs.payload.content,
+            # The observation's own memory may already be projected: it must not be a candidate,
+            # or it would take the top of every normalised voice and push real recalls down.
+            RecallFilters(workspace=obs.workspace, mind=obs.mind, exclude_ids=(memory_id_for(obs.id),)),
+            limit=PROPOSALS + 1,
+        )
+        return response.results
 
 
 async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:

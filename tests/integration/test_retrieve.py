@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
+import msgspec
 import pytest
 
 from noema.adapters.embedders import create_embedder
-from noema.adapters.postgres.recall import RecallStore
-from noema.client import publish_observation
+from noema.adapters.postgres.recall import RecallFilters, RecallStore
+from noema.client import InvalidObservation, build_observation, publish_observation
 from noema.domain.attention import memory_id_for
 from noema.domain.dynamics import decay_activation, reinforce_activation
 from noema.ids import new_id
-from noema.recall import Recall
+from noema.recall import Recall, SearchResponse
 from noema_attend.service import build as build_attend
-from noema_events import RecallProposed, decode_event
+from noema_events import RecallProposed, decode_event, encode_event
 from noema_projector.service import build as build_projector
 from noema_retrieve.service import MIN_SCORE, RetrieveHandler
 from noema_retrieve.service import build as build_retrieve
@@ -24,37 +26,39 @@ from tests.support import assert_eventually
 pytestmark = pytest.mark.integration
 
 
+async def remembered(h: Harness, text: str) -> str:
+    """Observe ``text`` (attend and the projector running); returns its memory's id once projected."""
+    observation = new_id()
+    await publish_observation(
+        h.js, text, workspace="acme", mind="ops", observation_id=observation, topology=h.topology
+    )
+    key = memory_id_for(observation)
+    await assert_eventually(lambda: h.pool.fetchval("SELECT count(*) FROM memories WHERE id = $1", key))
+    return key
+
+
+async def ask_and_await_reinforcement(h: Harness, key: str) -> None:
+    """Observe a question about the deploy key; returns once ``key`` was recalled and reinforced."""
+    await publish_observation(
+        h.js, "who rotates the deploy key this Friday?", workspace="acme", mind="ops", topology=h.topology
+    )
+
+    async def reinforced() -> bool:
+        return await h.pool.fetchval("SELECT recall_count FROM memories WHERE id = $1", key) == 1
+
+    await assert_eventually(reinforced, timeout=30)
+
+
 async def test_a_new_observation_recalls_and_reinforces_a_related_memory(harness: Harness) -> None:
     await harness.start(build_attend)
     await harness.start(build_projector)
-    first = new_id()
-    await publish_observation(
-        harness.js,
-        "the deploy key rotates on Fridays",
-        workspace="acme",
-        mind="ops",
-        observation_id=first,
-        topology=harness.topology,
-    )
-    key = memory_id_for(first)
-    await assert_eventually(lambda: harness.pool.fetchval("SELECT count(*) FROM memories WHERE id = $1", key))
+    key = await remembered(harness, "the deploy key rotates on Fridays")
     before = await harness.pool.fetchrow(
         "SELECT activation, activation_at, importance FROM memories WHERE id = $1", key
     )
 
     await harness.start(build_retrieve)
-    await publish_observation(
-        harness.js,
-        "who rotates the deploy key this Friday?",
-        workspace="acme",
-        mind="ops",
-        topology=harness.topology,
-    )
-
-    async def reinforced() -> bool:
-        return await harness.pool.fetchval("SELECT recall_count FROM memories WHERE id = $1", key) == 1
-
-    await assert_eventually(reinforced, timeout=30)
+    await ask_and_await_reinforcement(harness, key)
     after = await harness.pool.fetchrow("SELECT activation, activation_at FROM memories WHERE id = $1", key)
     days = (after["activation_at"] - before["activation_at"]).total_seconds() / 86400
     decayed = decay_activation(before["activation"], days, before["importance"])
@@ -109,5 +113,99 @@ async def test_the_observations_own_memory_neither_appears_nor_pushes_recalls_do
     proposed = decode_event((await proposals.next_msg(timeout=5)).data)
     assert isinstance(proposed, RecallProposed)
     assert proposed.payload.memory_id == memory_id_for(older)
+    assert proposed.payload.content == "the deploy key rotates on Fridays"  # what attention weighs
+    assert proposed.payload.query.startswith("who rotates the deploy key this Friday")
     assert proposed.payload.score >= MIN_SCORE
     assert proposed.payload.components["lexical_rank"] == 1  # the observation's own memory was no rival
+
+
+def blank_observation() -> tuple[str, bytes]:
+    """An observation of whitespace only, as a client that skips validation would publish it."""
+    raw = msgspec.json.decode(encode_event(build_observation("placeholder", workspace="acme", mind="ops")))
+    raw["payload"]["content"] = " \n\t "
+    return raw["id"], msgspec.json.encode(raw)
+
+
+async def test_a_blank_observation_is_dead_lettered_and_recall_goes_on_for_the_next(harness: Harness) -> None:
+    await harness.start(build_attend)
+    await harness.start(build_projector)
+    key = await remembered(harness, "the deploy key rotates on Fridays")
+    await harness.start(build_retrieve)  # (its teardown fails the test if the worker died)
+
+    blank_id, blank = blank_observation()
+    await harness.js.publish(
+        harness.topology.observation_subject("acme", "ops"), blank, headers={"Nats-Msg-Id": blank_id}
+    )
+    with pytest.raises(InvalidObservation, match="content"):
+        await publish_observation(harness.js, "   ", workspace="acme", mind="ops", topology=harness.topology)
+    await ask_and_await_reinforcement(harness, key)
+    dlq = await harness.js.pull_subscribe(
+        harness.topology.dead_letter_subject("attend"), stream=harness.topology.dead_letter_stream
+    )
+    [rejected] = await dlq.fetch(1, timeout=5)
+    assert rejected.data == blank
+    assert "payload.content" in (rejected.headers or {})["Noema-Error"]
+    assert await harness.pool.fetchval("SELECT count(*) FROM memories") == 2  # the blank one is no memory
+
+
+async def _all_acked(sub: Any) -> bool:
+    return bool((await sub.consumer_info()).num_ack_pending == 0)
+
+
+class RecallThatFailsFor(Recall):
+    """Recall that cannot answer one text. Once the catalog refuses blank observations, no real
+    observation is known to fail recall; this keeps the handler's guarantee tested all the same."""
+
+    def __init__(self, recall: Recall, text: str, error: Exception) -> None:
+        super().__init__(recall.store, recall.embedder)
+        self.text, self.error = text, error
+
+    async def search(self, query: str, filters: RecallFilters, **kwargs: Any) -> SearchResponse:
+        if query == self.text:
+            raise self.error
+        return await super().search(query, filters, **kwargs)
+
+
+async def test_one_observation_whose_recall_fails_is_dead_lettered_and_the_batch_still_acked(
+    harness: Harness,
+) -> None:
+    await harness.start(build_attend)
+    await harness.start(build_projector)
+    older = new_id()
+    texts = ("the deploy key rotates on Fridays", "this one breaks recall", "who rotates the deploy key?")
+    for text in texts:
+        await publish_observation(
+            harness.js,
+            text,
+            workspace="acme",
+            mind="ops",
+            observation_id=older if text == texts[0] else None,
+            topology=harness.topology,
+        )
+    await assert_eventually(
+        lambda: harness.pool.fetchval("SELECT count(*) = 3 FROM memories WHERE mind = 'ops'")
+    )
+    real = Recall(await RecallStore.open(harness.pool), None)
+    sub = await harness.js.pull_subscribe(
+        harness.topology.observations_only, durable=None, stream=harness.topology.observation_stream
+    )
+    first, *msgs = await sub.fetch(3, timeout=5)  # the memory to recall; the breaking one, the question
+    await first.ack()
+    proposals = await harness.js.subscribe(harness.topology.recall_subject("acme", "ops"))
+
+    unavailable = RecallThatFailsFor(real, texts[1], ConnectionRefusedError("database gone"))
+    with pytest.raises(ConnectionRefusedError):  # lost servers are no one observation's fault
+        await RetrieveHandler(harness.nc, unavailable, harness.topology)(msgs)
+
+    broken = RecallThatFailsFor(real, texts[1], RuntimeError("recall broke"))
+    await RetrieveHandler(harness.nc, broken, harness.topology)(msgs)
+    proposed = decode_event((await proposals.next_msg(timeout=5)).data)
+    assert isinstance(proposed, RecallProposed)
+    assert proposed.payload.memory_id == memory_id_for(older)
+    await assert_eventually(lambda: _all_acked(sub))
+    dlq = await harness.js.pull_subscribe(
+        harness.topology.dead_letter_subject("retrieve"), stream=harness.topology.dead_letter_stream
+    )
+    [skipped] = await dlq.fetch(1, timeout=5)
+    assert skipped.data == msgs[0].data
+    assert (skipped.headers or {})["Noema-Error"] == "recall failed: RuntimeError: recall broke"

@@ -6,7 +6,14 @@ from datetime import UTC, datetime
 
 from noema.client import build_observation
 from noema.domain.attention import AttentionConfig, decide_cycle, estimate_salience, memory_id_for
-from noema_events import AttentionDecided, MemoryCreated, WorkingMemoryUpdated
+from noema.domain.knowledge import WorkingMemory, WorkingMemoryEntry
+from noema_events import (
+    AttentionDecided,
+    MemoryCreated,
+    RecallProposed,
+    RecallProposedPayload,
+    WorkingMemoryUpdated,
+)
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -116,3 +123,51 @@ def test_admitted_episodes_of_a_session_are_chained_across_cycles() -> None:
     edges = [e.payload for e in events if isinstance(e, RelationshipAdded)]
     assert [(p.from_id, p.to_id) for p in edges] == [(ids[2], memory_id_for(later.id))]
     assert events.index(next(e for e in events if isinstance(e, RelationshipAdded))) == len(events) - 1
+
+
+def recall_proposal(query: str, content: str = "") -> RecallProposed:
+    return RecallProposed(
+        id="p1",
+        workspace="acme",
+        mind="ops",
+        occurred_at=NOW,
+        correlation_id="c1",
+        actor="retrieve",
+        payload=RecallProposedPayload(
+            memory_id="m-key", observation_id="o1", query=query, score=0.9, content=content
+        ),
+    )
+
+
+def holding(gist: str) -> dict[tuple[str, str], WorkingMemory]:
+    entry = WorkingMemoryEntry(memory_id="m-held", weight=1.0, entered_at=NOW, gist=gist)
+    return {("acme", "ops"): WorkingMemory().admit([entry], NOW)}
+
+
+def test_a_recalled_memory_is_weighed_and_held_by_its_own_content_not_the_question() -> None:
+    """Given the mind holds the vault procedure, a recall of the vault memory is relevant to it
+    though the question it answers shares none of its words; and the memory's content is its gist."""
+    memories = holding("vault credentials rotation procedure")
+    proposal = recall_proposal(
+        query="who is on call tonight?", content="the vault credentials rotate every Friday"
+    )
+    events = decide_cycle([proposal], NOW, AttentionConfig(threshold=0.0), memories=memories)
+    [decision] = events[0].payload.decisions  # type: ignore[attr-defined]
+    assert decision.components["context"] > 0
+    wm = next(e for e in events if isinstance(e, WorkingMemoryUpdated))
+    gists = {i.memory_id: i.gist for i in wm.payload.items}
+    assert gists["m-key"] == "the vault credentials rotate every Friday"
+
+
+def test_a_recall_recorded_without_the_memory_content_falls_back_to_its_question() -> None:
+    memories = holding("vault credentials rotation procedure")
+    events = decide_cycle(
+        [recall_proposal(query="where are the vault credentials?")],
+        NOW,
+        AttentionConfig(threshold=0.0),
+        memories=memories,
+    )
+    [decision] = events[0].payload.decisions  # type: ignore[attr-defined]
+    assert decision.components["context"] > 0
+    wm = next(e for e in events if isinstance(e, WorkingMemoryUpdated))
+    assert {i.memory_id: i.gist for i in wm.payload.items}["m-key"] == "where are the vault credentials?"

@@ -115,3 +115,17 @@ def test_the_envelope_reports_name_and_version() -> None:
     event = decode_event((GOLDEN_DIR / "fact.proposed.v1.json").read_bytes())
     assert isinstance(event, Event)
     assert (event.name, event.version) == ("fact.proposed", 1)
+
+
+@pytest.mark.parametrize("tag", ["observation.recorded.v1", "fact.proposed.v1"])
+def test_whitespace_only_content_is_refused_with_the_field_named(tag: str) -> None:
+    raw = msgspec.json.decode((GOLDEN_DIR / f"{tag}.json").read_bytes())
+    raw["payload"]["content"] = " \n\t "
+    with pytest.raises(EventDecodeError, match=r"payload\.content"):
+        decode_event(msgspec.json.encode(raw))
+
+
+def test_a_blank_memory_recorded_before_blank_content_was_refused_still_replays() -> None:
+    raw = msgspec.json.decode((GOLDEN_DIR / "memory.created.v1.json").read_bytes())
+    raw["payload"]["content"] = "   "
+    assert decode_event(msgspec.json.encode(raw)).payload.content == "   "  # type: ignore[attr-defined]

@@ -192,9 +192,16 @@ def _memory_created(obs: ObservationRecorded, scored: Scored, now: datetime) -> 
     )
 
 
+def _text(candidate: ObservationRecorded | RecallProposed) -> str:
+    """What the candidate says: an observation's content, a recalled memory's content (the text it
+    was recalled for only in proposals recorded before they carried the memory's)."""
+    if isinstance(candidate, RecallProposed):
+        return candidate.payload.content or candidate.payload.query
+    return candidate.payload.content
+
+
 def _gist(candidate: ObservationRecorded | RecallProposed) -> str:
-    text = candidate.payload.query if isinstance(candidate, RecallProposed) else candidate.payload.content
-    return text[:GIST_CHARS]
+    return _text(candidate)[:GIST_CHARS]
 
 
 def _working_memory_updated(
@@ -277,12 +284,11 @@ def decide_cycle(
             )
             novelty = 0.0 if key in seen else 1.0
             seen.add(key)
+            context = context_relevance(_text(obs), wm)
             if isinstance(obs, RecallProposed):
-                value, components = score_recall(
-                    obs, novelty, config, context_relevance(obs.payload.query, wm)
-                )
+                value, components = score_recall(obs, novelty, config, context)
             else:
-                value, components = score(obs, novelty, config, context_relevance(obs.payload.content, wm))
+                value, components = score(obs, novelty, config, context)
             reason = "duplicate within cycle" if novelty == 0.0 else ""
             scored.append(Scored(obs, value, components, reason))
 

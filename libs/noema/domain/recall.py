@@ -11,16 +11,28 @@ Hybrid score of a candidate (every term is returned as a component, and they sum
     prior_a   = 0.06 · activation
     prior_i   = 0.04 · importance
     prior_c   = 0.03 · credibility
-    repo      = 0.05 when the memory belongs to the current repository
-    relevance = Σ voice_v + priors + repo
+    relevance = Σ voice_v + priors
     mmr       = −0.5 · (max similarity)² to the results already chosen, where similarity is cosine
                 rescaled so the median pair of candidates is 0 and identical is 1 (embedding spaces put
                 unrelated texts at cosine 0.8), or token overlap (Jaccard) without vectors
     final     = relevance + mmr
 
+Placement, in every mode and profile (:func:`repo_first`): when a search names the current
+repository, the memories of that repository come first, each group in its own score order; the
+others still follow. The component ``repo_first`` (1 or 0) records the placement — it orders, it
+is not a term of ``final``. MMR honours it (:func:`mmr_select`), so diversity never pushes a
+repository memory behind another one.
+
 The plain weighted fusion (``profile="weighted"``) is SPEC §8's: text 0.40 (0.65 without vectors),
 vector 0.25, recency 0.10·exp(−age/30 days), activation 0.10, importance 0.10, credibility 0.05, with
-text and vector scores min-max normalised over the candidates.
+text and vector scores min-max normalised over the candidates; each term is a component.
+
+The other modes explain themselves the same way: ``semantic`` fuses the lexical and vector ranks
+by reciprocal rank fusion (:func:`fuse_reciprocal`: components ``lexical`` and ``semantic`` are each
+voice's ``1/(60 + rank)``), ``keyword`` and ``vector`` rank by one voice's own score
+(:func:`rank_by_voice`: BM25 or cosine). In every mode the score terms sum to ``final``; the other
+components are details (``*_rank``, ``*_score``, ``decay``, ``max_similarity``), the subtotal
+``relevance`` and the placement ``repo_first``.
 """
 
 from __future__ import annotations
@@ -42,16 +54,18 @@ __all__ = [
     "Scored",
     "classify_intent",
     "fuse_hybrid",
+    "fuse_reciprocal",
     "fuse_weighted",
     "mmr_select",
     "normalized",
+    "rank_by_voice",
     "ratio_to_best",
+    "repo_first",
 ]
 
 RRF_K = 60
 VOICES = ("lexical", "semantic", "temporal", "graph")
 PRIORS = {"activation": 0.06, "importance": 0.04, "credibility": 0.03}
-REPO_BOOST = 0.05
 MMR_PENALTY = 0.5
 MMR_POWER = 2.0
 DEFAULT_WEIGHTS: dict[str, float] = {"semantic": 0.37, "lexical": 0.36, "graph": 0.22, "temporal": 0.05}
@@ -151,7 +165,6 @@ def fuse_hybrid(
     candidates: Sequence[Candidate],
     now: datetime,
     weights: Mapping[str, float] = DEFAULT_WEIGHTS,
-    repo: str | None = None,
 ) -> list[Scored]:
     """Relevance of every candidate (before MMR), best first."""
     norms = {v: normalized(candidates, v) for v in ("semantic", "temporal")}
@@ -175,8 +188,6 @@ def fuse_hybrid(
             value = float(getattr(c, prior))
             comp[prior] = w * value
             relevance += w * value
-        comp["repo"] = REPO_BOOST if repo is not None and c.repo == repo else 0.0
-        relevance += comp["repo"]
         comp["relevance"] = relevance
         out.append(Scored(c, relevance, comp))
     out.sort(key=lambda s: (-s.relevance, s.candidate.id))
@@ -222,23 +233,31 @@ def mmr_select(
     penalty: float = MMR_PENALTY,
     pool: int = 50,
     power: float = MMR_POWER,
+    repo: str | None = None,
 ) -> list[Scored]:
-    """Greedy maximal marginal relevance over the best ``pool``: near-duplicates make room for others.
+    """Greedy maximal marginal relevance over the best ``pool`` (at least ``limit``): near-duplicates
+    make room for others.
 
     The penalty grows with the square of the similarity (``power``), so it falls on redundancy —
     restatements of a result already chosen — far more than on results that are merely about the
     same thing (several turns of one conversation can each hold part of an answer).
+
+    With ``repo``, that repository's memories are chosen first (see :func:`repo_first`) — from beyond
+    the pool too, since they rank first — and diversity applies within each group.
     """
-    items = list(scored[:pool])
+    head = list(scored[: max(pool, limit)])
+    items = head + [s for s in scored[len(head) :] if _in_repo(s.candidate, repo)]
     if not items:
         return []
     sims = _similarities(items)
     relevance = np.asarray([s.relevance for s in items])
+    ours = np.asarray([_in_repo(s.candidate, repo) for s in items], dtype=bool)
     max_sim = np.zeros(len(items))
     free = np.ones(len(items), dtype=bool)
     chosen: list[Scored] = []
     while free.any() and len(chosen) < limit:
-        value = np.where(free, relevance - penalty * np.maximum(max_sim, 0.0) ** power, -np.inf)
+        eligible = free & ours if (free & ours).any() else free
+        value = np.where(eligible, relevance - penalty * np.maximum(max_sim, 0.0) ** power, -np.inf)
         i = int(np.argmax(value))
         s = items[i]
         s.components["max_similarity"] = float(max_sim[i])
@@ -247,7 +266,58 @@ def mmr_select(
         chosen.append(s)
         free[i] = False
         max_sim = np.maximum(max_sim, sims[i])
-    return chosen
+    return repo_first(chosen, repo)
+
+
+def _in_repo(c: Candidate, repo: str | None) -> bool:
+    return repo is not None and c.repo == repo
+
+
+def repo_first(ranked: Sequence[Scored], repo: str | None) -> list[Scored]:
+    """The memories of the current repository first, then the others, each group in its given order.
+
+    Repository scope ranks without filtering: nothing is dropped. The placement is recorded in each
+    result as the component ``repo_first`` (1 or 0); it is not a term of ``final``, so within each
+    group the order is the score order and across groups the placement explains it.
+    """
+    for s in ranked:
+        s.components["repo_first"] = 1.0 if _in_repo(s.candidate, repo) else 0.0
+    return sorted(ranked, key=lambda s: -s.components["repo_first"])  # stable
+
+
+def fuse_reciprocal(candidates: Sequence[Candidate], voices: Sequence[str], k: int = RRF_K) -> list[Scored]:
+    """Reciprocal rank fusion, best first: each voice that found a candidate adds ``1 / (k + rank)``.
+
+    Each voice's share is its component (0 when it missed the candidate), so they sum to ``final``;
+    every voice's rank and own score are kept beside it.
+    """
+    out = []
+    for c in candidates:
+        comp: dict[str, float] = {}
+        for voice in voices:
+            rank = c.ranks.get(voice, 0)
+            comp[f"{voice}_rank"] = float(rank)
+            comp[f"{voice}_score"] = c.raw.get(voice, 0.0)
+            comp[voice] = 1.0 / (k + rank) if rank else 0.0
+        total = sum(comp[voice] for voice in voices)
+        comp.update(relevance=total, final=total)
+        out.append(Scored(c, total, comp))
+    out.sort(key=lambda s: (-s.relevance, s.candidate.id))
+    return out
+
+
+def rank_by_voice(candidates: Sequence[Candidate], voice: str) -> list[Scored]:
+    """One voice alone, in its own order: its score (BM25, cosine) is the component and ``final``."""
+    out = []
+    for c in candidates:
+        if voice not in c.ranks:
+            continue
+        raw = c.raw[voice]
+        comp = {f"{voice}_rank": float(c.ranks[voice]), f"{voice}_score": raw, voice: raw}
+        comp.update(relevance=raw, final=raw)
+        out.append(Scored(c, raw, comp))
+    out.sort(key=lambda s: s.candidate.ranks[voice])
+    return out
 
 
 def fuse_weighted(candidates: Sequence[Candidate], now: datetime, has_vectors: bool) -> list[Scored]:

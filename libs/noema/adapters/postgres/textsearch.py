@@ -1,11 +1,12 @@
 """Selective full-text queries: the query's words as lexemes, without the ones most memories share.
 
-An any-term query over a large store is slow when it contains a word that half the memories contain
-(PostgreSQL ranks every match), and such a word hardly helps ranking anyway — BM25 would give it
-almost no weight. PostgreSQL's own statistics (``pg_stats.most_common_elems`` of the tsvector,
-refreshed by ANALYZE/autovacuum) say which lexemes are that common; they are dropped from the query
-(the rarest is kept if every word is common). "Common" means in more than a fifth of the memories, or in
-more than 500 of them.
+An any-term query over a large store is slow when it contains a word that many memories contain
+(PostgreSQL ranks every match). PostgreSQL's own statistics (``pg_stats.most_common_elems`` of the
+tsvector, refreshed by ANALYZE/autovacuum) say which lexemes are that common; they are dropped from
+the query (the rarest is kept if every word is common). "Common" means in more than a fifth of the
+memories, or in more than 500 of them. This bounds the cost; it is not free: in a large store a word
+in 500 memories still has a real BM25 weight (about 5.3 of 100,000 memories, against about 11 for a
+unique word), which the text voice then gives up (see docs/recall.md, "Common words").
 
 Words are matched both stemmed (``english``, for the content) and as written (``simple``, for the
 participants' names, which are indexed unstemmed).
@@ -24,9 +25,10 @@ BROAD_CANDIDATES = 2000
 """A query of common words only ranks this many of its newest matches instead of all of them."""
 
 COMMON_FREQUENCY = 0.2
-"""A lexeme in more than this share of memories is left out of any-term queries (it cannot rank)."""
+"""A lexeme in more than this share of memories is left out of any-term queries (it weighs little)."""
 COMMON_ROWS = 500
-"""…and so is one in more than this many memories (ranking them all would cost more than it helps)."""
+"""…and so is one in more than this many memories (scoring all its matches would cost too much), though
+in a large store such a word still weighs in BM25."""
 
 
 class TermStats:

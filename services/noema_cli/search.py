@@ -1,0 +1,104 @@
+"""The parts of ``noemactl memory search`` beside the command itself: its filter options (unknown
+values are refused with exit code 2, as click refuses any bad option) and its result table."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from noema_events.vocabulary import EPISTEMIC_KINDS, MEMORY_KINDS, MEMORY_STATUSES
+
+from .common import clip
+
+__all__ = ["EXPLAINED", "Choices", "Instant", "results_table"]
+
+EXPLAINED = (
+    "lexical",
+    "semantic",
+    "graph",
+    "temporal",
+    "text",
+    "vector",
+    "recency",
+    "decay",
+    "activation",
+    "importance",
+    "credibility",
+    "mmr",
+)
+"""Components shown by ``--explain``, in this order, when the results carry them: the score terms of
+every mode and profile (hybrid voices and priors, the weighted profile's terms, RRF shares) and the
+decay factor. A voice's rank follows its value as ``#rank``."""
+
+_CHOICES = {"kind": MEMORY_KINDS, "epistemic-kind": EPISTEMIC_KINDS, "status": MEMORY_STATUSES}
+
+
+def _one_of(allowed: Sequence[str]) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        if value not in allowed:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(allowed)}")
+        return value
+
+    return parse
+
+
+def Choices(name: str, text: str) -> Any:
+    """A repeatable ``--<name>`` option limited to the vocabulary's values (listed in --help)."""
+    allowed = _CHOICES[name]
+    return typer.Option(
+        None, f"--{name}", help=f"{text} One of: {', '.join(allowed)}.", parser=_one_of(allowed)
+    )
+
+
+def _instant(value: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise typer.BadParameter(
+            f"{value!r} is not an ISO 8601 date or time (e.g. 2026-03-01 or 2026-03-01T09:30:00+01:00)"
+        ) from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def Instant(name: str, text: str) -> Any:
+    """A ``--<name>`` date/time option: ISO 8601, UTC unless it names a time zone."""
+    return typer.Option(
+        None, f"--{name}", help=f"{text} ISO 8601; UTC unless a zone is given.", parser=_instant
+    )
+
+
+def _cell(components: dict[str, float], name: str) -> str:
+    value = components.get(name)
+    if value is None:
+        return ""
+    rank = components.get(f"{name}_rank")
+    return f"{value + 0.0:.3f}" + (f" #{int(rank)}" if rank else "")  # (+ 0.0: no "-0.000")
+
+
+def results_table(results: Sequence[dict[str, Any]], explain: bool, repo: str | None) -> Table:
+    """One row per result; with ``explain``, a column per component the results carry (and, when a
+    repository was given, whether the result was placed first for it)."""
+    table = Table("id", "workspace/mind", "score", "content", "origin event")
+    shown = [c for c in EXPLAINED if any(c in r["components"] for r in results)] if explain else []
+    for c in shown:
+        table.add_column(c)
+    if explain and repo:
+        table.add_column("repo")
+    for r in results:
+        m = r["memory"]
+        row = [
+            r["id"][:8],
+            f"{m.get('workspace')}/{m.get('mind')}",
+            f"{r['score']:.3f}",
+            clip(r["content"], 60),
+            f"memory.created #{m.get('origin_seq')} ({str(m.get('origin_event', ''))[:8]})",
+        ]
+        row += [_cell(r["components"], c) for c in shown]
+        if explain and repo:
+            row.append("first" if r["components"].get("repo_first") else "")
+        table.add_row(*row)
+    return table

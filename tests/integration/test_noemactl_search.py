@@ -1,0 +1,105 @@
+"""`noemactl memory search` against real servers: every filter of recall, refused bad values, the
+explanation columns of each mode."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from datetime import timedelta
+
+import pytest
+
+from noema_projector.service import build as build_projector
+from tests.conftest import Harness
+from tests.integration.test_recall import NOW, given, memory, retract
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+async def noemactl(h: Harness, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOEMA_")}
+    env.update(h.settings.to_env(), NOEMA_EMBEDDER="none")
+    return await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "noema_cli.main", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+async def found(h: Harness, *args: str) -> set[str]:
+    result = await noemactl(h, "memory", "search", "deploy key", "-w", "acme", "--json", *args)
+    assert result.returncode == 0, result.stderr
+    return {r["id"] for r in json.loads(result.stdout)["results"]}
+
+
+async def test_search_filters_by_every_field_recall_knows_and_refuses_unknown_values(
+    harness: Harness,
+) -> None:
+    await harness.start(build_projector)
+    old, new, gone = await given(
+        harness,
+        memory("the deploy key rotates on Fridays", domain="ops", happened_at=NOW - timedelta(days=30)),
+        memory("the deploy key may leak through CI logs", epistemic_kind="hypothesis", domain="security"),
+        memory("the deploy key lives in the vault", repo="web", kind="procedural"),
+    )
+    await retract(harness, gone, "moved")
+    week_ago = (NOW - timedelta(days=7)).isoformat()
+
+    assert await found(harness) == {old, new}
+    assert await found(harness, "--epistemic-kind", "hypothesis") == {new}
+    assert await found(harness, "--domain", "ops") == {old}
+    assert await found(harness, "--since", week_ago) == {new}
+    assert await found(harness, "--until", week_ago) == {old}
+    assert await found(harness, "--status", "retracted") == {gone}
+    assert await found(harness, "--status", "retracted", "--kind", "procedural") == {gone}
+    assert await found(harness, "--status", "active", "--status", "retracted") == {old, new, gone}
+
+    for option, value in (
+        ("--kind", "bogus"),
+        ("--epistemic-kind", "rumour"),
+        ("--status", "deleted"),
+        ("--since", "last tuesday"),
+    ):
+        bad = await noemactl(harness, "memory", "search", "deploy key", option, value)
+        assert bad.returncode == 2, (option, bad.stderr)
+        assert f"Invalid value for '{option}'" in bad.stderr
+        assert repr(value) in bad.stderr
+        assert "Traceback" not in bad.stderr
+
+
+async def test_explain_shows_the_components_of_each_mode(harness: Harness) -> None:
+    await harness.start(build_projector)
+    await given(
+        harness,
+        memory("the deploy key rotates on Fridays", repo="api"),
+        memory("the deploy key is kept in the vault", repo="web"),
+    )
+
+    async def header_and_rows(*args: str) -> tuple[set[str], list[str]]:
+        """The table's column names and the first line of each of its rows (cells may wrap)."""
+        result = await noemactl(harness, "memory", "search", "deploy key", "-w", "acme", "--explain", *args)
+        assert result.returncode == 0, result.stderr
+        lines = result.stdout.splitlines()
+        body = next(i for i, line in enumerate(lines) if line.startswith("┡"))
+        header = {word for line in lines[:body] for word in line.replace("┃", " ").split()}
+        rows = [line for line in lines[body:] if line.startswith("│ ") and line[2:10].strip()]
+        return header, rows
+
+    header, rows = await header_and_rows("--mode", "keyword")
+    assert "lexical" in header
+    assert "semantic" not in header  # keyword mode has no vector voice
+    assert all("#1" in r or "#2" in r for r in rows), "each row shows its lexical value and rank"
+    header, _ = await header_and_rows("--mode", "semantic")
+    assert {"lexical", "semantic"} <= header
+    header, _ = await header_and_rows("--profile", "weighted")
+    assert {"text", "recency", "activation"} <= header
+    header, rows = await header_and_rows("--repo", "web")
+    assert {"lexical", "graph", "mmr", "repo"} <= header
+    assert "first" in rows[0]
+    assert "first" not in rows[1]
