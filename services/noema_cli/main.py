@@ -14,14 +14,13 @@ from datetime import datetime
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from noema.app import SearchOptions
 from noema.logging import configure_logging
 from noema.settings import Settings, SettingsError
 
 from . import api_cmd, commands, knowledge_cmd, mcp_cmd, operator_cmd, search
-from .common import DataDir, caller, clip, fail, out, print_json, progress_bar, run, run_app, state, use
+from .common import DataDir, caller, fail, out, print_json, progress_bar, run, run_app, state, use
 from .memory_cmd import register as register_memory_reads
 
 app = typer.Typer(
