@@ -109,10 +109,14 @@ async def ingest(
     await ensure_streams(js, topology)
     ids: dict[str, dict[str, str]] = {}
     messages = []
+    skipped = 0
     for name, conv in convs:
         ws = workspace_of(name)
         ids[name] = {}
         for dia_id, speaker, text, when, session in turns(conv):
+            if not text.strip() or dia_id in ids[name]:
+                skipped += 1  # nothing to remember, or a repeated turn id (stored once anyway)
+                continue
             obs = build_observation(
                 text,
                 workspace=ws,
@@ -129,12 +133,15 @@ async def ingest(
             messages.append(
                 Outgoing(topology.observation_subject(ws, "conversation"), encode_event(obs), obs.id)
             )
+    if skipped:
+        print(f"skipped {skipped} turns (blank text or repeated dia_id)", file=sys.stderr)
     await publish_batch(nc, js, messages)
     await nc.close()
     total = len(messages)
     pool = await create_pool(db_url, settings.db_schema, min_size=1, max_size=1)
     try:
-        start = time.monotonic()
+        start = progressed = time.monotonic()
+        last = (-1, -1)
         while True:
             memories = await pool.fetchval("SELECT count(*) FROM memories")
             vectors = await pool.fetchval("SELECT count(*) FROM memory_embeddings")
@@ -142,8 +149,13 @@ async def ingest(
                 print(f"ingested {memories}/{total} memories, {vectors}/{total} vectors", file=sys.stderr)
             if memories >= total and vectors >= total:
                 break
-            if time.monotonic() - start > 3600:
-                raise TimeoutError("ingestion did not finish within an hour")
+            if (memories, vectors) != last:
+                last, progressed = (memories, vectors), time.monotonic()
+            elif time.monotonic() - progressed > 300:
+                raise TimeoutError(
+                    f"ingestion stalled at {memories}/{total} memories, {vectors}/{total} vectors "
+                    "(no progress for 5 minutes; see the dead-letter stream for refused turns)"
+                )
             await asyncio.sleep(1)
     finally:
         await pool.close()
