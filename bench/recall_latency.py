@@ -7,8 +7,10 @@ Builds one workspace of N memories (default 100,000; a fifth of them facts; word
 vectors (random unit vectors: the vector index does the same work as with real ones) and N
 relationships, written straight into the read model with COPY (this measures reads, not ingest),
 builds the model's HNSW index, VACUUM ANALYZEs (the steady state autovacuum keeps), then times Q
-queries (default 300) per mode after a warm-up, with the
+queries (default 300; lookups, "when…", "why…" and quoted phrases alike) per mode after a warm-up,
+with the
 query vector given — the query embedding is timed separately with the real offline embedder.
+The preamble is timed over 60 policies (40 active) and 200 agents' notes.
 Prints JSON {"keyword"|"semantic"|"hybrid": {"p50_ms", "p99_ms"}, "preamble": {...},
 "query_embedding": {...}}.
 """
@@ -229,6 +231,46 @@ async def build(db_url: str, schema: str, n: int) -> dict[str, float]:
             "created_at",
         ),
     )
+    # What a dispatch preamble reads besides facts: a workspace's policies (some superseded) and the
+    # agent's notes, among other agents' notes.
+    policies = [
+        (
+            str(uuid.UUID(int=rng.getrandbits(128))),
+            "bench",
+            f"domain{i % 8}",
+            _sentence(rng, rng.randint(8, 20)),
+            i % 3 != 0,
+            "bench-operator",
+            now,
+            now,
+            f"policy-event-{i}",
+            n + i,
+        )
+        for i in range(60)
+    ]
+    await conn.copy_records_to_table(
+        "policies",
+        records=policies,
+        columns=(
+            "id",
+            "workspace",
+            "domain",
+            "rule",
+            "active",
+            "proposed_by",
+            "created_at",
+            "updated_at",
+            "origin_event",
+            "origin_seq",
+        ),
+    )
+    notes = [
+        ("bench", "agent" if i == 0 else f"agent{i}", _sentence(rng, 150), now, f"notes-event-{i}")
+        for i in range(200)
+    ]
+    await conn.copy_records_to_table(
+        "agent_notes", records=notes, columns=("workspace", "agent", "notes", "updated_at", "origin_event")
+    )
     timings["load_s"] = time.perf_counter() - t
     t = time.perf_counter()
     await conn.execute("SET maintenance_work_mem = '1GB'")
@@ -259,7 +301,9 @@ async def run(n: int, queries: int) -> dict[str, Any]:
             stats = store.term_stats
             recall = Recall(store, _Named())  # type: ignore[arg-type]
             rng, nrng = random.Random(11), np.random.default_rng(11)
-            mix = [_sentence(rng, rng.randint(2, 5)) for _ in range(queries)]
+            # Every intent the classifier knows: plain lookups, "when…", "why…" and quoted phrases.
+            shapes = ("{}", "when did {}", "why {}", '"{}"')
+            mix = [shapes[i % 4].format(_sentence(rng, rng.randint(2, 5))) for i in range(queries)]
             vectors = _unit(nrng, queries)
             f = RecallFilters(workspace="bench")
             out: dict[str, Any] = {
