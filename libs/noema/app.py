@@ -29,7 +29,7 @@ from .client import build_observation
 from .knowledge import Knowledge
 from .operations import InvalidQuery, OperationError
 from .preamble import Preamble, build_preamble
-from .reads import audit, list_memories, memory_detail, timeline
+from .reads import audit, list_memories, memory_detail, resolve_memory, timeline
 from .recall import Recall, SearchResponse
 from .settings import Settings
 from .topology import Topology
@@ -195,10 +195,14 @@ class Noema:
         """Operators: a workspace's memories in the order things happened."""
         return await timeline(self.pool, query)
 
-    async def memory(self, id_or_prefix: str) -> MemoryDetail:
-        """Operators: one memory with provenance, relationships, vectors and the events citing it
-        (:class:`~noema.operations.NotFound` when there is none)."""
-        return await memory_detail(self.pool, id_or_prefix)
+    async def memory(self, id_or_prefix: str, workspace: str | None = None) -> MemoryDetail:
+        """Operators: one memory (in ``workspace`` when given) with provenance, relationships,
+        vectors and the events citing it (:class:`~noema.operations.NotFound` when there is none)."""
+        return await memory_detail(self.pool, id_or_prefix, workspace)
+
+    async def resolve_memory(self, id_or_prefix: str, workspace: str | None = None) -> str:
+        """The full id a memory id or unique prefix names (in ``workspace`` when given)."""
+        return await resolve_memory(self.pool, id_or_prefix, workspace)
 
     async def audit(self, query: AuditQuery) -> AuditPage:
         """Operators: the audit log, newest first (an unknown event type is an InvalidQuery)."""

@@ -34,7 +34,15 @@ from .views import (
     TimelineQuery,
 )
 
-__all__ = ["CITING_LIMIT", "audit", "event_types", "list_memories", "memory_detail", "timeline"]
+__all__ = [
+    "CITING_LIMIT",
+    "audit",
+    "event_types",
+    "list_memories",
+    "memory_detail",
+    "resolve_memory",
+    "timeline",
+]
 
 EVENT_FIELDS = (
     "seq, id, type, workspace, mind, occurred_at, causation_id, correlation_id, actor, subject, "
@@ -125,18 +133,39 @@ def _source_observations(observation_ids: list[str], cited: list[EventRecord]) -
     return [SourceObservation(id=oid, decision=decisions.get(oid)) for oid in observation_ids]
 
 
-async def memory_detail(pool: asyncpg.Pool, id_or_prefix: str) -> MemoryDetail:
-    """One memory (by id or a unique prefix of at least 6 characters) with its origin event, source
-    observations and the attention decisions about them, relationships, vectors and citing events.
+def _unknown(id_or_prefix: str) -> NotFound:
+    short = len(id_or_prefix) < 6 and re.fullmatch(r"[0-9a-fA-F-]+", id_or_prefix)
+    return NotFound(f"no memory {id_or_prefix}" + (" (give at least 6 characters of an id)" if short else ""))
+
+
+async def resolve_memory(pool: asyncpg.Pool, id_or_prefix: str, workspace: str | None = None) -> str:
+    """The full id of the memory ``id_or_prefix`` names (a unique prefix of at least 6 characters
+    will do), looked for in ``workspace`` when given; every surface's writes resolve ids here.
 
     Raises :class:`NotFound`, or :class:`InvalidQuery` when a prefix matches several memories.
     """
     try:
-        found = await MemoryQueries(pool).get(id_or_prefix)
+        found = await MemoryQueries(pool).resolve(id_or_prefix, workspace)
     except LookupError as exc:
         raise InvalidQuery(str(exc)) from None
     if found is None:
-        raise NotFound(f"no memory {id_or_prefix}")
+        raise _unknown(id_or_prefix)
+    return found
+
+
+async def memory_detail(pool: asyncpg.Pool, id_or_prefix: str, workspace: str | None = None) -> MemoryDetail:
+    """One memory (by id or a unique prefix of at least 6 characters; in ``workspace`` when given)
+    with its origin event, source observations and the attention decisions about them,
+    relationships, vectors and citing events.
+
+    Raises :class:`NotFound`, or :class:`InvalidQuery` when a prefix matches several memories.
+    """
+    try:
+        found = await MemoryQueries(pool).get(id_or_prefix, workspace)
+    except LookupError as exc:
+        raise InvalidQuery(str(exc)) from None
+    if found is None:
+        raise _unknown(id_or_prefix)
     memory = msgspec.convert(found, Memory)
     cited = await _citing_events(pool, memory.id, memory.workspace)
     return MemoryDetail(

@@ -15,9 +15,8 @@ import typer
 
 from noema import operator
 from noema.adapters.jetstream import EventPublisher
-from noema.adapters.postgres import MemoryQueries
 from noema.app import Noema
-from noema.operations import InvalidQuery, NotFound
+from noema.operations import InvalidQuery
 from noema.views import AuditQuery, parse
 
 from .common import DataDir, JsonOption, fail, operator_name, out, print_json, run_app, use
@@ -27,16 +26,6 @@ from .render import event_table, print_page
 __all__ = ["register"]
 
 Operation = Callable[..., Awaitable[operator.OperatorReceipt]]
-
-
-async def _resolve(app: Noema, memory_id: str) -> str:
-    try:
-        full = await MemoryQueries(app.pool).resolve(memory_id)
-    except LookupError as exc:
-        raise NotFound(str(exc)) from None
-    if full is None:
-        raise NotFound(f"no memory {memory_id}")
-    return full
 
 
 def _report(receipt: operator.OperatorReceipt, what: str, as_json: bool) -> None:
@@ -63,7 +52,7 @@ def _status_command(op: Operation, verb: str, done: str) -> Callable[..., None]:
         use(data_dir)
 
         async def work(app: Noema) -> operator.OperatorReceipt:
-            full = await _resolve(app, memory_id)
+            full = await app.resolve_memory(memory_id)
             publisher = EventPublisher(app.nc, app.topology)
             return await op(
                 app.pool,
@@ -98,7 +87,7 @@ def correct(
     use(data_dir)
 
     async def work(app: Noema) -> operator.OperatorReceipt:
-        full = await _resolve(app, memory_id)
+        full = await app.resolve_memory(memory_id)
         return await operator.correct(
             app.pool,
             EventPublisher(app.nc, app.topology),

@@ -87,3 +87,16 @@ def test_tokens_may_be_given_as_digests_and_bad_files_are_explained(tmp_path: Pa
         load_tokens(tmp_path / "missing.json")
     with pytest.raises(TokensError, match="exactly one"):
         Tokens([TokenEntry(name="neither")])
+
+
+async def test_writes_take_the_short_ids_tables_print_within_the_tokens_workspace(api: ApiHarness) -> None:
+    ours, theirs = await api.given(memory("ours"), memory("theirs", workspace="globex"))
+    res = await api.acme.post(f"/v1/memories/{ours[:8]}/archive", json={"reason": "old"})
+    assert res.status_code == 202, res.text
+    assert res.json()["memory_id"] == ours
+    assert (await api.acme.get(f"/v1/memories/{ours[:8]}")).json()["memory"]["id"] == ours
+    # Another workspace's memory is refused by prefix as by id, and a too-short prefix says so.
+    assert (await api.acme.post(f"/v1/memories/{theirs[:8]}/retract", json={"reason": "r"})).status_code == 403
+    short = await api.acme.post(f"/v1/memories/{ours[:4]}/restore", json={"reason": "r"})
+    assert short.status_code == 404
+    assert "at least 6 characters" in short.json()["error"]

@@ -11,7 +11,7 @@ import msgspec
 from noema.access import Caller
 from noema.app import SearchOptions
 
-from ..endpoint import Endpoint, Req
+from ..endpoint import Endpoint, Req, scoped_memory_id
 from ..models import (
     ListQuery,
     MemoryDetail,
@@ -68,9 +68,7 @@ async def timeline_(req: Req[TimelineQuery, None]) -> MemoryPage:
 
 async def detail(req: Req[None, None]) -> MemoryDetail:
     """One memory (by id or a unique prefix of it) with provenance, edges and citing events."""
-    found = await req.api.app.memory(req.path["memory_id"])
-    req.principal.check(found.memory.workspace)
-    return found
+    return await req.api.app.memory(await scoped_memory_id(req))
 
 
 _READ_ERRORS = (400,)

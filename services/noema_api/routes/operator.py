@@ -11,8 +11,7 @@ from collections.abc import Awaitable, Callable
 from noema import operator
 from noema.adapters.jetstream import EventPublisher
 
-from ..endpoint import Endpoint, Req
-from ..errors import ApiError
+from ..endpoint import Endpoint, Req, scoped_memory_id
 from ..models import CorrectBody, KnowledgeBody, OperatorResult, ReasonBody
 
 __all__ = ["ENDPOINTS"]
@@ -32,12 +31,7 @@ def _result(receipt: operator.OperatorReceipt) -> OperatorResult:
 async def _authorized_target(
     req: Req[None, ReasonBody] | Req[None, CorrectBody],
 ) -> tuple[str, EventPublisher]:
-    memory_id = req.path["memory_id"]
-    workspace = await req.api.pool.fetchval("SELECT workspace FROM memories WHERE id = $1", memory_id)
-    if workspace is None:
-        raise ApiError(404, f"no memory {memory_id}")
-    req.principal.check(workspace)
-    return memory_id, req.api.bus()
+    return await scoped_memory_id(req), req.api.bus()
 
 
 def _status_change(op: StatusOperation) -> Callable[[Req[None, ReasonBody]], Awaitable[OperatorResult]]:

@@ -23,25 +23,34 @@ class MemoryQueries:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def resolve(self, id_or_prefix: str) -> str | None:
-        """The full id of a memory given its id or a unique prefix (at least 6 characters).
+    async def resolve(self, id_or_prefix: str, workspace: str | None = None) -> str | None:
+        """The full id of a memory given its id or a unique prefix (at least 6 characters), looked
+        for in ``workspace`` only when given (so a scoped caller learns nothing of other workspaces).
 
         Raises ``LookupError`` when a prefix matches several memories.
         """
-        if await self._pool.fetchval("SELECT 1 FROM memories WHERE id = $1", id_or_prefix):
+        if await self._pool.fetchval(
+            "SELECT 1 FROM memories WHERE id = $1 AND ($2::text IS NULL OR workspace = $2)",
+            id_or_prefix,
+            workspace,
+        ):
             return id_or_prefix
         if len(id_or_prefix) < 6 or not re.fullmatch(r"[0-9a-fA-F-]+", id_or_prefix):
             return None
         rows = await self._pool.fetch(
-            "SELECT id FROM memories WHERE id LIKE $1 || '%' ORDER BY id LIMIT 2", id_or_prefix.lower()
+            "SELECT id FROM memories WHERE id LIKE $1 || '%' AND ($2::text IS NULL OR workspace = $2) "
+            "ORDER BY id LIMIT 2",
+            id_or_prefix.lower(),
+            workspace,
         )
         if len(rows) > 1:
             raise LookupError(f"{id_or_prefix} matches several memories; give more of the id")
         return rows[0]["id"] if rows else None
 
-    async def get(self, memory_id: str) -> dict[str, Any] | None:
-        """One memory (by id or unique prefix) with provenance, relationships and vectors."""
-        full_id = await self.resolve(memory_id)
+    async def get(self, memory_id: str, workspace: str | None = None) -> dict[str, Any] | None:
+        """One memory (by id or unique prefix, in ``workspace`` when given) with provenance,
+        relationships and vectors."""
+        full_id = await self.resolve(memory_id, workspace)
         if full_id is None:
             return None
         row = await self._pool.fetchrow(f"SELECT {MEMORY_FIELDS} FROM memories WHERE id = $1", full_id)
