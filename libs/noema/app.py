@@ -17,17 +17,20 @@ from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
+import msgspec
 from nats.aio.client import Client as NATS
 
-from noema_events import encode_event
+from noema_events import Event, encode_event
 
 from .access import AccessControl, Caller, InsufficientMemoryPermission
 from .adapters.embedders import Embedder, create_embedder
 from .adapters.jetstream import EventPublisher, connect
 from .adapters.postgres.recall import RecallFilters, RecallStore
 from .client import build_observation
+from .domain.knowledge import DomainRef
 from .knowledge import Knowledge
 from .operations import InvalidQuery, OperationError
+from .operator import KnowledgeEntry, OperatorReceipt, create_memory
 from .preamble import Preamble, build_preamble
 from .reads import audit, list_memories, memory_detail, resolve_memory, timeline
 from .recall import Recall, SearchResponse
@@ -199,6 +202,27 @@ class Noema:
         """Operators: one memory (in ``workspace`` when given) with provenance, relationships,
         vectors and the events citing it (:class:`~noema.operations.NotFound` when there is none)."""
         return await memory_detail(self.pool, id_or_prefix, workspace)
+
+    async def enter_knowledge(self, operator: str, entry: KnowledgeEntry, reason: str) -> OperatorReceipt:
+        """Operators: enter a memory on the operator channel, its domain created on first use (as a
+        fact's is) and stored in its canonical form (:class:`OperationError` for a bad name)."""
+        caller = Caller(entry.workspace, operator, "operator", operator=True)
+        domain_events: list[Event] = []
+        if entry.domain is not None:
+            try:
+                ref = DomainRef.parse(entry.domain, entry.repo)
+            except ValueError as exc:
+                raise OperationError(str(exc)) from None
+            domain_events = await self.knowledge.domain_events(caller, ref)
+            entry = msgspec.structs.replace(entry, domain=ref.key, repo=ref.repo)
+        return await create_memory(
+            self.publisher,
+            entry,
+            actor=caller.actor,
+            reason=reason,
+            now=self.clock(),
+            domain_events=domain_events,
+        )
 
     async def resolve_memory(self, id_or_prefix: str, workspace: str | None = None) -> str:
         """The full id a memory id or unique prefix names (in ``workspace`` when given)."""

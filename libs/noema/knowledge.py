@@ -298,7 +298,7 @@ class Knowledge:
     async def _require(self, caller: Caller, domain: str, needed: str, what: str) -> None:
         await self.access_control.require(caller, domain, needed, what)
 
-    async def _domain_events(self, caller: Caller, ref: DomainRef) -> list[Event]:
+    async def domain_events(self, caller: Caller, ref: DomainRef) -> list[Event]:
         """``domain.created`` on first use; in compatible mode it seeds write for every role."""
         exists = await self.pool.fetchval(
             "SELECT 1 FROM domains WHERE workspace = $1 AND domain = $2", caller.workspace, ref.key
@@ -363,7 +363,7 @@ class Knowledge:
             ref.key,
         )
         event_id = new_id()
-        events = await self._domain_events(operator, ref)
+        events = await self.domain_events(operator, ref)
         events.append(
             GrantChanged(
                 id=event_id,
@@ -506,7 +506,7 @@ class Knowledge:
                     )
                     return FactOutcome("mentioned", row["id"], ref.key, topic)
         memory_id = new_id()
-        events = await self._domain_events(caller, ref)
+        events = await self.domain_events(caller, ref)
         events.append(
             FactProposed(
                 id=derive_id("fact.proposed", memory_id),
@@ -676,7 +676,7 @@ class Knowledge:
         if not rule:
             raise OperationError("rule must not be empty")
         ref = self._ref(domain, repo)
-        events = await self._domain_events(caller, ref)
+        events = await self.domain_events(caller, ref)
         if not events:
             await self._require(caller, ref.key, "write", "proposing a policy")
         elif await self.access_mode(caller.workspace) == "strict" and not caller.operator:

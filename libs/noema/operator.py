@@ -268,9 +268,19 @@ async def correct(
 
 
 async def create_memory(
-    publisher: EventPublisher, entry: KnowledgeEntry, *, actor: str, reason: str, now: datetime
+    publisher: EventPublisher,
+    entry: KnowledgeEntry,
+    *,
+    actor: str,
+    reason: str,
+    now: datetime,
+    domain_events: Sequence[Event] = (),
 ) -> OperatorReceipt:
-    """Enter knowledge as an operator: a memory on the operator channel, and the action that made it."""
+    """Enter knowledge as an operator: a memory on the operator channel, and the action that made it.
+
+    The entry's domain must already be in its stored form (:meth:`noema.app.Noema.enter_knowledge`
+    parses it and passes the ``domain.created`` events of a first use as ``domain_events``).
+    """
     reason = _reason(reason)
     memory_id = new_id()
     target = {"id": memory_id, "workspace": entry.workspace, "mind": entry.mind}
@@ -296,4 +306,4 @@ async def create_memory(
             valid_until=entry.valid_until,
         ),
     )
-    return await _publish(publisher, [action, created], memory_id)
+    return await _publish(publisher, [action, *domain_events, created], memory_id)

@@ -153,9 +153,7 @@ def add(
         fail(str(exc), 2)
 
     async def work(app: Noema) -> operator.OperatorReceipt:
-        return await operator.create_memory(
-            app.publisher, entry, actor=f"operator:{operator_name()}", reason=reason, now=app.clock()
-        )
+        return await app.enter_knowledge(operator_name(), entry, reason)
 
     receipt = run_app(work)
     _report(receipt, f"memory {receipt.memory_id} entered", as_json)

@@ -168,6 +168,20 @@ async def test_operator_entry_creates_a_memory_on_the_operator_channel(api: ApiH
     )
 
 
+async def test_an_operator_entrys_domain_is_checked_and_created_on_first_use(api: ApiHarness) -> None:
+    entry = {"workspace": "acme", "content": "billing runs nightly", "reason": "runbook"}
+    bad = await api.admin.post("/v1/memories", json={**entry, "domain": "Bad Domain!"})
+    assert bad.status_code == 422
+    assert "domain name" in bad.json()["error"]
+    res = await api.admin.post("/v1/memories", json={**entry, "domain": "Billing", "repo": "web"})
+    assert res.status_code == 202, res.text
+    await api.caught_up()
+    stored = (await api.admin.get(f"/v1/memories/{res.json()['memory_id']}")).json()["memory"]
+    assert (stored["domain"], stored["repo"]) == ("repo:web/billing", "web")
+    domains = (await api.admin.get("/v1/domains", params={"workspace": "acme"})).json()["items"]
+    assert "repo:web/billing" in {d["domain"] for d in domains}
+
+
 async def test_correct_supersedes_the_memory_with_the_corrected_content(api: ApiHarness) -> None:
     [old] = await api.given(memory("the deploy key rotates on Fridays"))
     res = await api.admin.post(

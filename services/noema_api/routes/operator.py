@@ -68,14 +68,8 @@ async def correct(req: Req[None, CorrectBody]) -> OperatorResult:
 async def create(req: Req[None, KnowledgeBody]) -> OperatorResult:
     """Enter a memory as an operator."""
     req.principal.check(req.body.workspace)
-    receipt = await operator.create_memory(
-        req.api.bus(),
-        req.body,
-        actor=f"operator:{req.principal.name}",
-        reason=req.body.reason,
-        now=req.api.clock(),
-    )
-    return _result(receipt)
+    req.api.bus()  # 503 while NATS is not connected
+    return _result(await req.api.app.enter_knowledge(req.principal.name, req.body, req.body.reason))
 
 
 _WRITE_ERRORS = (400, 404, 409, 422, 503)
