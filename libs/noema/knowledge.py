@@ -616,15 +616,18 @@ class Knowledge:
         include_inactive: bool = False,
         limit: int = 100,
     ) -> list[dict[str, Any]]:
-        """Facts (semantic memories) the caller may read; the current repo's first."""
+        """Facts (semantic memories) the caller may read, the current repo's first: the active,
+        unexpired ones, or every one with ``include_inactive``."""
         key = self._ref(domain, repo).key if domain else None
         readable = await self.readable_domains(caller)
         rows = await self.pool.fetch(
             """SELECT id, mind AS agent, domain, topic, content, epistemic_kind, veracity, confidence,
-                      mention_count, status, superseded_by, repo, memory_type, created_at, updated_at
+                      mention_count, status, superseded_by, repo, memory_type, valid_until, created_at,
+                      updated_at
                FROM memories WHERE workspace = $1 AND kind = 'semantic' AND tier = 'long'
                  AND ($2::text IS NULL OR domain = $2) AND ($3::text IS NULL OR topic = $3)
-                 AND ($4 OR status = 'active') AND ($5::text[] IS NULL OR domain = ANY($5::text[]))
+                 AND ($4 OR (status = 'active' AND (valid_until IS NULL OR valid_until > $8)))
+                 AND ($5::text[] IS NULL OR domain = ANY($5::text[]))
                ORDER BY (repo IS NOT DISTINCT FROM $6) DESC, domain, topic, origin_seq DESC
                LIMIT $7""",
             caller.workspace,
@@ -634,6 +637,7 @@ class Knowledge:
             readable,
             repo.strip().lower() if repo else None,
             limit,
+            self._clock(),
         )
         return [dict(r) for r in rows]
 

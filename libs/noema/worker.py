@@ -38,13 +38,13 @@ class PullWorker:
 
     async def run(self) -> None:
         """Loop until :meth:`shutdown`; the batch in hand is finished before returning."""
-        self.log.info("worker started", batch=self._batch)
+        self.log.info("worker started", worker=self.name, batch=self._batch)
         while not self._stopping.is_set():
             msgs = await self._puller.fetch(timeout=1.0)
             if msgs:
                 await self._handler(msgs)
         await self._puller.stop()
-        self.log.info("worker stopped")
+        self.log.info("worker stopped", worker=self.name)
 
     def shutdown(self) -> None:
         """Stop fetching; the current batch completes (drain), then :meth:`run` returns."""

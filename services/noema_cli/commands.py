@@ -37,8 +37,9 @@ class CommandError(RuntimeError):
     """A command failed for a reason worth telling the user as is."""
 
 
-async def publish(settings: Settings, obs: ObservationRecorded) -> int:
-    """Publish a validated observation; returns its stream sequence."""
+async def publish(settings: Settings, obs: ObservationRecorded) -> tuple[int, bool]:
+    """Publish a validated observation; returns its stream sequence and whether the stream already
+    held an observation of this id (within the duplicate window; it is then not stored again)."""
     assert settings.nats_url
     topology = Topology(settings.prefix)
     nc = await connect(settings.nats_url, name="noemactl")
@@ -48,7 +49,7 @@ async def publish(settings: Settings, obs: ObservationRecorded) -> int:
             encode_event(obs),
             headers={"Nats-Msg-Id": obs.id},
         )
-        return int(ack.seq)
+        return int(ack.seq), bool(ack.duplicate)
     finally:
         await nc.close()
 

@@ -149,10 +149,14 @@ def fact_supersede(
 @fact_app.command("list")
 def fact_list(
     workspace: str = Workspace(),
-    domain: str | None = typer.Option(None, "--domain", "-d"),
-    topic: str | None = typer.Option(None, "--topic", "-t"),
+    domain: str | None = typer.Option(
+        None, "--domain", "-d", help="Only this domain (name or repo:<slug>/name)."
+    ),
+    topic: str | None = typer.Option(None, "--topic", "-t", help="Only this topic."),
     repo: str | None = Repo(),
-    include_inactive: bool = typer.Option(False, "--all", help="Also superseded, retracted, archived."),
+    include_inactive: bool = typer.Option(
+        False, "--all", help="Also expired, superseded, retracted and archived facts."
+    ),
     agent: str | None = Agent(),
     role: str | None = Role(),
     limit: int = typer.Option(100, min=1, max=1000),
@@ -174,7 +178,7 @@ def fact_list(
         print_json(rows)
         return
     columns = ["id", "domain", "topic", "content", "agent", "veracity", "confidence", "mention_count"]
-    _show(rows, [*columns, "status"], "no facts")
+    _show(rows, [*columns, "status", "valid_until"], "no facts")
 
 
 # --- policies -----------------------------------------------------------------------------------
@@ -184,7 +188,7 @@ def fact_list(
 def policy_propose(
     rule: str = typer.Argument(..., help="The rule."),
     workspace: str = Workspace(),
-    domain: str = typer.Option(..., "--domain", "-d"),
+    domain: str = typer.Option(..., "--domain", "-d", help="The domain (name, or repo:<slug>/name)."),
     repo: str | None = Repo(),
     required_role: str | None = typer.Option(None, help="Advisory: the role the rule is meant for."),
     agent: str | None = Agent(),
@@ -370,7 +374,9 @@ def domains(
 
 def conflicts(
     workspace: str = Workspace(),
-    domain: str | None = typer.Option(None, "--domain", "-d"),
+    domain: str | None = typer.Option(
+        None, "--domain", "-d", help="Only this domain (name or repo:<slug>/name)."
+    ),
     agent: str | None = Agent(),
     role: str | None = Role(),
     data_dir: Path | None = DataDir(),
@@ -437,7 +443,9 @@ def notes_set(
 @wm_app.command("show")
 def wm_show(
     workspace: str = Workspace(),
-    mind: str = typer.Option(..., "--mind", "-m"),
+    mind: str = typer.Option(
+        ..., "--mind", "-m", help="The mind (an agent's or a service's stream of experience)."
+    ),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
@@ -465,7 +473,7 @@ def remember(
     agent: str = typer.Option(..., "--agent", "-a"),
     session: str = typer.Option(..., "--session", "-s"),
     domain: str | None = typer.Option(None, "--domain", "-d", help="Where it belongs if promoted."),
-    topic: str | None = typer.Option(None, "--topic", "-t"),
+    topic: str | None = typer.Option(None, "--topic", "-t", help="Only this topic."),
     importance: float | None = typer.Option(None, min=0.0, max=1.0, help="At 0.6 or more, promoted."),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
@@ -489,7 +497,9 @@ def remember(
 
 def consolidate(
     workspace: str = Workspace(),
-    domain: str | None = typer.Option(None, "--domain", "-d"),
+    domain: str | None = typer.Option(
+        None, "--domain", "-d", help="Only this domain (name or repo:<slug>/name)."
+    ),
     stale_after_hours: float = typer.Option(24.0, min=0.0, help="Archive hot-tier items older than this."),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
@@ -514,7 +524,9 @@ def consolidate(
 
 def harmonize(
     workspace: str = Workspace(),
-    domain: str | None = typer.Option(None, "--domain", "-d"),
+    domain: str | None = typer.Option(
+        None, "--domain", "-d", help="Only this domain (name or repo:<slug>/name)."
+    ),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:

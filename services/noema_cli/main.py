@@ -1,8 +1,8 @@
-"""``noemactl`` — operate Noema: start it, feed it observations, inspect and replay its memory.
+"""noemactl — operate Noema: start it, feed it observations, inspect and replay its memory.
 
-Every command finds the running instance from the same data folder / settings as ``up``
-(``--data-dir`` or ``NOEMA_DATA_DIR``, default ``./var``; or ``NOEMA_NATS_URL`` and
-``NOEMA_DATABASE_URL`` for external servers).
+Every command finds the running instance from the same data folder / settings as `up`
+(--data-dir or NOEMA_DATA_DIR, default ./var; or NOEMA_NATS_URL and NOEMA_DATABASE_URL for
+external servers).
 """
 
 from __future__ import annotations
@@ -104,9 +104,14 @@ def observe(
     except InvalidObservation as exc:
         fail(f"invalid observation: {exc}", 2)
         return
-    seq = run(lambda s: commands.publish(s, obs))
+    seq, duplicate = run(lambda s: commands.publish(s, obs))
     if as_json:
-        print_json({"observation_id": obs.id, "seq": seq})
+        print_json({"observation_id": obs.id, "seq": seq, "duplicate": duplicate})
+    elif duplicate:
+        out.print(
+            f"observation {obs.id} was already stored at seq {seq}; this one was not stored again "
+            "(ids are global: give a new --id for a new observation)"
+        )
     else:
         out.print(f"observation {obs.id} stored at seq {seq}")
 
@@ -117,7 +122,7 @@ def memory_search(
     workspace: str | None = typer.Option(None, "--workspace", "-w", help="Workspace (default: all)."),
     mode: str = typer.Option("hybrid", help="keyword, semantic, hybrid (or vector)."),
     profile: str = typer.Option("hybrid", help="hybrid (voices + MMR) or weighted (plain weighted fusion)."),
-    mind: str | None = typer.Option(None, "--mind", "-m"),
+    mind: str | None = typer.Option(None, "--mind", "-m", help="Only memories of this mind."),
     kind: list[str] | None = search.Choices("kind", "Memory kind(s)."),
     epistemic_kind: list[str] | None = search.Choices("epistemic-kind", "Epistemic kind(s)."),
     domain: list[str] | None = typer.Option(None, "--domain", help="Domain(s), e.g. ops or repo:web/ci."),

@@ -110,6 +110,12 @@ def test_up_observe_search_replay_status_and_a_clean_stop(data_dir: Path) -> Non
         bad = ctl(data_dir, "observe", "", "--workspace", "acme", "--mind", "ops", check=False)
         assert bad.returncode == 2
         assert "content" in bad.stderr
+
+        again = ["observe", "--workspace", "scratch", "--mind", "ops", "--id", "obs-once", "--json"]
+        first = json.loads(ctl(data_dir, *again[:1], "first text", *again[1:]).stdout)
+        second = json.loads(ctl(data_dir, *again[:1], "other text", *again[1:]).stdout)
+        assert (first["duplicate"], second["duplicate"]) == (False, True)
+        assert second["seq"] == first["seq"]  # the id was stored once; the second text was not
         assert "Traceback" not in bad.stderr
 
         second = subprocess.run(
