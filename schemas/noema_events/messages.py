@@ -169,7 +169,7 @@ def humanize(
         return f"unknown field `{m[1]}`{where}{listed}"
     if m := re.fullmatch(r"Object missing required field `([^`]+)`", message):
         where = f" (in {label})" if label else ""
-        return f"{m[1]} is required{where}"
+        return f"`{m[1]}` is required{where}"
     if message == "Invalid RFC3339 encoded datetime":
         quoted = f" {_shown(value)}" if value is not ... else ""
         return f"{subject}{quoted} is not a date-time: give an RFC 3339 timestamp, e.g. 2026-03-01T09:30:00Z"
