@@ -56,7 +56,7 @@ def test_anything_else_is_refused_naming_the_parameter_and_the_forms(text: str) 
     with pytest.raises(InvalidInstant) as caught:
         parse_instant(text, "--valid-until")
     assert str(caught.value) == f"--valid-until: {text!r} is not a date or time; give {FORMS}"
-    with pytest.raises(InvalidQuery, match="^since: .* is not a date or time; give an RFC 3339"):
+    with pytest.raises(InvalidQuery, match=r"^since: .* is not a date or time; give an RFC 3339"):
         parse(ListQuery, {"since": text})
 
 
@@ -109,7 +109,7 @@ def test_tool_inputs_name_the_accepted_fields_on_mcp_and_nats() -> None:
         with pytest.raises(ToolInputError) as caught:
             decode_input(tool, raw)
         assert str(caught.value) == "record_observation: unknown field `text`; accepted fields: content"
-    with pytest.raises(ToolInputError, match="^search_memory: `query` is required$"):
+    with pytest.raises(ToolInputError, match=r"^search_memory: `query` is required$"):
         decode_input(TOOLS["search_memory"], {})
 
 
@@ -121,9 +121,9 @@ async def test_the_nats_observe_operation_speaks_in_words() -> None:
 
 
 def test_the_publisher_client_speaks_in_words() -> None:
-    with pytest.raises(InvalidObservation, match="^workspace 'bad ws!' is not a valid name: 1-64 letters"):
+    with pytest.raises(InvalidObservation, match=r"^workspace 'bad ws!' is not a valid name: 1-64 letters"):
         build_observation("hi", workspace="bad ws!", mind="ops")
-    with pytest.raises(InvalidObservation, match="^content must not be blank$"):
+    with pytest.raises(InvalidObservation, match=r"^content must not be blank$"):
         build_observation("   ", workspace="acme", mind="ops")
     with pytest.raises(InvalidObservation, match=r"^salience must be at most 1\.0 \(got 2\.0\)$"):
         build_observation("hi", workspace="acme", mind="ops", salience=2.0)
