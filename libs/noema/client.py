@@ -13,6 +13,7 @@ import msgspec
 from nats.js import JetStreamContext
 
 from noema_events import ObservationRecorded, encode_event
+from noema_events.messages import humanize
 
 from .ids import new_id
 from .topology import Topology
@@ -46,11 +47,11 @@ def build_observation(
 ) -> ObservationRecorded:
     """Build and validate an observation event (raises :class:`InvalidObservation`)."""
     if not content or not content.strip():
-        raise InvalidObservation("content: must not be empty")
+        raise InvalidObservation("content must not be blank")
     if "\x00" in content:
-        raise InvalidObservation("content: must not contain NUL characters")
+        raise InvalidObservation("content must not contain NUL characters")
     if not mind:
-        raise InvalidObservation("mind: must not be empty (observations belong to a mind)")
+        raise InvalidObservation("mind must not be empty (observations belong to a mind)")
     obs_id = observation_id or new_id()
     raw: dict[str, Any] = {
         "type": "observation.recorded.v1",
@@ -78,7 +79,7 @@ def build_observation(
         # convert() (unlike the constructor) enforces the schema's constraints.
         return msgspec.convert(raw, ObservationRecorded)
     except msgspec.ValidationError as exc:
-        raise InvalidObservation(str(exc).replace("$.payload.", "").replace("$.", "")) from exc
+        raise InvalidObservation(humanize(exc, raw, struct=ObservationRecorded)) from exc
 
 
 async def publish_observation(

@@ -476,7 +476,7 @@ class Knowledge:
         needs write on the domain."""
         content, topic = content.strip(), topic.strip().lower()
         if not content:
-            raise OperationError("content must not be empty")
+            raise OperationError("content must not be blank")
         if not topic or len(topic) > 200:
             raise OperationError("topic must be 1-200 characters")
         if veracity not in VERACITY_WEIGHT:
@@ -820,7 +820,7 @@ class Knowledge:
         notes are private (SPEC §5), so the text never becomes a memory other agents could search."""
         content = content.strip()
         if not content:
-            raise OperationError("content must not be empty")
+            raise OperationError("content must not be blank")
         js = self._nc.jetstream()
         probe = self._notes_event(caller.workspace, caller.agent, "", caller.actor)
         subject = self._topology.event_subject(probe)

@@ -31,6 +31,7 @@ from noema_events import (
     OperatorActionPayload,
 )
 from noema_events.envelope import Name
+from noema_events.messages import humanize
 from noema_events.vocabulary import CHANNEL_CREDIBILITY, EpistemicKind, MemoryKind, MemoryType
 
 from .adapters.jetstream import EventPublisher
@@ -105,9 +106,10 @@ def _valid(events: Sequence[Event]) -> list[Event]:
     out = []
     for ev in events:
         try:
-            out.append(msgspec.json.decode(msgspec.json.encode(ev), type=type(ev)))
+            data = msgspec.json.encode(ev)
+            out.append(msgspec.json.decode(data, type=type(ev)))
         except msgspec.ValidationError as exc:
-            raise OperationError(str(exc).replace("$.payload.", "").replace("$.", "")) from None
+            raise OperationError(humanize(exc, msgspec.json.decode(data), struct=type(ev))) from None
     return out
 
 

@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
+from noema_events.messages import humanize
+
 from .access import Caller
 from .app import Noema, SearchOptions
 
@@ -466,9 +468,19 @@ def decode_input(tool: Tool, raw: bytes | dict[str, Any]) -> Any:
             return msgspec.json.decode(raw or b"{}", type=tool.input)
         return msgspec.convert(raw, type=tool.input)
     except msgspec.ValidationError as exc:
-        raise ToolInputError(f"{tool.name}: {exc}") from None
+        raise ToolInputError(f"{tool.name}: {humanize(exc, _data(raw), struct=tool.input)}") from None
     except msgspec.DecodeError as exc:
         raise ToolInputError(f"{tool.name}: input is not JSON ({exc})") from None
+
+
+def _data(raw: bytes | dict[str, Any]) -> Any:
+    """The arguments as plain data, to quote a refused value (``...`` if they are not JSON)."""
+    if not isinstance(raw, bytes | bytearray):
+        return raw
+    try:
+        return msgspec.json.decode(raw or b"{}")
+    except msgspec.DecodeError:
+        return ...
 
 
 async def call_tool(app: Noema, who: Caller, name: str, raw: bytes | dict[str, Any]) -> Any:

@@ -10,7 +10,6 @@ reason, and the two surfaces' JSON agree field for field.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
@@ -19,8 +18,10 @@ import msgspec
 import msgspec.inspect
 
 from noema_events.envelope import NAME_PATTERN
+from noema_events.messages import humanize
 from noema_events.vocabulary import EpistemicKind, MemoryKind, MemoryStatus
 
+from .instants import FORMS, InvalidInstant, parse_instant
 from .operations import InvalidQuery
 
 __all__ = [
@@ -45,7 +46,8 @@ MindName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{0,64}$")]
 Label = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 Limit = Annotated[int, msgspec.Meta(ge=1, le=200)]
 Offset = Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]
-Instant = Annotated[datetime, msgspec.Meta(tz=True)]
+Instant = Annotated[datetime, msgspec.Meta(tz=True, description=f"A date or time: {FORMS}.")]
+"""A date or time; :func:`parse` reads text with :func:`~noema.instants.parse_instant`."""
 EventType = Annotated[str, msgspec.Meta(pattern=r"^[a-z_]+(\.[a-z_]+)*(\.v[0-9]+)?$", max_length=100)]
 
 Q = TypeVar("Q", bound=msgspec.Struct)
@@ -66,15 +68,15 @@ def _fields(struct: type[msgspec.Struct]) -> tuple[msgspec.inspect.Field, ...]:
 
 
 @functools.cache
-def _choices(struct: type[msgspec.Struct]) -> dict[str, tuple[Any, ...]]:
-    """The values each Literal field accepts (to name them when a value is refused)."""
-    found = {}
+def _instant_fields(struct: type[msgspec.Struct]) -> frozenset[str]:
+    """The fields holding a date or time (their text is read by :func:`parse_instant`)."""
+    names = []
     for f in _fields(struct):
         types = f.type.types if isinstance(f.type, msgspec.inspect.UnionType) else (f.type,)
-        for t in types:
-            if isinstance(t, msgspec.inspect.LiteralType):
-                found[f.name] = t.values
-    return found
+        types = tuple(t.type if isinstance(t, msgspec.inspect.Metadata) else t for t in types)
+        if any(isinstance(t, msgspec.inspect.DateTimeType) for t in types):
+            names.append(f.name)
+    return frozenset(names)
 
 
 @functools.cache
@@ -103,14 +105,15 @@ def parse(query: type[Q], values: Mapping[str, Any]) -> Q:
     for name in sorted(_lax_null_fields(query) & {k for k, v in given.items() if v == "null"}):
         # Lax conversion would read the text "null" as an absent value: refuse it instead.
         raise InvalidQuery(f"`{name}` cannot be 'null' (leave it out instead)")
+    for name in sorted(_instant_fields(query) & given.keys()):
+        try:
+            given[name] = parse_instant(given[name], name)
+        except InvalidInstant as exc:
+            raise InvalidQuery(str(exc)) from None
     try:
         return msgspec.convert(given, query, strict=False)
     except msgspec.ValidationError as exc:
-        message = str(exc).replace("`$.", "`").replace("`$`", "the query")
-        field = re.search(r"at `(\w+)`$", message)
-        if message.startswith("Invalid enum value") and field and field[1] in _choices(query):
-            message += f" (one of: {', '.join(map(str, _choices(query)[field[1]]))})"
-        raise InvalidQuery(message) from None
+        raise InvalidQuery(humanize(exc, given, struct=query, whole="the query")) from None
 
 
 # --- filters ------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from noema.adapters.jetstream import EventPublisher
 from noema.app import Noema
 from noema.operations import Conflict, InvalidQuery, NotFound, OperationError
 from noema.views import parse
+from noema_events.messages import humanize
 
 from .auth import Principal, Tokens
 from .errors import ApiError, ErrorBody
@@ -133,10 +134,6 @@ def _clean(value: Any) -> None:
             _clean(v)
 
 
-def _where(exc: msgspec.ValidationError) -> str:
-    return str(exc).replace("`$.", "`").replace("`$`", "the body")
-
-
 def parse_query(request: Request, struct: type[msgspec.Struct] | None) -> Any:
     """The query string as ``struct`` (unknown or repeated parameters are refused)."""
     params = request.query_params
@@ -169,7 +166,7 @@ async def parse_body(request: Request, struct: type[msgspec.Struct] | None) -> A
     try:
         return msgspec.convert(raw, struct)
     except msgspec.ValidationError as exc:
-        raise ApiError(422, f"invalid body: {_where(exc)}") from None
+        raise ApiError(422, f"invalid body: {humanize(exc, raw, struct=struct, whole='the body')}") from None
 
 
 def route(endpoint: Endpoint, api: Api) -> Route:

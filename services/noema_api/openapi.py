@@ -62,6 +62,10 @@ def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
     options = [o for o in schema.get("anyOf", []) if o != {"type": "null"}]
     if len(options) == 1:
         schema = {**{k: v for k, v in schema.items() if k != "anyOf"}, **options[0]}
+    if schema.get("format") == "date-time":
+        # Query parameters are read by noema.instants.parse_instant, which also takes a plain date or a
+        # timestamp without a zone (described): they are strings, not RFC 3339 date-times.
+        schema = {k: v for k, v in schema.items() if k != "format"}
     return schema
 
 

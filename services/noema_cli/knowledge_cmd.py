@@ -14,6 +14,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from . import search
 from .common import DataDir, JsonOption, caller, clip, err, out, print_json, run_app, use
 
 __all__ = ["register"]
@@ -84,7 +85,7 @@ def fact_propose(
     memory_type: str = typer.Option(
         "fact", "--type", help="Memory type (decay class), e.g. fact, convention."
     ),
-    valid_until: datetime | None = typer.Option(None, help="Expiry (ISO 8601 with time zone)."),
+    valid_until: datetime | None = search.Instant("valid-until", "Expiry: the fact stops being true then."),
     source: list[str] | None = typer.Option(None, "--source", help="Source observation id(s)."),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),

@@ -4,12 +4,13 @@ values are refused with exit code 2, as click refuses any bad option) and its re
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import typer
 from rich.table import Table
 
+from noema.instants import FORMS, InvalidInstant, parse_instant
 from noema_events.vocabulary import EPISTEMIC_KINDS, MEMORY_KINDS, MEMORY_STATUSES
 
 from .common import clip
@@ -54,21 +55,19 @@ def Choices(name: str, text: str) -> Any:
     )
 
 
-def _instant(value: str) -> datetime:
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        raise typer.BadParameter(
-            f"{value!r} is not an ISO 8601 date or time (e.g. 2026-03-01 or 2026-03-01T09:30:00+01:00)"
-        ) from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
+def _instant(name: str) -> Callable[[str], datetime]:
+    def parse(value: str) -> datetime:
+        try:
+            return parse_instant(value, f"--{name}")
+        except InvalidInstant as exc:
+            raise typer.BadParameter(str(exc).removeprefix(f"--{name}: ")) from None
+
+    return parse
 
 
 def Instant(name: str, text: str) -> Any:
-    """A ``--<name>`` date/time option: ISO 8601, UTC unless it names a time zone."""
-    return typer.Option(
-        None, f"--{name}", help=f"{text} ISO 8601; UTC unless a zone is given.", parser=_instant
-    )
+    """A ``--<name>`` date/time option, read by :func:`noema.instants.parse_instant`."""
+    return typer.Option(None, f"--{name}", help=f"{text} Give {FORMS}.", parser=_instant(name))
 
 
 def _cell(components: dict[str, float], name: str) -> str:

@@ -16,6 +16,7 @@ from noema.app import Noema
 from noema.client import publish_observation
 from noema.ids import new_id
 from noema.tools import TOOLS, ToolInputError, call_tool, input_schema
+from noema_events.messages import humanize
 
 __all__ = ["OPERATIONS", "ObserveInput", "Operation"]
 
@@ -80,8 +81,11 @@ class ObserveInput(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 async def _observe(app: Noema, who: Caller, raw: bytes) -> Any:
     try:
         args = msgspec.json.decode(raw or b"{}", type=ObserveInput)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise ToolInputError(f"observe: {exc}") from None
+    except msgspec.ValidationError as exc:
+        data = msgspec.json.decode(raw or b"{}")  # valid JSON, or decoding had failed with DecodeError
+        raise ToolInputError(f"observe: {humanize(exc, data, struct=ObserveInput)}") from None
+    except msgspec.DecodeError as exc:
+        raise ToolInputError(f"observe: input is not JSON ({exc})") from None
     fields = msgspec.structs.asdict(args)
     content = fields.pop("content")
     observation_id = fields.pop("observation_id") or new_id()

@@ -179,3 +179,54 @@ async def test_bad_input_is_refused_with_a_message_and_exit_code_2(
     assert ran.code == 2, (ran.stdout, ran.stderr)
     assert fragment in " ".join(ran.stderr.split())
     assert "Traceback" not in ran.stderr
+
+
+@pytest.mark.parametrize(
+    ("since", "accepted"),
+    [
+        ("2020-01-01", True),
+        ("2020-01-01T00:00:00", True),
+        ("2020-01-01T00:00:00Z", True),
+        ("2020-01-01T01:00:00+01:00", True),
+        ("yesterday", False),
+        ("2020-13-01", False),
+        ("2020", False),
+    ],
+)
+async def test_dates_are_accepted_and_refused_alike_by_the_cli_and_the_api(
+    api: ApiHarness, since: str, accepted: bool
+) -> None:
+    await api.given(memory("a fact", happened_at=JANUARY))
+    res = await api.admin.get("/v1/memories", params={"since": since})
+    ran = await ctl(api, "memory", "list", "--since", since, "--json")
+    timeline = await ctl(api, "memory", "timeline", "-w", "acme", "--since", since, "--json")
+    if accepted:
+        assert res.status_code == 200, res.text
+        assert ran.code == 0, ran.stderr
+        assert json.loads(ran.stdout) == res.json()
+        assert timeline.code == 0, timeline.stderr
+        assert [m["content"] for m in res.json()["items"]] == ["a fact"]
+    else:
+        assert res.status_code == 400
+        message = res.json()["error"].removeprefix("invalid query parameter: ")
+        assert message.startswith(f"since: {since!r} is not a date or time; give an RFC 3339 timestamp")
+        assert (ran.code, timeline.code) == (2, 2)
+        assert message in " ".join(ran.stderr.split())
+        assert message in " ".join(timeline.stderr.split())
+
+
+async def test_blank_content_and_bad_names_are_refused_in_words_by_the_cli_and_the_api(
+    api: ApiHarness,
+) -> None:
+    for content, workspace, said in [
+        ("   ", "acme", "content must not be blank"),
+        ("x", "bad ws!", "workspace 'bad ws!' is not a valid name: 1-64 letters, digits, '_' or '-'"),
+    ]:
+        res = await api.admin.post(
+            "/v1/memories", json={"workspace": workspace, "content": content, "reason": "r"}
+        )
+        assert res.status_code == 422
+        assert res.json()["error"] == f"invalid body: {said}"
+        ran = await ctl(api, "memory", "add", content, "-w", workspace, "--reason", "r")
+        assert ran.code == 2
+        assert said in " ".join(ran.stderr.split())

@@ -307,6 +307,9 @@ async def test_an_agent_argument_cannot_impersonate_and_bad_input_is_a_tool_erro
             await mcp.call_tool("update_my_notes", {"notes": "x", "agent": "bob"})
         )
         assert "`query`" in error(await mcp.call_tool("search_memory", {}))
+        assert "unknown field `text`; accepted fields: content" in error(
+            await mcp.call_tool("record_observation", {"text": "hi"})
+        )
         assert "unknown tool 'forget_everything'" in error(await mcp.call_tool("forget_everything", {}))
         assert "no fact nope" in error(
             await mcp.call_tool("supersede_fact", {"fact_id": "nope", "content": "x"})

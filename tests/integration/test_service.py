@@ -205,7 +205,7 @@ async def test_bad_input_is_rejected_with_400_and_a_message_naming_the_field(
 ) -> None:
     async with client(harness) as alice:
         with pytest.raises(
-            InvalidRequest, match=r"^search_memory: Expected `int` >= 1 - at `\$.limit`"
+            InvalidRequest, match=r"^search_memory: limit must be at least 1 \(got 0\)$"
         ) as bad:
             await alice.search_memory("deploys", limit=0)
         assert bad.value.code == 400

@@ -1,0 +1,53 @@
+"""The one reading of a date or time given as text, by every surface (``noemactl`` options, the HTTP
+API's query parameters, the listing/timeline filters): an RFC 3339 timestamp, an ISO timestamp without
+a zone (taken as UTC) or a plain date (midnight UTC). Anything else is refused with a message naming
+the parameter and these forms."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+__all__ = ["FORMS", "InvalidInstant", "parse_instant"]
+
+FORMS = (
+    "an RFC 3339 timestamp (2026-03-01T09:30:00Z, 2026-03-01T09:30:00+01:00), "
+    "an ISO timestamp without a zone, taken as UTC (2026-03-01T09:30:00), "
+    "or a date, meaning midnight UTC (2026-03-01)"
+)
+"""The accepted forms, as written in messages and help."""
+
+_FORM = re.compile(
+    r"(?P<date>\d{4}-\d{2}-\d{2})"
+    r"(?:[Tt ](?P<time>\d{2}:\d{2}(?::\d{2})?)(?:\.(?P<fraction>\d{1,9}))?(?P<zone>[Zz]|[+-]\d{2}:\d{2})?)?"
+)
+
+
+class InvalidInstant(ValueError):
+    """The text is not one of the accepted forms; the message names the parameter and the forms."""
+
+
+def parse_instant(value: str | datetime, name: str) -> datetime:
+    """``value`` as a timezone-aware datetime (a datetime without a zone is taken as UTC).
+
+    ``name`` is the parameter's name, as the user wrote it (e.g. ``since`` or ``--valid-until``).
+    """
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    found = _FORM.fullmatch(value.strip()) if isinstance(value, str) else None
+    when = None
+    if found:
+        iso = found["date"]
+        if found["time"]:
+            iso += "T" + found["time"]
+            if found["fraction"]:
+                iso += "." + found["fraction"][:6].ljust(6, "0")
+            zone = found["zone"] or ""
+            iso += "+00:00" if zone in ("Z", "z") else zone
+        try:
+            when = datetime.fromisoformat(iso)
+        except ValueError:
+            when = None
+    if when is None:
+        raise InvalidInstant(f"{name}: {value!r} is not a date or time; give {FORMS}")
+    return when if when.tzinfo else when.replace(tzinfo=UTC)

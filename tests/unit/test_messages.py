@@ -1,0 +1,150 @@
+"""One reading of dates and times, and msgspec's validation errors in words, on every surface that
+can be exercised without servers: the shared filters, the CLI's checks before it connects, the tool
+inputs (MCP and NATS) and the publisher client."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import msgspec
+import pytest
+from typer.testing import CliRunner
+
+from noema.client import InvalidObservation, build_observation
+from noema.instants import FORMS, InvalidInstant, parse_instant
+from noema.operations import InvalidQuery
+from noema.operator import KnowledgeEntry
+from noema.tools import TOOLS, ToolInputError, decode_input
+from noema.views import ListQuery, TimelineQuery, parse
+from noema_cli.main import app
+from noema_events.messages import humanize
+from noema_service.operations import OPERATIONS
+
+ACCEPTED = [
+    ("2020-01-01", datetime(2020, 1, 1, tzinfo=UTC)),
+    ("2020-01-01T09:30:00", datetime(2020, 1, 1, 9, 30, tzinfo=UTC)),
+    ("2020-01-01T09:30", datetime(2020, 1, 1, 9, 30, tzinfo=UTC)),
+    ("2020-01-01 09:30:00", datetime(2020, 1, 1, 9, 30, tzinfo=UTC)),
+    ("2020-01-01T09:30:00Z", datetime(2020, 1, 1, 9, 30, tzinfo=UTC)),
+    (
+        "2020-01-01T09:30:00.5+01:00",
+        datetime(2020, 1, 1, 9, 30, 0, 500_000, tzinfo=timezone(timedelta(hours=1))),
+    ),
+    ("2020-01-01T09:30:00.123456789Z", datetime(2020, 1, 1, 9, 30, 0, 123_456, tzinfo=UTC)),
+]
+REFUSED = [
+    "yesterday",
+    "2020",
+    "2020-13-01",
+    "2020-01-01T25:00:00Z",
+    "2020-01-01Z",
+    "1577836800",
+    "",
+    "01/02/2020",
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), ACCEPTED)
+def test_the_accepted_forms_are_read_as_utc_unless_they_name_a_zone(text: str, expected: datetime) -> None:
+    assert parse_instant(text, "since") == expected
+    assert parse(ListQuery, {"since": text}).since == expected
+    assert parse(TimelineQuery, {"workspace": "acme", "until": text}).until == expected
+
+
+@pytest.mark.parametrize("text", REFUSED)
+def test_anything_else_is_refused_naming_the_parameter_and_the_forms(text: str) -> None:
+    with pytest.raises(InvalidInstant) as caught:
+        parse_instant(text, "--valid-until")
+    assert str(caught.value) == f"--valid-until: {text!r} is not a date or time; give {FORMS}"
+    with pytest.raises(InvalidQuery, match=r"^since: .* is not a date or time; give an RFC 3339"):
+        parse(ListQuery, {"since": text})
+
+
+def test_operator_entries_read_their_times_with_the_same_reader() -> None:
+    entry = parse(KnowledgeEntry, {"workspace": "acme", "content": "x", "valid_until": "2030-01-01"})
+    assert entry.valid_until == datetime(2030, 1, 1, tzinfo=UTC)
+
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["memory", "list", "--since", "yesterday"],
+        ["memory", "timeline", "-w", "acme", "--until", "yesterday"],
+        ["memory", "search", "x", "--since", "yesterday"],
+        ["memory", "add", "x", "-w", "acme", "--reason", "r", "--valid-until", "yesterday"],
+        ["fact", "propose", "x", "-w", "acme", "-d", "ops", "-t", "t", "--valid-until", "yesterday"],
+    ],
+)
+def test_every_cli_time_option_refuses_with_the_same_message_and_exit_code_2(
+    args: list[str], tmp_path: object
+) -> None:
+    ran = runner.invoke(app, [*args, "--data-dir", str(tmp_path)], prog_name="noemactl")
+    assert ran.exit_code == 2, ran.output
+    said = " ".join(ran.output.split())
+    assert "'yesterday' is not a date or time; give an RFC 3339 timestamp" in said
+    assert "or a date, meaning midnight UTC (2026-03-01)" in said
+    assert "Traceback" not in said
+
+
+def test_cli_write_checks_speak_in_words(tmp_path: object) -> None:
+    blank = runner.invoke(
+        app, ["memory", "add", "   ", "-w", "acme", "--reason", "r", "--data-dir", str(tmp_path)]
+    )
+    assert blank.exit_code == 2
+    assert "content must not be blank" in blank.output
+    assert "regex" not in blank.output
+    bad_ws = runner.invoke(app, ["observe", "hi", "-w", "bad ws!", "-m", "ops", "--data-dir", str(tmp_path)])
+    assert bad_ws.exit_code == 2
+    said = " ".join(bad_ws.output.split())
+    assert "workspace 'bad ws!' is not a valid name: 1-64 letters, digits, '_' or '-'" in said
+    assert "regex" not in said
+
+
+def test_tool_inputs_name_the_accepted_fields_on_mcp_and_nats() -> None:
+    tool = TOOLS["record_observation"]
+    for raw in ({"text": "hi"}, b'{"text": "hi"}'):
+        with pytest.raises(ToolInputError) as caught:
+            decode_input(tool, raw)
+        assert str(caught.value) == "record_observation: unknown field `text`; accepted fields: content"
+    with pytest.raises(ToolInputError, match=r"^search_memory: `query` is required$"):
+        decode_input(TOOLS["search_memory"], {})
+
+
+async def test_the_nats_observe_operation_speaks_in_words() -> None:
+    observe = OPERATIONS["observe"]
+    with pytest.raises(ToolInputError) as caught:
+        await observe.run(None, None, b'{"text": "hi"}')  # type: ignore[arg-type]
+    assert str(caught.value).startswith("observe: unknown field `text`; accepted fields: content, ")
+
+
+def test_the_publisher_client_speaks_in_words() -> None:
+    with pytest.raises(InvalidObservation, match=r"^workspace 'bad ws!' is not a valid name: 1-64 letters"):
+        build_observation("hi", workspace="bad ws!", mind="ops")
+    with pytest.raises(InvalidObservation, match=r"^content must not be blank$"):
+        build_observation("   ", workspace="acme", mind="ops")
+    with pytest.raises(InvalidObservation, match=r"^salience must be at most 1\.0 \(got 2\.0\)$"):
+        build_observation("hi", workspace="acme", mind="ops", salience=2.0)
+
+
+class _Sample(msgspec.Struct, forbid_unknown_fields=True):
+    name: str
+    count: int = 0
+    shade: str = "x"
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"name": "a", "colour": 1}, "unknown field `colour`; accepted fields: name, count, shade"),
+        ({}, "`name` is required"),
+        ({"name": 1}, "name must be text (got an integer)"),
+        ([], "the input must be an object (got a list)"),
+    ],
+)
+def test_humanize_says_what_is_wrong_without_msgspec_notation(raw: object, message: str) -> None:
+    with pytest.raises(msgspec.ValidationError) as caught:
+        msgspec.convert(raw, _Sample)
+    assert humanize(caught.value, raw, struct=_Sample) == message
