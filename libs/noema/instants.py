@@ -28,12 +28,19 @@ class InvalidInstant(ValueError):
 
 
 def parse_instant(value: str | datetime, name: str) -> datetime:
-    """``value`` as a timezone-aware datetime (a datetime without a zone is taken as UTC).
+    """``value`` as a datetime in UTC (a datetime without a zone is taken as UTC); an instant outside
+    the representable range (year 1 to 9999 in UTC) is refused.
 
     ``name`` is the parameter's name, as the user wrote it (e.g. ``since`` or ``--valid-until``).
     """
     if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
+        aware = value if value.tzinfo else value.replace(tzinfo=UTC)
+        try:
+            return aware.astimezone(UTC)
+        except OverflowError:
+            raise InvalidInstant(
+                f"{name}: {value.isoformat()} is out of the range of dates and times"
+            ) from None
     found = _FORM.fullmatch(value.strip()) if isinstance(value, str) else None
     when = None
     if found:
@@ -46,8 +53,11 @@ def parse_instant(value: str | datetime, name: str) -> datetime:
             iso += "+00:00" if zone in ("Z", "z") else zone
         try:
             when = datetime.fromisoformat(iso)
+            when = (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC)
         except ValueError:
             when = None
+        except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00, before the first representable instant
+            raise InvalidInstant(f"{name}: {value!r} is out of the range of dates and times") from None
     if when is None:
         raise InvalidInstant(f"{name}: {value!r} is not a date or time; give {FORMS}")
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
+    return when

@@ -67,7 +67,7 @@ from .domain.knowledge import (
     keeper,
 )
 from .ids import derive_id, new_id
-from .operations import Conflict, NotFound, OperationError
+from .operations import Conflict, InvalidQuery, NotFound, OperationError
 from .topology import Topology
 
 __all__ = [
@@ -553,9 +553,11 @@ class Knowledge:
             pattern,
         )
         if not rows:
-            raise NotFound(f"no {what} {given} in workspace {workspace}")
+            short = len(prefix) < 6 and re.fullmatch(r"[0-9a-f-]+", prefix)
+            hint = " (give at least 6 characters of an id)" if short else ""
+            raise NotFound(f"no {what} {given} in workspace {workspace}{hint}")
         if len(rows) > 1 and rows[0]["id"] != given:
-            raise OperationError(f"{given} matches several {what} ids; give more of the id")
+            raise InvalidQuery(f"{given} matches several {what} ids; give more of the id")
         return str(rows[0]["id"])
 
     async def resolve_fact_id(self, caller: Caller, given: str) -> str:

@@ -213,14 +213,14 @@ def route(endpoint: Endpoint, api: Api) -> Route:
 
 async def scoped_memory_id(req: Req[Any, Any]) -> str:
     """The full id the path's ``memory_id`` names (an id or a unique prefix of one), looked for in
-    the token's workspace; a memory of another workspace is refused (403), not resolved."""
+    the token's workspace only. The full id of another workspace's memory is refused (403); a prefix
+    is never looked up elsewhere, so probing by prefix learns nothing of other workspaces."""
     given = req.path["memory_id"]
     try:
         return await req.api.app.resolve_memory(given, req.principal.workspace)
     except NotFound:
-        if req.principal.workspace is None:
-            raise
-        elsewhere = await req.api.app.resolve_memory(given)  # NotFound when it is nowhere
-        workspace = await req.api.pool.fetchval("SELECT workspace FROM memories WHERE id = $1", elsewhere)
-        req.principal.check(workspace)
+        if req.principal.workspace is not None:
+            elsewhere = await req.api.pool.fetchval("SELECT workspace FROM memories WHERE id = $1", given)
+            if elsewhere is not None:
+                req.principal.check(elsewhere)
         raise

@@ -17,8 +17,9 @@ from nats.js.errors import NotFoundError
 from noema import operations
 from noema.adapters.embedders import create_embedder
 from noema.adapters.jetstream import EventPublisher, connect, stream_last_seq
-from noema.adapters.postgres import MemoryQueries, ReadModelProjection, checksum, create_pool
+from noema.adapters.postgres import ReadModelProjection, checksum, create_pool
 from noema.adapters.postgres import connect as pg_connect
+from noema.reads import resolve_memory
 from noema.replay import drop_schema, replay_into
 from noema.runtime import read_state
 from noema.settings import Settings
@@ -54,31 +55,29 @@ async def publish(settings: Settings, obs: ObservationRecorded) -> tuple[int, bo
         await nc.close()
 
 
-async def _queries(settings: Settings) -> tuple[asyncpg.Pool, MemoryQueries]:
+async def _pool(settings: Settings) -> asyncpg.Pool:
     assert settings.database_url
-    pool = await create_pool(
+    return await create_pool(
         settings.database_url, settings.db_schema, app="noemactl", min_size=1, max_size=1
     )
-    return pool, MemoryQueries(pool)
 
 
 async def relate(
-    settings: Settings, from_id: str, to_id: str, relation: str, confidence: float, source: str
+    settings: Settings,
+    from_id: str,
+    to_id: str,
+    relation: str,
+    confidence: float,
+    source: str,
+    actor: str,
 ) -> str:
-    """Publish a relationship after checking both ends."""
+    """Publish a relationship after checking both ends (ids or unique prefixes; an unknown or
+    ambiguous one is an OperationError, as for every operator command)."""
     assert settings.nats_url
-    pool, q = await _queries(settings)
+    pool = await _pool(settings)
     nc = await connect(settings.nats_url, name="noemactl")
     try:
-        ids = []
-        for given in (from_id, to_id):
-            try:
-                full = await q.resolve(given)
-            except LookupError as exc:
-                raise CommandError(str(exc)) from None
-            if full is None:
-                raise CommandError(f"no memory {given}")
-            ids.append(full)
+        ids = [await resolve_memory(pool, given) for given in (from_id, to_id)]
         publisher = EventPublisher(nc, Topology(settings.prefix))
         # An OperationError (unknown relation, edge across minds) is bad input: exit 2.
         return await operations.relate(
@@ -90,7 +89,7 @@ async def relate(
             now=datetime.now(UTC),
             confidence=confidence,
             source=source,
-            actor="operator:cli",
+            actor=actor,
         )
     finally:
         await nc.close()
@@ -104,7 +103,7 @@ async def embed_missing(
     assert settings.nats_url
     embedder = create_embedder(settings.embedder)
     assert embedder is not None
-    pool, _ = await _queries(settings)
+    pool = await _pool(settings)
     nc = await connect(settings.nats_url, name="noemactl-embed")
     try:
         started = time.perf_counter()
@@ -131,7 +130,7 @@ async def embed_missing(
 async def decay(settings: Settings, workspaces: list[str] | None) -> list[str]:
     """Publish a decay tick now."""
     assert settings.nats_url
-    pool, _ = await _queries(settings)
+    pool = await _pool(settings)
     nc = await connect(settings.nats_url, name="noemactl")
     try:
         return await operations.decay_tick(

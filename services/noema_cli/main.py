@@ -20,7 +20,19 @@ from noema.logging import configure_logging
 from noema.settings import Settings, SettingsError
 
 from . import api_cmd, commands, knowledge_cmd, mcp_cmd, operator_cmd, search
-from .common import DataDir, caller, fail, out, print_json, progress_bar, run, run_app, state, use
+from .common import (
+    DataDir,
+    caller,
+    fail,
+    operator_name,
+    out,
+    print_json,
+    progress_bar,
+    run,
+    run_app,
+    state,
+    use,
+)
 from .memory_cmd import register as register_memory_reads
 
 app = typer.Typer(
@@ -204,7 +216,8 @@ def memory_relate(
     Example: noemactl memory relate 3f0c1a2b 9a0d822b --relation supports
     """
     use(data_dir)
-    rel_id = run(lambda s: commands.relate(s, from_id, to_id, relation, confidence, source))
+    actor = f"operator:{operator_name()}"
+    rel_id = run(lambda s: commands.relate(s, from_id, to_id, relation, confidence, source, actor))
     if as_json:
         print_json({"relationship_id": rel_id})
     else:

@@ -12,13 +12,13 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 
-import asyncpg
 import structlog
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
 from noema.adapters.embedders import create_embedder
+from noema.adapters.errors import BACKEND_UNAVAILABLE
 from noema.adapters.jetstream import Outgoing, connect, dead_letter, ensure_streams, publish_batch
 from noema.adapters.postgres.recall import RecallFilters, RecallStore
 from noema.adapters.pull import durable_puller
@@ -47,7 +47,7 @@ MIN_SCORE = 0.3
 """Recalls scoring below this are not worth attention's time."""
 CONTENT_CHARS = 500
 """How much of a recalled memory a proposal carries (attention's context relevance and gist)."""
-UNAVAILABLE = (OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError)
+UNAVAILABLE = BACKEND_UNAVAILABLE
 """Errors of lost servers rather than of one observation: they crash the worker (redelivery)."""
 
 

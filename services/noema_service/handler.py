@@ -12,13 +12,12 @@ import time
 from collections import Counter
 from typing import Any
 
-import asyncpg
-import nats.errors
 import structlog
 from nats.micro.request import Handler, Request
 from nats.micro.service import EndpointStats
 
 from noema.access import Caller, InsufficientMemoryPermission
+from noema.adapters.errors import BACKEND_UNAVAILABLE
 from noema.app import Noema
 from noema.client import InvalidObservation
 from noema.ids import new_id
@@ -33,13 +32,7 @@ __all__ = ["Dispatcher", "classify"]
 log = structlog.get_logger("noema.service")
 
 # A backend that does not answer is not a bug: the agent may retry (503).
-_UNAVAILABLE = (
-    TimeoutError,
-    OSError,
-    nats.errors.Error,
-    asyncpg.PostgresConnectionError,
-    asyncpg.InterfaceError,
-)
+_UNAVAILABLE = BACKEND_UNAVAILABLE
 
 
 def classify(exc: BaseException) -> tuple[int, str]:

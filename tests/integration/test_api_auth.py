@@ -95,10 +95,11 @@ async def test_writes_take_the_short_ids_tables_print_within_the_tokens_workspac
     assert res.status_code == 202, res.text
     assert res.json()["memory_id"] == ours
     assert (await api.acme.get(f"/v1/memories/{ours[:8]}")).json()["memory"]["id"] == ours
-    # Another workspace's memory is refused by prefix as by id, and a too-short prefix says so.
-    assert (
-        await api.acme.post(f"/v1/memories/{theirs[:8]}/retract", json={"reason": "r"})
-    ).status_code == 403
+    # Another workspace's memory: its full id is refused, a prefix of it is not looked for there
+    # (nothing to learn about other workspaces by probing); a too-short prefix says so.
+    assert (await api.acme.post(f"/v1/memories/{theirs}/retract", json={"reason": "r"})).status_code == 403
+    unseen = await api.acme.post(f"/v1/memories/{theirs[:8]}/retract", json={"reason": "r"})
+    assert unseen.status_code == 404
     short = await api.acme.post(f"/v1/memories/{ours[:4]}/restore", json={"reason": "r"})
     assert short.status_code == 404
     assert "at least 6 characters" in short.json()["error"]

@@ -46,7 +46,7 @@ async def test_facts_conflicts_policies_grants_through_the_api_are_audited(api: 
         "recency",
     )
     fixed = await post(
-        f"/v1/facts/{second.json()['memory_id']}/supersede",
+        f"/v1/facts/{second.json()['memory_id'][:8]}/supersede",  # the short id listings print
         json={"content": "Deploys happen on Wednesdays", "reason": "changed in the retro"},
     )
     assert fixed.status_code == 202, fixed.text
@@ -79,6 +79,12 @@ async def test_facts_conflicts_policies_grants_through_the_api_are_audited(api: 
     assert [p["rule"] for p in policies] == ["Roll back first"]
     domains = (await api.admin.get("/v1/domains", params={"workspace": "acme"})).json()["items"]
     assert [d["domain"] for d in domains] == ["ops"]
+    # A workspace token supersedes by short id too; the answer names the full ids.
+    short = policies[0]["id"][:8]
+    retired = await api.acme.post(f"/v1/policies/{short}/supersede", json={"reason": "obsolete"})
+    assert retired.status_code == 202, retired.text
+    assert retired.json()["superseded"] == policies[0]["id"]
+    await settled(api)
 
     # Every operator write: an operator_action naming the token and the reason.
     actions = await api.h.pool.fetch(
@@ -92,6 +98,7 @@ async def test_facts_conflicts_policies_grants_through_the_api_are_audited(api: 
         ("operator:alice", "create", "incident"),
         ("operator:alice", "grant_change", "onboarding"),
         ("operator:alice", "grant_change", "audit"),
+        ("operator:acme-ops", "correct", "obsolete"),
     ]
 
 

@@ -230,3 +230,21 @@ async def test_blank_content_and_bad_names_are_refused_in_words_by_the_cli_and_t
         ran = await ctl(api, "memory", "add", content, "-w", workspace, "--reason", "r")
         assert ran.code == 2
         assert said in " ".join(ran.stderr.split())
+
+
+async def test_relate_takes_short_ids_names_the_operator_and_refuses_unknown_ids_with_exit_2(
+    api: ApiHarness,
+) -> None:
+    first, second = await api.given(memory("the deploy key rotates"), memory("rotation is on Fridays"))
+    made = await ctl_json(api, "memory", "relate", first[:8], second[:8], "--relation", "supports")
+    await api.caught_up()
+    row = await api.h.pool.fetchrow(
+        "SELECT actor, payload->>'from_id' AS a, payload->>'to_id' AS b FROM events "
+        "WHERE type = 'relationship.added.v1' AND payload->>'relationship_id' = $1",
+        made["relationship_id"],
+    )
+    assert (row["actor"], row["a"], row["b"]) == ("operator:carol", first, second)
+    unknown = await ctl(api, "memory", "relate", first, "abcdef12", "--relation", "supports")
+    assert unknown.code == 2
+    assert "no memory abcdef12" in unknown.stderr
+    assert "Traceback" not in unknown.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import asyncpg
 import msgspec
 import pytest
 
@@ -193,9 +194,15 @@ async def test_one_observation_whose_recall_fails_is_dead_lettered_and_the_batch
     await first.ack()
     proposals = await harness.js.subscribe(harness.topology.recall_subject("acme", "ops"))
 
-    unavailable = RecallThatFailsFor(real, texts[1], ConnectionRefusedError("database gone"))
-    with pytest.raises(ConnectionRefusedError):  # lost servers are no one observation's fault
-        await RetrieveHandler(harness.nc, unavailable, harness.topology)(msgs)
+    # Lost or restarting servers are no one observation's fault: the worker stops, nothing is skipped.
+    for outage in (
+        ConnectionRefusedError("database gone"),
+        asyncpg.exceptions.AdminShutdownError("terminating connection due to administrator command"),
+        asyncpg.exceptions.TooManyConnectionsError("too many clients already"),
+    ):
+        unavailable = RecallThatFailsFor(real, texts[1], outage)
+        with pytest.raises(type(outage)):
+            await RetrieveHandler(harness.nc, unavailable, harness.topology)(msgs)
 
     broken = RecallThatFailsFor(real, texts[1], RuntimeError("recall broke"))
     await RetrieveHandler(harness.nc, broken, harness.topology)(msgs)

@@ -60,6 +60,14 @@ def test_anything_else_is_refused_naming_the_parameter_and_the_forms(text: str) 
         parse(ListQuery, {"since": text})
 
 
+@pytest.mark.parametrize("text", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:00:00-05:00"])
+def test_an_instant_outside_the_representable_range_is_refused_not_crashed_on(text: str) -> None:
+    with pytest.raises(InvalidInstant, match="out of the range of dates and times"):
+        parse_instant(text, "since")
+    with pytest.raises(InvalidQuery, match=r"^since: .* out of the range"):
+        parse(ListQuery, {"since": text})
+
+
 def test_operator_entries_read_their_times_with_the_same_reader() -> None:
     entry = parse(KnowledgeEntry, {"workspace": "acme", "content": "x", "valid_until": "2030-01-01"})
     assert entry.valid_until == datetime(2030, 1, 1, tzinfo=UTC)

@@ -55,10 +55,25 @@ def _operator(req: Req[Any, Any], workspace: str) -> Caller:
 
 
 async def _workspace_of(req: Req[Any, Any], table: str, key: str) -> str:
-    workspace = await req.api.pool.fetchval(f"SELECT workspace FROM {table} WHERE id = $1", key)
-    if workspace is None:
-        raise ApiError(404, f"no {'fact' if table == 'memories' else 'policy'} {key}")
-    return str(workspace)
+    """The workspace a fact or policy id (or unique prefix) is resolved in: the token's own; for a
+    token of every workspace, the one holding that id or prefix. The full id of another workspace's
+    record is refused (403); prefixes are never looked for outside the token's workspace."""
+    if req.principal.workspace is not None:
+        elsewhere = await req.api.pool.fetchval(f"SELECT workspace FROM {table} WHERE id = $1", key)
+        if elsewhere is not None:
+            req.principal.check(elsewhere)
+        return req.principal.workspace
+    found = await req.api.pool.fetch(
+        f"SELECT DISTINCT workspace FROM {table} WHERE id = $1 OR (length($1) >= 6 AND id LIKE $1 || '%') "
+        "LIMIT 2",
+        key.strip().lower(),
+    )
+    what = "fact" if table == "memories" else "policy"
+    if not found:
+        raise ApiError(404, f"no {what} {key}")
+    if len(found) > 1:
+        raise ApiError(400, f"{key} matches {what} ids in several workspaces; give more of the id")
+    return str(found[0]["workspace"])
 
 
 def _page(rows: list[dict[str, Any]], page: type[Any]) -> Any:
@@ -131,11 +146,10 @@ async def propose_policy(req: Req[None, PolicyBody]) -> PolicyResult:
 
 async def supersede_policy(req: Req[None, SupersedePolicyBody]) -> PolicyResult:
     """Replace a policy with a new rule, or deactivate it."""
-    policy_id = req.path["policy_id"]
-    caller = _operator(req, await _workspace_of(req, "policies", policy_id))
-    new = await _knowledge(req, write=True).supersede_policy(
-        caller, policy_id, req.body.rule, reason=req.body.reason
-    )
+    caller = _operator(req, await _workspace_of(req, "policies", req.path["policy_id"]))
+    knowledge = _knowledge(req, write=True)
+    policy_id = await knowledge.resolve_policy_id(caller, req.path["policy_id"])
+    new = await knowledge.supersede_policy(caller, policy_id, req.body.rule, reason=req.body.reason)
     return PolicyResult(policy_id=new, superseded=policy_id)
 
 
