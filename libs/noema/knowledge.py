@@ -871,7 +871,8 @@ class Knowledge:
     # --- working memory -----------------------------------------------------------------------
 
     async def working_memory(self, workspace: str, mind: str) -> dict[str, Any]:
-        """A mind's working memory with each item's content."""
+        """A mind's working memory with each item's content and its memory's current status (a
+        memory retracted or archived since it entered stays held until it decays out, marked so)."""
         row = await self.pool.fetchrow(
             "SELECT capacity, items, updated_at FROM working_memory WHERE workspace = $1 AND mind = $2",
             workspace,
@@ -880,14 +881,17 @@ class Knowledge:
         if row is None:
             return {"workspace": workspace, "mind": mind, "capacity": None, "items": [], "updated_at": None}
         items = json.loads(row["items"])
-        contents = {
-            r["id"]: r["content"]
+        held = {
+            r["id"]: r
             for r in await self.pool.fetch(
-                "SELECT id, content FROM memories WHERE id = ANY($1::text[])", [i["memory_id"] for i in items]
+                "SELECT id, content, status FROM memories WHERE id = ANY($1::text[])",
+                [i["memory_id"] for i in items],
             )
         }
         for item in items:
-            item["content"] = contents.get(item["memory_id"], item.get("gist", ""))
+            memory = held.get(item["memory_id"])
+            item["content"] = memory["content"] if memory else item.get("gist", "")
+            item["status"] = memory["status"] if memory else "unknown"
         return {
             "workspace": workspace,
             "mind": mind,

@@ -292,6 +292,8 @@ class WorkingMemoryItem(_Out, frozen=True, kw_only=True):
     entered_at: str
     gist: str = ""
     content: str
+    status: str = "active"
+    """The held memory's status now (``unknown`` when it is not projected yet)."""
 
 
 class WorkingMemory(_Out, frozen=True, kw_only=True):

@@ -465,7 +465,7 @@ def wm_show(
     out.print(
         f"{workspace}/{mind}: {len(wm['items'])} of {wm['capacity']} items (as of {_when(wm['updated_at'])})"
     )
-    out.print(_table(wm["items"], ["memory_id", "weight", "entered_at", "content"]))
+    out.print(_table(wm["items"], ["memory_id", "weight", "entered_at", "status", "content"]))
 
 
 def remember(

@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from noema.adapters.jetstream import stream_last_seq
+from noema import operator
+from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection, checksum
 from noema.adapters.postgres.recall import RecallFilters, RecallStore
 from noema.client import publish_observation
@@ -419,6 +420,24 @@ async def test_working_memory_is_bounded_and_survives_a_restart_of_attend(harnes
     )
     [decision] = json.loads(decided)["decisions"]
     assert decision["components"]["context"] > 0, "scored for its relevance to what the mind holds"
+
+    # A held memory retracted by an operator stays held until it decays out, and says so.
+    assert {i["status"] for i in after["items"]} == {"active"}
+    gone = after["items"][0]["memory_id"]
+    await operator.retract(
+        harness.pool,
+        EventPublisher(harness.nc, harness.topology),
+        gone,
+        actor="operator:test",
+        reason="wrong cluster",
+        now=datetime.now(UTC),
+    )
+
+    async def marked() -> bool:
+        items = (await k.working_memory("acme", "ops"))["items"]
+        return {i["memory_id"]: i["status"] for i in items}[gone] == "retracted"
+
+    await assert_eventually(marked)
 
 
 async def test_facts_are_embedded_and_found_by_meaning(harness: Harness) -> None:
