@@ -36,11 +36,17 @@ def instant_fields(struct: type[msgspec.Struct]) -> frozenset[str]:
     assert isinstance(info, msgspec.inspect.StructType)
     names = []
     for f in info.fields:
-        types = f.type.types if isinstance(f.type, msgspec.inspect.UnionType) else (f.type,)
-        types = tuple(t.type if isinstance(t, msgspec.inspect.Metadata) else t for t in types)
+        t = _bare(f.type)  # Annotated[Instant | None, Meta(description=...)]: metadata around a union
+        types = tuple(map(_bare, t.types if isinstance(t, msgspec.inspect.UnionType) else (t,)))
         if any(isinstance(t, msgspec.inspect.DateTimeType) for t in types):
             names.append(f.encode_name)
     return frozenset(names)
+
+
+def _bare(t: msgspec.inspect.Type) -> msgspec.inspect.Type:
+    while isinstance(t, msgspec.inspect.Metadata):
+        t = t.type
+    return t
 
 
 def convert(struct: type[T], data: Any, *, strict: bool = True, whole: str = "the input") -> T:
