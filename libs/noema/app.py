@@ -20,13 +20,13 @@ import asyncpg
 import msgspec
 from nats.aio.client import Client as NATS
 
-from noema_events import Event, encode_event
+from noema_events import Event
 
 from .access import AccessControl, Caller, InsufficientMemoryPermission
 from .adapters.embedders import Embedder, create_embedder
 from .adapters.jetstream import EventPublisher, connect
 from .adapters.postgres.recall import RecallFilters, RecallStore
-from .client import build_observation
+from .client import build_observation, send_observation
 from .domain.knowledge import DomainRef
 from .knowledge import Knowledge
 from .operations import InvalidQuery, OperationError
@@ -177,17 +177,17 @@ class Noema:
         )
 
     async def observe(self, caller: Caller, content: str, **fields: Any) -> dict[str, Any]:
-        """Publish an observation of the caller's mind; returns its id and stream sequence."""
+        """Publish an observation of the caller's mind (its actor the caller's); returns its id, stream
+        sequence and whether the id was already stored (a retry: not stored again). ``fields`` are
+        those of :func:`~noema.client.build_observation` (a bad value is an OperationError)."""
         try:
-            obs = build_observation(content, workspace=caller.workspace, mind=caller.agent, **fields)
+            obs = build_observation(
+                content, workspace=caller.workspace, mind=caller.agent, actor=caller.actor, **fields
+            )
         except ValueError as exc:
             raise OperationError(str(exc)) from None
-        ack = await self.nc.jetstream().publish(
-            self.topology.observation_subject(obs.workspace, obs.mind),
-            encode_event(obs),
-            headers={"Nats-Msg-Id": obs.id},
-        )
-        return {"observation_id": obs.id, "seq": int(ack.seq), "duplicate": bool(ack.duplicate)}
+        stored = await send_observation(self.nc.jetstream(), obs, topology=self.topology)
+        return {"observation_id": obs.id, "seq": stored.seq, "duplicate": stored.duplicate}
 
     async def list_memories(self, query: ListQuery) -> MemoryPage:
         """Operators: memories with filters, newest first (``query.workspace`` None = every workspace;

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 from nats.js import JetStreamContext
@@ -18,7 +18,7 @@ from noema_events.messages import humanize
 from .ids import new_id
 from .topology import Topology
 
-__all__ = ["InvalidObservation", "build_observation", "publish_observation"]
+__all__ = ["InvalidObservation", "Stored", "build_observation", "publish_observation", "send_observation"]
 
 
 class InvalidObservation(ValueError):
@@ -98,12 +98,29 @@ async def publish_observation(
     once and returns the original sequence. Other keyword arguments are those of
     :func:`build_observation`.
     """
-    topology = topology or Topology()
     obs = build_observation(content, workspace=workspace, mind=mind, **fields)
+    return (await send_observation(js, obs, topology=topology, timeout=timeout)).seq
+
+
+class Stored(NamedTuple):
+    """Where a published observation is: its stream sequence, and whether the stream already held an
+    observation of its id (within the duplicate window; it was then not stored again)."""
+
+    seq: int
+    duplicate: bool
+
+
+async def send_observation(
+    js: JetStreamContext, obs: ObservationRecorded, *, topology: Topology | None = None, timeout: float = 5.0
+) -> Stored:
+    """Publish a built observation with ``Nats-Msg-Id`` = its id: the one publication of an
+    observation, for every surface (``noemactl observe``, :meth:`noema.app.Noema.observe` behind the
+    NATS service's ``observe``, :func:`publish_observation`)."""
+    topology = topology or Topology()
     ack = await js.publish(
         topology.observation_subject(obs.workspace, obs.mind),
         encode_event(obs),
         timeout=timeout,
         headers={"Nats-Msg-Id": obs.id},
     )
-    return int(ack.seq)
+    return Stored(int(ack.seq), bool(ack.duplicate))

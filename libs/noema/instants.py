@@ -1,14 +1,17 @@
 """The one reading of a date or time given as text, by every surface (``noemactl`` options, the HTTP
-API's query parameters, the listing/timeline filters): an RFC 3339 timestamp, an ISO timestamp without
-a zone (taken as UTC) or a plain date (midnight UTC). Anything else is refused with a message naming
-the parameter and these forms."""
+API's query parameters and JSON bodies, the agent tools' inputs; see :mod:`noema.inputs`): an
+RFC 3339 timestamp, an ISO timestamp without a zone (taken as UTC) or a plain date (midnight UTC).
+Anything else is refused with a message naming the parameter and these forms."""
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import Annotated
 
-__all__ = ["FORMS", "InvalidInstant", "parse_instant"]
+import msgspec
+
+__all__ = ["FORMS", "Instant", "InvalidInstant", "parse_instant"]
 
 FORMS = (
     "an RFC 3339 timestamp (2026-03-01T09:30:00Z, 2026-03-01T09:30:00+01:00), "
@@ -16,6 +19,9 @@ FORMS = (
     "or a date, meaning midnight UTC (2026-03-01)"
 )
 """The accepted forms, as written in messages and help."""
+
+Instant = Annotated[datetime, msgspec.Meta(tz=True, description=f"A date or time: {FORMS}.")]
+"""A date or time in a Struct; :func:`noema.inputs.convert` reads its text with :func:`parse_instant`."""
 
 _FORM = re.compile(
     r"(?P<date>\d{4}-\d{2}-\d{2})"

@@ -36,6 +36,7 @@ from noema_events.vocabulary import CHANNEL_CREDIBILITY, EpistemicKind, MemoryKi
 
 from .adapters.jetstream import EventPublisher
 from .ids import new_id
+from .instants import Instant
 from .operations import Conflict, NotFound, OperationError
 
 __all__ = [
@@ -88,8 +89,8 @@ class KnowledgeEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     confidence: _Unit = 1.0
     importance: _Unit = 0.5
     participants: Annotated[list[_Label], msgspec.Meta(max_length=50)] = msgspec.field(default_factory=list)
-    happened_at: Annotated[datetime, msgspec.Meta(tz=True)] | None = None
-    valid_until: Annotated[datetime, msgspec.Meta(tz=True)] | None = None
+    happened_at: Instant | None = None
+    valid_until: Instant | None = None
 
 
 # Which statuses each status action may start from (anything else is a Conflict).

@@ -12,17 +12,19 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 from msgspec import Meta
 
-from noema_events.messages import humanize
-
 from .access import Caller
 from .app import Noema, SearchOptions
+from .inputs import InvalidInput, convert, text_dates
+from .instants import FORMS, Instant
 
-__all__ = ["TOOLS", "Tool", "ToolInputError", "call_tool", "decode_input", "input_schema"]
+__all__ = ["TOOLS", "Tool", "ToolInputError", "call_tool", "decode", "decode_input", "input_schema"]
+
+T = TypeVar("T")
 
 Text = Annotated[str, msgspec.Meta(min_length=1, max_length=32_000)]
 Short = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
@@ -63,9 +65,9 @@ class SearchMemoryInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields
     domains: Annotated[list[Short], Meta(description="Only memories of these domains, e.g. ['ops'].")] = []
     mind: Annotated[Short | None, Meta(description="Only the memories of this mind (agent).")] = None
     since: Annotated[
-        datetime | None, Meta(description="Only what happened at or after this time (ISO 8601).")
+        Instant | None, Meta(description=f"Only what happened at or after this time: {FORMS}.")
     ] = None
-    until: Annotated[datetime | None, Meta(description="Only what happened before this time (ISO 8601).")] = (
+    until: Annotated[Instant | None, Meta(description=f"Only what happened before this time: {FORMS}.")] = (
         None
     )
     repo: Annotated[Short | None, Meta(description=REPO)] = None
@@ -100,7 +102,8 @@ class ProposeFactInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=
         Short | None, Meta(description="Scope the domain to this repository (repo:<slug>/<domain>).")
     ] = None
     valid_until: Annotated[
-        datetime | None, Meta(description="When it stops being true (ISO 8601); it then leaves recall.")
+        Instant | None,
+        Meta(description=f"When it stops being true (it then leaves recall): {FORMS}."),
     ] = None
 
 
@@ -439,6 +442,7 @@ TOOLS: dict[str, Tool] = {
 def input_schema(tool: Tool) -> dict[str, Any]:
     """The tool input's JSON Schema, self-contained (definitions inlined under ``$defs``)."""
     (schema,), components = msgspec.json.schema_components([tool.input], ref_template="#/$defs/{name}")
+    components = text_dates(components)  # dates are read by noema.inputs.convert, not only RFC 3339
     name = schema["$ref"].rsplit("/", 1)[1]
     body = dict(components[name])
     others = {k: v for k, v in components.items() if k != name}
@@ -461,26 +465,24 @@ def _has_nul(value: Any) -> bool:
 
 def decode_input(tool: Tool, raw: bytes | dict[str, Any]) -> Any:
     """Validate raw JSON (bytes) or decoded arguments against the tool's input type."""
+    return decode(tool.name, tool.input, raw)
+
+
+def decode(name: str, struct: type[T], raw: bytes | dict[str, Any]) -> T:
+    """Raw JSON (bytes) or decoded arguments as ``struct``, read by :func:`noema.inputs.convert` (as
+    every surface reads its input: dates included); a refusal is a :class:`ToolInputError` naming
+    the operation ``name``."""
     if _has_nul(raw):
-        raise ToolInputError(f"{tool.name}: text must not contain NUL characters")
+        raise ToolInputError(f"{name}: text must not contain NUL characters")
+    if isinstance(raw, bytes | bytearray):
+        try:
+            raw = msgspec.json.decode(raw or b"{}")
+        except msgspec.DecodeError as exc:
+            raise ToolInputError(f"{name}: input is not JSON ({exc})") from None
     try:
-        if isinstance(raw, bytes | bytearray):
-            return msgspec.json.decode(raw or b"{}", type=tool.input)
-        return msgspec.convert(raw, type=tool.input)
-    except msgspec.ValidationError as exc:
-        raise ToolInputError(f"{tool.name}: {humanize(exc, _data(raw), struct=tool.input)}") from None
-    except msgspec.DecodeError as exc:
-        raise ToolInputError(f"{tool.name}: input is not JSON ({exc})") from None
-
-
-def _data(raw: bytes | dict[str, Any]) -> Any:
-    """The arguments as plain data, to quote a refused value (``...`` if they are not JSON)."""
-    if not isinstance(raw, bytes | bytearray):
-        return raw
-    try:
-        return msgspec.json.decode(raw or b"{}")
-    except msgspec.DecodeError:
-        return ...
+        return convert(struct, raw)
+    except InvalidInput as exc:
+        raise ToolInputError(f"{name}: {exc}") from None
 
 
 async def call_tool(app: Noema, who: Caller, name: str, raw: bytes | dict[str, Any]) -> Any:

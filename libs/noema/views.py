@@ -18,10 +18,10 @@ import msgspec
 import msgspec.inspect
 
 from noema_events.envelope import NAME_PATTERN
-from noema_events.messages import humanize
 from noema_events.vocabulary import EpistemicKind, MemoryKind, MemoryStatus
 
-from .instants import FORMS, InvalidInstant, parse_instant
+from .inputs import InvalidInput, convert
+from .instants import Instant
 from .operations import InvalidQuery
 
 __all__ = [
@@ -46,8 +46,6 @@ MindName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{0,64}$")]
 Label = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 Limit = Annotated[int, msgspec.Meta(ge=1, le=200)]
 Offset = Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]
-Instant = Annotated[datetime, msgspec.Meta(tz=True, description=f"A date or time: {FORMS}.")]
-"""A date or time; :func:`parse` reads text with :func:`~noema.instants.parse_instant`."""
 EventType = Annotated[str, msgspec.Meta(pattern=r"^[a-z_]+(\.[a-z_]+)*(\.v[0-9]+)?$", max_length=100)]
 
 Q = TypeVar("Q", bound=msgspec.Struct)
@@ -65,18 +63,6 @@ def _fields(struct: type[msgspec.Struct]) -> tuple[msgspec.inspect.Field, ...]:
     info = msgspec.inspect.type_info(struct)
     assert isinstance(info, msgspec.inspect.StructType)
     return info.fields
-
-
-@functools.cache
-def _instant_fields(struct: type[msgspec.Struct]) -> frozenset[str]:
-    """The fields holding a date or time (their text is read by :func:`parse_instant`)."""
-    names = []
-    for f in _fields(struct):
-        types = f.type.types if isinstance(f.type, msgspec.inspect.UnionType) else (f.type,)
-        types = tuple(t.type if isinstance(t, msgspec.inspect.Metadata) else t for t in types)
-        if any(isinstance(t, msgspec.inspect.DateTimeType) for t in types):
-            names.append(f.name)
-    return frozenset(names)
 
 
 @functools.cache
@@ -105,15 +91,10 @@ def parse(query: type[Q], values: Mapping[str, Any]) -> Q:
     for name in sorted(_lax_null_fields(query) & {k for k, v in given.items() if v == "null"}):
         # Lax conversion would read the text "null" as an absent value: refuse it instead.
         raise InvalidQuery(f"`{name}` cannot be 'null' (leave it out instead)")
-    for name in sorted(_instant_fields(query) & given.keys()):
-        try:
-            given[name] = parse_instant(given[name], name)
-        except InvalidInstant as exc:
-            raise InvalidQuery(str(exc)) from None
     try:
-        return msgspec.convert(given, query, strict=False)
-    except msgspec.ValidationError as exc:
-        raise InvalidQuery(humanize(exc, given, struct=query, whole="the query")) from None
+        return convert(query, given, strict=False, whole="the query")
+    except InvalidInput as exc:
+        raise InvalidQuery(str(exc)) from None
 
 
 # --- filters ------------------------------------------------------------------------------------

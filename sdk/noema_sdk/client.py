@@ -347,7 +347,7 @@ class NoemaClient:
             raise NoemaError(
                 f"JetStream refused the observation: {exc}", operation="publish_observation"
             ) from None
-        return ObservationReceipt(observation_id=obs_id, seq=int(ack.seq))
+        return ObservationReceipt(observation_id=obs_id, seq=int(ack.seq), duplicate=bool(ack.duplicate))
 
 
 def _decode_reply(operation: str, data: bytes, headers: dict[str, str] | None, result: type[T]) -> T:

@@ -208,10 +208,13 @@ class Preamble(_Result, frozen=True, kw_only=True):
 
 
 class ObservationReceipt(_Result, frozen=True, kw_only=True):
-    """A stored observation: its id and stream sequence (a retried publish returns the same)."""
+    """A stored observation: its id and stream sequence (a retried publish returns the same), and
+    whether the id was already stored (a retry within the duplicate window: not stored again; a
+    service older than this field always reports false)."""
 
     observation_id: str
     seq: int
+    duplicate: bool = False
 
 
 class ObservationFields(TypedDict, total=False):

@@ -25,9 +25,9 @@ from starlette.routing import Route
 from noema.access import InsufficientMemoryPermission
 from noema.adapters.jetstream import EventPublisher
 from noema.app import Noema
+from noema.inputs import InvalidInput, convert
 from noema.operations import Conflict, InvalidQuery, NotFound, OperationError
 from noema.views import parse
-from noema_events.messages import humanize
 
 from .auth import Principal, Tokens
 from .errors import ApiError, ErrorBody
@@ -164,9 +164,9 @@ async def parse_body(request: Request, struct: type[msgspec.Struct] | None) -> A
         raise ApiError(400, f"the body must be a JSON object: {exc}") from None
     _clean(raw)
     try:
-        return msgspec.convert(raw, struct)
-    except msgspec.ValidationError as exc:
-        raise ApiError(422, f"invalid body: {humanize(exc, raw, struct=struct, whole='the body')}") from None
+        return convert(struct, raw, whole="the body")  # dates read as every surface reads them
+    except InvalidInput as exc:
+        raise ApiError(422, f"invalid body: {exc}") from None
 
 
 def route(endpoint: Endpoint, api: Api) -> Route:

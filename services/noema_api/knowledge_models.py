@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from noema.instants import Instant
 from noema.views import Label, Limit, Name
 
 from .models import Content, Reason, _In, _Out
@@ -47,7 +48,6 @@ __all__ = [
 Veracity = Literal["stated", "inferred", "tool", "imported"]
 Slug = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9._-]{0,99}$")]
 DomainName = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"\S")]
-Instant = Annotated[datetime, msgspec.Meta(tz=True)]
 
 
 class WorkspaceQuery(_In, frozen=True, kw_only=True):

@@ -13,6 +13,8 @@ from typing import Any
 
 import msgspec
 
+from noema.inputs import text_dates
+
 from .endpoint import Endpoint
 from .errors import ErrorBody
 
@@ -63,7 +65,7 @@ def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
     if len(options) == 1:
         schema = {**{k: v for k, v in schema.items() if k != "anyOf"}, **options[0]}
     if schema.get("format") == "date-time":
-        # Query parameters are read by noema.instants.parse_instant, which also takes a plain date or a
+        # Query parameters are read by noema.inputs.convert, which also takes a plain date or a
         # timestamp without a zone (described): they are strings, not RFC 3339 date-times.
         schema = {k: v for k, v in schema.items() if k != "format"}
     return schema
@@ -128,6 +130,11 @@ def build_openapi(endpoints: Sequence[Endpoint]) -> dict[str, Any]:
     for e in endpoints:
         if e.query is not None:
             components.pop(e.query.__name__, None)  # inlined as parameters, no component
+    for e in endpoints:
+        if e.body is not None:
+            # Bodies are read by noema.inputs.convert: a date field also takes a plain date or a
+            # timestamp without a zone (described), so it is a string, not an RFC 3339 date-time.
+            components[e.body.__name__] = text_dates(components[e.body.__name__])
     return {
         "openapi": "3.1.0",
         "info": INFO,

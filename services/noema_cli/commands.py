@@ -19,12 +19,13 @@ from noema.adapters.embedders import create_embedder
 from noema.adapters.jetstream import EventPublisher, connect, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection, checksum, create_pool
 from noema.adapters.postgres import connect as pg_connect
+from noema.client import send_observation
 from noema.reads import resolve_memory
 from noema.replay import drop_schema, replay_into
 from noema.runtime import read_state
 from noema.settings import Settings
 from noema.topology import Topology
-from noema_events import ObservationRecorded, encode_event
+from noema_events import ObservationRecorded
 
 __all__ = ["CommandError", "decay", "embed_missing", "publish", "relate", "replay", "status"]
 
@@ -42,15 +43,9 @@ async def publish(settings: Settings, obs: ObservationRecorded) -> tuple[int, bo
     """Publish a validated observation; returns its stream sequence and whether the stream already
     held an observation of this id (within the duplicate window; it is then not stored again)."""
     assert settings.nats_url
-    topology = Topology(settings.prefix)
     nc = await connect(settings.nats_url, name="noemactl")
     try:
-        ack = await nc.jetstream().publish(
-            topology.observation_subject(obs.workspace, obs.mind),
-            encode_event(obs),
-            headers={"Nats-Msg-Id": obs.id},
-        )
-        return int(ack.seq), bool(ack.duplicate)
+        return await send_observation(nc.jetstream(), obs, topology=Topology(settings.prefix))
     finally:
         await nc.close()
 

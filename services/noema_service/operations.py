@@ -1,11 +1,11 @@
 """What the service exposes: every agent tool of :mod:`noema.tools` (run by ``call_tool``, nothing
-re-implemented) and ``observe``, which publishes an observation of the calling agent."""
+re-implemented) and ``observe``, which publishes an observation of the calling agent through
+:meth:`noema.app.Noema.observe` (its reply says whether the id was a duplicate)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Annotated, Any
 
 import msgspec
@@ -13,10 +13,9 @@ from msgspec import Meta
 
 from noema.access import Caller
 from noema.app import Noema
-from noema.client import publish_observation
-from noema.ids import new_id
-from noema.tools import TOOLS, ToolInputError, call_tool, input_schema
-from noema_events.messages import humanize
+from noema.inputs import text_dates
+from noema.instants import FORMS, Instant
+from noema.tools import TOOLS, call_tool, decode, input_schema
 
 __all__ = ["OPERATIONS", "ObserveInput", "Operation"]
 
@@ -72,34 +71,16 @@ class ObserveInput(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     ] = None
     session: Annotated[str | None, Meta(description="The session it belongs to.")] = None
     happened_at: Annotated[
-        datetime | None,
-        Meta(description="When it happened, if not now (ISO 8601), e.g. for an imported transcript."),
+        Instant | None,
+        Meta(description=f"When it happened, if not now (e.g. for an imported transcript): {FORMS}."),
     ] = None
     metadata: Annotated[dict[str, str], Meta(description="Free-form string attributes kept with it.")] = {}
 
 
 async def _observe(app: Noema, who: Caller, raw: bytes) -> Any:
-    try:
-        args = msgspec.json.decode(raw or b"{}", type=ObserveInput)
-    except msgspec.ValidationError as exc:
-        data = msgspec.json.decode(raw or b"{}")  # valid JSON, or decoding had failed with DecodeError
-        raise ToolInputError(f"observe: {humanize(exc, data, struct=ObserveInput)}") from None
-    except msgspec.DecodeError as exc:
-        raise ToolInputError(f"observe: input is not JSON ({exc})") from None
+    args = decode("observe", ObserveInput, raw)  # read as the tools' input is (dates included)
     fields = msgspec.structs.asdict(args)
-    content = fields.pop("content")
-    observation_id = fields.pop("observation_id") or new_id()
-    seq = await publish_observation(
-        app.nc.jetstream(),
-        content,
-        workspace=who.workspace,
-        mind=who.agent,
-        actor=who.actor,
-        observation_id=observation_id,
-        topology=app.topology,
-        **fields,
-    )
-    return {"observation_id": observation_id, "seq": seq}
+    return await app.observe(who, fields.pop("content"), **fields)
 
 
 def _tool(name: str) -> Operation:
@@ -117,7 +98,7 @@ OPERATIONS: dict[str, Operation] = {
         "observe",
         "Publish an observation of your mind (attention decides whether it becomes long-term memory); "
         "a retry with the same observation_id is stored once.",
-        msgspec.json.schema(ObserveInput),
+        text_dates(msgspec.json.schema(ObserveInput)),
         _observe,
     ),
 }

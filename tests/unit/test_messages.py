@@ -4,6 +4,7 @@ inputs (MCP and NATS) and the publisher client."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta, timezone
 
 import msgspec
@@ -14,8 +15,14 @@ from noema.client import InvalidObservation, build_observation
 from noema.instants import FORMS, InvalidInstant, parse_instant
 from noema.operations import InvalidQuery
 from noema.operator import KnowledgeEntry
-from noema.tools import TOOLS, ToolInputError, decode_input
+from noema.tools import TOOLS, ToolInputError, decode_input, input_schema
 from noema.views import ListQuery, TimelineQuery, parse
+from noema_api.endpoint import parse_body
+from noema_api.errors import ApiError
+from noema_api.knowledge_models import FactBody
+from noema_api.models import KnowledgeBody
+from noema_api.openapi import build_openapi
+from noema_api.routes import ENDPOINTS
 from noema_cli.main import app
 from noema_events.messages import humanize
 from noema_service.operations import OPERATIONS
@@ -156,3 +163,119 @@ def test_humanize_says_what_is_wrong_without_msgspec_notation(raw: object, messa
     with pytest.raises(msgspec.ValidationError) as caught:
         msgspec.convert(raw, _Sample)
     assert humanize(caught.value, raw, struct=_Sample) == message
+
+
+# --- the same dates on every surface: CLI options, API bodies, tool and observe inputs ---------
+
+
+class _Body:
+    """What parse_body reads of a request: its body."""
+
+    def __init__(self, data: dict[str, object]) -> None:
+        self._data = msgspec.json.encode(data)
+
+    async def body(self) -> bytes:
+        return self._data
+
+
+def _surfaces(text: str) -> dict[str, Callable[[], Awaitable[datetime | None]]]:
+    """How each surface reads ``text`` as a date, as the date it stores (a refusal raises)."""
+
+    async def cli() -> datetime | None:  # noemactl memory add --valid-until (checked before connecting)
+        return parse(KnowledgeEntry, {"workspace": "acme", "content": "x", "valid_until": text}).valid_until
+
+    async def memory_body() -> datetime | None:  # POST /v1/memories
+        body = {"workspace": "acme", "content": "x", "reason": "r", "valid_until": text}
+        return (await parse_body(_Body(body), KnowledgeBody)).valid_until  # type: ignore[arg-type]
+
+    async def fact_body() -> datetime | None:  # POST /v1/facts
+        body = {"workspace": "acme", "domain": "ops", "topic": "t", "content": "x", "reason": "r"}
+        return (await parse_body(_Body({**body, "valid_until": text}), FactBody)).valid_until  # type: ignore[arg-type]
+
+    async def search_tool() -> datetime | None:  # search_memory since, as JSON (NATS) and arguments (MCP)
+        raw = decode_input(TOOLS["search_memory"], msgspec.json.encode({"query": "q", "since": text}))
+        assert decode_input(TOOLS["search_memory"], {"query": "q", "since": text}) == raw
+        return raw.since
+
+    async def propose_tool() -> datetime | None:  # propose_fact valid_until
+        args = {"domain": "ops", "topic": "t", "content": "x", "valid_until": text}
+        return decode_input(TOOLS["propose_fact"], args).valid_until
+
+    async def observe() -> datetime | None:  # the NATS service's observe, through Noema.observe
+        seen: dict[str, object] = {}
+
+        class App:
+            async def observe(self, who: object, content: str, **fields: object) -> dict[str, object]:
+                seen.update(fields)
+                return {}
+
+        await OPERATIONS["observe"].run(
+            App(), None, msgspec.json.encode({"content": "x", "happened_at": text})
+        )  # type: ignore[arg-type]
+        when = seen["happened_at"]
+        assert isinstance(when, datetime)
+        return when
+
+    return {
+        "cli": cli,
+        "memory body": memory_body,
+        "fact body": fact_body,
+        "search_memory": search_tool,
+        "propose_fact": propose_tool,
+        "observe": observe,
+    }
+
+
+@pytest.mark.parametrize(("text", "expected"), ACCEPTED)
+async def test_every_surface_accepts_the_same_dates(text: str, expected: datetime) -> None:
+    for surface, read in _surfaces(text).items():
+        when = await read()
+        assert when == expected, surface
+        assert when is not None, surface
+        assert when.tzinfo is not None, surface  # propose_fact refuses a datetime without a zone
+
+
+@pytest.mark.parametrize("text", [*REFUSED, 1577836800, True])
+async def test_every_surface_refuses_the_same_dates_in_words(text: object) -> None:
+    reason = f"{text!r} is not a date or time; give {FORMS}"
+    refusals = {
+        "cli": (InvalidQuery, f"valid_until: {reason}"),
+        "memory body": (ApiError, f"invalid body: valid_until: {reason}"),
+        "fact body": (ApiError, f"invalid body: valid_until: {reason}"),
+        "search_memory": (ToolInputError, f"search_memory: since: {reason}"),
+        "propose_fact": (ToolInputError, f"propose_fact: valid_until: {reason}"),
+        "observe": (ToolInputError, f"observe: happened_at: {reason}"),
+    }
+    for surface, read in _surfaces(text).items():  # type: ignore[arg-type]
+        kind, message = refusals[surface]
+        with pytest.raises(kind) as caught:
+            await read()
+        said = caught.value.message if isinstance(caught.value, ApiError) else str(caught.value)
+        assert said == message, surface
+        if isinstance(caught.value, ApiError):
+            assert caught.value.status == 422
+
+
+def test_null_dates_stay_absent_on_every_surface() -> None:
+    assert decode_input(TOOLS["search_memory"], {"query": "q", "since": None}).since is None
+    assert (
+        parse(KnowledgeEntry, {"workspace": "acme", "content": "x", "valid_until": None}).valid_until is None
+    )
+
+
+def test_schemas_describe_the_date_forms_and_do_not_demand_rfc_3339() -> None:
+    schemas = {f"tool {name}": input_schema(tool) for name, tool in TOOLS.items()}
+    schemas |= {f"service {name}": op.schema for name, op in OPERATIONS.items()}
+    for where, schema in schemas.items():
+        assert '"date-time"' not in msgspec.json.encode(schema).decode(), where
+    for name, field in [
+        ("search_memory", "since"),
+        ("search_memory", "until"),
+        ("propose_fact", "valid_until"),
+    ]:
+        assert FORMS in input_schema(TOOLS[name])["properties"][field]["description"]
+    observe = OPERATIONS["observe"].schema["$defs"]["ObserveInput"]
+    assert FORMS in observe["properties"]["happened_at"]["description"]
+    document = build_openapi(ENDPOINTS)["components"]["schemas"]
+    for body in ("KnowledgeBody", "FactBody"):
+        assert '"date-time"' not in msgspec.json.encode(document[body]).decode(), body
