@@ -180,6 +180,17 @@ async def test_an_operator_entrys_domain_is_checked_and_created_on_first_use(api
     assert (stored["domain"], stored["repo"]) == ("repo:web/billing", "web")
     domains = (await api.admin.get("/v1/domains", params={"workspace": "acme"})).json()["items"]
     assert "repo:web/billing" in {d["domain"] for d in domains}
+    # A body's dates are read as the CLI reads them: a plain date is midnight UTC.
+    dated = await api.admin.post("/v1/memories", json={**entry, "valid_until": "2099-01-01"})
+    assert dated.status_code == 202, dated.text
+    await api.caught_up()
+    until = (await api.admin.get(f"/v1/memories/{dated.json()['memory_id']}")).json()["memory"]["valid_until"]
+    assert until.startswith("2099-01-01T00:00:00")
+    past_range = await api.admin.post(
+        "/v1/memories", json={**entry, "valid_until": "0001-01-01T00:00:00+01:00"}
+    )
+    assert past_range.status_code == 422
+    assert "out of the range" in past_range.json()["error"]
 
 
 async def test_correct_supersedes_the_memory_with_the_corrected_content(api: ApiHarness) -> None:
