@@ -65,5 +65,8 @@ def parse_instant(value: str | datetime, name: str) -> datetime:
         except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00, before the first representable instant
             raise InvalidInstant(f"{name}: {value!r} is out of the range of dates and times") from None
     if when is None:
-        raise InvalidInstant(f"{name}: {value!r} is not a date or time; give {FORMS}")
+        # "2026-01-01T10:00:00 01:00": a "+" sent unencoded in a URL arrives as a space.
+        plus = isinstance(value, str) and re.search(r"\d \d{2}:\d{2}$", value.strip()) is not None
+        hint = " (in a URL, write the '+' of a time zone as %2B)" if plus else ""
+        raise InvalidInstant(f"{name}: {value!r} is not a date or time{hint}; give {FORMS}")
     return when

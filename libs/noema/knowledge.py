@@ -619,13 +619,16 @@ class Knowledge:
         limit: int = 100,
     ) -> list[dict[str, Any]]:
         """Facts (semantic memories) the caller may read, the current repo's first: the active,
-        unexpired ones, or every one with ``include_inactive``."""
+        unexpired ones, or every one with ``include_inactive`` (an active fact past its
+        ``valid_until`` is listed with status ``expired``)."""
         key = self._ref(domain, repo).key if domain else None
         readable = await self.readable_domains(caller)
         rows = await self.pool.fetch(
             """SELECT id, mind AS agent, domain, topic, content, epistemic_kind, veracity, confidence,
-                      mention_count, status, superseded_by, repo, memory_type, valid_until, created_at,
-                      updated_at
+                      mention_count,
+                      CASE WHEN status = 'active' AND valid_until <= $8 THEN 'expired' ELSE status END
+                          AS status,
+                      superseded_by, repo, memory_type, valid_until, created_at, updated_at
                FROM memories WHERE workspace = $1 AND kind = 'semantic' AND tier = 'long'
                  AND ($2::text IS NULL OR domain = $2) AND ($3::text IS NULL OR topic = $3)
                  AND ($4 OR (status = 'active' AND (valid_until IS NULL OR valid_until > $8)))

@@ -94,6 +94,14 @@ async def relate(
             f"relationships stay inside one mind: {from_id} is in {a['workspace']}/{a['mind'] or '-'}, "
             f"{to_id} in {b['workspace']}/{b['mind'] or '-'}"
         )
+    existing = await pool.fetchval(
+        "SELECT id FROM relationships WHERE from_id = $1 AND to_id = $2 AND relation = $3",
+        from_id,
+        to_id,
+        relation,
+    )
+    if existing is not None:
+        raise Conflict(f"{from_id} already {relation} {to_id} (relationship {existing})")
     rel_id = new_id()
     await publisher.publish(
         [

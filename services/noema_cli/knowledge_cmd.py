@@ -7,7 +7,7 @@ everything); with them it acts as that agent, under that role's grants.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +114,11 @@ def fact_propose(
         print_json(vars(result))
     else:
         out.print(f"fact {result.memory_id} {result.outcome} in {result.domain} / {result.topic}")
+    if valid_until is not None and valid_until <= datetime.now(UTC):
+        err.print(
+            "note: --valid-until is already past: the fact is recorded as expired, so it is not listed, "
+            "searched or put in preambles (`fact list --all` shows it)"
+        )
 
 
 @fact_app.command("supersede")

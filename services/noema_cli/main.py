@@ -132,7 +132,11 @@ def observe(
 def memory_search(
     query: str = typer.Argument(..., help="What to look for."),
     workspace: str | None = typer.Option(None, "--workspace", "-w", help="Workspace (default: all)."),
-    mode: str = typer.Option("hybrid", help="keyword, semantic, hybrid (or vector)."),
+    mode: str = typer.Option(
+        "hybrid",
+        help="keyword (full text), vector (embeddings alone), semantic (full text and vectors fused by "
+        "reciprocal rank) or hybrid (every voice, explained; the default).",
+    ),
     profile: str = typer.Option("hybrid", help="hybrid (voices + MMR) or weighted (plain weighted fusion)."),
     mind: str | None = typer.Option(None, "--mind", "-m", help="Only memories of this mind."),
     kind: list[str] | None = search.Choices("kind", "Memory kind(s)."),

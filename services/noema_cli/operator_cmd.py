@@ -19,7 +19,7 @@ from noema.app import Noema
 from noema.operations import InvalidQuery
 from noema.views import AuditQuery, parse
 
-from .common import DataDir, JsonOption, fail, operator_name, out, print_json, run_app, use
+from .common import DataDir, JsonOption, err, fail, operator_name, out, print_json, run_app, use
 from .memory_cmd import INSTANT, KINDS
 from .render import event_table, print_page
 
@@ -157,6 +157,8 @@ def add(
 
     receipt = run_app(work)
     _report(receipt, f"memory {receipt.memory_id} entered", as_json)
+    if entry.valid_until is not None and entry.valid_until <= datetime.now(UTC):
+        err.print("note: --valid-until is already past: the memory is recorded as expired (out of recall)")
 
 
 def audit(

@@ -244,7 +244,32 @@ async def test_relate_takes_short_ids_names_the_operator_and_refuses_unknown_ids
         made["relationship_id"],
     )
     assert (row["actor"], row["a"], row["b"]) == ("operator:carol", first, second)
+    again = await ctl(api, "memory", "relate", first[:8], second[:8], "--relation", "supports")
+    assert again.code == 2, "an edge is added once"
+    assert "already supports" in again.stderr
     unknown = await ctl(api, "memory", "relate", first, "abcdef12", "--relation", "supports")
     assert unknown.code == 2
     assert "no memory abcdef12" in unknown.stderr
     assert "Traceback" not in unknown.stderr
+
+
+async def test_an_already_past_valid_until_is_recorded_with_a_note(api: ApiHarness) -> None:
+    added = await ctl(
+        api, "memory", "add", "old news", "-w", "acme", "--valid-until", "2020-01-01", "--reason", "r"
+    )
+    assert added.code == 0, added.stderr
+    assert "already past" in added.stderr
+    proposed = await ctl(
+        api, "fact", "propose", "The freeze held", "-w", "acme", "-d", "ops", "-t", "freeze",
+        "--valid-until", "2020-01-01",
+    )  # fmt: skip
+    assert proposed.code == 0, proposed.stderr
+    assert "already past" in proposed.stderr
+    await api.caught_up()
+    listed = await ctl_json(api, "fact", "list", "-w", "acme", "--all")
+    # (an operator entry is a semantic memory too, so it lists among the facts)
+    assert sorted((f["content"], f["status"]) for f in listed) == [
+        ("The freeze held", "expired"),
+        ("old news", "expired"),
+    ]
+    assert await ctl_json(api, "fact", "list", "-w", "acme") == []

@@ -75,6 +75,11 @@ async def test_an_expired_fact_neither_absorbs_a_restatement_nor_wins_a_conflict
     assert rows[weaker.memory_id]["status"] == "active"
     assert rows[deploys.memory_id]["superseded_by"] is None
     assert await k.list_conflicts(ALICE) == []
+    # Listed: the current facts; with everything, the expired ones say so.
+    current = {f["id"] for f in await k.list_facts(ALICE, domain="ops")}
+    assert current == {again.memory_id, weaker.memory_id}
+    every = {f["id"]: f["status"] for f in await k.list_facts(ALICE, domain="ops", include_inactive=True)}
+    assert (every[freeze.memory_id], every[deploys.memory_id]) == ("expired", "expired")
 
 
 async def test_expiry_is_judged_at_the_proposals_time_not_by_the_wall_clock(harness: Harness) -> None:

@@ -75,6 +75,11 @@ def test_an_instant_outside_the_representable_range_is_refused_not_crashed_on(te
         parse(ListQuery, {"since": text})
 
 
+def test_a_plus_lost_in_a_url_is_pointed_out() -> None:
+    with pytest.raises(InvalidInstant, match=r"write the '\+' of a time zone as %2B"):
+        parse_instant("2026-01-01T10:00:00 01:00", "since")
+
+
 def test_operator_entries_read_their_times_with_the_same_reader() -> None:
     entry = parse(KnowledgeEntry, {"workspace": "acme", "content": "x", "valid_until": "2030-01-01"})
     assert entry.valid_until == datetime(2030, 1, 1, tzinfo=UTC)
