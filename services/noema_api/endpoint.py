@@ -158,6 +158,8 @@ async def parse_body(request: Request, struct: type[msgspec.Struct] | None) -> A
     if struct is None:
         return None
     data = await request.body()
+    if not data.strip():
+        raise ApiError(400, "the body is empty: it must be a JSON object")
     try:
         raw = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:

@@ -12,6 +12,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from noema.instants import FORMS
 from noema.operations import InvalidQuery
 from noema.views import ListQuery, MemoryDetail, TimelineQuery, parse
 
@@ -22,7 +23,7 @@ __all__ = ["register"]
 
 KINDS = "episodic, semantic, procedural or autobiographical"
 STATUSES = "active, retracted, superseded or archived"
-INSTANT = "a date (2025-06-01, midnight UTC) or a time (2025-06-01T09:30:00Z; UTC without a zone)"
+INSTANT = FORMS
 
 
 def _query(struct: type[Any], **values: Any) -> Any:
@@ -41,8 +42,12 @@ def memory_list(
     ),
     status: str | None = typer.Option(None, "--status", "-s", help=f"{STATUSES} (default: every status)."),
     domain: str | None = typer.Option(None, "--domain", "-d", help="Only this domain."),
-    since: str | None = typer.Option(None, help=f"Happened (else created) at or after this time: {INSTANT}."),
-    until: str | None = typer.Option(None, help=f"Happened (else created) before this time: {INSTANT}."),
+    since: str | None = typer.Option(
+        None, metavar="DATE|TIME", help=f"Happened (else created) at or after this time: {INSTANT}."
+    ),
+    until: str | None = typer.Option(
+        None, metavar="DATE|TIME", help=f"Happened (else created) before this time: {INSTANT}."
+    ),
     limit: int = typer.Option(50, help="At most this many (1-200)."),
     offset: int = typer.Option(0, help="Skip this many (the next page)."),
     data_dir: Path | None = DataDir(),
@@ -75,8 +80,12 @@ def memory_list(
 def memory_timeline(
     workspace: str = typer.Option(..., "--workspace", "-w", help="Workspace."),
     mind: str | None = typer.Option(None, "--mind", "-m", help="Only this mind's memories."),
-    since: str | None = typer.Option(None, help=f"Happened (else created) at or after this time: {INSTANT}."),
-    until: str | None = typer.Option(None, help=f"Happened (else created) before this time: {INSTANT}."),
+    since: str | None = typer.Option(
+        None, metavar="DATE|TIME", help=f"Happened (else created) at or after this time: {INSTANT}."
+    ),
+    until: str | None = typer.Option(
+        None, metavar="DATE|TIME", help=f"Happened (else created) before this time: {INSTANT}."
+    ),
     order: str = typer.Option("desc", help="desc (latest first) or asc (oldest first)."),
     limit: int = typer.Option(50, help="At most this many (1-200)."),
     offset: int = typer.Option(0, help="Skip this many (the next page)."),

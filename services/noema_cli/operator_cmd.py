@@ -118,8 +118,12 @@ def add(
     confidence: float = typer.Option(1.0, help="Confidence, 0..1."),
     importance: float = typer.Option(0.5, help="How much it matters, 0..1."),
     participant: list[str] | None = typer.Option(None, "--participant", "-p", help="Who took part (repeat)."),
-    happened_at: str | None = typer.Option(None, help=f"When it happened (default: now): {INSTANT}."),
-    valid_until: str | None = typer.Option(None, help=f"When it stops being true: {INSTANT}."),
+    happened_at: str | None = typer.Option(
+        None, metavar="DATE|TIME", help=f"When it happened (default: now): {INSTANT}."
+    ),
+    valid_until: str | None = typer.Option(
+        None, metavar="DATE|TIME", help=f"When it stops being true: {INSTANT}."
+    ),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:

@@ -67,7 +67,9 @@ def _instant(name: str) -> Callable[[str], datetime]:
 
 def Instant(name: str, text: str) -> Any:
     """A ``--<name>`` date/time option, read by :func:`noema.instants.parse_instant`."""
-    return typer.Option(None, f"--{name}", help=f"{text} Give {FORMS}.", parser=_instant(name))
+    return typer.Option(
+        None, f"--{name}", metavar="DATE|TIME", help=f"{text} Give {FORMS}.", parser=_instant(name)
+    )
 
 
 def _cell(components: dict[str, float], name: str) -> str:

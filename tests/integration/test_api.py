@@ -283,6 +283,8 @@ async def test_actions_on_missing_or_unsuitable_memories_are_refused(api: ApiHar
     same = await api.admin.post(f"/v1/memories/{mid}/correct", json={"reason": "x", "content": "something"})
     assert same.status_code == 422
     assert (await api.admin.delete(f"/v1/memories/{mid}")).status_code == 405
+    empty = await api.admin.post(f"/v1/memories/{mid}/archive", content=b"")
+    assert (empty.status_code, empty.json()["error"]) == (400, "the body is empty: it must be a JSON object")
     bad_entry = await api.admin.post(
         "/v1/memories", json={"workspace": "no spaces", "content": "x", "reason": "y"}
     )
