@@ -66,14 +66,19 @@ def use(data_dir: Path | None) -> None:
 
 class _State:
     settings: Settings
+    json: bool = False
+    """--json was given: errors, too, are printed as JSON (on stderr)."""
 
 
 state = _State()
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    """Print an error and exit with ``code``."""
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    """Print an error (a JSON object ``{"error", "exit_code"}`` under ``--json``) and exit with ``code``."""
+    if state.json:
+        print(json.dumps({"error": message, "exit_code": code}), file=sys.stderr)
+    else:
+        err.print(f"[bold red]error:[/] {message}", highlight=False)
     raise typer.Exit(code)
 
 
@@ -120,9 +125,20 @@ def progress_bar(description: str, disable: bool = False) -> Iterator[Callable[[
         yield report
 
 
+def _json_mode(value: bool) -> bool:
+    state.json = value
+    return value
+
+
 def JsonOption() -> Any:
-    """The ``--json`` option."""
-    return typer.Option(False, "--json", help="Print JSON instead of a table.")
+    """The ``--json`` option (read before the others, so that their errors are JSON too)."""
+    return typer.Option(
+        False,
+        "--json",
+        help="Print JSON instead of a table (errors too).",
+        is_eager=True,
+        callback=_json_mode,
+    )
 
 
 def run_app(work: Callable[[Noema], Coroutine[Any, Any, T]]) -> T:

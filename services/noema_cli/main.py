@@ -22,6 +22,7 @@ from noema.settings import Settings, SettingsError
 from . import api_cmd, commands, knowledge_cmd, mcp_cmd, operator_cmd, search
 from .common import (
     DataDir,
+    JsonOption,
     caller,
     fail,
     operator_name,
@@ -51,6 +52,7 @@ app.add_typer(api_cmd.api_app, name="api")
 def _main(
     data_dir: Path | None = DataDir(),
 ) -> None:
+    state.json = False  # until a command's own --json says otherwise
     try:
         settings = Settings.from_env()
     except SettingsError as exc:
@@ -94,7 +96,7 @@ def observe(
         None, "--id", help="Observation id (retries with the same id are stored once)."
     ),
     data_dir: Path | None = DataDir(),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    as_json: bool = JsonOption(),
 ) -> None:
     """Publish an observation to the observation stream.
 
@@ -157,7 +159,7 @@ def memory_search(
         None, "--role", "-r", help="Search with this role's grants (strict mode)."
     ),
     data_dir: Path | None = DataDir(),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    as_json: bool = JsonOption(),
 ) -> None:
     """Search memory, best first, each result with its origin event (and with --explain, its score).
 
@@ -213,7 +215,7 @@ def memory_relate(
     confidence: float = typer.Option(1.0, min=0.0, max=1.0, help="Confidence in the edge."),
     source: str = typer.Option("operator", help="Where the edge comes from."),
     data_dir: Path | None = DataDir(),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    as_json: bool = JsonOption(),
 ) -> None:
     """Relate two memories of the same mind (the database refuses edges across minds).
 
@@ -232,7 +234,7 @@ def memory_relate(
 def memory_embed_missing(
     batch: int = typer.Option(64, min=1, max=1024, help="Texts per embedding call."),
     data_dir: Path | None = DataDir(),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    as_json: bool = JsonOption(),
 ) -> None:
     """Backfill: embed every memory that has no vector for the current model (NOEMA_EMBEDDER).
 
@@ -261,7 +263,7 @@ def preamble(
     ),
     repo: str | None = typer.Option(None, help="Current repository: its facts rank first."),
     data_dir: Path | None = DataDir(),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    as_json: bool = JsonOption(),
 ) -> None:
     """Print the dispatch preamble: active policies, the agent's notes, keyword-matched facts.
 
@@ -280,7 +282,7 @@ def preamble(
 def decay_tick(
     workspace: list[str] | None = typer.Option(None, "--workspace", "-w", help="Only these workspaces."),
     data_dir: Path | None = DataDir(),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    as_json: bool = JsonOption(),
 ) -> None:
     """Publish an activation-decay tick now (the decay worker does this every NOEMA_DECAY_INTERVAL).
 
@@ -299,7 +301,7 @@ def replay(
     until_seq: int | None = typer.Option(None, min=1, help="Stop at this stream sequence (point-in-time)."),
     keep: bool = typer.Option(False, help="Keep the rebuilt schema instead of dropping it."),
     data_dir: Path | None = DataDir(),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    as_json: bool = JsonOption(),
 ) -> None:
     """Rebuild the read model from the event stream into fresh tables and compare checksums.
 
@@ -328,7 +330,7 @@ def replay(
 @app.command()
 def status(
     data_dir: Path | None = DataDir(),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    as_json: bool = JsonOption(),
 ) -> None:
     """Exit 0 when Noema is up and healthy; otherwise print what is wrong and exit non-zero.
 

@@ -13,7 +13,7 @@ from rich.table import Table
 from noema.instants import FORMS, InvalidInstant, parse_instant
 from noema_events.vocabulary import EPISTEMIC_KINDS, MEMORY_KINDS, MEMORY_STATUSES
 
-from .common import clip
+from .common import clip, fail, state
 
 __all__ = ["EXPLAINED", "Choices", "Instant", "results_table"]
 
@@ -60,6 +60,8 @@ def _instant(name: str) -> Callable[[str], datetime]:
         try:
             return parse_instant(value, f"--{name}")
         except InvalidInstant as exc:
+            if state.json:
+                fail(str(exc), 2)
             raise typer.BadParameter(str(exc).removeprefix(f"--{name}: ")) from None
 
     return parse

@@ -4,6 +4,7 @@ inputs (MCP and NATS) and the publisher client."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -107,6 +108,12 @@ def test_every_cli_time_option_refuses_with_the_same_message_and_exit_code_2(
     assert "'yesterday' is not a date or time; give an RFC 3339 timestamp" in said
     assert "or a date, meaning midnight UTC (2026-03-01)" in said
     assert "Traceback" not in said
+    # Under --json (wherever it is given), the refusal is a JSON object too.
+    as_json = runner.invoke(app, ["--data-dir", str(tmp_path), *args[:2], "--json", *args[2:]])
+    assert as_json.exit_code == 2, as_json.output
+    refusal = json.loads(as_json.output.strip().splitlines()[-1])
+    assert refusal["exit_code"] == 2
+    assert "'yesterday' is not a date or time" in refusal["error"]
 
 
 def test_cli_write_checks_speak_in_words(tmp_path: object) -> None:
