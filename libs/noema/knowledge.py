@@ -555,6 +555,17 @@ class Knowledge:
         if not rows:
             short = len(prefix) < 6 and re.fullmatch(r"[0-9a-f-]+", prefix)
             hint = " (give at least 6 characters of an id)" if short else ""
+            if what == "fact" and not short:
+                other = await self.pool.fetchrow(
+                    "SELECT id, kind FROM memories WHERE workspace = $1 AND (id = $2 OR id LIKE $3) "
+                    "ORDER BY id = $2 DESC LIMIT 1",
+                    workspace,
+                    given,
+                    pattern,
+                )
+                if other is not None:
+                    article = "an" if other["kind"][0] in "aeiou" else "a"
+                    hint = f" ({other['id']} is {article} {other['kind']} memory, not a fact)"
             raise NotFound(f"no {what} {given} in workspace {workspace}{hint}")
         if len(rows) > 1 and rows[0]["id"] != given:
             raise InvalidQuery(f"{given} matches several {what} ids; give more of the id")

@@ -110,7 +110,9 @@ def memory_timeline(
         offset=offset,
     )
     page = run_app(lambda app: app.timeline(query))
-    print_page(page, as_json, memory_table(page.items, happened=True), "no memories in this period")
+    period = " in this period" if since or until else ""
+    empty = f"no memories in workspace {workspace}{f' / mind {mind}' if mind else ''}{period}"
+    print_page(page, as_json, memory_table(page.items, happened=True), empty)
 
 
 def _show(detail: MemoryDetail) -> None:

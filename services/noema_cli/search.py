@@ -95,7 +95,7 @@ def results_table(results: Sequence[dict[str, Any]], explain: bool, repo: str | 
         m = r["memory"]
         row = [
             r["id"][:8],
-            f"{m.get('workspace')}/{m.get('mind')}",
+            f"{m.get('workspace')}/{m.get('mind') or '-'}",
             f"{r['score']:.3f}",
             clip(r["content"], 60),
             f"memory.created #{m.get('origin_seq')} ({str(m.get('origin_event', ''))[:8]})",

@@ -273,3 +273,13 @@ async def test_an_already_past_valid_until_is_recorded_with_a_note(api: ApiHarne
         ("old news", "expired"),
     ]
     assert await ctl_json(api, "fact", "list", "-w", "acme") == []
+
+
+async def test_superseding_a_memory_that_is_not_a_fact_says_so(api: ApiHarness) -> None:
+    [episode] = await api.given(memory("we shipped", kind="episodic", epistemic_kind="observation"))
+    ran = await ctl(api, "fact", "supersede", episode[:8], "we shipped twice", "-w", "acme")
+    assert ran.code == 2
+    assert f"{episode} is an episodic memory, not a fact" in " ".join(ran.stderr.split())
+    empty = await ctl(api, "memory", "timeline", "-w", "nosuchws")
+    assert empty.code == 0
+    assert "no memories in workspace nosuchws" in empty.stdout
