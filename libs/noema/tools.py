@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 from msgspec import Meta
 
+from noema_events.vocabulary import EpistemicKind, MemoryStatus
+
 from .access import Caller
 from .app import Noema, SearchOptions
 from .inputs import InvalidInput, convert, text_dates
@@ -63,6 +65,16 @@ class SearchMemoryInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields
         Meta(description="Only these memory kinds (episodic: events; semantic: facts; procedural: how-tos)."),
     ] = []
     domains: Annotated[list[Short], Meta(description="Only memories of these domains, e.g. ['ops'].")] = []
+    epistemic_kinds: Annotated[
+        list[EpistemicKind],
+        Meta(
+            description="Only memories of these epistemic kinds (how sure: observation, fact, belief, ...)."
+        ),
+    ] = []
+    statuses: Annotated[
+        list[MemoryStatus],
+        Meta(description="Only memories of these statuses (default: active and unexpired only)."),
+    ] = []
     mind: Annotated[Short | None, Meta(description="Only the memories of this mind (agent).")] = None
     since: Annotated[
         Instant | None, Meta(description=f"Only what happened at or after this time: {FORMS}.")
@@ -230,6 +242,8 @@ async def _search(app: Noema, who: Caller, a: SearchMemoryInput) -> Any:
         mode=a.mode,
         limit=a.limit,
         kinds=tuple(a.kinds),
+        epistemic_kinds=tuple(a.epistemic_kinds),
+        statuses=tuple(a.statuses),
         domains=tuple(a.domains),
         mind=a.mind,
         since=a.since,

@@ -157,6 +157,8 @@ class NoemaClient:
         limit: int = 10,
         kinds: Sequence[MemoryKind] = (),
         domains: Sequence[str] = (),
+        epistemic_kinds: Sequence[str] = (),
+        statuses: Sequence[str] = (),
         mind: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
@@ -165,13 +167,16 @@ class NoemaClient:
         timeout: float | None = None,
     ) -> SearchResult:
         """Recall memories of the workspace relevant to ``query`` (hybrid by default); with
-        ``explain`` each hit carries its score components."""
+        ``explain`` each hit carries its score components. ``statuses`` widens the search beyond
+        active memories (e.g. ``["retracted"]``); ``epistemic_kinds`` narrows it (e.g. ``["fact"]``)."""
         args = {
             "query": query,
             "mode": mode,
             "limit": limit,
             "kinds": list(kinds),
             "domains": list(domains),
+            "epistemic_kinds": list(epistemic_kinds),
+            "statuses": list(statuses),
             "mind": mind,
             "since": since,
             "until": until,

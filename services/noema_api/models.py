@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from noema.instants import Instant
 from noema.operator import KnowledgeEntry
 from noema.views import (
     AuditPage,
@@ -28,7 +29,7 @@ from noema.views import (
     SourceObservation,
     TimelineQuery,
 )
-from noema_events.vocabulary import MemoryKind
+from noema_events.vocabulary import EpistemicKind, MemoryKind, MemoryStatus
 
 __all__ = [
     "AuditPage",
@@ -77,6 +78,14 @@ class SearchQuery(_In, frozen=True, kw_only=True):
     mode: Literal["keyword", "vector", "semantic", "hybrid"] = "hybrid"
     mind: MindName | None = None
     kind: MemoryKind | None = None
+    epistemic_kind: EpistemicKind | None = None
+    domain: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+    status: MemoryStatus | None = None
+    """Only memories of this status (default: active and unexpired)."""
+    since: Instant | None = None
+    until: Instant | None = None
+    repo: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+    """The current repository: its memories rank first, the others still follow."""
     limit: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10
     explain: bool = True
 

@@ -51,6 +51,11 @@ async def test_a_retracted_memory_stays_visible_is_audited_and_leaves_recall(api
             await api.admin.get("/v1/memories/search", params={"q": "staging database", "mode": mode})
         ).json()
         assert [r["id"] for r in found["results"]] == [right], mode
+    # ... unless asked for: an operator can still find what was retracted.
+    asked = await api.admin.get(
+        "/v1/memories/search", params={"q": "staging database", "mode": "keyword", "status": "retracted"}
+    )
+    assert [r["id"] for r in asked.json()["results"]] == [wrong]
 
     # Retracting again is refused.
     again = await api.admin.post(f"/v1/memories/{wrong}/retract", json={"reason": "again"})

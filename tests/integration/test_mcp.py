@@ -177,6 +177,18 @@ async def test_every_tool_runs_as_the_configured_agent(
         assert fridays["memory_id"] not in {r["id"] for r in found["results"]}, (
             "superseded facts are not recalled"
         )
+        history = ok(
+            await mcp.call_tool(
+                "search_memory",
+                {
+                    "query": "deploys",
+                    "mode": "keyword",
+                    "statuses": ["superseded"],
+                    "epistemic_kinds": ["fact"],
+                },
+            )
+        )
+        assert [r["id"] for r in history["results"]] == [fridays["memory_id"]], "unless asked for"
 
         # supersede_fact
         wednesdays = ok(

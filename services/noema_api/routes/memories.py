@@ -32,7 +32,18 @@ async def search(req: Req[SearchQuery, None]) -> SearchResults:
     workspace = req.principal.scope(q.workspace)
     # An operator of one workspace, or (a token for all of them, none asked for) of every workspace.
     who = Caller(workspace, req.principal.name, "operator", operator=True) if workspace else None
-    options = SearchOptions(mode=q.mode, limit=q.limit, mind=q.mind, kinds=(q.kind,) if q.kind else ())
+    options = SearchOptions(
+        mode=q.mode,
+        limit=q.limit,
+        mind=q.mind,
+        kinds=(q.kind,) if q.kind else (),
+        epistemic_kinds=(q.epistemic_kind,) if q.epistemic_kind else (),
+        domains=(q.domain,) if q.domain else (),
+        statuses=(q.status,) if q.status else (),
+        since=q.since,
+        until=q.until,
+        repo=q.repo,
+    )
     found = await req.api.app.search(who, q.q, options)
     return SearchResults(
         query=found.query,
