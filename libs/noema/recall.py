@@ -102,6 +102,8 @@ class Recall:
             raise ValueError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
         if profile not in ("hybrid", "weighted"):
             raise ValueError("profile must be hybrid or weighted")
+        if profile != "hybrid" and mode != "hybrid":
+            raise ValueError(f"the {profile} profile applies to hybrid mode only, not {mode}")
         if not query.strip():
             raise ValueError("query must not be empty")
         now = now or datetime.now(UTC)

@@ -139,7 +139,9 @@ def memory_search(
         help="keyword (full text), vector (embeddings alone), semantic (full text and vectors fused by "
         "reciprocal rank) or hybrid (every voice, explained; the default).",
     ),
-    profile: str = typer.Option("hybrid", help="hybrid (voices + MMR) or weighted (plain weighted fusion)."),
+    profile: str = typer.Option(
+        "hybrid", help="With --mode hybrid: hybrid (voices + MMR) or weighted (SPEC's plain weighted fusion)."
+    ),
     mind: str | None = typer.Option(None, "--mind", "-m", help="Only memories of this mind."),
     kind: list[str] | None = search.Choices("kind", "Memory kind(s)."),
     epistemic_kind: list[str] | None = search.Choices("epistemic-kind", "Epistemic kind(s)."),

@@ -261,6 +261,8 @@ async def test_filters_and_bad_input(harness: Harness) -> None:
         await recall.search("  ", RecallFilters(workspace="acme"))
     with pytest.raises(ValueError, match="mode"):
         await recall.search("cache", RecallFilters(workspace="acme"), mode="psychic")
+    with pytest.raises(ValueError, match="weighted profile applies to hybrid mode only, not keyword"):
+        await recall.search("cache", RecallFilters(workspace="acme"), mode="keyword", profile="weighted")
     strict = await recall.search(
         '"flushed nightly" -weekly', RecallFilters(workspace="acme"), mode="keyword", strict=True
     )
