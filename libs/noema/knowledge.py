@@ -66,7 +66,7 @@ from .domain.knowledge import (
     equivalent,
     keeper,
 )
-from .ids import derive_id, new_id
+from .ids import derive_id, id_prefix, new_id, short_prefix_hint
 from .operations import Conflict, InvalidQuery, NotFound, OperationError
 from .topology import Topology
 
@@ -90,8 +90,6 @@ MAX_NOTES = 32_000
 PROMOTE_IMPORTANCE = 0.6
 """A hot-tier item at least this important is promoted to a fact by consolidate."""
 DECISIONS_DOMAIN = "decisions"
-_ID_PREFIX = re.compile(r"[0-9a-f-]{6,}")
-"""What may be a shortened id (the ids are UUIDs); anything else must match a whole id."""
 
 
 @dataclass(frozen=True)
@@ -543,8 +541,7 @@ class Knowledge:
         """The id of the fact or policy ``given`` names: its full id, or a unique prefix of at least
         six characters (listings show eight). Unknown: NotFound; ambiguous: OperationError."""
         table, scope = ("policies", "") if what == "policy" else ("memories", "AND kind = 'semantic'")
-        prefix = given.strip().lower()
-        pattern = f"{prefix}%" if _ID_PREFIX.fullmatch(prefix) else None
+        pattern = id_prefix(given)
         rows = await self.pool.fetch(
             f"SELECT id FROM {table} WHERE workspace = $1 {scope} AND (id = $2 OR id LIKE $3) "
             "ORDER BY id = $2 DESC, id LIMIT 2",
@@ -553,9 +550,8 @@ class Knowledge:
             pattern,
         )
         if not rows:
-            short = len(prefix) < 6 and re.fullmatch(r"[0-9a-f-]+", prefix)
-            hint = " (give at least 6 characters of an id)" if short else ""
-            if what == "fact" and not short:
+            hint = short_prefix_hint(given)
+            if what == "fact" and not hint:
                 other = await self.pool.fetchrow(
                     "SELECT id, kind FROM memories WHERE workspace = $1 AND (id = $2 OR id LIKE $3) "
                     "ORDER BY id = $2 DESC LIMIT 1",

@@ -19,6 +19,7 @@ from noema_events import EVENT_TYPES
 
 from .adapters.postgres.queries import MEMORY_FIELDS, MemoryQueries
 from .adapters.postgres.recall import RecallFilters
+from .ids import short_prefix_hint
 from .operations import InvalidQuery, NotFound
 from .views import (
     AuditPage,
@@ -134,8 +135,7 @@ def _source_observations(observation_ids: list[str], cited: list[EventRecord]) -
 
 
 def _unknown(id_or_prefix: str) -> NotFound:
-    short = len(id_or_prefix) < 6 and re.fullmatch(r"[0-9a-fA-F-]+", id_or_prefix)
-    return NotFound(f"no memory {id_or_prefix}" + (" (give at least 6 characters of an id)" if short else ""))
+    return NotFound(f"no memory {id_or_prefix}{short_prefix_hint(id_or_prefix)}")
 
 
 async def resolve_memory(pool: asyncpg.Pool, id_or_prefix: str, workspace: str | None = None) -> str:
@@ -160,12 +160,9 @@ async def memory_detail(pool: asyncpg.Pool, id_or_prefix: str, workspace: str | 
 
     Raises :class:`NotFound`, or :class:`InvalidQuery` when a prefix matches several memories.
     """
-    try:
-        found = await MemoryQueries(pool).get(id_or_prefix, workspace)
-    except LookupError as exc:
-        raise InvalidQuery(str(exc)) from None
+    found = await MemoryQueries(pool).get(await resolve_memory(pool, id_or_prefix, workspace))
     if found is None:
-        raise _unknown(id_or_prefix)
+        raise _unknown(id_or_prefix)  # resolved, then gone: not possible while nothing is deleted
     memory = msgspec.convert(found, Memory)
     cited = await _citing_events(pool, memory.id, memory.workspace)
     return MemoryDetail(

@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 
 from noema.access import Caller
+from noema.ids import id_prefix
 from noema.knowledge import Knowledge
 
 from ..endpoint import Endpoint, Req
@@ -64,9 +65,7 @@ async def _workspace_of(req: Req[Any, Any], table: str, key: str) -> str:
             req.principal.check(elsewhere)
         return req.principal.workspace
     found = await req.api.pool.fetch(
-        f"SELECT DISTINCT workspace FROM {table} WHERE id = $1 OR (length($1) >= 6 AND id LIKE $1 || '%') "
-        "LIMIT 2",
-        key.strip().lower(),
+        f"SELECT DISTINCT workspace FROM {table} WHERE id = $1 OR id LIKE $2 LIMIT 2", key, id_prefix(key)
     )
     what = "fact" if table == "memories" else "policy"
     if not found:

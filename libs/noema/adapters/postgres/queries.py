@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import asyncpg
+
+from ...ids import id_prefix
 
 __all__ = ["MemoryQueries"]
 
@@ -35,26 +36,25 @@ class MemoryQueries:
             workspace,
         ):
             return id_or_prefix
-        if len(id_or_prefix) < 6 or not re.fullmatch(r"[0-9a-fA-F-]+", id_or_prefix):
+        pattern = id_prefix(id_or_prefix)
+        if pattern is None:
             return None
         rows = await self._pool.fetch(
-            "SELECT id FROM memories WHERE id LIKE $1 || '%' AND ($2::text IS NULL OR workspace = $2) "
+            "SELECT id FROM memories WHERE id LIKE $1 AND ($2::text IS NULL OR workspace = $2) "
             "ORDER BY id LIMIT 2",
-            id_or_prefix.lower(),
+            pattern,
             workspace,
         )
         if len(rows) > 1:
             raise LookupError(f"{id_or_prefix} matches several memories; give more of the id")
         return rows[0]["id"] if rows else None
 
-    async def get(self, memory_id: str, workspace: str | None = None) -> dict[str, Any] | None:
-        """One memory (by id or unique prefix, in ``workspace`` when given) with provenance,
+    async def get(self, full_id: str) -> dict[str, Any] | None:
+        """One memory by its full id (:meth:`resolve` turns a prefix into one) with provenance,
         relationships and vectors."""
-        full_id = await self.resolve(memory_id, workspace)
-        if full_id is None:
-            return None
         row = await self._pool.fetchrow(f"SELECT {MEMORY_FIELDS} FROM memories WHERE id = $1", full_id)
-        assert row is not None
+        if row is None:
+            return None
         memory = dict(row)
         origin = await self._pool.fetchrow(
             "SELECT seq, id, type, workspace, mind, occurred_at, causation_id, correlation_id, actor, "
