@@ -37,7 +37,7 @@ from noema_events import (
     encode_event,
 )
 
-__all__ = ["CONTENT_CHARS", "MIN_SCORE", "PROPOSALS", "UNAVAILABLE", "RetrieveHandler", "build"]
+__all__ = ["CONTENT_CHARS", "MIN_SCORE", "PROPOSALS", "RetrieveHandler", "build"]
 
 log = structlog.get_logger("noema.retrieve")
 
@@ -47,8 +47,6 @@ MIN_SCORE = 0.3
 """Recalls scoring below this are not worth attention's time."""
 CONTENT_CHARS = 500
 """How much of a recalled memory a proposal carries (attention's context relevance and gist)."""
-UNAVAILABLE = BACKEND_UNAVAILABLE
-"""Errors of lost servers rather than of one observation: they crash the worker (redelivery)."""
 
 
 class RetrieveHandler:
@@ -115,7 +113,7 @@ class RetrieveHandler:
                 continue
             try:
                 results = await self._recall_for(obs)
-            except UNAVAILABLE:
+            except BACKEND_UNAVAILABLE:  # lost servers, not this observation: crash, redeliver
                 raise
             except Exception as exc:  # one observation must not stop recall for all the others
                 reason = f"recall failed: {type(exc).__name__}: {exc}"

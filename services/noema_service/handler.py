@@ -31,9 +31,6 @@ __all__ = ["Dispatcher", "classify"]
 
 log = structlog.get_logger("noema.service")
 
-# A backend that does not answer is not a bug: the agent may retry (503).
-_UNAVAILABLE = BACKEND_UNAVAILABLE
-
 
 def classify(exc: BaseException) -> tuple[int, str]:
     """The reply code and message for an exception raised while handling a request."""
@@ -45,7 +42,7 @@ def classify(exc: BaseException) -> tuple[int, str]:
         return 409, str(exc)
     if isinstance(exc, ToolInputError | InvalidObservation | OperationError):
         return 400, str(exc)
-    if isinstance(exc, _UNAVAILABLE):
+    if isinstance(exc, BACKEND_UNAVAILABLE):  # not a bug: the agent may retry
         return 503, f"a backend is unavailable ({type(exc).__name__}); retry later"
     return 500, "internal error"
 
