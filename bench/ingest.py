@@ -10,7 +10,9 @@ publish until the last row is in PostgreSQL:
 - raw: the same publish, then one separate consumer process doing only JetStream fetch → COPY into
   a table → ack, with no Noema logic.
 
-Prints JSON {"e2e_per_s", "raw_per_s", "ratio", ...} (medians over --repeat runs), also to FILE.
+Prints JSON {"e2e_per_s", "raw_per_s", "ratio", ...} (medians over --repeat runs), also to FILE,
+with each pipe's CPU time per observation split by process (microseconds; medians): where the
+cost of the real system goes, next to the raw pipe's (embedded servers only, Linux /proc).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from noema.topology import Topology
 from noema.worker import run_service
 from noema_events import encode_event
 
+from ._cpu import CpuMeter
 from ._servers import servers
 
 
@@ -82,7 +85,17 @@ async def _wait_rows(
         raise AssertionError(f"{table} holds {total} rows, expected {n}")
 
 
-async def run_e2e(nats_url: str, db_url: str, payloads: list[tuple[str, str, bytes]]) -> float:
+Timed = tuple[float, dict[str, float]]
+"""A run's rate (per second) and its CPU microseconds per observation by process."""
+
+
+def _per_obs(cpu: dict[str, float], n: int) -> dict[str, float]:
+    return {name: round(seconds / n * 1e6, 1) for name, seconds in cpu.items()}
+
+
+async def run_e2e(
+    nats_url: str, db_url: str, payloads: list[tuple[str, str, bytes]], server_pids: dict[str, int | None]
+) -> Timed:
     """Observations → attend → events → projector → memories; returns memories per second."""
     name = f"be{uuid.uuid4().hex[:10]}"
     settings = Settings(
@@ -106,10 +119,15 @@ async def run_e2e(nats_url: str, db_url: str, payloads: list[tuple[str, str, byt
     pool = await create_pool(db_url, name, min_size=1, max_size=1)
     try:
         await asyncio.sleep(1.5)  # let both workers connect and create their consumers
+        meter = CpuMeter(
+            {"attend": procs[0].pid, "projector": procs[1].pid, **server_pids}, {"publisher": os.getpid()}
+        )
+        meter.start()
         start = time.perf_counter()
         await _publish(nc, js, lambda mind: topology.observation_subject("bench", mind), payloads)
         await _wait_rows(pool, "memories", "id", memory_id_for(payloads[-1][0]), len(payloads))
-        return len(payloads) / (time.perf_counter() - start)
+        elapsed = time.perf_counter() - start
+        return len(payloads) / elapsed, _per_obs(meter.stop(), len(payloads))
     finally:
         for p in procs:
             p.terminate()
@@ -150,11 +168,15 @@ async def raw_consumer(nats_url: str, db_url: str, name: str, n: int) -> None:
         for m in msgs:
             await m.ack()
         done += len(msgs)
+    # Stay (connection open) until the benchmark has read this process's CPU time: it closes stdin.
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
     await conn.close()
     await nc.close()
 
 
-async def run_raw(nats_url: str, db_url: str, payloads: list[tuple[str, str, bytes]]) -> float:
+async def run_raw(
+    nats_url: str, db_url: str, payloads: list[tuple[str, str, bytes]], server_pids: dict[str, int | None]
+) -> Timed:
     """The same publish, consumed by a bare fetch → COPY → ack process; returns rows per second."""
     from nats.js.api import StorageType, StreamConfig
 
@@ -184,17 +206,23 @@ async def run_raw(nats_url: str, db_url: str, payloads: list[tuple[str, str, byt
             "--urls",
             nats_url,
             db_url,
-        ]
+        ],
+        stdin=subprocess.PIPE,
     )
     pool = await asyncpg.create_pool(db_url, min_size=1, max_size=1)
     assert pool is not None
     try:
         await asyncio.sleep(1.5)
+        meter = CpuMeter({"consumer": proc.pid, **server_pids}, {"publisher": os.getpid()})
+        meter.start()
         start = time.perf_counter()
         await _publish(nc, js, lambda mind: f"{name}.bench.{mind}", payloads)
         await _wait_rows(pool, f"public.{name}_rows", "id", payloads[-1][0], len(payloads))
-        return len(payloads) / (time.perf_counter() - start)
+        elapsed = time.perf_counter() - start
+        return len(payloads) / elapsed, _per_obs(meter.stop(), len(payloads))
     finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
         proc.wait(30)
         await pool.close()
         await conn.execute(f"DROP TABLE public.{name}_rows")
@@ -203,13 +231,29 @@ async def run_raw(nats_url: str, db_url: str, payloads: list[tuple[str, str, byt
         await nc.close()
 
 
+def _median_cpu(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Median per process, plus ``total`` (the median of each run's sum)."""
+    if not runs or not runs[0] or not CpuMeter.available():
+        return {}
+    out = {name: round(statistics.median(r[name] for r in runs), 1) for name in runs[0]}
+    out["total"] = round(statistics.median(sum(r.values()) for r in runs), 1)
+    return out
+
+
 async def main_async(count: int, repeat: int) -> dict[str, object]:
     payloads = _payloads(count)
     e2e, raw = [], []
-    with servers() as (nats_url, db_url):
+    e2e_cpu: list[dict[str, float]] = []
+    raw_cpu: list[dict[str, float]] = []
+    pids: dict[str, int | None] = {}
+    with servers(pids) as (nats_url, db_url):
         for _ in range(repeat):
-            raw.append(await run_raw(nats_url, db_url, payloads))
-            e2e.append(await run_e2e(nats_url, db_url, payloads))
+            rate, cpu = await run_raw(nats_url, db_url, payloads, pids)
+            raw.append(rate)
+            raw_cpu.append(cpu)
+            rate, cpu = await run_e2e(nats_url, db_url, payloads, pids)
+            e2e.append(rate)
+            e2e_cpu.append(cpu)
     e2e_med, raw_med = statistics.median(e2e), statistics.median(raw)
     return {
         "count": count,
@@ -219,6 +263,8 @@ async def main_async(count: int, repeat: int) -> dict[str, object]:
         "ratio": round(e2e_med / raw_med, 3),
         "e2e_runs": [round(x, 1) for x in e2e],
         "raw_runs": [round(x, 1) for x in raw],
+        "e2e_cpu_us_per_obs": _median_cpu(e2e_cpu),
+        "raw_cpu_us_per_obs": _median_cpu(raw_cpu),
     }
 
 
