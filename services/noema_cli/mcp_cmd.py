@@ -13,7 +13,7 @@ import typer
 
 from noema_mcp import DEFAULT_PORT, HTTP_PATH
 
-from .common import DataDir, caller, err, run, use
+from .common import DataDir, caller, err, fail, run, use
 
 __all__ = ["register"]
 
@@ -34,24 +34,45 @@ def serve(
     ),
     host: str = typer.Option("127.0.0.1", "--host", help="HTTP: address to listen on."),
     port: int = typer.Option(DEFAULT_PORT, "--port", "-p", min=1, max=65535, help="HTTP: port to listen on."),
+    token: str | None = typer.Option(
+        None,
+        "--token",
+        envvar="NOEMA_MCP_TOKEN",
+        show_envvar=True,
+        help="HTTP: require this bearer token (Authorization: Bearer TOKEN) on every request; "
+        "needed to listen on a non-loopback address. Prefer the environment variable (a command "
+        "line is visible to other users). Not used by stdio.",
+    ),
     data_dir: Path | None = DataDir(),
 ) -> None:
     """Serve the agent tools (search_memory, propose_fact, …, get_preamble) over MCP as one agent.
 
     With stdio (the default) an MCP client starts this command itself and talks over stdin/stdout;
-    with http it listens on http://HOST:PORT/mcp until Ctrl-C.
+    with http it listens on http://HOST:PORT/mcp until Ctrl-C, behind a bearer token when
+    NOEMA_MCP_TOKEN is set (required for a non-loopback --host: whoever reaches the server acts as
+    this agent).
 
     Example: noemactl mcp serve --workspace acme --agent alice --role engineer
     """
+    from noema_mcp.service import is_loopback
     from noema_mcp.service import serve as serve_mcp
 
     use(data_dir)
     who = caller(workspace, agent, role)
     if transport == "http":
+        if not token and not is_loopback(host):
+            fail(
+                f"refusing to serve {who.agent}'s memory on {host} without a token: anyone who reaches "
+                "it would act as this agent. Set NOEMA_MCP_TOKEN (clients then send "
+                "Authorization: Bearer <token>), or listen on 127.0.0.1.",
+                2,
+            )
+        guarded = " (bearer token required)" if token else ""
         err.print(
-            f"MCP server for {who.agent} ({who.role}) in {who.workspace} on http://{host}:{port}{HTTP_PATH}"
+            f"MCP server for {who.agent} ({who.role}) in {who.workspace} "
+            f"on http://{host}:{port}{HTTP_PATH}{guarded}"
         )
-    run(lambda settings: serve_mcp(settings, who, transport, host=host, port=port))
+    run(lambda settings: serve_mcp(settings, who, transport, host=host, port=port, token=token))
 
 
 def register(app: typer.Typer) -> None:

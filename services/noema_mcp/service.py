@@ -1,14 +1,19 @@
 """Composition root of the MCP server: the application layer for located settings, the server bound
-to one caller, and a transport (stdio, or streamable HTTP under ``/mcp``)."""
+to one caller, and a transport (stdio, or streamable HTTP under ``/mcp``, optionally behind a bearer
+token)."""
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
+import json
 from typing import Any, Literal
 
 import uvicorn
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from starlette.applications import Starlette
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from noema.access import Caller
 from noema.app import Noema
@@ -17,14 +22,59 @@ from noema.settings import Settings
 from . import DEFAULT_PORT, HTTP_PATH
 from .server import build_server
 
-__all__ = ["Transport", "http_app", "serve"]
+__all__ = ["BearerToken", "Transport", "http_app", "is_loopback", "serve"]
 
 Transport = Literal["stdio", "http"]
 
 
-def http_app(server: Server[Any], host: str) -> Starlette:
-    """The streamable HTTP ASGI app (stateful sessions; DNS-rebinding protection on loopback hosts)."""
-    return server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name other than localhost may resolve to anything
+
+
+class BearerToken:
+    """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>``, else 401.
+
+    The server acts as one agent, so whoever reaches it is that agent: the token is what keeps a
+    listener on a shared network from being anyone's memory. Compared in constant time.
+    """
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self._app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self._expected):
+                body = json.dumps(
+                    {"error": "missing or wrong bearer token (send Authorization: Bearer <NOEMA_MCP_TOKEN>)"}
+                ).encode()
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"www-authenticate", b'Bearer realm="noema-mcp"'),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self._app(scope, receive, send)
+
+
+def http_app(server: Server[Any], host: str, token: str | None = None) -> ASGIApp:
+    """The streamable HTTP ASGI app (stateful sessions; DNS-rebinding protection on loopback hosts),
+    behind :class:`BearerToken` when ``token`` is given."""
+    app: Starlette = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
+    return BearerToken(app, token) if token else app
 
 
 async def serve(
@@ -34,9 +84,11 @@ async def serve(
     *,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
+    token: str | None = None,
 ) -> None:
     """Serve the agent tools as ``caller`` until stdin closes (stdio) or SIGINT/SIGTERM (http).
-    ``settings`` must be located (see :func:`noema.runtime.locate`).
+    ``settings`` must be located (see :func:`noema.runtime.locate`); ``token``: HTTP requests must
+    carry it as a bearer token.
     """
     async with Noema.open(settings, name=f"noema-mcp-{caller.agent}", pool_size=2) as app:
         server = build_server(app, caller)
@@ -45,6 +97,6 @@ async def serve(
                 await server.run(read, write, server.create_initialization_options())
             return
         config = uvicorn.Config(
-            http_app(server, host), host=host, port=port, log_level="warning", access_log=False
+            http_app(server, host, token), host=host, port=port, log_level="warning", access_log=False
         )
         await uvicorn.Server(config).serve()

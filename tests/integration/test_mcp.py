@@ -16,6 +16,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
+import httpx2
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
 from mcp.client.streamable_http import streamable_http_client
@@ -62,11 +64,27 @@ async def over_stdio(harness: Harness, log: Path) -> AsyncIterator[ClientSession
 
 
 @asynccontextmanager
-async def over_http(harness: Harness, log: Path) -> AsyncIterator[ClientSession]:
-    """The server started with ``--transport http`` on a free port; stopped with SIGTERM."""
+async def over_http(harness: Harness, log: Path, token: str | None = None) -> AsyncIterator[ClientSession]:
+    """The server started with ``--transport http`` on a free port; stopped with SIGTERM. With
+    ``token``, the server requires it (NOEMA_MCP_TOKEN) and the client sends it."""
+    async with http_server(harness, log, token) as url:
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as client,
+            streamable_http_client(url, http_client=client) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield session
+
+
+@asynccontextmanager
+async def http_server(harness: Harness, log: Path, token: str | None = None) -> AsyncIterator[str]:
+    """``--transport http`` on a free port; yields its URL; stopped with SIGTERM."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    env = harness.settings.to_env() | ({"NOEMA_MCP_TOKEN": token} if token else {})
     with log.open("w") as errlog:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -75,7 +93,7 @@ async def over_http(harness: Harness, log: Path) -> AsyncIterator[ClientSession]
             "http",
             "--port",
             str(port),
-            env=harness.settings.to_env(),
+            env=env,
             stdin=asyncio.subprocess.DEVNULL,
             stderr=errlog,
         )
@@ -91,10 +109,7 @@ async def over_http(harness: Harness, log: Path) -> AsyncIterator[ClientSession]
                 return True
 
             await assert_eventually(listening, timeout=20)
-            url = f"http://127.0.0.1:{port}{HTTP_PATH}"
-            async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
-                await session.initialize()
-                yield session
+            yield f"http://127.0.0.1:{port}{HTTP_PATH}"
         finally:
             process.terminate()
             # uvicorn drains, then re-raises the signal it caught: the exit status is "killed by SIGTERM".
@@ -345,27 +360,63 @@ async def test_an_agent_argument_cannot_impersonate_and_bad_input_is_a_tool_erro
         assert "mine" in contents.text
 
 
-def test_serve_says_what_is_missing_instead_of_starting(tmp_path: Path) -> None:
-    env = {"PATH": os.environ["PATH"], "NOEMA_DATA_DIR": str(tmp_path)}
-    no_agent = subprocess.run(
-        [sys.executable, *SERVE[:4]], env=env, capture_output=True, text=True, timeout=30, check=False
-    )
-    assert no_agent.returncode == 2
-    assert "--agent" in no_agent.stderr
-    assert "NOEMA_AGENT" in no_agent.stderr
-    bad_name = subprocess.run(
-        [sys.executable, *SERVE[:4]],
-        env={**env, "NOEMA_AGENT": "alice smith"},
+async def test_http_with_a_token_answers_only_requests_that_carry_it(
+    harness: Harness, tmp_path: Path
+) -> None:
+    log = tmp_path / "mcp.log"
+    token = "t0k3n-for-alice"
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+    async with http_server(harness, log, token) as url, httpx.AsyncClient(timeout=10) as client:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": token}):
+            refused = await client.post(url, json=initialize, headers=accept | headers)
+            assert refused.status_code == 401, refused.text
+            assert refused.headers["www-authenticate"].startswith("Bearer")
+            assert "bearer token" in refused.json()["error"]
+        admitted = await client.post(
+            url, json=initialize, headers=accept | {"Authorization": f"Bearer {token}"}
+        )
+        assert admitted.status_code == 200, admitted.text
+    async with over_http(harness, tmp_path / "mcp2.log", token) as mcp:
+        names = {tool.name for tool in (await mcp.list_tools()).tools}
+        assert "search_memory" in names
+    assert "bearer token required" in server_log(log)
+
+
+def serve_without_servers(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python -m noema_mcp ARGS`` with a data folder where nothing runs."""
+    return subprocess.run(
+        [sys.executable, *args],
+        env={"PATH": os.environ["PATH"], "NOEMA_DATA_DIR": str(tmp_path), **env},
         capture_output=True,
         text=True,
         timeout=30,
         check=False,
     )
+
+
+def test_serve_says_what_is_missing_instead_of_starting(tmp_path: Path) -> None:
+    no_agent = serve_without_servers(tmp_path, *SERVE[:4])
+    assert no_agent.returncode == 2
+    assert "--agent" in no_agent.stderr
+    assert "NOEMA_AGENT" in no_agent.stderr
+    bad_name = serve_without_servers(tmp_path, *SERVE[:4], NOEMA_AGENT="alice smith")
     assert bad_name.returncode == 2
     assert "agent must be 1-64 letters" in bad_name.stderr
-    not_running = subprocess.run(
-        [sys.executable, *SERVE], env=env, capture_output=True, text=True, timeout=30, check=False
-    )
+    exposed = serve_without_servers(tmp_path, *SERVE, "--transport", "http", "--host", "0.0.0.0")
+    assert exposed.returncode == 2
+    assert "without a token" in exposed.stderr
+    assert "NOEMA_MCP_TOKEN" in exposed.stderr
+    not_running = serve_without_servers(tmp_path, *SERVE)
     assert not_running.returncode == 2
     assert "no running Noema found" in not_running.stderr
     assert not_running.stdout == "", "stdout is the MCP channel: nothing but protocol goes there"
