@@ -1,7 +1,7 @@
 """The operator HTTP API as an ASGI app, assembled from the route table (:mod:`noema_api.routes`).
 
-Every answer is JSON. Bad input gets a 4xx with ``{"error": message}``; a 500 only ever means a bug,
-and is logged with its traceback.
+Every API answer is JSON (the memory explorer's page at ``/ui/`` is the exception). Bad input gets
+a 4xx with ``{"error": message}``; a 500 only ever means a bug, and is logged with its traceback.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from starlette.responses import Response
 
 from .endpoint import Api, error_response, route
 from .routes import ENDPOINTS
+from .ui import ui_routes
 
 __all__ = ["Api", "create_app"]
 
@@ -28,6 +29,6 @@ def create_app(api: Api) -> Starlette:
         return response
 
     return Starlette(
-        routes=[route(e, api) for e in ENDPOINTS],
+        routes=[*(route(e, api) for e in ENDPOINTS), *ui_routes()],
         exception_handlers={HTTPException: http_error},
     )

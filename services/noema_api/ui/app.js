@@ -1,0 +1,666 @@
+// Noema memory explorer: a page over the operator API (/v1/...), nothing else. Every figure it shows
+// comes from the API the agents' tools share, so its ranking is the agents' ranking. Data is put in
+// the page with textContent only (never parsed as HTML): memory contents are untrusted input.
+
+const state = {
+  token: sessionStorage.getItem("noema.token") || "",
+  workspace: localStorage.getItem("noema.workspace") || "",
+  tab: "search",
+  graphRoot: "",
+};
+
+// ---------- the API ----------------------------------------------------------------------------
+
+class ApiError extends Error {}
+
+/** Call the operator API; `params` become the query string (empty values left out). */
+async function api(method, path, { params = {}, body } = {}) {
+  const query = new URLSearchParams();
+  for (const [key, value] of Object.entries(params)) {
+    if (value !== undefined && value !== null && value !== "" && value !== false) query.set(key, String(value));
+  }
+  const url = path + (query.toString() ? `?${query}` : "");
+  const headers = { Accept: "application/json" };
+  if (state.token) headers.Authorization = `Bearer ${state.token}`;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const data = await response.json().catch(() => ({}));
+  if (response.status === 401) {
+    askToken();
+    throw new ApiError(data.error || "sign in with an operator token");
+  }
+  if (!response.ok) throw new ApiError(data.error || `${response.status} ${response.statusText}`);
+  return data;
+}
+
+// ---------- building DOM safely ----------------------------------------------------------------
+
+/** An element with attributes (on* keys become listeners) and children (strings become text). */
+function h(tag, attrs = {}, ...children) {
+  const el = tag === "svg" || ["line", "circle", "text", "title", "g"].includes(tag)
+    ? document.createElementNS("http://www.w3.org/2000/svg", tag)
+    : document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
+    else if (key === "style") el.style.cssText = value; // CSSOM: allowed by the page's CSP, unlike a style attribute
+    else el.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+const $ = (selector) => document.querySelector(selector);
+
+/** Replace an element's children (arrays flattened, empty values left out). */
+function fill(el, ...children) {
+  el.replaceChildren(...children.flat(Infinity).filter((c) => c !== undefined && c !== null && c !== false));
+}
+const fmtTime = (iso) => (iso ? new Date(iso).toLocaleString() : "");
+const fmtNum = (x, digits = 3) => (typeof x === "number" ? x.toFixed(digits) : x ?? "");
+const short = (id) => (id ? String(id).slice(0, 8) : "");
+
+function badge(text, cls = "") {
+  return h("span", { class: `badge ${cls || text}` }, text);
+}
+
+function showError(error) {
+  const box = $("#error");
+  box.textContent = error instanceof Error ? error.message : String(error);
+  box.hidden = false;
+}
+
+function clearError() {
+  $("#error").hidden = true;
+}
+
+/** Run an action, showing its error (if any) in the banner instead of losing it. */
+async function guarded(action) {
+  clearError();
+  try {
+    return await action();
+  } catch (error) {
+    showError(error);
+    return undefined;
+  }
+}
+
+function formValues(form) {
+  return Object.fromEntries(new FormData(form).entries());
+}
+
+function requireWorkspace() {
+  if (!state.workspace) throw new ApiError("enter a workspace first");
+  return state.workspace;
+}
+
+// ---------- score explanation --------------------------------------------------------------------
+
+const PARTS = [
+  ["semantic", "#3559c7"],
+  ["lexical", "#12b76a"],
+  ["graph", "#9e77ed"],
+  ["temporal", "#f79009"],
+  ["activation", "#0ba5ec"],
+  ["importance", "#ee46bc"],
+  ["credibility", "#667085"],
+  ["repo_first", "#444ce7"],
+];
+
+/** A stacked bar of what each voice and prior added to the score, and the MMR penalty. */
+function breakdown(components) {
+  const parts = PARTS.filter(([key]) => (components[key] || 0) > 0);
+  const total = parts.reduce((sum, [key]) => sum + components[key], 0) || 1;
+  return h("div", {},
+    h("div", { class: "bar", title: "what each part added to the score" },
+      parts.map(([key, color]) => h("span", {
+        style: `width:${(100 * components[key]) / total}%;background:${color}`,
+        title: `${key} ${fmtNum(components[key])}`,
+      }))),
+    h("div", { class: "legend" },
+      parts.map(([key, color]) => h("span", {}, h("i", { style: `background:${color}` }), `${key} ${fmtNum(components[key])}`)),
+      components.mmr ? h("span", {}, `mmr ${fmtNum(components.mmr)}`) : null,
+      components.decay !== undefined ? h("span", {}, `decay ×${fmtNum(components.decay)}`) : null));
+}
+
+function componentTable(components) {
+  return h("table", {}, h("tbody", {},
+    Object.entries(components).map(([key, value]) => h("tr", {}, h("th", {}, key), h("td", { class: "num" }, fmtNum(value, 4))))));
+}
+
+// ---------- memory cards and detail --------------------------------------------------------------
+
+function memoryMeta(m) {
+  return h("div", { class: "meta" },
+    badge(m.status), badge(m.kind, "kind"), badge(m.epistemic_kind, "kind"),
+    h("span", {}, `${m.workspace}/${m.mind || "-"}`),
+    m.domain ? h("span", {}, `[${m.domain}${m.topic ? ` / ${m.topic}` : ""}]`) : null,
+    h("span", { class: "mono", title: m.id }, short(m.id)),
+    h("span", {}, fmtTime(m.happened_at || m.created_at)));
+}
+
+function memoryCard(m, extra = null) {
+  return h("div", { class: `card ${m.status}`, onclick: () => openDetail(m.id) },
+    h("div", { class: "content" }, m.content), memoryMeta(m), extra);
+}
+
+async function openDetail(id) {
+  const panel = $("#detail");
+  const detail = await guarded(() => api("GET", `/v1/memories/${encodeURIComponent(id)}`));
+  if (!detail) return;
+  const m = detail.memory;
+  fill(panel,
+    h("div", { class: "actions" }, h("button", { onclick: () => { panel.hidden = true; } }, "Close"),
+      h("button", { onclick: () => { state.graphRoot = m.id; switchTab("graph"); } }, "Show in graph")),
+    h("h2", {}, m.content),
+    memoryMeta(m),
+    m.status === "retracted" ? h("p", { class: "badge retracted" }, "Retracted: an operator marked this memory inaccurate. It stays for provenance and is left out of normal recall.") : null,
+    m.superseded_by ? h("p", {}, "Superseded by ", h("a", { onclick: () => openDetail(m.superseded_by) }, short(m.superseded_by))) : null,
+    operatorActions(m),
+    h("h3", {}, "Record"),
+    h("table", {}, h("tbody", {},
+      ["confidence", "importance", "salience", "credibility", "activation", "recall_count", "mention_count", "memory_type",
+        "veracity", "channel", "source", "session", "valid_until", "created_at", "updated_at"]
+        .filter((key) => m[key] !== undefined && m[key] !== null)
+        .map((key) => h("tr", {}, h("th", {}, key), h("td", {}, typeof m[key] === "number" && !key.endsWith("_count") ? fmtNum(m[key]) : String(m[key])))))),
+    h("h3", {}, "Provenance"),
+    detail.origin ? eventBlock(detail.origin, "origin event") : h("p", { class: "empty" }, "no origin event recorded"),
+    detail.source_observations.length ? h("div", {},
+      detail.source_observations.map((s) => h("p", { class: "meta" }, "source observation ", h("span", { class: "mono" }, short(s.id)),
+        s.decision ? ` — ${s.decision.admitted ? "admitted" : "not admitted"} (score ${fmtNum(s.decision.score)}${s.decision.reason ? `, ${s.decision.reason}` : ""})` : ""))) : null,
+    h("h3", {}, `Relationships (${detail.relationships.length})`),
+    detail.relationships.length ? h("table", {}, h("tbody", {}, detail.relationships.map((r) => {
+      const other = r.direction === "out" ? r.to_id : r.from_id;
+      return h("tr", {}, h("td", {}, r.direction === "out" ? `→ ${r.relation}` : `← ${r.relation}`),
+        h("td", {}, h("a", { onclick: () => openDetail(other) }, r.other_content || short(other))),
+        h("td", { class: "num" }, fmtNum(r.confidence, 2)), h("td", { class: "meta" }, r.source));
+    }))) : h("p", { class: "empty" }, "none"),
+    h("h3", {}, `Events citing it (${detail.citing_events.length})`),
+    detail.citing_events.map((e) => eventBlock(e)),
+    detail.embeddings.length ? h("p", { class: "meta" }, "vectors: ", detail.embeddings.map((e) => `${e.model} (${e.dimensions})`).join(", ")) : null,
+  );
+  panel.hidden = false;
+}
+
+function eventBlock(e, label = "") {
+  const payload = { ...e.payload };
+  if (Array.isArray(payload.vector)) payload.vector = `[${payload.vector.length} numbers]`;
+  return h("details", {},
+    h("summary", {}, `${label ? `${label}: ` : ""}${e.type} #${e.seq} by ${e.actor}, ${fmtTime(e.occurred_at)}`),
+    h("pre", {}, JSON.stringify({ id: e.id, subject: e.subject, causation_id: e.causation_id, correlation_id: e.correlation_id, payload }, null, 2)));
+}
+
+function operatorActions(m) {
+  // Each action is an operator_action event with the token's name and the reason (the audit log).
+  const act = (call) => guarded(async () => {
+    await call();
+    await waitForChange(m.id, m.status);
+    await openDetail(m.id);
+    refreshListing();
+  });
+  const askReason = (verb) => prompt(`Why ${verb} this memory? (recorded in the audit log)`);
+  const id = encodeURIComponent(m.id);
+  const retract = () => {
+    const reason = askReason("mark as inaccurate");
+    if (reason) act(() => api("POST", `/v1/memories/${id}/retract`, { body: { reason } }));
+  };
+  const correct = () => {
+    const content = prompt("Corrected content:", m.content);
+    if (!content || content === m.content) return;
+    const reason = askReason("correct");
+    if (reason) act(() => api("POST", `/v1/memories/${id}/correct`, { body: { content, reason } }));
+  };
+  const archive = () => {
+    const reason = askReason("archive");
+    if (reason) act(() => api("POST", `/v1/memories/${id}/archive`, { body: { reason } }));
+  };
+  const restore = () => {
+    const reason = askReason("restore");
+    if (reason) act(() => api("POST", `/v1/memories/${id}/restore`, { body: { reason } }));
+  };
+  const active = m.status === "active";
+  return h("div", { class: "actions" },
+    active ? h("button", { class: "danger", onclick: retract }, "Inaccurate…") : null,
+    active ? h("button", { onclick: correct }, "Correct…") : null,
+    active ? h("button", { onclick: archive }, "Archive…") : null,
+    !active && m.status !== "superseded" ? h("button", { onclick: restore }, "Restore…") : null);
+}
+
+/** The read model follows the event stream: wait (briefly) until the memory's status moved. */
+async function waitForChange(id, before) {
+  for (let i = 0; i < 20; i += 1) {
+    const detail = await api("GET", `/v1/memories/${encodeURIComponent(id)}`);
+    if (detail.memory.status !== before) return;
+    await new Promise((resolve) => setTimeout(resolve, 150));
+  }
+}
+
+// ---------- views --------------------------------------------------------------------------------
+
+const KINDS = ["", "episodic", "semantic", "procedural", "autobiographical"];
+const EPISTEMIC = ["", "observation", "fact", "memory", "claim", "hypothesis", "belief", "prediction", "assumption", "inference", "opinion"];
+const STATUSES = ["", "active", "retracted", "superseded", "archived"];
+
+function select(name, options, value = "") {
+  return h("select", { name }, options.map((o) => h("option", { value: o, selected: o === value }, o || "any")));
+}
+
+function filterFields() {
+  return [
+    h("label", {}, "kind", select("kind", KINDS)),
+    h("label", {}, "epistemic kind", select("epistemic_kind", EPISTEMIC)),
+    h("label", {}, "status", select("status", STATUSES)),
+    h("label", {}, "domain", h("input", { name: "domain", size: 10 })),
+    h("label", {}, "mind", h("input", { name: "mind", size: 8 })),
+    h("label", {}, "since", h("input", { name: "since", type: "date" })),
+    h("label", {}, "until", h("input", { name: "until", type: "date" })),
+  ];
+}
+
+const views = {
+  search() {
+    const results = h("div", {});
+    const form = h("form", {
+      class: "filters",
+      onsubmit: (event) => {
+        event.preventDefault();
+        guarded(async () => {
+          const params = { ...formValues(form), workspace: requireWorkspace(), explain: true, limit: 20 };
+          const found = await api("GET", "/v1/memories/search", { params });
+          fill(results,
+            h("p", { class: "meta" }, `${found.results.length} results · mode ${found.mode}${found.intent ? ` · intent ${found.intent}` : ""}`,
+              found.weights ? ` · voice weights ${Object.entries(found.weights).map(([k, v]) => `${k} ${v}`).join(", ")}` : ""),
+            found.results.length ? found.results.map((hit) => memoryCard(hit.memory, h("div", {},
+              h("div", { class: "meta" }, `score ${fmtNum(hit.score)}`), breakdown(hit.components),
+              h("details", { onclick: (e) => e.stopPropagation() }, h("summary", {}, "all components"), componentTable(hit.components)))))
+              : h("p", { class: "empty" }, "nothing found"));
+        });
+      },
+    },
+    h("label", {}, "query", h("input", { name: "q", size: 32, required: true, placeholder: "what do we know about deploys?" })),
+    h("label", {}, "mode", select("mode", ["hybrid", "semantic", "keyword", "vector"], "hybrid")),
+    filterFields(),
+    h("button", { class: "primary" }, "Search"));
+    return [form, results];
+  },
+
+  timeline() {
+    const list = h("div", {});
+    const form = h("form", {
+      class: "filters",
+      onsubmit: (event) => {
+        event.preventDefault();
+        guarded(async () => {
+          const page = await api("GET", "/v1/timeline", { params: { ...formValues(form), workspace: requireWorkspace(), limit: 200 } });
+          let day = "";
+          const rows = [];
+          for (const m of page.items) {
+            const d = new Date(m.happened_at || m.created_at).toDateString();
+            if (d !== day) { day = d; rows.push(h("div", { class: "day" }, d)); }
+            rows.push(memoryCard(m));
+          }
+          fill(list, ...(rows.length ? rows : [h("p", { class: "empty" }, "no memories in this period")]));
+        });
+      },
+    },
+    h("label", {}, "mind", h("input", { name: "mind", size: 8 })),
+    h("label", {}, "since", h("input", { name: "since", type: "date" })),
+    h("label", {}, "until", h("input", { name: "until", type: "date" })),
+    h("label", {}, "order", select("order", ["desc", "asc"], "desc")),
+    h("button", { class: "primary" }, "Show"));
+    queueMicrotask(() => form.requestSubmit());
+    return [form, list];
+  },
+
+  facts() {
+    const table = h("div", {});
+    const form = h("form", {
+      class: "filters",
+      onsubmit: (event) => {
+        event.preventDefault();
+        guarded(async () => {
+          const values = formValues(form);
+          const page = await api("GET", "/v1/facts", { params: { ...values, workspace: requireWorkspace(), include_inactive: values.include_inactive === "on" } });
+          fill(table, page.items.length ? h("table", {},
+            h("thead", {}, h("tr", {}, ["domain", "topic", "fact", "status", "confidence", "mentions", "by", ""].map((c) => h("th", {}, c)))),
+            h("tbody", {}, page.items.map((f) => h("tr", {},
+              h("td", {}, f.domain), h("td", {}, f.topic || ""), h("td", {}, h("a", { onclick: () => openDetail(f.id) }, f.content)),
+              h("td", {}, badge(f.status)), h("td", { class: "num" }, fmtNum(f.confidence, 2)), h("td", { class: "num" }, f.mention_count),
+              h("td", {}, f.agent), h("td", {}, f.status === "active" ? h("button", {
+                onclick: () => {
+                  const content = prompt("The fact that replaces it:", f.content);
+                  if (!content || content === f.content) return;
+                  const reason = prompt("Why? (recorded in the audit log)") || "";
+                  guarded(async () => { await api("POST", `/v1/facts/${encodeURIComponent(f.id)}/supersede`, { body: { content, reason } }); form.requestSubmit(); });
+                },
+              }, "Supersede…") : null)))))
+            : h("p", { class: "empty" }, "no facts"));
+        });
+      },
+    },
+    h("label", {}, "domain", h("input", { name: "domain", size: 12 })),
+    h("label", {}, "topic", h("input", { name: "topic", size: 12 })),
+    h("label", {}, "include superseded", h("input", { name: "include_inactive", type: "checkbox" })),
+    h("button", { class: "primary" }, "List"));
+    queueMicrotask(() => form.requestSubmit());
+    return [form, table];
+  },
+
+  policies() {
+    const table = h("div", {});
+    const load = () => guarded(async () => {
+      const page = await api("GET", "/v1/policies", { params: { workspace: requireWorkspace(), include_inactive: true } });
+      fill(table, page.items.length ? h("table", {},
+        h("thead", {}, h("tr", {}, ["domain", "rule", "required role", "state", "by", ""].map((c) => h("th", {}, c)))),
+        h("tbody", {}, page.items.map((p) => h("tr", {},
+          h("td", {}, p.domain), h("td", {}, p.rule), h("td", {}, p.required_role || ""),
+          h("td", {}, badge(p.active ? "active" : "superseded")), h("td", {}, p.proposed_by),
+          h("td", {}, p.active ? h("button", {
+            onclick: () => {
+              const rule = prompt("The rule that replaces it:", p.rule);
+              if (!rule || rule === p.rule) return;
+              const reason = prompt("Why? (recorded in the audit log)") || "";
+              guarded(async () => { await api("POST", `/v1/policies/${encodeURIComponent(p.id)}/supersede`, { body: { rule, reason } }); load(); });
+            },
+          }, "Supersede…") : null)))))
+        : h("p", { class: "empty" }, "no policies"));
+    });
+    const form = h("form", {
+      class: "filters",
+      onsubmit: (event) => {
+        event.preventDefault();
+        guarded(async () => {
+          const values = formValues(form);
+          await api("POST", "/v1/policies", { body: { ...values, workspace: requireWorkspace(), required_role: values.required_role || null } });
+          form.reset();
+          load();
+        });
+      },
+    },
+    h("label", {}, "domain", h("input", { name: "domain", size: 12, required: true })),
+    h("label", {}, "rule", h("input", { name: "rule", size: 40, required: true })),
+    h("label", {}, "required role", h("input", { name: "required_role", size: 10 })),
+    h("label", {}, "reason", h("input", { name: "reason", size: 16 })),
+    h("button", { class: "primary" }, "Propose policy"));
+    load();
+    return [form, table];
+  },
+
+  conflicts() {
+    const table = h("div", {});
+    guarded(async () => {
+      const page = await api("GET", "/v1/conflicts", { params: { workspace: requireWorkspace(), limit: 200 } });
+      fill(table, page.items.length ? h("table", {},
+        h("thead", {}, h("tr", {}, ["when", "domain / topic", "kept", "superseded", "rule"].map((c) => h("th", {}, c)))),
+        h("tbody", {}, page.items.map((c) => h("tr", {},
+          h("td", {}, fmtTime(c.created_at)), h("td", {}, `${c.domain} / ${c.topic || ""}`),
+          h("td", {}, h("a", { onclick: () => openDetail(c.winner_id) }, c.winner_content), h("div", { class: "meta" }, c.winner_agent || "")),
+          h("td", {}, h("a", { onclick: () => openDetail(c.loser_id) }, c.loser_content), h("div", { class: "meta" }, c.loser_agent || "")),
+          h("td", {}, c.rule, h("div", { class: "meta" }, c.detail || ""))))))
+        : h("p", { class: "empty" }, "no conflicts recorded"));
+    });
+    return [h("h2", {}, "Conflicts between facts"), table];
+  },
+
+  grants() {
+    const table = h("div", {});
+    const load = () => guarded(async () => {
+      const page = await api("GET", "/v1/grants", { params: { workspace: requireWorkspace() } });
+      fill(table,
+        h("p", { class: "meta" }, `access mode: ${page.access_mode}`,
+          h("button", {
+            onclick: () => {
+              const mode = page.access_mode === "strict" ? "compatible" : "strict";
+              const reason = prompt(`Switch ${state.workspace} to ${mode} mode? Reason:`);
+              if (reason !== null) guarded(async () => { await api("PUT", "/v1/access-mode", { body: { workspace: state.workspace, mode, reason } }); setTimeout(load, 300); });
+            },
+          }, page.access_mode === "strict" ? "Switch to compatible" : "Switch to strict")),
+        page.grants.length ? h("table", {},
+          h("thead", {}, h("tr", {}, ["role", "domain", "access", "seeded", "changed by", "updated"].map((c) => h("th", {}, c)))),
+          h("tbody", {}, page.grants.map((g) => h("tr", {}, h("td", {}, g.role), h("td", {}, g.domain), h("td", {}, badge(g.access, "kind")),
+            h("td", {}, g.seeded ? "yes" : ""), h("td", {}, g.changed_by || ""), h("td", {}, fmtTime(g.updated_at))))))
+          : h("p", { class: "empty" }, "no grants"));
+    });
+    const form = h("form", {
+      class: "filters",
+      onsubmit: (event) => {
+        event.preventDefault();
+        guarded(async () => {
+          await api("PUT", "/v1/grants", { body: { ...formValues(form), workspace: requireWorkspace() } });
+          setTimeout(load, 300);
+        });
+      },
+    },
+    h("label", {}, "role", h("input", { name: "role", size: 10, required: true })),
+    h("label", {}, "domain", h("input", { name: "domain", size: 14, required: true })),
+    h("label", {}, "access", select("access", ["read", "write", "none"], "read")),
+    h("label", {}, "reason", h("input", { name: "reason", size: 16 })),
+    h("button", { class: "primary" }, "Set grant"));
+    load();
+    return [form, table];
+  },
+
+  graph() {
+    const canvas = h("div", {});
+    const form = h("form", {
+      class: "filters",
+      onsubmit: (event) => {
+        event.preventDefault();
+        state.graphRoot = formValues(form).root.trim();
+        guarded(() => drawGraph(canvas, state.graphRoot));
+      },
+    },
+    h("label", {}, "memory id (or its first 6+ characters)", h("input", { name: "root", size: 38, required: true, value: state.graphRoot })),
+    h("button", { class: "primary" }, "Show neighbourhood"));
+    if (state.graphRoot) queueMicrotask(() => form.requestSubmit());
+    return [form, h("p", { class: "meta" }, "Two hops of relationship edges around a memory (supports, contradicts, supersedes, episodic_next, …). Click a node for its detail."), canvas];
+  },
+
+  audit() {
+    const list = h("div", {});
+    let before = "";
+    const more = h("button", { hidden: true, onclick: () => load(false) }, "Older");
+    const form = h("form", { class: "filters", onsubmit: (event) => { event.preventDefault(); load(true); } },
+      h("label", {}, "event type", h("input", { name: "type", size: 18, placeholder: "operator.action" })),
+      h("label", {}, "actor", h("input", { name: "actor", size: 14 })),
+      h("button", { class: "primary" }, "Show"));
+    const load = (fresh) => guarded(async () => {
+      if (fresh) { before = ""; fill(list); }
+      const page = await api("GET", "/v1/audit", { params: { ...formValues(form), workspace: requireWorkspace(), before, limit: 50 } });
+      list.append(...page.items.map((e) => eventBlock(e)));
+      if (!list.childElementCount) list.append(h("p", { class: "empty" }, "no events"));
+      before = page.next_before ?? "";
+      more.hidden = !page.next_before;
+    });
+    queueMicrotask(() => load(true));
+    return [form, list, more];
+  },
+
+  add() {
+    const form = h("form", {
+      onsubmit: (event) => {
+        event.preventDefault();
+        guarded(async () => {
+          const values = formValues(form);
+          const body = { workspace: requireWorkspace(), content: values.content, kind: values.kind, epistemic_kind: values.epistemic_kind, reason: values.reason };
+          for (const key of ["mind", "domain", "topic", "valid_until"]) if (values[key]) body[key] = values[key];
+          const result = await api("POST", "/v1/memories", { body });
+          form.reset();
+          await new Promise((resolve) => setTimeout(resolve, 400));
+          await openDetail(result.memory_id);
+        });
+      },
+    },
+    h("h2", {}, "Operator knowledge entry"),
+    h("p", { class: "meta" }, "Recorded as an operator action with your token's name and the reason."),
+    h("label", {}, "content", h("textarea", { name: "content", required: true })),
+    h("div", { class: "filters" },
+      h("label", {}, "kind", select("kind", KINDS.slice(1), "semantic")),
+      h("label", {}, "epistemic kind", select("epistemic_kind", EPISTEMIC.slice(1), "fact")),
+      h("label", {}, "mind", h("input", { name: "mind", size: 10 })),
+      h("label", {}, "domain", h("input", { name: "domain", size: 12 })),
+      h("label", {}, "topic", h("input", { name: "topic", size: 12 })),
+      h("label", {}, "valid until", h("input", { name: "valid_until", type: "date" })),
+      h("label", {}, "reason", h("input", { name: "reason", size: 20, required: true }))),
+    h("button", { class: "primary" }, "Record"));
+    return [form];
+  },
+};
+
+// ---------- knowledge graph ----------------------------------------------------------------------
+
+const RELATION_COLORS = { contradicts: "#b42318", supersedes: "#b54708", supports: "#067647", episodic_next: "#98a2b3" };
+
+/** A small force-directed layout: nodes repel, edges pull, the root stays in the centre.
+ *  Deterministic (rings by hop as the start), so the same neighbourhood always looks the same. */
+function layout(nodes, edges, size) {
+  const centre = size / 2;
+  const at = new Map();
+  const rings = [0, 1, 2].map((depth) => nodes.filter((n) => n.depth === depth));
+  rings.forEach((ring, depth) => ring.forEach((n, i) => {
+    const angle = (2 * Math.PI * i) / Math.max(ring.length, 1) + depth * 0.7 - Math.PI / 2;
+    at.set(n.id, { x: centre + depth * 120 * Math.cos(angle), y: centre + depth * 120 * Math.sin(angle) });
+  }));
+  const links = edges.filter((e) => at.has(e.from_id) && at.has(e.to_id));
+  for (let step = 0; step < 300; step += 1) {
+    const cooling = 1 - step / 300;
+    const force = new Map(nodes.map((n) => [n.id, { x: 0, y: 0 }]));
+    for (const a of nodes) {
+      for (const b of nodes) {
+        if (a === b) continue;
+        const pa = at.get(a.id);
+        const pb = at.get(b.id);
+        const dx = pa.x - pb.x || 0.01;
+        const dy = pa.y - pb.y || 0.01;
+        const d2 = Math.max(dx * dx + dy * dy, 25);
+        const push = 9000 / d2;
+        force.get(a.id).x += (push * dx) / Math.sqrt(d2);
+        force.get(a.id).y += (push * dy) / Math.sqrt(d2);
+      }
+    }
+    for (const e of links) {
+      const pa = at.get(e.from_id);
+      const pb = at.get(e.to_id);
+      const dx = pb.x - pa.x;
+      const dy = pb.y - pa.y;
+      const pull = 0.02 * (Math.hypot(dx, dy) - 130);
+      force.get(e.from_id).x += pull * dx / (Math.hypot(dx, dy) || 1) * 10;
+      force.get(e.from_id).y += pull * dy / (Math.hypot(dx, dy) || 1) * 10;
+      force.get(e.to_id).x -= pull * dx / (Math.hypot(dx, dy) || 1) * 10;
+      force.get(e.to_id).y -= pull * dy / (Math.hypot(dx, dy) || 1) * 10;
+    }
+    for (const n of nodes) {
+      if (n.depth === 0) continue;
+      const p = at.get(n.id);
+      const f = force.get(n.id);
+      p.x = Math.min(size - 30, Math.max(30, p.x + Math.max(-20, Math.min(20, f.x)) * cooling));
+      p.y = Math.min(size - 20, Math.max(20, p.y + Math.max(-20, Math.min(20, f.y)) * cooling));
+    }
+  }
+  return new Map([...at].map(([id, p]) => [id, [p.x, p.y]]));
+}
+
+async function drawGraph(canvas, rootId) {
+  const nodes = new Map(); // id → {id, content, status, depth, parent}
+  const edges = new Map(); // relationship id → edge
+  const root = await api("GET", `/v1/memories/${encodeURIComponent(rootId)}`);
+  nodes.set(root.memory.id, { id: root.memory.id, content: root.memory.content, status: root.memory.status, depth: 0 });
+  let frontier = [root];
+  for (let depth = 1; depth <= 2 && nodes.size < 40; depth += 1) {
+    const next = [];
+    for (const detail of frontier) {
+      for (const r of detail.relationships) {
+        edges.set(r.id, r);
+        const other = r.direction === "out" ? r.to_id : r.from_id;
+        if (nodes.has(other) || nodes.size >= 40) continue;
+        nodes.set(other, { id: other, content: r.other_content || short(other), status: "active", depth, parent: detail.memory.id });
+        if (depth < 2) next.push(other);
+      }
+    }
+    frontier = await Promise.all(next.map((id) => api("GET", `/v1/memories/${encodeURIComponent(id)}`)));
+    for (const d of frontier) Object.assign(nodes.get(d.memory.id), { status: d.memory.status, content: d.memory.content });
+  }
+  const size = 640;
+  const position = layout([...nodes.values()], [...edges.values()], size);
+  const svg = h("svg", { viewBox: `0 0 ${size} ${size}`, width: "100%", style: "max-width:760px;background:#fff;border:1px solid var(--line);border-radius:6px" },
+    [...edges.values()].filter((e) => position.has(e.from_id) && position.has(e.to_id)).map((e) => {
+      const [x1, y1] = position.get(e.from_id);
+      const [x2, y2] = position.get(e.to_id);
+      return h("line", { x1, y1, x2, y2, style: `stroke:${RELATION_COLORS[e.relation] || "#98a2b3"}` }, h("title", {}, `${e.relation} (${fmtNum(e.confidence, 2)}, ${e.source})`));
+    }),
+    [...nodes.values()].map((n) => {
+      const [x, y] = position.get(n.id);
+      const fill = n.depth === 0 ? "#3559c7" : n.status === "active" ? "#0ba5ec" : "#f79009";
+      return h("g", {},
+        h("circle", { cx: x, cy: y, r: n.depth === 0 ? 11 : 8, fill, onclick: () => openDetail(n.id) }, h("title", {}, `${n.content} (${n.status})`)),
+        h("text", x > size * 0.6 ? { x: x - 12, y: y + 4, "text-anchor": "end" } : { x: x + 12, y: y + 4 }, n.content.length > 28 ? `${n.content.slice(0, 27)}…` : n.content));
+    }));
+  fill(canvas, svg, h("p", { class: "legend" },
+    Object.entries(RELATION_COLORS).map(([rel, color]) => h("span", {}, h("i", { style: `background:${color}` }), rel)),
+    h("span", {}, `${nodes.size} memories, ${edges.size} edges`)));
+}
+
+// ---------- shell ----------------------------------------------------------------------------------
+
+const LISTING_TABS = new Set(["timeline", "facts", "policies", "conflicts", "grants", "audit"]);
+
+/** Show the current search or list again (after a change), without touching a form being filled. */
+function refreshListing() {
+  const form = document.querySelector("#view form");
+  if (state.tab === "search" && form && form.checkValidity()) form.requestSubmit();
+  else if (LISTING_TABS.has(state.tab)) switchTab(state.tab);
+}
+
+function switchTab(tab) {
+  state.tab = tab;
+  for (const button of document.querySelectorAll("#tabs button")) button.classList.toggle("active", button.dataset.tab === tab);
+  clearError();
+  fill($("#view"), ...views[tab]());
+}
+
+function askToken() {
+  const dialog = $("#token-dialog");
+  if (!dialog.open) dialog.showModal();
+}
+
+function updateSignin() {
+  $("#signin").textContent = state.token ? "Sign out" : "Sign in";
+}
+
+function start() {
+  const workspace = $("#workspace");
+  workspace.value = state.workspace;
+  workspace.addEventListener("change", () => {
+    state.workspace = workspace.value.trim();
+    localStorage.setItem("noema.workspace", state.workspace);
+    // Tabs that list on their own reload; a form being filled in (search, entry) is left alone.
+    if (LISTING_TABS.has(state.tab)) switchTab(state.tab);
+  });
+  $("#scope").addEventListener("submit", (event) => event.preventDefault());
+  $("#signin").addEventListener("click", () => {
+    if (state.token) {
+      state.token = "";
+      sessionStorage.removeItem("noema.token");
+      updateSignin();
+    } else askToken();
+  });
+  $("#token-dialog").addEventListener("close", () => {
+    const dialog = $("#token-dialog");
+    if (dialog.returnValue === "ok") {
+      state.token = $("#token").value.trim();
+      sessionStorage.setItem("noema.token", state.token);
+      $("#token").value = "";
+      updateSignin();
+      switchTab(state.tab);
+    }
+  });
+  for (const button of document.querySelectorAll("#tabs button")) button.addEventListener("click", () => switchTab(button.dataset.tab));
+  updateSignin();
+  if (!state.token) askToken();
+  switchTab("search");
+}
+
+start();
