@@ -69,6 +69,7 @@ def test_every_call_of_the_explorer_is_a_documented_api_operation() -> None:
         ("GET", "/v1/memories/search"),
         ("GET", "/v1/timeline"),
         ("POST", "/v1/memories"),
+        ("POST", "/v1/facts"),
         ("GET", "/v1/memories/{}"),
         ("POST", "/v1/memories/{}/retract"),
         ("POST", "/v1/memories/{}/correct"),

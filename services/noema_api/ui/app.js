@@ -260,28 +260,57 @@ function filterFields() {
   ];
 }
 
+/** A filter form: on submit, `onSubmit(values)` runs with errors shown in the banner. */
+function filterForm(onSubmit, ...fields) {
+  const form = h("form", {
+    class: "filters",
+    onsubmit: (event) => {
+      event.preventDefault();
+      guarded(() => onSubmit(formValues(form)));
+    },
+  }, ...fields);
+  return form;
+}
+
+/** A table of `rows` (one `cells(row)` array each), or a line saying there is nothing. */
+function dataTable(columns, rows, cells, empty) {
+  if (!rows.length) return h("p", { class: "empty" }, empty);
+  return h("table", {},
+    h("thead", {}, h("tr", {}, columns.map((c) => h("th", {}, c)))),
+    h("tbody", {}, rows.map((row) => h("tr", {}, cells(row).map((cell) => (cell instanceof Node && cell.tagName === "TD" ? cell : h("td", {}, cell)))))));
+}
+
+/** A "Supersede…" button: asks for the replacing text and a reason, then calls `send(text, reason)`. */
+function supersedeButton(what, current, send) {
+  return h("button", {
+    onclick: () => {
+      const text = prompt(`The ${what} that replaces it:`, current);
+      if (!text || text === current) return;
+      const reason = prompt("Why? (recorded in the audit log)") || "";
+      guarded(() => send(text, reason));
+    },
+  }, "Supersede…");
+}
+
+const input = (name, size, extra = {}) => h("input", { name, size, ...extra });
+const field = (label, control) => h("label", {}, label, control);
+
 const views = {
   search() {
     const results = h("div", {});
-    const form = h("form", {
-      class: "filters",
-      onsubmit: (event) => {
-        event.preventDefault();
-        guarded(async () => {
-          const params = { ...formValues(form), workspace: requireWorkspace(), explain: true, limit: 20 };
-          const found = await api("GET", "/v1/memories/search", { params });
-          fill(results,
-            h("p", { class: "meta" }, `${found.results.length} results · mode ${found.mode}${found.intent ? ` · intent ${found.intent}` : ""}`,
-              found.weights ? ` · voice weights ${Object.entries(found.weights).map(([k, v]) => `${k} ${v}`).join(", ")}` : ""),
-            found.results.length ? found.results.map((hit) => memoryCard(hit.memory, h("div", {},
-              h("div", { class: "meta" }, `score ${fmtNum(hit.score)}`), breakdown(hit.components),
-              h("details", { onclick: (e) => e.stopPropagation() }, h("summary", {}, "all components"), componentTable(hit.components)))))
-              : h("p", { class: "empty" }, "nothing found"));
-        });
-      },
+    const form = filterForm(async (values) => {
+      const params = { ...values, workspace: requireWorkspace(), explain: true, limit: 20 };
+      const found = await api("GET", "/v1/memories/search", { params });
+      fill(results,
+        h("p", { class: "meta" }, `${found.results.length} results · mode ${found.mode}${found.intent ? ` · intent ${found.intent}` : ""}`,
+          found.weights ? ` · voice weights ${Object.entries(found.weights).map(([k, v]) => `${k} ${v}`).join(", ")}` : ""),
+        found.results.length ? found.results.map((hit) => memoryCard(hit.memory, h("div", {},
+          h("div", { class: "meta" }, `score ${fmtNum(hit.score)}`), breakdown(hit.components),
+          h("details", { onclick: (e) => e.stopPropagation() }, h("summary", {}, "all components"), componentTable(hit.components)))))
+          : h("p", { class: "empty" }, "nothing found"));
     },
-    h("label", {}, "query", h("input", { name: "q", size: 32, required: true, placeholder: "what do we know about deploys?" })),
-    h("label", {}, "mode", select("mode", ["hybrid", "semantic", "keyword", "vector"], "hybrid")),
+    field("query", input("q", 32, { required: true, placeholder: "what do we know about deploys?" })),
+    field("mode", select("mode", ["hybrid", "semantic", "keyword", "vector"], "hybrid")),
     filterFields(),
     h("button", { class: "primary" }, "Search"));
     return [form, results];
@@ -289,27 +318,21 @@ const views = {
 
   timeline() {
     const list = h("div", {});
-    const form = h("form", {
-      class: "filters",
-      onsubmit: (event) => {
-        event.preventDefault();
-        guarded(async () => {
-          const page = await api("GET", "/v1/timeline", { params: { ...formValues(form), workspace: requireWorkspace(), limit: 200 } });
-          let day = "";
-          const rows = [];
-          for (const m of page.items) {
-            const d = new Date(m.happened_at || m.created_at).toDateString();
-            if (d !== day) { day = d; rows.push(h("div", { class: "day" }, d)); }
-            rows.push(memoryCard(m));
-          }
-          fill(list, ...(rows.length ? rows : [h("p", { class: "empty" }, "no memories in this period")]));
-        });
-      },
+    const form = filterForm(async (values) => {
+      const page = await api("GET", "/v1/timeline", { params: { ...values, workspace: requireWorkspace(), limit: 200 } });
+      let day = "";
+      const rows = [];
+      for (const m of page.items) {
+        const d = new Date(m.happened_at || m.created_at).toDateString();
+        if (d !== day) { day = d; rows.push(h("div", { class: "day" }, d)); }
+        rows.push(memoryCard(m));
+      }
+      fill(list, rows.length ? rows : h("p", { class: "empty" }, "no memories in this period"));
     },
-    h("label", {}, "mind", h("input", { name: "mind", size: 8 })),
-    h("label", {}, "since", h("input", { name: "since", type: "date" })),
-    h("label", {}, "until", h("input", { name: "until", type: "date" })),
-    h("label", {}, "order", select("order", ["desc", "asc"], "desc")),
+    field("mind", input("mind", 8)),
+    field("since", input("since", 10, { type: "date" })),
+    field("until", input("until", 10, { type: "date" })),
+    field("order", select("order", ["desc", "asc"], "desc")),
     h("button", { class: "primary" }, "Show"));
     queueMicrotask(() => form.requestSubmit());
     return [form, list];
@@ -317,33 +340,21 @@ const views = {
 
   facts() {
     const table = h("div", {});
-    const form = h("form", {
-      class: "filters",
-      onsubmit: (event) => {
-        event.preventDefault();
-        guarded(async () => {
-          const values = formValues(form);
-          const page = await api("GET", "/v1/facts", { params: { ...values, workspace: requireWorkspace(), include_inactive: values.include_inactive === "on" } });
-          fill(table, page.items.length ? h("table", {},
-            h("thead", {}, h("tr", {}, ["domain", "topic", "fact", "status", "confidence", "mentions", "by", ""].map((c) => h("th", {}, c)))),
-            h("tbody", {}, page.items.map((f) => h("tr", {},
-              h("td", {}, f.domain), h("td", {}, f.topic || ""), h("td", {}, h("a", { onclick: () => openDetail(f.id) }, f.content)),
-              h("td", {}, badge(f.status)), h("td", { class: "num" }, fmtNum(f.confidence, 2)), h("td", { class: "num" }, f.mention_count),
-              h("td", {}, f.agent), h("td", {}, f.status === "active" ? h("button", {
-                onclick: () => {
-                  const content = prompt("The fact that replaces it:", f.content);
-                  if (!content || content === f.content) return;
-                  const reason = prompt("Why? (recorded in the audit log)") || "";
-                  guarded(async () => { await api("POST", `/v1/facts/${encodeURIComponent(f.id)}/supersede`, { body: { content, reason } }); form.requestSubmit(); });
-                },
-              }, "Supersede…") : null)))))
-            : h("p", { class: "empty" }, "no facts"));
-        });
-      },
+    const form = filterForm(async (values) => {
+      const params = { ...values, workspace: requireWorkspace(), include_inactive: values.include_inactive === "on" };
+      const page = await api("GET", "/v1/facts", { params });
+      fill(table, dataTable(["domain", "topic", "fact", "status", "confidence", "mentions", "by", ""], page.items, (f) => [
+        f.domain, f.topic || "", h("a", { onclick: () => openDetail(f.id) }, f.content), badge(f.status),
+        h("td", { class: "num" }, fmtNum(f.confidence, 2)), h("td", { class: "num" }, f.mention_count), f.agent,
+        f.status === "active" ? supersedeButton("fact", f.content, async (content, reason) => {
+          await api("POST", `/v1/facts/${encodeURIComponent(f.id)}/supersede`, { body: { content, reason } });
+          form.requestSubmit();
+        }) : "",
+      ], "no facts"));
     },
-    h("label", {}, "domain", h("input", { name: "domain", size: 12 })),
-    h("label", {}, "topic", h("input", { name: "topic", size: 12 })),
-    h("label", {}, "include superseded", h("input", { name: "include_inactive", type: "checkbox" })),
+    field("domain", input("domain", 12)),
+    field("topic", input("topic", 12)),
+    field("include superseded", input("include_inactive", 1, { type: "checkbox" })),
     h("button", { class: "primary" }, "List"));
     queueMicrotask(() => form.requestSubmit());
     return [form, table];
@@ -353,37 +364,23 @@ const views = {
     const table = h("div", {});
     const load = () => guarded(async () => {
       const page = await api("GET", "/v1/policies", { params: { workspace: requireWorkspace(), include_inactive: true } });
-      fill(table, page.items.length ? h("table", {},
-        h("thead", {}, h("tr", {}, ["domain", "rule", "required role", "state", "by", ""].map((c) => h("th", {}, c)))),
-        h("tbody", {}, page.items.map((p) => h("tr", {},
-          h("td", {}, p.domain), h("td", {}, p.rule), h("td", {}, p.required_role || ""),
-          h("td", {}, badge(p.active ? "active" : "superseded")), h("td", {}, p.proposed_by),
-          h("td", {}, p.active ? h("button", {
-            onclick: () => {
-              const rule = prompt("The rule that replaces it:", p.rule);
-              if (!rule || rule === p.rule) return;
-              const reason = prompt("Why? (recorded in the audit log)") || "";
-              guarded(async () => { await api("POST", `/v1/policies/${encodeURIComponent(p.id)}/supersede`, { body: { rule, reason } }); load(); });
-            },
-          }, "Supersede…") : null)))))
-        : h("p", { class: "empty" }, "no policies"));
-    });
-    const form = h("form", {
-      class: "filters",
-      onsubmit: (event) => {
-        event.preventDefault();
-        guarded(async () => {
-          const values = formValues(form);
-          await api("POST", "/v1/policies", { body: { ...values, workspace: requireWorkspace(), required_role: values.required_role || null } });
-          form.reset();
+      fill(table, dataTable(["domain", "rule", "required role", "state", "by", ""], page.items, (p) => [
+        p.domain, p.rule, p.required_role || "", badge(p.active ? "active" : "superseded"), p.proposed_by,
+        p.active ? supersedeButton("rule", p.rule, async (rule, reason) => {
+          await api("POST", `/v1/policies/${encodeURIComponent(p.id)}/supersede`, { body: { rule, reason } });
           load();
-        });
-      },
+        }) : "",
+      ], "no policies"));
+    });
+    const form = filterForm(async (values) => {
+      await api("POST", "/v1/policies", { body: { ...values, workspace: requireWorkspace(), required_role: values.required_role || null } });
+      form.reset();
+      load();
     },
-    h("label", {}, "domain", h("input", { name: "domain", size: 12, required: true })),
-    h("label", {}, "rule", h("input", { name: "rule", size: 40, required: true })),
-    h("label", {}, "required role", h("input", { name: "required_role", size: 10 })),
-    h("label", {}, "reason", h("input", { name: "reason", size: 16 })),
+    field("domain", input("domain", 12, { required: true })),
+    field("rule", input("rule", 40, { required: true })),
+    field("required role", input("required_role", 10)),
+    field("reason", input("reason", 16)),
     h("button", { class: "primary" }, "Propose policy"));
     load();
     return [form, table];
@@ -393,14 +390,13 @@ const views = {
     const table = h("div", {});
     guarded(async () => {
       const page = await api("GET", "/v1/conflicts", { params: { workspace: requireWorkspace(), limit: 200 } });
-      fill(table, page.items.length ? h("table", {},
-        h("thead", {}, h("tr", {}, ["when", "domain / topic", "kept", "superseded", "rule"].map((c) => h("th", {}, c)))),
-        h("tbody", {}, page.items.map((c) => h("tr", {},
-          h("td", {}, fmtTime(c.created_at)), h("td", {}, `${c.domain} / ${c.topic || ""}`),
-          h("td", {}, h("a", { onclick: () => openDetail(c.winner_id) }, c.winner_content), h("div", { class: "meta" }, c.winner_agent || "")),
-          h("td", {}, h("a", { onclick: () => openDetail(c.loser_id) }, c.loser_content), h("div", { class: "meta" }, c.loser_agent || "")),
-          h("td", {}, c.rule, h("div", { class: "meta" }, c.detail || ""))))))
-        : h("p", { class: "empty" }, "no conflicts recorded"));
+      const side = (id, content, agent) => [h("a", { onclick: () => openDetail(id) }, content), h("div", { class: "meta" }, agent || "")];
+      fill(table, dataTable(["when", "domain / topic", "kept", "superseded", "rule"], page.items, (c) => [
+        fmtTime(c.created_at), `${c.domain} / ${c.topic || ""}`,
+        h("td", {}, side(c.winner_id, c.winner_content, c.winner_agent)),
+        h("td", {}, side(c.loser_id, c.loser_content, c.loser_agent)),
+        h("td", {}, c.rule, h("div", { class: "meta" }, c.detail || "")),
+      ], "no conflicts recorded"));
     });
     return [h("h2", {}, "Conflicts between facts"), table];
   },
@@ -409,35 +405,29 @@ const views = {
     const table = h("div", {});
     const load = () => guarded(async () => {
       const page = await api("GET", "/v1/grants", { params: { workspace: requireWorkspace() } });
-      fill(table,
-        h("p", { class: "meta" }, `access mode: ${page.access_mode}`,
-          h("button", {
-            onclick: () => {
-              const mode = page.access_mode === "strict" ? "compatible" : "strict";
-              const reason = prompt(`Switch ${state.workspace} to ${mode} mode? Reason:`);
-              if (reason !== null) guarded(async () => { await api("PUT", "/v1/access-mode", { body: { workspace: state.workspace, mode, reason } }); setTimeout(load, 300); });
-            },
-          }, page.access_mode === "strict" ? "Switch to compatible" : "Switch to strict")),
-        page.grants.length ? h("table", {},
-          h("thead", {}, h("tr", {}, ["role", "domain", "access", "seeded", "changed by", "updated"].map((c) => h("th", {}, c)))),
-          h("tbody", {}, page.grants.map((g) => h("tr", {}, h("td", {}, g.role), h("td", {}, g.domain), h("td", {}, badge(g.access, "kind")),
-            h("td", {}, g.seeded ? "yes" : ""), h("td", {}, g.changed_by || ""), h("td", {}, fmtTime(g.updated_at))))))
-          : h("p", { class: "empty" }, "no grants"));
-    });
-    const form = h("form", {
-      class: "filters",
-      onsubmit: (event) => {
-        event.preventDefault();
+      const other = page.access_mode === "strict" ? "compatible" : "strict";
+      const switchMode = () => {
+        const reason = prompt(`Switch ${state.workspace} to ${other} mode? Reason:`);
+        if (reason === null) return;
         guarded(async () => {
-          await api("PUT", "/v1/grants", { body: { ...formValues(form), workspace: requireWorkspace() } });
+          await api("PUT", "/v1/access-mode", { body: { workspace: state.workspace, mode: other, reason } });
           setTimeout(load, 300);
         });
-      },
+      };
+      fill(table,
+        h("p", { class: "meta" }, `access mode: ${page.access_mode}`, h("button", { onclick: switchMode }, `Switch to ${other}`)),
+        dataTable(["role", "domain", "access", "seeded", "changed by", "updated"], page.grants, (g) => [
+          g.role, g.domain, badge(g.access, "kind"), g.seeded ? "yes" : "", g.changed_by || "", fmtTime(g.updated_at),
+        ], "no grants"));
+    });
+    const form = filterForm(async (values) => {
+      await api("PUT", "/v1/grants", { body: { ...values, workspace: requireWorkspace() } });
+      setTimeout(load, 300);
     },
-    h("label", {}, "role", h("input", { name: "role", size: 10, required: true })),
-    h("label", {}, "domain", h("input", { name: "domain", size: 14, required: true })),
-    h("label", {}, "access", select("access", ["read", "write", "none"], "read")),
-    h("label", {}, "reason", h("input", { name: "reason", size: 16 })),
+    field("role", input("role", 10, { required: true })),
+    field("domain", input("domain", 14, { required: true })),
+    field("access", select("access", ["read", "write", "none"], "read")),
+    field("reason", input("reason", 16)),
     h("button", { class: "primary" }, "Set grant"));
     load();
     return [form, table];
@@ -445,15 +435,11 @@ const views = {
 
   graph() {
     const canvas = h("div", {});
-    const form = h("form", {
-      class: "filters",
-      onsubmit: (event) => {
-        event.preventDefault();
-        state.graphRoot = formValues(form).root.trim();
-        guarded(() => drawGraph(canvas, state.graphRoot));
-      },
+    const form = filterForm(async (values) => {
+      state.graphRoot = values.root.trim();
+      await drawGraph(canvas, state.graphRoot);
     },
-    h("label", {}, "memory id (or its first 6+ characters)", h("input", { name: "root", size: 38, required: true, value: state.graphRoot })),
+    field("memory id (or its first 6+ characters)", input("root", 38, { required: true, value: state.graphRoot })),
     h("button", { class: "primary" }, "Show neighbourhood"));
     if (state.graphRoot) queueMicrotask(() => form.requestSubmit());
     return [form, h("p", { class: "meta" }, "Two hops of relationship edges around a memory (supports, contradicts, supersedes, episodic_next, …). Click a node for its detail."), canvas];
@@ -462,51 +448,69 @@ const views = {
   audit() {
     const list = h("div", {});
     let before = "";
-    const more = h("button", { hidden: true, onclick: () => load(false) }, "Older");
-    const form = h("form", { class: "filters", onsubmit: (event) => { event.preventDefault(); load(true); } },
-      h("label", {}, "event type", h("input", { name: "type", size: 18, placeholder: "operator.action" })),
-      h("label", {}, "actor", h("input", { name: "actor", size: 14 })),
-      h("button", { class: "primary" }, "Show"));
-    const load = (fresh) => guarded(async () => {
+    let fresh = true;
+    const more = h("button", { hidden: true, onclick: () => { fresh = false; form.requestSubmit(); } }, "Older");
+    const form = filterForm(async (values) => {
       if (fresh) { before = ""; fill(list); }
-      const page = await api("GET", "/v1/audit", { params: { ...formValues(form), workspace: requireWorkspace(), before, limit: 50 } });
+      fresh = true;
+      const page = await api("GET", "/v1/audit", { params: { ...values, workspace: requireWorkspace(), before, limit: 50 } });
       list.append(...page.items.map((e) => eventBlock(e)));
       if (!list.childElementCount) list.append(h("p", { class: "empty" }, "no events"));
       before = page.next_before ?? "";
       more.hidden = !page.next_before;
-    });
-    queueMicrotask(() => load(true));
+    },
+    field("event type", input("type", 18, { placeholder: "operator.action" })),
+    field("actor", input("actor", 14)),
+    h("button", { class: "primary" }, "Show"));
+    queueMicrotask(() => form.requestSubmit());
     return [form, list, more];
   },
 
   add() {
-    const form = h("form", {
-      onsubmit: (event) => {
-        event.preventDefault();
-        guarded(async () => {
-          const values = formValues(form);
-          const body = { workspace: requireWorkspace(), content: values.content, kind: values.kind, epistemic_kind: values.epistemic_kind, reason: values.reason };
-          for (const key of ["mind", "domain", "topic", "valid_until"]) if (values[key]) body[key] = values[key];
-          const result = await api("POST", "/v1/memories", { body });
-          form.reset();
-          await new Promise((resolve) => setTimeout(resolve, 400));
-          await openDetail(result.memory_id);
-        });
-      },
-    },
-    h("h2", {}, "Operator knowledge entry"),
-    h("p", { class: "meta" }, "Recorded as an operator action with your token's name and the reason."),
-    h("label", {}, "content", h("textarea", { name: "content", required: true })),
-    h("div", { class: "filters" },
-      h("label", {}, "kind", select("kind", KINDS.slice(1), "semantic")),
-      h("label", {}, "epistemic kind", select("epistemic_kind", EPISTEMIC.slice(1), "fact")),
-      h("label", {}, "mind", h("input", { name: "mind", size: 10 })),
-      h("label", {}, "domain", h("input", { name: "domain", size: 12 })),
-      h("label", {}, "topic", h("input", { name: "topic", size: 12 })),
-      h("label", {}, "valid until", h("input", { name: "valid_until", type: "date" })),
-      h("label", {}, "reason", h("input", { name: "reason", size: 20, required: true }))),
-    h("button", { class: "primary" }, "Record"));
-    return [form];
+    const recordThen = (send) => async (values) => {
+      const id = await send(values);
+      await new Promise((resolve) => setTimeout(resolve, 400)); // the projector follows the stream
+      await openDetail(id);
+    };
+    const optional = (values, keys) => Object.fromEntries(keys.filter((k) => values[k]).map((k) => [k, values[k]]));
+    const fact = filterForm(recordThen(async (values) => {
+      const body = { workspace: requireWorkspace(), domain: values.domain, topic: values.topic, content: values.content,
+        veracity: values.veracity, reason: values.reason, ...optional(values, ["valid_until"]) };
+      const result = await api("POST", "/v1/facts", { body });
+      fact.reset();
+      return result.memory_id;
+    }),
+    field("fact", input("content", 48, { required: true })),
+    field("domain", input("domain", 12, { required: true })),
+    field("topic", input("topic", 12, { required: true })),
+    field("veracity", select("veracity", ["stated", "inferred", "tool", "imported"], "stated")),
+    field("valid until", input("valid_until", 10, { type: "date" })),
+    field("reason", input("reason", 20, { required: true })),
+    h("button", { class: "primary" }, "Propose fact"));
+    const memory = filterForm(recordThen(async (values) => {
+      const body = { workspace: requireWorkspace(), content: values.content, kind: values.kind, epistemic_kind: values.epistemic_kind,
+        reason: values.reason, ...optional(values, ["mind", "domain", "topic", "valid_until"]) };
+      const result = await api("POST", "/v1/memories", { body });
+      memory.reset();
+      return result.memory_id;
+    }),
+    field("content", input("content", 48, { required: true })),
+    field("kind", select("kind", KINDS.slice(1), "episodic")),
+    field("epistemic kind", select("epistemic_kind", EPISTEMIC.slice(1), "observation")),
+    field("mind", input("mind", 10)),
+    field("domain", input("domain", 12)),
+    field("topic", input("topic", 12)),
+    field("valid until", input("valid_until", 10, { type: "date" })),
+    field("reason", input("reason", 20, { required: true })),
+    h("button", { class: "primary" }, "Record memory"));
+    return [
+      h("h2", {}, "Propose a fact"),
+      h("p", { class: "meta" }, "Checked against the active facts of its domain and topic: a repeat raises the existing fact's confidence, a contradiction is settled by the conflict rules (see Conflicts)."),
+      fact,
+      h("h2", {}, "Enter a memory"),
+      h("p", { class: "meta" }, "Any kind of memory, recorded as it is. Both entries are operator actions with your token's name and the reason."),
+      memory,
+    ];
   },
 };
 
