@@ -52,10 +52,10 @@ from noema_events import (
 from noema_events.envelope import NAME_PATTERN
 from noema_events.vocabulary import MEMORY_TYPES, VERACITY_WEIGHT, Access, EpistemicKind, MemoryType, Veracity
 
-from .access import AccessControl, Caller, InsufficientMemoryPermission
-from .adapters.jetstream import ConcurrentWrite, EventPublisher, last_on_subject, publish_expecting
-from .domain.dynamics import initial_confidence
-from .domain.knowledge import (
+from ..access import AccessControl, Caller, InsufficientMemoryPermission
+from ..adapters.jetstream import ConcurrentWrite, EventPublisher, last_on_subject, publish_expecting
+from ..domain.dynamics import initial_confidence
+from ..domain.knowledge import (
     ACCESS_ORDER,
     DomainRef,
     FactView,
@@ -66,9 +66,9 @@ from .domain.knowledge import (
     equivalent,
     keeper,
 )
-from .ids import derive_id, id_prefix, new_id, short_prefix_hint
-from .operations import Conflict, InvalidQuery, NotFound, OperationError
-from .topology import Topology
+from ..ids import derive_id, id_prefix, new_id, short_prefix_hint
+from ..operations import Conflict, InvalidQuery, NotFound, OperationError
+from ..topology import Topology
 
 __all__ = [
     "ACCESS_MODES",
