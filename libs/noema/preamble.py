@@ -6,7 +6,7 @@ description has at least 20 characters. Full-text search only (no query embeddin
 per part. It ends by telling the agent to verify critical items with ``search_memory``.
 
 Policies of the current repository come first. ``readable_domains`` (strict access mode, see
-:meth:`noema.knowledge.Knowledge.readable_domains`) limits policies and facts to what the agent's
+:meth:`noema.knowledge.domains.Domains.readable_domains`) limits policies and facts to what the agent's
 role may read; None means reads are not gated.
 """
 

@@ -8,7 +8,7 @@ import asyncpg
 
 from ...ids import id_prefix
 
-__all__ = ["MemoryQueries"]
+__all__ = ["MemoryQueries", "resolve_id"]
 
 MEMORY_FIELDS = (
     "id, workspace, mind, kind, epistemic_kind, content, domain, topic, repo, confidence, importance, "
@@ -16,6 +16,38 @@ MEMORY_FIELDS = (
     "valid_until, recall_count, mention_count, source_observation_ids, origin_event, origin_seq, channel, "
     "source, participants, steps, preconditions, outcomes, session, happened_at, created_at, updated_at"
 )
+
+
+async def resolve_id(
+    pool: asyncpg.Pool,
+    table: str,
+    given: str,
+    workspace: str | None = None,
+    *,
+    where: str = "",
+    several: str,
+) -> str | None:
+    """The full id of the row of ``table`` (memories, policies) that ``given`` names: ``given``
+    itself when such an id exists, else the one id ``given`` is a prefix of (:func:`noema.ids.id_prefix`),
+    among the rows of ``workspace`` when given and those ``where`` (an SQL condition, from code only)
+    keeps. None when nothing matches.
+
+    The exact id is looked up first, on the primary key, so resolving a full id again costs little.
+    Raises ``LookupError`` ("... matches several <several>; ...") when a prefix matches several rows.
+    """
+    scope = f"{' AND workspace = $2' if workspace is not None else ''}{where}"
+    args = (workspace,) if workspace is not None else ()
+    if await pool.fetchval(f"SELECT 1 FROM {table} WHERE id = $1{scope}", given, *args):
+        return given
+    pattern = id_prefix(given)
+    if pattern is None:
+        return None
+    rows = await pool.fetch(
+        f"SELECT id FROM {table} WHERE id LIKE $1{scope} ORDER BY id LIMIT 2", pattern, *args
+    )
+    if len(rows) > 1:
+        raise LookupError(f"{given} matches several {several}; give more of the id")
+    return str(rows[0]["id"]) if rows else None
 
 
 class MemoryQueries:
@@ -30,24 +62,7 @@ class MemoryQueries:
 
         Raises ``LookupError`` when a prefix matches several memories.
         """
-        if await self._pool.fetchval(
-            "SELECT 1 FROM memories WHERE id = $1 AND ($2::text IS NULL OR workspace = $2)",
-            id_or_prefix,
-            workspace,
-        ):
-            return id_or_prefix
-        pattern = id_prefix(id_or_prefix)
-        if pattern is None:
-            return None
-        rows = await self._pool.fetch(
-            "SELECT id FROM memories WHERE id LIKE $1 AND ($2::text IS NULL OR workspace = $2) "
-            "ORDER BY id LIMIT 2",
-            pattern,
-            workspace,
-        )
-        if len(rows) > 1:
-            raise LookupError(f"{id_or_prefix} matches several memories; give more of the id")
-        return rows[0]["id"] if rows else None
+        return await resolve_id(self._pool, "memories", id_or_prefix, workspace, several="memories")
 
     async def get(self, full_id: str) -> dict[str, Any] | None:
         """One memory by its full id (:meth:`resolve` turns a prefix into one) with provenance,
