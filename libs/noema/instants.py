@@ -1,24 +1,29 @@
 """The one reading of a date or time given as text, by every surface (``noemactl`` options, the HTTP
 API's query parameters and JSON bodies, the agent tools' inputs; see :mod:`noema.inputs`): an
-RFC 3339 timestamp, an ISO timestamp without a zone (taken as UTC) or a plain date (midnight UTC).
-Anything else is refused with a message naming the parameter and these forms."""
+RFC 3339 timestamp, an ISO timestamp without a zone (taken as UTC) or a plain date (midnight UTC;
+as an ``until`` bound, the end of that day, so ``--until 2026-03-01`` includes March 1). Anything
+else is refused with a message naming the parameter and these forms."""
 
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 import msgspec
 
-__all__ = ["FORMS", "Instant", "InvalidInstant", "parse_instant"]
+__all__ = ["FORMS", "UPPER_BOUNDS", "Instant", "InvalidInstant", "parse_instant"]
 
 FORMS = (
     "an RFC 3339 timestamp (2026-03-01T09:30:00Z, 2026-03-01T09:30:00+01:00), "
     "an ISO timestamp without a zone, taken as UTC (2026-03-01T09:30:00), "
-    "or a date, meaning midnight UTC (2026-03-01)"
+    "or a date, meaning midnight UTC (2026-03-01; as until, the end of that day)"
 )
 """The accepted forms, as written in messages and help."""
+
+UPPER_BOUNDS = frozenset({"until"})
+"""Parameters that end a period (before this time). Given a plain date they mean the end of that day:
+whoever asks for memories until March 1 means March 1 included, not "before March 1 began"."""
 
 Instant = Annotated[datetime, msgspec.Meta(tz=True, description=f"A date or time: {FORMS}.")]
 """A date or time in a Struct; :func:`noema.inputs.convert` reads its text with :func:`parse_instant`."""
@@ -37,7 +42,8 @@ def parse_instant(value: str | datetime, name: str) -> datetime:
     """``value`` as a datetime in UTC (a datetime without a zone is taken as UTC); an instant outside
     the representable range (year 1 to 9999 in UTC) is refused.
 
-    ``name`` is the parameter's name, as the user wrote it (e.g. ``since`` or ``--valid-until``).
+    ``name`` is the parameter's name, as the user wrote it (e.g. ``since`` or ``--valid-until``); a
+    plain date given to one of :data:`UPPER_BOUNDS` means the next midnight (the end of that day).
     """
     if isinstance(value, datetime):
         aware = value if value.tzinfo else value.replace(tzinfo=UTC)
@@ -51,6 +57,7 @@ def parse_instant(value: str | datetime, name: str) -> datetime:
     when = None
     if found:
         iso = found["date"]
+        day_end = not found["time"] and name.lstrip("-") in UPPER_BOUNDS
         if found["time"]:
             iso += "T" + found["time"]
             if found["fraction"]:
@@ -60,6 +67,8 @@ def parse_instant(value: str | datetime, name: str) -> datetime:
         try:
             when = datetime.fromisoformat(iso)
             when = (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC)
+            if day_end:
+                when += timedelta(days=1)
         except ValueError:
             when = None
         except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00, before the first representable instant

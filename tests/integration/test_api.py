@@ -79,6 +79,9 @@ async def test_list_filters_by_kind_status_domain_and_paginates(api: ApiHarness)
     assert len(await ids(limit="2", offset="2")) == 1
     assert await ids(since=NOW.replace(year=NOW.year + 1).isoformat()) == []
     assert await ids(workspace="null") == []  # a name, not "no filter"
+    # A plain date as `until` includes that day; as `since` it starts it.
+    today = NOW.date().isoformat()
+    assert set(await ids(since=today, until=today)) == {a, b, c}
 
 
 async def test_timeline_orders_by_when_things_happened(api: ApiHarness) -> None:

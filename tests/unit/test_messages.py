@@ -56,7 +56,21 @@ REFUSED = [
 def test_the_accepted_forms_are_read_as_utc_unless_they_name_a_zone(text: str, expected: datetime) -> None:
     assert parse_instant(text, "since") == expected
     assert parse(ListQuery, {"since": text}).since == expected
-    assert parse(TimelineQuery, {"workspace": "acme", "until": text}).until == expected
+    # As the end of a period, a plain date means the end of that day (the day is included).
+    until = expected + timedelta(days=1) if len(text) == len("2020-01-01") else expected
+    assert parse(TimelineQuery, {"workspace": "acme", "until": text}).until == until
+    assert parse_instant(text, "--until") == until
+
+
+def test_an_until_date_includes_that_day_and_a_since_date_starts_it() -> None:
+    since = parse(ListQuery, {"since": "2026-03-01"}).since
+    until = parse(ListQuery, {"until": "2026-03-01"}).until
+    assert since == datetime(2026, 3, 1, tzinfo=UTC)
+    assert until == datetime(2026, 3, 2, tzinfo=UTC)
+    noon = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    assert since <= noon < until  # filters keep since <= t < until
+    # valid_until is not a period's end: a date there is still that day's midnight.
+    assert parse_instant("2026-03-01", "--valid-until") == datetime(2026, 3, 1, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("text", REFUSED)
@@ -106,7 +120,7 @@ def test_every_cli_time_option_refuses_with_the_same_message_and_exit_code_2(
     assert ran.exit_code == 2, ran.output
     said = " ".join(ran.output.split())
     assert "'yesterday' is not a date or time; give an RFC 3339 timestamp" in said
-    assert "or a date, meaning midnight UTC (2026-03-01)" in said
+    assert "or a date, meaning midnight UTC (2026-03-01; as until, the end of that day)" in said
     assert "Traceback" not in said
     # Under --json (wherever it is given), the refusal is a JSON object too.
     as_json = runner.invoke(app, ["--data-dir", str(tmp_path), *args[:2], "--json", *args[2:]])
