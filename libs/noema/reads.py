@@ -134,15 +134,19 @@ def _source_observations(observation_ids: list[str], cited: list[EventRecord]) -
     return [SourceObservation(id=oid, decision=decisions.get(oid)) for oid in observation_ids]
 
 
-def _unknown(id_or_prefix: str) -> NotFound:
-    return NotFound(f"no memory {id_or_prefix}{short_prefix_hint(id_or_prefix)}")
+def _unknown(id_or_prefix: str) -> NotFound | InvalidQuery:
+    hint = short_prefix_hint(id_or_prefix)
+    if hint:  # too short to be looked up: the request is wrong (400), not the memory unknown (404)
+        return InvalidQuery(f"no memory {id_or_prefix}{hint}")
+    return NotFound(f"no memory {id_or_prefix}")
 
 
 async def resolve_memory(pool: asyncpg.Pool, id_or_prefix: str, workspace: str | None = None) -> str:
     """The full id of the memory ``id_or_prefix`` names (a unique prefix of at least 6 characters
     will do), looked for in ``workspace`` when given; every surface's writes resolve ids here.
 
-    Raises :class:`NotFound`, or :class:`InvalidQuery` when a prefix matches several memories.
+    Raises :class:`NotFound`, or :class:`InvalidQuery` when a prefix matches several memories or
+    is too short.
     """
     try:
         found = await MemoryQueries(pool).resolve(id_or_prefix, workspace)

@@ -101,5 +101,5 @@ async def test_writes_take_the_short_ids_tables_print_within_the_tokens_workspac
     unseen = await api.acme.post(f"/v1/memories/{theirs[:8]}/retract", json={"reason": "r"})
     assert unseen.status_code == 404
     short = await api.acme.post(f"/v1/memories/{ours[:4]}/restore", json={"reason": "r"})
-    assert short.status_code == 404
+    assert short.status_code == 400
     assert "at least 6 characters" in short.json()["error"]

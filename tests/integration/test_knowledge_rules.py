@@ -16,7 +16,7 @@ from noema.adapters.postgres import ReadModelProjection
 from noema.domain.dynamics import initial_confidence, mention_confidence
 from noema.ids import new_id
 from noema.knowledge import Knowledge
-from noema.operations import NotFound, OperationError
+from noema.operations import InvalidQuery, OperationError
 from noema.settings import Settings
 from noema_attend.service import build as build_attend
 from noema_conflicts.service import build as build_conflicts
@@ -147,8 +147,10 @@ async def test_facts_and_policies_are_superseded_by_a_unique_prefix_of_their_id(
             OperationError, match=rf"{prefix} matches several {what} ids; give more of the id"
         ):
             await supersede(prefix)
-        with pytest.raises(NotFound, match=rf"no {what} {prefix[:5]} in workspace acme"):
-            await supersede(prefix[:5])  # under six characters a prefix is not enough
+        with pytest.raises(
+            InvalidQuery, match=rf"no {what} {prefix[:5]} in workspace acme \(give at least 6"
+        ):
+            await supersede(prefix[:5])  # under six characters a prefix is not enough (a bad request)
         await supersede(f"{prefix}1".upper())
     await settled(harness)
     fact = await harness.pool.fetchrow(

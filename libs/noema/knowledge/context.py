@@ -123,7 +123,7 @@ class KnowledgeContext:
 
     async def full_id(self, what: str, workspace: str, given: str) -> str:
         """The id of the fact or policy ``given`` names: its full id, or a unique prefix of at least
-        six characters (listings show eight). Unknown: NotFound; ambiguous: InvalidQuery."""
+        six characters (listings show eight). Unknown: NotFound; ambiguous or too short: InvalidQuery."""
         # The prefix rule is resolve_memory's (one resolve_id); the messages name the fact or policy
         # and its workspace, and a fact's "not found" says when the id is another kind of memory.
         table, where = ("policies", "") if what == "policy" else ("memories", " AND kind = 'semantic'")
@@ -134,7 +134,9 @@ class KnowledgeContext:
         if found is not None:
             return found
         hint = short_prefix_hint(given)
-        if what == "fact" and not hint:
+        if hint:  # too short to be looked up: the request is wrong, not the id unknown
+            raise InvalidQuery(f"no {what} {given} in workspace {workspace}{hint}")
+        if what == "fact":
             other = await self.pool.fetchrow(
                 "SELECT id, kind FROM memories WHERE workspace = $1 AND (id = $2 OR id LIKE $3) "
                 "ORDER BY id = $2 DESC LIMIT 1",

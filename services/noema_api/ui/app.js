@@ -26,6 +26,9 @@ async function api(method, path, { params = {}, body } = {}) {
   const response = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const data = await response.json().catch(() => ({}));
   if (response.status === 401) {
+    state.token = "";
+    sessionStorage.removeItem("noema.token");
+    updateSignin();
     askToken();
     throw new ApiError(data.error || "sign in with an operator token");
   }
@@ -92,6 +95,19 @@ function formValues(form) {
   return Object.fromEntries(new FormData(form).entries());
 }
 
+/** A form's since/until dates as the instants that bound those days in the browser's time zone:
+ *  since = the start of its day, until = the end of its day (both days included). */
+function localPeriod(values) {
+  const day = (text, offset) => {
+    const [y, m, d] = text.split("-").map(Number);
+    return new Date(y, m - 1, d + offset).toISOString();
+  };
+  const out = { ...values };
+  if (values.since) out.since = day(values.since, 0);
+  if (values.until) out.until = day(values.until, 1);
+  return out;
+}
+
 function requireWorkspace() {
   if (!state.workspace) throw new ApiError("enter a workspace first");
   return state.workspace;
@@ -110,19 +126,22 @@ const PARTS = [
   ["repo_first", "#444ce7"],
 ];
 
-/** A stacked bar of what each voice and prior added to the score, and the MMR penalty. */
-function breakdown(components) {
+/** A stacked bar of what each voice and prior added to the score, then the MMR penalty (hatched),
+ *  on a scale where `scale` (the best result's total) fills the bar, so weaker results look weaker. */
+function breakdown(components, scale = 1) {
   const parts = PARTS.filter(([key]) => (components[key] || 0) > 0);
-  const total = parts.reduce((sum, [key]) => sum + components[key], 0) || 1;
+  const penalty = Math.min(0, components.mmr || 0);
+  const width = (x) => `${Math.max(0, (100 * x) / (scale || 1))}%`;
   return h("div", {},
-    h("div", { class: "bar", title: "what each part added to the score" },
+    h("div", { class: "bar", title: "what each part added to the score, then the MMR penalty" },
       parts.map(([key, color]) => h("span", {
-        style: `width:${(100 * components[key]) / total}%;background:${color}`,
+        style: `width:${width(components[key])};background:${color}`,
         title: `${key} ${fmtNum(components[key])}`,
-      }))),
+      })),
+      penalty < 0 ? h("span", { class: "penalty", style: `width:${width(-penalty)}`, title: `mmr ${fmtNum(penalty)}: close to a result above` }) : null),
     h("div", { class: "legend" },
       parts.map(([key, color]) => h("span", {}, h("i", { style: `background:${color}` }), `${key} ${fmtNum(components[key])}`)),
-      components.mmr ? h("span", {}, `mmr ${fmtNum(components.mmr)}`) : null,
+      components.mmr ? h("span", { title: "diversity penalty: this result repeats one ranked above" }, `mmr ${fmtNum(components.mmr)}`) : null,
       components.decay !== undefined ? h("span", {}, `decay ×${fmtNum(components.decay)}`) : null));
 }
 
@@ -157,7 +176,7 @@ async function openDetail(id) {
       h("button", { onclick: () => { state.graphRoot = m.id; switchTab("graph"); } }, "Show in graph")),
     h("h2", {}, m.content),
     memoryMeta(m),
-    m.status === "retracted" ? h("p", { class: "badge retracted" }, "Retracted: an operator marked this memory inaccurate. It stays for provenance and is left out of normal recall.") : null,
+    statusNotice(m, detail.citing_events),
     m.superseded_by ? h("p", {}, "Superseded by ", h("a", { onclick: () => openDetail(m.superseded_by) }, short(m.superseded_by))) : null,
     operatorActions(m),
     h("h3", {}, "Record"),
@@ -165,24 +184,46 @@ async function openDetail(id) {
       ["confidence", "importance", "salience", "credibility", "activation", "recall_count", "mention_count", "memory_type",
         "veracity", "channel", "source", "session", "valid_until", "created_at", "updated_at"]
         .filter((key) => m[key] !== undefined && m[key] !== null)
-        .map((key) => h("tr", {}, h("th", {}, key), h("td", {}, typeof m[key] === "number" && !key.endsWith("_count") ? fmtNum(m[key]) : String(m[key])))))),
+        .map((key) => h("tr", {}, h("th", {}, key), h("td", {}, fieldText(key, m[key])))))),
     h("h3", {}, "Provenance"),
     detail.origin ? eventBlock(detail.origin, "origin event") : h("p", { class: "empty" }, "no origin event recorded"),
     detail.source_observations.length ? h("div", {},
       detail.source_observations.map((s) => h("p", { class: "meta" }, "source observation ", h("span", { class: "mono" }, short(s.id)),
-        s.decision ? ` — ${s.decision.admitted ? "admitted" : "not admitted"} (score ${fmtNum(s.decision.score)}${s.decision.reason ? `, ${s.decision.reason}` : ""})` : ""))) : null,
+        s.decision ? ` — ${s.decision.admitted ? "admitted" : "not admitted"} by attention (score ${fmtNum(s.decision.score)}${s.decision.reason && s.decision.reason !== "admitted" ? `: ${s.decision.reason}` : ""})` : ""))) : null,
     h("h3", {}, `Relationships (${detail.relationships.length})`),
     detail.relationships.length ? h("table", {}, h("tbody", {}, detail.relationships.map((r) => {
       const other = r.direction === "out" ? r.to_id : r.from_id;
       return h("tr", {}, h("td", {}, r.direction === "out" ? `→ ${r.relation}` : `← ${r.relation}`),
         h("td", {}, h("a", { onclick: () => openDetail(other) }, r.other_content || short(other))),
-        h("td", { class: "num" }, fmtNum(r.confidence, 2)), h("td", { class: "meta" }, r.source));
+        h("td", { class: "num" }, fmtNum(r.confidence, 2)), h("td", {}, h("span", { class: "meta" }, r.source)));
     }))) : h("p", { class: "empty" }, "none"),
     h("h3", {}, `Events citing it (${detail.citing_events.length})`),
     detail.citing_events.map((e) => eventBlock(e)),
     detail.embeddings.length ? h("p", { class: "meta" }, "vectors: ", detail.embeddings.map((e) => `${e.model} (${e.dimensions})`).join(", ")) : null,
   );
   panel.hidden = false;
+}
+
+function fieldText(key, value) {
+  if (typeof value === "number") return key.endsWith("_count") ? String(value) : fmtNum(value);
+  if (key.endsWith("_at") || key === "valid_until") return fmtTime(value);
+  return String(value);
+}
+
+const STATUS_ACTIONS = { retracted: "retract", archived: "archive", superseded: "correct" };
+
+/** Why a memory is not active: the operator action that made it so (who, when, why), if any. */
+function statusNotice(m, citing) {
+  if (m.status === "active") return null;
+  // Citing events come newest first: the first matching action is the one that set this status.
+  const action = citing.find((e) => e.type.startsWith("operator.action") && e.payload.action === STATUS_ACTIONS[m.status]);
+  const what = {
+    retracted: "Retracted: marked inaccurate. It stays for provenance, readable here and in lists, and is left out of normal recall (search with status retracted to find it).",
+    archived: "Archived: kept for provenance and left out of normal recall.",
+    superseded: "Superseded by a newer version; kept for provenance and left out of normal recall.",
+  }[m.status];
+  return h("div", { class: `notice ${m.status}` }, what,
+    action ? h("div", { class: "meta" }, `${action.actor}, ${fmtTime(action.occurred_at)}: “${action.payload.reason}”`) : null);
 }
 
 function eventBlock(e, label = "") {
@@ -201,24 +242,23 @@ function operatorActions(m) {
     await openDetail(m.id);
     refreshListing();
   });
-  const askReason = (verb) => prompt(`Why ${verb} this memory? (recorded in the audit log)`);
   const id = encodeURIComponent(m.id);
   const retract = () => {
-    const reason = askReason("mark as inaccurate");
+    const reason = askReason("Why is this memory inaccurate?");
     if (reason) act(() => api("POST", `/v1/memories/${id}/retract`, { body: { reason } }));
   };
   const correct = () => {
     const content = prompt("Corrected content:", m.content);
     if (!content || content === m.content) return;
-    const reason = askReason("correct");
+    const reason = askReason("Why correct it?");
     if (reason) act(() => api("POST", `/v1/memories/${id}/correct`, { body: { content, reason } }));
   };
   const archive = () => {
-    const reason = askReason("archive");
+    const reason = askReason("Why archive this memory?");
     if (reason) act(() => api("POST", `/v1/memories/${id}/archive`, { body: { reason } }));
   };
   const restore = () => {
-    const reason = askReason("restore");
+    const reason = askReason("Why restore this memory?");
     if (reason) act(() => api("POST", `/v1/memories/${id}/restore`, { body: { reason } }));
   };
   const active = m.status === "active";
@@ -229,13 +269,21 @@ function operatorActions(m) {
     !active && m.status !== "superseded" ? h("button", { onclick: restore }, "Restore…") : null);
 }
 
-/** The read model follows the event stream: wait (briefly) until the memory's status moved. */
-async function waitForChange(id, before) {
+/** The read model follows the event stream: wait (up to 3 s) until `done()` holds. */
+async function waitUntil(done) {
   for (let i = 0; i < 20; i += 1) {
-    const detail = await api("GET", `/v1/memories/${encodeURIComponent(id)}`);
-    if (detail.memory.status !== before) return;
+    if (await done()) return;
     await new Promise((resolve) => setTimeout(resolve, 150));
   }
+}
+
+async function waitForChange(id, before) {
+  await waitUntil(async () => (await api("GET", `/v1/memories/${encodeURIComponent(id)}`)).memory.status !== before);
+}
+
+async function policyActive(id) {
+  const page = await api("GET", "/v1/policies", { params: { workspace: requireWorkspace(), include_inactive: true } });
+  return page.items.some((p) => p.id === id && p.active);
 }
 
 // ---------- views --------------------------------------------------------------------------------
@@ -280,14 +328,23 @@ function dataTable(columns, rows, cells, empty) {
     h("tbody", {}, rows.map((row) => h("tr", {}, cells(row).map((cell) => (cell instanceof Node && cell.tagName === "TD" ? cell : h("td", {}, cell)))))));
 }
 
+/** Ask why (recorded in the audit log) until given, or null when cancelled. */
+function askReason(question) {
+  for (;;) {
+    const reason = prompt(`${question} (recorded in the audit log)`);
+    if (reason === null) return null;
+    if (reason.trim()) return reason.trim();
+  }
+}
+
 /** A "Supersede…" button: asks for the replacing text and a reason, then calls `send(text, reason)`. */
 function supersedeButton(what, current, send) {
   return h("button", {
     onclick: () => {
       const text = prompt(`The ${what} that replaces it:`, current);
       if (!text || text === current) return;
-      const reason = prompt("Why? (recorded in the audit log)") || "";
-      guarded(() => send(text, reason));
+      const reason = askReason(`Why replace this ${what}?`);
+      if (reason) guarded(() => send(text, reason));
     },
   }, "Supersede…");
 }
@@ -299,15 +356,17 @@ const views = {
   search() {
     const results = h("div", {});
     const form = filterForm(async (values) => {
-      const params = { ...values, workspace: requireWorkspace(), explain: true, limit: 20 };
+      const params = { ...localPeriod(values), workspace: requireWorkspace(), explain: true, limit: 20 };
       const found = await api("GET", "/v1/memories/search", { params });
+      const positive = (c) => PARTS.reduce((sum, [key]) => sum + Math.max(0, c[key] || 0), 0);
+      const scale = Math.max(0, ...found.results.map((hit) => positive(hit.components)));
       fill(results,
         h("p", { class: "meta" }, `${found.results.length} results · mode ${found.mode}${found.intent ? ` · intent ${found.intent}` : ""}`,
           found.weights ? ` · voice weights ${Object.entries(found.weights).map(([k, v]) => `${k} ${v}`).join(", ")}` : ""),
         found.results.length ? found.results.map((hit) => memoryCard(hit.memory, h("div", {},
-          h("div", { class: "meta" }, `score ${fmtNum(hit.score)}`), breakdown(hit.components),
+          h("div", { class: "meta" }, `score ${fmtNum(hit.score)}`, hit.score <= 0 ? " · weak match" : ""), breakdown(hit.components, scale),
           h("details", { onclick: (e) => e.stopPropagation() }, h("summary", {}, "all components"), componentTable(hit.components)))))
-          : h("p", { class: "empty" }, "nothing found"));
+          : h("p", { class: "empty" }, `nothing found in workspace ${state.workspace} (is the name right?)`));
     },
     field("query", input("q", 32, { required: true, placeholder: "what do we know about deploys?" })),
     field("mode", select("mode", ["hybrid", "semantic", "keyword", "vector"], "hybrid")),
@@ -319,7 +378,7 @@ const views = {
   timeline() {
     const list = h("div", {});
     const form = filterForm(async (values) => {
-      const page = await api("GET", "/v1/timeline", { params: { ...values, workspace: requireWorkspace(), limit: 200 } });
+      const page = await api("GET", "/v1/timeline", { params: { ...localPeriod(values), workspace: requireWorkspace(), limit: 200 } });
       let day = "";
       const rows = [];
       for (const m of page.items) {
@@ -327,7 +386,7 @@ const views = {
         if (d !== day) { day = d; rows.push(h("div", { class: "day" }, d)); }
         rows.push(memoryCard(m));
       }
-      fill(list, rows.length ? rows : h("p", { class: "empty" }, "no memories in this period"));
+      fill(list, rows.length ? rows : h("p", { class: "empty" }, `no memories in workspace ${state.workspace}${values.since || values.until ? " in this period" : " (is the name right?)"}`));
     },
     field("mind", input("mind", 8)),
     field("since", input("since", 10, { type: "date" })),
@@ -348,9 +407,10 @@ const views = {
         h("td", { class: "num" }, fmtNum(f.confidence, 2)), h("td", { class: "num" }, f.mention_count), f.agent,
         f.status === "active" ? supersedeButton("fact", f.content, async (content, reason) => {
           await api("POST", `/v1/facts/${encodeURIComponent(f.id)}/supersede`, { body: { content, reason } });
+          await waitForChange(f.id, "active");
           form.requestSubmit();
         }) : "",
-      ], "no facts"));
+      ], `no facts in workspace ${state.workspace}`));
     },
     field("domain", input("domain", 12)),
     field("topic", input("topic", 12)),
@@ -368,9 +428,10 @@ const views = {
         p.domain, p.rule, p.required_role || "", badge(p.active ? "active" : "superseded"), p.proposed_by,
         p.active ? supersedeButton("rule", p.rule, async (rule, reason) => {
           await api("POST", `/v1/policies/${encodeURIComponent(p.id)}/supersede`, { body: { rule, reason } });
+          await waitUntil(async () => !(await policyActive(p.id)));
           load();
         }) : "",
-      ], "no policies"));
+      ], `no policies in workspace ${state.workspace}`));
     });
     const form = filterForm(async (values) => {
       await api("POST", "/v1/policies", { body: { ...values, workspace: requireWorkspace(), required_role: values.required_role || null } });
@@ -380,7 +441,7 @@ const views = {
     field("domain", input("domain", 12, { required: true })),
     field("rule", input("rule", 40, { required: true })),
     field("required role", input("required_role", 10)),
-    field("reason", input("reason", 16)),
+    field("reason", input("reason", 16, { required: true })),
     h("button", { class: "primary" }, "Propose policy"));
     load();
     return [form, table];
@@ -407,7 +468,7 @@ const views = {
       const page = await api("GET", "/v1/grants", { params: { workspace: requireWorkspace() } });
       const other = page.access_mode === "strict" ? "compatible" : "strict";
       const switchMode = () => {
-        const reason = prompt(`Switch ${state.workspace} to ${other} mode? Reason:`);
+        const reason = askReason(`Switch ${state.workspace} to ${other} mode? Why?`);
         if (reason === null) return;
         guarded(async () => {
           await api("PUT", "/v1/access-mode", { body: { workspace: state.workspace, mode: other, reason } });
@@ -427,7 +488,7 @@ const views = {
     field("role", input("role", 10, { required: true })),
     field("domain", input("domain", 14, { required: true })),
     field("access", select("access", ["read", "write", "none"], "read")),
-    field("reason", input("reason", 16)),
+    field("reason", input("reason", 16, { required: true })),
     h("button", { class: "primary" }, "Set grant"));
     load();
     return [form, table];
@@ -437,6 +498,7 @@ const views = {
     const canvas = h("div", {});
     const form = filterForm(async (values) => {
       state.graphRoot = values.root.trim();
+      fill(canvas);
       await drawGraph(canvas, state.graphRoot);
     },
     field("memory id (or its first 6+ characters)", input("root", 38, { required: true, value: state.graphRoot })),
@@ -516,7 +578,8 @@ const views = {
 
 // ---------- knowledge graph ----------------------------------------------------------------------
 
-const RELATION_COLORS = { contradicts: "#b42318", supersedes: "#b54708", supports: "#067647", episodic_next: "#98a2b3" };
+const RELATION_COLORS = { contradicts: "#d92d20", supersedes: "#7a5af8", supports: "#12b76a", episodic_next: "#98a2b3" };
+const NODE_COLORS = { root: "#3559c7", active: "#0ba5ec", retracted: "#b42318", superseded: "#667085", archived: "#98a2b3" };
 
 /** A small force-directed layout: nodes repel, edges pull, the root stays in the centre.
  *  Deterministic (rings by hop as the start), so the same neighbourhood always looks the same. */
@@ -585,8 +648,12 @@ async function drawGraph(canvas, rootId) {
       }
     }
     frontier = await Promise.all(next.map((id) => api("GET", `/v1/memories/${encodeURIComponent(id)}`)));
-    for (const d of frontier) Object.assign(nodes.get(d.memory.id), { status: d.memory.status, content: d.memory.content });
+    for (const d of frontier) Object.assign(nodes.get(d.memory.id), { status: d.memory.status, content: d.memory.content, known: true });
   }
+  // The outer ring's statuses too (their edges are not followed further).
+  const unknown = [...nodes.values()].filter((n) => n.depth > 0 && !n.known);
+  const details = await Promise.all(unknown.map((n) => api("GET", `/v1/memories/${encodeURIComponent(n.id)}`)));
+  for (const d of details) Object.assign(nodes.get(d.memory.id), { status: d.memory.status, content: d.memory.content });
   const size = 640;
   const position = layout([...nodes.values()], [...edges.values()], size);
   const svg = h("svg", { viewBox: `0 0 ${size} ${size}`, width: "100%", style: "max-width:760px;background:#fff;border:1px solid var(--line);border-radius:6px" },
@@ -597,14 +664,18 @@ async function drawGraph(canvas, rootId) {
     }),
     [...nodes.values()].map((n) => {
       const [x, y] = position.get(n.id);
-      const fill = n.depth === 0 ? "#3559c7" : n.status === "active" ? "#0ba5ec" : "#f79009";
+      const fill = n.depth === 0 ? NODE_COLORS.root : NODE_COLORS[n.status] || NODE_COLORS.archived;
       return h("g", {},
         h("circle", { cx: x, cy: y, r: n.depth === 0 ? 11 : 8, fill, onclick: () => openDetail(n.id) }, h("title", {}, `${n.content} (${n.status})`)),
         h("text", x > size * 0.6 ? { x: x - 12, y: y + 4, "text-anchor": "end" } : { x: x + 12, y: y + 4 }, n.content.length > 28 ? `${n.content.slice(0, 27)}…` : n.content));
     }));
-  fill(canvas, svg, h("p", { class: "legend" },
-    Object.entries(RELATION_COLORS).map(([rel, color]) => h("span", {}, h("i", { style: `background:${color}` }), rel)),
-    h("span", {}, `${nodes.size} memories, ${edges.size} edges`)));
+  fill(canvas, svg,
+    h("p", { class: "legend" }, "edges: ",
+      Object.entries(RELATION_COLORS).map(([rel, color]) => h("span", {}, h("i", { style: `background:${color}` }), rel)),
+      h("span", {}, "other relations grey")),
+    h("p", { class: "legend" }, "memories: ",
+      Object.entries(NODE_COLORS).map(([status, color]) => h("span", {}, h("i", { style: `background:${color};border-radius:50%` }), status === "root" ? "the one asked for" : status)),
+      h("span", {}, `${nodes.size} memories, ${edges.size} edges`)));
 }
 
 // ---------- shell ----------------------------------------------------------------------------------
@@ -649,17 +720,28 @@ function start() {
       state.token = "";
       sessionStorage.removeItem("noema.token");
       updateSignin();
+      $("#detail").hidden = true;
+      fill($("#detail"));
+      switchTab(state.tab); // forms stay; nothing read with the old token does
+      askToken();
     } else askToken();
   });
-  $("#token-dialog").addEventListener("close", () => {
+  $("#token-dialog").addEventListener("close", async () => {
     const dialog = $("#token-dialog");
-    if (dialog.returnValue === "ok") {
-      state.token = $("#token").value.trim();
-      sessionStorage.setItem("noema.token", state.token);
-      $("#token").value = "";
-      updateSignin();
-      switchTab(state.tab);
+    if (dialog.returnValue !== "ok") return;
+    state.token = $("#token").value.trim();
+    $("#token").value = "";
+    const ok = await guarded(() => api("GET", "/v1/memories", { params: { limit: 1 } }));
+    if (!ok) {
+      state.token = "";
+      $("#token-message").textContent = "That token was refused. Check it and try again.";
+      askToken();
+      return;
     }
+    $("#token-message").textContent = "";
+    sessionStorage.setItem("noema.token", state.token);
+    updateSignin();
+    switchTab(state.tab);
   });
   for (const button of document.querySelectorAll("#tabs button")) button.addEventListener("click", () => switchTab(button.dataset.tab));
   updateSignin();
