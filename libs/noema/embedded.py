@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -24,6 +25,25 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _previous_port(conf: Path, key: str) -> int | None:
+    """The port ``key`` (``listen`` or ``http``) had in an earlier run's config, if still free."""
+    try:
+        found = re.search(rf'^{key}: "127\.0\.0\.1:(\d+)"$', conf.read_text(), re.MULTILINE)
+    except OSError:
+        return None
+    port = int(found[1]) if found else None
+    return port if port is not None and _port_free(port) else None
 
 
 def resolve_data_dir(path: Path) -> Path:
@@ -63,12 +83,17 @@ def _nats_binary() -> str:
 
 
 class EmbeddedNats:
-    """A nats-server with JetStream, bound to 127.0.0.1, storing in ``<data_dir>/nats``."""
+    """A nats-server with JetStream, bound to 127.0.0.1, storing in ``<data_dir>/nats``.
+
+    Without an explicit ``port`` it listens where the same data folder's server listened last time
+    (if that port is still free), so clients that kept the URL keep working across restarts.
+    """
 
     def __init__(self, data_dir: Path, port: int | None = None) -> None:
         self.data_dir = data_dir
-        self.port = port or free_port()
-        self.monitor_port = free_port()
+        conf = data_dir / "nats.conf"
+        self.port = port or _previous_port(conf, "listen") or free_port()
+        self.monitor_port = _previous_port(conf, "http") or free_port()
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property

@@ -123,6 +123,7 @@ def test_up_observe_search_replay_status_and_a_clean_stop(data_dir: Path) -> Non
         )
         assert second.returncode != 0
         assert "already running" in second.stderr
+        nats_url = json.loads((data_dir / "noema.json").read_text())["nats_url"]
     finally:
         assert stop(up) == 0
 
@@ -130,8 +131,9 @@ def test_up_observe_search_replay_status_and_a_clean_stop(data_dir: Path) -> Non
     assert down.returncode != 0
     assert "noemactl up" in down.stderr
 
-    up = start(data_dir)  # a second `up` reuses the data
+    up = start(data_dir)  # a second `up` reuses the data, and NATS's address: clients keep working
     try:
+        assert json.loads((data_dir / "noema.json").read_text())["nats_url"] == nats_url
         listed = json.loads(ctl(data_dir, "memory", "list", "--workspace", "acme", "--json").stdout)
         assert [m["content"] for m in listed["items"]] == ["the deploy key rotates on Fridays"]
     finally:
