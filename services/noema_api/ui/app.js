@@ -567,7 +567,7 @@ const views = {
     h("button", { class: "primary" }, "Record memory"));
     return [
       h("h2", {}, "Propose a fact"),
-      h("p", { class: "meta" }, "Checked against the active facts of its domain and topic: a repeat raises the existing fact's confidence, a contradiction is settled by the conflict rules (see Conflicts)."),
+      h("p", { class: "meta" }, "Checked against the active facts of its domain and topic: a repeat is counted as a mention of the existing fact (raising its confidence, up to the 0.99 a stated fact starts at), a contradiction is settled by the conflict rules (see Conflicts)."),
       fact,
       h("h2", {}, "Enter a memory"),
       h("p", { class: "meta" }, "Any kind of memory, recorded as it is. Both entries are operator actions with your token's name and the reason."),
