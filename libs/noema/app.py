@@ -32,7 +32,7 @@ from .knowledge import Knowledge
 from .operations import InvalidQuery, OperationError
 from .operator import KnowledgeEntry, OperatorReceipt, create_memory
 from .preamble import Preamble, build_preamble
-from .reads import audit, list_memories, memory_detail, resolve_memory, timeline
+from .reads import audit, list_memories, memory_detail, resolve_memory, timeline, workspace_exists
 from .recall import Recall, SearchResponse
 from .settings import Settings
 from .topology import Topology
@@ -197,6 +197,10 @@ class Noema:
     async def timeline(self, query: TimelineQuery) -> MemoryPage:
         """Operators: a workspace's memories in the order things happened."""
         return await timeline(self.pool, query)
+
+    async def workspace_exists(self, workspace: str) -> bool:
+        """Whether anything was ever recorded in ``workspace`` (to tell a typo from an empty answer)."""
+        return await workspace_exists(self.pool, workspace)
 
     async def memory(self, id_or_prefix: str, workspace: str | None = None) -> MemoryDetail:
         """Operators: one memory (in ``workspace`` when given) with provenance, relationships,

@@ -43,6 +43,7 @@ __all__ = [
     "memory_detail",
     "resolve_memory",
     "timeline",
+    "workspace_exists",
 ]
 
 EVENT_FIELDS = (
@@ -78,6 +79,12 @@ async def _page(
         offset,
     )
     return MemoryPage(items=_memories(rows), limit=limit, offset=offset)
+
+
+async def workspace_exists(pool: asyncpg.Pool, workspace: str) -> bool:
+    """Whether any event names ``workspace`` (an index lookup): an empty answer for a workspace that
+    does not exist is then told apart from one that has nothing matching."""
+    return bool(await pool.fetchval("SELECT EXISTS (SELECT 1 FROM events WHERE workspace = $1)", workspace))
 
 
 async def list_memories(pool: asyncpg.Pool, q: ListQuery) -> MemoryPage:

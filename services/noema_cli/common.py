@@ -42,6 +42,7 @@ __all__ = [
     "run_app",
     "state",
     "use",
+    "workspace_note",
 ]
 
 T = TypeVar("T")
@@ -139,6 +140,13 @@ def JsonOption() -> Any:
         is_eager=True,
         callback=_json_mode,
     )
+
+
+async def workspace_note(app: Noema, workspace: str | None, empty: bool) -> str:
+    """What to add to an empty answer when ``workspace`` never had anything recorded (a typo?)."""
+    if not empty or not workspace or await app.workspace_exists(workspace):
+        return ""
+    return f" (nothing was ever recorded in workspace {workspace}: is the name right?)"
 
 
 def run_app(work: Callable[[Noema], Coroutine[Any, Any, T]]) -> T:

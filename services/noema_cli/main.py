@@ -15,8 +15,9 @@ from pathlib import Path
 
 import typer
 
-from noema.app import SearchOptions
+from noema.app import Noema, SearchOptions
 from noema.logging import configure_logging
+from noema.recall import SearchResponse
 from noema.settings import Settings, SettingsError
 
 from . import api_cmd, commands, knowledge_cmd, mcp_cmd, operator_cmd, search
@@ -33,6 +34,7 @@ from .common import (
     run_app,
     state,
     use,
+    workspace_note,
 )
 from .memory_cmd import register as register_memory_reads
 
@@ -186,12 +188,18 @@ def memory_search(
     if (agent or role) and not workspace:
         fail("--agent/--role search inside one workspace: give --workspace too", 2)
     who = caller(workspace, agent, role) if (agent or role) and workspace else None
-    response = dataclasses.asdict(run_app(lambda app: app.search(who, query, options, workspace)))
+
+    async def searched(app: Noema) -> tuple[SearchResponse, str]:
+        found = await app.search(who, query, options, workspace)
+        return found, await workspace_note(app, workspace, not found.results)
+
+    found, note = run_app(searched)
+    response = dataclasses.asdict(found)
     if as_json:
         print_json(response)
         return
     if not response["results"]:
-        out.print("no matching memories")
+        out.print(f"no matching memories{note}")
         return
     out.print(search.results_table(response["results"], explain, repo))
     if explain:

@@ -12,11 +12,12 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from noema.app import Noema
 from noema.instants import FORMS
 from noema.operations import InvalidQuery
-from noema.views import ListQuery, MemoryDetail, TimelineQuery, parse
+from noema.views import ListQuery, MemoryDetail, MemoryPage, TimelineQuery, parse
 
-from .common import DataDir, JsonOption, clip, fail, out, run_app, use
+from .common import DataDir, JsonOption, clip, fail, out, run_app, use, workspace_note
 from .render import event_table, memory_table, print_page, print_record, when
 
 __all__ = ["register"]
@@ -73,8 +74,13 @@ def memory_list(
         limit=limit,
         offset=offset,
     )
-    page = run_app(lambda app: app.list_memories(query))
-    print_page(page, as_json, memory_table(page.items), "no matching memories")
+
+    async def listed(app: Noema) -> tuple[MemoryPage, str]:
+        page = await app.list_memories(query)
+        return page, await workspace_note(app, workspace, not page.items)
+
+    page, note = run_app(listed)
+    print_page(page, as_json, memory_table(page.items), f"no matching memories{note}")
 
 
 def memory_timeline(
@@ -109,9 +115,14 @@ def memory_timeline(
         limit=limit,
         offset=offset,
     )
-    page = run_app(lambda app: app.timeline(query))
+
+    async def listed(app: Noema) -> tuple[MemoryPage, str]:
+        page = await app.timeline(query)
+        return page, await workspace_note(app, workspace, not page.items)
+
+    page, note = run_app(listed)
     period = " in this period" if since or until else ""
-    empty = f"no memories in workspace {workspace}{f' / mind {mind}' if mind else ''}{period}"
+    empty = f"no memories in workspace {workspace}{f' / mind {mind}' if mind else ''}{period}{note}"
     print_page(page, as_json, memory_table(page.items, happened=True), empty)
 
 

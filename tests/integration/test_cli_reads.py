@@ -283,3 +283,17 @@ async def test_superseding_a_memory_that_is_not_a_fact_says_so(api: ApiHarness) 
     empty = await ctl(api, "memory", "timeline", "-w", "nosuchws")
     assert empty.code == 0
     assert "no memories in workspace nosuchws" in empty.stdout
+
+
+async def test_an_empty_answer_says_when_the_workspace_never_had_anything(api: ApiHarness) -> None:
+    await api.given(memory("the deploy key rotates on Fridays"))
+    for args in (["memory", "list", "-w", "acmee"], ["memory", "timeline", "-w", "acmee"]):
+        typo = await ctl(api, *args)
+        assert typo.code == 0, typo.stderr
+        assert "nothing was ever recorded in workspace acmee: is the name right?" in typo.stdout
+    searched = await ctl(api, "memory", "search", "deploy key", "-w", "acmee")
+    assert "nothing was ever recorded in workspace acmee" in searched.stdout
+    # A real workspace with nothing matching is just empty.
+    known = await ctl(api, "memory", "list", "-w", "acme", "--kind", "procedural")
+    assert "no matching memories" in known.stdout
+    assert "nothing was ever recorded" not in known.stdout
