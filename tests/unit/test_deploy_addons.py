@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import importlib
 import re
-import shutil
-import subprocess
 from contextlib import AsyncExitStack
 from types import SimpleNamespace
 from typing import Any
@@ -201,24 +199,3 @@ def test_the_database_admits_noema_processes_despite_the_default_deny() -> None:
         )
     ]
     assert [q["port"] for q in noema["ports"]] == [5432]
-
-
-@pytest.mark.skipif(
-    shutil.which("kubectl") is None, reason="kubectl (with kustomize built in) is not installed"
-)
-@pytest.mark.parametrize("directory", ["k8s", "k8s/keda", "cnpg"])
-def test_the_kustomizations_build(directory: str) -> None:
-    built = subprocess.run(
-        ["kubectl", "kustomize", str(DEPLOY / directory)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert built.returncode == 0, built.stderr
-    rendered = [d for d in yaml.safe_load_all(built.stdout) if d]
-    assert {d["metadata"].get("namespace", "noema") for d in rendered} == {"noema"}
-    if directory == "cnpg":
-        for d in of_kind(rendered, "Deployment"):
-            assert "noema-database" not in str(d), d["metadata"]["name"]
-            assert environment(rendered, d)["NOEMA_DATABASE_URL"].startswith("<from "), d["metadata"]["name"]
