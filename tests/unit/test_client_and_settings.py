@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from nats.js.api import StreamConfig
+from nats.js.errors import NotFoundError
 
+from noema.adapters.jetstream import ensure_streams
 from noema.client import InvalidObservation, build_observation
 from noema.settings import Settings, SettingsError
 from noema.topology import Topology
@@ -44,12 +47,14 @@ def test_settings_read_prefixed_variables() -> None:
             "NOEMA_DATABASE_URL": "postgresql://x/y",
             "NOEMA_ATTEND_THRESHOLD": "0.7",
             "NOEMA_WM_CAPACITY": "5",
+            "NOEMA_STREAM_REPLICAS": "3",
         }
     )
     assert str(s.data_dir) == "/srv/n"
     assert s.external
     assert s.attend_threshold == 0.7
     assert (s.wm_capacity, Settings.from_env({}).wm_capacity) == (5, 9)
+    assert (s.stream_replicas, Settings.from_env({}).stream_replicas) == (3, 1)
     assert Settings.from_env(s.to_env()) == s
 
 
@@ -63,11 +68,35 @@ def test_settings_read_prefixed_variables() -> None:
         ({"NOEMA_LOG_FORMAT": "xml"}, "NOEMA_LOG_FORMAT"),
         ({"NOEMA_WM_CAPACITY": "0"}, r"NOEMA_WM_CAPACITY='0' must be between 1 and 100"),
         ({"NOEMA_WM_CAPACITY": "nine"}, r"NOEMA_WM_CAPACITY='nine' is not an integer"),
+        ({"NOEMA_STREAM_REPLICAS": "0"}, r"NOEMA_STREAM_REPLICAS='0' must be between 1 and 5"),
     ],
 )
 def test_malformed_settings_fail_fast_naming_the_variable(env: dict, message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         Settings.from_env(env)
+
+
+class _RecordingJetStream:
+    """Enough of a JetStreamContext for ensure_streams: no stream exists yet."""
+
+    def __init__(self) -> None:
+        self.created: list[StreamConfig] = []
+
+    async def stream_info(self, name: str) -> None:
+        raise NotFoundError
+
+    async def add_stream(self, config: StreamConfig) -> None:
+        self.created.append(config)
+
+
+async def test_streams_are_kept_on_as_many_servers_as_configured() -> None:
+    js = _RecordingJetStream()
+    await ensure_streams(js, Topology("noema"), 120, replicas=3)  # type: ignore[arg-type]
+    assert {c.name: c.num_replicas for c in js.created} == {
+        "NOEMA_OBSERVATIONS": 3,
+        "NOEMA_EVENTS": 3,
+        "NOEMA_DEADLETTER": 3,
+    }
 
 
 def test_subjects_carry_workspace_and_mind() -> None:

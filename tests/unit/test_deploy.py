@@ -1,61 +1,150 @@
-"""The Kubernetes manifests agree with the code: every process `noemactl up` runs has a Deployment,
-commands name real modules, environment variables are ones Noema reads, the projector stays single."""
+"""The Kubernetes manifests agree with the code: every process `noemactl up` runs has a Deployment
+running a real module with only variables Noema reads; probes use real health checks; every pod has
+limits, a disruption budget and network policies; the single-process workers stay single."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
-import yaml
-
-from noema.settings import Settings
+from noema_api.auth import load_tokens
 from noema_cli.supervisor import SERVICES
 
-K8S = Path(__file__).resolve().parents[2] / "deploy" / "k8s"
-KNOWN = set(Settings().to_env()) | {"NOEMA_NATS_URL", "NOEMA_DATABASE_URL", "NOEMA_API_TOKENS"}
+from .deploy_files import (
+    DEPLOY,
+    KNOWN_VARIABLES,
+    ONE_PROCESS,
+    PUBLIC_GET_PATHS,
+    check_noemactl,
+    container,
+    documents,
+    environment,
+    module_of,
+    of_kind,
+    pod_labels,
+    quantity,
+    selects,
+)
 
 
-def documents() -> list[dict]:
-    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
-    docs = []
-    for name in kustomization["resources"]:
-        docs += [d for d in yaml.safe_load_all((K8S / name).read_text()) if d]
-    return docs
+def kind(name: str) -> list[dict[str, Any]]:
+    return of_kind(documents(DEPLOY / "k8s"), name)
+
+
+def by_module() -> dict[str, dict[str, Any]]:
+    return {module_of(container(d)["command"]): d for d in kind("Deployment")}
+
+
+def env(deployment: dict[str, Any]) -> dict[str, str]:
+    return environment(documents(DEPLOY / "k8s"), deployment)
 
 
 def test_every_process_has_a_deployment_running_a_real_module() -> None:
-    deployments = {d["metadata"]["name"]: d for d in documents() if d["kind"] == "Deployment"}
-    modules = {}
-    for d in deployments.values():
-        [container] = d["spec"]["template"]["spec"]["containers"]
-        python, flag, module = container["command"]
-        assert (python, flag) == ("python", "-m")
-        assert importlib.util.find_spec(module) is not None, module
-        modules[module] = d
-    assert set(SERVICES.values()) == set(modules)
-    assert modules["noema_projector"]["spec"]["replicas"] == 1
-    assert modules["noema_projector"]["spec"]["strategy"]["type"] == "Recreate"
+    deployments = by_module()
+    assert set(SERVICES.values()) == set(deployments)
+    for module in ONE_PROCESS:
+        assert deployments[module]["spec"]["replicas"] == 1, module
+        assert deployments[module]["spec"]["strategy"]["type"] == "Recreate", module
 
 
-def test_configuration_names_only_variables_noema_reads() -> None:
-    docs = documents()
-    names = set()
-    for d in docs:
-        if d["kind"] == "ConfigMap":
-            names |= set(d["data"])
-        if d["kind"] == "Secret" and d["metadata"]["name"] == "noema-database":
-            names |= set(d["stringData"])
-        if d["kind"] == "Deployment":
-            for c in d["spec"]["template"]["spec"]["containers"]:
-                names |= {e["name"] for e in c.get("env", [])}
-    assert names <= KNOWN, names - KNOWN
-    assert {"NOEMA_NATS_URL", "NOEMA_DATABASE_URL"} <= names
+def test_every_process_gets_the_servers_and_only_variables_noema_reads() -> None:
+    for d in kind("Deployment"):
+        names = set(env(d))
+        assert names <= KNOWN_VARIABLES, (d["metadata"]["name"], names - KNOWN_VARIABLES)
+        assert {"NOEMA_NATS_URL", "NOEMA_DATABASE_URL"} <= names, d["metadata"]["name"]
 
 
-def test_the_api_service_reaches_the_api_port() -> None:
-    docs = documents()
-    [service] = [d for d in docs if d["kind"] == "Service"]
-    [api] = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "noema-api"]
-    [container] = api["spec"]["template"]["spec"]["containers"]
-    assert service["spec"]["selector"] == api["spec"]["template"]["metadata"]["labels"]
-    assert service["spec"]["ports"][0]["targetPort"] in {p["name"] for p in container["ports"]}
+def test_the_api_listens_where_its_service_and_probes_look() -> None:
+    [service] = kind("Service")
+    api = by_module()["noema_api"]
+    ports = {p["name"]: p["containerPort"] for p in container(api)["ports"]}
+    assert service["spec"]["selector"] == pod_labels(api)
+    assert service["spec"]["ports"][0]["targetPort"] in ports
+    assert env(api)["NOEMA_API_HOST"] == "0.0.0.0"  # else the Service reaches nothing
+    assert {int(env(api)["NOEMA_API_PORT"])} == set(ports.values())
+
+
+def test_the_api_tokens_secret_is_a_tokens_file_the_api_accepts(tmp_path: Path) -> None:
+    api = by_module()["noema_api"]
+    [secret] = [d for d in kind("Secret") if d["metadata"]["name"] == "noema-api-tokens"]
+    [(key, content)] = secret["stringData"].items()
+    tokens = tmp_path / key
+    tokens.write_text(content)
+    load_tokens(tokens)  # raises TokensError on a malformed file
+    [mount] = [m for m in container(api)["volumeMounts"] if m["name"] == "tokens"]
+    [volume] = [v for v in api["spec"]["template"]["spec"]["volumes"] if v["name"] == "tokens"]
+    assert volume["secret"]["secretName"] == "noema-api-tokens"
+    assert env(api)["NOEMA_API_TOKENS"] == f"{mount['mountPath']}/{key}"
+
+
+def test_every_container_requests_resources_within_its_limits() -> None:
+    for d in kind("Deployment"):
+        resources = container(d)["resources"]
+        for name in ("cpu", "memory"):
+            request, limit = resources["requests"][name], resources["limits"][name]
+            assert quantity(request) <= quantity(limit), (d["metadata"]["name"], name)
+
+
+def check_probe(probe: dict[str, Any], spec: dict[str, Any]) -> None:
+    if "httpGet" in probe:
+        assert probe["httpGet"]["path"] in PUBLIC_GET_PATHS, probe  # a probe sends no token
+        assert probe["httpGet"]["port"] in {p["name"] for p in spec.get("ports", [])}
+    else:
+        check_noemactl(probe["exec"]["command"])
+
+
+def test_probes_use_only_health_checks_that_exist() -> None:
+    for d in kind("Deployment"):
+        spec = container(d)
+        assert "readinessProbe" in spec, d["metadata"]["name"]
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            if probe in spec:
+                check_probe(spec[probe], spec)
+        # A liveness probe restarts the pod: it must look at the process itself, never at the
+        # servers (an outage would restart every pod at once). Workers exit on failure instead.
+        assert "exec" not in spec.get("livenessProbe", {}), d["metadata"]["name"]
+    assert "livenessProbe" in container(by_module()["noema_api"])
+
+
+def test_every_deployment_has_one_disruption_budget_that_never_blocks_a_drain() -> None:
+    budgets = kind("PodDisruptionBudget")
+    for d in kind("Deployment"):
+        [budget] = [b for b in budgets if selects(b["spec"]["selector"], pod_labels(d))]
+        replicas = d["spec"].get("replicas", 1)  # unset: one, or what KEDA decides (at least one)
+        if "minAvailable" in budget["spec"]:
+            assert budget["spec"]["minAvailable"] < replicas, d["metadata"]["name"]
+        else:
+            assert budget["spec"]["maxUnavailable"] >= 1
+    for b in budgets:
+        assert any(selects(b["spec"]["selector"], pod_labels(d)) for d in kind("Deployment")), b
+
+
+def test_ingress_is_denied_except_to_the_api_port() -> None:
+    policies = [p for p in kind("NetworkPolicy") if "Ingress" in p["spec"]["policyTypes"]]
+    [deny] = [p for p in policies if p["spec"]["podSelector"] == {}]
+    assert not deny["spec"].get("ingress")
+    api = by_module()["noema_api"]
+    for p in policies:
+        if p is not deny:
+            assert [d for d in kind("Deployment") if selects(p["spec"]["podSelector"], pod_labels(d))] == [
+                api
+            ]
+            ports = [q["port"] for rule in p["spec"]["ingress"] for q in rule["ports"]]
+            assert ports == [int(env(api)["NOEMA_API_PORT"])]
+
+
+def test_noema_pods_reach_only_dns_nats_and_postgresql() -> None:
+    [egress] = [p for p in kind("NetworkPolicy") if "Egress" in p["spec"]["policyTypes"]]
+    deployments = kind("Deployment")
+    assert all(selects(egress["spec"]["podSelector"], pod_labels(d)) for d in deployments)
+    nats = urlsplit(env(deployments[0])["NOEMA_NATS_URL"])
+    database = urlsplit(env(deployments[0])["NOEMA_DATABASE_URL"])
+    ports = {q["port"]: rule for rule in egress["spec"]["egress"] for q in rule["ports"]}
+    assert set(ports) == {nats.port, database.port or 5432, 53}
+    # The NATS URL names a service of another namespace (<service>.<namespace>.svc): only that one.
+    assert nats.hostname is not None
+    [to] = ports[nats.port]["to"]
+    assert to["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": nats.hostname.split(".")[1]
+    }

@@ -67,7 +67,7 @@ async def connect(url: str, name: str, **kwargs: object) -> NATS:
     )
 
 
-def _stream_configs(topology: Topology, duplicate_window_s: float) -> list[StreamConfig]:
+def _stream_configs(topology: Topology, duplicate_window_s: float, replicas: int = 1) -> list[StreamConfig]:
     base = StreamConfig(
         retention=RetentionPolicy.LIMITS,
         storage=StorageType.FILE,
@@ -81,6 +81,8 @@ def _stream_configs(topology: Topology, duplicate_window_s: float) -> list[Strea
         # Atomic batch publish (NATS 2.12+): a cycle's events are stored all-or-nothing, with one
         # fsync per batch instead of one per message (see publish_batch).
         allow_atomic=True,
+        # On a cluster, each stream kept on that many servers (its consumers follow the stream).
+        num_replicas=replicas,
     )
     return [
         replace(
@@ -105,10 +107,14 @@ def _stream_configs(topology: Topology, duplicate_window_s: float) -> list[Strea
 
 
 async def ensure_streams(
-    js: JetStreamContext, topology: Topology, duplicate_window_s: float = 7200.0
+    js: JetStreamContext, topology: Topology, duplicate_window_s: float = 7200.0, replicas: int = 1
 ) -> None:
-    """Create the observation, event and dead-letter streams, or update them to this config."""
-    for config in _stream_configs(topology, duplicate_window_s):
+    """Create the observation, event and dead-letter streams, or update them to this config.
+
+    ``replicas`` is applied to existing streams too, so every process must be given the same value
+    (``NOEMA_STREAM_REPLICAS``); more than 1 needs a JetStream cluster.
+    """
+    for config in _stream_configs(topology, duplicate_window_s, replicas):
         try:
             await js.stream_info(config.name)  # type: ignore[arg-type]
         except NotFoundError:

@@ -1,0 +1,130 @@
+"""The deployment artefacts read as data, and the facts of the code they must agree with."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from typing import Any
+
+import typer.main
+import yaml
+
+from noema.settings import Settings
+from noema_api.routes import ENDPOINTS
+from noema_cli.main import app
+
+__all__ = [
+    "DEPLOY",
+    "KNOWN_VARIABLES",
+    "ONE_PROCESS",
+    "PUBLIC_GET_PATHS",
+    "check_noemactl",
+    "container",
+    "documents",
+    "environment",
+    "load",
+    "module_of",
+    "of_kind",
+    "pod_labels",
+    "quantity",
+    "selects",
+    "unresolved",
+]
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+KNOWN_VARIABLES = set(Settings().to_env()) | {"NOEMA_NATS_URL", "NOEMA_DATABASE_URL", "NOEMA_API_TOKENS"}
+"""Every variable a Noema process reads (the settings, the two server URLs, the API's tokens file)."""
+PUBLIC_GET_PATHS = {e.path for e in ENDPOINTS if e.public and e.method == "GET"}
+"""API paths answered without a token: the only ones a probe can use."""
+ONE_PROCESS = {"noema_projector", "noema_attend"}
+"""Workers with per-process state (the projector's position in stream order; each mind's working
+memory in attend): never two at once, so one replica, replaced with Recreate, never autoscaled."""
+
+
+def load(path: Path) -> Any:
+    """One YAML document."""
+    return yaml.safe_load(path.read_text())
+
+
+def documents(directory: Path) -> list[dict[str, Any]]:
+    """Every document a kustomization lists, following resources that are kustomizations themselves."""
+    kustomization = load(directory / "kustomization.yaml")
+    docs: list[dict[str, Any]] = []
+    for name in kustomization["resources"]:
+        path = (directory / name).resolve()
+        if path.is_dir():
+            docs += documents(path)
+        else:
+            docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return docs
+
+
+def of_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    """The documents of one kind."""
+    return [d for d in docs if d["kind"] == kind]
+
+
+def container(deployment: dict[str, Any]) -> dict[str, Any]:
+    """The one container of a Deployment's pods."""
+    [only] = deployment["spec"]["template"]["spec"]["containers"]
+    return only
+
+
+def pod_labels(deployment: dict[str, Any]) -> dict[str, str]:
+    """The labels of a Deployment's pods."""
+    return deployment["spec"]["template"]["metadata"]["labels"]
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a label selector (``matchLabels`` only, as the manifests use) selects ``labels``."""
+    assert set(selector) <= {"matchLabels"}, selector
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def environment(docs: list[dict[str, Any]], deployment: dict[str, Any]) -> dict[str, str]:
+    """The variables a Deployment's container gets: its ConfigMaps and Secrets (``envFrom``), then its
+    own ``env`` (a value taken from elsewhere shows as ``<from ...>``)."""
+    sources = {(d["kind"], d["metadata"]["name"]): d for d in docs if d["kind"] in ("ConfigMap", "Secret")}
+    result: dict[str, str] = {}
+    for ref in container(deployment).get("envFrom", []):
+        [(key, named)] = ref.items()
+        source = sources["ConfigMap" if key == "configMapRef" else "Secret", named["name"]]
+        result |= source.get("data", {}) | source.get("stringData", {})
+    for e in container(deployment).get("env", []):
+        result[e["name"]] = e["value"] if "value" in e else f"<from {e['valueFrom']}>"
+    return result
+
+
+def module_of(command: list[str]) -> str:
+    """The module of a ``python -m <module>`` command, which must be importable."""
+    python, flag, module = command
+    assert (python, flag) == ("python", "-m"), command
+    assert importlib.util.find_spec(module) is not None, module
+    return module
+
+
+def check_noemactl(command: list[str]) -> None:
+    """``command`` is a ``noemactl`` command line its parser accepts (command and options exist)."""
+    assert command[0] == "noemactl", command
+    commands = getattr(typer.main.get_command(app), "commands", {})
+    sub = commands.get(command[1])
+    assert sub is not None, f"noemactl has no command {command[1]!r}"
+    sub.make_context(command[1], list(command[2:]))  # raises on an unknown option or argument
+
+
+_UNITS = {"m": 1e-3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9}
+
+
+def quantity(value: str | int | float) -> float:
+    """A Kubernetes quantity (``500m``, ``2Gi``, ``1``) as a number."""
+    text = str(value)
+    for unit in sorted(_UNITS, key=len, reverse=True):
+        if text.endswith(unit):
+            return float(text[: -len(unit)]) * _UNITS[unit]
+    return float(text)
+
+
+def unresolved(value: str) -> str:
+    """A compose value with its ``${VARIABLE...}`` interpolations replaced by a plain word."""
+    return re.sub(r"\$\{[^}]*\}", "interpolated", value)

@@ -1,0 +1,201 @@
+"""The optional deployment pieces agree with the base manifests and the code: KEDA scales only
+stateless workers, each on the stream and durable consumer its composition root really binds; the
+NATS chart values run a JetStream cluster that fsyncs every write, where the processes look for it;
+the CloudNativePG overlay gives every process the operator's database URL and pgvector."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from contextlib import AsyncExitStack
+from types import SimpleNamespace
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+from nats.js.api import ConsumerConfig
+
+from noema.settings import Settings
+
+from .deploy_files import (
+    DEPLOY,
+    ONE_PROCESS,
+    container,
+    documents,
+    environment,
+    load,
+    module_of,
+    of_kind,
+    pod_labels,
+    selects,
+)
+
+BASE = documents(DEPLOY / "k8s")
+DEPLOYMENTS = of_kind(BASE, "Deployment")
+NATS_VALUES = load(DEPLOY / "nats" / "values.yaml")
+
+
+class _JetStream:
+    def __init__(self) -> None:
+        self.consumers: list[tuple[str, ConsumerConfig]] = []
+
+    async def add_consumer(self, stream: str, config: ConsumerConfig) -> None:
+        self.consumers.append((stream, config))
+
+
+class _Nats:
+    """What a worker's composition root touches of a NATS client, recording the consumers it adds."""
+
+    def __init__(self) -> None:
+        self.js = _JetStream()
+
+    def jetstream(self, **options: Any) -> _JetStream:
+        return self.js
+
+    def new_inbox(self) -> str:
+        return "_INBOX.test"
+
+    async def subscribe(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+async def bound_consumers(
+    module: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> list[tuple[str, ConsumerConfig]]:
+    """The (stream, consumer) pairs ``<module>.service.build`` creates, run without any server."""
+    service = importlib.import_module(f"{module}.service")
+    nc = _Nats()
+
+    async def connect(*args: Any, **kwargs: Any) -> _Nats:
+        return nc
+
+    async def nothing(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    async def pool(*args: Any, **kwargs: Any) -> SimpleNamespace:
+        return SimpleNamespace(close=nothing)
+
+    fakes = {
+        "connect": connect,
+        "ensure_streams": nothing,
+        "migrate": nothing,
+        "create_pool": pool,
+        "create_embedder": lambda spec: object(),
+        "RecallStore": SimpleNamespace(create_pool=pool, open=nothing),
+    }
+    for name, fake in fakes.items():
+        if hasattr(service, name):
+            monkeypatch.setattr(service, name, fake)
+    async with AsyncExitStack() as stack:
+        await service.build(settings, stack)
+    return nc.js.consumers
+
+
+async def test_keda_scales_stateless_workers_on_the_durable_consumer_they_bind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    scaled = documents(DEPLOY / "k8s" / "keda")
+    assert scaled
+    deployments = {d["metadata"]["name"]: d for d in DEPLOYMENTS}
+    monitor = NATS_VALUES["config"]["monitor"]
+    for so in scaled:
+        assert (so["apiVersion"], so["kind"]) == ("keda.sh/v1alpha1", "ScaledObject")
+        target = deployments[so["spec"]["scaleTargetRef"]["name"]]
+        module = module_of(container(target)["command"])
+        assert module not in ONE_PROCESS
+        assert "replicas" not in target["spec"], "the autoscaler owns replicas; applying must not reset them"
+        settings = Settings.from_env(environment(BASE, target))
+        [(stream, consumer)] = await bound_consumers(module, settings, monkeypatch)
+        [trigger] = so["spec"]["triggers"]
+        meta = trigger["metadata"]
+        assert trigger["type"] == "nats-jetstream"
+        assert (meta["stream"], meta["consumer"]) == (stream, consumer.durable_name)
+        assert 1 <= so["spec"]["minReplicaCount"] <= so["spec"]["maxReplicaCount"]
+        # Every replica can hold a message in flight (a consumer with one in flight gains nothing).
+        assert consumer.max_ack_pending >= so["spec"]["maxReplicaCount"]
+        assert int(meta["lagThreshold"]) > 0
+        host, port = meta["natsServerMonitoringEndpoint"].rsplit(":", 1)
+        assert host == f"{NATS_VALUES['fullnameOverride']}-headless.{NATS_VALUES['namespaceOverride']}.svc"
+        assert monitor["enabled"]
+        assert int(port) == monitor["port"]
+        assert meta["account"] == "$G"  # the default account: the values configure no accounts
+        assert "accounts" not in NATS_VALUES["config"].get("merge", {})
+
+
+def test_the_nats_chart_runs_a_jetstream_cluster_that_fsyncs_every_write() -> None:
+    config = NATS_VALUES["config"]
+    jetstream = config["jetstream"]
+    assert jetstream["enabled"]
+    assert jetstream["merge"]["sync_interval"] == "always"
+    assert jetstream["fileStore"]["enabled"]
+    assert jetstream["fileStore"]["pvc"]["enabled"]
+    assert jetstream["fileStore"]["pvc"]["size"]
+    assert config["cluster"]["enabled"]
+    servers = config["cluster"]["replicas"]
+    assert servers >= 3
+    assert servers % 2 == 1  # a RAFT majority survives the loss of one server
+    for d in DEPLOYMENTS:
+        env = environment(BASE, d)
+        assert 1 < Settings.from_env(env).stream_replicas <= servers
+        nats = urlsplit(env["NOEMA_NATS_URL"])
+        assert nats.hostname == f"{NATS_VALUES['fullnameOverride']}.{NATS_VALUES['namespaceOverride']}.svc"
+        assert nats.port == config.get("nats", {}).get("port", 4222)  # the chart's client port
+
+
+def test_nats_is_a_server_with_atomic_batch_publish_everywhere() -> None:
+    chart = NATS_VALUES["container"]["image"]["tag"]
+    compose = load(DEPLOY / "compose.yaml")["services"]["nats"]["image"].split(":")[1]
+    assert chart == compose
+    major, minor = (int(n) for n in re.findall(r"^(\d+)\.(\d+)", chart)[0])
+    assert (major, minor) >= (2, 12)  # allow_atomic on the streams (noema.adapters.jetstream)
+
+
+def test_the_cloudnativepg_overlay_gives_every_process_the_operators_database_url() -> None:
+    overlay = load(DEPLOY / "cnpg" / "kustomization.yaml")
+    added = documents(DEPLOY / "cnpg")
+    [cluster] = of_kind(added, "Cluster")
+    assert cluster["spec"]["instances"] == 3
+    initdb = cluster["spec"]["bootstrap"]["initdb"]
+    assert initdb["owner"]
+    assert any(
+        re.match(r"CREATE EXTENSION IF NOT EXISTS vector\b", sql) for sql in initdb["postInitApplicationSQL"]
+    )
+    [to_deployments, to_secret] = overlay["patches"]
+    assert to_deployments["target"]["kind"] == "Deployment"
+    key, value = to_deployments["target"]["labelSelector"].split("=")
+    assert all(d["metadata"]["labels"][key] == value for d in DEPLOYMENTS)
+    [patched] = yaml.safe_load(to_deployments["patch"])["spec"]["template"]["spec"]["containers"]
+    assert {container(d)["name"] for d in DEPLOYMENTS} == {patched["name"]}
+    [url] = patched["env"]
+    assert url["name"] == "NOEMA_DATABASE_URL"
+    assert url["valueFrom"]["secretKeyRef"] == {"name": f"{cluster['metadata']['name']}-app", "key": "uri"}
+    # The secret it deletes is exactly the one the base reads the URL from, and only that goes.
+    deleted = yaml.safe_load(to_secret["patch"])
+    assert (deleted["$patch"], deleted["kind"]) == ("delete", "Secret")
+    for d in DEPLOYMENTS:
+        sources = container(d)["envFrom"]
+        assert {s["secretRef"]["name"] for s in sources if "secretRef" in s} == {deleted["metadata"]["name"]}
+        assert patched["envFrom"] == [s for s in sources if "secretRef" not in s]
+
+
+def test_the_database_admits_noema_processes_despite_the_default_deny() -> None:
+    added = documents(DEPLOY / "cnpg")
+    [cluster] = of_kind(added, "Cluster")
+    [policy] = [
+        p for p in of_kind(added, "NetworkPolicy") if "cnpg.io/cluster" in str(p["spec"]["podSelector"])
+    ]
+    assert policy["spec"]["podSelector"]["matchLabels"] == {"cnpg.io/cluster": cluster["metadata"]["name"]}
+    [noema] = [
+        rule
+        for rule in policy["spec"]["ingress"]
+        for source in rule["from"]
+        if all(
+            selects(source.get("podSelector", {"matchLabels": {"-": "-"}}), pod_labels(d))
+            for d in DEPLOYMENTS
+        )
+    ]
+    assert [q["port"] for q in noema["ports"]] == [5432]
