@@ -11,8 +11,10 @@ _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def _stats() -> dict[int, tuple[int, float]]:
-    """pid → (parent pid, user + system CPU seconds) for every live process."""
+    """pid → (parent pid, user + system CPU seconds) for every live process (none without /proc)."""
     out: dict[int, tuple[int, float]] = {}
+    if not CpuMeter.available():
+        return out
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue

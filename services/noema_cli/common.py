@@ -40,9 +40,9 @@ __all__ = [
     "progress_bar",
     "run",
     "run_app",
+    "run_read",
     "state",
     "use",
-    "workspace_note",
 ]
 
 T = TypeVar("T")
@@ -142,13 +142,6 @@ def JsonOption() -> Any:
     )
 
 
-async def workspace_note(app: Noema, workspace: str | None, empty: bool) -> str:
-    """What to add to an empty answer when ``workspace`` never had anything recorded (a typo?)."""
-    if not empty or not workspace or await app.workspace_exists(workspace):
-        return ""
-    return f" (nothing was ever recorded in workspace {workspace}: is the name right?)"
-
-
 def run_app(work: Callable[[Noema], Coroutine[Any, Any, T]]) -> T:
     """Run ``work`` against the running instance's application layer."""
 
@@ -157,6 +150,21 @@ def run_app(work: Callable[[Noema], Coroutine[Any, Any, T]]) -> T:
             return await work(app)
 
     return run(go)
+
+
+def run_read(
+    read: Callable[[Noema], Coroutine[Any, Any, T]], workspace: str | None, empty: Callable[[T], bool]
+) -> tuple[T, str]:
+    """Run a read like :func:`run_app`; also returns what to add to an empty answer when nothing
+    was ever recorded in ``workspace`` (a typo looks like lost data otherwise), else ``""``."""
+
+    async def go(app: Noema) -> tuple[T, str]:
+        result = await read(app)
+        if not workspace or not empty(result) or await app.workspace_exists(workspace):
+            return result, ""
+        return result, f" (nothing was ever recorded in workspace {workspace}: is the name right?)"
+
+    return run_app(go)
 
 
 def operator_name() -> str:

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import typer
 
-from noema.app import Noema, SearchOptions
+from noema.app import SearchOptions
 from noema.logging import configure_logging
-from noema.recall import SearchResponse
 from noema.settings import Settings, SettingsError
 
 from . import api_cmd, commands, knowledge_cmd, mcp_cmd, operator_cmd, search
@@ -32,9 +31,9 @@ from .common import (
     progress_bar,
     run,
     run_app,
+    run_read,
     state,
     use,
-    workspace_note,
 )
 from .memory_cmd import register as register_memory_reads
 
@@ -189,11 +188,9 @@ def memory_search(
         fail("--agent/--role search inside one workspace: give --workspace too", 2)
     who = caller(workspace, agent, role) if (agent or role) and workspace else None
 
-    async def searched(app: Noema) -> tuple[SearchResponse, str]:
-        found = await app.search(who, query, options, workspace)
-        return found, await workspace_note(app, workspace, not found.results)
-
-    found, note = run_app(searched)
+    found, note = run_read(
+        lambda app: app.search(who, query, options, workspace), workspace, lambda r: not r.results
+    )
     response = dataclasses.asdict(found)
     if as_json:
         print_json(response)

@@ -12,12 +12,11 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from noema.app import Noema
 from noema.instants import FORMS
 from noema.operations import InvalidQuery
-from noema.views import ListQuery, MemoryDetail, MemoryPage, TimelineQuery, parse
+from noema.views import ListQuery, MemoryDetail, TimelineQuery, parse
 
-from .common import DataDir, JsonOption, clip, fail, out, run_app, use, workspace_note
+from .common import DataDir, JsonOption, clip, fail, out, run_app, run_read, use
 from .render import event_table, memory_table, print_page, print_record, when
 
 __all__ = ["register"]
@@ -75,11 +74,7 @@ def memory_list(
         offset=offset,
     )
 
-    async def listed(app: Noema) -> tuple[MemoryPage, str]:
-        page = await app.list_memories(query)
-        return page, await workspace_note(app, workspace, not page.items)
-
-    page, note = run_app(listed)
+    page, note = run_read(lambda app: app.list_memories(query), workspace, lambda p: not p.items)
     print_page(page, as_json, memory_table(page.items), f"no matching memories{note}")
 
 
@@ -116,11 +111,7 @@ def memory_timeline(
         offset=offset,
     )
 
-    async def listed(app: Noema) -> tuple[MemoryPage, str]:
-        page = await app.timeline(query)
-        return page, await workspace_note(app, workspace, not page.items)
-
-    page, note = run_app(listed)
+    page, note = run_read(lambda app: app.timeline(query), workspace, lambda p: not p.items)
     period = " in this period" if since or until else ""
     empty = f"no memories in workspace {workspace}{f' / mind {mind}' if mind else ''}{period}{note}"
     print_page(page, as_json, memory_table(page.items, happened=True), empty)
