@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import asyncpg
 from nats.aio.client import Client as NATS
 
-from noema_events import EventDecodeError, decode_event
+from noema_events import EventDecodeError
 
+from .adapters.errors import TRANSIENT
 from .adapters.jetstream import read_stream, stream_last_seq
 from .adapters.postgres import ReadModelProjection, checksum, connect, migrate
 from .adapters.postgres.projection import Projected
@@ -68,13 +69,35 @@ async def replay_into(
             batch = []
             for msg in msgs:
                 try:
-                    batch.append(Projected(msg.metadata.sequence.stream, msg.subject, decode_event(msg.data)))
+                    event = topology.event_on_subject(msg.data, msg.subject)
+                    batch.append(Projected(msg.metadata.sequence.stream, msg.subject, event))
                 except EventDecodeError:
                     continue  # skipped exactly as the live projector skips (and dead-letters) it
-            applied += await projection.apply(conn, batch, through_seq=msgs[-1].metadata.sequence.stream)
+            applied += await _apply(projection, conn, batch, msgs[-1].metadata.sequence.stream)
             if progress:
                 progress(msgs[-1].metadata.sequence.stream, last)
         digest = await checksum(conn)
     finally:
         await conn.close()
     return ReplayResult(schema=schema, events=applied, last_seq=last, checksum=digest)
+
+
+async def _apply(
+    projection: ReadModelProjection, conn: asyncpg.Connection, batch: list[Projected], through: int
+) -> int:
+    """Apply like the live projector: an event the database refuses is skipped inside ``apply``; an
+    event whose handler fails for another reason is skipped too, as the live projector does once its
+    retries are spent (it dead-letters it as ``failed``). Transient failures abort the replay."""
+    try:
+        return await projection.apply(conn, batch, through_seq=through)
+    except TRANSIENT:
+        raise
+    except Exception:
+        if len(batch) <= 1:
+            await projection.apply(conn, [], through_seq=through)
+            return 0
+    applied = 0
+    for p in batch:
+        applied += await _apply(projection, conn, [p], p.seq)
+    await projection.apply(conn, [], through_seq=through)
+    return applied

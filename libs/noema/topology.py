@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from noema_events import Event
+from noema_events import Event, EventDecodeError, decode_event
 
 __all__ = ["Topology"]
 
@@ -70,6 +70,16 @@ class Topology:
     def event_subject_for(self, workspace: str, mind: str, name: str) -> str:
         """Subject of events named ``name`` (e.g. ``working_memory.updated``) of one mind."""
         return f"{self.prefix}.evt.{workspace}.{mind or '_'}.{name.replace('.', '_')}"
+
+    def event_on_subject(self, data: bytes, subject: str) -> Event:
+        """Decode an event read from the event stream, refusing one stored under another subject
+        than its own (a body naming another workspace, mind or type than its subject would bypass
+        every subject-based permission and filter). Raises ``EventDecodeError`` with the reason."""
+        event = decode_event(data)
+        expected = self.event_subject(event)
+        if subject != expected:
+            raise EventDecodeError(f"subject {subject} does not match the event's own subject {expected}")
+        return event
 
     def dead_letter_subject(self, source: str) -> str:
         """Subject for messages rejected by ``source`` (e.g. ``attend``)."""

@@ -1,54 +1,199 @@
-"""Worker lifecycle shared by every service: pull in bounded batches, stop gracefully on SIGTERM.
+"""Worker lifecycle shared by every service: pull in bounded batches, survive any message, stop
+gracefully on SIGTERM.
 
-An unexpected exception propagates out of :meth:`PullWorker.run` and crashes the process loudly;
-the unacked messages are redelivered to the restarted worker.
+Every consumer handles failures the same way (:class:`PullWorker`):
+
+- **Transient** failures (:data:`noema.adapters.errors.TRANSIENT`: a server gone or restarting, a
+  lost race) are retried with capped exponential backoff for as long as they last; the messages are
+  kept in progress meanwhile, so JetStream does not hand them out again.
+- **Any other exception** is held against the batch, not the worker: the batch is split and each
+  message handled alone, so the good ones go through. A message that keeps failing on its own is
+  retried :data:`MAX_ATTEMPTS` times, then dead-lettered as ``failed`` (most likely a bug: fix it, then
+  ``noemactl dlq retry``) and skipped.
+- A message JetStream has delivered more than :data:`MAX_DELIVER` times (each time the worker
+  crashed or timed out on it) is dead-lettered as ``failed`` before it is handed to the handler.
+- Messages that can never be processed (undecodable, wrong subject) are rejected by the handler
+  itself as ``invalid``.
+
+Only :class:`WorkerFatal` (and cancellation) stops the loop: the process then exits and is restarted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import signal
+import traceback
 from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, suppress
 from typing import Protocol
 
 import structlog
 from nats.aio.msg import Msg
 
+from .adapters.errors import TRANSIENT
+from .adapters.jetstream import FAILED
 from .adapters.pull import Puller
 from .logging import configure_logging
 from .runtime import locate
 from .settings import Settings
 
-__all__ = ["BatchHandler", "PullWorker", "Service", "run_service", "run_until_signalled", "serve"]
+__all__ = [
+    "MAX_ATTEMPTS",
+    "MAX_DELIVER",
+    "BatchHandler",
+    "PullWorker",
+    "Service",
+    "WorkerFatal",
+    "backoff",
+    "run_service",
+    "run_until_signalled",
+    "serve",
+]
 
-BatchHandler = Callable[[list[Msg]], Awaitable[None]]
+MAX_ATTEMPTS = 5
+"""Times one message is handled alone, failing, before it is dead-lettered as ``failed``."""
+MAX_DELIVER = 5
+"""JetStream deliveries after which a message that was never acked is dead-lettered unhandled."""
+BACKOFF_CAP_S = 30.0
+
+
+def backoff(attempt: int, base: float = 0.25, cap: float = BACKOFF_CAP_S) -> float:
+    """Seconds to wait before retry number ``attempt`` (1, 2, ...): doubling from ``base`` to ``cap``."""
+    return float(min(cap, base * 2 ** max(0, attempt - 1)))
+
+
+class WorkerFatal(RuntimeError):
+    """The worker cannot go on in this process (e.g. its consumer skipped messages); a restart resumes."""
+
+
+class BatchHandler(Protocol):
+    """Handles a batch of messages (acks what it handled) and can reject one message for good."""
+
+    async def __call__(self, msgs: list[Msg]) -> None:
+        """Handle ``msgs`` in order and ack them; raise to have them retried."""
+        ...
+
+    async def reject(self, msg: Msg, reason: str, kind: str) -> None:
+        """Dead-letter ``msg`` with ``reason`` and ack it, so it is never handed out again."""
+        ...
 
 
 class PullWorker:
     """Fetches batches from a pull consumer and hands them to ``handler`` until stopped."""
 
-    def __init__(self, name: str, puller: Puller, handler: BatchHandler, batch: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        puller: Puller,
+        handler: BatchHandler,
+        batch: int,
+        *,
+        max_attempts: int = MAX_ATTEMPTS,
+        max_deliver: int = MAX_DELIVER,
+        backoff_base: float = 0.25,
+    ) -> None:
         self.name = name
         self._puller = puller
         self._handler = handler
         self._batch = batch
+        self._max_attempts = max_attempts
+        self._max_deliver = max_deliver
+        self._backoff_base = backoff_base
         self._stopping = asyncio.Event()
+        self.last_error: str | None = None
+        """The last failure handling a message (None once a batch succeeds again)."""
         self.log = structlog.get_logger(f"noema.{name}")
 
     async def run(self) -> None:
-        """Loop until :meth:`shutdown`; the batch in hand is finished before returning."""
+        """Loop until :meth:`shutdown`; the batch in hand is finished (or left for redelivery) first."""
         self.log.info("worker started", worker=self.name, batch=self._batch)
-        while not self._stopping.is_set():
-            msgs = await self._puller.fetch(timeout=1.0)
-            if msgs:
-                await self._handler(msgs)
-        await self._puller.stop()
+        try:
+            while not self._stopping.is_set():
+                msgs = await self._puller.fetch(timeout=1.0)
+                msgs = [m for m in msgs if not await self._exhausted(m)]
+                if msgs:
+                    await self._handle(msgs)
+        finally:
+            await self._puller.stop()
         self.log.info("worker stopped", worker=self.name)
 
     def shutdown(self) -> None:
         """Stop fetching; the current batch completes (drain), then :meth:`run` returns."""
         self._stopping.set()
+
+    async def _exhausted(self, msg: Msg) -> bool:
+        delivered = msg.metadata.num_delivered
+        if delivered <= self._max_deliver:
+            return False
+        await self._reject(
+            msg, f"delivered {delivered} times and never acknowledged (the worker stopped on it each time)"
+        )
+        return True
+
+    async def _handle(self, msgs: list[Msg]) -> None:
+        """Handle a batch until it succeeds, is dead-lettered, or the worker stops (then the unacked
+        messages are redelivered to the next run)."""
+        failures = 0
+        transient = 0
+        while True:
+            try:
+                await self._handler(msgs)
+            except WorkerFatal:
+                raise
+            except TRANSIENT as exc:
+                transient += 1
+                self._note(exc, msgs, "transient failure; retrying", transient)
+                delay = backoff(transient, self._backoff_base)
+            except Exception as exc:
+                if len(msgs) > 1:
+                    # Hold it against one message, not the batch: each is handled alone.
+                    self._note(exc, msgs, "batch failed; handling its messages one by one", 1)
+                    for msg in msgs:
+                        if self._stopping.is_set():
+                            return
+                        await self._handle([msg])
+                    return
+                failures += 1
+                self._note(exc, msgs, "message failed", failures)
+                if failures >= self._max_attempts:
+                    await self._reject(msgs[0], f"handling failed {failures} times: {_describe(exc)}")
+                    return
+                delay = backoff(failures, self._backoff_base)
+            else:
+                self.last_error = None
+                return
+            if self._stopping.is_set():
+                return
+            await self._pause(delay, msgs)
+
+    async def _reject(self, msg: Msg, reason: str) -> None:
+        seq = msg.metadata.sequence.stream
+        self.log.error("message dead-lettered", worker=self.name, seq=seq, subject=msg.subject, reason=reason)
+        await self._handler.reject(msg, reason, FAILED)
+
+    def _note(self, exc: BaseException, msgs: list[Msg], what: str, attempt: int) -> None:
+        self.last_error = _describe(exc)
+        self.log.warning(
+            what,
+            worker=self.name,
+            attempt=attempt,
+            error=self.last_error,
+            first_seq=msgs[0].metadata.sequence.stream,
+            messages=len(msgs),
+            traceback=None if isinstance(exc, TRANSIENT) else traceback.format_exc(limit=8),
+        )
+
+    async def _pause(self, seconds: float, msgs: list[Msg]) -> None:
+        """Wait before a retry (cut short by shutdown), keeping the messages ours meanwhile."""
+        for msg in msgs:
+            with suppress(Exception):  # NATS may be the thing that is down
+                await msg.in_progress()
+        with suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:900]
 
 
 async def run_until_signalled(run: Callable[[], Awaitable[None]], shutdown: Callable[[], None]) -> None:

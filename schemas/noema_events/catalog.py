@@ -126,6 +126,10 @@ class AttentionDecidedPayload(_Payload, frozen=True, kw_only=True, omit_defaults
     decisions: list[AttentionDecision]
     threshold: float
     capacity: int
+    through_seq: int | None = None
+    """The highest observation-stream sequence the cycle covered. A cycle's events are stored all or
+    none, so after a restart every candidate up to it is known to be decided (and is not decided
+    again). Absent on events written before it existed."""
 
 
 class AttentionDecided(Event, frozen=True, kw_only=True, tag="attention.decided.v1"):

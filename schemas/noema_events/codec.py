@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from itertools import accumulate
 from typing import Any
 
 import msgspec
@@ -10,7 +12,15 @@ import msgspec
 from .catalog import EVENT_TYPES, AnyEvent
 from .envelope import Event
 
-__all__ = ["UPCASTERS", "EventDecodeError", "decode_event", "encode_event", "upcast"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_EVENT_BYTES",
+    "UPCASTERS",
+    "EventDecodeError",
+    "decode_event",
+    "encode_event",
+    "upcast",
+]
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -47,15 +57,56 @@ def upcast(raw: dict[str, Any]) -> dict[str, Any]:
 NUL_ESCAPE = b"\\u0000"
 """How JSON spells a NUL character."""
 
+MAX_EVENT_BYTES = 1024 * 1024
+"""The largest message decoded (1 MiB). The biggest real event (an attention cycle of 500 decisions)
+is a few hundred KB; anything larger is refused before the parser sees it."""
+
+MAX_DEPTH = 32
+"""The deepest nesting of arrays and objects decoded. Real events nest at most five levels; a deeper
+document is refused before the parser sees it, so no decoder or handler can run out of stack on it."""
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
+_DEPTH_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+
+
+def _depth(data: bytes) -> int:
+    """The deepest nesting of ``[``/``{`` outside strings (exact for valid JSON, a bound otherwise)."""
+    brackets = _NOT_BRACKET.sub(b"", _STRING.sub(b"", data)).translate(_DEPTH_STEP)
+    return max(accumulate(1 if b == 1 else -1 for b in brackets), default=0)
+
+
+def _check_bounds(data: bytes) -> None:
+    if len(data) > MAX_EVENT_BYTES:
+        raise EventDecodeError(f"message is {len(data):,} bytes; the limit is {MAX_EVENT_BYTES:,} bytes")
+    if NUL_ESCAPE in data or b"\x00" in data:
+        raise EventDecodeError("text must not contain NUL characters (\\u0000)")
+    # Counting is cheap; the exact scan runs only for documents with enough brackets to be too deep.
+    if data.count(b"[") + data.count(b"{") > MAX_DEPTH and (depth := _depth(data)) > MAX_DEPTH:
+        raise EventDecodeError(f"JSON nests {depth} levels deep; the limit is {MAX_DEPTH}")
+
 
 def decode_event(data: bytes | str) -> Event:
     """Decode an event of any known version, upcasting old ones.
 
-    Raises :class:`EventDecodeError` with a readable reason for anything else — including text with
-    a NUL character, which PostgreSQL cannot store (such an event would stall the projector).
+    Raises :class:`EventDecodeError` with a readable reason for anything else, and never anything
+    else: too large (:data:`MAX_EVENT_BYTES`), nested too deep (:data:`MAX_DEPTH`), not JSON, not
+    UTF-8, numbers out of range, wrong types, and text with a NUL character, which PostgreSQL cannot
+    store (such an event would stall the projector).
     """
-    if NUL_ESCAPE in (data.encode() if isinstance(data, str) else data):
-        raise EventDecodeError("text must not contain NUL characters (\\u0000)")
+    raw_bytes = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    _check_bounds(raw_bytes)
+    try:
+        return _decode(raw_bytes)
+    except EventDecodeError:
+        raise
+    except RecursionError as exc:  # unreachable after the depth check; kept as the last line of defence
+        raise EventDecodeError("JSON nests too deeply") from exc
+    except (msgspec.MsgspecError, ValueError, TypeError, OverflowError) as exc:
+        raise EventDecodeError(str(exc) or type(exc).__name__) from exc
+
+
+def _decode(data: bytes) -> Event:
     try:
         return _decoder.decode(data)
     except msgspec.ValidationError as exc:

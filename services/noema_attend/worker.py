@@ -3,23 +3,37 @@
 Each fetched batch is one attention cycle. Malformed observations are dead-lettered with the reason
 (never turned into memory) and the worker keeps going; events are stored before the observations
 are acked, and their ids are derived from the observations, so a crash between the two is harmless.
+
+A cycle's events are stored all or none (one atomic batch: a cycle too big for one is split into
+smaller cycles), and its decisions record the highest stream sequence they cover
+(``through_seq``). After a restart the worker reads that mark from the last ``attention.decided`` on
+the stream and acks redelivered candidates up to it without deciding them again: a redelivered
+observation never yields a second, different decision, whatever was killed when.
 """
 
 from __future__ import annotations
 
 from collections import ChainMap, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 import structlog
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
-from noema.adapters.jetstream import EventPublisher, dead_letter, last_on_subject
+from noema.adapters.jetstream import (
+    MAX_ATOMIC_BATCH,
+    DeadLetters,
+    EventPublisher,
+    last_on_subject,
+    stream_last_seq,
+)
 from noema.domain.attention import AttentionConfig, decide_cycle
 from noema.domain.knowledge import WorkingMemory, WorkingMemoryEntry
 from noema.topology import Topology
 from noema_events import (
+    AttentionDecided,
+    Event,
     EventDecodeError,
     ObservationRecorded,
     RecallProposed,
@@ -32,6 +46,9 @@ __all__ = ["AttendHandler"]
 log = structlog.get_logger("noema.attend")
 
 MAX_SESSIONS = 100_000
+
+Candidate = ObservationRecorded | RecallProposed
+Decided = tuple[list[Event], dict[tuple[str, str], WorkingMemory], dict[tuple[str, str, str], str]]
 
 
 def _utcnow() -> datetime:
@@ -53,12 +70,14 @@ class AttendHandler:
         self._config = config
         self._clock = clock
         self._publisher = EventPublisher(nc, topology)
+        self._dead_letters = DeadLetters(self._js, topology, "attend")
         # Latest memory per session, to chain episodes. In memory only: after a restart a session's
         # next episode starts a new chain (edges are derived from events, so replay is unaffected).
         self._heads: OrderedDict[tuple[str, str, str], str] = OrderedDict()
         # Each mind's working memory. Loaded on first sight from the last working_memory.updated
         # event of that mind on the stream (so it survives restarts exactly), then kept here.
         self._memories: OrderedDict[tuple[str, str], WorkingMemory] = OrderedDict()
+        self._decided_through: int | None = None  # read from the stream on the first batch
 
     async def _load_working_memory(self, workspace: str, mind: str) -> WorkingMemory:
         subject = self._topology.event_subject_for(workspace, mind, "working_memory.updated")
@@ -74,7 +93,24 @@ class AttendHandler:
         # mind from its next admission (which trims a set over the new capacity, in a recorded event).
         return WorkingMemory(items, event.occurred_at, self._config.wm_capacity)
 
-    def _validate(self, msg: Msg) -> ObservationRecorded | RecallProposed:
+    async def _load_decided_through(self) -> int:
+        """The highest observation sequence already decided, from the last stored decision."""
+        subject = self._topology.event_subject_for("*", "*", "attention.decided")
+        last = await last_on_subject(self._js, self._topology.event_stream, subject)
+        if last is None:
+            return 0
+        try:
+            event = decode_event(last[1])
+        except EventDecodeError:
+            event = None
+        through = event.payload.through_seq if isinstance(event, AttentionDecided) else None
+        newest = await stream_last_seq(self._js, self._topology.observation_stream)
+        if through is None or not 0 < through <= newest:
+            return 0  # written before the mark existed, or not a mark this stream could have made
+        log.info("resuming after decided candidates", through_seq=through)
+        return through
+
+    def _validate(self, msg: Msg) -> Candidate:
         event = decode_event(msg.data)
         if isinstance(event, RecallProposed):
             expected = self._topology.recall_subject(event.workspace, event.mind)
@@ -86,41 +122,65 @@ class AttendHandler:
             raise EventDecodeError(f"subject {msg.subject} does not match the observation's scope {expected}")
         return event
 
-    async def dead_letter(self, msg: Msg, reason: str) -> None:
-        """Keep a rejected message, with why, on the dead-letter stream."""
-        await dead_letter(self._js, self._topology, "attend", msg, reason)
-        log.warning(
-            "observation dead-lettered", seq=msg.metadata.sequence.stream, subject=msg.subject, reason=reason
+    async def reject(self, msg: Msg, reason: str, kind: str) -> None:
+        """Dead-letter a candidate that cannot be decided, and ack it."""
+        await self._dead_letters.reject(msg, reason, kind)
+
+    def _decide(self, good: Sequence[Candidate], through: int) -> Decided:
+        """One cycle's events and the working memories and session heads they leave, applied to
+        nothing yet: they are kept only once the events are stored (a retried cycle then starts
+        from the same state)."""
+        staged: dict[tuple[str, str], WorkingMemory] = {}
+        heads: dict[tuple[str, str, str], str] = {}
+        events = decide_cycle(
+            good,
+            self._clock(),
+            self._config,
+            ChainMap(heads, self._heads),  # reads fall through; writes stay staged
+            ChainMap(staged, self._memories),
+            through_seq=through,
         )
+        return events, staged, heads
+
+    async def _run_cycle(self, cycle: Sequence[tuple[Msg, Candidate]], through: int) -> list[Event]:
+        events, staged, heads = self._decide([c for _, c in cycle], through)
+        if len(events) > MAX_ATOMIC_BATCH and len(cycle) > 1:
+            # Too many events to store atomically: two smaller cycles, in stream order.
+            half = len(cycle) // 2
+            first = await self._run_cycle(cycle[:half], cycle[half - 1][0].metadata.sequence.stream)
+            return first + await self._run_cycle(cycle[half:], through)
+        await self._publisher.publish(events)
+        self._decided_through = max(self._decided_through or 0, through)
+        self._memories.update(staged)
+        self._heads.update(heads)
+        while len(self._heads) > MAX_SESSIONS:  # bounded: the oldest sessions are forgotten first
+            self._heads.popitem(last=False)
+        while len(self._memories) > MAX_SESSIONS:  # reloaded from the stream when seen again
+            self._memories.popitem(last=False)
+        return events
 
     async def __call__(self, msgs: list[Msg]) -> None:
         """Validate, decide, publish the decision events, then ack every message."""
-        good: list[ObservationRecorded | RecallProposed] = []
-        for msg in msgs:
+        if self._decided_through is None:
+            self._decided_through = await self._load_decided_through()
+        # Candidates up to the mark were decided before a restart: their events are stored.
+        fresh = [m for m in msgs if m.metadata.sequence.stream > self._decided_through]
+        good: list[tuple[Msg, Candidate]] = []
+        for msg in fresh:
             try:
-                good.append(self._validate(msg))
+                good.append((msg, self._validate(msg)))
             except EventDecodeError as exc:
-                await self.dead_letter(msg, str(exc))
-        for key in {(c.workspace, c.mind) for c in good} - self._memories.keys():
+                await self._dead_letters.write(msg, str(exc))
+        for key in {(c.workspace, c.mind) for _, c in good} - self._memories.keys():
             self._memories[key] = await self._load_working_memory(*key)
-        # Working memory changes only once the cycle's events are stored: a redelivered batch (after a
-        # failed publish) is then scored against the same working memory and yields the same events.
-        staged: dict[tuple[str, str], WorkingMemory] = {}
-        memories = ChainMap(staged, self._memories)  # reads fall through; writes stay staged
-        events = decide_cycle(good, self._clock(), self._config, self._heads, memories) if good else []
-        while len(self._heads) > MAX_SESSIONS:  # bounded: the oldest sessions are forgotten first
-            self._heads.popitem(last=False)
-        if events:
-            await self._publisher.publish(events)
-        self._memories.update(staged)
-        while len(self._memories) > MAX_SESSIONS:  # reloaded from the stream when seen again
-            self._memories.popitem(last=False)
+        events = await self._run_cycle(good, fresh[-1].metadata.sequence.stream) if good else []
         for msg in msgs:
             await msg.ack()
         admitted = sum(1 for e in events if e.name == "memory.created")
         log.info(
             "cycle decided",
             observations=len(msgs),
+            redelivered_decided=len(msgs) - len(fresh),
             valid=len(good),
             admitted=admitted,
             first_seq=msgs[0].metadata.sequence.stream,

@@ -36,7 +36,7 @@ import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from noema.adapters.jetstream import EventPublisher, connect, ensure_streams, stream_last_seq
+from noema.adapters.jetstream import DeadLetters, EventPublisher, connect, ensure_streams, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection, create_pool, migrate
 from noema.adapters.pull import durable_puller
 from noema.domain.knowledge import Verdict, decide_conflict, slot_relation
@@ -64,8 +64,10 @@ class ConflictsHandler:
         wait_timeout: float = 60.0,
         js: JetStreamContext | None = None,
         stream: str = "",
+        dead_letters: DeadLetters | None = None,
     ) -> None:
         self._js = js
+        self._dead_letters = dead_letters
         self._stream = stream
         self._pool = pool
         self._publisher = publisher
@@ -155,7 +157,7 @@ class ConflictsHandler:
             try:
                 ev = decode_event(msg.data)
             except EventDecodeError:
-                await msg.ack()  # the projector dead-letters it; there is no fact to decide
+                await msg.ack()  # the projector, owner of the event stream, dead-letters it
                 continue
             if isinstance(ev, FactProposed):
                 # Everything stored before this fact was delivered — including decisions another
@@ -167,6 +169,12 @@ class ConflictsHandler:
                     self._published_seq = max(self._published_seq, await self._publisher.publish(events))
                     log.info("fact settled", memory_id=ev.payload.memory_id, events=[e.type for e in events])
             await msg.ack()
+
+    async def reject(self, msg: Msg, reason: str, kind: str) -> None:
+        """Dead-letter a fact that cannot be settled (it stays active, unsettled), and ack it."""
+        if self._dead_letters is not None:
+            await self._dead_letters.write(msg, reason, kind)
+        await msg.ack()
 
 
 async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
@@ -192,6 +200,10 @@ async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
         max_ack_pending=1,
     )
     handler = ConflictsHandler(
-        pool, EventPublisher(nc, topology), js=nc.jetstream(), stream=topology.event_stream
+        pool,
+        EventPublisher(nc, topology),
+        js=nc.jetstream(),
+        stream=topology.event_stream,
+        dead_letters=DeadLetters(nc.jetstream(), topology, "conflicts"),
     )
     return PullWorker("conflicts", puller, handler, 1)

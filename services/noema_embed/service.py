@@ -11,7 +11,7 @@ import structlog
 from nats.aio.msg import Msg
 
 from noema.adapters.embedders import Embedder, create_embedder
-from noema.adapters.jetstream import EventPublisher, connect, ensure_streams
+from noema.adapters.jetstream import DeadLetters, EventPublisher, connect, ensure_streams
 from noema.adapters.pull import durable_puller
 from noema.domain.documents import memory_document
 from noema.operations import embed_memories
@@ -33,9 +33,11 @@ class EmbedHandler:
         self,
         publisher: EventPublisher,
         embedder: Embedder,
+        dead_letters: DeadLetters,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._publisher = publisher
+        self._dead_letters = dead_letters
         self._embedder = embedder
         self._clock = clock
 
@@ -46,7 +48,9 @@ class EmbedHandler:
             try:
                 ev = decode_event(msg.data)
             except EventDecodeError:
-                continue  # the projector dead-letters undecodable events; nothing to embed
+                # The projector, which owns the event stream, dead-letters it (once, for everyone).
+                log.warning("undecodable event skipped", seq=msg.metadata.sequence.stream)
+                continue
             if isinstance(ev, MemoryCreated):
                 p = ev.payload
                 document = memory_document(p.content, p.participants, p.happened_at)
@@ -57,6 +61,10 @@ class EmbedHandler:
         for msg in msgs:
             await msg.ack()
         log.info("batch embedded", memories=count, model=self._embedder.name)
+
+    async def reject(self, msg: Msg, reason: str, kind: str) -> None:
+        """Dead-letter an event whose memory cannot be embedded (``memory embed-missing`` retries it)."""
+        await self._dead_letters.reject(msg, reason, kind)
 
 
 async def build(settings: Settings, stack: AsyncExitStack, embedder: Embedder | None = None) -> PullWorker:
@@ -81,4 +89,5 @@ async def build(settings: Settings, stack: AsyncExitStack, embedder: Embedder | 
         ack_wait=300.0,
         max_ack_pending=2_000,
     )
-    return PullWorker("embed", puller, EmbedHandler(EventPublisher(nc, topology), embedder), 64)
+    handler = EmbedHandler(EventPublisher(nc, topology), embedder, DeadLetters(js, topology, "embed"))
+    return PullWorker("embed", puller, handler, 64)

@@ -3,7 +3,8 @@
 The database's tracking position is the truth about progress: on start the durable consumer is
 (re)created to deliver from ``position + 1``, so a crash between commit and ack, or a kill at any
 point, resumes exactly where the committed state ends. A gap in delivered sequences (possible only
-after an ack timeout) stops the worker loudly; its restart resumes from the committed position.
+after an ack timeout) stops the worker loudly (:class:`StreamGap`); its restart resumes from the
+committed position.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
-from noema.adapters.jetstream import dead_letter
+from noema.adapters.jetstream import DeadLetters
 from noema.adapters.postgres.projection import Projected, ReadModelProjection
 from noema.adapters.pull import Puller
 from noema.topology import Topology
-from noema_events import EventDecodeError, decode_event
+from noema.worker import WorkerFatal
+from noema_events import EventDecodeError
 
-__all__ = ["ProjectorHandler", "subscribe_from_position"]
+__all__ = ["ProjectorHandler", "StreamGap", "subscribe_from_position"]
 
 log = structlog.get_logger("noema.projector")
 
@@ -54,7 +56,14 @@ async def subscribe_from_position(nc: NATS, topology: Topology, position: int, b
 
 
 class ProjectorHandler:
-    """Applies one batch of event messages and acks them after the commit."""
+    """Applies one batch of event messages and acks them after the commit.
+
+    Skips are decided once and the same way as replay (:func:`noema.replay.replay_into`): an event
+    that cannot be decoded, or that the database refuses, is dead-lettered as ``invalid``; an event
+    whose handling keeps failing for another reason is retried by :class:`noema.worker.PullWorker`
+    and dead-lettered as ``failed`` only after that (see :meth:`reject`). Every dead letter is
+    stored before the position moves past its event.
+    """
 
     def __init__(
         self,
@@ -64,40 +73,67 @@ class ProjectorHandler:
         projection: ReadModelProjection,
         position: int,
     ) -> None:
-        self._js = js
         self._pool = pool
         self._topology = topology
         self._projection = projection
+        self._dead_letters = DeadLetters(js, topology, "projector")
         self._expected = position + 1
+
+    def _in_order(self, msgs: list[Msg]) -> list[Msg]:
+        """The messages not applied yet, checked to continue the stream without a gap."""
+        expected = self._expected
+        fresh = []
+        for msg in msgs:
+            seq = msg.metadata.sequence.stream
+            if seq < expected:
+                continue  # already applied (a redelivery)
+            if seq > expected:
+                raise StreamGap(f"event stream gap: expected seq {expected}, got {seq}; restart resumes")
+            fresh.append(msg)
+            expected = seq + 1
+        return fresh
 
     async def __call__(self, msgs: list[Msg]) -> None:
         """Decode, apply in one transaction, ack."""
+        fresh = self._in_order(msgs)
+        if not fresh:
+            await msgs[-1].ack()
+            return
+        by_seq = {m.metadata.sequence.stream: m for m in fresh}
         batch: list[Projected] = []
-        for msg in msgs:
+        for msg in fresh:
             seq = msg.metadata.sequence.stream
-            if seq < self._expected:
-                continue  # already applied (a redelivery)
-            if seq > self._expected:
-                raise RuntimeError(
-                    f"event stream gap: expected seq {self._expected}, got {seq}; restart resumes"
-                )
-            self._expected = seq + 1
             try:
-                batch.append(Projected(seq, msg.subject, decode_event(msg.data)))
+                batch.append(
+                    Projected(seq, msg.subject, self._topology.event_on_subject(msg.data, msg.subject))
+                )
             except EventDecodeError as exc:
-                await self._dead_letter(msg, seq, str(exc))
-        async with self._pool.acquire() as conn:
-            applied = await self._projection.apply(conn, batch, through_seq=self._expected - 1)
-        by_seq = {m.metadata.sequence.stream: m for m in msgs}
-        for projected, reason in self._projection.refused:
-            await self._dead_letter(
-                by_seq[projected.seq], projected.seq, f"refused by the database: {reason}"
-            )
-        await msgs[-1].ack()
-        log.info("batch projected", events=applied, last_seq=self._expected - 1)
+                # Kept with its reason and skipped, the same way on every replay, so live and
+                # replayed read models stay equal. Written before the skip is committed.
+                await self._dead_letters.write(msg, str(exc))
 
-    async def _dead_letter(self, msg: Msg, seq: int, reason: str) -> None:
-        # An undecodable event cannot be projected; it is kept with its reason and skipped, the
-        # same way on every replay, so live and replayed read models stay equal.
-        await dead_letter(self._js, self._topology, "projector", msg, reason)
-        log.error("event not projectable; dead-lettered", seq=seq, reason=reason)
+        async def refused(projected: Projected, reason: str) -> None:
+            await self._dead_letters.write(by_seq[projected.seq], reason)
+
+        through = fresh[-1].metadata.sequence.stream
+        async with self._pool.acquire() as conn:
+            applied = await self._projection.apply(conn, batch, through_seq=through, on_refused=refused)
+        self._expected = through + 1
+        await msgs[-1].ack()
+        log.info("batch projected", events=applied, last_seq=through)
+
+    async def reject(self, msg: Msg, reason: str, kind: str) -> None:
+        """Skip one event for good: its dead letter first, then the position moves past it, then the ack."""
+        seq = msg.metadata.sequence.stream
+        if seq >= self._expected:
+            if seq > self._expected:
+                raise StreamGap(f"cannot skip seq {seq}: the position is at {self._expected - 1}")
+            await self._dead_letters.write(msg, reason, kind)
+            async with self._pool.acquire() as conn:
+                await self._projection.apply(conn, [], through_seq=seq)
+            self._expected = seq + 1
+        await msg.ack()
+
+
+class StreamGap(WorkerFatal):
+    """Delivery skipped part of the stream (after an ack timeout); a restart resumes from the position."""

@@ -18,8 +18,7 @@ from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
 from noema.adapters.embedders import create_embedder
-from noema.adapters.errors import BACKEND_UNAVAILABLE
-from noema.adapters.jetstream import Outgoing, connect, dead_letter, ensure_streams, publish_batch
+from noema.adapters.jetstream import DeadLetters, Outgoing, connect, ensure_streams, publish_batch
 from noema.adapters.postgres.recall import RecallFilters, RecallStore
 from noema.adapters.pull import durable_puller
 from noema.domain.attention import memory_id_for
@@ -99,9 +98,10 @@ class RetrieveHandler:
     async def __call__(self, msgs: list[Msg]) -> None:
         """Recall, publish proposals (stored before the ack), ack.
 
-        One observation whose recall fails is dead-lettered with the error and skipped: the batch is
-        still acked, or that observation would be redelivered — and fail — forever. Lost servers are
-        not one observation's fault: those errors crash the worker, and the batch is redelivered.
+        Failures are :class:`noema.worker.PullWorker`'s to handle: lost servers are retried with
+        backoff; an observation whose recall keeps failing is dead-lettered (``failed``) alone while
+        the rest of its batch goes on. Undecodable observations are skipped here: attend, which owns
+        the observation stream, dead-letters them.
         """
         outgoing: list[Outgoing] = []
         for msg in msgs:
@@ -111,15 +111,7 @@ class RetrieveHandler:
                 continue  # attend dead-letters malformed observations
             if not isinstance(obs, ObservationRecorded):
                 continue
-            try:
-                results = await self._recall_for(obs)
-            except BACKEND_UNAVAILABLE:  # lost servers, not this observation: crash, redeliver
-                raise
-            except Exception as exc:  # one observation must not stop recall for all the others
-                reason = f"recall failed: {type(exc).__name__}: {exc}"
-                await dead_letter(self._nc.jetstream(), self._topology, "retrieve", msg, reason)
-                log.error("observation skipped", observation_id=obs.id, reason=reason)
-                continue
+            results = await self._recall_for(obs)
             subject = self._topology.recall_subject(obs.workspace, obs.mind)
             outgoing += [
                 Outgoing(subject, encode_event(p), p.id) for p in self.proposals(obs, results, self._clock())
@@ -129,6 +121,10 @@ class RetrieveHandler:
         for msg in msgs:
             await msg.ack()
         log.info("recalled", observations=len(msgs), proposals=len(outgoing))
+
+    async def reject(self, msg: Msg, reason: str, kind: str) -> None:
+        """Dead-letter an observation recall keeps failing for (it still became memory), and ack it."""
+        await DeadLetters(self._nc.jetstream(), self._topology, "retrieve").reject(msg, reason, kind)
 
     async def _recall_for(self, obs: ObservationRecorded) -> list[SearchResult]:
         response = await self._recall.search(

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from typing import Any
 
 import asyncpg
 import msgspec
 import pytest
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from noema.adapters.embedders import create_embedder
 from noema.adapters.postgres.recall import RecallFilters, RecallStore
+from noema.adapters.pull import Puller
 from noema.client import InvalidObservation, build_observation, publish_observation
 from noema.domain.attention import memory_id_for
 from noema.domain.dynamics import decay_activation, reinforce_activation
 from noema.ids import new_id
 from noema.recall import Recall, SearchResponse
+from noema.worker import PullWorker
 from noema_attend.service import build as build_attend
 from noema_events import RecallProposed, decode_event, encode_event
 from noema_projector.service import build as build_projector
@@ -167,7 +171,7 @@ class RecallThatFailsFor(Recall):
         return await super().search(query, filters, **kwargs)
 
 
-async def test_one_observation_whose_recall_fails_is_dead_lettered_and_the_batch_still_acked(
+async def test_one_observation_whose_recall_keeps_failing_is_dead_lettered_and_the_others_go_on(
     harness: Harness,
 ) -> None:
     await harness.start(build_attend)
@@ -187,32 +191,56 @@ async def test_one_observation_whose_recall_fails_is_dead_lettered_and_the_batch
         lambda: harness.pool.fetchval("SELECT count(*) = 3 FROM memories WHERE mind = 'ops'")
     )
     real = Recall(await RecallStore.open(harness.pool), None)
-    sub = await harness.js.pull_subscribe(
-        harness.topology.observations_only, durable=None, stream=harness.topology.observation_stream
-    )
-    first, *msgs = await sub.fetch(3, timeout=5)  # the memory to recall; the breaking one, the question
-    await first.ack()
     proposals = await harness.js.subscribe(harness.topology.recall_subject("acme", "ops"))
 
-    # Lost or restarting servers are no one observation's fault: the worker stops, nothing is skipped.
-    for outage in (
-        ConnectionRefusedError("database gone"),
-        asyncpg.exceptions.AdminShutdownError("terminating connection due to administrator command"),
-        asyncpg.exceptions.TooManyConnectionsError("too many clients already"),
-    ):
-        unavailable = RecallThatFailsFor(real, texts[1], outage)
-        with pytest.raises(type(outage)):
-            await RetrieveHandler(harness.nc, unavailable, harness.topology)(msgs)
+    async def run(recall: Recall, durable: str) -> PullWorker:
+        await harness.js.add_consumer(
+            harness.topology.observation_stream,
+            ConsumerConfig(
+                durable_name=durable,
+                ack_policy=AckPolicy.EXPLICIT,
+                deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                opt_start_seq=2,  # the breaking observation and the question
+                filter_subject=harness.topology.observations_only,
+                ack_wait=30,
+            ),
+        )
+        puller = await Puller(harness.nc, harness.topology.observation_stream, durable, 8).start()
+        handler = RetrieveHandler(harness.nc, recall, harness.topology)
+        worker = PullWorker("retrieve", puller, handler, 8, max_attempts=3, backoff_base=0.01)
+        harness.stack.push_async_callback(_stopped, worker, asyncio.create_task(worker.run()))
+        return worker
+
+    # Lost or restarting servers are no one observation's fault: retried, never dead-lettered.
+    outage = asyncpg.exceptions.AdminShutdownError("terminating connection due to administrator command")
+    down = await run(RecallThatFailsFor(real, texts[1], outage), "outage")
+    await assert_eventually(lambda: _transient(down))
+    dlq_info = await harness.js.stream_info(harness.topology.dead_letter_stream)
+    assert dlq_info.state.messages == 0
 
     broken = RecallThatFailsFor(real, texts[1], RuntimeError("recall broke"))
-    await RetrieveHandler(harness.nc, broken, harness.topology)(msgs)
-    proposed = decode_event((await proposals.next_msg(timeout=5)).data)
+    await run(broken, "broken")
+    proposed = decode_event((await proposals.next_msg(timeout=10)).data)
     assert isinstance(proposed, RecallProposed)
     assert proposed.payload.memory_id == memory_id_for(older)
-    await assert_eventually(lambda: _all_acked(sub))
     dlq = await harness.js.pull_subscribe(
         harness.topology.dead_letter_subject("retrieve"), stream=harness.topology.dead_letter_stream
     )
-    [skipped] = await dlq.fetch(1, timeout=5)
-    assert skipped.data == msgs[0].data
-    assert (skipped.headers or {})["Noema-Error"] == "recall failed: RuntimeError: recall broke"
+    [skipped] = await dlq.fetch(1, timeout=10)
+    headers = skipped.headers or {}
+    assert decode_event(skipped.data).payload.content == texts[1]  # type: ignore[attr-defined]
+    assert headers["Noema-Error"] == "handling failed 3 times: RuntimeError: recall broke"
+    assert headers["Noema-Error-Kind"] == "failed"
+    assert headers["Noema-Source"] == "retrieve"
+    info = await harness.js.consumer_info(harness.topology.observation_stream, "broken")
+    assert info.num_ack_pending == 0
+    assert info.num_pending == 0
+
+
+async def _transient(worker: PullWorker) -> bool:
+    return bool(worker.last_error and worker.last_error.startswith("AdminShutdownError"))
+
+
+async def _stopped(worker: PullWorker, task: asyncio.Task[None]) -> None:
+    worker.shutdown()
+    await asyncio.wait_for(task, 10)

@@ -1,7 +1,8 @@
-"""Which exceptions mean "a server is not there right now" rather than "this input is wrong".
+"""Which exceptions mean "a server is not there right now" (or "try again") rather than "this input is
+wrong".
 
-Workers crash on them (the message is redelivered once the server is back) instead of dead-lettering
-the message; the NATS service answers them with 503 (retry later) instead of 500.
+Workers retry them with backoff (see :class:`noema.worker.PullWorker`) instead of dead-lettering the
+message; the NATS service answers them with 503 (retry later) instead of 500.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import asyncpg
 import nats.errors
 
-__all__ = ["BACKEND_UNAVAILABLE"]
+__all__ = ["BACKEND_UNAVAILABLE", "TRANSIENT"]
 
 BACKEND_UNAVAILABLE: tuple[type[BaseException], ...] = (
     OSError,
@@ -21,3 +22,12 @@ BACKEND_UNAVAILABLE: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.OperatorInterventionError,
     asyncpg.exceptions.InsufficientResourcesError,
 )
+
+TRANSIENT: tuple[type[BaseException], ...] = (
+    *BACKEND_UNAVAILABLE,
+    # The same statements succeed when run again: a lost race, not a property of the message.
+    asyncpg.exceptions.SerializationError,
+    asyncpg.exceptions.DeadlockDetectedError,
+    asyncpg.exceptions.LockNotAvailableError,
+)
+"""Failures a worker retries with backoff, never holding them against the message."""

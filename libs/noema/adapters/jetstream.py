@@ -8,6 +8,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
 import nats
 import structlog
@@ -31,8 +32,11 @@ from ..topology import Topology
 from .pull import Puller
 
 __all__ = [
+    "FAILED",
+    "INVALID",
     "MAX_ATOMIC_BATCH",
     "ConcurrentWrite",
+    "DeadLetters",
     "EventPublisher",
     "Outgoing",
     "connect",
@@ -130,19 +134,65 @@ async def stream_last_seq(js: JetStreamContext, stream: str) -> int:
     return int(info.state.last_seq)
 
 
-async def dead_letter(js: JetStreamContext, topology: Topology, source: str, msg: Msg, reason: str) -> None:
-    """Keep a message that ``source`` rejected, with why, on the dead-letter stream (stored once)."""
-    seq = msg.metadata.sequence.stream
+INVALID = "invalid"
+"""Dead-letter kind: the message can never be processed (undecodable, wrong subject, refused by the
+database). Fix the publisher; retrying the same bytes fails the same way."""
+FAILED = "failed"
+"""Dead-letter kind: a valid-looking message whose handling kept failing (an exception in Noema's
+own code, retried first). Most likely a bug: fix it, then ``noemactl dlq retry``."""
+
+
+async def dead_letter(
+    js: JetStreamContext, topology: Topology, source: str, msg: Msg, reason: str, kind: str = INVALID
+) -> None:
+    """Keep a message that ``source`` rejected, with why, on the dead-letter stream (stored once).
+
+    The id is derived from the source and the original's stream position, so writing the same dead
+    letter twice (a crash between writing it and acking the original) stores it once.
+    """
+    meta = msg.metadata
+    seq = meta.sequence.stream
     await js.publish(
         topology.dead_letter_subject(source),
         msg.data,
         headers={
-            "Nats-Msg-Id": f"{source}-dlq-{msg.metadata.stream}-{seq}",
+            "Nats-Msg-Id": f"{source}-dlq-{meta.stream}-{seq}",
             "Noema-Error": reason[:1000],
+            "Noema-Error-Kind": kind,
+            "Noema-Source": source,
             "Noema-Original-Subject": msg.subject,
+            "Noema-Original-Stream": str(meta.stream),
             "Noema-Original-Seq": str(seq),
+            "Noema-Deliveries": str(meta.num_delivered),
+            "Noema-Dead-Lettered-At": datetime.now(UTC).isoformat(timespec="milliseconds"),
         },
     )
+
+
+class DeadLetters:
+    """Rejects messages for one worker (``source``): a dead letter with the reason, then the ack."""
+
+    def __init__(self, js: JetStreamContext, topology: Topology, source: str) -> None:
+        self._js = js
+        self._topology = topology
+        self.source = source
+
+    async def write(self, msg: Msg, reason: str, kind: str = INVALID) -> None:
+        """Store the dead letter only (the caller acks, e.g. after committing its own skip)."""
+        await dead_letter(self._js, self._topology, self.source, msg, reason, kind)
+        log.warning(
+            "message dead-lettered",
+            source=self.source,
+            kind=kind,
+            seq=msg.metadata.sequence.stream,
+            subject=msg.subject,
+            reason=reason[:300],
+        )
+
+    async def reject(self, msg: Msg, reason: str, kind: str = INVALID) -> None:
+        """Dead-letter ``msg`` and ack it: it is never handed out again."""
+        await self.write(msg, reason, kind)
+        await msg.ack()
 
 
 MAX_ATOMIC_BATCH = 1000

@@ -256,6 +256,7 @@ def decide_cycle(
     config: AttentionConfig,
     heads: SessionHeads | None = None,
     memories: MutableMapping[tuple[str, str], WorkingMemory] | None = None,
+    through_seq: int | None = None,
 ) -> list[Event]:
     """Decide one attention cycle; returns the events to publish, in order.
 
@@ -264,6 +265,7 @@ def decide_cycle(
     observations of a session are chained with ``episodic_next`` edges (temporal adjacency
     of episodes); ``heads`` carries each session's latest memory across cycles and is updated.
     ``memories`` holds each mind's working memory across cycles (updated, and published whole).
+    ``through_seq`` (the highest stream sequence of the cycle's input) is recorded on its decisions.
     """
     heads = {} if heads is None else heads
     memories = {} if memories is None else memories
@@ -340,7 +342,10 @@ def decide_cycle(
                 correlation_id=group[0].correlation_id,
                 actor=ACTOR,
                 payload=AttentionDecidedPayload(
-                    decisions=decisions, threshold=config.threshold, capacity=config.capacity
+                    decisions=decisions,
+                    threshold=config.threshold,
+                    capacity=config.capacity,
+                    through_seq=through_seq,
                 ),
             )
         )

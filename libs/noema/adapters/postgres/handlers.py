@@ -269,32 +269,29 @@ async def fact_mentioned(conn: asyncpg.Connection, run: Sequence[Projected]) -> 
 
 
 async def relationship_added(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
-    """Insert edges; one whose ends are in another mind/workspace is refused by the foreign keys and
-    skipped (the same way on every replay)."""
+    """Insert edges. One whose ends are in another mind/workspace (or do not exist) is refused by
+    the foreign keys; the projection then skips that event and dead-letters it with the reason
+    (the same way on every replay)."""
     for item in run:
         ev = item.event
         assert isinstance(ev, RelationshipAdded)
         p = ev.payload
-        try:
-            async with conn.transaction():  # a savepoint: a refused edge leaves the batch intact
-                await conn.execute(
-                    """INSERT INTO relationships (id, workspace, mind, from_id, to_id, relation, confidence,
-                                                  source, origin_event, origin_seq, created_at)
-                       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING""",
-                    p.relationship_id,
-                    ev.workspace,
-                    ev.mind,
-                    p.from_id,
-                    p.to_id,
-                    p.relation,
-                    p.confidence,
-                    p.source,
-                    ev.id,
-                    item.seq,
-                    ev.occurred_at,
-                )
-        except (asyncpg.ForeignKeyViolationError, asyncpg.CheckViolationError) as exc:
-            log.warning("relationship refused by the database", seq=item.seq, reason=str(exc))
+        await conn.execute(
+            """INSERT INTO relationships (id, workspace, mind, from_id, to_id, relation, confidence,
+                                          source, origin_event, origin_seq, created_at)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING""",
+            p.relationship_id,
+            ev.workspace,
+            ev.mind,
+            p.from_id,
+            p.to_id,
+            p.relation,
+            p.confidence,
+            p.source,
+            ev.id,
+            item.seq,
+            ev.occurred_at,
+        )
 
 
 def _index_name(model: str) -> str:

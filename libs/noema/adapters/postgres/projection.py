@@ -9,7 +9,7 @@ stream order, so a later event always sees the effects of earlier ones.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from itertools import groupby
 
 import asyncpg
@@ -20,7 +20,7 @@ from noema_events import Event
 from .handlers import HANDLERS, Handler, Projected
 from .knowledge_handlers import KNOWLEDGE_HANDLERS
 
-__all__ = ["PROJECTED_TABLES", "Projected", "ReadModelProjection", "checksum"]
+__all__ = ["POISON", "PROJECTED_TABLES", "Projected", "ReadModelProjection", "Refused", "checksum"]
 
 PROJECTED_TABLES: tuple[str, ...] = (
     "events",
@@ -51,12 +51,16 @@ _EVENT_COLUMNS = (
     "payload",
 )
 _json = msgspec.json.Encoder()
-_POISON = (
+POISON: tuple[type[BaseException], ...] = (
     asyncpg.DataError,
     asyncpg.IntegrityConstraintViolationError,
     asyncpg.exceptions.ProgramLimitExceededError,
 )
-"""Errors that mean "this event can never be stored" rather than "try again"."""
+"""Errors that mean "this event can never be stored" (its values break a type, a constraint or a size
+limit) rather than "try again" or "the code is wrong"."""
+
+Refused = Callable[[Projected, str], Awaitable[None]]
+"""Called for each event the database refused, with the reason, before the skip is committed."""
 
 
 class ReadModelProjection:
@@ -81,11 +85,19 @@ class ReadModelProjection:
         return int(value or 0)
 
     async def apply(
-        self, conn: asyncpg.Connection, batch: Sequence[Projected], through_seq: int | None = None
+        self,
+        conn: asyncpg.Connection,
+        batch: Sequence[Projected],
+        through_seq: int | None = None,
+        on_refused: Refused | None = None,
     ) -> int:
         """Apply the events after the tracked position, in one transaction; returns how many.
 
-        ``through_seq`` advances the position past stream entries that were not projectable.
+        ``through_seq`` advances the position past stream entries that were not projectable. An
+        event the database refuses (:data:`POISON`) is skipped; ``on_refused`` is awaited for each
+        inside the transaction, before the position moves past it, so its dead letter is stored
+        before the skip is committed (a crash in between writes the same dead letter again, once).
+        Any other exception rolls the whole batch back.
         """
         async with conn.transaction():
             await conn.execute(
@@ -103,30 +115,37 @@ class ReadModelProjection:
                 return 0
             if fresh:
                 self.refused = await self._project_or_skip(conn, fresh)
+            if on_refused is not None:
+                for projected, reason in self.refused:
+                    await on_refused(projected, reason)
             await conn.execute(
                 "UPDATE projection_position SET last_seq = $2 WHERE projection = $1", self.name, target
             )
-        return len(fresh)
+        return len(fresh) - len(self.refused)
 
     async def _project_or_skip(
         self, conn: asyncpg.Connection, fresh: Sequence[Projected]
     ) -> list[tuple[Projected, str]]:
         """Apply the batch; if the database refuses it (bad data, a constraint, a size limit), apply
         its events one by one and skip the ones it refuses — the same way on every replay, since
-        the database then holds the same state — instead of stalling on them forever."""
+        the database then holds the same state — instead of stalling on them forever.
+
+        Only :data:`POISON` errors mean "this event can never be stored". Anything else (a bug in a
+        handler, a lost connection) propagates, so it is retried and never silently skipped.
+        """
         try:
             async with conn.transaction():  # a savepoint inside apply's transaction
                 await self._project(conn, fresh)
             return []
-        except _POISON:
+        except POISON:
             pass
         refused = []
         for p in fresh:
             try:
                 async with conn.transaction():
                     await self._project(conn, [p])
-            except _POISON as exc:
-                refused.append((p, f"{type(exc).__name__}: {exc}"))
+            except POISON as exc:
+                refused.append((p, f"refused by the database: {type(exc).__name__}: {exc}"))
         return refused
 
     async def _project(self, conn: asyncpg.Connection, fresh: Sequence[Projected]) -> None:

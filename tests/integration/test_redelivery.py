@@ -1,0 +1,96 @@
+"""A redelivered observation never yields a second, different decision (issue 11).
+
+A crash after attend stored a cycle's events but before it acked the observations means JetStream
+hands them out again, possibly in a batch of another shape (some acked, new ones behind them). The
+restarted worker must recognise them as decided and store nothing new for them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from noema.adapters.pull import Puller
+from noema.client import publish_observation
+from noema.domain.attention import AttentionConfig
+from noema_attend.worker import AttendHandler
+from noema_events import decode_event
+from tests.conftest import Harness
+
+pytestmark = pytest.mark.integration
+
+
+async def _read(h: Harness, first: int, count: int) -> list[Msg]:
+    """Observations ``first``..``first+count-1`` as a fresh consumer delivers them (real messages)."""
+    t = h.topology
+    info = await h.js.add_consumer(
+        t.observation_stream,
+        ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=first,
+            ack_policy=AckPolicy.EXPLICIT,
+            filter_subject=t.observation_subjects,
+            inactive_threshold=30,
+        ),
+    )
+    assert info.name is not None
+    puller = await Puller(h.nc, t.observation_stream, info.name, count).start()
+    msgs: list[Msg] = []
+    while len(msgs) < count:
+        got = await puller.fetch(timeout=5)
+        assert got, f"the stream stopped delivering after {len(msgs)} of {count}"
+        msgs += got
+    await puller.stop()
+    return msgs[:count]
+
+
+async def _events(h: Harness) -> list[tuple[str, str]]:
+    """(type, id) of every event on the stream."""
+    info = await h.js.stream_info(h.topology.event_stream)
+    out = []
+    for seq in range(info.state.first_seq, info.state.last_seq + 1):
+        event = decode_event((await h.js.get_msg(h.topology.event_stream, seq)).data)
+        out.append((event.type, event.id))
+    return out
+
+
+async def test_a_restarted_attend_decides_redelivered_observations_never_again(harness: Harness) -> None:
+    for i in range(30):
+        await publish_observation(
+            harness.js,
+            f"observation {i}: the deploy key rotates on day {i}",
+            workspace="acme",
+            mind="ops" if i % 3 else "dev",
+            session="s1",
+            topology=harness.topology,
+        )
+    config = AttentionConfig(threshold=0.0, capacity=50)
+
+    # The first worker decides observations 1..20 as one cycle, then "crashes" before acking.
+    await AttendHandler(harness.nc, harness.topology, config)(await _read(harness, 1, 20))
+    before = await _events(harness)
+
+    # The restarted worker gets 11..30 back in one batch: 11..20 decided already, 21..30 new.
+    restarted = AttendHandler(harness.nc, harness.topology, config)
+    await restarted(await _read(harness, 11, 20))
+    after = await _events(harness)
+
+    assert after[: len(before)] == before
+    added = Counter(kind for kind, _ in after[len(before) :])
+    assert added["memory.created.v1"] == 10  # only 21..30
+    ids = [event_id for _, event_id in after]
+    assert len(ids) == len(set(ids)), "an event id was stored twice"
+    decided: Counter[str] = Counter()
+    for seq in range(1, len(after) + 1):
+        event = decode_event((await harness.js.get_msg(harness.topology.event_stream, seq)).data)
+        if event.type == "attention.decided.v1":
+            decided.update(d.candidate_id for d in event.payload.decisions)  # type: ignore[attr-defined]
+    assert len(decided) == 30
+    assert set(decided.values()) == {1}, "an observation was decided twice"
+
+    # A third start with everything redelivered again stores nothing at all.
+    await AttendHandler(harness.nc, harness.topology, config)(await _read(harness, 1, 30))
+    assert await _events(harness) == after
