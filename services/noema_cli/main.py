@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from noema.app import SearchOptions
 from noema.logging import configure_logging
@@ -339,10 +340,13 @@ def status(
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
-    """Exit 0 when Noema is up and healthy; otherwise print what is wrong and exit non-zero.
+    """Exit 0 when every part of Noema works; otherwise print a FAIL line per problem and exit 1.
 
-    Checks NATS and the streams, PostgreSQL, the attend backlog, the projector's lag, every service
-    process and the API's health endpoint.
+    Checks NATS and the streams, PostgreSQL, the projector's lag, and per process (attend, projector,
+    embed, retrieve, decay, conflicts, api, agent service) a fresh heartbeat (running and connected),
+    its last error, and that its durable consumer makes progress while work waits and is not lagging.
+    Thresholds: NOEMA_HEARTBEAT_STALE (20 s), NOEMA_STALL_AFTER (60 s), NOEMA_MAX_LAG (10000).
+    The same checks answer GET /readyz.
 
     Example: noemactl status
     """
@@ -353,7 +357,11 @@ def status(
     else:
         for check in report["checks"]:
             mark = "[green]ok[/]" if check["ok"] else "[red]FAIL[/]"
-            out.print(f"{mark:>5} {check['name']}: {check['detail']}", highlight=False)
+            line = escape(f"{check['name']}: {check['detail']}")  # details quote errors, brackets and all
+            out.print(f"{mark:>5} {line}", highlight=False)
+        failed = sum(not c["ok"] for c in report["checks"])
+        if failed:
+            out.print(f"{failed} problem(s)", highlight=False)
     if not report["healthy"]:
         raise typer.Exit(1)
 
