@@ -9,6 +9,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -33,6 +34,22 @@ __all__ = ["CommandError", "decay", "embed_missing", "publish", "relate", "repla
 def _http_status(url: str) -> int:
     with urllib.request.urlopen(url, timeout=3) as resp:
         return int(resp.status)
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` runs; a process that exited but was not reaped yet (a zombie, e.g. while
+    ``up`` is busy or stopped) is not running, though it still answers signal 0."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc (not Linux): signal 0 is all there is
+    return stat.rpartition(")")[2].split()[:1] not in (["Z"], ["X"])
 
 
 class CommandError(RuntimeError):
@@ -224,9 +241,8 @@ async def status(settings: Settings) -> dict[str, Any]:
             add("api http", False, f"{url}: {exc}")
     if state:
         for name, pid in state.get("services", {}).items():
-            try:
-                os.kill(int(pid), 0)
+            if _running(int(pid)):
                 add(f"process {name}", True, f"pid {pid}")
-            except ProcessLookupError:
+            else:
                 add(f"process {name}", False, f"pid {pid} is not running")
     return {"healthy": all(c["ok"] for c in checks), "checks": checks}
