@@ -232,7 +232,8 @@ async def status(settings: Settings) -> dict[str, Any]:
     state = read_state(settings.data_dir.expanduser().resolve())
     if state is not None and state.get("nats_url") != settings.nats_url:
         state = None
-    if state and state.get("api_url"):
+    expected = settings.expected_workers
+    if state and state.get("api_url") and "api" in expected:
         url = f"{state['api_url']}/healthz"
         try:
             code = await asyncio.to_thread(_http_status, url)
@@ -241,6 +242,8 @@ async def status(settings: Settings) -> dict[str, Any]:
             add("api http", False, f"{url}: {exc}")
     if state:
         for name, pid in state.get("services", {}).items():
+            if name not in expected:
+                continue
             if _running(int(pid)):
                 add(f"process {name}", True, f"pid {pid}")
             else:

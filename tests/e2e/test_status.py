@@ -157,7 +157,18 @@ def test_a_stopped_worker_with_work_waiting_is_named_by_status_and_readyz(noema:
         lines = ready.json()["problems"]
         assert any(line.startswith("attend: no heartbeat for") for line in lines), lines
         assert any(line.startswith("attend consumer: noema_attend") for line in lines), lines
+        # A probe for another process does not wait for attend.
+        other = noema.ctl("status", "--expect", "decay")
+        assert other.returncode == 0, other.stdout
+        assert "attend" not in other.stdout
     noema.wait_healthy()
+
+
+def test_an_unknown_process_kind_is_bad_input(noema: Instance) -> None:
+    wrong = noema.ctl("status", "--expect", "atend")
+    assert wrong.returncode == 2
+    assert "--expect atend: not a process kind" in wrong.stderr
+    assert "Traceback" not in wrong.stderr
 
 
 def test_a_killed_worker_is_named_until_it_runs_again(noema: Instance) -> None:
