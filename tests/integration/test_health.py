@@ -105,3 +105,24 @@ async def test_without_nats_the_check_says_so_and_postgres_is_still_checked(harn
     found = await system_checks(harness.settings, None, _position(harness), nats_error="nats://x: refused")
     assert [(c.name, c.ok) for c in found] == [("nats", False), ("postgres", True)]
     assert found[0].line == "nats: nats://x: refused"
+
+
+async def test_a_connected_worker_whose_consumer_does_not_progress_while_work_waits_is_stalled(
+    harness: Harness,
+) -> None:
+    # attend's consumer exists and its process beats, but nothing fetches: a hung handler.
+    await build_attend(harness.settings, harness.stack)
+    await harness.stack.enter_async_context(Heartbeat(harness.nc, harness.topology, "attend", interval_s=0.1))
+    settings = dataclasses.replace(harness.settings, status_workers=("attend",), stall_after_s=1.0)
+    for i in range(2):
+        await publish_observation(
+            harness.js, f"note {i}", workspace="acme", mind="ops", topology=harness.topology
+        )
+
+    async def stalled() -> dict[str, Check] | None:
+        checks = _by_name(await system_checks(settings, harness.nc, _position(harness)))
+        return checks if not checks["attend consumer"].ok else None
+
+    checks = await assert_eventually(stalled, timeout=20)
+    assert checks["attend"].ok  # alive and connected...
+    assert "stalled: 2 waiting" in checks["attend consumer"].detail  # ...but not working
