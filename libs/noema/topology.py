@@ -36,6 +36,20 @@ class Topology:
         return f"{self.prefix.upper()}_DEADLETTER"
 
     @property
+    def health_bucket(self) -> str:
+        """Key-value bucket of the processes' heartbeats (JetStream stream ``KV_<bucket>``)."""
+        return f"{self.prefix.upper()}_HEALTH"
+
+    @property
+    def health_stream(self) -> str:
+        """The JetStream stream behind :attr:`health_bucket`."""
+        return f"KV_{self.health_bucket}"
+
+    def heartbeat_subject(self, worker: str, instance: str) -> str:
+        """Subject (= KV key ``<worker>.<instance>``) of one process's heartbeat."""
+        return f"$KV.{self.health_bucket}.{worker}.{instance}"
+
+    @property
     def observation_subjects(self) -> str:
         """Wildcard over all observation subjects."""
         return f"{self.prefix}.obs.>"

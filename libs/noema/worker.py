@@ -33,9 +33,11 @@ from nats.aio.msg import Msg
 from .adapters.errors import TRANSIENT
 from .adapters.jetstream import FAILED
 from .adapters.pull import Puller
+from .health import ErrorTap, Heartbeat, connection_of
 from .logging import configure_logging
 from .runtime import locate
 from .settings import Settings
+from .topology import Topology
 
 __all__ = [
     "MAX_ATTEMPTS",
@@ -229,13 +231,33 @@ class Service(Protocol):
 
 def serve(build: Callable[[Settings, AsyncExitStack], Awaitable[Service]]) -> None:
     """The ``__main__`` of every worker: settings from the environment, logging, locate the running
-    instance, build the service inside an exit stack, run it until SIGTERM/SIGINT (on uvloop)."""
+    instance, build the service inside an exit stack, run it until SIGTERM/SIGINT (on uvloop).
+
+    While it runs, the process records its heartbeat (:mod:`noema.health`) through the service's own
+    NATS connection, named after the service's ``name``.
+    """
     settings = Settings.from_env()
-    configure_logging(settings.log_format, settings.log_level)
+    errors = ErrorTap()
+    configure_logging(settings.log_format, settings.log_level, observe=errors)
 
     async def main() -> None:
         async with AsyncExitStack() as stack:
-            service = await build(locate(settings), stack)
+            located = locate(settings)
+            service = await build(located, stack)
+            nc = connection_of(service)
+            if nc is not None:
+                # Entered last, so it stops (and records a crash) before the connections close.
+                await stack.enter_async_context(
+                    Heartbeat(
+                        nc,
+                        Topology(located.prefix),
+                        str(getattr(service, "name", "worker")),
+                        interval_s=located.heartbeat_interval_s,
+                        errors=errors,
+                    )
+                )
+            else:
+                structlog.get_logger("noema.health").warning("no NATS connection found; no heartbeat")
             await run_until_signalled(service.run, service.shutdown)
 
     run_service(main)

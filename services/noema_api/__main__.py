@@ -10,6 +10,7 @@ import uvicorn
 
 from noema.adapters.postgres import migrate
 from noema.app import Noema
+from noema.health import ErrorTap, Heartbeat
 from noema.logging import configure_logging
 from noema.runtime import locate
 
@@ -21,7 +22,7 @@ from .settings import ApiSettings
 log = structlog.get_logger("noema.api")
 
 
-async def main(api_settings: ApiSettings) -> None:
+async def main(api_settings: ApiSettings, errors: ErrorTap | None = None) -> None:
     """Serve the API until SIGTERM (uvicorn handles the signal and drains requests)."""
     settings = locate(api_settings.base)
     assert settings.nats_url
@@ -32,6 +33,10 @@ async def main(api_settings: ApiSettings) -> None:
     async with AsyncExitStack() as stack:
         await migrate(settings.database_url, settings.db_schema)
         app = await stack.enter_async_context(Noema.open(settings, name="noema-api"))
+        # The API's own heartbeat (through its connection), read by `noemactl status` and /readyz.
+        await stack.enter_async_context(
+            Heartbeat(app.nc, app.topology, "api", interval_s=settings.heartbeat_interval_s, errors=errors)
+        )
         await app.embedder()  # load it now: a bad NOEMA_EMBEDDER fails here, not on the first search
         config = uvicorn.Config(
             create_app(Api(app, tokens)),
@@ -46,5 +51,6 @@ async def main(api_settings: ApiSettings) -> None:
 
 if __name__ == "__main__":
     _settings = ApiSettings.from_env()
-    configure_logging(_settings.base.log_format, _settings.base.log_level)
-    asyncio.run(main(_settings))
+    _errors = ErrorTap()
+    configure_logging(_settings.base.log_format, _settings.base.log_level, observe=_errors)
+    asyncio.run(main(_settings, _errors))

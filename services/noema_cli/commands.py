@@ -9,17 +9,18 @@ import time
 import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import asyncpg
-from nats.js.errors import NotFoundError
 
 from noema import operations
 from noema.adapters.embedders import create_embedder
-from noema.adapters.jetstream import EventPublisher, connect, stream_last_seq
+from noema.adapters.jetstream import EventPublisher, connect
 from noema.adapters.postgres import ReadModelProjection, checksum, create_pool
 from noema.adapters.postgres import connect as pg_connect
 from noema.client import send_observation
+from noema.readiness import system_checks
 from noema.reads import resolve_memory
 from noema.replay import drop_schema, replay_into
 from noema.runtime import read_state
@@ -33,6 +34,22 @@ __all__ = ["CommandError", "decay", "embed_missing", "publish", "relate", "repla
 def _http_status(url: str) -> int:
     with urllib.request.urlopen(url, timeout=3) as resp:
         return int(resp.status)
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` runs; a process that exited but was not reaped yet (a zombie, e.g. while
+    ``up`` is busy or stopped) is not running, though it still answers signal 0."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc (not Linux): signal 0 is all there is
+    return stat.rpartition(")")[2].split()[:1] not in (["Z"], ["X"])
 
 
 class CommandError(RuntimeError):
@@ -190,67 +207,45 @@ async def replay(
 
 
 async def status(settings: Settings) -> dict[str, Any]:
-    """Health of every part: servers, streams, projector lag, worker processes."""
+    """Health of every part: the system checks of :mod:`noema.readiness` (the same as ``/readyz``),
+    plus, for the instance ``up`` runs from this data folder, its API and its processes."""
     assert settings.nats_url
     assert settings.database_url
-    topology = Topology(settings.prefix)
-    checks: list[dict[str, Any]] = []
+    nc = None
+    nats_error = None
+    try:
+        nc = await asyncio.wait_for(connect(settings.nats_url, name="noemactl-status"), 5)
+    except Exception as exc:  # whatever the reason, NATS is not usable: that is the finding
+        nats_error = f"{settings.nats_url}: {type(exc).__name__}: {exc}".rstrip(": ")
+    try:
+        found = await system_checks(settings, nc, lambda: _live_position(settings), nats_error=nats_error)
+    finally:
+        if nc is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(nc.close(), 2)
+    checks = [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in found]
 
     def add(name: str, ok: bool, detail: str) -> None:
         checks.append({"name": name, "ok": ok, "detail": detail})
 
-    last_seq = None
-    try:
-        nc = await asyncio.wait_for(connect(settings.nats_url, name="noemactl-status"), 5)
-    except (OSError, TimeoutError, Exception) as exc:
-        add("nats", False, f"{settings.nats_url}: {exc}")
-    else:
-        add("nats", True, settings.nats_url)
-        try:
-            js = nc.jetstream()
-            for stream in (topology.observation_stream, topology.event_stream, topology.dead_letter_stream):
-                try:
-                    info = await js.stream_info(stream)
-                    add(f"stream {stream}", True, f"{info.state.messages} messages")
-                except NotFoundError:
-                    add(f"stream {stream}", False, "missing")
-            with contextlib.suppress(NotFoundError):
-                last_seq = await stream_last_seq(js, topology.event_stream)
-            try:
-                ci = await js.consumer_info(topology.observation_stream, topology.durable("attend"))
-                add("attend backlog", True, f"{ci.num_pending} waiting, {ci.num_ack_pending} in flight")
-            except NotFoundError:
-                add("attend backlog", False, "attend consumer missing (attend worker never started)")
-        finally:
-            await nc.close()
-    try:
-        position = await asyncio.wait_for(_live_position(settings), 5)
-    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
-        add("postgres", False, f"{exc.__class__.__name__}: {exc}")
-    else:
-        add("postgres", True, f"schema {settings.db_schema}")
-        if last_seq is not None:
-            add(
-                "projector lag",
-                True,
-                f"{max(0, last_seq - position)} events behind (at seq {position} of {last_seq})",
-            )
     # `settings` already carries the URLs (located); the state file tells whether they are ours.
     state = read_state(settings.data_dir.expanduser().resolve())
     if state is not None and state.get("nats_url") != settings.nats_url:
         state = None
-    if state and state.get("api_url"):
+    expected = settings.expected_workers
+    if state and state.get("api_url") and "api" in expected:
         url = f"{state['api_url']}/healthz"
         try:
             code = await asyncio.to_thread(_http_status, url)
-            add("api", code == 200, url)
+            add("api http", code == 200, url)
         except OSError as exc:
-            add("api", False, f"{url}: {exc}")
+            add("api http", False, f"{url}: {exc}")
     if state:
         for name, pid in state.get("services", {}).items():
-            try:
-                os.kill(int(pid), 0)
-                add(f"service {name}", True, f"pid {pid}")
-            except ProcessLookupError:
-                add(f"service {name}", False, f"pid {pid} is not running")
+            if name not in expected:
+                continue
+            if _running(int(pid)):
+                add(f"process {name}", True, f"pid {pid}")
+            else:
+                add(f"process {name}", False, f"pid {pid} is not running")
     return {"healthy": all(c["ok"] for c in checks), "checks": checks}

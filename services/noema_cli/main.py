@@ -14,10 +14,11 @@ from datetime import datetime
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from noema.app import SearchOptions
 from noema.logging import configure_logging
-from noema.settings import Settings, SettingsError
+from noema.settings import WORKERS, Settings, SettingsError
 
 from . import api_cmd, commands, knowledge_cmd, mcp_cmd, operator_cmd, search
 from .common import (
@@ -336,24 +337,44 @@ def replay(
 
 @app.command()
 def status(
+    expect: list[str] | None = typer.Option(
+        None,
+        "--expect",
+        "-e",
+        help="Check only this kind of process (repeatable; default: NOEMA_STATUS_WORKERS, else all): "
+        "attend, projector, embed, retrieve, decay, conflicts, api or service.",
+    ),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
-    """Exit 0 when Noema is up and healthy; otherwise print what is wrong and exit non-zero.
+    """Exit 0 when every part of Noema works; otherwise print a FAIL line per problem and exit 1.
 
-    Checks NATS and the streams, PostgreSQL, the attend backlog, the projector's lag, every service
-    process and the API's health endpoint.
+    Checks NATS and the streams, PostgreSQL, the projector's lag, and per process (attend, projector,
+    embed, retrieve, decay, conflicts, api, agent service) a fresh heartbeat (running and connected),
+    its last error, and that its durable consumer makes progress while work waits and is not lagging.
+    Thresholds: NOEMA_HEARTBEAT_STALE (20 s), NOEMA_STALL_AFTER (60 s), NOEMA_MAX_LAG (10000).
+    The same checks answer GET /readyz. A probe for one process gives --expect with its kind, so
+    that it does not wait for the others.
 
-    Example: noemactl status
+    Example: noemactl status   (or: noemactl status --expect projector --json)
     """
     use(data_dir)
+    if expect:
+        unknown = sorted(set(expect) - set(WORKERS))
+        if unknown:
+            fail(f"--expect {', '.join(unknown)}: not a process kind; use one of {', '.join(WORKERS)}", 2)
+        state.settings = replace(state.settings, status_workers=tuple(dict.fromkeys(expect)))
     report = run(commands.status)
     if as_json:
         print_json(report)
     else:
         for check in report["checks"]:
             mark = "[green]ok[/]" if check["ok"] else "[red]FAIL[/]"
-            out.print(f"{mark:>5} {check['name']}: {check['detail']}", highlight=False)
+            line = escape(f"{check['name']}: {check['detail']}")  # details quote errors, brackets and all
+            out.print(f"{mark:>5} {line}", highlight=False)
+        failed = sum(not c["ok"] for c in report["checks"])
+        if failed:
+            out.print(f"{failed} problem(s)", highlight=False)
     if not report["healthy"]:
         raise typer.Exit(1)
 

@@ -14,6 +14,7 @@ from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection
 from noema.adapters.postgres.recall import RecallStore
 from noema.app import Noema
+from noema.health import Heartbeat
 from noema.ids import new_id
 from noema.recall import Recall
 from noema_api.app import create_app
@@ -118,11 +119,15 @@ class ApiHarness:
 async def api(harness: Harness) -> AsyncIterator[ApiHarness]:
     """The API app over the harness's servers, a projector running, tokens for all and for ``acme``."""
     await harness.start(build_projector)
+    # The projector's heartbeat, as `serve()` would record it: /readyz expects just that process here.
+    heartbeat = Heartbeat(harness.nc, harness.topology, "projector", interval_s=1.0)
+    await heartbeat.beat()
+    await harness.stack.enter_async_context(heartbeat)
     tokens = Tokens(
         [TokenEntry(name="alice", token=ADMIN), TokenEntry(name="acme-ops", workspace="acme", token=ACME)]
     )
     store = await RecallStore.open(harness.pool)
-    settings = replace(harness.settings, embedder="none")
+    settings = replace(harness.settings, embedder="none", status_workers=("projector",))
     app = create_app(Api(Noema(settings, harness.pool, harness.nc, store, clock=lambda: NOW), tokens))
     recall = Recall(store, None)
     transport = httpx.ASGITransport(app=app)

@@ -39,7 +39,8 @@ async def served(harness: Harness) -> AsyncIterator[str]:
         assert proc.poll() is None, f"api serve exited with {proc.returncode}"
         try:
             async with httpx.AsyncClient() as client:
-                return (await client.get(f"{url}/readyz")).status_code == 200
+                # Liveness: no worker runs beside it, so the system as a whole (/readyz) is not ready.
+                return (await client.get(f"{url}/healthz")).status_code == 200
         except httpx.TransportError:
             return False
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from nats.js.api import StreamConfig
+from nats.js.api import KeyValueConfig, StreamConfig
 from nats.js.errors import NotFoundError
 
 from noema.adapters.jetstream import ensure_streams
@@ -88,6 +88,9 @@ class _RecordingJetStream:
     async def add_stream(self, config: StreamConfig) -> None:
         self.created.append(config)
 
+    async def create_key_value(self, config: KeyValueConfig) -> None:
+        self.created.append(StreamConfig(name=f"KV_{config.bucket}", num_replicas=config.replicas))
+
 
 async def test_streams_are_kept_on_as_many_servers_as_configured() -> None:
     js = _RecordingJetStream()
@@ -96,6 +99,7 @@ async def test_streams_are_kept_on_as_many_servers_as_configured() -> None:
         "NOEMA_OBSERVATIONS": 3,
         "NOEMA_EVENTS": 3,
         "NOEMA_DEADLETTER": 3,
+        "KV_NOEMA_HEALTH": 3,  # the heartbeats' bucket
     }
 
 

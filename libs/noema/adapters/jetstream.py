@@ -20,6 +20,7 @@ from nats.js.api import (
     ConsumerConfig,
     DeliverPolicy,
     DiscardPolicy,
+    KeyValueConfig,
     RetentionPolicy,
     StorageType,
     StreamConfig,
@@ -126,6 +127,30 @@ async def ensure_streams(
             log.info("stream created", stream=config.name)
         else:
             await js.update_stream(config)
+    await _ensure_health_bucket(js, topology, replicas)
+
+
+HEALTH_TTL_S = 3600.0
+"""A heartbeat key nobody rewrote for this long (a process that vanished) is forgotten."""
+
+
+async def _ensure_health_bucket(js: JetStreamContext, topology: Topology, replicas: int) -> None:
+    # Heartbeats (noema.health): one key per process, only the latest value kept; file storage so
+    # that a NATS restart does not lose the bucket every process writes to.
+    try:
+        await js.stream_info(topology.health_stream)
+    except NotFoundError:
+        await js.create_key_value(
+            KeyValueConfig(
+                bucket=topology.health_bucket,
+                description="Noema heartbeats: one key per process",
+                history=1,
+                ttl=HEALTH_TTL_S,
+                replicas=replicas,
+                storage=StorageType.FILE,
+            )
+        )
+        log.info("stream created", stream=topology.health_stream)
 
 
 async def stream_last_seq(js: JetStreamContext, stream: str) -> int:

@@ -6,7 +6,6 @@ import asyncio
 import functools
 from typing import Any
 
-import asyncpg
 import msgspec
 from nats.errors import Error as NatsError
 from nats.js.errors import NotFoundError
@@ -14,6 +13,7 @@ from starlette.responses import Response
 
 from noema.adapters.jetstream import stream_last_seq
 from noema.adapters.postgres import ReadModelProjection
+from noema.readiness import problems, system_checks
 
 from ..endpoint import Endpoint, Req, json_response
 from ..models import AuditPage, AuditQuery, Health, ReplayStatus
@@ -30,16 +30,19 @@ async def healthz(req: Req[None, None]) -> Health:
 
 
 async def readyz(req: Req[None, None]) -> Response:
-    """PostgreSQL answers and NATS is connected (503 with the problems otherwise)."""
-    problems = []
-    try:
-        await asyncio.wait_for(req.api.pool.fetchval("SELECT 1"), PROBE_TIMEOUT_S)
-    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-        problems.append(f"postgres: {exc.__class__.__name__}: {exc}")
-    if not req.api.app.nc.is_connected:
-        problems.append("nats: not connected")
-    if problems:
-        return json_response(Health(status="unavailable", problems=problems), 503)
+    """Readiness of the whole system: the checks of ``noemactl status`` (NATS and the streams,
+    PostgreSQL, the projector's lag, every process's heartbeat and consumer progress); 503 with a
+    line per problem while any part is down, stalled or lagging."""
+    app = req.api.app
+
+    async def position() -> int:
+        async with req.api.pool.acquire() as conn:
+            return await ReadModelProjection().position(conn)
+
+    checks = await system_checks(app.settings, app.nc, position, timeout=PROBE_TIMEOUT_S)
+    found = problems(checks)
+    if found:
+        return json_response(Health(status="unavailable", problems=found), 503)
     return json_response(Health(status="ok"))
 
 
@@ -94,7 +97,7 @@ ENDPOINTS = (
         "GET",
         "/readyz",
         readyz,
-        "Readiness (PostgreSQL and NATS)",
+        "Readiness of the whole system (the checks of `noemactl status`)",
         Health,
         "system",
         other=((503, Health),),
