@@ -407,9 +407,10 @@ class DeadLetters:
         info = await self.nc.jetstream().stream_info(self.stream)
         if info.config.deny_delete:
             raise Conflict(
-                f"{self.stream} was created before dead letters could be dropped, and JetStream cannot "
-                "lift its deny_delete: its dead letters leave only by age (NOEMA_DLQ_MAX_AGE) or size "
-                "(NOEMA_DLQ_MAX_BYTES). See docs/reliability.md, Dead letters"
+                f"{self.stream} was created before dead letters could be dropped (deny_delete, which "
+                "JetStream cannot lift): run `noemactl dlq upgrade` once to recreate it with its dead "
+                "letters; until then they leave only by age (NOEMA_DLQ_MAX_AGE) or size "
+                "(NOEMA_DLQ_MAX_BYTES)"
             )
         record = await self.show(seq)
         action = self._action(record, "dlq_drop", actor, reason, now)

@@ -17,14 +17,15 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from noema.adapters.jetstream import EventPublisher, connect
+from noema.adapters.dlq_upgrade import make_deletable
+from noema.adapters.jetstream import EventPublisher, connect, dead_letter_stream_config
 from noema.deadletters import DeadLetterDetail, DeadLetterPage, DeadLetterQuery, DeadLetters
 from noema.operations import InvalidQuery
 from noema.settings import Settings
 from noema.topology import Topology
 from noema.views import parse
 
-from .common import DataDir, JsonOption, clip, fail, operator_name, out, run, use
+from .common import DataDir, JsonOption, clip, fail, operator_name, out, print_json, run, use
 from .render import print_record, when
 
 __all__ = ["dlq_app"]
@@ -200,3 +201,36 @@ def drop(
         print_record(result)
     else:
         out.print(f"dead letter {seq} dropped (operator_action {result.action_event_id})")
+
+
+@dlq_app.command()
+def upgrade(data_dir: Path | None = DataDir(), as_json: bool = JsonOption()) -> None:
+    """Make a dead-letter stream created by an older Noema deletable (so that drop works), keeping its
+    dead letters: they are moved aside and back, and get new sequences. Does nothing when it already
+    is; run it again if it was interrupted. A worker dead-lettering during the move retries later.
+
+    Example: noemactl dlq upgrade
+    """
+    use(data_dir)
+
+    async def go(settings: Settings) -> int | None:
+        assert settings.nats_url
+        nc = await connect(settings.nats_url, name="noemactl")
+        try:
+            config = dead_letter_stream_config(
+                Topology(settings.prefix),
+                settings.duplicate_window_s,
+                settings.stream_replicas,
+                settings.dead_letter_policy,
+            )
+            return await make_deletable(nc.jetstream(), config)
+        finally:
+            await nc.close()
+
+    moved = run(go)
+    if as_json:
+        print_json({"upgraded": moved is not None, "moved": moved or 0})
+    elif moved is None:
+        out.print("the dead-letter stream already allows dropping dead letters: nothing to do")
+    else:
+        out.print(f"the dead-letter stream now allows dropping dead letters ({moved} kept, renumbered)")

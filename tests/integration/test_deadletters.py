@@ -10,15 +10,16 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
 from nats.aio.msg import Msg
-from nats.js.api import StreamConfig
+from nats.js.api import StreamConfig, StreamSource
 
 from noema.adapters.dlq_policy import DeadLetterPolicy
-from noema.adapters.jetstream import EventPublisher, dead_letter, ensure_streams
+from noema.adapters.dlq_upgrade import MOVE_SUFFIX, make_deletable
+from noema.adapters.jetstream import EventPublisher, dead_letter, dead_letter_stream_config, ensure_streams
 from noema.client import build_observation
 from noema.deadletters import DeadLetterQuery, DeadLetters
 from noema_attend.service import build as build_attend
@@ -213,7 +214,28 @@ async def test_a_retried_retry_is_stored_once_and_an_old_undeletable_stream_says
     assert "deny_delete" in res.json()["error"]
     refused = await ctl(api, "dlq", "drop", str(item["seq"]), "--reason", "done")
     assert refused.code == 2
-    assert "NOEMA_DLQ_MAX_AGE" in refused.stderr
+    assert "noemactl dlq upgrade" in refused.stderr
+
+    upgraded = await ctl_json(api, "dlq", "upgrade")
+    assert upgraded == {"upgraded": True, "moved": 1}
+    config = (await h.js.stream_info(name)).config
+    assert (config.deny_delete, config.subjects, config.sources) == (
+        False,
+        [h.topology.dead_letter_subjects],
+        None,
+    )
+    [moved] = await listed(api, 1)
+    assert {k: moved[k] for k in ("reason", "original_subject", "sha256", "source")} == {
+        k: item[k] for k in ("reason", "original_subject", "sha256", "source")
+    }
+    assert (
+        await api.admin.post(f"/v1/dead-letters/{moved['seq']}/drop", json={"reason": "done"})
+    ).status_code == 200
+    assert (await api.admin.get("/v1/dead-letters")).json()["items"] == []
+    assert await ctl_json(api, "dlq", "upgrade") == {"upgraded": False, "moved": 0}
+    # New dead letters land on the recreated stream.
+    await dead_letter(h.js, h.topology, "attend", refused_by_hand(h, b"x", subject, 9), "later")
+    assert [d["reason"] for d in await listed(api, 1)] == ["later"]
 
 
 async def test_a_big_original_is_kept_truncated_and_retry_refuses_it(api: ApiHarness) -> None:
@@ -290,3 +312,48 @@ async def test_a_listing_pages_back_newest_first_and_filters_by_source(harness: 
         (2, "retrieve", "reason 2"),
     ]
     assert retrieve.next_before is None
+
+
+@pytest.mark.parametrize("interrupted_after", ["moving aside", "deleting the old stream"])
+async def test_an_interrupted_upgrade_finishes_when_run_again_and_nothing_meanwhile_undoes_it(
+    harness: Harness, interrupted_after: str
+) -> None:
+    h = harness
+    name = h.topology.dead_letter_stream
+    await h.js.delete_stream(name)
+    await h.js.add_stream(
+        StreamConfig(name=name, subjects=[h.topology.dead_letter_subjects], deny_delete=True, deny_purge=True)
+    )
+    subject = h.topology.observation_subject("acme", "ops")
+    for n in range(1, 6):
+        await dead_letter(h.js, h.topology, "attend", refused_by_hand(h, b"p%d" % n, subject, n), f"r{n}")
+    # By hand, the first steps of make_deletable, as a crash would leave them.
+    old = (await h.js.stream_info(name)).config
+    await h.js.update_stream(replace(old, subjects=[f"{name}.retired"]))
+    await h.js.add_stream(StreamConfig(name=name + MOVE_SUFFIX, sources=[StreamSource(name=name)]))
+    if interrupted_after == "deleting the old stream":
+        await assert_eventually(lambda: _holds(h, name + MOVE_SUFFIX, 5))
+        await h.js.update_stream(StreamConfig(name=name + MOVE_SUFFIX))
+        await h.js.delete_stream(name)
+    await ensure_streams(h.js, h.topology, 120)  # a worker starting meanwhile leaves it alone
+    assert await _streams(h) == (interrupted_after == "moving aside", True)
+
+    config = dead_letter_stream_config(h.topology, 120)
+    assert await make_deletable(h.js, config) == 5
+    assert await _streams(h) == (True, False)
+    assert (await h.js.stream_info(name)).config.deny_delete is False
+    dl = DeadLetters(h.nc, h.topology, EventPublisher(h.nc, h.topology))
+    page = await dl.list(DeadLetterQuery())
+    assert sorted(d.reason for d in page.items) == ["r1", "r2", "r3", "r4", "r5"]
+    assert await make_deletable(h.js, config) is None
+
+
+async def _holds(h: Harness, stream: str, count: int) -> bool:
+    return int((await h.js.stream_info(stream)).state.messages) == count
+
+
+async def _streams(h: Harness) -> tuple[bool, bool]:
+    """Whether the dead-letter stream and its _MOVE stream exist."""
+    names = {s.config.name for s in await h.js.streams_info()}
+    name = h.topology.dead_letter_stream
+    return name in names, name + MOVE_SUFFIX in names

@@ -29,6 +29,7 @@ from noema_events import Event, encode_event
 
 from ..topology import Topology
 from .dlq_policy import DEFAULT_KEEP_BYTES, DeadLetterPolicy, kept_original
+from .dlq_upgrade import MOVE_SUFFIX
 from .pull import Puller
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "Outgoing",
     "connect",
     "dead_letter",
+    "dead_letter_stream_config",
     "ensure_streams",
     "last_on_subject",
     "msg_id_header",
@@ -117,6 +119,25 @@ def _stream_configs(
     ]
 
 
+async def _upgrading(js: JetStreamContext, name: str) -> bool:
+    """Whether ``noemactl dlq upgrade`` is moving this stream's dead letters (see dlq_upgrade)."""
+    try:
+        await js.stream_info(name + MOVE_SUFFIX)
+    except NotFoundError:
+        return False
+    return True
+
+
+def dead_letter_stream_config(
+    topology: Topology,
+    duplicate_window_s: float = 7200.0,
+    replicas: int = 1,
+    dead_letters: DeadLetterPolicy = DeadLetterPolicy(),  # frozen: a shared default is safe
+) -> StreamConfig:
+    """The dead-letter stream's configuration, as :func:`ensure_streams` creates it."""
+    return _stream_configs(topology, duplicate_window_s, replicas, dead_letters)[-1]
+
+
 async def ensure_streams(
     js: JetStreamContext,
     topology: Topology,
@@ -133,6 +154,9 @@ async def ensure_streams(
     cannot lift ``deny_delete`` on an existing stream (``noemactl dlq drop`` then says so).
     """
     for config in _stream_configs(topology, duplicate_window_s, replicas, dead_letters):
+        if config.name == topology.dead_letter_stream and await _upgrading(js, config.name):
+            log.info("dead-letter stream being made deletable; left as it is", stream=config.name)
+            continue
         try:
             info = await js.stream_info(config.name)  # type: ignore[arg-type]
         except NotFoundError:
