@@ -43,6 +43,7 @@ from .operations import Conflict, NotFound, OperationError
 from .topology import Topology
 
 __all__ = [
+    "MAX_SEQ",
     "NO_WORKSPACE",
     "DeadLetter",
     "DeadLetterDetail",
@@ -68,11 +69,13 @@ _CHUNK = 32
 """Messages fetched concurrently while scanning (each get is one JetStream API request)."""
 _WRONG_STREAM = 10060
 """JetStream's error code when ``Nats-Expected-Stream`` does not hold."""
-_DELETE_DENIED = 10057
-"""JetStream's error code when a stream refuses single-message deletes (``deny_delete``)."""
+_DELETE_FAILED = 10057
+"""JetStream's error code when a delete fails: denied by the stream, or no such message."""
+MAX_SEQ = 2**63 - 1
+"""The highest sequence a dead letter can have (JetStream's are 64-bit)."""
 
 _Source = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
-_Seq = Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)]
+_Seq = Annotated[int, msgspec.Meta(ge=1, le=MAX_SEQ)]
 _Limit = Annotated[int, msgspec.Meta(ge=1, le=200)]
 _NAME = re.compile(NAME_PATTERN)
 _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -171,6 +174,10 @@ def preview(data: bytes, limit: int) -> str:
     return text + ("…" if len(data) > limit else "")
 
 
+def _printable(text: str, limit: int) -> str:
+    return preview(text.encode("utf-8", errors="backslashreplace"), limit)
+
+
 def _int(value: str | None) -> int | None:
     try:
         return int(value) if value is not None else None
@@ -262,7 +269,7 @@ class DeadLetters:
             return None  # deleted, aged out, or never there
 
     async def _raw(self, seq: int) -> RawStreamMsg:
-        raw = await self._get(seq) if seq >= 1 else None
+        raw = await self._get(seq) if 1 <= seq <= MAX_SEQ else None
         if raw is None:
             raise NotFound(
                 f"no dead letter {seq} on {self.stream} (dropped, retried, aged out, or never there: "
@@ -308,14 +315,14 @@ class DeadLetters:
     def _action(
         self, record: DeadLetterDetail, action: str, actor: str, reason: str, now: datetime, **extra: str
     ) -> OperatorAction:
-        # Derived from the dead letter (its stream, sequence and storage time): doing it again after
+        # Derived from the dead letter (its stream, sequence and Nats-Msg-Id): doing it again after
         # a crash publishes the same event, stored once.
         event_id = derive_id(action, self.stream, str(record.seq), record.headers.get("Nats-Msg-Id", ""))
         details = {
             "dead_letter_stream": self.stream,
             "dead_letter_seq": str(record.seq),
             "source": record.source,
-            "error": record.reason[:500],
+            "error": record.reason,
             "original_subject": record.original_subject or "",
             "original_seq": str(record.original_seq or ""),
             "size": str(record.size),
@@ -332,20 +339,25 @@ class DeadLetters:
                 action=action,  # type: ignore[arg-type]
                 target_id=f"{self.stream}:{record.seq}",
                 reason=reason,
-                details={k: v for k, v in details.items() if v},
+                # Header text may hold anything a poison message put in its error (NUL, lone
+                # surrogates) that the read model could not store: kept escaped, like a preview.
+                details={k: _printable(v, 500) for k, v in details.items() if v},
             ),
         )
 
-    async def _remove(self, seq: int) -> bool:
+    async def _deletable(self) -> bool:
+        return not (await self.nc.jetstream().stream_info(self.stream)).config.deny_delete
+
+    async def _remove(self, seq: int) -> None:
         try:
             await self.nc.jetstream().delete_msg(self.stream, seq)
         except NotFoundError:
-            return True  # already gone (a concurrent drop or retry)
+            pass  # already gone (a concurrent drop or retry)
         except APIError as exc:
-            if exc.err_code == _DELETE_DENIED:
-                return False
-            raise
-        return True
+            # The same code for "no such message" as for "denied": the stream allows deletes (the
+            # caller checked), so the dead letter is gone already.
+            if exc.err_code != _DELETE_FAILED:
+                raise
 
     async def retry(self, seq: int, *, actor: str, reason: str, now: datetime) -> RetryResult:
         """Re-publish a dead letter's original to its original subject (after a fix), record it, and
@@ -390,6 +402,9 @@ class DeadLetters:
             retried_msg_id=msg_id,
         )
         await self.publisher.publish([action])
+        removed = await self._deletable()
+        if removed:
+            await self._remove(seq)
         return RetryResult(
             seq=seq,
             subject=subject,
@@ -398,14 +413,13 @@ class DeadLetters:
             duplicate=bool(ack.duplicate),
             msg_id=msg_id,
             action_event_id=action.id,
-            removed=await self._remove(seq),
+            removed=removed,
         )
 
     async def drop(self, seq: int, *, actor: str, reason: str, now: datetime) -> DropResult:
         """Delete a dead letter for good, first recording who did it, when and why."""
         reason = _reason(reason)
-        info = await self.nc.jetstream().stream_info(self.stream)
-        if info.config.deny_delete:
+        if not await self._deletable():
             raise Conflict(
                 f"{self.stream} was created before dead letters could be dropped (deny_delete, which "
                 "JetStream cannot lift): run `noemactl dlq upgrade` once to recreate it with its dead "

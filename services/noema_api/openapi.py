@@ -72,7 +72,7 @@ def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 _TEXT = {"type": "string", "minLength": 1}
-_PATH_SCHEMAS: dict[str, dict[str, Any]] = {"seq": {"type": "integer", "minimum": 1}}
+_PATH_SCHEMAS: dict[str, dict[str, Any]] = {"seq": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}}
 """Path parameters that are not text: a dead letter's stream sequence."""
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from noema.deadletters import (
+    MAX_SEQ,
     DeadLetterDetail,
     DeadLetterPage,
     DeadLetterQuery,
@@ -47,7 +48,7 @@ def _dead_letters(req: Req[Any, Any]) -> DeadLetters:
 
 def _seq(req: Req[Any, Any]) -> int:
     text = req.path["seq"]
-    if not text.isascii() or not text.isdigit() or int(text) < 1:
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= MAX_SEQ:
         raise NotFound(f"no dead letter {text!r}: a dead letter is named by its sequence, a positive integer")
     return int(text)
 
