@@ -105,13 +105,18 @@ def list_(
         out.print(f"older dead letters: --before {page.next_before}", highlight=False)
 
 
+def _where(stream: str | None, seq: int | None) -> str:
+    position = f"seq {seq}" if seq is not None else "seq unknown"
+    return f"{stream} {position}" if stream else position
+
+
 def _print_detail(d: DeadLetterDetail) -> None:
     rows = [
         ("seq", str(d.seq)),
         ("source", d.source),
         ("reason", d.reason),
         ("dead-lettered", when(d.dead_lettered_at)),
-        ("original", f"{d.original_subject or '-'} ({d.original_stream or 'stream ?'} seq {d.original_seq})"),
+        ("original", f"{d.original_subject or '-'} ({_where(d.original_stream, d.original_seq)})"),
         ("workspace", d.workspace or "-"),
         ("deliveries", "-" if d.deliveries is None else str(d.deliveries)),
         ("size", f"{d.size} bytes" + (f", stored truncated to {d.stored_size}" if d.truncated else "")),
