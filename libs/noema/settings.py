@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .adapters.dlq_policy import DEFAULT_KEEP_BYTES, DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DeadLetterPolicy
+from .adapters.dlq_policy import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DeadLetterPolicy
 from .domain.knowledge import DEFAULT_WM_CAPACITY
 
 __all__ = ["Settings", "SettingsError"]
@@ -77,8 +77,6 @@ class Settings:
     """Dead letters older than this are discarded (0: never)."""
     dlq_max_bytes: int = DEFAULT_MAX_BYTES
     """The dead-letter stream keeps at most this many bytes, the oldest discarded first (0: no limit)."""
-    dlq_keep_bytes: int = DEFAULT_KEEP_BYTES
-    """An original bigger than this is dead-lettered truncated to it (with its size and SHA-256)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -115,13 +113,12 @@ class Settings:
             decay_interval_s=_float(env, "NOEMA_DECAY_INTERVAL", 3600.0, 1.0, 30 * 86400.0),
             dlq_max_age_s=_float(env, "NOEMA_DLQ_MAX_AGE", DEFAULT_MAX_AGE_S, 0.0, 3650 * 86400.0),
             dlq_max_bytes=_int(env, "NOEMA_DLQ_MAX_BYTES", DEFAULT_MAX_BYTES, 0, 1 << 50),
-            dlq_keep_bytes=_int(env, "NOEMA_DLQ_KEEP_BYTES", DEFAULT_KEEP_BYTES, 1024, 64 << 20),
         )
 
     @property
     def dead_letter_policy(self) -> DeadLetterPolicy:
         """The dead-letter stream's limits, as ``ensure_streams`` applies them."""
-        return DeadLetterPolicy(self.dlq_max_age_s, self.dlq_max_bytes, self.dlq_keep_bytes)
+        return DeadLetterPolicy(self.dlq_max_age_s, self.dlq_max_bytes)
 
     @property
     def external(self) -> bool:
@@ -152,7 +149,6 @@ class Settings:
             "NOEMA_DECAY_INTERVAL": str(self.decay_interval_s),
             "NOEMA_DLQ_MAX_AGE": str(self.dlq_max_age_s),
             "NOEMA_DLQ_MAX_BYTES": str(self.dlq_max_bytes),
-            "NOEMA_DLQ_KEEP_BYTES": str(self.dlq_keep_bytes),
         }
         if self.nats_url:
             env["NOEMA_NATS_URL"] = self.nats_url

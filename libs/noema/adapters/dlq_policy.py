@@ -3,8 +3,8 @@
 A dead letter exists so that an operator can see why a message was refused and re-drive it after a
 fix; it is not the source of truth (the observation or event stream is). So unlike the other
 streams it has limits: dead letters older than ``max_age_s`` or beyond ``max_bytes`` (oldest first)
-are discarded by JetStream, and an original bigger than ``keep_bytes`` is stored truncated, with its
-real size and SHA-256 in headers (one 5 MB poison message must not cost 5 MB for a month).
+are discarded by JetStream, and an original bigger than ``DEFAULT_KEEP_BYTES`` is stored truncated,
+with its real size and SHA-256 in headers (one 5 MB poison message must not cost 5 MB for a month).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ DEFAULT_MAX_AGE_S = 30 * 86400.0
 DEFAULT_MAX_BYTES = 1 << 30
 """At most 1 GiB of dead letters by default (the oldest go first)."""
 DEFAULT_KEEP_BYTES = 1 << 20
-"""Originals above 1 MiB are stored truncated to their first 1 MiB."""
+"""Originals above 1 MiB are stored truncated to their first 1 MiB (``dead_letter(keep_bytes=...)``)."""
 
 TRUNCATED = "Noema-Truncated"
 """Header set (to ``true``) on a dead letter whose stored data is only the start of the original."""
@@ -40,11 +40,10 @@ ORIGINAL_SHA256 = "Noema-Original-Sha256"
 
 @dataclass(frozen=True, slots=True)
 class DeadLetterPolicy:
-    """Limits of the dead-letter stream (0 means no limit for ``max_age_s`` and ``max_bytes``)."""
+    """Limits of the dead-letter stream (0: no limit)."""
 
     max_age_s: float = DEFAULT_MAX_AGE_S
     max_bytes: int = DEFAULT_MAX_BYTES
-    keep_bytes: int = DEFAULT_KEEP_BYTES
 
     @property
     def stream_max_bytes(self) -> int:

@@ -148,10 +148,11 @@ async def ensure_streams(
     """Create the observation, event and dead-letter streams, or update them to this config.
 
     ``replicas`` and the dead-letter limits are applied to existing streams too, so every process
-    must be given the same values (``NOEMA_STREAM_REPLICAS``, ``NOEMA_DLQ_*``: see
+    must be given the same values (``NOEMA_STREAM_REPLICAS``, ``NOEMA_DLQ_MAX_AGE``/``_MAX_BYTES``:
     :attr:`noema.settings.Settings.dead_letter_policy`); more than 1 replica needs a JetStream cluster.
-    A dead-letter stream created before single deletes were allowed keeps refusing them: JetStream
-    cannot lift ``deny_delete`` on an existing stream (``noemactl dlq drop`` then says so).
+    A dead-letter stream created before single deletes were allowed keeps refusing them (JetStream
+    cannot lift ``deny_delete`` on an existing stream) until ``noemactl dlq upgrade`` recreates it;
+    while that runs (its ``_MOVE`` stream exists) the dead-letter stream is left alone.
     """
     for config in _stream_configs(topology, duplicate_window_s, replicas, dead_letters):
         if config.name == topology.dead_letter_stream and await _upgrading(js, config.name):
