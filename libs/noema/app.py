@@ -27,6 +27,7 @@ from .adapters.embedders import Embedder, create_embedder
 from .adapters.jetstream import EventPublisher, connect
 from .adapters.postgres.recall import RecallFilters, RecallStore
 from .client import build_observation, send_observation
+from .deadletters import DeadLetters
 from .domain.knowledge import DomainRef
 from .knowledge import Knowledge
 from .operations import InvalidQuery, OperationError
@@ -92,6 +93,8 @@ class Noema:
         """The time every operation of this instance takes as "now" (tests pin it)."""
         self.topology = Topology(settings.prefix)
         self.publisher = EventPublisher(nc, self.topology)
+        self.dead_letters = DeadLetters(nc, self.topology, self.publisher)
+        """The dead-letter stream: list, show, retry, drop (JetStream only, no read model)."""
         self.knowledge = Knowledge(pool, nc, self.topology, clock=clock)
         self.access: AccessControl = self.knowledge.access_control
         self._store = store

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .adapters.dlq_policy import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DeadLetterPolicy
 from .domain.knowledge import DEFAULT_WM_CAPACITY
 
 __all__ = ["WORKERS", "Settings", "SettingsError"]
@@ -99,6 +100,10 @@ class Settings:
     """Projector lag (events) or consumer backlog (messages) beyond which the system is lagging."""
     status_workers: tuple[str, ...] | None = None
     """The processes ``status`` and ``/readyz`` expect a heartbeat from (None: all of them)."""
+    dlq_max_age_s: float = DEFAULT_MAX_AGE_S
+    """Dead letters older than this are discarded (0: never)."""
+    dlq_max_bytes: int = DEFAULT_MAX_BYTES
+    """The dead-letter stream keeps at most this many bytes, the oldest discarded first (0: no limit)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -144,6 +149,8 @@ class Settings:
             stall_after_s=_float(env, "NOEMA_STALL_AFTER", 60.0, 1.0, 86400.0),
             max_lag=_int(env, "NOEMA_MAX_LAG", 10_000, 1, 10**12),
             status_workers=_workers(env),
+            dlq_max_age_s=_float(env, "NOEMA_DLQ_MAX_AGE", DEFAULT_MAX_AGE_S, 0.0, 3650 * 86400.0),
+            dlq_max_bytes=_int(env, "NOEMA_DLQ_MAX_BYTES", DEFAULT_MAX_BYTES, 0, 1 << 50),
         )
 
     @property
@@ -153,6 +160,11 @@ class Settings:
         if self.status_workers is not None:
             return self.status_workers
         return tuple(w for w in WORKERS if w != "embed" or self.embedder != "none")
+
+    @property
+    def dead_letter_policy(self) -> DeadLetterPolicy:
+        """The dead-letter stream's limits, as ``ensure_streams`` applies them."""
+        return DeadLetterPolicy(self.dlq_max_age_s, self.dlq_max_bytes)
 
     @property
     def external(self) -> bool:
@@ -185,6 +197,8 @@ class Settings:
             "NOEMA_HEARTBEAT_STALE": str(self.heartbeat_stale_s),
             "NOEMA_STALL_AFTER": str(self.stall_after_s),
             "NOEMA_MAX_LAG": str(self.max_lag),
+            "NOEMA_DLQ_MAX_AGE": str(self.dlq_max_age_s),
+            "NOEMA_DLQ_MAX_BYTES": str(self.dlq_max_bytes),
         }
         if self.status_workers is not None:
             env["NOEMA_STATUS_WORKERS"] = ",".join(self.status_workers)

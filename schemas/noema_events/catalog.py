@@ -465,9 +465,13 @@ class NotesUpdated(Event, frozen=True, kw_only=True, tag="notes.updated.v1"):
 
 
 class OperatorActionPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
-    """An operator changed the memory: retract, correct, create, archive, grant change."""
+    """An operator changed the memory (retract, correct, create, archive, grant change, restore) or
+    handled a dead letter (``dlq_retry``: re-published its original; ``dlq_drop``: deleted it), the
+    dead letter then named by ``target_id`` ``<stream>:<seq>`` and described in ``details``."""
 
-    action: Literal["retract", "correct", "create", "archive", "grant_change", "restore"]
+    action: Literal[
+        "retract", "correct", "create", "archive", "grant_change", "restore", "dlq_retry", "dlq_drop"
+    ]
     target_id: str | None = None
     reason: Annotated[str, msgspec.Meta(min_length=1, max_length=2_000)]
     details: dict[str, str] = msgspec.field(default_factory=dict)

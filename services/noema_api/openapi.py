@@ -71,9 +71,14 @@ def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+_TEXT = {"type": "string", "minLength": 1}
+_PATH_SCHEMAS: dict[str, dict[str, Any]] = {"seq": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}}
+"""Path parameters that are not text: a dead letter's stream sequence."""
+
+
 def _parameters(endpoint: Endpoint, components: dict[str, Any]) -> list[dict[str, Any]]:
     params: list[dict[str, Any]] = [
-        {"name": p, "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
+        {"name": p, "in": "path", "required": True, "schema": _PATH_SCHEMAS.get(p, _TEXT)}
         for p in endpoint.path_params
     ]
     if endpoint.query is not None:

@@ -23,7 +23,9 @@ async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
     nc = await connect(settings.nats_url, name="noema-attend")
     stack.push_async_callback(nc.close)
     js = nc.jetstream()
-    await ensure_streams(js, topology, settings.duplicate_window_s, settings.stream_replicas)
+    await ensure_streams(
+        js, topology, settings.duplicate_window_s, settings.stream_replicas, settings.dead_letter_policy
+    )
     durable = topology.durable("attend")
     # A durable consumer with explicit acks: a crash redelivers only the in-flight observations.
     # Run one attend per stream: each mind's working memory is held in the process (deploy/README.md).

@@ -56,7 +56,11 @@ async def prepare(settings: Settings) -> None:
     nc = await connect(settings.nats_url, name="noema-up")
     try:
         await ensure_streams(
-            nc.jetstream(), Topology(settings.prefix), settings.duplicate_window_s, settings.stream_replicas
+            nc.jetstream(),
+            Topology(settings.prefix),
+            settings.duplicate_window_s,
+            settings.stream_replicas,
+            settings.dead_letter_policy,
         )
     finally:
         await nc.close()

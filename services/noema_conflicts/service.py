@@ -189,7 +189,13 @@ async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
     stack.push_async_callback(pool.close)
     nc = await connect(settings.nats_url, name="noema-conflicts")
     stack.push_async_callback(nc.close)
-    await ensure_streams(nc.jetstream(), topology, settings.duplicate_window_s, settings.stream_replicas)
+    await ensure_streams(
+        nc.jetstream(),
+        topology,
+        settings.duplicate_window_s,
+        settings.stream_replicas,
+        settings.dead_letter_policy,
+    )
     puller = await durable_puller(
         nc,
         topology.event_stream,

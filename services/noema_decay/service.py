@@ -76,5 +76,11 @@ async def build(settings: Settings, stack: AsyncExitStack) -> DecayWorker:
     stack.push_async_callback(pool.close)
     nc = await connect(settings.nats_url, name="noema-decay")
     stack.push_async_callback(nc.close)
-    await ensure_streams(nc.jetstream(), topology, settings.duplicate_window_s, settings.stream_replicas)
+    await ensure_streams(
+        nc.jetstream(),
+        topology,
+        settings.duplicate_window_s,
+        settings.stream_replicas,
+        settings.dead_letter_policy,
+    )
     return DecayWorker(pool, EventPublisher(nc, topology), settings.decay_interval_s)

@@ -77,7 +77,9 @@ async def build(settings: Settings, stack: AsyncExitStack, embedder: Embedder | 
     nc = await connect(settings.nats_url, name="noema-embed")
     stack.push_async_callback(nc.close)
     js = nc.jetstream()
-    await ensure_streams(js, topology, settings.duplicate_window_s, settings.stream_replicas)
+    await ensure_streams(
+        js, topology, settings.duplicate_window_s, settings.stream_replicas, settings.dead_letter_policy
+    )
     durable = topology.durable("embed")
     # Small batches: embedding is the slow part (about 100 texts/s on 2 cores).
     puller = await durable_puller(

@@ -28,7 +28,9 @@ async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
     nc = await connect(settings.nats_url, name="noema-projector")
     stack.push_async_callback(nc.close)
     js = nc.jetstream()
-    await ensure_streams(js, topology, settings.duplicate_window_s, settings.stream_replicas)
+    await ensure_streams(
+        js, topology, settings.duplicate_window_s, settings.stream_replicas, settings.dead_letter_policy
+    )
     projection = ReadModelProjection()
     async with pool.acquire() as conn:
         position = await projection.position(conn)

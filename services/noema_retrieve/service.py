@@ -148,7 +148,9 @@ async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
     nc = await connect(settings.nats_url, name="noema-retrieve")
     stack.push_async_callback(nc.close)
     js = nc.jetstream()
-    await ensure_streams(js, topology, settings.duplicate_window_s, settings.stream_replicas)
+    await ensure_streams(
+        js, topology, settings.duplicate_window_s, settings.stream_replicas, settings.dead_letter_policy
+    )
     durable = topology.durable("retrieve")
     # Only observations from now on: recalling for the whole history would be stale work.
     puller = await durable_puller(

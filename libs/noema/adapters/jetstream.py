@@ -30,6 +30,8 @@ from nats.js.errors import APIError, NotFoundError
 from noema_events import Event, encode_event
 
 from ..topology import Topology
+from .dlq_policy import DEFAULT_KEEP_BYTES, DeadLetterPolicy, kept_original
+from .dlq_upgrade import MOVE_SUFFIX
 from .pull import Puller
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "Outgoing",
     "connect",
     "dead_letter",
+    "dead_letter_stream_config",
     "ensure_streams",
     "last_on_subject",
     "msg_id_header",
@@ -72,7 +75,12 @@ async def connect(url: str, name: str, **kwargs: object) -> NATS:
     )
 
 
-def _stream_configs(topology: Topology, duplicate_window_s: float, replicas: int = 1) -> list[StreamConfig]:
+def _stream_configs(
+    topology: Topology,
+    duplicate_window_s: float,
+    replicas: int = 1,
+    dead_letters: DeadLetterPolicy = DeadLetterPolicy(),  # frozen: a shared default is safe
+) -> list[StreamConfig]:
     base = StreamConfig(
         retention=RetentionPolicy.LIMITS,
         storage=StorageType.FILE,
@@ -107,25 +115,62 @@ def _stream_configs(topology: Topology, duplicate_window_s: float, replicas: int
             name=topology.dead_letter_stream,
             subjects=[topology.dead_letter_subjects],
             description="Rejected messages with the reason",
+            # Not the source of truth (see dlq_policy): kept for a while, bounded, and an operator
+            # may delete one (`noemactl dlq drop`); purging the whole stream stays forbidden.
+            max_age=dead_letters.max_age_s,
+            max_bytes=dead_letters.stream_max_bytes,
+            deny_delete=False,
         ),
     ]
 
 
+async def _upgrading(js: JetStreamContext, name: str) -> bool:
+    """Whether ``noemactl dlq upgrade`` is moving this stream's dead letters (see dlq_upgrade)."""
+    try:
+        await js.stream_info(name + MOVE_SUFFIX)
+    except NotFoundError:
+        return False
+    return True
+
+
+def dead_letter_stream_config(
+    topology: Topology,
+    duplicate_window_s: float = 7200.0,
+    replicas: int = 1,
+    dead_letters: DeadLetterPolicy = DeadLetterPolicy(),  # frozen: a shared default is safe
+) -> StreamConfig:
+    """The dead-letter stream's configuration, as :func:`ensure_streams` creates it."""
+    return _stream_configs(topology, duplicate_window_s, replicas, dead_letters)[-1]
+
+
 async def ensure_streams(
-    js: JetStreamContext, topology: Topology, duplicate_window_s: float = 7200.0, replicas: int = 1
+    js: JetStreamContext,
+    topology: Topology,
+    duplicate_window_s: float = 7200.0,
+    replicas: int = 1,
+    dead_letters: DeadLetterPolicy = DeadLetterPolicy(),  # frozen: a shared default is safe
 ) -> None:
     """Create the observation, event and dead-letter streams, or update them to this config.
 
-    ``replicas`` is applied to existing streams too, so every process must be given the same value
-    (``NOEMA_STREAM_REPLICAS``); more than 1 needs a JetStream cluster.
+    ``replicas`` and the dead-letter limits are applied to existing streams too, so every process
+    must be given the same values (``NOEMA_STREAM_REPLICAS``, ``NOEMA_DLQ_MAX_AGE``/``_MAX_BYTES``:
+    :attr:`noema.settings.Settings.dead_letter_policy`); more than 1 replica needs a JetStream cluster.
+    A dead-letter stream created before single deletes were allowed keeps refusing them (JetStream
+    cannot lift ``deny_delete`` on an existing stream) until ``noemactl dlq upgrade`` recreates it;
+    while that runs (its ``_MOVE`` stream exists) the dead-letter stream is left alone.
     """
-    for config in _stream_configs(topology, duplicate_window_s, replicas):
+    for config in _stream_configs(topology, duplicate_window_s, replicas, dead_letters):
+        if config.name == topology.dead_letter_stream and await _upgrading(js, config.name):
+            log.info("dead-letter stream being made deletable; left as it is", stream=config.name)
+            continue
         try:
-            await js.stream_info(config.name)  # type: ignore[arg-type]
+            info = await js.stream_info(config.name)  # type: ignore[arg-type]
         except NotFoundError:
             await js.add_stream(config)
             log.info("stream created", stream=config.name)
         else:
+            if info.config.deny_delete and not config.deny_delete:
+                config = replace(config, deny_delete=True)  # cannot be lifted (see above)
             await js.update_stream(config)
     await _ensure_health_bucket(js, topology, replicas)
 
@@ -168,18 +213,26 @@ own code, retried first). Most likely a bug: fix it, then ``noemactl dlq retry``
 
 
 async def dead_letter(
-    js: JetStreamContext, topology: Topology, source: str, msg: Msg, reason: str, kind: str = INVALID
+    js: JetStreamContext,
+    topology: Topology,
+    source: str,
+    msg: Msg,
+    reason: str,
+    kind: str = INVALID,
+    keep_bytes: int = DEFAULT_KEEP_BYTES,
 ) -> None:
     """Keep a message that ``source`` rejected, with why, on the dead-letter stream (stored once).
 
     The id is derived from the source and the original's stream position, so writing the same dead
-    letter twice (a crash between writing it and acking the original) stores it once.
+    letter twice (a crash between writing it and acking the original) stores it once. An original
+    bigger than ``keep_bytes`` is stored truncated (see :func:`~.dlq_policy.kept_original`).
     """
     meta = msg.metadata
     seq = meta.sequence.stream
+    data, truncation = kept_original(msg.data, keep_bytes)
     await js.publish(
         topology.dead_letter_subject(source),
-        msg.data,
+        data,
         headers={
             "Nats-Msg-Id": f"{source}-dlq-{meta.stream}-{seq}",
             "Noema-Error": reason[:1000],
@@ -190,7 +243,8 @@ async def dead_letter(
             "Noema-Original-Seq": str(seq),
             "Noema-Deliveries": str(meta.num_delivered),
             "Noema-Dead-Lettered-At": datetime.now(UTC).isoformat(timespec="milliseconds"),
-        },
+        }
+        | truncation,
     )
 
 

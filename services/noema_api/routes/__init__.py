@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..endpoint import Endpoint
-from . import knowledge, memories, operator, system
+from . import deadletters, knowledge, memories, operator, system
 
 __all__ = ["ENDPOINTS"]
 
@@ -12,5 +12,6 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     *memories.ENDPOINTS,
     *operator.ENDPOINTS,
     *knowledge.ENDPOINTS,
+    *deadletters.ENDPOINTS,
 )
 """Every endpoint, in the order the OpenAPI document lists them."""
