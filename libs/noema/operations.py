@@ -6,6 +6,7 @@ reproduces every effect. Used by the CLI, the workers and (later) the API alike.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import cast
@@ -156,7 +157,9 @@ async def embed_memories(
     """
     if not memories:
         return 0
-    vectors = embedder.embed_passages([m[3] for m in memories])
+    # In a thread: embedding is seconds of CPU, and the event loop must keep answering NATS pings
+    # and signals meanwhile.
+    vectors = await asyncio.to_thread(embedder.embed_passages, [m[3] for m in memories])
     await publisher.publish(
         [
             embedded_event(mid, ws, mind, vec, embedder.name, now, cause)

@@ -7,6 +7,7 @@ the unacked messages are redelivered to the restarted worker.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -15,12 +16,21 @@ from typing import Protocol
 import structlog
 from nats.aio.msg import Msg
 
-from .adapters.pull import Puller
+from .adapters.liveness import watch_connections
+from .adapters.pull import Puller, interrupt_all
 from .logging import configure_logging
 from .runtime import locate
 from .settings import Settings
 
-__all__ = ["BatchHandler", "PullWorker", "Service", "run_service", "run_until_signalled", "serve"]
+__all__ = [
+    "BatchHandler",
+    "PullWorker",
+    "Service",
+    "run_service",
+    "run_until_signalled",
+    "serve",
+    "until_connection_lost",
+]
 
 BatchHandler = Callable[[list[Msg]], Awaitable[None]]
 
@@ -54,13 +64,37 @@ class PullWorker:
 async def run_until_signalled(run: Callable[[], Awaitable[None]], shutdown: Callable[[], None]) -> None:
     """Run a worker, turning SIGTERM/SIGINT into a graceful ``shutdown()``."""
     loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        shutdown()
+        interrupt_all()  # a worker waiting for messages stops now, not after its fetch timeout
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, shutdown)
+        loop.add_signal_handler(sig, stop)
     try:
-        await run()
+        await until_connection_lost(run())
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
+
+
+async def until_connection_lost(work: Awaitable[None]) -> None:
+    """Await ``work``, unless a NATS connection of this process closes for good first: then the work
+    is cancelled and :class:`~noema.adapters.liveness.ConnectionLost` raised, so the process exits
+    non-zero and is restarted rather than living on without a connection."""
+    task = asyncio.ensure_future(work)
+    watch = asyncio.ensure_future(watch_connections())
+    try:
+        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+        if watch.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            watch.result()  # raises ConnectionLost
+        await task
+    finally:
+        watch.cancel()
+        task.cancel()
 
 
 def run_service(main: Callable[[], Awaitable[None]]) -> None:

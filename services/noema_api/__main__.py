@@ -12,6 +12,7 @@ from noema.adapters.postgres import migrate
 from noema.app import Noema
 from noema.logging import configure_logging
 from noema.runtime import locate
+from noema.worker import until_connection_lost
 
 from .app import create_app
 from .auth import ensure_tokens_file, load_tokens
@@ -41,7 +42,8 @@ async def main(api_settings: ApiSettings) -> None:
             access_log=False,
         )
         log.info("api serving", url=f"http://{settings.api_host}:{settings.api_port}")
-        await uvicorn.Server(config).serve()
+        # NATS lost for good: stop serving and exit non-zero, so `up` restarts the API.
+        await until_connection_lost(uvicorn.Server(config).serve())
 
 
 if __name__ == "__main__":

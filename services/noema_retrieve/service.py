@@ -26,6 +26,7 @@ from noema.domain.attention import memory_id_for
 from noema.ids import derive_id
 from noema.recall import Recall, SearchResult
 from noema.settings import Settings
+from noema.stopping import StopFlag, StopsHandler, release
 from noema.topology import Topology
 from noema.worker import PullWorker
 from noema_events import (
@@ -58,11 +59,13 @@ class RetrieveHandler:
         recall: Recall,
         topology: Topology,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        stopping: StopFlag | None = None,
     ) -> None:
         self._nc = nc
         self._recall = recall
         self._topology = topology
         self._clock = clock
+        self._stopping = stopping or StopFlag()
 
     def proposals(
         self, obs: ObservationRecorded, results: list[SearchResult], now: datetime
@@ -102,9 +105,14 @@ class RetrieveHandler:
         One observation whose recall fails is dead-lettered with the error and skipped: the batch is
         still acked, or that observation would be redelivered — and fail — forever. Lost servers are
         not one observation's fault: those errors crash the worker, and the batch is redelivered.
+        A stop asked for mid-batch ends it after the current recall: the rest is nakked.
         """
         outgoing: list[Outgoing] = []
-        for msg in msgs:
+        done = len(msgs)
+        for i, msg in enumerate(msgs):
+            if self._stopping.is_set:
+                done = i
+                break
             try:
                 obs = decode_event(msg.data)
             except EventDecodeError:
@@ -126,9 +134,10 @@ class RetrieveHandler:
             ]
         if outgoing:
             await publish_batch(self._nc, self._nc.jetstream(), outgoing)
-        for msg in msgs:
+        for msg in msgs[:done]:
             await msg.ack()
-        log.info("recalled", observations=len(msgs), proposals=len(outgoing))
+        await release(msgs[done:])
+        log.info("recalled", observations=done, proposals=len(outgoing))
 
     async def _recall_for(self, obs: ObservationRecorded) -> list[SearchResult]:
         response = await self._recall.search(
@@ -141,7 +150,7 @@ class RetrieveHandler:
         return response.results
 
 
-async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
+async def build(settings: Settings, stack: AsyncExitStack) -> StopsHandler:
     """Connect, open the read model for recall, bind the durable ``retrieve`` consumer."""
     assert settings.nats_url, "settings must be located"
     assert settings.database_url, "settings must be located"
@@ -165,4 +174,6 @@ async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
         max_ack_pending=1_000,
         deliver_policy=DeliverPolicy.NEW,
     )
-    return PullWorker("retrieve", puller, RetrieveHandler(nc, recall, topology), 32)
+    stopping = StopFlag()
+    handler = RetrieveHandler(nc, recall, topology, stopping=stopping)
+    return StopsHandler(PullWorker("retrieve", puller, handler, 32), stopping)
