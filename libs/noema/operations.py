@@ -6,7 +6,6 @@ reproduces every effect. Used by the CLI, the workers and (later) the API alike.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import cast
@@ -30,6 +29,7 @@ from .adapters.jetstream import EventPublisher
 from .domain.documents import memory_document
 from .domain.dynamics import HALF_LIFE_DAYS
 from .ids import derive_id, new_id
+from .threads import in_daemon_thread
 
 __all__ = [
     "Conflict",
@@ -159,7 +159,8 @@ async def embed_memories(
         return 0
     # In a thread: embedding is seconds of CPU, and the event loop must keep answering NATS pings
     # and signals meanwhile.
-    vectors = await asyncio.to_thread(embedder.embed_passages, [m[3] for m in memories])
+    texts = [m[3] for m in memories]
+    vectors = await in_daemon_thread(lambda: embedder.embed_passages(texts))
     await publisher.publish(
         [
             embedded_event(mid, ws, mind, vec, embedder.name, now, cause)

@@ -61,19 +61,36 @@ class PullWorker:
         self._stopping.set()
 
 
+DRAIN_S = 2.0
+"""After SIGTERM, how long the batch in hand may take to finish before it is abandoned (cancelled:
+its messages are redelivered, as after a crash, which every worker is built to survive), so a
+process always exits within the few seconds ``noemactl up`` grants."""
+
+
 async def run_until_signalled(run: Callable[[], Awaitable[None]], shutdown: Callable[[], None]) -> None:
-    """Run a worker, turning SIGTERM/SIGINT into a graceful ``shutdown()``."""
+    """Run a worker, turning SIGTERM/SIGINT into a graceful ``shutdown()``, and into cancelling the
+    work if it has not drained after :data:`DRAIN_S`."""
     loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(run())
+    stopping: list[asyncio.TimerHandle] = []
 
     def stop() -> None:
         shutdown()
         interrupt_all()  # a worker waiting for messages stops now, not after its fetch timeout
+        if not stopping:
+            stopping.append(loop.call_later(DRAIN_S, task.cancel))
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop)
     try:
-        await until_connection_lost(run())
+        await until_connection_lost(task)
+    except asyncio.CancelledError:
+        if not stopping or not task.cancelled():
+            raise
+        structlog.get_logger("noema.worker").warning("batch abandoned at shutdown; it is redelivered")
     finally:
+        for handle in stopping:
+            handle.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
 

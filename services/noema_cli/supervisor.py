@@ -58,7 +58,7 @@ STABLE_AFTER_S = 30.0
 """A service that ran this long before exiting starts its backoff again from the initial delay."""
 SERVER_BACKOFF_CAP_S = 5.0
 """Between two failed attempts to start an embedded server again: nothing works without it."""
-STOP_GRACE_S = 3.0
+STOP_GRACE_S = 3.5
 """How long the services have to stop on SIGTERM before they are killed (all at once)."""
 POLL_S = 0.2
 

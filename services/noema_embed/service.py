@@ -25,7 +25,7 @@ __all__ = ["EmbedHandler", "build"]
 
 log = structlog.get_logger("noema.embed")
 
-CHUNK = 8
+CHUNK = 4
 """Messages embedded per call: the unit after which a stop is honoured (well under a second)."""
 
 

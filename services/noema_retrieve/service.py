@@ -170,7 +170,8 @@ async def build(settings: Settings, stack: AsyncExitStack) -> StopsHandler:
         durable,
         topology.observations_only,
         32,
-        ack_wait=120.0,
+        # A crashed retrieve's observations come back after this: a batch takes seconds, not more.
+        ack_wait=30.0,
         max_ack_pending=1_000,
         deliver_policy=DeliverPolicy.NEW,
     )
