@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
+import sys
+import threading
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Protocol
@@ -61,7 +64,7 @@ class PullWorker:
         self._stopping.set()
 
 
-DRAIN_S = 2.0
+DRAIN_S = 1.5
 """After SIGTERM, how long the batch in hand may take to finish before it is abandoned (cancelled:
 its messages are redelivered, as after a crash, which every worker is built to survive), so a
 process always exits within the few seconds ``noemactl up`` grants."""
@@ -119,6 +122,12 @@ def run_service(main: Callable[[], Awaitable[None]]) -> None:
     import uvloop
 
     uvloop.run(main())  # type: ignore[arg-type]
+    if any(t.daemon and t.is_alive() for t in threading.enumerate()):
+        # Blocking work abandoned at shutdown (see noema.threads) would hold the exit until it
+        # finishes (native code winding down its own threads): everything is closed, so leave now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 class Service(Protocol):
