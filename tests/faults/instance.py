@@ -38,6 +38,10 @@ FIGURES_FILE = os.environ.get("NOEMA_FAULT_FIGURES")
 """When set, every test appends its measured figures (one JSON object per line) to this file."""
 
 
+async def _quiet(error: Exception) -> None:
+    """The test's own clients see the outages too; their reconnect attempts need no traceback."""
+
+
 def record(scenario: str, **figures: Any) -> None:
     """Print (and optionally append to :data:`FIGURES_FILE`) what a scenario measured."""
     line = json.dumps({"scenario": scenario, **figures})
@@ -113,7 +117,9 @@ class Instance:
 
         await eventually(state_written, timeout, 0.2, "noemactl up writing its state")
         state = self.state()
-        self.nc = await nats.connect(state["nats_url"], max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+        self.nc = await nats.connect(
+            state["nats_url"], max_reconnect_attempts=-1, reconnect_time_wait=0.5, error_cb=_quiet
+        )
         self.pool = await asyncpg.create_pool(
             state["database_url"], min_size=1, max_size=2, server_settings={"search_path": SCHEMA}
         )
@@ -318,7 +324,9 @@ class Publisher:
             await self._task
 
     async def _run(self) -> None:
-        nc = await nats.connect(self._url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+        nc = await nats.connect(
+            self._url, max_reconnect_attempts=-1, reconnect_time_wait=0.5, error_cb=_quiet
+        )
         js = nc.jetstream()
         i = 0
         try:

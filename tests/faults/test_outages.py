@@ -20,7 +20,6 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import asyncpg
-import psutil
 import pytest
 
 from tests.faults.instance import (
@@ -77,9 +76,13 @@ async def _first_memory_after(pool: asyncpg.Pool, publisher: Publisher, since: f
     """When the first observation acknowledged after ``since`` became a memory (monotonic)."""
     while True:
         ids = [i for i, t in publisher.acked.items() if t > since]
-        if ids and await pool.fetchval(
-            "SELECT count(*) FROM memories WHERE source_observation_ids[1] = ANY($1::text[])", ids
-        ):
+        try:
+            found = ids and await pool.fetchval(
+                "SELECT count(*) FROM memories WHERE source_observation_ids[1] = ANY($1::text[])", ids
+            )
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            found = False  # PostgreSQL is not back yet
+        if found:
             return time.monotonic()
         await asyncio.sleep(0.1)
 
@@ -128,14 +131,14 @@ async def _outage(
     """Publish, cause ``fault`` (which returns how to clear it), hold it ``hold_s``, clear it, then
     check recovery and exactly-once delivery."""
     assert instance.pool is not None
-    publisher = Publisher(instance.state()["nats_url"], rate=20)
+    publisher = Publisher(instance.state()["nats_url"], rate=10)
     publisher.start()
     pool = instance.pool
 
     async def some_memories() -> bool:
-        return len(await memory_counts(pool)) >= 100
+        return len(await memory_counts(pool)) >= 50
 
-    await eventually(some_memories, 120, what="100 memories before the outage")
+    await eventually(some_memories, 120, what="50 memories before the outage")
 
     instance.freeze()
     try:
@@ -161,9 +164,9 @@ async def _outage(
     acked_before = len(publisher.acked)
 
     async def publishing_again() -> bool:
-        return len(publisher.acked) >= acked_before + 100
+        return len(publisher.acked) >= acked_before + 50
 
-    await eventually(publishing_again, 120, what="100 observations acknowledged after the outage")
+    await eventually(publishing_again, 120, what="50 observations acknowledged after the outage")
     await publisher.stop()
     acked = set(publisher.acked)
 
@@ -212,14 +215,14 @@ async def test_nats_down_30s_recovers_with_exactly_one_memory_per_acknowledged_o
     await _outage(instance, f"nats-{sig.name.lower()}-30s", "nats", kill_nats, NATS_OUTAGE_S)
 
 
-async def test_postgres_down_60s_recovers_with_exactly_one_memory_per_acknowledged_observation(
+async def test_postgres_killed_and_down_60s_recovers_with_exactly_one_memory_per_acknowledged_observation(
     instance: Instance,
 ) -> None:
     pgdata: Path = instance.data_dir / "pg"
 
-    def stop_postgres() -> Callable[[], None]:
+    def kill_postgres() -> Callable[[], None]:
         postmaster = instance.postmaster()
-        postmaster.send_signal(signal.SIGINT)  # what `pg_ctl stop -m fast` sends
+        postmaster.send_signal(signal.SIGKILL)  # the harsher of the two: crash recovery on restart
         postmaster.wait(30)
         mode = pgdata.stat().st_mode
         pgdata.chmod(0)  # PostgreSQL cannot start on it until the mode is back
@@ -230,30 +233,6 @@ async def test_postgres_down_60s_recovers_with_exactly_one_memory_per_acknowledg
         return clear
 
     try:
-        await _outage(instance, "postgres-fast-stop-60s", "postgres", stop_postgres, PG_OUTAGE_S)
+        await _outage(instance, "postgres-sigkill-60s", "postgres", kill_postgres, PG_OUTAGE_S)
     finally:
         _readable(pgdata)  # a failed test must not leave it unreadable for the teardown
-
-
-async def test_a_killed_postmaster_is_restarted_by_up(instance: Instance) -> None:
-    old = instance.postmaster()
-    old.send_signal(signal.SIGKILL)
-
-    async def restarted() -> bool:
-        return any(e["server"] == "postgres" for e in instance.events("server restarted"))
-
-    await eventually(restarted, 90, 0.2, "postgres restarted by up")
-    new = instance.postmaster()
-    assert new.pid != old.pid
-    assert new.is_running()
-    assert new.status() != psutil.STATUS_ZOMBIE
-    assert instance.ctl("observe", "after the crash", "-w", "acme", "-m", "ops").returncode == 0
-    assert instance.pool is not None
-    pool = instance.pool
-
-    async def projected() -> bool:
-        return bool(await pool.fetchval("SELECT count(*) FROM memories WHERE content = 'after the crash'"))
-
-    await eventually(projected, 120, 0.5, "the observation made after the restart as a memory")
-    await instance.close_clients()
-    instance.stop()

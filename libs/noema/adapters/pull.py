@@ -90,7 +90,9 @@ class Puller:
         if status is not None and not msg.data:
             if status == "503":  # no responders: the consumer (or JetStream) is not there right now
                 self._on_unavailable()
-            elif status == "409" and "deleted" in (msg.headers or {}).get("Description", "").lower():
+            else:
+                self._unavailable_since = None  # the consumer answered
+            if status == "409" and "deleted" in (msg.headers or {}).get("Description", "").lower():
                 self._gone = "the consumer was deleted"
             if status != "100":  # 404 no messages, 408 expired, 409 limits: the request is over
                 self._active = False
