@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EmbeddedNats", "EmbeddedPostgres", "free_port", "resolve_data_dir"]
+__all__ = ["EmbeddedNats", "EmbeddedPostgres", "die_with_parent", "free_port", "resolve_data_dir"]
 
 
 def free_port() -> int:
@@ -62,9 +62,24 @@ def resolve_data_dir(path: Path) -> Path:
     return resolved
 
 
-def _die_with_parent() -> None:
-    # Linux: the server gets SIGTERM when the process that started it dies, even by SIGKILL, so an
-    # interrupted test run or a killed `up` never leaves a server behind.
+def _says_info(port: int) -> bool:
+    # A NATS server greets every client with INFO; a bare open port (something else listening)
+    # is not a NATS server ready for clients.
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as conn:
+            conn.settimeout(0.5)
+            return conn.recv(5) == b"INFO "
+    except OSError:
+        return False
+
+
+def die_with_parent() -> None:
+    """Linux: this (child) process gets SIGTERM when the process that started it dies, even by SIGKILL,
+    so an interrupted test run or a killed `up` never leaves a server or worker behind.
+
+    Pass as ``preexec_fn`` to :class:`subprocess.Popen`.
+    """
+    # PR_SET_PDEATHSIG fires when the parent *thread* exits; `up` starts children from its main thread.
     with contextlib.suppress(OSError, AttributeError):
         import ctypes
 
@@ -121,24 +136,21 @@ class EmbeddedNats:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         conf = self.data_dir / "nats.conf"
         conf.write_text(self._config())
-        log = (self.data_dir / "nats.log").open("ab")
-        self._proc = subprocess.Popen(
-            [_nats_binary(), "-c", str(conf), "-js", "-a", "127.0.0.1"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-        )
+        with (self.data_dir / "nats.log").open("ab") as log:
+            self._proc = subprocess.Popen(
+                [_nats_binary(), "-c", str(conf), "-js", "-a", "127.0.0.1"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 raise RuntimeError(
                     f"nats-server exited with {self._proc.returncode}; see {self.data_dir / 'nats.log'}"
                 )
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2),
-            ):
+            if _says_info(self.port):
                 return
             time.sleep(0.05)
         self.stop()
@@ -148,6 +160,20 @@ class EmbeddedNats:
     def pid(self) -> int | None:
         """Process id while running."""
         return self._proc.pid if self._proc else None
+
+    @property
+    def alive(self) -> bool:
+        """Whether the server process started here is still running."""
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def exit_code(self) -> int | None:
+        """The server's exit status once it has exited (negative: killed by that signal)."""
+        return self._proc.poll() if self._proc is not None else None
+
+    def restart(self) -> None:
+        """Start the server again after it exited, on the same ports (clients keep their URL)."""
+        self.start()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the server gracefully (SIGTERM flushes JetStream), killing it after ``timeout``."""
@@ -190,6 +216,25 @@ class EmbeddedPostgres:
     def pid(self) -> int | None:
         """Postmaster process id while running."""
         return int(self._server.get_pid()) if self._server else None
+
+    @property
+    def alive(self) -> bool:
+        """Whether the postmaster started (or last restarted) here is still running.
+
+        It is not a child of this process (``pg_ctl`` daemonises it), so it is found by pid and
+        creation time (psutil), never confused with a process that reused the pid.
+        """
+        info = self._server._postmaster_info if self._server is not None else None
+        return bool(info is not None and info.process is not None and info.process.is_running())
+
+    def restart(self) -> None:
+        """Start the server again after it stopped or died (same data folder and socket, so the URL
+        is unchanged). Raises when it cannot start yet, e.g. while the processes of a killed
+        postmaster still hold its shared memory: the caller retries."""
+        assert self._server is not None, "not started"
+        with self._server._lock:
+            self._server._postmaster_info = None
+            self._server.ensure_postgres_running()
 
     def stop(self) -> None:
         """Stop the server (data kept)."""

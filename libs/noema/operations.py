@@ -29,6 +29,7 @@ from .adapters.jetstream import EventPublisher
 from .domain.documents import memory_document
 from .domain.dynamics import HALF_LIFE_DAYS
 from .ids import derive_id, new_id
+from .threads import in_daemon_thread
 
 __all__ = [
     "Conflict",
@@ -156,7 +157,10 @@ async def embed_memories(
     """
     if not memories:
         return 0
-    vectors = embedder.embed_passages([m[3] for m in memories])
+    # In a thread: embedding is seconds of CPU, and the event loop must keep answering NATS pings
+    # and signals meanwhile.
+    texts = [m[3] for m in memories]
+    vectors = await in_daemon_thread(lambda: embedder.embed_passages(texts))
     await publisher.publish(
         [
             embedded_event(mid, ws, mind, vec, embedder.name, now, cause)

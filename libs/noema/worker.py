@@ -21,7 +21,11 @@ Only :class:`WorkerFatal` (and cancellation) stops the loop: the process then ex
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
+import sys
+import threading
 import traceback
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack, suppress
@@ -32,7 +36,8 @@ from nats.aio.msg import Msg
 
 from .adapters.errors import TRANSIENT
 from .adapters.jetstream import FAILED
-from .adapters.pull import Puller
+from .adapters.liveness import watch_connections
+from .adapters.pull import Puller, interrupt_all
 from .health import ErrorTap, Heartbeat, connection_of
 from .logging import configure_logging
 from .runtime import locate
@@ -50,6 +55,7 @@ __all__ = [
     "run_service",
     "run_until_signalled",
     "serve",
+    "until_connection_lost",
 ]
 
 MAX_ATTEMPTS = 5
@@ -198,16 +204,57 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:900]
 
 
+DRAIN_S = 1.5
+"""After SIGTERM, how long the batch in hand may take to finish before it is abandoned (cancelled:
+its messages are redelivered, as after a crash, which every worker is built to survive), so a
+process always exits within the few seconds ``noemactl up`` grants."""
+
+
 async def run_until_signalled(run: Callable[[], Awaitable[None]], shutdown: Callable[[], None]) -> None:
-    """Run a worker, turning SIGTERM/SIGINT into a graceful ``shutdown()``."""
+    """Run a worker, turning SIGTERM/SIGINT into a graceful ``shutdown()``, and into cancelling the
+    work if it has not drained after :data:`DRAIN_S`."""
     loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(run())
+    stopping: list[asyncio.TimerHandle] = []
+
+    def stop() -> None:
+        shutdown()
+        interrupt_all()  # a worker waiting for messages stops now, not after its fetch timeout
+        if not stopping:
+            stopping.append(loop.call_later(DRAIN_S, task.cancel))
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, shutdown)
+        loop.add_signal_handler(sig, stop)
     try:
-        await run()
+        await until_connection_lost(task)
+    except asyncio.CancelledError:
+        if not stopping or not task.cancelled():
+            raise
+        structlog.get_logger("noema.worker").warning("batch abandoned at shutdown; it is redelivered")
     finally:
+        for handle in stopping:
+            handle.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
+
+
+async def until_connection_lost(work: Awaitable[None]) -> None:
+    """Await ``work``, unless a NATS connection of this process closes for good first: then the work
+    is cancelled and :class:`~noema.adapters.liveness.ConnectionLost` raised, so the process exits
+    non-zero and is restarted rather than living on without a connection."""
+    task = asyncio.ensure_future(work)
+    watch = asyncio.ensure_future(watch_connections())
+    try:
+        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+        if watch.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            watch.result()  # raises ConnectionLost
+        await task
+    finally:
+        watch.cancel()
+        task.cancel()
 
 
 def run_service(main: Callable[[], Awaitable[None]]) -> None:
@@ -215,6 +262,12 @@ def run_service(main: Callable[[], Awaitable[None]]) -> None:
     import uvloop
 
     uvloop.run(main())  # type: ignore[arg-type]
+    if any(t.daemon and t.is_alive() for t in threading.enumerate()):
+        # Blocking work abandoned at shutdown (see noema.threads) would hold the exit until it
+        # finishes (native code winding down its own threads): everything is closed, so leave now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 class Service(Protocol):

@@ -13,6 +13,7 @@ from noema.app import Noema
 from noema.health import ErrorTap, Heartbeat
 from noema.logging import configure_logging
 from noema.runtime import locate
+from noema.worker import until_connection_lost
 
 from .app import create_app
 from .auth import ensure_tokens_file, load_tokens
@@ -46,7 +47,8 @@ async def main(api_settings: ApiSettings, errors: ErrorTap | None = None) -> Non
             access_log=False,
         )
         log.info("api serving", url=f"http://{settings.api_host}:{settings.api_port}")
-        await uvicorn.Server(config).serve()
+        # NATS lost for good: stop serving and exit non-zero, so `up` restarts the API.
+        await until_connection_lost(uvicorn.Server(config).serve())
 
 
 if __name__ == "__main__":

@@ -69,7 +69,8 @@ def _main(
 def up(data_dir: Path | None = DataDir()) -> None:
     """Start Noema: embedded NATS + PostgreSQL (unless external URLs are set), all workers and the API.
 
-    Runs in the foreground until Ctrl-C. A second `up` reuses the data folder.
+    Runs in the foreground until Ctrl-C. Whatever exits (a worker, NATS, PostgreSQL) is restarted
+    with backoff, never given up on. A second `up` reuses the data folder.
 
     Example: noemactl up --data-dir /var/lib/noema
     """

@@ -1,8 +1,12 @@
 """``noemactl up``: start the embedded servers (unless external ones are configured), prepare them,
 then run every worker and the operator API as child processes until SIGINT/SIGTERM.
 
-A child that dies is restarted (its durable consumer resumes where it stopped); one that keeps
-crashing stops the whole system with a non-zero exit, loudly.
+Nothing is given up on. An embedded server (NATS, PostgreSQL) that exits is restarted at once, and
+again with backoff while it cannot start; the workers that need it are restarted only after it is
+back. A worker that exits is restarted with capped exponential backoff (0.5 s doubling to 30 s,
+reset after 30 s of stable running); its durable consumer resumes where it stopped. Every exit and
+restart is logged. SIGINT/SIGTERM stops the workers (all at once, a few seconds' grace), then NATS,
+then PostgreSQL.
 """
 
 from __future__ import annotations
@@ -12,23 +16,24 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
 from noema.adapters.jetstream import connect, ensure_streams
 from noema.adapters.postgres import migrate
-from noema.embedded import EmbeddedNats, EmbeddedPostgres, resolve_data_dir
+from noema.embedded import EmbeddedNats, EmbeddedPostgres, die_with_parent, resolve_data_dir
 from noema.runtime import read_state, state_path, write_state
 from noema.settings import Settings
 from noema.topology import Topology
 from noema_api.settings import prepare_tokens
 
-__all__ = ["SERVICES", "Supervisor", "prepare"]
+__all__ = ["NEEDS", "SERVICES", "Backoff", "Supervisor", "prepare"]
 
 log = structlog.get_logger("noema.up")
 
@@ -44,8 +49,40 @@ SERVICES: dict[str, str] = {
 }
 """Every process ``up`` runs: name → module (``python -m <module>``); embed only with an embedder."""
 
-MAX_RESTARTS = 5
-RESTART_WINDOW_S = 60.0
+NEEDS: dict[str, tuple[str, ...]] = {"attend": ("nats",), "embed": ("nats",)}
+"""The servers a service cannot work without, when not both (``nats`` and ``postgres``)."""
+
+BACKOFF_INITIAL_S = 0.5
+BACKOFF_CAP_S = 30.0
+STABLE_AFTER_S = 30.0
+"""A service that ran this long before exiting starts its backoff again from the initial delay."""
+SERVER_BACKOFF_CAP_S = 5.0
+"""Between two failed attempts to start an embedded server again: nothing works without it."""
+STOP_GRACE_S = 3.5
+"""How long the services have to stop on SIGTERM before they are killed (all at once)."""
+POLL_S = 0.2
+
+
+@dataclass
+class Backoff:
+    """Capped exponential backoff: ``initial`` doubling up to ``cap``, reset after a stable run."""
+
+    initial: float = BACKOFF_INITIAL_S
+    cap: float = BACKOFF_CAP_S
+    stable_after: float = STABLE_AFTER_S
+    failures: int = 0
+
+    def next_delay(self, ran_for: float = 0.0) -> float:
+        """The wait before the next attempt, after one that ended after ``ran_for`` seconds."""
+        if ran_for >= self.stable_after:
+            self.failures = 0
+        delay = min(self.cap, self.initial * 2.0**self.failures)
+        self.failures += 1
+        return delay
+
+    def reset(self) -> None:
+        """Forget earlier failures (their cause is gone)."""
+        self.failures = 0
 
 
 async def prepare(settings: Settings) -> None:
@@ -70,9 +107,30 @@ async def prepare(settings: Settings) -> None:
 class _Child:
     name: str
     module: str
+    needs: tuple[str, ...] = ("nats", "postgres")
     proc: subprocess.Popen[bytes] | None = None
-    crashes: list[float] = field(default_factory=list)
+    started_at: float = 0.0
     restart_at: float | None = None
+    restarts: int = 0
+    backoff: Backoff = field(default_factory=Backoff)
+    waiting_for: frozenset[str] = frozenset()
+
+
+class _Restartable(Protocol):
+    @property
+    def alive(self) -> bool: ...
+
+    def restart(self) -> None: ...
+
+
+@dataclass
+class _Server:
+    name: str
+    server: _Restartable
+    down_since: float | None = None
+    restart_at: float = 0.0
+    attempts: int = 0
+    backoff: Backoff = field(default_factory=lambda: Backoff(cap=SERVER_BACKOFF_CAP_S, stable_after=1e9))
 
 
 class Supervisor:
@@ -88,6 +146,7 @@ class Supervisor:
         self._nats: EmbeddedNats | None = None
         self._pg: EmbeddedPostgres | None = None
         self._children: list[_Child] = []
+        self._servers: list[_Server] = []
         self._data_dir: Path | None = None
 
     def request_stop(self, *_: Any) -> None:
@@ -96,8 +155,18 @@ class Supervisor:
 
     def _spawn(self, child: _Child, env: dict[str, str]) -> None:
         # Own session: Ctrl-C reaches only the supervisor, which then stops the children in order.
-        child.proc = subprocess.Popen([sys.executable, "-m", child.module], env=env, start_new_session=True)
-        log.info("service started", service=child.name, pid=child.proc.pid)
+        # die_with_parent: a killed supervisor does not leave workers behind.
+        child.proc = subprocess.Popen(
+            [sys.executable, "-m", child.module],
+            env=env,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
+        child.started_at = time.monotonic()
+        if child.restarts:
+            log.warning("service restarted", service=child.name, pid=child.proc.pid, restarts=child.restarts)
+        else:
+            log.info("service started", service=child.name, pid=child.proc.pid)
         state = read_state(self._data_dir) if self._data_dir else None
         if state is not None and self._data_dir is not None:
             state["services"][child.name] = child.proc.pid
@@ -114,7 +183,9 @@ class Supervisor:
         data_dir.mkdir(parents=True, exist_ok=True)
         self._data_dir = data_dir
         settings = Settings(**{**self.settings.__dict__, "data_dir": data_dir})
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        # SIGHUP too: a closed terminal stops everything cleanly (PostgreSQL is not our child and
+        # would otherwise be left running).
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, self.request_stop)
         embedded = not settings.external
         try:
@@ -131,7 +202,12 @@ class Supervisor:
             asyncio.run(prepare(settings))
             tokens_file, created = prepare_tokens(settings)
             env = {**os.environ, **settings.to_env()}
-            self._children = [_Child(name, module) for name, module in self.services.items()]
+            if self._nats is not None and self._pg is not None:
+                self._servers = [_Server("nats", self._nats), _Server("postgres", self._pg)]
+            self._children = [
+                _Child(name, module, NEEDS.get(name, ("nats", "postgres")))
+                for name, module in self.services.items()
+            ]
             for child in self._children:
                 self._spawn(child, env)
             write_state(
@@ -161,47 +237,106 @@ class Supervisor:
 
     def _supervise(self, env: dict[str, str], data_dir: Path) -> int:
         while not self._stop_requested:
-            time.sleep(0.25)
+            time.sleep(POLL_S)
             now = time.monotonic()
+            for server in self._servers:
+                if self._stop_requested:
+                    break
+                self._check_server(server, now)
+            down = frozenset(s.name for s in self._servers if s.down_since is not None)
             for child in self._children:
-                assert child.proc is not None
-                if child.restart_at is not None:
-                    if now < child.restart_at:
-                        continue
-                    child.restart_at = None
-                    self._spawn(child, env)
-                    continue
-                code = child.proc.poll()
-                if code is None:
-                    continue
-                child.crashes = [t for t in child.crashes if now - t < RESTART_WINDOW_S] + [now]
-                if len(child.crashes) > MAX_RESTARTS:
-                    log.error("service keeps crashing; stopping", service=child.name, exit_code=code)
-                    return 1
-                delay = min(8.0, 0.5 * 2 ** (len(child.crashes) - 1))
-                log.warning("service exited; restarting", service=child.name, exit_code=code, delay_s=delay)
-                child.restart_at = now + delay
-                continue
+                if self._stop_requested:
+                    break
+                self._check_child(child, env, now, down)
         return 0
+
+    def _check_server(self, server: _Server, now: float) -> None:
+        """Restart an embedded server that exited: at once, then with backoff until it starts."""
+        if server.down_since is None:
+            if server.server.alive:
+                return
+            server.down_since, server.restart_at = now, now
+            code = getattr(server.server, "exit_code", None)
+            log.error("server exited; restarting", server=server.name, exit_code=code)
+        if now < server.restart_at:
+            return
+        server.attempts += 1
+        try:
+            server.server.restart()
+        except Exception as exc:  # any failure to start is retried: nothing works without it
+            delay = server.backoff.next_delay()
+            server.restart_at = time.monotonic() + delay
+            log.warning(
+                "server restart failed; retrying",
+                server=server.name,
+                attempt=server.attempts,
+                error=f"{type(exc).__name__}: {exc}"[:500],
+                delay_s=delay,
+            )
+            return
+        log.warning(
+            "server restarted",
+            server=server.name,
+            down_s=round(time.monotonic() - server.down_since, 1),
+            attempts=server.attempts,
+        )
+        server.down_since, server.attempts = None, 0
+        server.backoff.reset()
+        for child in self._children:
+            if server.name in child.needs:
+                child.backoff.reset()  # their exits were the server's fault
+
+    def _check_child(self, child: _Child, env: dict[str, str], now: float, down: frozenset[str]) -> None:
+        """Restart a service that exited, with backoff, once the servers it needs are up."""
+        assert child.proc is not None
+        if child.restart_at is not None:
+            waiting = down & set(child.needs)
+            if waiting != child.waiting_for:
+                child.waiting_for = waiting
+                if waiting:
+                    log.info("service waits for its servers", service=child.name, servers=sorted(waiting))
+            if now < child.restart_at or waiting:
+                return
+            child.restart_at = None
+            child.restarts += 1
+            self._spawn(child, env)
+            return
+        code = child.proc.poll()
+        if code is None:
+            return
+        ran_for = now - child.started_at
+        delay = child.backoff.next_delay(ran_for)
+        log.warning(
+            "service exited; restarting",
+            service=child.name,
+            exit_code=code,
+            ran_for_s=round(ran_for, 1),
+            delay_s=delay,
+        )
+        child.restart_at = now + delay
 
     def _shutdown(self, data_dir: Path) -> None:
         for child in self._children:
             if child.proc and child.proc.poll() is None:
                 child.proc.terminate()
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + STOP_GRACE_S
         for child in self._children:
             if child.proc is None:
                 continue
             try:
-                child.proc.wait(max(0.1, deadline - time.monotonic()))
+                child.proc.wait(max(0.05, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 log.warning("service did not stop in time; killing", service=child.name)
                 child.proc.kill()
                 child.proc.wait()
+        # The two servers stop side by side: nothing uses either any more.
+        pg_stop = threading.Thread(target=self._pg.stop) if self._pg else None
+        if pg_stop is not None:
+            pg_stop.start()
         if self._nats:
             self._nats.stop()
-        if self._pg:
-            self._pg.stop()
+        if pg_stop is not None:
+            pg_stop.join()
         path = state_path(data_dir)
         if path.exists():
             path.unlink()

@@ -16,6 +16,7 @@ from noema.adapters.pull import durable_puller
 from noema.domain.documents import memory_document
 from noema.operations import embed_memories
 from noema.settings import Settings
+from noema.stopping import StopFlag, StopsHandler, release
 from noema.topology import Topology
 from noema.worker import PullWorker
 from noema_events import EventDecodeError, FactProposed, MemoryCreated, decode_event
@@ -23,6 +24,9 @@ from noema_events import EventDecodeError, FactProposed, MemoryCreated, decode_e
 __all__ = ["EmbedHandler", "build"]
 
 log = structlog.get_logger("noema.embed")
+
+CHUNK = 4
+"""Messages embedded per call: the unit after which a stop is honoured (well under a second)."""
 
 
 class EmbedHandler:
@@ -35,14 +39,30 @@ class EmbedHandler:
         embedder: Embedder,
         dead_letters: DeadLetters,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        stopping: StopFlag | None = None,
     ) -> None:
         self._publisher = publisher
         self._dead_letters = dead_letters
         self._embedder = embedder
         self._clock = clock
+        self._stopping = stopping or StopFlag()
 
     async def __call__(self, msgs: list[Msg]) -> None:
-        """Embed, publish (stored before the ack), ack."""
+        """Embed, publish (stored before the ack), ack — in chunks of :data:`CHUNK` messages, so a stop
+        asked for mid-batch ends it after the current chunk (the rest is nakked)."""
+        count = 0
+        for start in range(0, len(msgs), CHUNK):
+            if self._stopping.is_set:
+                await release(msgs[start:])
+                break
+            chunk = msgs[start : start + CHUNK]
+            count += await embed_memories(self._publisher, self._embedder, self._todo(chunk), self._clock())
+            for msg in chunk:
+                await msg.ack()
+        log.info("batch embedded", memories=count, model=self._embedder.name)
+
+    @staticmethod
+    def _todo(msgs: list[Msg]) -> list[tuple[str, str, str, str, str]]:
         todo = []
         for msg in msgs:
             try:
@@ -57,17 +77,14 @@ class EmbedHandler:
                 todo.append((p.memory_id, ev.workspace, ev.mind, document, ev.id))
             elif isinstance(ev, FactProposed):
                 todo.append((ev.payload.memory_id, ev.workspace, ev.mind, ev.payload.content, ev.id))
-        count = await embed_memories(self._publisher, self._embedder, todo, self._clock())
-        for msg in msgs:
-            await msg.ack()
-        log.info("batch embedded", memories=count, model=self._embedder.name)
+        return todo
 
     async def reject(self, msg: Msg, reason: str, kind: str) -> None:
         """Dead-letter an event whose memory cannot be embedded (``memory embed-missing`` retries it)."""
         await self._dead_letters.reject(msg, reason, kind)
 
 
-async def build(settings: Settings, stack: AsyncExitStack, embedder: Embedder | None = None) -> PullWorker:
+async def build(settings: Settings, stack: AsyncExitStack, embedder: Embedder | None = None) -> StopsHandler:
     """Connect and bind the durable ``embed`` consumer (memory.created and fact.proposed events)."""
     assert settings.nats_url, "settings must be located"
     embedder = embedder or create_embedder(settings.embedder)
@@ -91,5 +108,8 @@ async def build(settings: Settings, stack: AsyncExitStack, embedder: Embedder | 
         ack_wait=300.0,
         max_ack_pending=2_000,
     )
-    handler = EmbedHandler(EventPublisher(nc, topology), embedder, DeadLetters(js, topology, "embed"))
-    return PullWorker("embed", puller, handler, 64)
+    stopping = StopFlag()
+    handler = EmbedHandler(
+        EventPublisher(nc, topology), embedder, DeadLetters(js, topology, "embed"), stopping=stopping
+    )
+    return StopsHandler(PullWorker("embed", puller, handler, 64), stopping)

@@ -25,6 +25,7 @@ from noema.domain.attention import memory_id_for
 from noema.ids import derive_id
 from noema.recall import Recall, SearchResult
 from noema.settings import Settings
+from noema.stopping import StopFlag, StopsHandler, release
 from noema.topology import Topology
 from noema.worker import PullWorker
 from noema_events import (
@@ -57,11 +58,13 @@ class RetrieveHandler:
         recall: Recall,
         topology: Topology,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        stopping: StopFlag | None = None,
     ) -> None:
         self._nc = nc
         self._recall = recall
         self._topology = topology
         self._clock = clock
+        self._stopping = stopping or StopFlag()
 
     def proposals(
         self, obs: ObservationRecorded, results: list[SearchResult], now: datetime
@@ -101,10 +104,15 @@ class RetrieveHandler:
         Failures are :class:`noema.worker.PullWorker`'s to handle: lost servers are retried with
         backoff; an observation whose recall keeps failing is dead-lettered (``failed``) alone while
         the rest of its batch goes on. Undecodable observations are skipped here: attend, which owns
-        the observation stream, dead-letters them.
+        the observation stream, dead-letters them. A stop asked for mid-batch ends it after the
+        current recall: the rest is nakked.
         """
         outgoing: list[Outgoing] = []
-        for msg in msgs:
+        done = len(msgs)
+        for i, msg in enumerate(msgs):
+            if self._stopping.is_set:
+                done = i
+                break
             try:
                 obs = decode_event(msg.data)
             except EventDecodeError:
@@ -118,9 +126,10 @@ class RetrieveHandler:
             ]
         if outgoing:
             await publish_batch(self._nc, self._nc.jetstream(), outgoing)
-        for msg in msgs:
+        for msg in msgs[:done]:
             await msg.ack()
-        log.info("recalled", observations=len(msgs), proposals=len(outgoing))
+        await release(msgs[done:])
+        log.info("recalled", observations=done, proposals=len(outgoing))
 
     async def reject(self, msg: Msg, reason: str, kind: str) -> None:
         """Dead-letter an observation recall keeps failing for (it still became memory), and ack it."""
@@ -137,7 +146,7 @@ class RetrieveHandler:
         return response.results
 
 
-async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
+async def build(settings: Settings, stack: AsyncExitStack) -> StopsHandler:
     """Connect, open the read model for recall, bind the durable ``retrieve`` consumer."""
     assert settings.nats_url, "settings must be located"
     assert settings.database_url, "settings must be located"
@@ -159,8 +168,11 @@ async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
         durable,
         topology.observations_only,
         32,
-        ack_wait=120.0,
+        # A crashed retrieve's observations come back after this: a batch takes seconds, not more.
+        ack_wait=30.0,
         max_ack_pending=1_000,
         deliver_policy=DeliverPolicy.NEW,
     )
-    return PullWorker("retrieve", puller, RetrieveHandler(nc, recall, topology), 32)
+    stopping = StopFlag()
+    handler = RetrieveHandler(nc, recall, topology, stopping=stopping)
+    return StopsHandler(PullWorker("retrieve", puller, handler, 32), stopping)

@@ -32,6 +32,7 @@ from noema_events import Event, encode_event
 from ..topology import Topology
 from .dlq_policy import DEFAULT_KEEP_BYTES, DeadLetterPolicy, kept_original
 from .dlq_upgrade import MOVE_SUFFIX
+from .liveness import track
 from .pull import Puller
 
 __all__ = [
@@ -63,16 +64,26 @@ def msg_id_header(message_id: str) -> dict[str, str]:
     return {"Nats-Msg-Id": message_id}
 
 
+RECONNECT_WAIT_S = 1.0
+"""Pause between two reconnect attempts to the same server."""
+
+
 async def connect(url: str, name: str, **kwargs: object) -> NATS:
-    """Connect to NATS; fails fast (no endless reconnect on the first connect)."""
-    return await nats.connect(
+    """Connect to NATS. The first connect gives up after a few attempts (a wrong URL fails in
+    seconds); once connected, the client reconnects forever, so a NATS restart of any length never
+    leaves a process alive without a connection (see :mod:`noema.adapters.liveness`)."""
+    nc = await nats.connect(
         url,
         name=name,
         connect_timeout=5,
         allow_reconnect=True,
         max_reconnect_attempts=10,
+        reconnect_time_wait=RECONNECT_WAIT_S,
         **kwargs,
     )
+    # nats-py reads this option on every reconnect attempt; -1 is its documented "never stop".
+    nc.options["max_reconnect_attempts"] = -1
+    return track(nc)
 
 
 def _stream_configs(

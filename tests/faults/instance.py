@@ -1,0 +1,411 @@
+"""A real ``noemactl up`` in a temporary data folder, a steady publisher, and the exactly-once checks
+the fault tests share."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import nats
+import psutil
+from nats.aio.client import Client as NATS
+from nats.js.errors import NotFoundError
+
+from noema.client import build_observation
+from noema.embedded import free_port
+from noema.topology import Topology
+from noema_events import encode_event
+
+NOEMACTL = [sys.executable, "-m", "noema_cli.main"]
+PREFIX = "noema"
+SCHEMA = "noema"
+TOPOLOGY = Topology(PREFIX)
+DURABLES = ("attend", "retrieve", "conflicts", "projector")
+FIGURES_FILE = os.environ.get("NOEMA_FAULT_FIGURES")
+"""When set, every test appends its measured figures (one JSON object per line) to this file."""
+
+
+async def _quiet(error: Exception) -> None:
+    """The test's own clients see the outages too; their reconnect attempts need no traceback."""
+
+
+def record(scenario: str, **figures: Any) -> None:
+    """Print (and optionally append to :data:`FIGURES_FILE`) what a scenario measured."""
+    line = json.dumps({"scenario": scenario, **figures})
+    print(f"FAULT-FIGURES {line}")
+    if FIGURES_FILE:
+        with open(FIGURES_FILE, "a") as f:
+            f.write(line + "\n")
+
+
+async def eventually(check: Any, timeout: float, interval: float = 0.5, what: str = "condition") -> Any:
+    """Poll the async ``check`` until it returns a truthy value; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"{what} not reached within {timeout:.0f} s (last: {last!r})")
+
+
+@dataclass
+class Instance:
+    """One ``noemactl up`` on the embedded default, in its own data folder."""
+
+    root: Path
+    env_overrides: dict[str, str] = field(default_factory=dict)
+    up: subprocess.Popen[bytes] | None = None
+    pool: asyncpg.Pool | None = None
+    nc: NATS | None = None
+
+    @property
+    def data_dir(self) -> Path:
+        """The data folder ``up`` runs in."""
+        return self.root / "var"
+
+    @property
+    def log_path(self) -> Path:
+        """Where ``up`` and every child log (JSON lines)."""
+        return self.root / "up.log"
+
+    def env(self) -> dict[str, str]:
+        """The environment of ``up`` and of every ``noemactl`` call on this instance."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("NOEMA_")}
+        env.update(
+            NOEMA_DATA_DIR=str(self.data_dir),
+            NOEMA_API_PORT=str(free_port()),
+            NOEMA_LOG_FORMAT="json",
+            NOEMA_ATTEND_THRESHOLD="0",  # every observation is admitted: one memory each
+            NOEMA_ATTEND_CAPACITY="100000",
+        )
+        env.update(self.env_overrides)
+        return env
+
+    def start(self) -> None:
+        """Start ``up`` (returns at once; see :meth:`ready`)."""
+        self._env = self.env()
+        with self.log_path.open("ab") as log:
+            self.up = subprocess.Popen([*NOEMACTL, "up"], env=self._env, stdout=log, stderr=subprocess.STDOUT)
+
+    def state(self) -> dict[str, Any]:
+        """The state file ``up`` writes (addresses, service pids)."""
+        return dict(json.loads((self.data_dir / "noema.json").read_text()))
+
+    async def ready(self, timeout: float = 180.0) -> None:
+        """Wait until ``up`` wrote its state and every durable consumer exists; open connections."""
+        assert self.up is not None
+
+        async def state_written() -> bool:
+            assert self.up is not None
+            assert self.up.poll() is None, f"noemactl up exited with {self.up.returncode}: {self.tail()}"
+            return (self.data_dir / "noema.json").exists()
+
+        await eventually(state_written, timeout, 0.2, "noemactl up writing its state")
+        state = self.state()
+        self.nc = await nats.connect(
+            state["nats_url"], max_reconnect_attempts=-1, reconnect_time_wait=0.5, error_cb=_quiet
+        )
+        self.pool = await asyncpg.create_pool(
+            state["database_url"], min_size=1, max_size=2, server_settings={"search_path": SCHEMA}
+        )
+        js = self.nc.jetstream()
+
+        async def consumers_exist() -> bool:
+            for name in DURABLES:
+                on_events = name in ("conflicts", "projector")
+                stream = TOPOLOGY.event_stream if on_events else TOPOLOGY.observation_stream
+                try:
+                    await js.consumer_info(stream, TOPOLOGY.durable(name))
+                except NotFoundError:
+                    return False
+            return True
+
+        await eventually(consumers_exist, timeout, 0.5, "every durable consumer")
+
+    def tail(self, lines: int = 30) -> str:
+        """The end of the log, for failure messages."""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def events(self, event: str) -> list[dict[str, Any]]:
+        """Every JSON log record of ``up`` and its children with this ``event`` text."""
+        out = []
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            if line.startswith("{") and f'"{event}"' in line:
+                with contextlib.suppress(ValueError):
+                    record_ = json.loads(line)
+                    if record_.get("event") == event:
+                        out.append(record_)
+        return out
+
+    def nats_process(self) -> psutil.Process:
+        """The embedded nats-server (a child of ``up``)."""
+        assert self.up is not None
+        found = [p for p in psutil.Process(self.up.pid).children() if p.name() == "nats-server"]
+        assert len(found) == 1, f"one nats-server expected under up, found {found}"
+        return found[0]
+
+    def postmaster(self) -> psutil.Process:
+        """The embedded PostgreSQL postmaster (daemonised: not a child of ``up``)."""
+        pid = int((self.data_dir / "pg" / "postmaster.pid").read_text().split()[0])
+        return psutil.Process(pid)
+
+    def freeze(self) -> None:
+        """Pause the supervisor (its children run on), so a fault can be set up before it reacts."""
+        assert self.up is not None
+        self.up.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """Let the supervisor run again."""
+        assert self.up is not None
+        self.up.send_signal(signal.SIGCONT)
+
+    def ctl(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        """Run ``noemactl`` against this instance."""
+        return subprocess.run(
+            [*NOEMACTL, *args], env=self._env, capture_output=True, text=True, timeout=timeout
+        )
+
+    @contextlib.contextmanager
+    def paused(self, *services: str) -> Iterator[None]:
+        """SIGSTOP these services for a while (a quiet moment for ``replay``, which compares with the
+        live read model as it is), SIGCONT them afterwards."""
+        pids = [int(self.state()["services"][name]) for name in services]
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+
+    async def settle(self, consumers: tuple[str, ...] = ("attend",), timeout: float = 240.0) -> None:
+        """Wait until the pipeline is idle: nothing pending for these observation consumers, and the
+        read model holds the whole event stream, unchanged over three polls."""
+        assert self.nc is not None
+        assert self.pool is not None
+        js, pool = self.nc.jetstream(), self.pool
+        seen: list[int] = []
+
+        async def idle() -> bool:
+            for name in consumers:
+                info = await js.consumer_info(TOPOLOGY.observation_stream, TOPOLOGY.durable(name))
+                if info.num_pending or info.num_ack_pending:
+                    seen.clear()
+                    return False
+            last = (await js.stream_info(TOPOLOGY.event_stream)).state.last_seq
+            projected = await pool.fetchval("SELECT coalesce(max(seq), 0) FROM events")
+            seen.append(last if projected == last else -1)
+            return len(seen) >= 3 and len(set(seen[-3:])) == 1 and seen[-1] != -1
+
+        await eventually(idle, timeout, 1.0, "an idle pipeline (everything consumed and projected)")
+
+    async def assert_replay_matches(self, pause: tuple[str, ...] = ("retrieve", "embed")) -> dict[str, Any]:
+        """``noemactl replay`` rebuilds the read model from the stream and it matches the live one.
+
+        Compared on a quiet system: the services that would keep adding events (recall proposals,
+        vectors) are paused meanwhile, and attend and the projector have finished."""
+        running = [name for name in pause if name in self.state()["services"]]
+        with self.paused(*running):
+            await self.settle()
+            result = await asyncio.to_thread(self.ctl, "replay", "--json")
+        assert result.returncode == 0, f"replay failed: {result.stderr}{result.stdout}"
+        report = dict(json.loads(result.stdout))
+        assert report["match"] is True, report
+        return report
+
+    async def assert_consumer_resumes(self, name: str, since_seq: int, timeout: float = 120.0) -> None:
+        """The durable observation consumer ``name`` delivers messages past ``since_seq``."""
+        assert self.nc is not None
+        js = self.nc.jetstream()
+
+        async def delivered() -> bool:
+            info = await js.consumer_info(TOPOLOGY.observation_stream, TOPOLOGY.durable(name))
+            return info.delivered.stream_seq > since_seq
+
+        await eventually(delivered, timeout, 0.5, f"{name} delivering again")
+
+    async def close_clients(self) -> None:
+        """Close the test's own connections."""
+        if self.pool is not None:
+            await self.pool.close()
+            self.pool = None
+        if self.nc is not None:
+            await self.nc.close()
+            self.nc = None
+
+    def stop(self) -> float:
+        """Ctrl-C: returns how long ``up`` took to exit; asserts a clean stop (exit 0, no service
+        killed, no process left: not a worker, not nats-server, not the postmaster)."""
+        assert self.up is not None
+        children = psutil.Process(self.up.pid).children(recursive=True)
+        postmaster = self.postmaster()
+        started = time.monotonic()
+        self.up.send_signal(signal.SIGINT)
+        code = self.up.wait(60)
+        took = time.monotonic() - started
+        _, alive = psutil.wait_procs([*children, postmaster], timeout=5)
+        assert code == 0, f"up exited with {code}: {self.tail()}"
+        assert not alive, f"left running after stop: {[p.cmdline() for p in alive]}"
+        killed = self.events("service did not stop in time; killing")
+        assert not killed, f"services had to be killed: {killed}"
+        return took
+
+    def keep_log(self, name: str) -> None:
+        """Copy the log to ``$NOEMA_FAULT_LOGS/<name>.log`` when that variable is set."""
+        folder = os.environ.get("NOEMA_FAULT_LOGS")
+        if folder:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            shutil.copy(self.log_path, Path(folder) / f"{name}.log")
+
+    def force_stop(self) -> None:
+        """Teardown after a failure: stop whatever is still running."""
+        if self.up is not None and self.up.poll() is None:
+            self.up.send_signal(signal.SIGCONT)
+            self.up.send_signal(signal.SIGINT)
+            try:
+                self.up.wait(30)
+            except subprocess.TimeoutExpired:
+                self.up.kill()
+        with contextlib.suppress(Exception):
+            self.postmaster().send_signal(signal.SIGINT)
+
+
+@contextlib.contextmanager
+def temporary_root() -> Iterator[Path]:
+    """A folder outside /root (the embedded PostgreSQL runs as a system user when we are root)."""
+    path = Path(tempfile.mkdtemp(prefix="noema-fault-", dir="/tmp"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class Publisher:
+    """Publishes observations at a steady pace and remembers which ones JetStream acknowledged."""
+
+    def __init__(self, nats_url: str, rate: float = 50.0, workspace: str = "acme") -> None:
+        self._url = nats_url
+        self._pause = 1.0 / rate
+        self._workspace = workspace
+        self.attempted: list[str] = []
+        self.acked: dict[str, float] = {}  # observation id -> when it was acknowledged (monotonic)
+        self.failures = 0
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start publishing in the background."""
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        """Stop publishing (the publish in flight completes or fails)."""
+        self._stop.set()
+        if self._task is not None:
+            await self._task
+
+    async def _run(self) -> None:
+        nc = await nats.connect(
+            self._url, max_reconnect_attempts=-1, reconnect_time_wait=0.5, error_cb=_quiet
+        )
+        js = nc.jetstream()
+        i = 0
+        try:
+            while not self._stop.is_set():
+                obs = build_observation(
+                    f"observation {i}: host-{i % 97} reported status {i * 7 % 13}",
+                    workspace=self._workspace,
+                    mind=f"agent{i % 4}",
+                )
+                i += 1
+                self.attempted.append(obs.id)
+                try:
+                    await js.publish(
+                        TOPOLOGY.observation_subject(self._workspace, obs.mind),
+                        encode_event(obs),
+                        timeout=2.0,
+                        headers={"Nats-Msg-Id": obs.id},
+                    )
+                except Exception:  # not acknowledged: it may or may not be stored; never counted
+                    self.failures += 1
+                    await asyncio.sleep(0.2)
+                    continue
+                self.acked[obs.id] = time.monotonic()
+                await asyncio.sleep(self._pause)
+        finally:
+            await nc.close()
+
+
+async def memory_counts(pool: asyncpg.Pool) -> dict[str, int]:
+    """Memories per source observation id."""
+    rows = await pool.fetch(
+        "SELECT source_observation_ids[1] AS obs, count(*) AS n FROM memories "
+        "WHERE kind = 'episodic' GROUP BY 1"
+    )
+    return {r["obs"]: int(r["n"]) for r in rows}
+
+
+async def wait_all_memories(pool: asyncpg.Pool, ids: set[str], timeout: float) -> float:
+    """Wait until every id in ``ids`` has a memory; returns when that happened (monotonic)."""
+
+    async def all_there() -> bool:
+        counts = await memory_counts(pool)
+        missing = ids - counts.keys()
+        return not missing or False
+
+    await eventually(all_there, timeout, 0.5, f"a memory for each of {len(ids)} acknowledged observations")
+    return time.monotonic()
+
+
+async def assert_exactly_once(pool: asyncpg.Pool, acked: set[str], attempted: set[str]) -> dict[str, int]:
+    """0 lost, 0 duplicated: one memory per acknowledged observation, none for anything never
+    published, no event id twice, one attention decision per observation, one memory.created per
+    memory. Returns the counts."""
+    counts = await memory_counts(pool)
+    lost = acked - counts.keys()
+    duplicated = {k: n for k, n in counts.items() if n > 1}
+    invented = counts.keys() - attempted
+    assert not lost, f"{len(lost)} acknowledged observations have no memory, e.g. {sorted(lost)[:3]}"
+    assert not duplicated, f"{len(duplicated)} observations have several memories: {list(duplicated)[:3]}"
+    assert not invented, f"memories for observations never published: {sorted(invented)[:3]}"
+    dup_event_ids = await pool.fetch(
+        "SELECT id, count(*) AS n, array_agg(type) AS types FROM events "
+        "GROUP BY id HAVING count(*) > 1 LIMIT 5"
+    )
+    assert not dup_event_ids, f"event ids stored more than once: {[dict(r) for r in dup_event_ids]}"
+    dup_decisions = await pool.fetch(
+        "SELECT d->>'candidate_id' AS obs, count(*) AS n, array_agg(DISTINCT e.id) AS events "
+        "FROM events e, jsonb_array_elements(e.payload->'decisions') d "
+        "WHERE e.type = 'attention.decided.v1' "
+        "AND coalesce(d->>'candidate_kind', 'observation') = 'observation' "
+        "GROUP BY 1 HAVING count(*) > 1"
+    )
+    assert not dup_decisions, (
+        f"{len(dup_decisions)} observations were decided more than once (attention.decided with "
+        f"different event ids on redelivery), e.g. {[dict(r) for r in dup_decisions[:3]]}"
+    )
+    dup_created = await pool.fetchval(
+        "SELECT count(*) - count(DISTINCT payload->>'memory_id') FROM events WHERE type = 'memory.created.v1'"
+    )
+    assert dup_created == 0, f"{dup_created} memories were created by more than one memory.created event"
+    events = int(await pool.fetchval("SELECT count(*) FROM events"))
+    return {"acknowledged": len(acked), "memories": sum(counts.values()), "events": events}
