@@ -10,6 +10,18 @@ import structlog
 __all__ = ["configure_logging"]
 
 
+class _Stderr:
+    """Whatever ``sys.stderr`` is when a line is written, not when logging was configured: a stream
+    swapped in and closed later (a test runner capturing a command's output) must not make every
+    later log line fail."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(
     fmt: str = "auto", level: str = "info", observe: structlog.types.Processor | None = None
 ) -> None:
@@ -33,7 +45,7 @@ def configure_logging(
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
     logging.basicConfig(
