@@ -20,6 +20,7 @@ from noema.adapters.jetstream import EventPublisher, connect, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection, checksum, create_pool
 from noema.adapters.postgres import connect as pg_connect
 from noema.client import send_observation
+from noema.credentials import redact_url
 from noema.reads import resolve_memory
 from noema.replay import drop_schema, replay_into
 from noema.runtime import read_state
@@ -43,7 +44,7 @@ async def publish(settings: Settings, obs: ObservationRecorded) -> tuple[int, bo
     """Publish a validated observation; returns its stream sequence and whether the stream already
     held an observation of this id (within the duplicate window; it is then not stored again)."""
     assert settings.nats_url
-    nc = await connect(settings.nats_url, name="noemactl")
+    nc = await connect(settings.nats_url, name="noemactl", auth=settings.nats_auth)
     try:
         return await send_observation(nc.jetstream(), obs, topology=Topology(settings.prefix))
     finally:
@@ -70,7 +71,7 @@ async def relate(
     ambiguous one is an OperationError, as for every operator command)."""
     assert settings.nats_url
     pool = await _pool(settings)
-    nc = await connect(settings.nats_url, name="noemactl")
+    nc = await connect(settings.nats_url, name="noemactl", auth=settings.nats_auth)
     try:
         ids = [await resolve_memory(pool, given) for given in (from_id, to_id)]
         publisher = EventPublisher(nc, Topology(settings.prefix))
@@ -99,7 +100,7 @@ async def embed_missing(
     embedder = create_embedder(settings.embedder)
     assert embedder is not None
     pool = await _pool(settings)
-    nc = await connect(settings.nats_url, name="noemactl-embed")
+    nc = await connect(settings.nats_url, name="noemactl-embed", auth=settings.nats_auth)
     try:
         started = time.perf_counter()
         done = await operations.embed_missing(
@@ -126,7 +127,7 @@ async def decay(settings: Settings, workspaces: list[str] | None) -> list[str]:
     """Publish a decay tick now."""
     assert settings.nats_url
     pool = await _pool(settings)
-    nc = await connect(settings.nats_url, name="noemactl")
+    nc = await connect(settings.nats_url, name="noemactl", auth=settings.nats_auth)
     try:
         return await operations.decay_tick(
             pool, EventPublisher(nc, Topology(settings.prefix)), datetime.now(UTC), workspaces
@@ -156,7 +157,7 @@ async def replay(
     assert settings.database_url
     topology = Topology(settings.prefix)
     schema = f"replay_{settings.db_schema}_{os.getpid()}_{int(time.time())}"
-    nc = await connect(settings.nats_url, name="noemactl-replay")
+    nc = await connect(settings.nats_url, name="noemactl-replay", auth=settings.nats_auth)
     try:
         result = await replay_into(
             nc, settings.database_url, topology, schema, until_seq=until_seq, progress=progress
@@ -201,11 +202,13 @@ async def status(settings: Settings) -> dict[str, Any]:
 
     last_seq = None
     try:
-        nc = await asyncio.wait_for(connect(settings.nats_url, name="noemactl-status"), 5)
+        nc = await asyncio.wait_for(
+            connect(settings.nats_url, name="noemactl-status", auth=settings.nats_auth), 5
+        )
     except (OSError, TimeoutError, Exception) as exc:
-        add("nats", False, f"{settings.nats_url}: {exc}")
+        add("nats", False, f"{redact_url(settings.nats_url)}: {exc}")
     else:
-        add("nats", True, settings.nats_url)
+        add("nats", True, redact_url(settings.nats_url))
         try:
             js = nc.jetstream()
             for stream in (topology.observation_stream, topology.event_stream, topology.dead_letter_stream):

@@ -19,7 +19,7 @@ from noema.app import SearchOptions
 from noema.logging import configure_logging
 from noema.settings import Settings, SettingsError
 
-from . import api_cmd, commands, knowledge_cmd, mcp_cmd, operator_cmd, search
+from . import agent_cmd, api_cmd, commands, knowledge_cmd, mcp_cmd, operator_cmd, search
 from .common import (
     DataDir,
     JsonOption,
@@ -47,6 +47,7 @@ app = typer.Typer(
 memory_app = typer.Typer(help="Inspect long-term memory.", no_args_is_help=True)
 app.add_typer(memory_app, name="memory")
 app.add_typer(api_cmd.api_app, name="api")
+app.add_typer(agent_cmd.agent_app, name="agent")
 
 
 @app.callback()

@@ -22,7 +22,9 @@ import structlog
 
 from noema.adapters.jetstream import connect, ensure_streams
 from noema.adapters.postgres import migrate
+from noema.credentials import redact_url
 from noema.embedded import EmbeddedNats, EmbeddedPostgres, resolve_data_dir
+from noema.identities import service_user
 from noema.runtime import read_state, state_path, write_state
 from noema.settings import Settings
 from noema.topology import Topology
@@ -53,7 +55,7 @@ async def prepare(settings: Settings) -> None:
     assert settings.nats_url
     assert settings.database_url
     await migrate(settings.database_url, settings.db_schema)
-    nc = await connect(settings.nats_url, name="noema-up")
+    nc = await connect(settings.nats_url, name="noema-up", auth=settings.nats_auth)
     try:
         await ensure_streams(
             nc.jetstream(), Topology(settings.prefix), settings.duplicate_window_s, settings.stream_replicas
@@ -90,9 +92,23 @@ class Supervisor:
         """Ask the supervisor to stop everything (signal-safe)."""
         self._stop_requested = True
 
+    def _child_env(self, name: str, env: dict[str, str]) -> dict[str, str]:
+        """The environment of child ``name``: on the embedded NATS, its own identity's credentials
+        (each process may do only what it needs; noema.identities)."""
+        if self._nats is None:
+            return env
+        return {
+            **env,
+            "NOEMA_NATS_URL": self._nats.url,
+            "NOEMA_NATS_USER": service_user(name),
+            "NOEMA_NATS_PASSWORD": self._nats.credentials.password(name),
+        }
+
     def _spawn(self, child: _Child, env: dict[str, str]) -> None:
         # Own session: Ctrl-C reaches only the supervisor, which then stops the children in order.
-        child.proc = subprocess.Popen([sys.executable, "-m", child.module], env=env, start_new_session=True)
+        child.proc = subprocess.Popen(
+            [sys.executable, "-m", child.module], env=self._child_env(child.name, env), start_new_session=True
+        )
         log.info("service started", service=child.name, pid=child.proc.pid)
         state = read_state(self._data_dir) if self._data_dir else None
         if state is not None and self._data_dir is not None:
@@ -115,13 +131,14 @@ class Supervisor:
         embedded = not settings.external
         try:
             if embedded:
-                self._nats = EmbeddedNats(data_dir)
-                self._nats.start()
+                if settings.nats_url is None:
+                    self._nats = EmbeddedNats(data_dir, prefix=settings.prefix)
+                    self._nats.start()
                 self._pg = EmbeddedPostgres(data_dir)
                 self._pg.start()
-                settings = settings.with_urls(
-                    settings.nats_url or self._nats.url, settings.database_url or self._pg.url
-                )
+                # On our own NATS, `up` itself (preparing the streams) and noema.json are the operator.
+                nats_url = self._nats.operator_url if self._nats else str(settings.nats_url)
+                settings = settings.with_urls(nats_url, settings.database_url or self._pg.url)
             assert settings.nats_url
             assert settings.database_url
             asyncio.run(prepare(settings))
@@ -136,6 +153,8 @@ class Supervisor:
                     "pid": os.getpid(),
                     "started_at": datetime.now(UTC).isoformat(),
                     "nats_url": settings.nats_url,
+                    # Without credentials: `locate` adds those of the identity asking (e.g. mcp).
+                    "nats_plain_url": self._nats.url if self._nats else None,
                     "database_url": settings.database_url,
                     "api_url": f"http://{settings.api_host}:{settings.api_port}",
                     "embedded": embedded,
@@ -145,7 +164,7 @@ class Supervisor:
             log.info(
                 "noema is up",
                 data_dir=str(data_dir),
-                nats=settings.nats_url,
+                nats=redact_url(settings.nats_url),
                 api=f"http://{settings.api_host}:{settings.api_port}",
                 api_tokens=str(tokens_file),
                 api_token_created=created,

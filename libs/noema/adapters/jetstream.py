@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import ssl
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
+from urllib.parse import unquote, urlsplit
 
 import nats
 import structlog
@@ -27,6 +29,8 @@ from nats.js.errors import APIError, NotFoundError
 
 from noema_events import Event, encode_event
 
+from ..identities import inbox_prefix
+from ..settings import NatsAuth
 from ..topology import Topology
 from .pull import Puller
 
@@ -35,6 +39,7 @@ __all__ = [
     "ConcurrentWrite",
     "EventPublisher",
     "Outgoing",
+    "auth_options",
     "connect",
     "dead_letter",
     "ensure_streams",
@@ -55,15 +60,43 @@ def msg_id_header(message_id: str) -> dict[str, str]:
     return {"Nats-Msg-Id": message_id}
 
 
-async def connect(url: str, name: str, **kwargs: object) -> NATS:
-    """Connect to NATS; fails fast (no endless reconnect on the first connect)."""
+def auth_options(url: str, auth: NatsAuth | None) -> dict[str, object]:
+    """``nats.connect`` options for ``auth``: credentials, TLS, and the identity's own reply inbox
+    (the server lets each identity subscribe below its own prefix only)."""
+    auth = auth or NatsAuth()
+    options: dict[str, object] = {}
+    user = auth.user or urlsplit(url.split(",")[0]).username
+    if auth.user and auth.password:
+        options["user"] = auth.user
+        options["password"] = auth.password
+    if auth.creds:
+        options["user_credentials"] = str(auth.creds)
+    if user:
+        options["inbox_prefix"] = inbox_prefix(unquote(user))
+    if auth.tls_ca or auth.tls_cert or url.startswith("tls://"):
+        context = ssl.create_default_context(cafile=str(auth.tls_ca) if auth.tls_ca else None)
+        if auth.tls_cert and auth.tls_key:
+            context.load_cert_chain(str(auth.tls_cert), str(auth.tls_key))
+        options["tls"] = context
+    return options
+
+
+async def _log_error(exc: Exception) -> None:
+    # nats-py reports a permissions violation here only (the refused request then times out):
+    # say which subject was refused, so a missing grant is found from the log.
+    log.error("nats error", error=str(exc))
+
+
+async def connect(url: str, name: str, *, auth: NatsAuth | None = None, **kwargs: object) -> NATS:
+    """Connect to NATS as ``auth`` (or as the credentials in ``url``); fails fast (no endless
+    reconnect on the first connect)."""
     return await nats.connect(
         url,
         name=name,
         connect_timeout=5,
         allow_reconnect=True,
         max_reconnect_attempts=10,
-        **kwargs,
+        **{"error_cb": _log_error, **auth_options(url, auth), **kwargs},
     )
 
 
@@ -116,12 +149,34 @@ async def ensure_streams(
     """
     for config in _stream_configs(topology, duplicate_window_s, replicas):
         try:
-            await js.stream_info(config.name)  # type: ignore[arg-type]
+            info = await js.stream_info(config.name)  # type: ignore[arg-type]
         except NotFoundError:
-            await js.add_stream(config)
+            await _write_stream(js.add_stream, config, "create")
             log.info("stream created", stream=config.name)
         else:
-            await js.update_stream(config)
+            if _differs(info.config, config):
+                await _write_stream(js.update_stream, config, "update")
+
+
+def _differs(current: StreamConfig, wanted: StreamConfig) -> bool:
+    # Only what Noema sets: the server fills in (and reports) much more.
+    have = current.as_dict()
+    return any(have.get(key) != value for key, value in wanted.as_dict().items())
+
+
+async def _write_stream(
+    write: Callable[[StreamConfig], Awaitable[object]], config: StreamConfig, verb: str
+) -> None:
+    # Only the operator identity may create or update streams (noema.identities); a worker that
+    # finds a stream missing or outdated cannot fix it, and its request is refused (times out).
+    try:
+        await write(config)
+    except TimeoutError:
+        raise RuntimeError(
+            f"could not {verb} stream {config.name}: no answer from JetStream. Only the operator "
+            "identity may create or update streams: run `noemactl up` (embedded) or `noemactl prepare` "
+            "(external servers) first, with the operator's credentials"
+        ) from None
 
 
 async def stream_last_seq(js: JetStreamContext, stream: str) -> int:
