@@ -23,7 +23,9 @@ __all__ = [
     "Permissions",
     "agent_identity",
     "agent_user",
+    "deploy_identities",
     "inbox_prefix",
+    "password_variable",
     "render_authorization",
     "service_identity",
     "service_user",
@@ -158,7 +160,7 @@ def _service_publish(name: str, topology: Topology) -> list[str]:
     if name == "api":
         allowed += _dead_letters_admin(topology) + _ephemeral_reader(topology)
         allowed += [f"{p}.obs.>", f"{p}.evt.>"]  # re-publishing a dead letter on its subject
-    return allowed
+    return list(dict.fromkeys(allowed))  # once each, in order
 
 
 def service_identity(name: str, password: str, topology: Topology) -> Identity:
@@ -218,6 +220,17 @@ def agent_identity(workspace: str, agent: str, role: str, password: str, topolog
             subscribe=(f"{inbox_prefix(user)}.>",),
         ),
     )
+
+
+def password_variable(name: str) -> str:
+    """The environment variable the deployed NATS server reads service ``name``'s password from."""
+    return f"{name.upper()}_NATS_PASSWORD"
+
+
+def deploy_identities(topology: Topology) -> list[Identity]:
+    """The services' and the operator's identities as the deploy manifests configure them: each
+    password a reference to the server's environment (see :func:`render_authorization`)."""
+    return [service_identity(n, f"${password_variable(n)}", topology) for n in (*SERVICES, OPERATOR)]
 
 
 def _quote(value: str) -> str:

@@ -336,6 +336,29 @@ def replay(
 
 
 @app.command()
+def prepare(
+    data_dir: Path | None = DataDir(),
+    as_json: bool = JsonOption(),
+) -> None:
+    """Apply the database migrations and create or update the streams: what `up` does first.
+
+    With external servers (a Kubernetes Job, a one-shot compose service) run it once before the
+    workers, with the operator's NATS credentials: the workers' own identities may read the streams
+    but not create or change them. Idempotent.
+
+    Example: NOEMA_NATS_USER=noema-operator NOEMA_NATS_PASSWORD=... noemactl prepare
+    """
+    from .supervisor import prepare as prepare_servers
+
+    use(data_dir)
+    run(prepare_servers)
+    if as_json:
+        print_json({"prepared": True})
+    else:
+        out.print("migrations applied; streams ready")
+
+
+@app.command()
 def status(
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),

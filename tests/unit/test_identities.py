@@ -106,7 +106,7 @@ def test_the_rendered_config_is_accepted_by_nats_server(tmp_path: Path) -> None:
     server = EmbeddedNats(tmp_path, prefix="noema")
     store = CredentialStore(tmp_path)
     store.add_agent("acme", "alice", "engineer", "noema")
-    (tmp_path / "nats.conf").write_text(server._config())  # noqa: SLF001 - the very text start() writes
+    (tmp_path / "nats.conf").write_text(server._config())  # the very text start() writes
     checked = subprocess.run(
         [_nats_binary(), "-t", "-c", str(tmp_path / "nats.conf")], capture_output=True, text=True, timeout=30
     )
