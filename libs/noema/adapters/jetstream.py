@@ -90,14 +90,15 @@ async def _log_error(exc: Exception) -> None:
 async def connect(url: str, name: str, *, auth: NatsAuth | None = None, **kwargs: object) -> NATS:
     """Connect to NATS as ``auth`` (or as the credentials in ``url``); fails fast (no endless
     reconnect on the first connect)."""
-    return await nats.connect(
-        url,
-        name=name,
-        connect_timeout=5,
-        allow_reconnect=True,
-        max_reconnect_attempts=10,
-        **{"error_cb": _log_error, **auth_options(url, auth), **kwargs},
-    )
+    options: dict[str, object] = {
+        "connect_timeout": 5,
+        "allow_reconnect": True,
+        "max_reconnect_attempts": 10,
+        "error_cb": _log_error,
+        **auth_options(url, auth),
+        **kwargs,  # the caller's choice wins
+    }
+    return await nats.connect(url, name=name, **options)
 
 
 def _stream_configs(topology: Topology, duplicate_window_s: float, replicas: int = 1) -> list[StreamConfig]:
