@@ -348,3 +348,4 @@ def test_knowledge_commands_facts_conflicts_grants_policies_notes(data_dir: Path
         assert replayed["match"] is True
     finally:
         assert stop(up) == 0
+    assert_no_permission_refused(data_dir)  # knowledge, conflicts, notes: all within their grants

@@ -162,3 +162,26 @@ def test_nats_credentials_travel_to_child_processes() -> None:
     settings = Settings.from_env({"NOEMA_NATS_USER": "noema-attend", "NOEMA_NATS_PASSWORD": "pw"})
     again = Settings.from_env(settings.to_env())
     assert again.nats_auth == settings.nats_auth
+
+
+def test_a_located_process_connects_as_the_identity_it_asks_for(tmp_path: Path) -> None:
+    import os
+
+    from noema.runtime import locate, write_state
+
+    store = CredentialStore(tmp_path)
+    plain = "nats://127.0.0.1:4222"
+    write_state(
+        tmp_path,
+        {
+            "pid": os.getpid(),
+            "nats_url": store.service_url(plain, OPERATOR),
+            "nats_plain_url": plain,
+            "database_url": "postgresql:///x",
+        },
+    )
+    assert stat.S_IMODE((tmp_path / "noema.json").stat().st_mode) == 0o600
+    operator = locate(Settings(data_dir=tmp_path))
+    assert operator.nats_url == store.service_url(plain, OPERATOR)
+    mcp = locate(Settings(data_dir=tmp_path), "mcp")
+    assert mcp.nats_url == url_with_credentials(plain, "noema-mcp", store.password("mcp"))
