@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from .topology import Topology
 
 __all__ = [
-    "AGENT_ROLE_DEFAULT",
     "OPERATOR",
     "SERVICES",
     "Identity",
@@ -35,7 +34,6 @@ SERVICES = ("attend", "projector", "embed", "retrieve", "decay", "conflicts", "a
 """Every Noema process that connects to NATS with an identity of its own (``service`` is the NATS
 agent service); the operator identity (``noemactl``) comes on top."""
 OPERATOR = "operator"
-AGENT_ROLE_DEFAULT = "agent"
 
 # Durable consumers per worker: (stream kind, worker name); the stream name follows the prefix.
 _CONSUMERS: dict[str, tuple[str, ...]] = {
