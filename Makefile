@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test test-unit test-integration lint typecheck check schemas openapi golden lock bench-ingest clean
+.PHONY: help setup run test test-unit test-integration lint typecheck check schemas openapi deploy-auth golden lock bench-ingest clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -45,6 +45,9 @@ schemas: $(STAMP) ## Regenerate schemas/json and schemas/asyncapi.json from the 
 
 openapi: $(STAMP) ## Regenerate schemas/openapi.json from the operator API's route table and Structs
 	$(BIN)/python -m noema_api.openapi
+
+deploy-auth: $(STAMP) ## Regenerate deploy/nats/auth.conf and auth-values.yaml from libs/noema/identities.py
+	$(BIN)/python -m noema.natsconfig
 
 golden: $(STAMP) ## Write golden samples for event versions that have none (never overwrites)
 	$(BIN)/python -m noema_events.golden

@@ -26,7 +26,9 @@ from nats.js import JetStreamContext
 
 from noema.adapters.jetstream import connect, ensure_streams
 from noema.adapters.postgres import create_pool, migrate
+from noema.credentials import url_with_credentials
 from noema.embedded import EmbeddedNats, EmbeddedPostgres
+from noema.identities import Identity
 from noema.settings import Settings
 from noema.topology import Topology
 
@@ -36,7 +38,10 @@ class Servers:
     """Addresses of the session's servers."""
 
     nats_url: str
+    """With the test identity's credentials: it may do anything, deleting streams included."""
     database_url: str
+    nats: EmbeddedNats | None = None
+    """The embedded NATS (its credentials; ``reload()`` after adding an agent), None with containers."""
 
 
 def _containers() -> Iterator[Servers]:
@@ -65,12 +70,17 @@ def servers() -> Iterator[Servers]:
         return
     base = Path(tempfile.mkdtemp(prefix="noema-test-", dir="/tmp"))
     base.chmod(0o755)
-    nats_server = EmbeddedNats(base)
+    # The real default: authentication on. Tests (which create and delete their own streams under
+    # their own prefixes) connect as an identity that may do anything; nothing shipped has one.
+    tester = Identity("noema-test", uuid.uuid4().hex, None)
+    nats_server = EmbeddedNats(base, extra=[tester])
     nats_server.start()
     pg = EmbeddedPostgres(base)
     pg.start()
     try:
-        yield Servers(nats_server.url, pg.url)
+        yield Servers(
+            url_with_credentials(nats_server.url, tester.user, tester.password), pg.url, nats_server
+        )
     finally:
         nats_server.stop()
         pg.stop()

@@ -114,7 +114,7 @@ class Noema:
             settings.database_url, settings.db_schema, app=name, min_size=1, max_size=pool_size
         )
         try:
-            nc = await connect(settings.nats_url, name=name)
+            nc = await connect(settings.nats_url, name=name, auth=settings.nats_auth)
             try:
                 yield cls(settings, pool, nc, await RecallStore.open(pool))
             finally:

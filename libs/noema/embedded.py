@@ -14,8 +14,13 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from .credentials import CredentialStore, write_private
+from .identities import OPERATOR, Identity, render_authorization
+from .topology import Topology
 
 __all__ = ["EmbeddedNats", "EmbeddedPostgres", "die_with_parent", "free_port", "resolve_data_dir"]
 
@@ -36,14 +41,14 @@ def _port_free(port: int) -> bool:
         return True
 
 
-def _previous_port(conf: Path, key: str) -> int | None:
-    """The port ``key`` (``listen`` or ``http``) had in an earlier run's config, if still free."""
+def _previous_port(conf: Path, key: str, *, free: bool = True) -> int | None:
+    """The port ``key`` (``listen``) had in an earlier run's config, if still free (``free``)."""
     try:
         found = re.search(rf'^{key}: "127\.0\.0\.1:(\d+)"$', conf.read_text(), re.MULTILINE)
     except OSError:
         return None
     port = int(found[1]) if found else None
-    return port if port is not None and _port_free(port) else None
+    return port if port is not None and (not free or _port_free(port)) else None
 
 
 def resolve_data_dir(path: Path) -> Path:
@@ -102,40 +107,86 @@ class EmbeddedNats:
 
     Without an explicit ``port`` it listens where the same data folder's server listened last time
     (if that port is still free), so clients that kept the URL keep working across restarts.
+
+    Nobody connects without credentials: every Noema process, the operator and each agent added
+    with ``noemactl agent add`` has a user of its own (:mod:`noema.identities`), with passwords kept
+    in ``<data_dir>/nats-auth.json``. ``extra`` adds identities (tests add one that may do anything;
+    nothing shipped does). The monitoring port is off: nothing of Noema's needs it.
     """
 
-    def __init__(self, data_dir: Path, port: int | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int | None = None,
+        *,
+        prefix: str = "noema",
+        extra: Sequence[Identity] = (),
+    ) -> None:
         self.data_dir = data_dir
         conf = data_dir / "nats.conf"
         self.port = port or _previous_port(conf, "listen") or free_port()
-        self.monitor_port = _previous_port(conf, "http") or free_port()
+        self.topology = Topology(prefix)
+        self.extra = tuple(extra)
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        """Client URL."""
+        """Client URL (without credentials)."""
         return f"nats://127.0.0.1:{self.port}"
+
+    @property
+    def credentials(self) -> CredentialStore:
+        """The identities' passwords of this data folder (created on first use)."""
+        return CredentialStore(self.data_dir)
+
+    def url_for(self, name: str) -> str:
+        """The client URL with the credentials of service ``name`` (or ``operator``)."""
+        return self.credentials.service_url(self.url, name)
+
+    @property
+    def operator_url(self) -> str:
+        """The client URL with the operator's credentials (``noemactl``, the README's examples)."""
+        return self.url_for(OPERATOR)
 
     def _config(self) -> str:
         store = self.data_dir / "nats"
+        identities = [*self.credentials.identities(self.topology), *self.extra]
         # sync_interval: always — fsync every write; the default (2 min) can lose acknowledged
         # events on an OS crash or power loss, and the event stream is the source of truth.
         return (
             f'listen: "127.0.0.1:{self.port}"\n'
-            f'http: "127.0.0.1:{self.monitor_port}"\n'
             f'server_name: "noema-embedded"\n'
+            f'pid_file: "{self.data_dir / "nats.pid"}"\n'
             "max_payload: 8MB\n"
             "jetstream {\n"
             f'  store_dir: "{store}"\n'
             "  sync_interval: always\n"
-            "}\n"
+            "}\n" + render_authorization(identities)
         )
+
+    def reload(self) -> bool:
+        """Rewrite the config (e.g. after an agent was added) and make a running server of this data
+        folder load it (SIGHUP); False when no server of this data folder is running."""
+        listening = _previous_port(self.data_dir / "nats.conf", "listen", free=False)
+        if listening is not None:
+            self.port = listening
+        write_private(self.data_dir / "nats.conf", self._config())
+        try:
+            pid = int((self.data_dir / "nats.pid").read_text().strip())
+            # A stale pid file may name another process by now: signal only our own server.
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if b"nats-server" not in cmdline or str(self.data_dir / "nats.conf").encode() not in cmdline:
+                return False
+            os.kill(pid, signal.SIGHUP)
+        except (OSError, ValueError):
+            return False
+        return True
 
     def start(self, timeout: float = 15.0) -> None:
         """Start the server and wait until it accepts connections."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         conf = self.data_dir / "nats.conf"
-        conf.write_text(self._config())
+        write_private(conf, self._config())
         with (self.data_dir / "nats.log").open("ab") as log:
             self._proc = subprocess.Popen(
                 [_nats_binary(), "-c", str(conf), "-js", "-a", "127.0.0.1"],

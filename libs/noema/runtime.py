@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .credentials import CredentialStore, write_private
+from .identities import OPERATOR
 from .settings import Settings
 
 __all__ = ["NotRunning", "locate", "read_state", "state_path", "write_state"]
@@ -22,11 +24,9 @@ def state_path(data_dir: Path) -> Path:
 
 
 def write_state(data_dir: Path, state: dict[str, Any]) -> None:
-    """Record the running instance's addresses (atomically)."""
-    path = state_path(data_dir)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2))
-    tmp.replace(path)
+    """Record the running instance's addresses (atomically, readable by its owner only: the NATS
+    URL carries the operator's credentials)."""
+    write_private(state_path(data_dir), json.dumps(state, indent=2))
 
 
 def _alive(pid: int) -> bool:
@@ -53,16 +53,22 @@ def read_state(data_dir: Path) -> dict[str, Any] | None:
     return state
 
 
-def locate(settings: Settings) -> Settings:
-    """Settings with server URLs: the configured ones, else those of the ``up`` in the data folder."""
+def locate(settings: Settings, identity: str = OPERATOR) -> Settings:
+    """Settings with server URLs: the configured ones, else those of the ``up`` in the data folder.
+
+    On the embedded NATS the URL carries credentials: the operator's, or those of the Noema process
+    ``identity`` (e.g. ``mcp``), from the data folder's credentials.
+    """
     if settings.external:
         return settings
-    state = read_state(settings.data_dir.expanduser().resolve())
+    data_dir = settings.data_dir.expanduser().resolve()
+    state = read_state(data_dir)
     if state is None:
         raise NotRunning(
             f"no running Noema found in {settings.data_dir} — start it with `noemactl up` "
             "(or `make run`), or set NOEMA_NATS_URL and NOEMA_DATABASE_URL to use external servers"
         )
-    return settings.with_urls(
-        settings.nats_url or str(state["nats_url"]), settings.database_url or str(state["database_url"])
-    )
+    nats_url = settings.nats_url or str(state["nats_url"])
+    if settings.nats_url is None and identity != OPERATOR and state.get("nats_plain_url"):
+        nats_url = CredentialStore(data_dir).service_url(str(state["nats_plain_url"]), identity)
+    return settings.with_urls(nats_url, settings.database_url or str(state["database_url"]))

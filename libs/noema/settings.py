@@ -11,7 +11,7 @@ from pathlib import Path
 from .adapters.dlq_policy import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DeadLetterPolicy
 from .domain.knowledge import DEFAULT_WM_CAPACITY
 
-__all__ = ["WORKERS", "Settings", "SettingsError"]
+__all__ = ["WORKERS", "NatsAuth", "Settings", "SettingsError"]
 
 _TOKEN = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
 
@@ -64,6 +64,49 @@ def _workers(env: Mapping[str, str]) -> tuple[str, ...] | None:
 
 
 @dataclass(frozen=True, kw_only=True)
+class NatsAuth:
+    """How a process authenticates to NATS and verifies it (besides credentials in the URL)."""
+
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    creds: Path | None = None
+    """A NATS ``.creds`` file (JWT + nkey seed), e.g. a Kubernetes secret mounted as a file."""
+    tls_ca: Path | None = None
+    """CA bundle that signed the server's certificate (``tls://`` URLs); system CAs when unset."""
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    """Client certificate and key, for a server that verifies clients (mutual TLS)."""
+
+
+def _path(env: Mapping[str, str], name: str) -> Path | None:
+    raw = env.get(name)
+    if not raw:
+        return None
+    path = Path(raw).expanduser()
+    if not path.is_file():
+        raise SettingsError(f"{name}={raw!r}: no such file")
+    return path
+
+
+def _nats_auth(env: Mapping[str, str]) -> NatsAuth:
+    user = env.get("NOEMA_NATS_USER") or None
+    password = env.get("NOEMA_NATS_PASSWORD") or None
+    if (user is None) != (password is None):
+        raise SettingsError("NOEMA_NATS_USER and NOEMA_NATS_PASSWORD go together: set both or neither")
+    auth = NatsAuth(
+        user=user,
+        password=password,
+        creds=_path(env, "NOEMA_NATS_CREDS"),
+        tls_ca=_path(env, "NOEMA_NATS_TLS_CA"),
+        tls_cert=_path(env, "NOEMA_NATS_TLS_CERT"),
+        tls_key=_path(env, "NOEMA_NATS_TLS_KEY"),
+    )
+    if (auth.tls_cert is None) != (auth.tls_key is None):
+        raise SettingsError("NOEMA_NATS_TLS_CERT and NOEMA_NATS_TLS_KEY go together: set both or neither")
+    return auth
+
+
+@dataclass(frozen=True, kw_only=True)
 class Settings:
     """Everything a Noema process needs to know about its environment.
 
@@ -72,7 +115,9 @@ class Settings:
     """
 
     data_dir: Path = field(default_factory=lambda: Path("var"))
-    nats_url: str | None = None
+    nats_url: str | None = field(default=None, repr=False)
+    """May carry credentials (``nats://user:password@host:port``): never log it unredacted."""
+    nats_auth: NatsAuth = field(default_factory=NatsAuth)
     database_url: str | None = None
     db_schema: str = "noema"
     prefix: str = "noema"
@@ -129,6 +174,7 @@ class Settings:
         return cls(
             data_dir=Path(env.get("NOEMA_DATA_DIR") or "var"),
             nats_url=env.get("NOEMA_NATS_URL") or None,
+            nats_auth=_nats_auth(env),
             database_url=env.get("NOEMA_DATABASE_URL") or None,
             db_schema=schema,
             prefix=prefix,
@@ -204,6 +250,17 @@ class Settings:
             env["NOEMA_STATUS_WORKERS"] = ",".join(self.status_workers)
         if self.nats_url:
             env["NOEMA_NATS_URL"] = self.nats_url
+        auth = self.nats_auth
+        for name, value in (
+            ("NOEMA_NATS_USER", auth.user),
+            ("NOEMA_NATS_PASSWORD", auth.password),
+            ("NOEMA_NATS_CREDS", auth.creds),
+            ("NOEMA_NATS_TLS_CA", auth.tls_ca),
+            ("NOEMA_NATS_TLS_CERT", auth.tls_cert),
+            ("NOEMA_NATS_TLS_KEY", auth.tls_key),
+        ):
+            if value is not None:
+                env[name] = str(value)
         if self.database_url:
             env["NOEMA_DATABASE_URL"] = self.database_url
         return env

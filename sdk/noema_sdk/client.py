@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import Any, Literal, TypeVar, Unpack
+from urllib.parse import unquote, urlsplit
 
 import msgspec
 import nats
@@ -37,6 +39,8 @@ from .models import (
 )
 from .observations import build_observation_event
 from .protocol import ERROR_CODE_HEADER, ERROR_HEADER, Reply, agent_subject, observation_subject
+from .protocol import agent_user as _agent_user
+from .protocol import inbox_prefix as _inbox_prefix
 
 __all__ = ["NoemaClient"]
 
@@ -101,22 +105,50 @@ class NoemaClient:
         agent: str,
         role: str = "agent",
         prefix: str = "noema",
+        user: str | None = None,
+        password: str | None = None,
+        creds: str | None = None,
+        inbox_prefix: str | None = None,
+        tls_ca: str | None = None,
         timeout: float = 10.0,
         connect_timeout: float = 5.0,
         **nats_options: Any,
     ) -> AsyncIterator[NoemaClient]:
-        """Connect to NATS (``nats_options`` go to ``nats.connect``, e.g. ``user_credentials``) and
-        close the connection on exit. Raises :class:`ServiceUnavailable` when NATS cannot be reached
-        within ``connect_timeout``; once connected, the client reconnects on its own."""
+        """Connect to NATS and close the connection on exit.
+
+        Credentials: ``user`` and ``password`` (as ``noemactl agent add`` prints them; or in the URL,
+        ``nats://user:password@host:port``), or ``creds``, a NATS ``.creds`` file. ``inbox_prefix``
+        is where replies arrive; by default the one the server grants this agent's user
+        (``_INBOX.agent.<workspace>.<agent>``), so other agents cannot read its replies. ``tls_ca``:
+        the CA that signed the server's certificate, for ``tls://`` URLs. Other ``nats_options``
+        go to ``nats.connect``. Raises :class:`ServiceUnavailable` when NATS cannot be reached
+        within ``connect_timeout`` (or refuses the credentials); once connected, the client
+        reconnects on its own."""
         nc = NATS()
-        options: dict[str, Any] = {"max_reconnect_attempts": -1, "reconnect_time_wait": 1, **nats_options}
+        options: dict[str, Any] = {"max_reconnect_attempts": -1, "reconnect_time_wait": 1}
+        if user is not None or password is not None:
+            options |= {"user": user, "password": password}
+        if creds is not None:
+            options["user_credentials"] = creds
+        named = user or urlsplit(url.split(",")[0]).username
+        authenticated = bool(
+            named or creds or nats_options.get("token") or nats_options.get("user_credentials")
+        )
+        if inbox_prefix is None and authenticated:
+            inbox_prefix = _inbox_prefix(unquote(named) if named else _agent_user(workspace, agent))
+        if inbox_prefix is not None:
+            options["inbox_prefix"] = inbox_prefix
+        if tls_ca is not None or url.startswith("tls://"):
+            options["tls"] = ssl.create_default_context(cafile=tls_ca)
+        options |= nats_options
         try:
             await asyncio.wait_for(nc.connect(url, **options), connect_timeout)
         except (TimeoutError, OSError, nats.errors.Error) as exc:
             await nc.close()
             raise ServiceUnavailable(
-                f"cannot connect to NATS at {url} within {connect_timeout:g}s ({exc!r}); "
-                "is Noema running (`noemactl up`), and is the URL the nats_url in var/noema.json?"
+                f"cannot connect to NATS at {_redact(url)} within {connect_timeout:g}s ({exc!r}); "
+                "is Noema running (`noemactl up`), is the URL right, and are the credentials those "
+                "`noemactl agent add` printed?"
             ) from None
         try:
             yield cls(nc, workspace=workspace, agent=agent, role=role, prefix=prefix, timeout=timeout)
@@ -353,6 +385,14 @@ class NoemaClient:
                 f"JetStream refused the observation: {exc}", operation="publish_observation"
             ) from None
         return ObservationReceipt(observation_id=obs_id, seq=int(ack.seq), duplicate=bool(ack.duplicate))
+
+
+def _redact(url: str) -> str:
+    """``url`` without its password (error messages end up in logs)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return url.replace(f":{parts.password}@", ":***@", 1)
 
 
 def _decode_reply(operation: str, data: bytes, headers: dict[str, str] | None, result: type[T]) -> T:

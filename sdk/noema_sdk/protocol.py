@@ -29,9 +29,11 @@ __all__ = [
     "ErrorBody",
     "Reply",
     "agent_subject",
+    "agent_user",
     "encode_error",
     "encode_result",
     "endpoint_subject",
+    "inbox_prefix",
     "observation_subject",
     "parse_agent_subject",
 ]
@@ -67,6 +69,16 @@ def agent_subject(prefix: str, workspace: str, role: str, agent: str, operation:
     """The subject an agent sends ``operation`` requests to."""
     parts = (("workspace", workspace), ("role", role), ("agent", agent), ("operation", operation))
     return ".".join([prefix, AGENT_TOKEN, *(_check(kind, value) for kind, value in parts)])
+
+
+def agent_user(workspace: str, agent: str) -> str:
+    """The NATS user ``noemactl agent add`` creates for an agent (the server's own rule)."""
+    return f"agent.{workspace}.{agent}"
+
+
+def inbox_prefix(user: str) -> str:
+    """The reply-inbox prefix the server lets ``user`` subscribe below (and nobody else)."""
+    return f"_INBOX.{user}"
 
 
 def endpoint_subject(prefix: str, operation: str) -> str:

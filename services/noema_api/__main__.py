@@ -25,7 +25,7 @@ log = structlog.get_logger("noema.api")
 
 async def main(api_settings: ApiSettings, errors: ErrorTap | None = None) -> None:
     """Serve the API until SIGTERM (uvicorn handles the signal and drains requests)."""
-    settings = locate(api_settings.base)
+    settings = locate(api_settings.base, "api")
     assert settings.nats_url
     assert settings.database_url
     if api_settings.generate_tokens and ensure_tokens_file(api_settings.tokens_file):

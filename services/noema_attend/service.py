@@ -20,7 +20,7 @@ async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
     """Connect, ensure the streams and the durable consumer; resources are owned by ``stack``."""
     assert settings.nats_url, "settings must be located (see noema.runtime.locate)"
     topology = Topology(settings.prefix)
-    nc = await connect(settings.nats_url, name="noema-attend")
+    nc = await connect(settings.nats_url, name="noema-attend", auth=settings.nats_auth)
     stack.push_async_callback(nc.close)
     js = nc.jetstream()
     await ensure_streams(

@@ -20,6 +20,7 @@ from noema.adapters.jetstream import EventPublisher, connect
 from noema.adapters.postgres import ReadModelProjection, checksum, create_pool
 from noema.adapters.postgres import connect as pg_connect
 from noema.client import send_observation
+from noema.credentials import redact_url
 from noema.readiness import system_checks
 from noema.reads import resolve_memory
 from noema.replay import drop_schema, replay_into
@@ -60,7 +61,7 @@ async def publish(settings: Settings, obs: ObservationRecorded) -> tuple[int, bo
     """Publish a validated observation; returns its stream sequence and whether the stream already
     held an observation of this id (within the duplicate window; it is then not stored again)."""
     assert settings.nats_url
-    nc = await connect(settings.nats_url, name="noemactl")
+    nc = await connect(settings.nats_url, name="noemactl", auth=settings.nats_auth)
     try:
         return await send_observation(nc.jetstream(), obs, topology=Topology(settings.prefix))
     finally:
@@ -87,7 +88,7 @@ async def relate(
     ambiguous one is an OperationError, as for every operator command)."""
     assert settings.nats_url
     pool = await _pool(settings)
-    nc = await connect(settings.nats_url, name="noemactl")
+    nc = await connect(settings.nats_url, name="noemactl", auth=settings.nats_auth)
     try:
         ids = [await resolve_memory(pool, given) for given in (from_id, to_id)]
         publisher = EventPublisher(nc, Topology(settings.prefix))
@@ -116,7 +117,7 @@ async def embed_missing(
     embedder = create_embedder(settings.embedder)
     assert embedder is not None
     pool = await _pool(settings)
-    nc = await connect(settings.nats_url, name="noemactl-embed")
+    nc = await connect(settings.nats_url, name="noemactl-embed", auth=settings.nats_auth)
     try:
         started = time.perf_counter()
         done = await operations.embed_missing(
@@ -143,7 +144,7 @@ async def decay(settings: Settings, workspaces: list[str] | None) -> list[str]:
     """Publish a decay tick now."""
     assert settings.nats_url
     pool = await _pool(settings)
-    nc = await connect(settings.nats_url, name="noemactl")
+    nc = await connect(settings.nats_url, name="noemactl", auth=settings.nats_auth)
     try:
         return await operations.decay_tick(
             pool, EventPublisher(nc, Topology(settings.prefix)), datetime.now(UTC), workspaces
@@ -173,7 +174,7 @@ async def replay(
     assert settings.database_url
     topology = Topology(settings.prefix)
     schema = f"replay_{settings.db_schema}_{os.getpid()}_{int(time.time())}"
-    nc = await connect(settings.nats_url, name="noemactl-replay")
+    nc = await connect(settings.nats_url, name="noemactl-replay", auth=settings.nats_auth)
     try:
         result = await replay_into(
             nc, settings.database_url, topology, schema, until_seq=until_seq, progress=progress
@@ -214,9 +215,11 @@ async def status(settings: Settings) -> dict[str, Any]:
     nc = None
     nats_error = None
     try:
-        nc = await asyncio.wait_for(connect(settings.nats_url, name="noemactl-status"), 5)
+        nc = await asyncio.wait_for(
+            connect(settings.nats_url, name="noemactl-status", auth=settings.nats_auth), 5
+        )
     except Exception as exc:  # whatever the reason, NATS is not usable: that is the finding
-        nats_error = f"{settings.nats_url}: {type(exc).__name__}: {exc}".rstrip(": ")
+        nats_error = f"{redact_url(settings.nats_url)}: {type(exc).__name__}: {exc}".rstrip(": ")
     try:
         found = await system_checks(settings, nc, lambda: _live_position(settings), nats_error=nats_error)
     finally:

@@ -83,10 +83,13 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
-def run(factory: Callable[[Settings], Coroutine[Any, Any, T]]) -> T:
-    """Locate the running instance and run an async command, turning known failures into messages."""
+def run(factory: Callable[[Settings], Coroutine[Any, Any, T]], identity: str = "operator") -> T:
+    """Locate the running instance and run an async command, turning known failures into messages.
+
+    ``identity``: whose NATS credentials it uses on the embedded server (the operator's by default).
+    """
     try:
-        settings = locate(state.settings)
+        settings = locate(state.settings, identity)
     except NotRunning as exc:
         fail(str(exc), 2)
     try:

@@ -20,7 +20,7 @@ from noema.app import SearchOptions
 from noema.logging import configure_logging
 from noema.settings import WORKERS, Settings, SettingsError
 
-from . import api_cmd, commands, dlq_cmd, knowledge_cmd, mcp_cmd, operator_cmd, search
+from . import agent_cmd, api_cmd, commands, dlq_cmd, knowledge_cmd, mcp_cmd, operator_cmd, search
 from .common import (
     DataDir,
     JsonOption,
@@ -49,6 +49,7 @@ memory_app = typer.Typer(help="Inspect long-term memory.", no_args_is_help=True)
 app.add_typer(memory_app, name="memory")
 app.add_typer(api_cmd.api_app, name="api")
 app.add_typer(dlq_cmd.dlq_app, name="dlq")
+app.add_typer(agent_cmd.agent_app, name="agent")
 
 
 @app.callback()
@@ -335,6 +336,29 @@ def replay(
             out.print(f"kept in schema {result['schema']}")
     if result.get("live_checksum") and not result["match"]:
         raise typer.Exit(1)
+
+
+@app.command()
+def prepare(
+    data_dir: Path | None = DataDir(),
+    as_json: bool = JsonOption(),
+) -> None:
+    """Apply the database migrations and create or update the streams: what `up` does first.
+
+    With external servers (a Kubernetes Job, a one-shot compose service) run it once before the
+    workers, with the operator's NATS credentials: the workers' own identities may read the streams
+    but not create or change them. Idempotent.
+
+    Example: NOEMA_NATS_USER=noema-operator NOEMA_NATS_PASSWORD=... noemactl prepare
+    """
+    from .supervisor import prepare as prepare_servers
+
+    use(data_dir)
+    run(prepare_servers)
+    if as_json:
+        print_json({"prepared": True})
+    else:
+        out.print("migrations applied; streams ready")
 
 
 @app.command()

@@ -72,7 +72,7 @@ def serve(
             f"MCP server for {who.agent} ({who.role}) in {who.workspace} "
             f"on http://{host}:{port}{HTTP_PATH}{guarded}"
         )
-    run(lambda settings: serve_mcp(settings, who, transport, host=host, port=port, token=token))
+    run(lambda settings: serve_mcp(settings, who, transport, host=host, port=port, token=token), "mcp")
 
 
 def register(app: typer.Typer) -> None:

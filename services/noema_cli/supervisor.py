@@ -27,7 +27,9 @@ import structlog
 
 from noema.adapters.jetstream import connect, ensure_streams
 from noema.adapters.postgres import migrate
+from noema.credentials import redact_url
 from noema.embedded import EmbeddedNats, EmbeddedPostgres, die_with_parent, resolve_data_dir
+from noema.identities import service_user
 from noema.runtime import read_state, state_path, write_state
 from noema.settings import Settings
 from noema.topology import Topology
@@ -90,7 +92,7 @@ async def prepare(settings: Settings) -> None:
     assert settings.nats_url
     assert settings.database_url
     await migrate(settings.database_url, settings.db_schema)
-    nc = await connect(settings.nats_url, name="noema-up")
+    nc = await connect(settings.nats_url, name="noema-up", auth=settings.nats_auth)
     try:
         await ensure_streams(
             nc.jetstream(),
@@ -153,12 +155,24 @@ class Supervisor:
         """Ask the supervisor to stop everything (signal-safe)."""
         self._stop_requested = True
 
+    def _child_env(self, name: str, env: dict[str, str]) -> dict[str, str]:
+        """The environment of child ``name``: on the embedded NATS, its own identity's credentials
+        (each process may do only what it needs; noema.identities)."""
+        if self._nats is None:
+            return env
+        return {
+            **env,
+            "NOEMA_NATS_URL": self._nats.url,
+            "NOEMA_NATS_USER": service_user(name),
+            "NOEMA_NATS_PASSWORD": self._nats.credentials.password(name),
+        }
+
     def _spawn(self, child: _Child, env: dict[str, str]) -> None:
         # Own session: Ctrl-C reaches only the supervisor, which then stops the children in order.
         # die_with_parent: a killed supervisor does not leave workers behind.
         child.proc = subprocess.Popen(
             [sys.executable, "-m", child.module],
-            env=env,
+            env=self._child_env(child.name, env),
             start_new_session=True,
             preexec_fn=die_with_parent,
         )
@@ -190,13 +204,14 @@ class Supervisor:
         embedded = not settings.external
         try:
             if embedded:
-                self._nats = EmbeddedNats(data_dir)
-                self._nats.start()
+                if settings.nats_url is None:
+                    self._nats = EmbeddedNats(data_dir, prefix=settings.prefix)
+                    self._nats.start()
                 self._pg = EmbeddedPostgres(data_dir)
                 self._pg.start()
-                settings = settings.with_urls(
-                    settings.nats_url or self._nats.url, settings.database_url or self._pg.url
-                )
+                # On our own NATS, `up` itself (preparing the streams) and noema.json are the operator.
+                nats_url = self._nats.operator_url if self._nats else str(settings.nats_url)
+                settings = settings.with_urls(nats_url, settings.database_url or self._pg.url)
             assert settings.nats_url
             assert settings.database_url
             asyncio.run(prepare(settings))
@@ -216,6 +231,8 @@ class Supervisor:
                     "pid": os.getpid(),
                     "started_at": datetime.now(UTC).isoformat(),
                     "nats_url": settings.nats_url,
+                    # Without credentials: `locate` adds those of the identity asking (e.g. mcp).
+                    "nats_plain_url": self._nats.url if self._nats else None,
                     "database_url": settings.database_url,
                     "api_url": f"http://{settings.api_host}:{settings.api_port}",
                     "embedded": embedded,
@@ -225,7 +242,7 @@ class Supervisor:
             log.info(
                 "noema is up",
                 data_dir=str(data_dir),
-                nats=settings.nats_url,
+                nats=redact_url(settings.nats_url),
                 api=f"http://{settings.api_host}:{settings.api_port}",
                 api_tokens=str(tokens_file),
                 api_token_created=created,

@@ -187,7 +187,7 @@ async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
         settings.database_url, settings.db_schema, app="noema-conflicts", min_size=1, max_size=2
     )
     stack.push_async_callback(pool.close)
-    nc = await connect(settings.nats_url, name="noema-conflicts")
+    nc = await connect(settings.nats_url, name="noema-conflicts", auth=settings.nats_auth)
     stack.push_async_callback(nc.close)
     await ensure_streams(
         nc.jetstream(),

@@ -74,7 +74,7 @@ async def build(settings: Settings, stack: AsyncExitStack) -> DecayWorker:
         settings.database_url, settings.db_schema, app="noema-decay", min_size=1, max_size=1
     )
     stack.push_async_callback(pool.close)
-    nc = await connect(settings.nats_url, name="noema-decay")
+    nc = await connect(settings.nats_url, name="noema-decay", auth=settings.nats_auth)
     stack.push_async_callback(nc.close)
     await ensure_streams(
         nc.jetstream(),

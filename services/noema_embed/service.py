@@ -91,7 +91,7 @@ async def build(settings: Settings, stack: AsyncExitStack, embedder: Embedder | 
     if embedder is None:
         raise RuntimeError("the embed worker needs an embedder (NOEMA_EMBEDDER is 'none')")
     topology = Topology(settings.prefix)
-    nc = await connect(settings.nats_url, name="noema-embed")
+    nc = await connect(settings.nats_url, name="noema-embed", auth=settings.nats_auth)
     stack.push_async_callback(nc.close)
     js = nc.jetstream()
     await ensure_streams(

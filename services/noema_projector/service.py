@@ -25,7 +25,7 @@ async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
         settings.database_url, settings.db_schema, app="noema-projector", min_size=1, max_size=2
     )
     stack.push_async_callback(pool.close)
-    nc = await connect(settings.nats_url, name="noema-projector")
+    nc = await connect(settings.nats_url, name="noema-projector", auth=settings.nats_auth)
     stack.push_async_callback(nc.close)
     js = nc.jetstream()
     await ensure_streams(

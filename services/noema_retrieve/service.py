@@ -154,7 +154,7 @@ async def build(settings: Settings, stack: AsyncExitStack) -> StopsHandler:
     pool = await RecallStore.create_pool(settings.database_url, settings.db_schema, min_size=1, max_size=2)
     stack.push_async_callback(pool.close)
     recall = Recall(await RecallStore.open(pool), create_embedder(settings.embedder))
-    nc = await connect(settings.nats_url, name="noema-retrieve")
+    nc = await connect(settings.nats_url, name="noema-retrieve", auth=settings.nats_auth)
     stack.push_async_callback(nc.close)
     js = nc.jetstream()
     await ensure_streams(

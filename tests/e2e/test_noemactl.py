@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -138,6 +139,69 @@ def test_up_observe_search_replay_status_and_a_clean_stop(data_dir: Path) -> Non
         assert [m["content"] for m in listed["items"]] == ["the deploy key rotates on Fridays"]
     finally:
         assert stop(up) == 0
+    assert_no_permission_refused(data_dir)
+
+
+def assert_no_permission_refused(data_dir: Path) -> None:
+    """Every Noema process did its work with its own identity: the server refused none of them."""
+    refused = [line for line in (data_dir / "nats.log").read_text().splitlines() if "Violation" in line]
+    assert not refused, "\n".join(refused)
+
+
+def test_up_runs_authenticated_and_an_added_agent_reaches_its_own_memory(data_dir: Path) -> None:
+    import asyncio
+
+    import nats
+    import nats.errors
+
+    from noema_sdk import NoemaClient
+
+    up = start(data_dir)
+    try:
+        for name in ("noema.json", "nats-auth.json", "nats.conf"):
+            assert (data_dir / name).stat().st_mode & 0o777 == 0o600, name
+        added = json.loads(
+            ctl(data_dir, "agent", "add", "-w", "acme", "-a", "alice", "-r", "engineer", "--json").stdout
+        )
+        assert added["user"] == "agent.acme.alice"
+        listed = json.loads(ctl(data_dir, "agent", "list", "--json").stdout)
+        assert [(a["workspace"], a["agent"]) for a in listed] == [("acme", "alice")]
+        assert "password" not in listed[0]
+        operator_password = json.loads((data_dir / "nats-auth.json").read_text())["services"]["operator"]
+        assert operator_password not in ctl(data_dir, "status").stdout
+
+        async def as_alice() -> list[str]:
+            with contextlib.suppress(nats.errors.Error):  # no credentials: refused
+                anonymous = await nats.connect(added["url"], allow_reconnect=False, error_cb=_quiet)
+                await anonymous.close()
+                raise AssertionError("an unauthenticated client was let in")
+            async with NoemaClient.connect(
+                added["url"],
+                user=added["user"],
+                password=added["password"],
+                workspace="acme",
+                agent="alice",
+                role="engineer",
+            ) as alice:
+                await alice.publish_observation("the staging database restarts at noon")
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    found = await alice.search_memory("staging database", mode="keyword")
+                    if found.results:
+                        return [hit.content for hit in found.results]
+                    await asyncio.sleep(0.2)
+            return []
+
+        assert asyncio.run(as_alice()) == ["the staging database restarts at noon"]
+        removed = ctl(data_dir, "agent", "remove", "-w", "acme", "-a", "alice", "--json")
+        assert json.loads(removed.stdout)["reloaded"] is True
+    finally:
+        assert stop(up) == 0
+    assert_no_permission_refused(data_dir)
+
+
+async def _quiet(_: Exception) -> None:
+    return None
 
 
 def test_status_explains_what_is_wrong_when_nothing_runs(tmp_path: Path) -> None:
@@ -284,3 +348,4 @@ def test_knowledge_commands_facts_conflicts_grants_policies_notes(data_dir: Path
         assert replayed["match"] is True
     finally:
         assert stop(up) == 0
+    assert_no_permission_refused(data_dir)  # knowledge, conflicts, notes: all within their grants

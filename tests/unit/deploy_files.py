@@ -17,6 +17,7 @@ from noema_cli.main import app
 __all__ = [
     "DEPLOY",
     "KNOWN_VARIABLES",
+    "NATS_AUTH_VARIABLES",
     "ONE_PROCESS",
     "PUBLIC_GET_PATHS",
     "check_noemactl",
@@ -33,8 +34,22 @@ __all__ = [
 ]
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-KNOWN_VARIABLES = set(Settings().to_env()) | {"NOEMA_NATS_URL", "NOEMA_DATABASE_URL", "NOEMA_API_TOKENS"}
-"""Every variable a Noema process reads (the settings, the two server URLs, the API's tokens file)."""
+NATS_AUTH_VARIABLES = {
+    "NOEMA_NATS_USER",
+    "NOEMA_NATS_PASSWORD",
+    "NOEMA_NATS_CREDS",
+    "NOEMA_NATS_TLS_CA",
+    "NOEMA_NATS_TLS_CERT",
+    "NOEMA_NATS_TLS_KEY",
+}
+"""How a process authenticates to NATS (unset by default, so not in ``Settings().to_env()``)."""
+KNOWN_VARIABLES = (
+    set(Settings().to_env())
+    | {"NOEMA_NATS_URL", "NOEMA_DATABASE_URL", "NOEMA_API_TOKENS"}
+    | NATS_AUTH_VARIABLES
+)
+"""Every variable a Noema process reads (the settings, the two server URLs, NATS credentials, the
+API's tokens file)."""
 PUBLIC_GET_PATHS = {e.path for e in ENDPOINTS if e.public and e.method == "GET"}
 """API paths answered without a token: the only ones a probe can use."""
 ONE_PROCESS = {"noema_projector", "noema_attend"}

@@ -164,8 +164,15 @@ def test_the_cloudnativepg_overlay_gives_every_process_the_operators_database_ur
     assert any(
         re.match(r"CREATE EXTENSION IF NOT EXISTS vector\b", sql) for sql in initdb["postInitApplicationSQL"]
     )
-    [to_deployments, to_secret] = overlay["patches"]
+    [to_deployments, to_prepare, to_secret] = overlay["patches"]
     assert to_deployments["target"]["kind"] == "Deployment"
+    # The Job preparing migrations and streams gets the same database URL.
+    [job] = [d for d in documents(DEPLOY / "k8s") if d["kind"] == "Job"]
+    assert to_prepare["target"] == {"kind": "Job", "name": job["metadata"]["name"]}
+    assert (
+        yaml.safe_load(to_prepare["patch"])["spec"]["template"]
+        == yaml.safe_load(to_deployments["patch"])["spec"]["template"]
+    )
     key, value = to_deployments["target"]["labelSelector"].split("=")
     assert all(d["metadata"]["labels"][key] == value for d in DEPLOYMENTS)
     [patched] = yaml.safe_load(to_deployments["patch"])["spec"]["template"]["spec"]["containers"]

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import ssl
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from urllib.parse import unquote, urlsplit
 
 import nats
 import structlog
@@ -29,6 +31,8 @@ from nats.js.errors import APIError, NotFoundError
 
 from noema_events import Event, encode_event
 
+from ..identities import inbox_prefix
+from ..settings import NatsAuth
 from ..topology import Topology
 from .dlq_policy import DEFAULT_KEEP_BYTES, DeadLetterPolicy, kept_original
 from .dlq_upgrade import MOVE_SUFFIX
@@ -43,6 +47,7 @@ __all__ = [
     "DeadLetters",
     "EventPublisher",
     "Outgoing",
+    "auth_options",
     "connect",
     "dead_letter",
     "dead_letter_stream_config",
@@ -68,21 +73,51 @@ RECONNECT_WAIT_S = 1.0
 """Pause between two reconnect attempts to the same server."""
 
 
-async def connect(url: str, name: str, **kwargs: object) -> NATS:
-    """Connect to NATS. The first connect gives up after a few attempts (a wrong URL fails in
-    seconds); once connected, the client reconnects forever, so a NATS restart of any length never
-    leaves a process alive without a connection (see :mod:`noema.adapters.liveness`)."""
-    nc = await nats.connect(
-        url,
-        name=name,
-        connect_timeout=5,
-        allow_reconnect=True,
-        max_reconnect_attempts=10,
-        reconnect_time_wait=RECONNECT_WAIT_S,
-        **kwargs,
-    )
-    # nats-py reads this option on every reconnect attempt; -1 is its documented "never stop".
-    nc.options["max_reconnect_attempts"] = -1
+def auth_options(url: str, auth: NatsAuth | None) -> dict[str, object]:
+    """``nats.connect`` options for ``auth``: credentials, TLS, and the identity's own reply inbox
+    (the server lets each identity subscribe below its own prefix only)."""
+    auth = auth or NatsAuth()
+    options: dict[str, object] = {}
+    user = auth.user or urlsplit(url.split(",")[0]).username
+    if auth.user and auth.password:
+        options["user"] = auth.user
+        options["password"] = auth.password
+    if auth.creds:
+        options["user_credentials"] = str(auth.creds)
+    if user:
+        options["inbox_prefix"] = inbox_prefix(unquote(user))
+    if auth.tls_ca or auth.tls_cert or url.startswith("tls://"):
+        context = ssl.create_default_context(cafile=str(auth.tls_ca) if auth.tls_ca else None)
+        if auth.tls_cert and auth.tls_key:
+            context.load_cert_chain(str(auth.tls_cert), str(auth.tls_key))
+        options["tls"] = context
+    return options
+
+
+async def _log_error(exc: Exception) -> None:
+    # nats-py reports a permissions violation here only (the refused request then times out):
+    # say which subject was refused, so a missing grant is found from the log.
+    log.error("nats error", error=str(exc))
+
+
+async def connect(url: str, name: str, *, auth: NatsAuth | None = None, **kwargs: object) -> NATS:
+    """Connect to NATS as ``auth`` (or as the credentials in ``url``). The first connect gives up
+    after a few attempts (a wrong URL fails in seconds); once connected, the client reconnects
+    forever, so a NATS restart of any length never leaves a process alive without a connection (see
+    :mod:`noema.adapters.liveness`)."""
+    options: dict[str, object] = {
+        "connect_timeout": 5,
+        "allow_reconnect": True,
+        "max_reconnect_attempts": 10,
+        "reconnect_time_wait": RECONNECT_WAIT_S,
+        "error_cb": _log_error,
+        **auth_options(url, auth),
+        **kwargs,  # the caller's choice wins
+    }
+    nc = await nats.connect(url, name=name, **options)
+    if "max_reconnect_attempts" not in kwargs:
+        # nats-py reads this option on every reconnect attempt; -1 is its documented "never stop".
+        nc.options["max_reconnect_attempts"] = -1
     return track(nc)
 
 
@@ -177,12 +212,13 @@ async def ensure_streams(
         try:
             info = await js.stream_info(config.name)  # type: ignore[arg-type]
         except NotFoundError:
-            await js.add_stream(config)
+            await _write_stream(js.add_stream, config, "create")
             log.info("stream created", stream=config.name)
         else:
             if info.config.deny_delete and not config.deny_delete:
                 config = replace(config, deny_delete=True)  # cannot be lifted (see above)
-            await js.update_stream(config)
+            if _differs(info.config, config):
+                await _write_stream(js.update_stream, config, "update")
     await _ensure_health_bucket(js, topology, replicas)
 
 
@@ -207,6 +243,27 @@ async def _ensure_health_bucket(js: JetStreamContext, topology: Topology, replic
             )
         )
         log.info("stream created", stream=topology.health_stream)
+
+
+def _differs(current: StreamConfig, wanted: StreamConfig) -> bool:
+    # Only what Noema sets: the server fills in (and reports) much more.
+    have = current.as_dict()
+    return any(have.get(key) != value for key, value in wanted.as_dict().items())
+
+
+async def _write_stream(
+    write: Callable[[StreamConfig], Awaitable[object]], config: StreamConfig, verb: str
+) -> None:
+    # Only the operator identity may create or update streams (noema.identities); a worker that
+    # finds a stream missing or outdated cannot fix it, and its request is refused (times out).
+    try:
+        await write(config)
+    except TimeoutError:
+        raise RuntimeError(
+            f"could not {verb} stream {config.name}: no answer from JetStream. Only the operator "
+            "identity may create or update streams: run `noemactl up` (embedded) or `noemactl prepare` "
+            "(external servers) first, with the operator's credentials"
+        ) from None
 
 
 async def stream_last_seq(js: JetStreamContext, stream: str) -> int:
