@@ -99,18 +99,23 @@ def _stream_info(topology: Topology) -> list[str]:
     return [f"$JS.API.STREAM.INFO.{s}" for s in streams]
 
 
-def _status_reader(topology: Topology) -> list[str]:
-    # `noemactl status` and /readyz (noema.readiness): every worker's consumer state, and the
-    # heartbeats, read with an ephemeral no-ack consumer on the bucket's stream.
+def _all_consumers_info(topology: Topology) -> list[str]:
+    # /readyz (noema.readiness) weighs every worker's consumer.
     streams = {"observations": topology.observation_stream, "events": topology.event_stream}
-    health = topology.health_stream
-    out = [
+    return [
         f"$JS.API.CONSUMER.INFO.{streams[kind]}.{topology.durable(worker)}"
         for worker, kinds in _CONSUMERS.items()
         for kind in kinds
     ]
+
+
+def _status_reader(topology: Topology) -> list[str]:
+    # `noemactl status --expect <itself>` (a pod's probe, with the pod's identity): the heartbeats,
+    # read with an ephemeral no-ack consumer on the bucket's stream, and attend's consumer (every
+    # status looks at the observation backlog); a worker reads its own consumer through _consumer.
+    health = topology.health_stream
     return [
-        *out,
+        f"$JS.API.CONSUMER.INFO.{topology.observation_stream}.{topology.durable('attend')}",
         f"$JS.API.CONSUMER.CREATE.{health}",
         f"$JS.API.CONSUMER.CREATE.{health}.>",
         f"$JS.API.CONSUMER.MSG.NEXT.{health}.*",
@@ -185,6 +190,7 @@ def _service_publish(name: str, topology: Topology) -> list[str]:
     if name in ("api", "service", "mcp"):
         allowed.append(f"{p}.obs.*.*")  # observations on behalf of their (authenticated) callers
     if name == "api":
+        allowed += _all_consumers_info(topology)
         allowed += _dead_letters_admin(topology) + _ephemeral_reader(topology)
         allowed += [f"{p}.obs.>", f"{p}.evt.>"]  # re-publishing a dead letter on its subject
     return list(dict.fromkeys(allowed))  # once each, in order
