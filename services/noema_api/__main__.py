@@ -34,7 +34,7 @@ async def main(api_settings: ApiSettings) -> None:
         app = await stack.enter_async_context(Noema.open(settings, name="noema-api"))
         await app.embedder()  # load it now: a bad NOEMA_EMBEDDER fails here, not on the first search
         config = uvicorn.Config(
-            create_app(Api(app, tokens)),
+            create_app(Api(app, tokens), api_settings.max_body),
             host=settings.api_host,
             port=settings.api_port,
             log_level="warning",

@@ -20,6 +20,7 @@ from noema.logging import configure_logging
 from noema.settings import Settings, SettingsError
 
 from . import api_cmd, commands, knowledge_cmd, mcp_cmd, operator_cmd, search
+from .argv import Utf8Group
 from .common import (
     DataDir,
     JsonOption,
@@ -39,6 +40,7 @@ from .memory_cmd import register as register_memory_reads
 
 app = typer.Typer(
     name="noemactl",
+    cls=Utf8Group,
     help=__doc__,
     no_args_is_help=True,
     rich_markup_mode=None,
