@@ -395,6 +395,49 @@ async def test_http_with_a_token_answers_only_requests_that_carry_it(
     assert "bearer token required" in server_log(log)
 
 
+async def test_stdio_answers_a_line_that_is_not_utf8_json_and_keeps_serving(
+    harness: Harness, tmp_path: Path
+) -> None:
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    log = tmp_path / "mcp.log"
+    with log.open("w") as errlog:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *SERVE,
+            env=harness.settings.to_env(),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=errlog,
+        )
+        assert process.stdin is not None
+        assert process.stdout is not None
+        process.stdin.write(b'{"jsonrpc": "2.0", "id": 0, "method": "caf\xe9"}\n\xff\xfe\n')
+        process.stdin.write(json.dumps(initialize).encode() + b"\n")
+        await process.stdin.drain()
+        answers = []
+        while not {0, 1} <= {a.get("id") for a in answers}:
+            line = await asyncio.wait_for(process.stdout.readline(), 60)
+            assert line, server_log(log)
+            answers.append(json.loads(line))
+        process.stdin.close()
+        assert await asyncio.wait_for(process.wait(), 30) == 0, server_log(log)
+    # The undecodable bytes are replaced (U+FFFD): a request naming no method is answered with an
+    # error, a line that is not JSON is dropped, and the server goes on to initialize.
+    by_id = {a.get("id"): a for a in answers}
+    assert by_id[0]["error"]["code"] == -32601
+    assert by_id[1]["result"]["serverInfo"]["name"] == "noema"
+    assert "Traceback" not in server_log(log)
+
+
 async def test_http_refuses_a_body_above_the_limit_before_reading_it(
     harness: Harness, tmp_path: Path
 ) -> None:
