@@ -12,7 +12,7 @@ from noema.instants import Instant
 from noema.views import Label, Limit, Name
 from noema_events.vocabulary import MemoryType
 
-from .models import Content, Reason, _In, _Out
+from .models import Content, DomainName, Reason, RepoDomainName, _In, _Out
 
 __all__ = [
     "AccessMode",
@@ -50,33 +50,6 @@ Veracity = Literal["stated", "inferred", "tool", "imported"]
 Topic = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"\S")]
 """A fact's topic: trimmed and lower-cased when stored, so it must hold more than whitespace."""
 Slug = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9._-]{0,99}$")]
-_DOMAIN = r"[a-z0-9][a-z0-9._ -]{0,99}"
-"""A domain's name as :meth:`noema.domain.knowledge.DomainRef.parse` checks it, after lower-casing and
-trimming (the documented pattern leaves those out). The pattern is the document's; the server's check
-is ``parse``'s, which names the rule when it refuses."""
-DomainName = Annotated[
-    str,
-    msgspec.Meta(
-        min_length=1,
-        max_length=200,
-        description="A domain: a name (lower-case letters, digits, spaces, '.', '_' and '-') or a "
-        "repository's domain written repo:<slug>/<name>.",
-        extra_json_schema={"pattern": rf"^(repo:[a-z0-9][a-z0-9._-]{{0,99}}/)?{_DOMAIN}$"},
-    ),
-]
-"""A domain where no ``repo`` is given beside it."""
-RepoDomainName = Annotated[
-    str,
-    msgspec.Meta(
-        min_length=1,
-        max_length=200,
-        description="A domain's name (lower-case letters, digits, spaces, '.', '_' and '-'); with "
-        "`repo`, that repository's domain of this name. (The form repo:<slug>/<name> is accepted too "
-        "when its slug is `repo`.)",
-        extra_json_schema={"pattern": f"^{_DOMAIN}$"},
-    ),
-]
-"""A domain beside a ``repo`` field: the document declares the plain name, which never contradicts it."""
 
 
 class WorkspaceQuery(_In, frozen=True, kw_only=True):

@@ -17,6 +17,7 @@ from noema.ids import ID_PREFIX_MIN
 
 from .endpoint import Endpoint
 from .errors import ErrorBody
+from .models import SPACE
 
 __all__ = ["OPENAPI_PATH", "build_openapi", "render"]
 
@@ -66,27 +67,39 @@ def _ref(t: Any) -> dict[str, Any]:
 
 
 _NO_NUL = "^[^\\u0000]*$"
-_SPACE = "\\t-\\r\\u001c-\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
-"""What Python's ``str.strip()`` and ``\\s`` take for whitespace, spelled out: ``\\s`` is narrower in
-the ECMA regular expressions of JSON Schema."""
+_SPACE = SPACE
 _NOT_BLANK = f"^[^\\u0000]*[^{_SPACE}\\u0000][^\\u0000]*$"
 _ID = {"type": "string", "pattern": f"^[^{_SPACE}\\u0000/]{{{ID_PREFIX_MIN},200}}$"}
 """A record's id or a unique prefix of it (at least six characters); a shorter prefix is refused."""
+
+
+_DATES = [
+    {"type": "string", "format": "date-time"},
+    {"type": "string", "format": "date"},
+    {
+        "type": "string",
+        # Without a zone (taken as UTC). Days past the 28th are left to the other two forms: a
+        # pattern cannot tell the length of a month.
+        "pattern": "^[1-9][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])[Tt ]([01][0-9]|2[0-3]):[0-5][0-9]"
+        "(:[0-5][0-9](\\.[0-9]{1,9})?)?$",
+    },
+]
+"""The forms :func:`noema.inputs.convert` reads a date or time in: an RFC 3339 timestamp, a plain
+date, or a timestamp without a zone."""
 
 
 def _as_input(schema: Any) -> Any:
     """An input's JSON Schema with the rules every input obeys (see ``endpoint._clean``) declared:
     text never holds NUL (PostgreSQL cannot store it), so every free-text string says so in its
     pattern; and a date-time is read by :func:`noema.inputs.convert`, which takes an RFC 3339
-    timestamp or a plain date (and a timestamp without a zone, as the description says)."""
+    timestamp, a plain date or a timestamp without a zone (:data:`_DATES`)."""
     if isinstance(schema, list):
         return [_as_input(v) for v in schema]
     if not isinstance(schema, dict):
         return schema
     if schema.get("format") == "date-time":
         rest = {k: v for k, v in schema.items() if k not in ("type", "format")}
-        dates = [{"type": "string", "format": "date-time"}, {"type": "string", "format": "date"}]
-        return {**rest, "anyOf": dates}
+        return {**rest, "anyOf": _DATES}
     out = {k: _as_input(v) for k, v in schema.items()}
     if out.get("type") == "string" and "enum" not in out and "format" not in out:
         pattern = out.get("pattern")

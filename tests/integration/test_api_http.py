@@ -144,3 +144,17 @@ async def test_well_encoded_text_in_the_query_still_reads(api: ApiHarness) -> No
     res = await api.admin.get("/v1/memories/search", params={"q": "café + crème"})
     assert res.status_code == 200
     assert res.json()["query"] == "café + crème"
+
+
+async def test_a_name_with_a_final_line_break_is_refused_not_a_server_error(api: ApiHarness) -> None:
+    # Python's `$` lets "acme\n" through a name's pattern; as a NATS subject token it was a 500.
+    entry = {"workspace": "acme\n", "content": "x", "reason": "r"}
+    res = await api.admin.post("/v1/memories", json=entry)
+    assert res.status_code == 422
+    assert "must not end with a line break" in res.json()["error"]
+    fact = {"workspace": "acme", "domain": "ops", "topic": "t", "content": "x", "reason": "r"}
+    res = await api.admin.post("/v1/facts", json={**fact, "workspace": "acme\n"})
+    assert res.status_code == 422
+    res = await api.admin.get("/v1/memories", params={"workspace": "acme\n"})
+    assert res.status_code == 400
+    assert "line break" in res.json()["error"]
