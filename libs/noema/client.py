@@ -52,6 +52,10 @@ def build_observation(
         raise InvalidObservation("content must not contain NUL characters")
     if not mind:
         raise InvalidObservation("mind must not be empty (observations belong to a mind)")
+    for name, value in (("workspace", workspace), ("mind", mind)):
+        # The schema's pattern lets a final line break through (Python's `$`); a subject cannot hold it.
+        if value.endswith("\n"):
+            raise InvalidObservation(f"{name} {value!r} must not end with a line break")
     obs_id = observation_id or new_id()
     raw: dict[str, Any] = {
         "type": "observation.recorded.v1",

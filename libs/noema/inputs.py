@@ -20,7 +20,7 @@ from noema_events.messages import humanize
 
 from .instants import InvalidInstant, parse_instant
 
-__all__ = ["InvalidInput", "convert", "instant_fields", "text_dates"]
+__all__ = ["InvalidInput", "anchored_fields", "convert", "instant_fields", "text_dates"]
 
 T = TypeVar("T")
 
@@ -40,6 +40,25 @@ def instant_fields(struct: type[msgspec.Struct]) -> frozenset[str]:
         types = tuple(map(_bare, t.types if isinstance(t, msgspec.inspect.UnionType) else (t,)))
         if any(isinstance(t, msgspec.inspect.DateTimeType) for t in types):
             names.append(f.encode_name)
+    return frozenset(names)
+
+
+@functools.cache
+def anchored_fields(struct: type[msgspec.Struct]) -> frozenset[str]:
+    """The (encoded) names of ``struct``'s text fields constrained by a pattern ending in ``$``.
+
+    msgspec checks a pattern with Python's ``re.search``, where ``$`` also matches before a final
+    line break: ``acme\\n`` passes ``^[A-Za-z0-9_-]{1,64}$`` (and then breaks a NATS subject).
+    :func:`convert` refuses that line break in these fields, as JSON Schema's ``$`` does.
+    """
+    info = msgspec.inspect.type_info(struct)
+    assert isinstance(info, msgspec.inspect.StructType)
+    names = []
+    for f in info.fields:
+        t = _bare(f.type)
+        for member in map(_bare, t.types if isinstance(t, msgspec.inspect.UnionType) else (t,)):
+            if isinstance(member, msgspec.inspect.StrType) and (member.pattern or "").endswith("$"):
+                names.append(f.encode_name)
     return frozenset(names)
 
 
@@ -65,9 +84,21 @@ def convert(struct: type[T], data: Any, *, strict: bool = True, whole: str = "th
                 except InvalidInstant as exc:
                     raise InvalidInput(str(exc)) from None
     try:
-        return msgspec.convert(data, struct, strict=strict)
+        converted = msgspec.convert(data, struct, strict=strict)
     except msgspec.ValidationError as exc:
         raise InvalidInput(humanize(exc, data, struct=struct, whole=whole)) from None
+    if isinstance(converted, msgspec.Struct):
+        for name in sorted(anchored_fields(type(converted))):
+            value = getattr(converted, _attr(type(converted), name))
+            if isinstance(value, str) and value.endswith("\n"):
+                raise InvalidInput(f"{name} {value!r} must not end with a line break")
+    return converted
+
+
+def _attr(struct: type[msgspec.Struct], encoded: str) -> str:
+    """The attribute name of an encoded field name (they differ only when a field is renamed)."""
+    names = dict(zip(struct.__struct_encode_fields__, struct.__struct_fields__, strict=True))
+    return names[encoded]
 
 
 def text_dates(schema: Any) -> Any:

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 import msgspec.inspect
 
+from noema_events import EVENT_TYPES
 from noema_events.envelope import NAME_PATTERN
 from noema_events.vocabulary import EpistemicKind, MemoryKind, MemoryStatus
 
@@ -46,7 +47,17 @@ MindName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{0,64}$")]
 Label = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 Limit = Annotated[int, msgspec.Meta(ge=1, le=200)]
 Offset = Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]
-EventType = Annotated[str, msgspec.Meta(pattern=r"^[a-z_]+(\.[a-z_]+)*(\.v[0-9]+)?$", max_length=100)]
+_EVENT_NAMES = sorted({*EVENT_TYPES, *(t.rsplit(".v", 1)[0] for t in EVENT_TYPES)})
+EventType = Annotated[
+    str,
+    msgspec.Meta(
+        pattern=r"^[a-z_]+(\.[a-z_]+)*(\.v[0-9]+)?$",
+        max_length=100,
+        # The audit log refuses a type no event has (a typo would look like an empty log), so the
+        # schema lists the known ones: a name means every version of it, a tag just that one.
+        extra_json_schema={"enum": _EVENT_NAMES},
+    ),
+]
 
 Q = TypeVar("Q", bound=msgspec.Struct)
 

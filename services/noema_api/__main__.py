@@ -40,7 +40,7 @@ async def main(api_settings: ApiSettings, errors: ErrorTap | None = None) -> Non
         )
         await app.embedder()  # load it now: a bad NOEMA_EMBEDDER fails here, not on the first search
         config = uvicorn.Config(
-            create_app(Api(app, tokens)),
+            create_app(Api(app, tokens), api_settings.max_body),
             host=settings.api_host,
             port=settings.api_port,
             log_level="warning",

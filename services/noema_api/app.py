@@ -8,18 +8,22 @@ from __future__ import annotations
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .endpoint import Api, error_response, route
+from noema.adapters.asgi import DEFAULT_MAX_BODY, BodyLimit
+
+from .endpoint import Api, error_response, routes
 from .routes import ENDPOINTS
 from .ui import ui_routes
 
 __all__ = ["Api", "create_app"]
 
 
-def create_app(api: Api) -> Starlette:
-    """The ASGI app over ``api``'s connections, tokens and clock."""
+def create_app(api: Api, max_body: int = DEFAULT_MAX_BODY) -> Starlette:
+    """The ASGI app over ``api``'s connections, tokens and clock; a request body larger than
+    ``max_body`` bytes is refused (413) before it is read."""
 
     async def http_error(request: Request, exc: Exception) -> Response:
         # Routing errors (unknown path, wrong method) in the same JSON shape as everything else.
@@ -29,6 +33,7 @@ def create_app(api: Api) -> Starlette:
         return response
 
     return Starlette(
-        routes=[*(route(e, api) for e in ENDPOINTS), *ui_routes()],
+        routes=[*routes(ENDPOINTS, api), *ui_routes()],
+        middleware=[Middleware(BodyLimit, max_bytes=max_body, setting="NOEMA_API_MAX_BODY")],
         exception_handlers={HTTPException: http_error},
     )

@@ -79,6 +79,13 @@ class Principal:
         return workspace
 
 
+def _challenge(error: str | None = None) -> dict[str, str]:
+    """The ``WWW-Authenticate`` header of a 401 (RFC 6750): which scheme to use, and with a token
+    that was given but is wrong, ``error="invalid_token"``."""
+    value = 'Bearer realm="noema"' + (f', error="{error}"' if error else "")
+    return {"WWW-Authenticate": value}
+
+
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -97,13 +104,17 @@ class Tokens:
     def authenticate(self, authorization: str | None) -> Principal:
         """The caller named by an ``Authorization: Bearer <token>`` header, else 401."""
         if not authorization:
-            raise ApiError(401, "missing token: send `Authorization: Bearer <token>`")
+            raise ApiError(401, "missing token: send `Authorization: Bearer <token>`", _challenge())
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise ApiError(401, "malformed Authorization header: expected `Bearer <token>`")
+            raise ApiError(
+                401,
+                "malformed Authorization header: expected `Bearer <token>`",
+                _challenge("invalid_request"),
+            )
         principal = self._by_digest.get(_digest(token.strip()))
         if principal is None:
-            raise ApiError(401, "invalid token")
+            raise ApiError(401, "invalid token", _challenge("invalid_token"))
         return principal
 
 

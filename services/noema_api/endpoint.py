@@ -10,7 +10,7 @@ a bug, logged with its traceback and answered with a plain 500.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -31,8 +31,9 @@ from noema.views import parse
 
 from .auth import Principal, Tokens
 from .errors import ApiError, ErrorBody
+from .urls import check_path, query_params
 
-__all__ = ["Api", "Endpoint", "Req", "json_response", "route"]
+__all__ = ["Api", "Endpoint", "Req", "error_response", "json_response", "routes"]
 
 log = structlog.get_logger("noema.api")
 
@@ -111,9 +112,11 @@ def json_response(data: Any, status: int = 200) -> Response:
     return Response(_encoder.encode(data), status_code=status, media_type="application/json")
 
 
-def error_response(status: int, message: str) -> Response:
-    """``{"error": message}`` with ``status``."""
-    return json_response(ErrorBody(message), status)
+def error_response(status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
+    """``{"error": message}`` with ``status`` (and ``headers``)."""
+    response = json_response(ErrorBody(message), status)
+    response.headers.update(headers or {})
+    return response
 
 
 def _clean(value: Any) -> None:
@@ -135,17 +138,18 @@ def _clean(value: Any) -> None:
 
 
 def parse_query(request: Request, struct: type[msgspec.Struct] | None) -> Any:
-    """The query string as ``struct`` (unknown or repeated parameters are refused)."""
-    params = request.query_params
+    """The query string as ``struct`` (unknown or repeated parameters, malformed escapes and text
+    that is not UTF-8 are refused)."""
+    params = query_params(request.scope.get("query_string", b""))
     unknown = set(params) - set(struct.__struct_fields__ if struct else ())
     if unknown:
         raise ApiError(400, f"unknown query parameters: {', '.join(sorted(unknown))}")
     if struct is None:
         return None
-    repeated = sorted({k for k in params if len(params.getlist(k)) > 1})
+    repeated = sorted(k for k, values in params.items() if len(values) > 1)
     if repeated:
         raise ApiError(400, f"query parameters given more than once: {', '.join(repeated)}")
-    raw = dict(params)
+    raw = {k: values[0] for k, values in params.items()}
     _clean(raw)
     try:
         return parse(struct, raw)  # the one validation of filters, shared with noemactl
@@ -163,7 +167,7 @@ async def parse_body(request: Request, struct: type[msgspec.Struct] | None) -> A
     try:
         raw = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
-        raise ApiError(400, f"the body must be a JSON object: {exc}") from None
+        raise ApiError(400, f"the body must be a JSON object in UTF-8: {exc}") from None
     _clean(raw)
     try:
         return convert(struct, raw, whole="the body")  # dates read as every surface reads them
@@ -171,8 +175,8 @@ async def parse_body(request: Request, struct: type[msgspec.Struct] | None) -> A
         raise ApiError(422, f"invalid body: {exc}") from None
 
 
-def route(endpoint: Endpoint, api: Api) -> Route:
-    """The Starlette route that checks input, calls the handler and encodes its answer."""
+def _serve(endpoint: Endpoint, api: Api) -> Callable[[Request], Awaitable[Response]]:
+    """The request handler that checks input, calls the endpoint's handler and encodes its answer."""
 
     async def serve(request: Request) -> Response:
         try:
@@ -181,6 +185,7 @@ def route(endpoint: Endpoint, api: Api) -> Route:
                 if endpoint.public
                 else api.tokens.authenticate(request.headers.get("authorization"))
             )
+            check_path(request.scope.get("raw_path") or request.url.path.encode())
             path = dict(request.path_params)
             _clean(path)
             req: Req[Any, Any] = Req(
@@ -192,7 +197,7 @@ def route(endpoint: Endpoint, api: Api) -> Route:
             )
             result = await endpoint.handler(req)
         except ApiError as exc:
-            return error_response(exc.status, exc.message)
+            return error_response(exc.status, exc.message, exc.headers)
         except InvalidQuery as exc:
             return error_response(400, str(exc))
         except NotFound as exc:
@@ -210,7 +215,25 @@ def route(endpoint: Endpoint, api: Api) -> Route:
             return result
         return json_response(result, endpoint.status)
 
-    return Route(endpoint.path, serve, methods=[endpoint.method])
+    return serve
+
+
+def routes(endpoints: Sequence[Endpoint], api: Api) -> list[Route]:
+    """One Starlette route per path, answering every method the path has: a wrong method is then a
+    405 whose ``Allow`` lists them all (with a route per endpoint, Starlette names only the first
+    route's methods). Routes keep the table's order, which decides between overlapping paths."""
+    by_path: dict[str, dict[str, Callable[[Request], Awaitable[Response]]]] = {}
+    for e in endpoints:
+        by_path.setdefault(e.path, {})[e.method] = _serve(e, api)
+    return [_route(path, handlers) for path, handlers in by_path.items()]
+
+
+def _route(path: str, handlers: Mapping[str, Callable[[Request], Awaitable[Response]]]) -> Route:
+    async def dispatch(request: Request) -> Response:
+        # Starlette routes only the methods given here, and HEAD with GET.
+        return await handlers["GET" if request.method == "HEAD" else request.method](request)
+
+    return Route(path, dispatch, methods=list(handlers))
 
 
 async def scoped_memory_id(req: Req[Any, Any]) -> str:

@@ -8,12 +8,14 @@ __all__ = ["ApiError", "ErrorBody"]
 
 
 class ApiError(Exception):
-    """Answer the request with ``status`` and ``{"error": message}``."""
+    """Answer the request with ``status`` and ``{"error": message}`` (and ``headers``, e.g. the
+    ``WWW-Authenticate`` challenge of a 401)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.headers = headers or {}
 
 
 class ErrorBody(msgspec.Struct, frozen=True):

@@ -10,8 +10,9 @@ import msgspec
 
 from noema.instants import Instant
 from noema.views import Label, Limit, Name
+from noema_events.vocabulary import MemoryType
 
-from .models import Content, Reason, _In, _Out
+from .models import Content, DomainName, Reason, RepoDomainName, _In, _Out
 
 __all__ = [
     "AccessMode",
@@ -46,8 +47,9 @@ __all__ = [
 ]
 
 Veracity = Literal["stated", "inferred", "tool", "imported"]
+Topic = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"\S")]
+"""A fact's topic: trimmed and lower-cased when stored, so it must hold more than whitespace."""
 Slug = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9._-]{0,99}$")]
-DomainName = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"\S")]
 
 
 class WorkspaceQuery(_In, frozen=True, kw_only=True):
@@ -60,7 +62,7 @@ class FactQuery(_In, frozen=True, kw_only=True):
     """Facts of a workspace; the repository's first when ``repo`` is given."""
 
     workspace: Name
-    domain: DomainName | None = None
+    domain: RepoDomainName | None = None
     topic: Label | None = None
     repo: Slug | None = None
     include_inactive: bool = False
@@ -100,11 +102,11 @@ class FactBody(_In, frozen=True, kw_only=True):
     """A fact entered by an operator."""
 
     workspace: Name
-    domain: DomainName
-    topic: Label
+    domain: RepoDomainName
+    topic: Topic
     content: Content
     veracity: Veracity = "stated"
-    memory_type: Label = "fact"
+    memory_type: MemoryType = "fact"
     repo: Slug | None = None
     valid_until: Instant | None = None
     reason: Reason
@@ -122,7 +124,7 @@ class PolicyBody(_In, frozen=True, kw_only=True):
     """A policy entered by an operator."""
 
     workspace: Name
-    domain: DomainName
+    domain: RepoDomainName
     rule: Content
     repo: Slug | None = None
     required_role: Name | None = None
@@ -141,7 +143,7 @@ class GrantBody(_In, frozen=True, kw_only=True):
 
     workspace: Name
     role: Annotated[str, msgspec.Meta(pattern=r"^(\*|[A-Za-z0-9_-]{1,64})$")]
-    domain: DomainName
+    domain: RepoDomainName
     access: Literal["none", "read", "write"]
     repo: Slug | None = None
     reason: Reason

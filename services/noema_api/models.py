@@ -55,6 +55,43 @@ __all__ = [
     "TimelineQuery",
 ]
 
+SPACE = "\\t-\\r\\u001c-\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+"""The characters Python's ``str.strip()`` and ``\\s`` take for whitespace, as the inside of a regular
+expression's character class: the OpenAPI document spells them out, since ``\\s`` is narrower in the
+ECMA regular expressions of JSON Schema."""
+_DOMAIN = "[a-zA-Z0-9][a-zA-Z0-9._ -]{0,99}"
+"""A domain's name as :meth:`noema.domain.knowledge.DomainRef.parse` reads it: trimmed, lower-cased,
+then 1-100 letters, digits, spaces, '.', '_' and '-' (the pattern spells the trimming and both cases
+out). The domain patterns are the document's; the server's check is ``parse``'s, which names the rule
+when it refuses."""
+_SLUG = "[a-zA-Z0-9][a-zA-Z0-9._-]{0,99}"
+_TRIM = f"[{SPACE}]*"
+DomainName = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=200,
+        description="A domain: a name (letters, digits, spaces, '.', '_' and '-'; stored lower-case) or "
+        "a repository's domain written repo:<slug>/<name>.",
+        extra_json_schema={"pattern": f"^{_TRIM}((?:[rR][eE][pP][oO]):{_SLUG}/)?{_DOMAIN}{_TRIM}$"},
+    ),
+]
+"""A domain where no ``repo`` is given beside it."""
+RepoDomainName = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=200,
+        description="A domain's name (letters, digits, spaces, '.', '_' and '-'; stored lower-case); "
+        "with `repo`, that repository's domain of this name. (The form repo:<slug>/<name> is accepted "
+        "too when its slug is `repo`.)",
+        extra_json_schema={"pattern": f"^{_TRIM}{_DOMAIN}{_TRIM}$"},
+    ),
+]
+"""A domain beside a ``repo`` field: the document declares the plain name, which never contradicts it."""
+RepoSlug = Annotated[str, msgspec.Meta(max_length=200, pattern=f"^{_TRIM}{_SLUG}{_TRIM}$")]
+"""A repository's slug as :meth:`noema.domain.knowledge.DomainRef.parse` reads it (trimmed,
+lower-cased): checked on every entry, with or without a domain beside it."""
 Reason = Annotated[str, msgspec.Meta(min_length=1, max_length=2_000, pattern=r"\S")]
 Content = Annotated[str, msgspec.Meta(min_length=1, max_length=32_000, pattern=r"\S")]
 
@@ -109,6 +146,9 @@ class CorrectBody(_In, frozen=True, kw_only=True):
 class KnowledgeBody(KnowledgeEntry, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A memory entered by an operator (channel ``operator``), and why."""
 
+    domain: RepoDomainName | None = None
+    repo: RepoSlug | None = None
+    """The repository the memory belongs to (a slug; trimmed and lower-cased when stored)."""
     reason: Reason
 
 

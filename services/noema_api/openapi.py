@@ -13,10 +13,11 @@ from typing import Any
 
 import msgspec
 
-from noema.inputs import text_dates
+from noema.ids import ID_PREFIX_MIN
 
 from .endpoint import Endpoint
 from .errors import ErrorBody
+from .models import SPACE
 
 __all__ = ["OPENAPI_PATH", "build_openapi", "render"]
 
@@ -30,6 +31,7 @@ _REASONS = {
     403: "The token's workspace does not cover this",
     404: "Not found",
     409: "The target's state does not allow this",
+    413: "The body is larger than the server's limit (NOEMA_API_MAX_BODY, default 1 MiB)",
     422: "The body does not match the schema, or the operation is not possible",
     503: "A server Noema depends on is unavailable",
 }
@@ -40,6 +42,13 @@ INFO = {
     "correct knowledge, read the audit log. Every write publishes an `operator.action` event naming the "
     "token's name as actor. Authenticate with `Authorization: Bearer <token>` "
     "(`noemactl api token` prints the local operator token).",
+}
+
+
+_CHALLENGE = {
+    "description": 'The scheme to authenticate with: `Bearer realm="noema"`, with `error="invalid_token"` '
+    "when the token given is wrong.",
+    "schema": {"type": "string"},
 }
 
 
@@ -57,6 +66,54 @@ def _ref(t: Any) -> dict[str, Any]:
     return msgspec.json.schema(t)
 
 
+_NO_NUL = "^[^\\u0000]*$"
+_SPACE = SPACE
+_NOT_BLANK = f"^[^\\u0000]*[^{_SPACE}\\u0000][^\\u0000]*$"
+_ID = {"type": "string", "pattern": f"^[^{_SPACE}\\u0000/]{{{ID_PREFIX_MIN},200}}$"}
+"""A record's id or a unique prefix of it (at least six characters); a shorter prefix is refused."""
+
+
+_DATES = [
+    {"type": "string", "format": "date-time"},
+    {"type": "string", "format": "date"},
+    {
+        "type": "string",
+        # Without a zone (taken as UTC). Days past the 28th are left to the other two forms: a
+        # pattern cannot tell the length of a month.
+        "pattern": "^[1-9][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])[Tt ]([01][0-9]|2[0-3]):[0-5][0-9]"
+        "(:[0-5][0-9](\\.[0-9]{1,9})?)?$",
+    },
+]
+"""The forms :func:`noema.inputs.convert` reads a date or time in: an RFC 3339 timestamp, a plain
+date, or a timestamp without a zone."""
+
+
+def _as_input(schema: Any) -> Any:
+    """An input's JSON Schema with the rules every input obeys (see ``endpoint._clean``) declared:
+    text never holds NUL (PostgreSQL cannot store it), so every free-text string says so in its
+    pattern; and a date-time is read by :func:`noema.inputs.convert`, which takes an RFC 3339
+    timestamp, a plain date or a timestamp without a zone (:data:`_DATES`)."""
+    if isinstance(schema, list):
+        return [_as_input(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if schema.get("format") == "date-time":
+        rest = {k: v for k, v in schema.items() if k not in ("type", "format")}
+        return {**rest, "anyOf": _DATES}
+    out = {k: _as_input(v) for k, v in schema.items()}
+    if out.get("type") == "string" and "enum" not in out and "format" not in out:
+        pattern = out.get("pattern")
+        if pattern is None:
+            out["pattern"] = _NO_NUL
+        elif pattern == "\\S":
+            out["pattern"] = _NOT_BLANK
+        elif not (pattern.startswith("^") and pattern.endswith("$")):
+            # The other patterns are anchored, of a safe alphabet (names, slugs): no NUL already.
+            # A new unanchored one must be given its NUL-free form here.
+            raise ValueError(f"unanchored input pattern {pattern!r}: declare how it excludes NUL")
+    return out
+
+
 def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
     """A query parameter is absent or a value: its schema drops the ``null`` alternative."""
     if schema.get("default", ...) is None:
@@ -64,11 +121,7 @@ def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
     options = [o for o in schema.get("anyOf", []) if o != {"type": "null"}]
     if len(options) == 1:
         schema = {**{k: v for k, v in schema.items() if k != "anyOf"}, **options[0]}
-    if schema.get("format") == "date-time":
-        # Query parameters are read by noema.inputs.convert, which also takes a plain date or a
-        # timestamp without a zone (described): they are strings, not RFC 3339 date-times.
-        schema = {k: v for k, v in schema.items() if k != "format"}
-    return schema
+    return _as_input(schema)  # type: ignore[no-any-return]
 
 
 _TEXT = {"type": "string", "minLength": 1}
@@ -78,7 +131,7 @@ _PATH_SCHEMAS: dict[str, dict[str, Any]] = {"seq": {"type": "integer", "minimum"
 
 def _parameters(endpoint: Endpoint, components: dict[str, Any]) -> list[dict[str, Any]]:
     params: list[dict[str, Any]] = [
-        {"name": p, "in": "path", "required": True, "schema": _PATH_SCHEMAS.get(p, _TEXT)}
+        {"name": p, "in": "path", "required": True, "schema": _PATH_SCHEMAS.get(p, _ID)}
         for p in endpoint.path_params
     ]
     if endpoint.query is not None:
@@ -104,9 +157,13 @@ def _operation(endpoint: Endpoint, components: dict[str, Any]) -> dict[str, Any]
     }
     for status, body in endpoint.other:
         responses[str(status)] = {"description": _REASONS[status], "content": _json(_ref(body))}
-    implied = {400} | ({401, 403} if not endpoint.public else set()) | ({422} if endpoint.body else set())
+    implied = (
+        {400} | ({401, 403} if not endpoint.public else set()) | ({413, 422} if endpoint.body else set())
+    )
     for status in sorted(implied | set(endpoint.errors)):
         responses[str(status)] = {"description": _REASONS[status], "content": _json(_ref(ErrorBody))}
+    if "401" in responses:
+        responses["401"]["headers"] = {"WWW-Authenticate": _CHALLENGE}
     op: dict[str, Any] = {
         "summary": endpoint.summary,
         "tags": [endpoint.tag],
@@ -137,9 +194,7 @@ def build_openapi(endpoints: Sequence[Endpoint]) -> dict[str, Any]:
             components.pop(e.query.__name__, None)  # inlined as parameters, no component
     for e in endpoints:
         if e.body is not None:
-            # Bodies are read by noema.inputs.convert: a date field also takes a plain date or a
-            # timestamp without a zone (described), so it is a string, not an RFC 3339 date-time.
-            components[e.body.__name__] = text_dates(components[e.body.__name__])
+            components[e.body.__name__] = _as_input(components[e.body.__name__])
     return {
         "openapi": "3.1.0",
         "info": INFO,

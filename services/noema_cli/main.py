@@ -21,6 +21,7 @@ from noema.logging import configure_logging
 from noema.settings import WORKERS, Settings, SettingsError
 
 from . import agent_cmd, api_cmd, commands, dlq_cmd, knowledge_cmd, mcp_cmd, operator_cmd, search
+from .argv import Utf8Group
 from .common import (
     DataDir,
     JsonOption,
@@ -40,6 +41,7 @@ from .memory_cmd import register as register_memory_reads
 
 app = typer.Typer(
     name="noemactl",
+    cls=Utf8Group,
     help=__doc__,
     no_args_is_help=True,
     rich_markup_mode=None,

@@ -16,6 +16,7 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from noema.access import Caller
+from noema.adapters.asgi import BodyLimit
 from noema.app import Noema
 from noema.settings import Settings
 
@@ -72,9 +73,11 @@ class BearerToken:
 
 def http_app(server: Server[Any], host: str, token: str | None = None) -> ASGIApp:
     """The streamable HTTP ASGI app (stateful sessions; DNS-rebinding protection on loopback hosts),
-    behind :class:`BearerToken` when ``token`` is given."""
+    behind :class:`BearerToken` when ``token`` is given. Request bodies above 1 MiB are refused (413)
+    before they are read (the SDK would buffer any size); without the token none is read at all."""
     app: Starlette = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
-    return BearerToken(app, token) if token else app
+    limited = BodyLimit(app)
+    return BearerToken(limited, token) if token else limited
 
 
 async def serve(

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import httpx2
@@ -23,6 +24,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from noema.adapters.asgi import DEFAULT_MAX_BODY
 from noema.adapters.jetstream import last_on_subject, stream_last_seq
 from noema.knowledge import Caller, Knowledge
 from noema.tools import TOOLS, input_schema
@@ -31,6 +33,7 @@ from noema_mcp import HTTP_PATH
 from noema_mcp.server import PREAMBLE_URI, preamble_uri
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
+from tests.integration.http_support import exchange
 from tests.integration.test_knowledge import settled
 from tests.support import assert_eventually
 
@@ -390,6 +393,63 @@ async def test_http_with_a_token_answers_only_requests_that_carry_it(
         names = {tool.name for tool in (await mcp.list_tools()).tools}
         assert "search_memory" in names
     assert "bearer token required" in server_log(log)
+
+
+async def test_stdio_answers_a_line_that_is_not_utf8_json_and_keeps_serving(
+    harness: Harness, tmp_path: Path
+) -> None:
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    log = tmp_path / "mcp.log"
+    with log.open("w") as errlog:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *SERVE,
+            env=harness.settings.to_env(),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=errlog,
+        )
+        assert process.stdin is not None
+        assert process.stdout is not None
+        process.stdin.write(b'{"jsonrpc": "2.0", "id": 0, "method": "caf\xe9"}\n\xff\xfe\n')
+        process.stdin.write(json.dumps(initialize).encode() + b"\n")
+        await process.stdin.drain()
+        answers = []
+        while not {0, 1} <= {a.get("id") for a in answers}:
+            line = await asyncio.wait_for(process.stdout.readline(), 60)
+            assert line, server_log(log)
+            answers.append(json.loads(line))
+        process.stdin.close()
+        assert await asyncio.wait_for(process.wait(), 30) == 0, server_log(log)
+    # The undecodable bytes are replaced (U+FFFD): a request naming no method is answered with an
+    # error, a line that is not JSON is dropped, and the server goes on to initialize.
+    by_id = {a.get("id"): a for a in answers}
+    assert by_id[0]["error"]["code"] == -32601
+    assert by_id[1]["result"]["serverInfo"]["name"] == "noema"
+    assert "Traceback" not in server_log(log)
+
+
+async def test_http_refuses_a_body_above_the_limit_before_reading_it(
+    harness: Harness, tmp_path: Path
+) -> None:
+    accept = "Accept: application/json, text/event-stream"
+    async with http_server(harness, tmp_path / "mcp.log") as url, httpx.AsyncClient(timeout=10) as client:
+        refused = await client.post(url, content=b"[" + b"1," * DEFAULT_MAX_BODY + b"1]")
+        assert refused.status_code == 413, refused.text
+        assert "limit of 1048576 bytes" in refused.json()["error"]
+        # Announced but never sent: only an answer given without reading the body can arrive.
+        path = urlsplit(url).path
+        head = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1", accept, "Content-Length: 52428800"]
+        assert (await exchange(url, head)).status == 413
 
 
 def serve_without_servers(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from noema.domain.knowledge import DomainRef
 from noema_api.openapi import build_openapi, render
 from noema_api.routes import ENDPOINTS
 
@@ -27,3 +33,41 @@ def test_every_operation_documents_its_errors_and_names_its_schemas() -> None:
                 assert ref is None or ref.rsplit("/", 1)[1] in schemas
     ids = [op["operationId"] for methods in doc["paths"].values() for op in methods.values()]
     assert len(ids) == len(set(ids))
+
+
+DOC = build_openapi(ENDPOINTS)
+
+
+def _query_patterns(path: str, name: str) -> Iterator[str]:
+    for param in DOC["paths"][path]["get"]["parameters"]:
+        if param["name"] == name:
+            yield param["schema"]["pattern"]
+
+
+def _pattern(schema: str, field: str) -> re.Pattern[str]:
+    return re.compile(DOC["components"]["schemas"][schema]["properties"][field]["pattern"])
+
+
+DOMAIN = _pattern("GrantBody", "domain")
+QUALIFIED = re.compile(next(p for p in _query_patterns("/v1/conflicts", "domain")))
+NOT_BLANK = _pattern("ReasonBody", "reason")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.text(max_size=120), st.from_regex(DOMAIN), st.from_regex(QUALIFIED)))
+def test_the_documented_domain_patterns_accept_what_the_server_accepts(text: str) -> None:
+    def accepted(given: str) -> bool:
+        try:
+            DomainRef.parse(given)
+        except ValueError:
+            return False
+        return True
+
+    assert bool(QUALIFIED.match(text)) == accepted(text), text
+    assert bool(DOMAIN.match(text)) == (accepted(text) and not text.strip().lower().startswith("repo:"))
+
+
+@settings(deadline=None)
+@given(st.text(max_size=50))
+def test_the_documented_not_blank_pattern_is_what_python_strips(text: str) -> None:
+    assert bool(NOT_BLANK.match(text)) == ("\x00" not in text and bool(text.strip())), repr(text)

@@ -1,0 +1,118 @@
+"""ASGI middleware shared by Noema's HTTP servers (the operator API and the MCP streamable HTTP
+transport): a request body limit.
+
+Starlette (and the MCP SDK on top of it) reads a whole request body into memory before looking at
+it, with no limit, so any client that reaches the port can make the server hold gigabytes. The limit
+is enforced before the application sees the request: a declared ``Content-Length`` above it is
+refused without reading a byte of the body, and a body without one (chunked) is read only up to
+the limit and then cut off. Either way the answer is a 413 with a JSON message that says the limit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+__all__ = ["DEFAULT_MAX_BODY", "BodyLimit"]
+
+DEFAULT_MAX_BODY = 1024 * 1024
+"""1 MiB: the largest body an operator action or an MCP tool call needs is a few tens of KB
+(content is at most 32,000 characters)."""
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def _size(limit: int) -> str:
+    if limit % (1024 * 1024) == 0:
+        return f"{limit // (1024 * 1024)} MiB"
+    if limit % 1024 == 0:
+        return f"{limit // 1024} KiB"
+    return f"{limit} bytes"
+
+
+class BodyLimit:
+    """Refuse (413) any HTTP request whose body is larger than ``max_bytes``.
+
+    The body is read here, up to the limit, and handed to ``app`` in one message: the application
+    never waits on a body that will be refused, and memory per request is bounded by the limit.
+    ``setting`` names what configures the limit, for the message (e.g. ``NOEMA_API_MAX_BODY``).
+    """
+
+    def __init__(self, app: App, max_bytes: int = DEFAULT_MAX_BODY, setting: str | None = None) -> None:
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes must be positive, not {max_bytes}")
+        self._app = app
+        self._max = max_bytes
+        how = f" (set by {setting})" if setting else ""
+        self._message = (
+            f"the request body is larger than the limit of {max_bytes} bytes ({_size(max_bytes)}){how}; "
+            "send a smaller body"
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self._max:
+            await self._refuse(send)  # before reading: the client may not even have sent it yet
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away before its body was complete: nobody to answer
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self._max:
+                await self._refuse(send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        await self._app(scope, _replay(b"".join(chunks), receive), send)
+
+    async def _refuse(self, send: Send) -> None:
+        body = json.dumps({"error": self._message}).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    # The rest of the body is never read: the connection cannot carry another request.
+                    (b"connection", b"close"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"content-length":
+            text = value.decode("latin-1").strip()
+            return int(text) if text.isdigit() else None  # the server refuses a malformed one itself
+    return None
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that first gives the whole body, then whatever the server sends next (a
+    disconnect, which streaming responses wait for)."""
+    pending = True
+
+    async def replay() -> Message:
+        nonlocal pending
+        if pending:
+            pending = False
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

@@ -1,0 +1,160 @@
+"""HTTP hygiene of the operator API, at the wire: bodies above the limit are refused before they
+are read, every 401 challenges with ``WWW-Authenticate``, every 405 says which methods the path
+has, and a path, query string or body that is not UTF-8 (or not JSON) is a 400 that says so."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from noema.adapters.asgi import DEFAULT_MAX_BODY
+from noema_api.routes import ENDPOINTS
+from tests.integration.api_harness import ADMIN, ApiHarness, api
+from tests.integration.http_support import exchange, serving
+
+pytestmark = pytest.mark.integration
+__all__ = ["api"]
+
+LIMIT_MESSAGE = "larger than the limit of 1048576 bytes (1 MiB) (set by NOEMA_API_MAX_BODY)"
+
+
+async def test_a_body_declared_larger_than_the_limit_is_refused_before_any_of_it_is_sent(
+    api: ApiHarness,
+) -> None:
+    async with serving(api.app) as url:
+        # 50 MB announced, not one byte sent: only an answer given without reading can arrive.
+        answer = await exchange(
+            url,
+            [
+                "POST /v1/memories HTTP/1.1",
+                "Host: noema",
+                f"Authorization: Bearer {ADMIN}",
+                "Content-Type: application/json",
+                f"Content-Length: {50 * 1024 * 1024}",
+            ],
+        )
+    assert answer.status == 413
+    assert answer.headers["content-type"] == "application/json"
+    assert LIMIT_MESSAGE in answer.json()["error"]
+
+
+async def test_a_chunked_body_is_cut_off_at_the_limit(api: ApiHarness) -> None:
+    chunk = b"x" * 65536
+    over = DEFAULT_MAX_BODY // len(chunk) + 1  # one chunk past the limit, and the body never ends
+    async with serving(api.app) as url:
+        answer = await exchange(
+            url,
+            [
+                "POST /v1/memories HTTP/1.1",
+                "Host: noema",
+                f"Authorization: Bearer {ADMIN}",
+                "Content-Type: application/json",
+                "Transfer-Encoding: chunked",
+            ],
+            [b"%x\r\n%s\r\n" % (len(chunk), chunk)] * over,
+        )
+    assert answer.status == 413
+    assert LIMIT_MESSAGE in answer.json()["error"]
+
+
+async def test_a_body_within_the_limit_is_read_and_judged_on_its_content(api: ApiHarness) -> None:
+    entry = {"workspace": "acme", "content": "x" * (DEFAULT_MAX_BODY - 100), "reason": "r"}
+    res = await api.admin.post("/v1/memories", content=json.dumps(entry))
+    assert res.status_code == 422
+    assert "content" in res.json()["error"]
+    too_big = {**entry, "content": "x" * DEFAULT_MAX_BODY}
+    res = await api.admin.post("/v1/memories", content=json.dumps(too_big))
+    assert res.status_code == 413
+    assert LIMIT_MESSAGE in res.json()["error"]
+
+
+@pytest.mark.parametrize("header", [None, "Basic abc", "Bearer wrong-token-0123456789"])
+async def test_every_401_challenges_with_www_authenticate(api: ApiHarness, header: str | None) -> None:
+    headers = {"Authorization": header} if header else {}
+    for e in ENDPOINTS:
+        if e.public:
+            continue
+        path = e.path.format(**dict.fromkeys(e.path_params, "0123456789abcdef"))
+        res = await api.anonymous.request(e.method, path, headers=headers, json={})
+        assert res.status_code == 401, (e.method, path)
+        challenge = res.headers["www-authenticate"]
+        assert challenge.startswith('Bearer realm="noema"'), challenge
+        if header and header.startswith("Bearer"):
+            assert 'error="invalid_token"' in challenge
+
+
+async def test_every_405_lists_every_method_of_the_path(api: ApiHarness) -> None:
+    methods: dict[str, set[str]] = {}
+    for e in ENDPOINTS:
+        methods.setdefault(e.path, set()).add(e.method)
+    assert any(len(m) > 1 for m in methods.values())  # e.g. GET and POST /v1/facts
+    for path, given in methods.items():
+        concrete = path.replace("{memory_id}", "0123456789ab").replace("{fact_id}", "0123456789ab")
+        concrete = concrete.replace("{policy_id}", "0123456789ab")
+        expected = given | ({"HEAD"} if "GET" in given else set())
+        for wrong in {"GET", "POST", "PUT", "DELETE", "PATCH"} - given:
+            res = await api.admin.request(wrong, concrete)
+            assert res.status_code == 405, (wrong, path)
+            assert set(res.headers["allow"].split(", ")) == expected, (wrong, path)
+            assert "error" in res.json()
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (b'{"workspace": "acme", "content": "caf\xe9", "reason": "r"}', "UTF-8"),
+        (b"\xff\xfe{}", "JSON"),
+        (b"workspace=acme&content=x", "JSON"),
+        (b"", "empty"),
+    ],
+)
+async def test_a_body_that_is_not_utf8_json_is_a_400_that_says_so(
+    api: ApiHarness, body: bytes, says: str
+) -> None:
+    res = await api.admin.post("/v1/memories", content=body, headers={"Content-Type": "application/json"})
+    assert res.status_code == 400
+    assert says in res.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [
+        ("/v1/memories?workspace=%FF", "not valid UTF-8"),
+        ("/v1/memories?workspace=ac%zzme", "malformed percent-encoding"),
+        ("/v1/memories?work%FFspace=acme", "not valid UTF-8"),
+        ("/v1/memories/search?q=100%", "malformed percent-encoding"),
+        ("/v1/memories/%C3%28abcdef", "not valid UTF-8"),
+        ("/v1/memories/abc%g1def", "malformed percent-encoding"),
+    ],
+)
+async def test_a_path_or_query_that_is_not_percent_encoded_utf8_is_a_400(
+    api: ApiHarness, target: str, says: str
+) -> None:
+    async with serving(api.app) as url:
+        answer = await exchange(
+            url,
+            [f"GET {target} HTTP/1.1", "Host: noema", f"Authorization: Bearer {ADMIN}", "Connection: close"],
+        )
+    assert answer.status == 400, answer
+    assert says in answer.json()["error"]
+
+
+async def test_well_encoded_text_in_the_query_still_reads(api: ApiHarness) -> None:
+    res = await api.admin.get("/v1/memories/search", params={"q": "café + crème"})
+    assert res.status_code == 200
+    assert res.json()["query"] == "café + crème"
+
+
+async def test_a_name_with_a_final_line_break_is_refused_not_a_server_error(api: ApiHarness) -> None:
+    # Python's `$` lets "acme\n" through a name's pattern; as a NATS subject token it was a 500.
+    entry = {"workspace": "acme\n", "content": "x", "reason": "r"}
+    res = await api.admin.post("/v1/memories", json=entry)
+    assert res.status_code == 422
+    assert "must not end with a line break" in res.json()["error"]
+    fact = {"workspace": "acme", "domain": "ops", "topic": "t", "content": "x", "reason": "r"}
+    res = await api.admin.post("/v1/facts", json={**fact, "workspace": "acme\n"})
+    assert res.status_code == 422
+    res = await api.admin.get("/v1/memories", params={"workspace": "acme\n"})
+    assert res.status_code == 400
+    assert "line break" in res.json()["error"]
