@@ -63,6 +63,11 @@ def locate(settings: Settings) -> Settings:
             f"no running Noema found in {settings.data_dir} — start it with `noemactl up` "
             "(or `make run`), or set NOEMA_NATS_URL and NOEMA_DATABASE_URL to use external servers"
         )
+    # An embedded instance records one URL per database role (noema.adapters.postgres.roles).
+    roles = {} if settings.database_url else (state.get("database_urls") or {})
     return settings.with_urls(
-        settings.nats_url or str(state["nats_url"]), settings.database_url or str(state["database_url"])
+        settings.nats_url or str(state["nats_url"]),
+        settings.database_url or str(roles.get("owner") or state["database_url"]),
+        projector_url=roles.get("projector"),
+        reader_url=roles.get("reader"),
     )

@@ -18,17 +18,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import structlog
 
 from noema.adapters.jetstream import connect, ensure_streams
 from noema.adapters.postgres import migrate
+from noema.adapters.postgres.roles import DbRole, prepare_database
 from noema.embedded import EmbeddedNats, EmbeddedPostgres, resolve_data_dir
 from noema.runtime import read_state, state_path, write_state
 from noema.settings import Settings
 from noema.topology import Topology
 from noema_api.settings import prepare_tokens
 
-__all__ = ["SERVICES", "Supervisor", "prepare"]
+__all__ = ["SERVICES", "Supervisor", "child_env", "prepare"]
 
 log = structlog.get_logger("noema.up")
 
@@ -48,10 +50,31 @@ MAX_RESTARTS = 5
 RESTART_WINDOW_S = 60.0
 
 
-async def prepare(settings: Settings) -> None:
-    """Apply migrations and create the streams (both idempotent)."""
+DB_ROLES_OF: dict[str, DbRole] = {"projector": "projector"}
+"""The database role of each process that needs more than the read-only one."""
+
+
+def child_env(base: dict[str, str], settings: Settings, name: str) -> dict[str, str]:
+    """A child's environment: the settings, with its own database role's URL as the only one
+    (so no child can sign in as the schema owner, or write unless it is the projector)."""
+    env = {**base, **settings.to_env()}
+    for var in ("NOEMA_DATABASE_URL_PROJECTOR", "NOEMA_DATABASE_URL_READER"):
+        env.pop(var, None)
+    env["NOEMA_DATABASE_URL"] = settings.database_url_for(DB_ROLES_OF.get(name, "reader"))
+    return env
+
+
+async def prepare(settings: Settings, superuser_url: str | None = None) -> None:
+    """Give the owner role the schema (with ``superuser_url``: the embedded server), apply migrations
+    as the owner, grant the application roles, create the streams (all idempotent)."""
     assert settings.nats_url
     assert settings.database_url
+    if superuser_url is not None:
+        conn = await asyncpg.connect(superuser_url)
+        try:
+            await prepare_database(conn, settings.db_schema)
+        finally:
+            await conn.close()
     await migrate(settings.database_url, settings.db_schema)
     nc = await connect(settings.nats_url, name="noema-up")
     try:
@@ -85,6 +108,8 @@ class Supervisor:
         self._pg: EmbeddedPostgres | None = None
         self._children: list[_Child] = []
         self._data_dir: Path | None = None
+        self._located = settings
+        """The settings with the servers' URLs, once they are known."""
 
     def request_stop(self, *_: Any) -> None:
         """Ask the supervisor to stop everything (signal-safe)."""
@@ -92,6 +117,7 @@ class Supervisor:
 
     def _spawn(self, child: _Child, env: dict[str, str]) -> None:
         # Own session: Ctrl-C reaches only the supervisor, which then stops the children in order.
+        env = child_env(env, self._located, child.name)
         child.proc = subprocess.Popen([sys.executable, "-m", child.module], env=env, start_new_session=True)
         log.info("service started", service=child.name, pid=child.proc.pid)
         state = read_state(self._data_dir) if self._data_dir else None
@@ -113,20 +139,29 @@ class Supervisor:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self.request_stop)
         embedded = not settings.external
+        superuser_url = None
         try:
             if embedded:
                 self._nats = EmbeddedNats(data_dir)
                 self._nats.start()
                 self._pg = EmbeddedPostgres(data_dir)
                 self._pg.start()
-                settings = settings.with_urls(
-                    settings.nats_url or self._nats.url, settings.database_url or self._pg.url
-                )
+                if settings.database_url is None:
+                    superuser_url = self._pg.url
+                    settings = settings.with_urls(
+                        settings.nats_url or self._nats.url,
+                        self._pg.role_url("owner"),
+                        projector_url=self._pg.role_url("projector"),
+                        reader_url=self._pg.role_url("reader"),
+                    )
+                else:
+                    settings = settings.with_urls(settings.nats_url or self._nats.url, settings.database_url)
             assert settings.nats_url
             assert settings.database_url
-            asyncio.run(prepare(settings))
+            asyncio.run(prepare(settings, superuser_url))
             tokens_file, created = prepare_tokens(settings)
-            env = {**os.environ, **settings.to_env()}
+            self._located = settings
+            env = dict(os.environ)
             self._children = [_Child(name, module) for name, module in self.services.items()]
             for child in self._children:
                 self._spawn(child, env)
@@ -137,6 +172,9 @@ class Supervisor:
                     "started_at": datetime.now(UTC).isoformat(),
                     "nats_url": settings.nats_url,
                     "database_url": settings.database_url,
+                    "database_urls": {
+                        role: settings.database_url_for(role) for role in ("owner", "projector", "reader")
+                    },
                     "api_url": f"http://{settings.api_host}:{settings.api_port}",
                     "embedded": embedded,
                     "services": {c.name: c.proc.pid for c in self._children if c.proc},

