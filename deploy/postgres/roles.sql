@@ -27,6 +27,11 @@ ALTER ROLE noema_projector LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE BYPASSRLS N
 ALTER ROLE noema_reader LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS NOREPLICATION
     PASSWORD :'reader_password';
 
+-- Row security lets an index serve only LEAKPROOF conditions; full-text matching reveals nothing but
+-- its result, so mark it, or every text search of the reader scans its workspace (rerun this after
+-- a major-version upgrade, which resets the built-in functions).
+ALTER FUNCTION pg_catalog.ts_match_vq(tsvector, tsquery) LEAKPROOF;
+
 -- pgvector needs a superuser the first time; the owner may then create schemas (its own, and
 -- replay's scratch schemas) in this database.
 CREATE EXTENSION IF NOT EXISTS vector SCHEMA public;

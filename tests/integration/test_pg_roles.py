@@ -374,3 +374,33 @@ async def test_a_schema_an_older_version_migrated_as_the_superuser_is_handed_to_
     # The owner now migrates it (nothing pending) and grants; the data is untouched.
     assert await migrate(role_urls["owner"], schema) == []
     assert (await _counts(role_urls["reader"], schema, "acme"))["memories"] == 2
+
+
+async def test_a_readers_text_search_still_uses_the_text_index_under_row_security(
+    harness: Harness, role_urls: dict[DbRole, str], seeded: None
+) -> None:
+    # Under row security an index serves only LEAKPROOF conditions; `up`'s preparation (here the
+    # fixture, as the superuser) marks full-text matching so. Without it the plan would read every
+    # memory of the workspace and test each one.
+    await harness.pool.execute(
+        """INSERT INTO memories (id, workspace, mind, kind, epistemic_kind, content, confidence, importance,
+                                 salience, credibility, memory_type, activation, activation_at, origin_event,
+                                 origin_seq, created_at, updated_at)
+           SELECT 'bulk' || g, 'acme', 'ops', 'episodic', 'observation', 'routine entry number ' || g,
+                  0.5, 0.5, 0.5, 0.5, 'event', 1, now(), 'e', 1, now(), now()
+           FROM generate_series(1, 3000) g"""
+    )
+    await harness.pool.execute("ANALYZE memories")
+    conn = await connect(role_urls["reader"], harness.settings.db_schema, workspace="acme")
+    try:
+        plan = "\n".join(
+            r[0]
+            for r in await conn.fetch(
+                "EXPLAIN SELECT id FROM memories m, to_tsquery('english', 'deploy') q "
+                "WHERE m.workspace = 'acme' AND m.search @@ q"
+            )
+        )
+    finally:
+        await conn.close()
+    assert "memories_search" in plan or "memories_fact_search" in plan, plan
+    assert "Index Cond: (m.search @@ q)" in plan or "Index Cond: (search @@" in plan, plan

@@ -23,6 +23,7 @@ import asyncpg
 
 __all__ = [
     "DB_ROLES",
+    "LEAKPROOF_SQL",
     "DbRole",
     "grant_roles",
     "prepare_database",
@@ -71,15 +72,25 @@ def roles_sql(passwords: Mapping[DbRole, str]) -> str:
     return "\n".join(statements) + "\n"
 
 
+LEAKPROOF_SQL = "ALTER FUNCTION pg_catalog.ts_match_vq(tsvector, tsquery) LEAKPROOF"
+"""Under row-level security PostgreSQL uses an index for a condition only if its function is
+LEAKPROOF (it cannot reveal a row the policy hides, e.g. through an error). Full-text matching
+(``tsvector @@ tsquery``) is not marked so, which would turn every text search of a reader into a
+scan of the workspace instead of a GIN index lookup. It reveals nothing but its result, so the
+superuser marks it (again after a major-version upgrade, which resets the built-ins)."""
+
+
 async def prepare_database(conn: asyncpg.Connection, schema: str) -> None:
-    """As a superuser: enable pgvector, let the owner create schemas, and give it ``schema`` — also
-    one a superuser created and migrated before the roles existed (its tables and functions)."""
+    """As a superuser: enable pgvector, mark full-text matching leakproof (:data:`LEAKPROOF_SQL`),
+    let the owner create schemas, and give it ``schema`` — also one a superuser created and
+    migrated before the roles existed (its tables and functions)."""
     owner = DB_ROLES["owner"]
     try:
         async with conn.transaction():
             await conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
     except asyncpg.PostgresError:
         pass  # migrate() logs that vector recall is off
+    await conn.execute(LEAKPROOF_SQL)
     database = await conn.fetchval("SELECT current_database()")
     await conn.execute(f'GRANT CREATE, CONNECT ON DATABASE "{database}" TO {owner}')
     found = await conn.fetchval(

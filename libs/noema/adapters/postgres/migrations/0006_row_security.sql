@@ -5,8 +5,10 @@
 -- (the migration role), superusers and the projector's role (BYPASSRLS: it writes every workspace,
 -- with COPY, which row security forbids) are not subject to these policies; the reader role is.
 
+-- A single expression, so the planner inlines it into each policy.
 CREATE FUNCTION noema_workspace_visible(ws text) RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE AS $$
-    SELECT s = '*' OR (s <> '' AND s = ws) FROM coalesce(current_setting('noema.workspace', true), '') AS s
+    SELECT coalesce(current_setting('noema.workspace', true), '') = '*'
+           OR (ws <> '' AND ws = current_setting('noema.workspace', true))
 $$;
 
 ALTER TABLE events ENABLE ROW LEVEL SECURITY;
@@ -40,14 +42,19 @@ ALTER TABLE agent_notes ENABLE ROW LEVEL SECURITY;
 CREATE POLICY workspace_scope ON agent_notes
     USING (noema_workspace_visible(workspace)) WITH CHECK (noema_workspace_visible(workspace));
 
--- Vectors carry no workspace column: a vector is visible when its memory is (the subquery is itself
--- subject to the memories policy). '*' skips the lookup.
+-- Vectors carry no workspace column: a vector is visible when its memory is (the lookup is itself
+-- subject to the memories policy). A function, not an EXISTS in the policy: the planner would turn
+-- that into a hash of every visible memory id on each query, where a nearest-neighbour scan needs
+-- one primary-key lookup per candidate. '*' skips the lookup.
+CREATE FUNCTION noema_memory_visible(memory_id text) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE SET search_path FROM CURRENT AS $$
+    SELECT EXISTS (SELECT 1 FROM memories m WHERE m.id = memory_id)
+$$;
 ALTER TABLE memory_embeddings ENABLE ROW LEVEL SECURITY;
 CREATE POLICY workspace_scope ON memory_embeddings
-    USING (coalesce(current_setting('noema.workspace', true), '') = '*'
-           OR EXISTS (SELECT 1 FROM memories m WHERE m.id = memory_id))
+    USING (coalesce(current_setting('noema.workspace', true), '') = '*' OR noema_memory_visible(memory_id))
     WITH CHECK (coalesce(current_setting('noema.workspace', true), '') = '*'
-                OR EXISTS (SELECT 1 FROM memories m WHERE m.id = memory_id));
+                OR noema_memory_visible(memory_id));
 
 -- pg_stats hides a table's statistics from a role that row security applies to, and full-text
 -- search reads the lexeme frequencies of memories.search from it (to drop too-common words). This
