@@ -54,7 +54,7 @@ async def create_pool(
     setup: Callable[[Any], Awaitable[None]] | None = kwargs.pop("setup", None)
 
     async def on_acquire(conn: Any) -> None:
-        await apply_scope(conn)
+        await apply_scope(conn, workspace)
         if setup is not None:
             await setup(conn)
 

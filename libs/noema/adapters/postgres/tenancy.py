@@ -51,8 +51,9 @@ def current_scope() -> str | None:
     return _SCOPE.get()
 
 
-async def apply_scope(conn: asyncpg.Connection) -> None:
-    """Pool ``setup`` hook: give a connection being acquired the current block's scope, if any."""
+async def apply_scope(conn: asyncpg.Connection, default: str | None = None) -> None:
+    """Pool ``setup`` hook: give a connection being acquired the current block's scope, if any
+    (nothing to do when it is the pool's ``default``, which a released connection is reset to)."""
     scope = _SCOPE.get()
-    if scope is not None:
+    if scope is not None and scope != default:
         await conn.execute(f"SELECT set_config('{SETTING}', $1, false)", scope)
