@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import shutil
 import tempfile
 import uuid
@@ -18,6 +19,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 import pytest
@@ -26,6 +28,7 @@ from nats.js import JetStreamContext
 
 from noema.adapters.jetstream import connect, ensure_streams
 from noema.adapters.postgres import create_pool, migrate
+from noema.adapters.postgres.roles import DB_ROLES, DbRole, grant_roles, prepare_database, roles_sql
 from noema.credentials import url_with_credentials
 from noema.embedded import EmbeddedNats, EmbeddedPostgres
 from noema.identities import Identity
@@ -153,3 +156,42 @@ async def harness(servers: Servers, tmp_path: Path) -> AsyncIterator[Harness]:
         inner = AsyncExitStack()
         await stack.enter_async_context(inner)
         yield Harness(settings, topology, nc, js, pool, inner)
+
+
+def _role_url(superuser_url: str, role: str, password: str | None) -> str:
+    """``superuser_url`` signed in as ``role``: with its password file next to the superuser's (the
+    embedded server), else with ``password``."""
+    parts = urlsplit(superuser_url)
+    query = dict(parse_qsl(parts.query))
+    host = parts.netloc.rpartition("@")[2]
+    if "passfile" in query:
+        query["passfile"] = query["passfile"].rsplit("/", 1)[0] + f"/{role}"
+        netloc = f"{role}@{host}"
+    else:
+        assert password is not None
+        netloc = f"{role}:{password}@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, urlencode(query, safe="/"), parts.fragment))
+
+
+@pytest.fixture
+async def role_urls(servers: Servers, harness: Harness) -> dict[DbRole, str]:
+    """A URL per database role (noema.adapters.postgres.roles), with the grants on the harness's
+    schema: to run a component as the role it has in production, under row-level security."""
+    passwords: dict[DbRole, str] | None = None
+    if "passfile" not in servers.database_url:  # not the embedded server: create the roles here
+        passwords = {kind: secrets.token_urlsafe(24) for kind in DB_ROLES}
+    conn = await asyncpg.connect(servers.database_url)
+    try:
+        if passwords is not None:
+            await conn.execute(roles_sql(passwords))
+        # What `up`'s preparation does (the owner may create schemas: replay's); the harness's own
+        # schema stays the superuser's.
+        await prepare_database(conn, f"{harness.settings.db_schema}_owned")
+        await conn.execute(f"DROP SCHEMA {harness.settings.db_schema}_owned")
+        await grant_roles(conn, harness.settings.db_schema)
+    finally:
+        await conn.close()
+    return {
+        kind: _role_url(servers.database_url, name, passwords and passwords[kind])
+        for kind, name in DB_ROLES.items()
+    }

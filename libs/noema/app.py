@@ -26,6 +26,7 @@ from .access import AccessControl, Caller, InsufficientMemoryPermission
 from .adapters.embedders import Embedder, create_embedder
 from .adapters.jetstream import EventPublisher, connect
 from .adapters.postgres.recall import RecallFilters, RecallStore
+from .adapters.postgres.tenancy import NO_WORKSPACE
 from .client import build_observation, send_observation
 from .deadletters import DeadLetters
 from .domain.knowledge import DomainRef
@@ -105,13 +106,20 @@ class Noema:
     @classmethod
     @contextlib.asynccontextmanager
     async def open(
-        cls, settings: Settings, *, name: str = "noema", pool_size: int = 4
+        cls, settings: Settings, *, name: str = "noema", pool_size: int = 4, workspace: str = NO_WORKSPACE
     ) -> AsyncIterator[Noema]:
-        """Connect to the (located) servers; closes everything on exit."""
+        """Connect to the (located) servers as the read-only database role; closes everything on
+        exit. ``workspace`` is what its connections see under row-level security unless a
+        :func:`~noema.adapters.postgres.tenancy.workspace_scope` block says otherwise: a surface
+        acting for one workspace scopes each request; ``"*"`` is every workspace."""
         assert settings.nats_url, "settings must be located (see noema.runtime.locate)"
-        assert settings.database_url, "settings must be located (see noema.runtime.locate)"
         pool = await RecallStore.create_pool(
-            settings.database_url, settings.db_schema, app=name, min_size=1, max_size=pool_size
+            settings.database_url_for("reader"),
+            settings.db_schema,
+            app=name,
+            min_size=1,
+            max_size=pool_size,
+            workspace=workspace,
         )
         try:
             nc = await connect(settings.nats_url, name=name, auth=settings.nats_auth)

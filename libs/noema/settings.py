@@ -112,6 +112,10 @@ class Settings:
 
     ``nats_url`` / ``database_url`` unset means "the embedded instance of ``data_dir``": its
     addresses are read from the state file that ``noemactl up`` writes there.
+
+    ``database_url`` is the schema owner's (migrations, replay); ``database_url_projector`` and
+    ``database_url_reader`` are the application roles' (docs/security.md, "PostgreSQL"), each
+    falling back to ``database_url`` so that a single-URL setup keeps working.
     """
 
     data_dir: Path = field(default_factory=lambda: Path("var"))
@@ -119,6 +123,10 @@ class Settings:
     """May carry credentials (``nats://user:password@host:port``): never log it unredacted."""
     nats_auth: NatsAuth = field(default_factory=NatsAuth)
     database_url: str | None = None
+    database_url_projector: str | None = None
+    """The projector's role (writes the read model); None: ``database_url``."""
+    database_url_reader: str | None = None
+    """The read-only role of every other process; None: ``database_url``."""
     db_schema: str = "noema"
     prefix: str = "noema"
     api_host: str = "127.0.0.1"
@@ -176,6 +184,8 @@ class Settings:
             nats_url=env.get("NOEMA_NATS_URL") or None,
             nats_auth=_nats_auth(env),
             database_url=env.get("NOEMA_DATABASE_URL") or None,
+            database_url_projector=env.get("NOEMA_DATABASE_URL_PROJECTOR") or None,
+            database_url_reader=env.get("NOEMA_DATABASE_URL_READER") or None,
             db_schema=schema,
             prefix=prefix,
             api_host=env.get("NOEMA_API_HOST", "127.0.0.1"),
@@ -217,9 +227,31 @@ class Settings:
         """True when both servers are given by URL (nothing embedded is started)."""
         return self.nats_url is not None and self.database_url is not None
 
-    def with_urls(self, nats_url: str, database_url: str) -> Settings:
-        """A copy pointing at the given servers."""
-        return replace(self, nats_url=nats_url, database_url=database_url)
+    def with_urls(
+        self,
+        nats_url: str,
+        database_url: str,
+        projector_url: str | None = None,
+        reader_url: str | None = None,
+    ) -> Settings:
+        """A copy pointing at the given servers (role URLs kept unless given)."""
+        return replace(
+            self,
+            nats_url=nats_url,
+            database_url=database_url,
+            database_url_projector=projector_url or self.database_url_projector,
+            database_url_reader=reader_url or self.database_url_reader,
+        )
+
+    def database_url_for(self, role: str) -> str:
+        """The URL of a database role kind (``owner``, ``projector``, ``reader``), falling back to
+        ``database_url``; the settings must be located."""
+        specific = {"projector": self.database_url_projector, "reader": self.database_url_reader}
+        if role not in ("owner", *specific):
+            raise ValueError(f"unknown database role {role!r}")
+        url = specific.get(role) or self.database_url
+        assert url, "settings must be located (see noema.runtime.locate)"
+        return url
 
     def to_env(self) -> dict[str, str]:
         """The environment that makes a child process see the same settings."""
@@ -261,6 +293,11 @@ class Settings:
         ):
             if value is not None:
                 env[name] = str(value)
-        if self.database_url:
-            env["NOEMA_DATABASE_URL"] = self.database_url
+        for name, url in (
+            ("NOEMA_DATABASE_URL", self.database_url),
+            ("NOEMA_DATABASE_URL_PROJECTOR", self.database_url_projector),
+            ("NOEMA_DATABASE_URL_READER", self.database_url_reader),
+        ):
+            if url:
+                env[name] = url
         return env

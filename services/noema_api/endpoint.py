@@ -24,6 +24,7 @@ from starlette.routing import Route
 
 from noema.access import InsufficientMemoryPermission
 from noema.adapters.jetstream import EventPublisher
+from noema.adapters.postgres.tenancy import ALL_WORKSPACES, NO_WORKSPACE, workspace_scope
 from noema.app import Noema
 from noema.inputs import InvalidInput, convert
 from noema.operations import Conflict, InvalidQuery, NotFound, OperationError
@@ -195,7 +196,12 @@ def _serve(endpoint: Endpoint, api: Api) -> Callable[[Request], Awaitable[Respon
                 await parse_body(request, endpoint.body),
                 path,
             )
-            result = await endpoint.handler(req)
+            # Row-level security sees what the token may: its workspace, every one for an
+            # all-workspace token, none for a public endpoint (defence in depth under the checks).
+            with workspace_scope(
+                NO_WORKSPACE if endpoint.public else (principal.workspace or ALL_WORKSPACES)
+            ):
+                result = await endpoint.handler(req)
         except ApiError as exc:
             return error_response(exc.status, exc.message, exc.headers)
         except InvalidQuery as exc:
@@ -245,7 +251,10 @@ async def scoped_memory_id(req: Req[Any, Any]) -> str:
         return await req.api.app.resolve_memory(given, req.principal.workspace)
     except NotFound:
         if req.principal.workspace is not None:
-            elsewhere = await req.api.pool.fetchval("SELECT workspace FROM memories WHERE id = $1", given)
+            # The one look beyond the token's workspace: which workspace a full id belongs to, so
+            # that the answer is 403 (not 404) for another workspace's memory.
+            with workspace_scope(ALL_WORKSPACES):
+                elsewhere = await req.api.pool.fetchval("SELECT workspace FROM memories WHERE id = $1", given)
             if elsewhere is not None:
                 req.principal.check(elsewhere)
         raise

@@ -19,6 +19,7 @@ from noema.adapters.embedders import create_embedder
 from noema.adapters.jetstream import EventPublisher, connect
 from noema.adapters.postgres import ReadModelProjection, checksum, create_pool
 from noema.adapters.postgres import connect as pg_connect
+from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.client import send_observation
 from noema.credentials import redact_url
 from noema.readiness import system_checks
@@ -69,9 +70,14 @@ async def publish(settings: Settings, obs: ObservationRecorded) -> tuple[int, bo
 
 
 async def _pool(settings: Settings) -> asyncpg.Pool:
-    assert settings.database_url
+    # Read-only role; the operator's CLI sees every workspace.
     return await create_pool(
-        settings.database_url, settings.db_schema, app="noemactl", min_size=1, max_size=1
+        settings.database_url_for("reader"),
+        settings.db_schema,
+        app="noemactl",
+        workspace=ALL_WORKSPACES,
+        min_size=1,
+        max_size=1,
     )
 
 
@@ -156,7 +162,7 @@ async def decay(settings: Settings, workspaces: list[str] | None) -> list[str]:
 
 async def _live_position(settings: Settings) -> int:
     assert settings.database_url
-    conn = await pg_connect(settings.database_url, settings.db_schema, app="noemactl")
+    conn = await pg_connect(settings.database_url_for("reader"), settings.db_schema, app="noemactl")
     try:
         return await ReadModelProjection().position(conn)
     finally:
@@ -195,7 +201,12 @@ async def replay(
             while position < result.last_seq and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
                 position = await _live_position(settings)
-            conn = await pg_connect(settings.database_url, settings.db_schema, app="noemactl")
+            conn = await pg_connect(
+                settings.database_url_for("reader"),
+                settings.db_schema,
+                app="noemactl",
+                workspace=ALL_WORKSPACES,
+            )
             try:
                 live = await checksum(conn)
             finally:

@@ -20,6 +20,7 @@ import typer
 from rich.console import Console
 
 from noema.access import Caller, InsufficientMemoryPermission
+from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.app import Noema
 from noema.operations import OperationError
 from noema.runtime import NotRunning, locate
@@ -149,7 +150,8 @@ def run_app(work: Callable[[Noema], Coroutine[Any, Any, T]]) -> T:
     """Run ``work`` against the running instance's application layer."""
 
     async def go(settings: Settings) -> T:
-        async with Noema.open(settings, name="noemactl", pool_size=2) as app:
+        # The operator's own CLI reads every workspace (each command names the one it asks about).
+        async with Noema.open(settings, name="noemactl", pool_size=2, workspace=ALL_WORKSPACES) as app:
             return await work(app)
 
     return run(go)

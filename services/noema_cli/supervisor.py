@@ -23,10 +23,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+import asyncpg
 import structlog
 
 from noema.adapters.jetstream import connect, ensure_streams
 from noema.adapters.postgres import migrate
+from noema.adapters.postgres.roles import DbRole, prepare_database
 from noema.credentials import redact_url
 from noema.embedded import EmbeddedNats, EmbeddedPostgres, die_with_parent, resolve_data_dir
 from noema.identities import service_user
@@ -35,7 +37,7 @@ from noema.settings import Settings
 from noema.topology import Topology
 from noema_api.settings import prepare_tokens
 
-__all__ = ["NEEDS", "SERVICES", "Backoff", "Supervisor", "prepare"]
+__all__ = ["NEEDS", "SERVICES", "Backoff", "Supervisor", "child_env", "prepare"]
 
 log = structlog.get_logger("noema.up")
 
@@ -87,10 +89,31 @@ class Backoff:
         self.failures = 0
 
 
-async def prepare(settings: Settings) -> None:
-    """Apply migrations and create the streams (both idempotent)."""
+DB_ROLES_OF: dict[str, DbRole] = {"projector": "projector"}
+"""The database role of each process that needs more than the read-only one."""
+
+
+def child_env(base: dict[str, str], settings: Settings, name: str) -> dict[str, str]:
+    """A child's environment: the settings, with its own database role's URL as the only one
+    (so no child can sign in as the schema owner, or write unless it is the projector)."""
+    env = {**base, **settings.to_env()}
+    for var in ("NOEMA_DATABASE_URL_PROJECTOR", "NOEMA_DATABASE_URL_READER"):
+        env.pop(var, None)
+    env["NOEMA_DATABASE_URL"] = settings.database_url_for(DB_ROLES_OF.get(name, "reader"))
+    return env
+
+
+async def prepare(settings: Settings, superuser_url: str | None = None) -> None:
+    """Give the owner role the schema (with ``superuser_url``: the embedded server), apply migrations
+    as the owner, grant the application roles, create the streams (all idempotent)."""
     assert settings.nats_url
     assert settings.database_url
+    if superuser_url is not None:
+        conn = await asyncpg.connect(superuser_url)
+        try:
+            await prepare_database(conn, settings.db_schema)
+        finally:
+            await conn.close()
     await migrate(settings.database_url, settings.db_schema)
     nc = await connect(settings.nats_url, name="noema-up", auth=settings.nats_auth)
     try:
@@ -150,6 +173,8 @@ class Supervisor:
         self._children: list[_Child] = []
         self._servers: list[_Server] = []
         self._data_dir: Path | None = None
+        self._located = settings
+        """The settings with the servers' URLs, once they are known."""
 
     def request_stop(self, *_: Any) -> None:
         """Ask the supervisor to stop everything (signal-safe)."""
@@ -172,7 +197,7 @@ class Supervisor:
         # die_with_parent: a killed supervisor does not leave workers behind.
         child.proc = subprocess.Popen(
             [sys.executable, "-m", child.module],
-            env=self._child_env(child.name, env),
+            env=self._child_env(child.name, child_env(env, self._located, child.name)),
             start_new_session=True,
             preexec_fn=die_with_parent,
         )
@@ -202,6 +227,7 @@ class Supervisor:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, self.request_stop)
         embedded = not settings.external
+        superuser_url = None
         try:
             if embedded:
                 if settings.nats_url is None:
@@ -211,12 +237,22 @@ class Supervisor:
                 self._pg.start()
                 # On our own NATS, `up` itself (preparing the streams) and noema.json are the operator.
                 nats_url = self._nats.operator_url if self._nats else str(settings.nats_url)
-                settings = settings.with_urls(nats_url, settings.database_url or self._pg.url)
+                if settings.database_url is None:
+                    superuser_url = self._pg.url
+                    settings = settings.with_urls(
+                        nats_url,
+                        self._pg.role_url("owner"),
+                        projector_url=self._pg.role_url("projector"),
+                        reader_url=self._pg.role_url("reader"),
+                    )
+                else:
+                    settings = settings.with_urls(nats_url, settings.database_url)
             assert settings.nats_url
             assert settings.database_url
-            asyncio.run(prepare(settings))
+            asyncio.run(prepare(settings, superuser_url))
             tokens_file, created = prepare_tokens(settings)
-            env = {**os.environ, **settings.to_env()}
+            self._located = settings
+            env = dict(os.environ)
             if self._nats is not None and self._pg is not None:
                 self._servers = [_Server("nats", self._nats), _Server("postgres", self._pg)]
             self._children = [
@@ -234,6 +270,9 @@ class Supervisor:
                     # Without credentials: `locate` adds those of the identity asking (e.g. mcp).
                     "nats_plain_url": self._nats.url if self._nats else None,
                     "database_url": settings.database_url,
+                    "database_urls": {
+                        role: settings.database_url_for(role) for role in ("owner", "projector", "reader")
+                    },
                     "api_url": f"http://{settings.api_host}:{settings.api_port}",
                     "embedded": embedded,
                     "services": {c.name: c.proc.pid for c in self._children if c.proc},

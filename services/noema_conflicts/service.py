@@ -38,6 +38,7 @@ from nats.js import JetStreamContext
 
 from noema.adapters.jetstream import DeadLetters, EventPublisher, connect, ensure_streams, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection, create_pool, migrate
+from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.adapters.pull import durable_puller
 from noema.domain.knowledge import Verdict, decide_conflict, slot_relation
 from noema.ids import derive_id
@@ -183,8 +184,14 @@ async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
     assert settings.database_url, "settings must be located"
     topology = Topology(settings.prefix)
     await migrate(settings.database_url, settings.db_schema)
+    # Read-only; it settles facts of every workspace, so it sees them all under row security.
     pool = await create_pool(
-        settings.database_url, settings.db_schema, app="noema-conflicts", min_size=1, max_size=2
+        settings.database_url_for("reader"),
+        settings.db_schema,
+        app="noema-conflicts",
+        workspace=ALL_WORKSPACES,
+        min_size=1,
+        max_size=2,
     )
     stack.push_async_callback(pool.close)
     nc = await connect(settings.nats_url, name="noema-conflicts", auth=settings.nats_auth)

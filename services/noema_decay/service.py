@@ -16,6 +16,7 @@ import structlog
 
 from noema.adapters.jetstream import EventPublisher, connect, ensure_streams
 from noema.adapters.postgres import create_pool
+from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.operations import decay_tick
 from noema.settings import Settings
 from noema.topology import Topology
@@ -70,8 +71,14 @@ async def build(settings: Settings, stack: AsyncExitStack) -> DecayWorker:
     assert settings.nats_url, "settings must be located"
     assert settings.database_url, "settings must be located"
     topology = Topology(settings.prefix)
+    # Read-only; a tick covers every workspace, so it sees them all under row security.
     pool = await create_pool(
-        settings.database_url, settings.db_schema, app="noema-decay", min_size=1, max_size=1
+        settings.database_url_for("reader"),
+        settings.db_schema,
+        app="noema-decay",
+        workspace=ALL_WORKSPACES,
+        min_size=1,
+        max_size=1,
     )
     stack.push_async_callback(pool.close)
     nc = await connect(settings.nats_url, name="noema-decay", auth=settings.nats_auth)

@@ -93,7 +93,10 @@ async def serve(
     ``settings`` must be located (see :func:`noema.runtime.locate`); ``token``: HTTP requests must
     carry it as a bearer token.
     """
-    async with Noema.open(settings, name=f"noema-mcp-{caller.agent}", pool_size=2) as app:
+    # It acts for one agent: its connections see that agent's workspace only (row-level security).
+    async with Noema.open(
+        settings, name=f"noema-mcp-{caller.agent}", pool_size=2, workspace=caller.workspace
+    ) as app:
         server = build_server(app, caller)
         if transport == "stdio":
             async with stdio_server() as (read, write):

@@ -6,6 +6,7 @@ from contextlib import AsyncExitStack
 
 from noema.adapters.jetstream import connect, ensure_streams
 from noema.adapters.postgres import ReadModelProjection, create_pool, migrate
+from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.settings import Settings
 from noema.topology import Topology
 from noema.worker import PullWorker
@@ -21,8 +22,14 @@ async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
     assert settings.database_url, "settings must be located"
     topology = Topology(settings.prefix)
     await migrate(settings.database_url, settings.db_schema)
+    # The projector writes every workspace's rows: its role, and every workspace under row security.
     pool = await create_pool(
-        settings.database_url, settings.db_schema, app="noema-projector", min_size=1, max_size=2
+        settings.database_url_for("projector"),
+        settings.db_schema,
+        app="noema-projector",
+        workspace=ALL_WORKSPACES,
+        min_size=1,
+        max_size=2,
     )
     stack.push_async_callback(pool.close)
     nc = await connect(settings.nats_url, name="noema-projector", auth=settings.nats_auth)

@@ -20,6 +20,7 @@ from nats.js.api import DeliverPolicy
 from noema.adapters.embedders import create_embedder
 from noema.adapters.jetstream import DeadLetters, Outgoing, connect, ensure_streams, publish_batch
 from noema.adapters.postgres.recall import RecallFilters, RecallStore
+from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.adapters.pull import durable_puller
 from noema.domain.attention import memory_id_for
 from noema.ids import derive_id
@@ -151,7 +152,14 @@ async def build(settings: Settings, stack: AsyncExitStack) -> StopsHandler:
     assert settings.nats_url, "settings must be located"
     assert settings.database_url, "settings must be located"
     topology = Topology(settings.prefix)
-    pool = await RecallStore.create_pool(settings.database_url, settings.db_schema, min_size=1, max_size=2)
+    # Read-only; it recalls for observations of every workspace (each query names its workspace).
+    pool = await RecallStore.create_pool(
+        settings.database_url_for("reader"),
+        settings.db_schema,
+        workspace=ALL_WORKSPACES,
+        min_size=1,
+        max_size=2,
+    )
     stack.push_async_callback(pool.close)
     recall = Recall(await RecallStore.open(pool), create_embedder(settings.embedder))
     nc = await connect(settings.nats_url, name="noema-retrieve", auth=settings.nats_auth)

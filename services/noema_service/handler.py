@@ -18,6 +18,7 @@ from nats.micro.service import EndpointStats
 
 from noema.access import Caller, InsufficientMemoryPermission
 from noema.adapters.errors import BACKEND_UNAVAILABLE
+from noema.adapters.postgres.tenancy import workspace_scope
 from noema.app import Noema
 from noema.client import InvalidObservation
 from noema.ids import new_id
@@ -88,7 +89,9 @@ class Dispatcher:
         try:
             address = parse_agent_subject(request.subject)
             caller = Caller(address.workspace, address.agent, address.role)
-            body, headers = encode_result(await op.run(self._app, caller, request.data)), None
+            # Row-level security sees the caller's workspace only (defence in depth).
+            with workspace_scope(address.workspace):
+                body, headers = encode_result(await op.run(self._app, caller, request.data)), None
             code = 200
         except Exception as exc:
             code, message = classify(exc)

@@ -13,6 +13,7 @@ import pytest
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection
 from noema.adapters.postgres.recall import RecallStore
+from noema.adapters.postgres.roles import DbRole
 from noema.app import Noema
 from noema.health import Heartbeat
 from noema.ids import new_id
@@ -116,8 +117,11 @@ class ApiHarness:
 
 
 @pytest.fixture
-async def api(harness: Harness) -> AsyncIterator[ApiHarness]:
-    """The API app over the harness's servers, a projector running, tokens for all and for ``acme``."""
+async def api(harness: Harness, role_urls: dict[DbRole, str]) -> AsyncIterator[ApiHarness]:
+    """The API app over the harness's servers, a projector running, tokens for all and for ``acme``.
+
+    As in production, the API reads as the reader role, under row-level security: a connection sees
+    nothing unless the request's token scopes it (every endpoint test thereby checks the scoping)."""
     await harness.start(build_projector)
     # The projector's heartbeat, as `serve()` would record it: /readyz expects just that process here.
     heartbeat = Heartbeat(harness.nc, harness.topology, "projector", interval_s=1.0)
@@ -126,10 +130,15 @@ async def api(harness: Harness) -> AsyncIterator[ApiHarness]:
     tokens = Tokens(
         [TokenEntry(name="alice", token=ADMIN), TokenEntry(name="acme-ops", workspace="acme", token=ACME)]
     )
-    store = await RecallStore.open(harness.pool)
+    pool = await RecallStore.create_pool(
+        role_urls["reader"], harness.settings.db_schema, min_size=1, max_size=4
+    )
+    harness.stack.push_async_callback(pool.close)
     settings = replace(harness.settings, embedder="none", status_workers=("projector",))
-    app = create_app(Api(Noema(settings, harness.pool, harness.nc, store, clock=lambda: NOW), tokens))
-    recall = Recall(store, None)
+    app = create_app(
+        Api(Noema(settings, pool, harness.nc, await RecallStore.open(pool), clock=lambda: NOW), tokens)
+    )
+    recall = Recall(await RecallStore.open(harness.pool), None)
     transport = httpx.ASGITransport(app=app)
 
     def client(token: str | None) -> httpx.AsyncClient:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,6 +27,7 @@ from mcp.shared.exceptions import MCPError
 
 from noema.adapters.asgi import DEFAULT_MAX_BODY
 from noema.adapters.jetstream import last_on_subject, stream_last_seq
+from noema.adapters.postgres.roles import DbRole
 from noema.knowledge import Caller, Knowledge
 from noema.tools import TOOLS, input_schema
 from noema_conflicts.service import build as build_conflicts
@@ -151,9 +153,12 @@ async def events(harness: Harness, **where: str) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("transport", list(TRANSPORTS))
 async def test_every_tool_runs_as_the_configured_agent(
-    harness: Harness, tmp_path: Path, transport: str
+    harness: Harness, tmp_path: Path, transport: str, role_urls: dict[DbRole, str]
 ) -> None:
     await harness.start(build_projector)
+    # The server reads as the reader role, its connections limited to its agent's workspace by
+    # row-level security (the workers above started as the superuser; they are not under test).
+    harness.settings = replace(harness.settings, database_url_reader=role_urls["reader"])
     await harness.start(build_conflicts)
     k = Knowledge(harness.pool, harness.nc, harness.topology)
     async with TRANSPORTS[transport](harness, tmp_path / "server.log") as mcp:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import msgspec
@@ -13,6 +14,7 @@ import pytest
 
 from noema.access import Caller
 from noema.adapters.jetstream import stream_last_seq
+from noema.adapters.postgres.roles import DbRole
 from noema.app import Noema
 from noema.knowledge import Knowledge
 from noema.tools import TOOLS
@@ -55,8 +57,15 @@ def client(harness: Harness, agent: str = "alice", role: str = "engineer", **kw:
 
 
 @pytest.fixture
-async def pipeline(harness: Harness) -> AgentService:
-    """The service plus the workers that turn its events into the read model (stopped by harness)."""
+async def pipeline(harness: Harness, role_urls: dict[DbRole, str]) -> AgentService:
+    """The service plus the workers that turn its events into the read model (stopped by harness),
+    each signed in as its database role, as `up` runs them: the service reads under row-level
+    security, scoped per request to the caller's workspace."""
+    harness.settings = replace(
+        harness.settings,
+        database_url_projector=role_urls["projector"],
+        database_url_reader=role_urls["reader"],
+    )
     await harness.start(build_projector)
     await harness.start(build_conflicts)
     service: AgentService = await harness.start(build_service)

@@ -45,11 +45,17 @@ NATS_AUTH_VARIABLES = {
 """How a process authenticates to NATS (unset by default, so not in ``Settings().to_env()``)."""
 KNOWN_VARIABLES = (
     set(Settings().to_env())
-    | {"NOEMA_NATS_URL", "NOEMA_DATABASE_URL", "NOEMA_API_TOKENS"}
+    | {
+        "NOEMA_NATS_URL",
+        "NOEMA_DATABASE_URL",
+        "NOEMA_DATABASE_URL_PROJECTOR",
+        "NOEMA_DATABASE_URL_READER",
+        "NOEMA_API_TOKENS",
+    }
     | NATS_AUTH_VARIABLES
 )
-"""Every variable a Noema process reads (the settings, the two server URLs, NATS credentials, the
-API's tokens file)."""
+"""Every variable a Noema process reads (the settings, the server URLs, NATS credentials, the API's
+tokens file)."""
 PUBLIC_GET_PATHS = {e.path for e in ENDPOINTS if e.public and e.method == "GET"}
 """API paths answered without a token: the only ones a probe can use."""
 ONE_PROCESS = {"noema_projector", "noema_attend"}

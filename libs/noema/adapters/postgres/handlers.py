@@ -328,9 +328,10 @@ async def memory_embedded(conn: asyncpg.Connection, run: Sequence[Projected]) ->
         for model, dims in {(r[1], r[2]) for r in rows}:
             if not re.fullmatch(r"[\w./:-]{1,200}", model):
                 continue  # no index for odd model names; recall still works by scan
+            # CREATE INDEX needs the table's owner; the function runs with the owner's rights
+            # (migration 0006), so the projector's role needs no DDL right of its own.
             await conn.execute(
-                f"CREATE INDEX IF NOT EXISTS {_index_name(model)} ON memory_embeddings "
-                f"USING hnsw ((embedding::vector({int(dims)})) vector_cosine_ops) WHERE model = '{model}'"
+                "SELECT noema_ensure_vector_index($1, $2, $3)", _index_name(model), model, int(dims)
             )
 
 

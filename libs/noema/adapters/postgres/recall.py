@@ -100,13 +100,17 @@ class RecallStore:
 
         async def init(conn: asyncpg.Connection) -> None:
             if await conn.fetchval("SELECT 1 FROM pg_type WHERE typname = 'vector'"):
-                await conn.execute("SET hnsw.iterative_scan = relaxed_order")
-                await conn.execute("SET hnsw.ef_search = 200")
-                # Bound how far an iterative scan may go when filters drop neighbours (tail latency).
-                await conn.execute("SET hnsw.max_scan_tuples = 2000")
                 await register_vector(conn)
 
-        return await create_pool(url, schema, app=app, init=init, **kwargs)
+        # Connection-start settings, not SETs in init: the pool's RESET ALL on every release would
+        # undo a SET after a connection's first use; it restores these.
+        hnsw = {
+            "hnsw.iterative_scan": "relaxed_order",
+            "hnsw.ef_search": "200",
+            # Bound how far an iterative scan may go when filters drop neighbours (tail latency).
+            "hnsw.max_scan_tuples": "2000",
+        }
+        return await create_pool(url, schema, app=app, settings=hnsw, init=init, **kwargs)
 
     @classmethod
     async def open(cls, pool: asyncpg.Pool) -> RecallStore:

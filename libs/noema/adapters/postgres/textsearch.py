@@ -51,12 +51,9 @@ class TermStats:
         hit = self._cache.get(schema)
         if hit is not None and time.monotonic() - hit[0] < self._ttl:
             return hit[1]
-        row = await conn.fetchrow(
-            """SELECT most_common_elems::text::text[] AS elems, most_common_elem_freqs AS freqs,
-                      (SELECT reltuples FROM pg_class WHERE oid = 'memories'::regclass) AS rows
-               FROM pg_stats
-               WHERE schemaname = current_schema() AND tablename = 'memories' AND attname = 'search'"""
-        )
+        # pg_stats hides them from a role under row security; the function reads them with the
+        # owner's rights (migration 0006).
+        row = await conn.fetchrow("SELECT elems, freqs, rows FROM noema_search_stats()")
         freqs: dict[str, float] = {}
         if row is not None and row["elems"]:
             rows = max(1.0, float(row["rows"] or 1.0))
