@@ -65,3 +65,15 @@ CREATE TRIGGER memory_terms_truncate AFTER TRUNCATE ON memories
 
 INSERT INTO memory_terms (workspace, lexeme, memories)
 SELECT m.workspace, u.lexeme, count(*) FROM memories m, unnest(m.search) u GROUP BY 1, 2;
+
+-- The counts name other tenants' words: under row security (migration 0006 where present) they are
+-- scoped like the memories they count.
+DO $$
+BEGIN
+    IF to_regprocedure('noema_workspace_visible(text)') IS NOT NULL THEN
+        ALTER TABLE memory_terms ENABLE ROW LEVEL SECURITY;
+        CREATE POLICY workspace_scope ON memory_terms
+            USING (noema_workspace_visible(workspace)) WITH CHECK (noema_workspace_visible(workspace));
+    END IF;
+END
+$$;
