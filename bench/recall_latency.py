@@ -298,7 +298,6 @@ async def run(n: int, queries: int) -> dict[str, Any]:
         pool = await RecallStore.create_pool(db_url, schema, min_size=1, max_size=2)
         try:
             store = await RecallStore.open(pool)
-            stats = store.term_stats
             recall = Recall(store, _Named())  # type: ignore[arg-type]
             rng, nrng = random.Random(11), np.random.default_rng(11)
             # Every intent the classifier knows: plain lookups, "when…", "why…" and quoted phrases.
@@ -322,11 +321,11 @@ async def run(n: int, queries: int) -> dict[str, Any]:
                 out[mode] = _percentiles(times)
             tasks = [f"please {_sentence(rng, 8)} before the release" for _ in range(queries)]
             for task in tasks[:20]:
-                await build_preamble(pool, "bench", "agent", task, term_stats=stats)
+                await build_preamble(pool, "bench", "agent", task)
             times = []
             for task in tasks:
                 t = time.perf_counter()
-                await build_preamble(pool, "bench", "agent", task, term_stats=stats)
+                await build_preamble(pool, "bench", "agent", task)
                 times.append((time.perf_counter() - t) * 1000)
             out["preamble"] = _percentiles(times)
         finally:

@@ -183,7 +183,6 @@ class Noema:
             caller.agent,
             task,
             repo,
-            self._store.term_stats,
             await self.access.readable_domains(caller),
         )
 

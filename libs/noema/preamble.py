@@ -3,7 +3,9 @@
 Built from exactly: every active policy as ``- [domain] rule``; the agent's own notes verbatim; and
 at most five keyword-matched facts for the task, within about 1,200 characters, only when the task
 description has at least 20 characters. Full-text search only (no query embedding), one round trip
-per part. It ends by telling the agent to verify critical items with ``search_memory``.
+per part. Which of the task's words are too common to match on is decided within the workspace (see
+:mod:`noema.adapters.postgres.textsearch`), so other tenants' data never changes a preamble. It ends
+by telling the agent to verify critical items with ``search_memory``.
 
 Policies of the current repository come first. ``readable_domains`` (strict access mode, see
 :meth:`noema.knowledge.domains.Domains.readable_domains`) limits policies and facts to what the agent's
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from .adapters.postgres.textsearch import TermStats, selective_query
+from .adapters.postgres.textsearch import selective_query
 
 __all__ = ["FACTS_BUDGET_CHARS", "MAX_FACTS", "MIN_TASK_CHARS", "Preamble", "build_preamble"]
 
@@ -43,7 +45,6 @@ async def build_preamble(
     agent: str,
     task: str,
     repo: str | None = None,
-    term_stats: TermStats | None = None,
     readable_domains: Sequence[str] | None = None,
 ) -> Preamble:
     """Assemble the preamble for ``agent`` about to work on ``task``."""
@@ -64,7 +65,7 @@ async def build_preamble(
             "SELECT notes FROM agent_notes WHERE workspace = $1 AND agent = $2", workspace, agent
         )
         facts: list[str] = []
-        query = await selective_query(conn, task, term_stats) if len(task.strip()) >= MIN_TASK_CHARS else None
+        query = await selective_query(conn, task, workspace) if len(task.strip()) >= MIN_TASK_CHARS else None
         # A task made only of common words would rank most facts: nothing specific to add then.
         if query is not None and not query.broad:
             rows = await conn.fetch(

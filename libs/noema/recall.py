@@ -10,6 +10,11 @@ Modes:
   (see :mod:`noema.domain.recall` for the formula). ``profile="weighted"`` selects SPEC §8's plain
   weighted fusion instead.
 
+While some memories lack a vector for the current model (an embed backlog), the semantic voice
+counts only for the memories it could judge: for the others its weight goes to the text voice, and
+its own hits are weighed by how much of the scope it could see (see :mod:`noema.domain.recall`);
+each result's ``semantic_available`` says which case it was.
+
 In every mode and profile, the memories of the current repository (``repo``) rank first, the
 others after them (nothing is filtered out); every result's components explain its score.
 
@@ -158,10 +163,14 @@ class Recall:
             else none(),
         )
         if mode != "hybrid":
-            cands = await self._candidates({"lexical": lexical, "semantic": semantic}, (), None)
+            # Semantic mode loads the vectors to know which memories the vector voice could judge.
+            fair = mode == "semantic" and bool(semantic)
+            cands = await self._candidates(
+                {"lexical": lexical, "semantic": semantic}, (), model if fair else None
+            )
             found = list(cands.values())
             if mode == "semantic":
-                ranked = fuse_reciprocal(found, ("lexical", "semantic"))
+                ranked = fuse_reciprocal(found, ("lexical", "semantic"), fair=fair)
             else:
                 ranked = rank_by_voice(found, "lexical" if mode == "keyword" else "semantic")
             return repo_first(ranked, repo)[:limit], None, {}

@@ -33,7 +33,8 @@ EXPLAINED = (
 )
 """Components shown by ``--explain``, in this order, when the results carry them: the score terms of
 every mode and profile (hybrid voices and priors, the weighted profile's terms, RRF shares) and the
-decay factor. A voice's rank follows its value as ``#rank``."""
+decay factor. A voice's rank follows its value as ``#rank``; a memory the vector voice could not
+judge (no vector for the current model yet) shows "no vector" there."""
 
 _CHOICES = {"kind": MEMORY_KINDS, "epistemic-kind": EPISTEMIC_KINDS, "status": MEMORY_STATUSES}
 
@@ -78,6 +79,8 @@ def _cell(components: dict[str, float], name: str) -> str:
     value = components.get(name)
     if value is None:
         return ""
+    if name in ("semantic", "vector") and components.get("semantic_available") == 0.0:
+        return "no vector"  # the voice could not judge this memory (its weight went to the text)
     rank = components.get(f"{name}_rank")
     return f"{value + 0.0:.3f}" + (f" #{int(rank)}" if rank else "")  # (+ 0.0: no "-0.000")
 

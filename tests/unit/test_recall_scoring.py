@@ -5,7 +5,19 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 
-from noema.domain.recall import Candidate, Scored, fuse_reciprocal, mmr_select, rank_by_voice, repo_first
+from noema.domain.recall import (
+    Candidate,
+    Scored,
+    fuse_hybrid,
+    fuse_reciprocal,
+    fuse_weighted,
+    mmr_select,
+    normalized,
+    rank_by_voice,
+    repo_first,
+    semantic_coverage,
+    semantic_strengths,
+)
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -84,3 +96,81 @@ def test_one_voice_alone_ranks_in_its_own_order_with_its_own_score() -> None:
     ranked = rank_by_voice([a, missed, b], "lexical")
     assert [s.candidate.id for s in ranked] == ["m001", "m000"]
     assert ranked[0].components["lexical"] == ranked[0].final == 2.5
+
+
+def voiced(i: int, lexical: float | None, semantic: float | None, vector: bool) -> Candidate:
+    """A candidate with the given voice scores (ranks follow the scores) and maybe a vector."""
+    c = candidate(i)
+    if lexical is not None:
+        c.raw["lexical"] = lexical
+    if semantic is not None:
+        c.raw["semantic"] = semantic
+    c.vector = [1.0, float(i)] if vector else None
+    return c
+
+
+def ranked(cands: list[Candidate]) -> list[Candidate]:
+    for voice in ("lexical", "semantic"):
+        hits = sorted((c for c in cands if voice in c.raw), key=lambda c: -c.raw[voice])
+        for rank, c in enumerate(hits, start=1):
+            c.ranks[voice] = rank
+    return cands
+
+
+def test_at_full_vector_coverage_the_semantic_voice_is_plain_min_max_over_its_hits() -> None:
+    cands = ranked([voiced(i, 1.0 / (i + 1), 0.9 - i / 100, vector=True) for i in range(10)])
+    assert semantic_coverage(cands) == 1.0
+    assert semantic_strengths(cands, 1.0) == normalized(cands, "semantic")
+    for s in fuse_hybrid(cands, NOW):
+        assert s.components["semantic_available"] == 1.0
+        assert s.components["semantic"] > 0 or s.components["semantic_rank"] == 10
+
+
+def test_a_memory_without_a_vector_gets_the_semantic_weight_on_its_text_match() -> None:
+    without = voiced(0, 2.0, None, vector=False)
+    poor = voiced(1, None, 0.70, vector=True)  # the best of the few vectors, matching no word
+    cands = ranked([without, poor, voiced(2, 1.0, 0.69, vector=True), voiced(3, None, 0.5, vector=True)])
+    weights = {"lexical": 0.36, "semantic": 0.37, "graph": 0.22, "temporal": 0.05}
+    scored = {s.candidate.id: s.components for s in fuse_hybrid(cands, NOW, weights)}
+    assert scored[without.id]["semantic_available"] == 0.0
+    assert math.isclose(scored[without.id]["lexical"], 0.73 * scored[without.id]["decay"])
+    assert scored[without.id]["relevance"] > scored[poor.id]["relevance"]
+    # One of the two lexical hits has a vector: (1 + 1) / (2 + 1).
+    assert math.isclose(scored[poor.id]["semantic_coverage"], 2 / 3)
+
+
+def test_at_partial_coverage_only_the_vector_hits_within_reach_keep_a_strength() -> None:
+    cands = ranked([voiced(i, None, 0.9 - i / 100, vector=True) for i in range(10)])
+    strengths = semantic_strengths(cands, 0.3)
+    kept = [c.id for c in cands if strengths[c.id] > 0]
+    assert kept == ["m000", "m001"]  # the top three, min-max: the third is the zero
+    assert strengths["m000"] == 1.0
+    assert all(v == 0.0 for k, v in strengths.items() if k not in kept)
+
+
+def test_reciprocal_fusion_counts_the_text_rank_for_the_vector_voice_it_could_not_hear() -> None:
+    without = voiced(0, 2.0, None, vector=False)
+    both = voiced(1, 1.0, 0.8, vector=True)
+    cands = ranked([without, both])
+    fused = {s.candidate.id: s.components for s in fuse_reciprocal(cands, ("lexical", "semantic"), fair=True)}
+    assert fused[without.id]["lexical"] == 2 / 61
+    assert fused[without.id]["semantic_available"] == 0.0
+    plain = {
+        s.candidate.id: s.components
+        for s in fuse_reciprocal(ranked([voiced(0, 2.0, 0.8, True)]), ("lexical", "semantic"), fair=True)
+    }
+    assert plain["m000"]["final"] == 2 / 61  # full coverage: plain RRF
+
+
+def test_the_weighted_profile_weighs_a_memory_without_a_vector_as_without_vectors() -> None:
+    cands = ranked(
+        [
+            voiced(0, 2.0, None, vector=False),
+            voiced(1, 1.0, 0.8, vector=True),
+            voiced(2, 0.5, 0.7, vector=True),
+        ]
+    )
+    out = {s.candidate.id: s.components for s in fuse_weighted(cands, NOW, has_vectors=True)}
+    assert out["m000"]["text"] == 0.65
+    assert out["m000"]["vector"] == 0.0
+    assert out["m000"]["semantic_available"] == 0.0

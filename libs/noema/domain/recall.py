@@ -17,6 +17,18 @@ Hybrid score of a candidate (every term is returned as a component, and they sum
                 unrelated texts at cosine 0.8), or token overlap (Jaccard) without vectors
     final     = relevance + mmr
 
+Fair while vectors are missing (an embed backlog): the semantic voice can only judge memories that
+have a vector for the current model. For a memory without one the voice is *unavailable*, not a
+zero: its weight goes to the lexical voice for that result (as when no memory has vectors at all),
+and the component ``semantic_available`` is 0. And the voice's own hits are judged against the
+share of the scope it could see (``semantic_coverage``, estimated as the share of the lexical
+voice's hits that have a vector — the text voice finds memories whether or not they have one): the
+vector hit ranked r among memories with vectors stands for about rank r / coverage among all, so
+only the hits that would still be within the voice's depth at full coverage keep a positive
+strength (min-max over those), and a few poorly matching memories that happen to have vectors are
+not promoted to the top of the voice. At full coverage both rules are inactive: the scores are the
+ones without them.
+
 Placement, in every mode and profile (:func:`repo_first`): when a search names the current
 repository, the memories of that repository come first, each group in its own score order; the
 others still follow. The component ``repo_first`` (1 or 0) records the placement — it orders, it
@@ -61,6 +73,8 @@ __all__ = [
     "rank_by_voice",
     "ratio_to_best",
     "repo_first",
+    "semantic_coverage",
+    "semantic_strengths",
 ]
 
 RRF_K = 60
@@ -161,13 +175,43 @@ def ratio_to_best(candidates: Sequence[Candidate], voice: str) -> dict[str, floa
     return {k: v / hi for k, v in values.items()} if hi > 0 else {}
 
 
+def semantic_coverage(candidates: Sequence[Candidate]) -> float:
+    """Share of the lexical voice's hits that have a vector for the current model, as (with + 1) /
+    (hits + 1): exactly 1 when all have one (or the text voice found nothing, so there is nothing to
+    compare the vector hits with), never 0."""
+    text = [c for c in candidates if "lexical" in c.ranks]
+    return (sum(c.vector is not None for c in text) + 1) / (len(text) + 1)
+
+
+def semantic_strengths(candidates: Sequence[Candidate], coverage: float) -> dict[str, float]:
+    """Min-max normalised cosine of the semantic voice's hits that stay within its depth once their rank
+    is scaled by ``coverage`` (rank r among memories with vectors ≈ rank r / coverage among all).
+
+    At full coverage every hit is kept: plain min-max over the voice's hits.
+    """
+    hits = sorted((c for c in candidates if "semantic" in c.raw), key=lambda c: (c.ranks["semantic"], c.id))
+    if not hits:
+        return {}
+    keep = hits[: max(1, math.ceil(len(hits) * min(1.0, coverage) - 1e-9))]
+    # min/max rather than the ends: an iterative HNSW scan may return neighbours slightly out of order.
+    lo, hi = min(c.raw["semantic"] for c in keep), max(c.raw["semantic"] for c in keep)
+    out = {c.id: 0.0 for c in hits}
+    for c in keep:
+        out[c.id] = (c.raw["semantic"] - lo) / (hi - lo) if hi > lo else 1.0
+    return out
+
+
 def fuse_hybrid(
     candidates: Sequence[Candidate],
     now: datetime,
     weights: Mapping[str, float] = DEFAULT_WEIGHTS,
 ) -> list[Scored]:
     """Relevance of every candidate (before MMR), best first."""
-    norms = {v: normalized(candidates, v) for v in ("semantic", "temporal")}
+    coverage = semantic_coverage(candidates)
+    norms = {
+        "temporal": normalized(candidates, "temporal"),
+        "semantic": semantic_strengths(candidates, coverage),
+    }
     # Text rank has a true zero (no match), so it is scaled by the best hit rather than min-max:
     # a weaker match still counts, even among few hits.
     norms["lexical"] = ratio_to_best(candidates, "lexical")
@@ -175,11 +219,21 @@ def fuse_hybrid(
     out = []
     for c in candidates:
         decay = weibull_survival(c.memory_type, _age_days(c.created_at, now))
-        comp: dict[str, float] = {"decay": decay}
+        available = c.vector is not None
+        comp: dict[str, float] = {
+            "decay": decay,
+            "semantic_available": 1.0 if available else 0.0,
+            "semantic_coverage": coverage,
+        }
+        # The voice could not judge a memory without a vector: its weight goes to the text voice.
+        own = dict(weights)
+        if not available:
+            own["lexical"] = own.get("lexical", 0.0) + own.get("semantic", 0.0)
+            own["semantic"] = 0.0
         relevance = 0.0
         for voice in VOICES:
             strength = norms[voice].get(c.id, 0.0)
-            part = weights.get(voice, 0.0) * strength * decay
+            part = own.get(voice, 0.0) * strength * decay
             comp[f"{voice}_rank"] = float(c.ranks.get(voice, 0))
             comp[f"{voice}_score"] = c.raw.get(voice, 0.0)
             comp[voice] = part
@@ -285,20 +339,32 @@ def repo_first(ranked: Sequence[Scored], repo: str | None) -> list[Scored]:
     return sorted(ranked, key=lambda s: -s.components["repo_first"])  # stable
 
 
-def fuse_reciprocal(candidates: Sequence[Candidate], voices: Sequence[str], k: int = RRF_K) -> list[Scored]:
+def fuse_reciprocal(
+    candidates: Sequence[Candidate], voices: Sequence[str], k: int = RRF_K, fair: bool = False
+) -> list[Scored]:
     """Reciprocal rank fusion, best first: each voice that found a candidate adds ``1 / (k + rank)``.
 
     Each voice's share is its component (0 when it missed the candidate), so they sum to ``final``;
-    every voice's rank and own score are kept beside it.
+    every voice's rank and own score are kept beside it. With ``fair`` (the candidates carry their
+    vectors), a memory without a vector has its lexical term count for the semantic voice too, and a
+    vector hit's rank is scaled by the coverage (see the module docstring).
     """
+    coverage = semantic_coverage(candidates) if fair else 1.0
     out = []
     for c in candidates:
         comp: dict[str, float] = {}
+        available = not fair or c.vector is not None
         for voice in voices:
             rank = c.ranks.get(voice, 0)
             comp[f"{voice}_rank"] = float(rank)
             comp[f"{voice}_score"] = c.raw.get(voice, 0.0)
-            comp[voice] = 1.0 / (k + rank) if rank else 0.0
+            scaled = rank / coverage if voice == "semantic" else rank
+            comp[voice] = 1.0 / (k + scaled) if rank else 0.0
+        if fair and "semantic" in voices:
+            comp["semantic_available"] = 1.0 if available else 0.0
+            comp["semantic_coverage"] = coverage
+            if not available and "lexical" in voices:
+                comp["lexical"] *= 2.0
         total = sum(comp[voice] for voice in voices)
         comp.update(relevance=total, final=total)
         out.append(Scored(c, total, comp))
@@ -323,13 +389,15 @@ def rank_by_voice(candidates: Sequence[Candidate], voice: str) -> list[Scored]:
 def fuse_weighted(candidates: Sequence[Candidate], now: datetime, has_vectors: bool) -> list[Scored]:
     """SPEC §8's plain weighted fusion, best first (no MMR)."""
 
-    text, vector = normalized(candidates, "lexical"), normalized(candidates, "semantic")
-    w_text = 0.40 if has_vectors else 0.65
+    coverage = semantic_coverage(candidates) if has_vectors else 1.0
+    text, vector = normalized(candidates, "lexical"), semantic_strengths(candidates, coverage)
     out = []
     for c in candidates:
+        # A memory without a vector is weighed as if no memory had one (text 0.65), not given a zero.
+        available = has_vectors and c.vector is not None
         comp = {
-            "text": w_text * text.get(c.id, 0.0),
-            "vector": 0.25 * vector.get(c.id, 0.0) if has_vectors else 0.0,
+            "text": (0.40 if available else 0.65) * text.get(c.id, 0.0),
+            "vector": 0.25 * vector.get(c.id, 0.0) if available else 0.0,
             "recency": 0.10 * math.exp(-_age_days(c.created_at, now) / 30.0),
             "activation": 0.10 * c.activation,
             "importance": 0.10 * c.importance,
@@ -341,6 +409,8 @@ def fuse_weighted(candidates: Sequence[Candidate], now: datetime, has_vectors: b
             final=total,
             lexical_score=c.raw.get("lexical", 0.0),
             semantic_score=c.raw.get("semantic", 0.0),
+            semantic_available=1.0 if available else 0.0,
+            semantic_coverage=coverage,
         )
         out.append(Scored(c, total, comp))
     out.sort(key=lambda s: (-s.relevance, s.candidate.id))

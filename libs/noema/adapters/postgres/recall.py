@@ -139,7 +139,7 @@ class RecallStore:
                 args.append(query)
                 tsq = "websearch_to_tsquery('english', $1)"
             else:
-                text_query = await selective_query(conn, query, self.term_stats)
+                text_query = await selective_query(conn, query, f.workspace)
                 if text_query is None:
                     return []
                 if text_query.broad and not broad:

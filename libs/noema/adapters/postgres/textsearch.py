@@ -1,12 +1,19 @@
 """Selective full-text queries: the query's words as lexemes, without the ones most memories share.
 
 An any-term query over a large store is slow when it contains a word that many memories contain
-(PostgreSQL ranks every match). PostgreSQL's own statistics (``pg_stats.most_common_elems`` of the
-tsvector, refreshed by ANALYZE/autovacuum) say which lexemes are that common; they are dropped from
-the query (the rarest is kept if every word is common). "Common" means in more than a fifth of the
-memories, or in more than 500 of them. This bounds the cost; it is not free: in a large store a word
-in 500 memories still has a real BM25 weight (about 5.3 of 100,000 memories, against about 11 for a
-unique word), which the text voice then gives up (see docs/recall.md, "Common words").
+(PostgreSQL ranks every match). How many memories of the workspace contain each lexeme is kept exact
+in ``memory_terms`` (maintained by triggers on ``memories``, migration 0007); the query's lexemes
+found in more than ``COMMON_ROWS`` (500) of the workspace's memories are dropped from the query (the
+rarest is kept if every word found is that common). This bounds the cost; it is not free: in a
+large store a word in 500 memories still has a real BM25 weight (about 5.3 of 100,000 memories,
+against about 11 for a unique word), which the text voice then gives up (see docs/recall.md,
+"Common words").
+
+Every count is taken within the workspace searched (all workspaces only for an operator's search of
+all), so what other tenants store never changes which words a workspace matches on. There is no
+"share of the workspace" rule beside the count: it only ever bound below 2,500 memories (a fifth of
+them is then under 500), where scoring every match costs nothing, and per workspace it would drop the
+very words a small workspace is about.
 
 Words are matched both stemmed (``english``, for the content) and as written (``simple``, for the
 participants' names, which are indexed unstemmed).
@@ -19,52 +26,29 @@ from dataclasses import dataclass
 
 import asyncpg
 
-__all__ = ["BROAD_CANDIDATES", "COMMON_FREQUENCY", "COMMON_ROWS", "TermStats", "TextQuery", "selective_query"]
+__all__ = ["BROAD_CANDIDATES", "COMMON_ROWS", "TermStats", "TextQuery", "selective_query"]
 
 BROAD_CANDIDATES = 2000
 """A query of common words only ranks this many of its newest matches instead of all of them."""
 
-COMMON_FREQUENCY = 0.2
-"""A lexeme in more than this share of memories is left out of any-term queries (it weighs little)."""
 COMMON_ROWS = 500
-"""…and so is one in more than this many memories (scoring all its matches would cost too much), though
-in a large store such a word still weighs in BM25."""
+"""A lexeme in more than this many of the workspace's memories is left out of any-term queries
+(scoring all its matches would cost too much), though in a large store such a word still weighs in
+BM25."""
 
 
 class TermStats:
-    """Frequencies of the most common lexemes of ``memories.search`` and the size of each scope (for
-    BM25), cached for ``ttl`` seconds."""
+    """The size of each scope for BM25 (memories, average distinct lexemes per memory), cached for
+    ``ttl`` seconds."""
 
     def __init__(self, ttl: float = 300.0, schema: str | None = None) -> None:
         self._ttl = ttl
         self._schema = schema
         """The schema every connection given uses (None: asked of each connection)."""
-        self._cache: dict[str, tuple[float, dict[str, float]]] = {}
         self._scopes: dict[str, tuple[float, tuple[float, float]]] = {}
 
     async def _schema_of(self, conn: asyncpg.Connection) -> str:
         return self._schema or str(await conn.fetchval("SELECT current_schema()"))
-
-    async def common(self, conn: asyncpg.Connection) -> dict[str, float]:
-        """Lexeme → share of memories containing it, for the lexemes too common to query by."""
-        schema = await self._schema_of(conn)
-        hit = self._cache.get(schema)
-        if hit is not None and time.monotonic() - hit[0] < self._ttl:
-            return hit[1]
-        # pg_stats hides them from a role under row security; the function reads them with the
-        # owner's rights (migration 0006).
-        row = await conn.fetchrow("SELECT elems, freqs, rows FROM noema_search_stats()")
-        freqs: dict[str, float] = {}
-        if row is not None and row["elems"]:
-            rows = max(1.0, float(row["rows"] or 1.0))
-            # freqs carries three extra summary values at its end; zip stops at the lexemes.
-            freqs = {
-                lx: f
-                for lx, f in zip(row["elems"], row["freqs"], strict=False)
-                if f > COMMON_FREQUENCY or f * rows > COMMON_ROWS
-            }
-        self._cache[schema] = (time.monotonic(), freqs)
-        return freqs
 
     async def scope(self, conn: asyncpg.Connection, workspace: str | None) -> tuple[float, float]:
         """(memories, average distinct lexemes per memory) of a workspace (or all), for BM25."""
@@ -97,23 +81,33 @@ class TextQuery:
 
 
 async def selective_query(
-    conn: asyncpg.Connection, text: str, stats: TermStats | None = None
+    conn: asyncpg.Connection, text: str, workspace: str | None = None
 ) -> TextQuery | None:
-    """Match any selective word of ``text`` (None when it has no words).
+    """Match any selective word of ``text`` in ``workspace`` (None: all workspaces); None when it has
+    no words.
 
-    When every word is common the rarest one is used and the query is marked ``broad``: callers
-    then rank only the newest ``BROAD_CANDIDATES`` matches, so the cost stays bounded.
+    When every word found in the scope is common, the rarest of them is used and the query is marked
+    ``broad``: callers then rank only the newest ``BROAD_CANDIDATES`` matches, so the cost stays
+    bounded. Words no memory of the scope holds stay in the query (they cost an empty index lookup)
+    but do not make it selective.
     """
-    lexemes: list[str] = await conn.fetchval(
-        "SELECT coalesce(array_agg(DISTINCT lexeme ORDER BY lexeme), '{}') "
-        "FROM unnest(to_tsvector('english', $1) || to_tsvector('simple', $1))",
+    # One round trip: the query's lexemes with their counts in the scope (primary-key lookups).
+    rows = await conn.fetch(
+        """SELECT q.lexeme,
+                  coalesce((SELECT sum(t.memories) FROM memory_terms t
+                            WHERE t.lexeme = q.lexeme AND ($2::text IS NULL OR t.workspace = $2)), 0)
+                  AS memories
+           FROM unnest(to_tsvector('english', $1) || to_tsvector('simple', $1)) q
+           ORDER BY q.lexeme""",
         text,
+        workspace,
     )
-    if not lexemes:
+    if not rows:
         return None
-    common = await (stats or TermStats()).common(conn)
-    selective = [lx for lx in lexemes if lx not in common]
-    if selective:
+    counts = {str(r["lexeme"]): int(r["memories"]) for r in rows}
+    selective = [lx for lx, n in counts.items() if n <= COMMON_ROWS]
+    found = [lx for lx, n in counts.items() if n > 0]
+    if not found or any(counts[lx] > 0 for lx in selective):
         return TextQuery(" | ".join(_quote(lx) for lx in selective), lexemes=tuple(selective))
-    rarest = min(lexemes, key=lambda lx: (common.get(lx, 0.0), lx))
+    rarest = min(found, key=lambda lx: (counts[lx], lx))
     return TextQuery(_quote(rarest), broad=True, lexemes=(rarest,))

@@ -56,18 +56,6 @@ CREATE POLICY workspace_scope ON memory_embeddings
     WITH CHECK (coalesce(current_setting('noema.workspace', true), '') = '*'
                 OR noema_memory_visible(memory_id));
 
--- pg_stats hides a table's statistics from a role that row security applies to, and full-text
--- search reads the lexeme frequencies of memories.search from it (to drop too-common words). This
--- function returns just those frequencies, with the owner's rights: aggregate word statistics of the
--- whole read model, no row.
-CREATE FUNCTION noema_search_stats(OUT elems text[], OUT freqs real[], OUT rows real)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
-    SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs,
-           (SELECT c.reltuples FROM pg_class c WHERE c.oid = 'memories'::regclass)
-    FROM pg_stats s
-    WHERE s.schemaname = current_schema() AND s.tablename = 'memories' AND s.attname = 'search'
-$$;
-
 -- The projector creates a model's HNSW index on its first vector; CREATE INDEX needs the table's
 -- owner, so the projector role calls this (owner's rights) instead. Only the name pattern and the
 -- model-name pattern the projector uses are accepted, and the statement is fixed but for them.
