@@ -13,6 +13,7 @@ supervisor is paused for the few milliseconds it takes to set that up, so it can
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import socket
 import time
@@ -116,6 +117,32 @@ async def _conflicts_decide_again(instance: Instance) -> None:
     await eventually(decided, 120, 0.5, "the conflicts worker deciding a fact proposed after the outage")
 
 
+async def _status_fails(instance: Instance, server: str, within_s: float) -> str:
+    """``noemactl status`` run during the outage: it must exit non-zero and name the failing server;
+    returns its first failing line."""
+
+    async def failing() -> str | None:
+        result = await asyncio.to_thread(instance.ctl, "status", "--json", timeout=60)
+        if result.returncode == 0:
+            return None
+        checks = json.loads(result.stdout)["checks"]
+        named = [f"{c['name']}: {c['detail']}" for c in checks if not c["ok"] and server in c["name"]]
+        return named[0] if named else None
+
+    found: str = await eventually(failing, within_s, 1.0, f"status failing on {server} during the outage")
+    return found
+
+
+async def _status_recovers(instance: Instance) -> None:
+    """After recovery ``noemactl status`` exits 0 again, with no manual step."""
+
+    async def healthy() -> bool:
+        result = await asyncio.to_thread(instance.ctl, "status", timeout=60)
+        return result.returncode == 0
+
+    await eventually(healthy, 120, 1.0, "status exiting 0 after the outage")
+
+
 def _readable(path: Path) -> None:
     if path.exists() and path.stat().st_mode & 0o777 == 0:
         path.chmod(0o700)
@@ -146,7 +173,11 @@ async def _outage(
     finally:
         instance.thaw()
     faulted_at = time.monotonic()
-    await asyncio.sleep(hold_s)  # the outage itself: its length is the scenario
+    # status tells the truth while the server is down: non-zero, with a line naming what is wrong.
+    during = await _status_fails(instance, server, hold_s)
+    await asyncio.sleep(
+        max(0.0, hold_s - (time.monotonic() - faulted_at))
+    )  # the outage: its length is the scenario
     assert instance.up is not None
     assert instance.up.poll() is None, "up gave up during the outage"
     failed_restarts = [e for e in instance.events("server restart failed; retrying") if e["server"] == server]
@@ -175,6 +206,8 @@ async def _outage(
 
     await eventually(all_memories, 240, 0.25, f"a memory for each of {len(acked)} acknowledged observations")
     caught_up_at = time.monotonic()
+    await _status_recovers(instance)
+    status_ok_at = time.monotonic()
     delivering_at = await asyncio.wait_for(first_memory, 10)
     counts = await assert_exactly_once(pool, acked, set(publisher.attempted))
     await instance.assert_consumer_resumes("retrieve", stream_seq_at_clear)
@@ -194,6 +227,8 @@ async def _outage(
         server_back_after_clear_s=round(restarted_at - cleared_at, 1),
         first_new_memory_after_clear_s=round(delivering_at - cleared_at, 1),
         all_memories_after_clear_s=round(caught_up_at - cleared_at, 1),
+        status_failed_during_outage=during,
+        status_ok_after_clear_s=round(status_ok_at - cleared_at, 1),
         not_acknowledged_publishes=publisher.failures,
         replay_events=replay["events"],
         stop_s=round(stop_s, 1),

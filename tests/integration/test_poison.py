@@ -19,8 +19,10 @@ from typing import Any
 
 import pytest
 
+from noema.adapters.jetstream import EventPublisher
 from noema.adapters.postgres import checksum, connect
 from noema.client import build_observation, publish_observation
+from noema.deadletters import DeadLetterQuery, DeadLetters
 from noema.domain.attention import AttentionConfig, decide_cycle, memory_id_for
 from noema.ids import new_id
 from noema.replay import drop_schema, replay_into
@@ -180,6 +182,13 @@ async def test_poison_on_every_subject_is_dead_lettered_and_every_valid_observat
         owner = "attend" if stream == t.observation_stream else "projector"
         assert letter["Noema-Source"] == owner
     assert len(letters) == len(published)  # and nothing valid was dead-lettered
+    # What `noemactl dlq list` (and GET /v1/dead-letters) shows: every one, with its reason.
+    tooling = DeadLetters(harness.nc, t, EventPublisher(harness.nc, t))
+    page = await tooling.list(DeadLetterQuery(limit=len(published)))
+    listed = {(item.original_stream, item.original_seq): item for item in page.items}
+    assert set(listed) == {(stream, seq) for seq, stream, _, _ in published}
+    for seq, stream, name, reason in published:
+        assert reason in listed[(stream, seq)].reason, name
 
     # Replay is compared at one stream position: the event producers stop, the projector catches up.
     for worker, task in producers:
