@@ -183,6 +183,9 @@ def _service_publish(name: str, topology: Topology) -> list[str]:
     if name == "projector":
         # It re-creates its consumer at its own tracked position on start.
         allowed.append(f"$JS.API.CONSUMER.DELETE.{topology.event_stream}.{topology.durable(name)}")
+    if name == "attend":
+        # It re-creates its consumer just after the last decided candidate on start.
+        allowed.append(f"$JS.API.CONSUMER.DELETE.{topology.observation_stream}.{topology.durable(name)}")
     if name == "retrieve":
         allowed.append(f"{p}.obs.*.*.recall")  # recall candidates, beside the observations
     if name in ("attend", "api", "service", "mcp", "conflicts", "decay"):

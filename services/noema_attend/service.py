@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 from contextlib import AsyncExitStack
+
+from nats.js.api import DeliverPolicy
+from nats.js.errors import NotFoundError
 
 from noema.adapters.jetstream import connect, ensure_streams
 from noema.adapters.pull import durable_puller
@@ -11,7 +15,7 @@ from noema.settings import Settings
 from noema.topology import Topology
 from noema.worker import PullWorker
 
-from .worker import AttendHandler
+from .worker import AttendHandler, decided_through
 
 __all__ = ["build"]
 
@@ -27,8 +31,13 @@ async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
         js, topology, settings.duplicate_window_s, settings.stream_replicas, settings.dead_letter_policy
     )
     durable = topology.durable("attend")
-    # A durable consumer with explicit acks: a crash redelivers only the in-flight observations.
-    # Run one attend per stream: each mind's working memory is held in the process (deploy/README.md).
+    # A durable consumer with explicit acks, delivering from just after the last decided candidate
+    # (see noema_attend.worker). Run one attend per stream: each mind's working memory is held in
+    # the process, and the consumer is recreated on start (deploy/README.md).
+    through = await decided_through(js, topology)
+    if through:
+        with contextlib.suppress(NotFoundError):
+            await js.delete_consumer(topology.observation_stream, durable)
     puller = await durable_puller(
         nc,
         topology.observation_stream,
@@ -37,11 +46,13 @@ async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
         settings.batch_size,
         ack_wait=60.0,
         max_ack_pending=20_000,
+        deliver_policy=DeliverPolicy.BY_START_SEQUENCE if through else DeliverPolicy.ALL,
+        opt_start_seq=through + 1 if through else None,
     )
     config = AttentionConfig(
         threshold=settings.attend_threshold,
         capacity=settings.attend_capacity,
         wm_capacity=settings.wm_capacity,
     )
-    handler = AttendHandler(nc, topology, config)
+    handler = AttendHandler(nc, topology, config, decided=through)
     return PullWorker("attend", puller, handler, settings.batch_size)

@@ -6,9 +6,12 @@ are acked, and their ids are derived from the observations, so a crash between t
 
 A cycle's events are stored all or none (one atomic batch: a cycle too big for one is split into
 smaller cycles), and its decisions record the highest stream sequence they cover
-(``through_seq``). After a restart the worker reads that mark from the last ``attention.decided`` on
-the stream and acks redelivered candidates up to it without deciding them again: a redelivered
-observation never yields a second, different decision, whatever was killed when.
+(``through_seq``). Cycles are decided in stream order, so everything up to the mark is decided. On
+start the worker reads the mark from the last ``attention.decided`` and recreates its consumer to
+deliver from just after it, in order (a crashed process's unacked candidates would otherwise come
+back only after their ack wait, behind newer ones); a candidate at or below the mark that arrives
+anyway is acked without being decided again. So a redelivered observation never yields a second,
+different decision, whatever was killed when.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from datetime import UTC, datetime
 import structlog
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 
 from noema.adapters.jetstream import (
     MAX_ATOMIC_BATCH,
@@ -41,7 +45,7 @@ from noema_events import (
     decode_event,
 )
 
-__all__ = ["AttendHandler"]
+__all__ = ["AttendHandler", "decided_through"]
 
 log = structlog.get_logger("noema.attend")
 
@@ -55,6 +59,24 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+async def decided_through(js: JetStreamContext, topology: Topology) -> int:
+    """The highest observation-stream sequence already decided, from the last stored decision (0
+    when there is none, or it was written before decisions recorded it)."""
+    subject = topology.event_subject_for("*", "*", "attention.decided")
+    last = await last_on_subject(js, topology.event_stream, subject)
+    if last is None:
+        return 0
+    try:
+        event = decode_event(last[1])
+    except EventDecodeError:
+        event = None
+    through = event.payload.through_seq if isinstance(event, AttentionDecided) else None
+    newest = await stream_last_seq(js, topology.observation_stream)
+    if through is None or not 0 < through <= newest:
+        return 0  # written before the mark existed, or not a mark this stream could have made
+    return int(through)
+
+
 class AttendHandler:
     """Handles one batch of observation messages (one attention cycle)."""
 
@@ -64,6 +86,7 @@ class AttendHandler:
         topology: Topology,
         config: AttentionConfig,
         clock: Callable[[], datetime] = _utcnow,
+        decided: int | None = None,
     ) -> None:
         self._js = nc.jetstream()
         self._topology = topology
@@ -77,7 +100,7 @@ class AttendHandler:
         # Each mind's working memory. Loaded on first sight from the last working_memory.updated
         # event of that mind on the stream (so it survives restarts exactly), then kept here.
         self._memories: OrderedDict[tuple[str, str], WorkingMemory] = OrderedDict()
-        self._decided_through: int | None = None  # read from the stream on the first batch
+        self._decided_through = decided  # None: read from the stream on the first batch
 
     async def _load_working_memory(self, workspace: str, mind: str) -> WorkingMemory:
         subject = self._topology.event_subject_for(workspace, mind, "working_memory.updated")
@@ -92,23 +115,6 @@ class AttendHandler:
         # The configured capacity, not the one recorded: a changed NOEMA_WM_CAPACITY applies to every
         # mind from its next admission (which trims a set over the new capacity, in a recorded event).
         return WorkingMemory(items, event.occurred_at, self._config.wm_capacity)
-
-    async def _load_decided_through(self) -> int:
-        """The highest observation sequence already decided, from the last stored decision."""
-        subject = self._topology.event_subject_for("*", "*", "attention.decided")
-        last = await last_on_subject(self._js, self._topology.event_stream, subject)
-        if last is None:
-            return 0
-        try:
-            event = decode_event(last[1])
-        except EventDecodeError:
-            event = None
-        through = event.payload.through_seq if isinstance(event, AttentionDecided) else None
-        newest = await stream_last_seq(self._js, self._topology.observation_stream)
-        if through is None or not 0 < through <= newest:
-            return 0  # written before the mark existed, or not a mark this stream could have made
-        log.info("resuming after decided candidates", through_seq=through)
-        return through
 
     def _validate(self, msg: Msg) -> Candidate:
         event = decode_event(msg.data)
@@ -162,7 +168,7 @@ class AttendHandler:
     async def __call__(self, msgs: list[Msg]) -> None:
         """Validate, decide, publish the decision events, then ack every message."""
         if self._decided_through is None:
-            self._decided_through = await self._load_decided_through()
+            self._decided_through = await decided_through(self._js, self._topology)
         # Candidates up to the mark were decided before a restart: their events are stored.
         fresh = [m for m in msgs if m.metadata.sequence.stream > self._decided_through]
         good: list[tuple[Msg, Candidate]] = []

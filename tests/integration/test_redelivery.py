@@ -13,12 +13,14 @@ import pytest
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from noema.adapters.pull import Puller
+from noema.adapters.pull import Puller, durable_puller
 from noema.client import publish_observation
 from noema.domain.attention import AttentionConfig
+from noema_attend.service import build as build_attend
 from noema_attend.worker import AttendHandler
 from noema_events import decode_event
 from tests.conftest import Harness
+from tests.support import assert_eventually
 
 pytestmark = pytest.mark.integration
 
@@ -94,3 +96,52 @@ async def test_a_restarted_attend_decides_redelivered_observations_never_again(h
     # A third start with everything redelivered again stores nothing at all.
     await AttendHandler(harness.nc, harness.topology, config)(await _read(harness, 1, 30))
     assert await _events(harness) == after
+
+
+async def test_a_restarted_attend_resumes_in_order_after_candidates_a_crash_left_unacked(
+    harness: Harness,
+) -> None:
+    """A crashed attend leaves candidates delivered but never acked; JetStream would hand them out
+    again only after the ack wait, behind newer ones. The restarted worker must decide every one of
+    them, once, without waiting for that."""
+    t = harness.topology
+    for i in range(40):
+        await publish_observation(
+            harness.js, f"observation {i} about the release train", workspace="acme", mind="ops", topology=t
+        )
+    config = AttentionConfig(threshold=0.0, capacity=100)
+    # The crashed process: its durable consumer delivered 1..30; it decided 1..10, acked none.
+    puller = await durable_puller(
+        harness.nc,
+        t.observation_stream,
+        t.durable("attend"),
+        t.observation_subjects,
+        30,
+        ack_wait=60.0,
+        max_ack_pending=20_000,
+    )
+    delivered: list[Msg] = []
+    while len(delivered) < 30:
+        delivered += await puller.fetch(timeout=5)
+    await puller.stop()
+    await AttendHandler(harness.nc, t, config)(delivered[:10])
+
+    await harness.start(build_attend)  # the restart
+
+    async def decided_once() -> bool:
+        return len(await _decided_candidates(harness)) == 40
+
+    await assert_eventually(decided_once, timeout=30)  # well inside the 60 s ack wait
+    candidates = await _decided_candidates(harness)
+    assert set(candidates.values()) == {1}, "an observation was decided twice"
+
+
+async def _decided_candidates(h: Harness) -> Counter[str]:
+    """How many decisions each candidate got, over every attention.decided on the stream."""
+    decided: Counter[str] = Counter()
+    info = await h.js.stream_info(h.topology.event_stream)
+    for seq in range(info.state.first_seq, info.state.last_seq + 1):
+        event = decode_event((await h.js.get_msg(h.topology.event_stream, seq)).data)
+        if event.type == "attention.decided.v1":
+            decided.update(d.candidate_id for d in event.payload.decisions)  # type: ignore[attr-defined]
+    return decided

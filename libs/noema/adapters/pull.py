@@ -189,10 +189,12 @@ async def durable_puller(
     ack_wait: float,
     max_ack_pending: int,
     deliver_policy: DeliverPolicy = DeliverPolicy.ALL,
+    opt_start_seq: int | None = None,
 ) -> Puller:
     """Create (or keep) a shared durable consumer with explicit acks and return a started puller on it.
 
-    ``filter_subject`` may be a list (the consumer then delivers messages matching any of them).
+    ``filter_subject`` may be a list (the consumer then delivers messages matching any of them);
+    ``opt_start_seq`` goes with ``DeliverPolicy.BY_START_SEQUENCE``.
     """
     await nc.jetstream().add_consumer(
         stream,
@@ -200,6 +202,7 @@ async def durable_puller(
             durable_name=durable,
             ack_policy=AckPolicy.EXPLICIT,
             deliver_policy=deliver_policy,
+            opt_start_seq=opt_start_seq,
             filter_subject=filter_subject if isinstance(filter_subject, str) else None,
             filter_subjects=None if isinstance(filter_subject, str) else filter_subject,
             ack_wait=ack_wait,
