@@ -6,10 +6,13 @@ import contextlib
 import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from noema.credentials import url_with_credentials
 from noema.embedded import EmbeddedNats, EmbeddedPostgres
+from noema.identities import Identity
 
 
 @contextlib.contextmanager
@@ -27,13 +30,17 @@ def servers(pids: dict[str, int | None] | None = None) -> Iterator[tuple[str, st
         return
     base = Path(tempfile.mkdtemp(prefix="noema-bench-", dir="/tmp"))
     base.chmod(0o755)
-    nats_server, pg = EmbeddedNats(base), EmbeddedPostgres(base)
+    # Authentication is on, as in the product. Benchmarks use prefixes and schemas of their own (so
+    # the shipped per-service identities, made for the `noema` prefix, do not fit): every process of
+    # a benchmark connects as one identity that may do anything, which nothing shipped has.
+    bench = Identity("noema-bench", uuid.uuid4().hex, None)
+    nats_server, pg = EmbeddedNats(base, extra=[bench]), EmbeddedPostgres(base)
     nats_server.start()
     pg.start()
     if pids is not None:
         pids.update(nats=nats_server.pid, postgres=pg.pid)
     try:
-        yield nats_server.url, pg.url
+        yield url_with_credentials(nats_server.url, bench.user, bench.password), pg.url
     finally:
         nats_server.stop()
         pg.stop()

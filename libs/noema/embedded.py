@@ -191,7 +191,9 @@ class EmbeddedNats:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         conf = self.data_dir / "nats.conf"
         write_private(conf, self._config())
-        with (self.data_dir / "nats.log").open("ab") as log:
+        # The log names users and refused subjects: private like the rest of the server's files.
+        log_fd = os.open(self.data_dir / "nats.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(log_fd, "ab") as log:
             self._proc = subprocess.Popen(
                 [_nats_binary(), "-c", str(conf), "-js", "-a", "127.0.0.1"],
                 stdout=log,
