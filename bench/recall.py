@@ -49,9 +49,8 @@ from noema.adapters.postgres import create_pool, migrate
 from noema.adapters.postgres.recall import RecallFilters, RecallStore
 from noema.client import build_observation
 from noema.domain.attention import memory_id_for
-from noema.domain.documents import memory_document
 from noema.ids import derive_id
-from noema.operations import embed_memories
+from noema.operations import embed_memories, embedding_work
 from noema.recall import Recall
 from noema.settings import Settings
 from noema.topology import Topology
@@ -131,17 +130,7 @@ async def embed_some(nats_url: str, db_url: str, settings: Settings, memory_ids:
                 "FROM memories WHERE id = ANY($1::text[]) ORDER BY id",
                 memory_ids[i : i + 64],
             )
-            todo = [
-                (
-                    r["id"],
-                    r["workspace"],
-                    r["mind"],
-                    memory_document(r["content"], r["participants"], r["happened_at"]),
-                    r["origin_event"],
-                )
-                for r in rows
-            ]
-            await embed_memories(publisher, embedder, todo, datetime.now().astimezone())
+            await embed_memories(publisher, embedder, embedding_work(rows), datetime.now().astimezone())
     finally:
         await pool.close()
         await nc.close()

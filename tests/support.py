@@ -16,9 +16,13 @@ __all__ = ["assert_eventually", "keyword_search"]
 
 
 async def assert_eventually(
-    check: Callable[[], Awaitable[Any]], timeout: float = 10.0, interval: float = 0.05
+    check: Callable[[], Awaitable[Any]],
+    timeout: float = 10.0,
+    interval: float = 0.05,
+    what: str = "condition",
 ) -> Any:
-    """Poll ``check`` until it returns a truthy value (returned) or raise after ``timeout``."""
+    """Poll ``check`` until it returns a truthy value (returned) or raise after ``timeout``, naming
+    ``what`` was waited for."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
@@ -26,7 +30,7 @@ async def assert_eventually(
         if last:
             return last
         await asyncio.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s (last value: {last!r})")
+    raise AssertionError(f"{what} not met within {timeout}s (last value: {last!r})")
 
 
 async def keyword_search(pool: asyncpg.Pool, query: str, workspace: str | None = None) -> list[SearchResult]:

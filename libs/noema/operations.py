@@ -6,9 +6,9 @@ reproduces every effect. Used by the CLI, the workers and (later) the API alike.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import cast
+from typing import Any, cast
 
 import asyncpg
 
@@ -40,6 +40,7 @@ __all__ = [
     "embed_memories",
     "embed_missing",
     "embedded_event",
+    "embedding_work",
     "record_retrieval",
     "relate",
 ]
@@ -145,6 +146,22 @@ def embedded_event(
     )
 
 
+def embedding_work(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str, str, str]]:
+    """(memory_id, workspace, mind, document, cause) for memory rows with ``id``, ``workspace``,
+    ``mind``, ``content``, ``participants``, ``happened_at`` and ``origin_event``: what
+    :func:`embed_memories` takes, the document built as the embed worker builds it."""
+    return [
+        (
+            r["id"],
+            r["workspace"],
+            r["mind"],
+            memory_document(r["content"], r["participants"], r["happened_at"]),
+            r["origin_event"],
+        )
+        for r in rows
+    ]
+
+
 async def embed_memories(
     publisher: EventPublisher,
     embedder: Embedder,
@@ -202,17 +219,7 @@ async def embed_missing(
         )
         if not rows:
             return done
-        todo = [
-            (
-                r["id"],
-                r["workspace"],
-                r["mind"],
-                memory_document(r["content"], r["participants"], r["happened_at"]),
-                r["origin_event"],
-            )
-            for r in rows
-        ]
-        done += await embed_memories(publisher, embedder, todo, now())
+        done += await embed_memories(publisher, embedder, embedding_work(rows), now())
         after = rows[-1]["id"]
         if progress:
             progress(done, int(total))

@@ -28,6 +28,7 @@ from noema.client import build_observation
 from noema.embedded import free_port
 from noema.topology import Topology
 from noema_events import encode_event
+from tests.support import assert_eventually
 
 NOEMACTL = [sys.executable, "-m", "noema_cli.main"]
 PREFIX = "noema"
@@ -52,15 +53,9 @@ def record(scenario: str, **figures: Any) -> None:
 
 
 async def eventually(check: Any, timeout: float, interval: float = 0.5, what: str = "condition") -> Any:
-    """Poll the async ``check`` until it returns a truthy value; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(interval)
-    raise AssertionError(f"{what} not reached within {timeout:.0f} s (last: {last!r})")
+    """:func:`tests.support.assert_eventually`, polling less often by default (these checks query
+    a running instance)."""
+    return await assert_eventually(check, timeout, interval, what)
 
 
 @dataclass
