@@ -143,6 +143,7 @@ async def harness(servers: Servers, tmp_path: Path) -> AsyncIterator[Harness]:
                 topology.event_stream,
                 topology.dead_letter_stream,
                 topology.health_stream,
+                topology.vector_stream,
             ):
                 await js.delete_stream(stream)
             await nc.close()

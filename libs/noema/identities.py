@@ -95,6 +95,7 @@ def _stream_info(topology: Topology) -> list[str]:
         topology.dead_letter_stream,
         f"{topology.dead_letter_stream}{MOVE_SUFFIX}",  # ensure_streams checks for an upgrade
         topology.health_stream,
+        topology.vector_stream,
     )
     return [f"$JS.API.STREAM.INFO.{s}" for s in streams]
 
@@ -188,6 +189,9 @@ def _service_publish(name: str, topology: Topology) -> list[str]:
         allowed.append(f"$JS.API.CONSUMER.DELETE.{topology.observation_stream}.{topology.durable(name)}")
     if name == "retrieve":
         allowed.append(f"{p}.obs.*.*.recall")  # recall candidates, beside the observations
+    if name in ("retrieve", "embed"):
+        # The vector cache they share (noema.adapters.vector_cache): put, and get by subject.
+        allowed += [topology.vector_subjects, f"$JS.API.DIRECT.GET.{topology.vector_stream}.>"]
     if name in ("attend", "api", "service", "mcp", "conflicts", "decay"):
         allowed += _events_read(topology)
     if name in ("api", "service", "mcp"):
@@ -210,6 +214,7 @@ def service_identity(name: str, password: str, topology: Topology) -> Identity:
             topology.event_stream,
             topology.dead_letter_stream,
             topology.health_stream,
+            topology.vector_stream,
         )
         move = f"{topology.dead_letter_stream}{MOVE_SUFFIX}"
         publish = [

@@ -6,7 +6,7 @@ reproduces every effect. Used by the CLI, the workers and (later) the API alike.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -26,10 +26,11 @@ from noema_events.vocabulary import RELATIONS, Relation
 
 from .adapters.embedders import Embedder
 from .adapters.jetstream import EventPublisher
+from .adapters.vector_cache import VectorCache
 from .domain.documents import memory_document
 from .domain.dynamics import HALF_LIFE_DAYS
 from .ids import derive_id, new_id
-from .threads import in_daemon_thread
+from .vectors import PassageVectors, passage_vectors
 
 __all__ = [
     "Conflict",
@@ -167,24 +168,30 @@ async def embed_memories(
     embedder: Embedder,
     memories: Sequence[tuple[str, str, str, str, str]],
     now: datetime,
-) -> int:
-    """Embed (memory_id, workspace, mind, document, cause) tuples and publish their vectors.
+    cache: VectorCache | None = None,
+    *,
+    awaited: Collection[str] = (),
+    patience_s: float = 0.0,
+    stopping: Callable[[], bool] = lambda: False,
+) -> PassageVectors:
+    """Embed (memory_id, workspace, mind, document, cause) tuples and publish their vectors; returns
+    them, with how many texts were embedded here (the others came from the vector ``cache``, waited
+    for as :func:`noema.vectors.passage_vectors` says).
 
     The document is the text to embed (see :func:`noema.domain.documents.memory_document`).
     """
+    found = await passage_vectors(
+        embedder, [m[3] for m in memories], cache, awaited=awaited, patience_s=patience_s, stopping=stopping
+    )
     if not memories:
-        return 0
-    # In a thread: embedding is seconds of CPU, and the event loop must keep answering NATS pings
-    # and signals meanwhile.
-    texts = [m[3] for m in memories]
-    vectors = await in_daemon_thread(lambda: embedder.embed_passages(texts))
+        return found
     await publisher.publish(
         [
             embedded_event(mid, ws, mind, vec, embedder.name, now, cause)
-            for (mid, ws, mind, _, cause), vec in zip(memories, vectors, strict=True)
+            for (mid, ws, mind, _, cause), vec in zip(memories, found.vectors, strict=True)
         ]
     )
-    return len(memories)
+    return found
 
 
 async def embed_missing(
@@ -219,7 +226,7 @@ async def embed_missing(
         )
         if not rows:
             return done
-        done += await embed_memories(publisher, embedder, embedding_work(rows), now())
+        done += len((await embed_memories(publisher, embedder, embedding_work(rows), now())).vectors)
         after = rows[-1]["id"]
         if progress:
             progress(done, int(total))

@@ -46,6 +46,7 @@ from .domain.recall import (
     rank_by_voice,
     repo_first,
 )
+from .threads import in_daemon_thread
 
 __all__ = ["MODES", "Recall", "RecallFilters", "SearchResponse", "SearchResult"]
 
@@ -116,9 +117,11 @@ class Recall:
         vector: Sequence[float] | None = query_vector
         model = self.embedder.name if self.embedder else None
         if vector is None and mode != "keyword" and self.vectors_available:
-            assert self.embedder is not None
+            embedder = self.embedder
+            assert embedder is not None
             t = time.perf_counter()
-            vector = self.embedder.embed_query(query)
+            # Off the event loop: tens of milliseconds of CPU that other requests must not wait for.
+            vector = await in_daemon_thread(lambda: embedder.embed_query(query))
             timings["query_embedding"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
         ranked, intent, weights = await self._rank(

@@ -136,6 +136,9 @@ class Settings:
     wm_capacity: int = DEFAULT_WM_CAPACITY
     """Items a mind's working memory holds (SPEC §5: 9 by default)."""
     batch_size: int = 500
+    background_nice: int = 10
+    """CPU niceness of the background workers (embed, retrieve, conflicts, decay): interactive
+    searches, attention and the projector come first when the cores are busy; 0 leaves it."""
     duplicate_window_s: float = 7200.0
     stream_replicas: int = 1
     """Copies JetStream keeps of each stream: 1 on a single server, 3 on a cluster of three or more."""
@@ -194,6 +197,7 @@ class Settings:
             attend_capacity=_int(env, "NOEMA_ATTEND_CAPACITY", 256, 1, 100_000),
             wm_capacity=_int(env, "NOEMA_WM_CAPACITY", DEFAULT_WM_CAPACITY, 1, 100),
             batch_size=_int(env, "NOEMA_BATCH_SIZE", 500, 1, 10_000),
+            background_nice=_int(env, "NOEMA_BACKGROUND_NICE", 10, 0, 19),
             duplicate_window_s=_float(env, "NOEMA_DUPLICATE_WINDOW", 7200.0, 1.0, 7 * 86400.0),
             stream_replicas=_int(env, "NOEMA_STREAM_REPLICAS", 1, 1, 5),
             log_format=log_format,
@@ -265,6 +269,7 @@ class Settings:
             "NOEMA_ATTEND_CAPACITY": str(self.attend_capacity),
             "NOEMA_WM_CAPACITY": str(self.wm_capacity),
             "NOEMA_BATCH_SIZE": str(self.batch_size),
+            "NOEMA_BACKGROUND_NICE": str(self.background_nice),
             "NOEMA_DUPLICATE_WINDOW": str(self.duplicate_window_s),
             "NOEMA_STREAM_REPLICAS": str(self.stream_replicas),
             "NOEMA_LOG_FORMAT": self.log_format,

@@ -50,6 +50,20 @@ class Topology:
         return f"$KV.{self.health_bucket}.{worker}.{instance}"
 
     @property
+    def vector_stream(self) -> str:
+        """Stream caching recently computed passage vectors (noema.adapters.vector_cache)."""
+        return f"{self.prefix.upper()}_VECTORS"
+
+    @property
+    def vector_subjects(self) -> str:
+        """Wildcard over the vector cache's subjects."""
+        return f"{self.prefix}.vec.>"
+
+    def vector_subject(self, key: str) -> str:
+        """Subject holding the cached vector of one document (``key``: a hash of model and text)."""
+        return f"{self.prefix}.vec.{key}"
+
+    @property
     def observation_subjects(self) -> str:
         """Wildcard over all observation subjects."""
         return f"{self.prefix}.obs.>"

@@ -285,14 +285,20 @@ class Service(Protocol):
         ...
 
 
-def serve(build: Callable[[Settings, AsyncExitStack], Awaitable[Service]]) -> None:
+def serve(
+    build: Callable[[Settings, AsyncExitStack], Awaitable[Service]], *, background: bool = False
+) -> None:
     """The ``__main__`` of every worker: settings from the environment, logging, locate the running
     instance, build the service inside an exit stack, run it until SIGTERM/SIGINT (on uvloop).
 
     While it runs, the process records its heartbeat (:mod:`noema.health`) through the service's own
-    NATS connection, named after the service's ``name``.
+    NATS connection, named after the service's ``name``. A ``background`` worker (understanding that
+    may lag: embed, retrieve, conflicts, decay) lowers its CPU priority by ``NOEMA_BACKGROUND_NICE``,
+    so that on busy cores searches, attention and the projector are served first.
     """
     settings = Settings.from_env()
+    if background and settings.background_nice:
+        os.nice(settings.background_nice)
     errors = ErrorTap()
     configure_logging(settings.log_format, settings.log_level, observe=errors)
 

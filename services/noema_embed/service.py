@@ -3,6 +3,7 @@ publishes vectors."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
@@ -13,6 +14,8 @@ from nats.aio.msg import Msg
 from noema.adapters.embedders import Embedder, create_embedder
 from noema.adapters.jetstream import DeadLetters, EventPublisher, connect, ensure_streams
 from noema.adapters.pull import durable_puller
+from noema.adapters.vector_cache import VectorCache
+from noema.domain.attention import memory_id_for
 from noema.domain.documents import memory_document
 from noema.operations import embed_memories
 from noema.settings import Settings
@@ -27,6 +30,13 @@ log = structlog.get_logger("noema.embed")
 
 CHUNK = 4
 """Messages embedded per call: the unit after which a stop is honoured (well under a second)."""
+PATIENCE_S = 20.0
+"""How long an observation's memory waits for retrieve's vector of it (see noema.vectors)."""
+IMPATIENT_S = 60.0
+"""After a wait in vain, how long the worker computes everything itself (retrieve is far behind, or
+does not embed these memories): a bound on the time waiting can cost."""
+AWAIT_HORIZON_S = 600.0
+"""Memories older than this are not waited for: retrieve only handles new observations."""
 
 
 class EmbedHandler:
@@ -40,8 +50,11 @@ class EmbedHandler:
         dead_letters: DeadLetters,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         stopping: StopFlag | None = None,
+        cache: VectorCache | None = None,
     ) -> None:
         self._publisher = publisher
+        self._cache = cache
+        self._impatient_until = 0.0
         self._dead_letters = dead_letters
         self._embedder = embedder
         self._clock = clock
@@ -50,20 +63,40 @@ class EmbedHandler:
     async def __call__(self, msgs: list[Msg]) -> None:
         """Embed, publish (stored before the ack), ack — in chunks of :data:`CHUNK` messages, so a stop
         asked for mid-batch ends it after the current chunk (the rest is nakked)."""
-        count = 0
+        count = computed = 0
         for start in range(0, len(msgs), CHUNK):
             if self._stopping.is_set:
                 await release(msgs[start:])
                 break
             chunk = msgs[start : start + CHUNK]
-            count += await embed_memories(self._publisher, self._embedder, self._todo(chunk), self._clock())
+            now = self._clock()
+            todo, awaited = self._todo(chunk, now)
+            patient = time.monotonic() >= self._impatient_until
+            done = await embed_memories(
+                self._publisher,
+                self._embedder,
+                todo,
+                now,
+                self._cache,
+                awaited=awaited,
+                patience_s=PATIENCE_S if patient else 0.0,
+                stopping=lambda: self._stopping.is_set,
+            )
+            if done.gave_up:
+                self._impatient_until = time.monotonic() + IMPATIENT_S
+                log.info("retrieve's vectors did not come; embedding without waiting", seconds=IMPATIENT_S)
+            count += len(done.vectors)
+            computed += done.embedded
             for msg in chunk:
                 await msg.ack()
-        log.info("batch embedded", memories=count, model=self._embedder.name)
+        # computed: texts embedded here; the others' vectors came from the cache (retrieve's).
+        log.info("batch embedded", memories=count, computed=computed, model=self._embedder.name)
 
     @staticmethod
-    def _todo(msgs: list[Msg]) -> list[tuple[str, str, str, str, str]]:
-        todo = []
+    def _todo(msgs: list[Msg], now: datetime) -> tuple[list[tuple[str, str, str, str, str]], set[str]]:
+        """The memories to embed, and the documents of those retrieve embeds too (a new observation's
+        memory, made by attend: retrieve embeds the observation as that very passage)."""
+        todo, awaited = [], set()
         for msg in msgs:
             try:
                 ev = decode_event(msg.data)
@@ -75,9 +108,12 @@ class EmbedHandler:
                 p = ev.payload
                 document = memory_document(p.content, p.participants, p.happened_at)
                 todo.append((p.memory_id, ev.workspace, ev.mind, document, ev.id))
+                recent = (now - ev.occurred_at).total_seconds() < AWAIT_HORIZON_S
+                if recent and any(p.memory_id == memory_id_for(o) for o in p.source_observation_ids):
+                    awaited.add(document)
             elif isinstance(ev, FactProposed):
                 todo.append((ev.payload.memory_id, ev.workspace, ev.mind, ev.payload.content, ev.id))
-        return todo
+        return todo, awaited
 
     async def reject(self, msg: Msg, reason: str, kind: str) -> None:
         """Dead-letter an event whose memory cannot be embedded (``memory embed-missing`` retries it)."""
@@ -110,6 +146,10 @@ async def build(settings: Settings, stack: AsyncExitStack, embedder: Embedder | 
     )
     stopping = StopFlag()
     handler = EmbedHandler(
-        EventPublisher(nc, topology), embedder, DeadLetters(js, topology, "embed"), stopping=stopping
+        EventPublisher(nc, topology),
+        embedder,
+        DeadLetters(js, topology, "embed"),
+        stopping=stopping,
+        cache=VectorCache(nc, topology, embedder.name, embedder.dimensions),
     )
     return StopsHandler(PullWorker("embed", puller, handler, 64), stopping)

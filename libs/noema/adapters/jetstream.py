@@ -38,6 +38,7 @@ from .dlq_policy import DEFAULT_KEEP_BYTES, DeadLetterPolicy, kept_original
 from .dlq_upgrade import MOVE_SUFFIX
 from .liveness import track
 from .pull import Puller
+from .vector_cache import vector_stream_config
 
 __all__ = [
     "FAILED",
@@ -196,7 +197,8 @@ async def ensure_streams(
     replicas: int = 1,
     dead_letters: DeadLetterPolicy = DeadLetterPolicy(),  # frozen: a shared default is safe
 ) -> None:
-    """Create the observation, event and dead-letter streams, or update them to this config.
+    """Create the observation, event and dead-letter streams (and the vector cache's and the
+    heartbeats'), or update them to this config.
 
     ``replicas`` and the dead-letter limits are applied to existing streams too, so every process
     must be given the same values (``NOEMA_STREAM_REPLICAS``, ``NOEMA_DLQ_MAX_AGE``/``_MAX_BYTES``:
@@ -205,7 +207,8 @@ async def ensure_streams(
     cannot lift ``deny_delete`` on an existing stream) until ``noemactl dlq upgrade`` recreates it;
     while that runs (its ``_MOVE`` stream exists) the dead-letter stream is left alone.
     """
-    for config in _stream_configs(topology, duplicate_window_s, replicas, dead_letters):
+    configs = _stream_configs(topology, duplicate_window_s, replicas, dead_letters)
+    for config in [*configs, vector_stream_config(topology, replicas)]:
         if config.name == topology.dead_letter_stream and await _upgrading(js, config.name):
             log.info("dead-letter stream being made deletable; left as it is", stream=config.name)
             continue

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-__all__ = ["memory_document"]
+from noema_events import ObservationRecorded
+
+__all__ = ["memory_document", "observation_document"]
 
 
 def memory_document(
@@ -26,3 +28,10 @@ def memory_document(
     if when:
         return f"On {when}: {content}"
     return content
+
+
+def observation_document(obs: ObservationRecorded) -> str:
+    """The document of the episodic memory ``obs`` becomes when attention admits it (the same text,
+    participants and time: see :func:`noema.domain.attention.decide_cycle`)."""
+    p = obs.payload
+    return memory_document(p.content, p.participants, p.happened_at or obs.occurred_at)
