@@ -9,6 +9,7 @@ worker weighs them against the observations themselves; admitted recalls are rei
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
@@ -215,6 +216,12 @@ async def build(settings: Settings, stack: AsyncExitStack, embedder: Embedder | 
         cache = VectorCache(nc, topology, embedder.name, embedder.dimensions)
         # The embed worker waits for the vectors of observations' memories while this mark is fresh.
         marking = asyncio.create_task(cache.announce_producer())
-        stack.callback(marking.cancel)
+
+        async def stop_marking() -> None:
+            marking.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await marking
+
+        stack.push_async_callback(stop_marking)
     handler = RetrieveHandler(nc, recall, topology, stopping=stopping, cache=cache)
     return StopsHandler(PullWorker("retrieve", puller, handler, 32), stopping)
