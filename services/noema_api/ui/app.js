@@ -7,6 +7,10 @@ const state = {
   workspace: localStorage.getItem("noema.workspace") || "",
   tab: "search",
   graphRoot: "",
+  // The newest event-stream sequence this tab's writes stored: every read asks the API to wait
+  // until the read model has applied it (after_seq), so a change shows at once, without sleeps.
+  seenSeq: 0,
+  vocabulary: null,
 };
 
 // ---------- the API ----------------------------------------------------------------------------
@@ -19,6 +23,7 @@ async function api(method, path, { params = {}, body } = {}) {
   for (const [key, value] of Object.entries(params)) {
     if (value !== undefined && value !== null && value !== "" && value !== false) query.set(key, String(value));
   }
+  if (method === "GET" && state.seenSeq > 0 && path.startsWith("/v1/") && path !== "/v1/vocabulary") query.set("after_seq", String(state.seenSeq));
   const url = path + (query.toString() ? `?${query}` : "");
   const headers = { Accept: "application/json" };
   if (state.token) headers.Authorization = `Bearer ${state.token}`;
@@ -33,6 +38,12 @@ async function api(method, path, { params = {}, body } = {}) {
     throw new ApiError(data.error || "sign in with an operator token");
   }
   if (!response.ok) throw new ApiError(data.error || `${response.status} ${response.statusText}`);
+  const stored = Number(response.headers.get("Noema-Stream-Seq") || 0);
+  if (stored > state.seenSeq) state.seenSeq = stored;
+  if (response.headers.get("Noema-Caught-Up") === "false") {
+    state.seenSeq = 0; // waited once in vain: later reads answer at once until the next write
+    showError("The read model is behind the event stream (is the projector running?): your last change may not show yet.");
+  }
   return data;
 }
 
@@ -238,7 +249,6 @@ function operatorActions(m) {
   // Each action is an operator_action event with the token's name and the reason (the audit log).
   const act = (call) => guarded(async () => {
     await call();
-    await waitForChange(m.id, m.status);
     await openDetail(m.id);
     refreshListing();
   });
@@ -269,28 +279,10 @@ function operatorActions(m) {
     !active && m.status !== "superseded" ? h("button", { onclick: restore }, "Restore…") : null);
 }
 
-/** The read model follows the event stream: wait (up to 3 s) until `done()` holds. */
-async function waitUntil(done) {
-  for (let i = 0; i < 20; i += 1) {
-    if (await done()) return;
-    await new Promise((resolve) => setTimeout(resolve, 150));
-  }
-}
-
-async function waitForChange(id, before) {
-  await waitUntil(async () => (await api("GET", `/v1/memories/${encodeURIComponent(id)}`)).memory.status !== before);
-}
-
-async function policyActive(id) {
-  const page = await api("GET", "/v1/policies", { params: { workspace: requireWorkspace(), include_inactive: true } });
-  return page.items.some((p) => p.id === id && p.active);
-}
-
 // ---------- views --------------------------------------------------------------------------------
 
-const KINDS = ["", "episodic", "semantic", "procedural", "autobiographical"];
-const EPISTEMIC = ["", "observation", "fact", "memory", "claim", "hypothesis", "belief", "prediction", "assumption", "inference", "opinion"];
-const STATUSES = ["", "active", "retracted", "superseded", "archived"];
+/** A closed list from GET /v1/vocabulary (the event catalog's own), loaded before the first view. */
+const vocab = (name) => state.vocabulary[name].map((entry) => (typeof entry === "string" ? entry : entry.name));
 
 function select(name, options, value = "") {
   return h("select", { name }, options.map((o) => h("option", { value: o, selected: o === value }, o || "any")));
@@ -298,9 +290,9 @@ function select(name, options, value = "") {
 
 function filterFields() {
   return [
-    h("label", {}, "kind", select("kind", KINDS)),
-    h("label", {}, "epistemic kind", select("epistemic_kind", EPISTEMIC)),
-    h("label", {}, "status", select("status", STATUSES)),
+    h("label", {}, "kind", select("kind", ["", ...vocab("memory_kinds")])),
+    h("label", {}, "epistemic kind", select("epistemic_kind", ["", ...vocab("epistemic_kinds")])),
+    h("label", {}, "status", select("status", ["", ...vocab("memory_statuses")])),
     h("label", {}, "domain", h("input", { name: "domain", size: 10 })),
     h("label", {}, "mind", h("input", { name: "mind", size: 8 })),
     h("label", {}, "since", h("input", { name: "since", type: "date" })),
@@ -369,7 +361,7 @@ const views = {
           : h("p", { class: "empty" }, `nothing found in workspace ${state.workspace} (is the name right?)`));
     },
     field("query", input("q", 32, { required: true, placeholder: "what do we know about deploys?" })),
-    field("mode", select("mode", ["hybrid", "semantic", "keyword", "vector"], "hybrid")),
+    field("mode", select("mode", vocab("search_modes"), "hybrid")),
     filterFields(),
     h("button", { class: "primary" }, "Search"));
     return [form, results];
@@ -406,9 +398,11 @@ const views = {
         f.domain, f.topic || "", h("a", { onclick: () => openDetail(f.id) }, f.content), badge(f.status),
         h("td", { class: "num" }, fmtNum(f.confidence, 2)), h("td", { class: "num" }, f.mention_count), f.agent,
         f.status === "active" ? supersedeButton("fact", f.content, async (content, reason) => {
-          await api("POST", `/v1/facts/${encodeURIComponent(f.id)}/supersede`, { body: { content, reason } });
-          await waitForChange(f.id, "active");
+          // The new fact shows at once (read after the write's sequence); the old one turns
+          // superseded when the conflicts worker has applied the replacement.
+          const replaced = await api("POST", `/v1/facts/${encodeURIComponent(f.id)}/supersede`, { body: { content, reason } });
           form.requestSubmit();
+          await openDetail(replaced.memory_id);
         }) : "",
       ], `no facts in workspace ${state.workspace}`));
     },
@@ -428,7 +422,6 @@ const views = {
         p.domain, p.rule, p.required_role || "", badge(p.active ? "active" : "superseded"), p.proposed_by,
         p.active ? supersedeButton("rule", p.rule, async (rule, reason) => {
           await api("POST", `/v1/policies/${encodeURIComponent(p.id)}/supersede`, { body: { rule, reason } });
-          await waitUntil(async () => !(await policyActive(p.id)));
           load();
         }) : "",
       ], `no policies in workspace ${state.workspace}`));
@@ -472,7 +465,7 @@ const views = {
         if (reason === null) return;
         guarded(async () => {
           await api("PUT", "/v1/access-mode", { body: { workspace: state.workspace, mode: other, reason } });
-          setTimeout(load, 300);
+          load();
         });
       };
       fill(table,
@@ -483,11 +476,11 @@ const views = {
     });
     const form = filterForm(async (values) => {
       await api("PUT", "/v1/grants", { body: { ...values, workspace: requireWorkspace() } });
-      setTimeout(load, 300);
+      load();
     },
     field("role", input("role", 10, { required: true })),
     field("domain", input("domain", 14, { required: true })),
-    field("access", select("access", ["read", "write", "none"], "read")),
+    field("access", select("access", vocab("access_levels"), "read")),
     field("reason", input("reason", 16, { required: true })),
     h("button", { class: "primary" }, "Set grant"));
     load();
@@ -530,9 +523,7 @@ const views = {
 
   add() {
     const recordThen = (send) => async (values) => {
-      const id = await send(values);
-      await new Promise((resolve) => setTimeout(resolve, 400)); // the projector follows the stream
-      await openDetail(id);
+      await openDetail(await send(values)); // read after the write's sequence: it shows at once
     };
     const optional = (values, keys) => Object.fromEntries(keys.filter((k) => values[k]).map((k) => [k, values[k]]));
     const fact = filterForm(recordThen(async (values) => {
@@ -545,7 +536,7 @@ const views = {
     field("fact", input("content", 48, { required: true })),
     field("domain", input("domain", 12, { required: true })),
     field("topic", input("topic", 12, { required: true })),
-    field("veracity", select("veracity", ["stated", "inferred", "tool", "imported"], "stated")),
+    field("veracity", select("veracity", vocab("veracities"), "stated")),
     field("valid until", input("valid_until", 10, { type: "date" })),
     field("reason", input("reason", 20, { required: true })),
     h("button", { class: "primary" }, "Propose fact"));
@@ -557,8 +548,8 @@ const views = {
       return result.memory_id;
     }),
     field("content", input("content", 48, { required: true })),
-    field("kind", select("kind", KINDS.slice(1), "episodic")),
-    field("epistemic kind", select("epistemic_kind", EPISTEMIC.slice(1), "observation")),
+    field("kind", select("kind", vocab("memory_kinds"), "episodic")),
+    field("epistemic kind", select("epistemic_kind", vocab("epistemic_kinds"), "observation")),
     field("mind", input("mind", 10)),
     field("domain", input("domain", 12)),
     field("topic", input("topic", 12)),
@@ -631,29 +622,10 @@ function layout(nodes, edges, size) {
 }
 
 async function drawGraph(canvas, rootId) {
-  const nodes = new Map(); // id → {id, content, status, depth, parent}
-  const edges = new Map(); // relationship id → edge
-  const root = await api("GET", `/v1/memories/${encodeURIComponent(rootId)}`);
-  nodes.set(root.memory.id, { id: root.memory.id, content: root.memory.content, status: root.memory.status, depth: 0 });
-  let frontier = [root];
-  for (let depth = 1; depth <= 2 && nodes.size < 40; depth += 1) {
-    const next = [];
-    for (const detail of frontier) {
-      for (const r of detail.relationships) {
-        edges.set(r.id, r);
-        const other = r.direction === "out" ? r.to_id : r.from_id;
-        if (nodes.has(other) || nodes.size >= 40) continue;
-        nodes.set(other, { id: other, content: r.other_content || short(other), status: "active", depth, parent: detail.memory.id });
-        if (depth < 2) next.push(other);
-      }
-    }
-    frontier = await Promise.all(next.map((id) => api("GET", `/v1/memories/${encodeURIComponent(id)}`)));
-    for (const d of frontier) Object.assign(nodes.get(d.memory.id), { status: d.memory.status, content: d.memory.content, known: true });
-  }
-  // The outer ring's statuses too (their edges are not followed further).
-  const unknown = [...nodes.values()].filter((n) => n.depth > 0 && !n.known);
-  const details = await Promise.all(unknown.map((n) => api("GET", `/v1/memories/${encodeURIComponent(n.id)}`)));
-  for (const d of details) Object.assign(nodes.get(d.memory.id), { status: d.memory.status, content: d.memory.content });
+  // One request: the API walks the two hops (at most 40 memories) in the read model.
+  const found = await api("GET", `/v1/memories/${encodeURIComponent(rootId)}/neighbourhood`);
+  const nodes = new Map(found.nodes.map((n) => [n.id, n]));
+  const edges = new Map(found.edges.map((e) => [e.id, e]));
   const size = 640;
   const position = layout([...nodes.values()], [...edges.values()], size);
   const svg = h("svg", { viewBox: `0 0 ${size} ${size}`, width: "100%", style: "max-width:760px;background:#fff;border:1px solid var(--line);border-radius:6px" },
@@ -675,7 +647,7 @@ async function drawGraph(canvas, rootId) {
       h("span", {}, "other relations grey")),
     h("p", { class: "legend" }, "memories: ",
       Object.entries(NODE_COLORS).map(([status, color]) => h("span", {}, h("i", { style: `background:${color};border-radius:50%` }), status === "root" ? "the one asked for" : status)),
-      h("span", {}, `${nodes.size} memories, ${edges.size} edges`)));
+      h("span", {}, `${nodes.size} memories, ${edges.size} edges${found.truncated ? " (more beyond the first 40)" : ""}`)));
 }
 
 // ---------- shell ----------------------------------------------------------------------------------
@@ -705,7 +677,8 @@ function updateSignin() {
   $("#signin").textContent = state.token ? "Sign out" : "Sign in";
 }
 
-function start() {
+async function start() {
+  state.vocabulary = await api("GET", "/v1/vocabulary");
   const workspace = $("#workspace");
   workspace.value = state.workspace;
   workspace.addEventListener("change", () => {
@@ -749,4 +722,4 @@ function start() {
   switchTab("search");
 }
 
-start();
+start().catch(showError);
