@@ -84,7 +84,7 @@ async def test_knowledge_writes_name_their_sequence_and_show_in_a_read_after_it(
         },
     )
     facts = await api.admin.get("/v1/facts", params={"workspace": "acme", "after_seq": stored_seq(fact)})
-    assert [f["content"] for f in facts.json()["items"]] == ["on"]
+    assert [f["content"] for f in facts.json()["items"]] == ["pager is on"]
 
 
 async def test_a_read_after_a_sequence_not_yet_projected_answers_within_the_bound_and_says_so(
