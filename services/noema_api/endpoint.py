@@ -25,12 +25,14 @@ from starlette.routing import Route
 from noema.access import InsufficientMemoryPermission
 from noema.adapters.jetstream import EventPublisher
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES, NO_WORKSPACE, workspace_scope
+from noema.adapters.published import recording_published
 from noema.app import Noema
 from noema.inputs import InvalidInput, convert
 from noema.operations import Conflict, InvalidQuery, NotFound, OperationError
 from noema.views import parse
 
 from .auth import Principal, Tokens
+from .consistency import AFTER_SEQ, SEQ_HEADER, caught_up, parse_after_seq
 from .errors import ApiError, ErrorBody
 from .urls import check_path, query_params
 
@@ -103,6 +105,11 @@ class Endpoint:
     description: str = ""
 
     @property
+    def reads_after(self) -> bool:
+        """Whether the endpoint takes ``after_seq`` (every authenticated read does)."""
+        return self.method == "GET" and not self.public
+
+    @property
     def path_params(self) -> list[str]:
         """Names of the ``{placeholders}`` in the path."""
         return _PATH_PARAM.findall(self.path)
@@ -138,10 +145,13 @@ def _clean(value: Any) -> None:
             _clean(v)
 
 
-def parse_query(request: Request, struct: type[msgspec.Struct] | None) -> Any:
+def parse_query(request: Request, struct: type[msgspec.Struct] | None, after_seq: bool = False) -> Any:
     """The query string as ``struct`` (unknown or repeated parameters, malformed escapes and text
-    that is not UTF-8 are refused)."""
+    that is not UTF-8 are refused); with ``after_seq``, that parameter is left for
+    :mod:`noema_api.consistency`."""
     params = query_params(request.scope.get("query_string", b""))
+    if after_seq:
+        params.pop(AFTER_SEQ, None)
     unknown = set(params) - set(struct.__struct_fields__ if struct else ())
     if unknown:
         raise ApiError(400, f"unknown query parameters: {', '.join(sorted(unknown))}")
@@ -189,19 +199,28 @@ def _serve(endpoint: Endpoint, api: Api) -> Callable[[Request], Awaitable[Respon
             check_path(request.scope.get("raw_path") or request.url.path.encode())
             path = dict(request.path_params)
             _clean(path)
+            after_seq = (
+                parse_after_seq(query_params(request.scope.get("query_string", b"")))
+                if endpoint.reads_after
+                else None
+            )
             req: Req[Any, Any] = Req(
                 api,
                 principal,
-                parse_query(request, endpoint.query),
+                parse_query(request, endpoint.query, endpoint.reads_after),
                 await parse_body(request, endpoint.body),
                 path,
             )
             # Row-level security sees what the token may: its workspace, every one for an
             # all-workspace token, none for a public endpoint (defence in depth under the checks).
-            with workspace_scope(
-                NO_WORKSPACE if endpoint.public else (principal.workspace or ALL_WORKSPACES)
+            with (
+                workspace_scope(NO_WORKSPACE if endpoint.public else (principal.workspace or ALL_WORKSPACES)),
+                recording_published() as published,
             ):
+                headers = await caught_up(api.pool, after_seq) if after_seq is not None else {}
                 result = await endpoint.handler(req)
+            if published.seq:
+                headers[SEQ_HEADER] = str(published.seq)
         except ApiError as exc:
             return error_response(exc.status, exc.message, exc.headers)
         except InvalidQuery as exc:
@@ -217,9 +236,9 @@ def _serve(endpoint: Endpoint, api: Api) -> Callable[[Request], Awaitable[Respon
         except Exception:
             log.exception("request failed", method=request.method, path=request.url.path)
             return error_response(500, "internal error (logged by the server)")
-        if isinstance(result, Response):
-            return result
-        return json_response(result, endpoint.status)
+        response = result if isinstance(result, Response) else json_response(result, endpoint.status)
+        response.headers.update(headers)
+        return response
 
     return serve
 

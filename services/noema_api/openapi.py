@@ -15,6 +15,7 @@ import msgspec
 
 from noema.ids import ID_PREFIX_MIN
 
+from .consistency import AFTER_SEQ_PARAMETER, READ_HEADERS, WRITE_HEADERS
 from .endpoint import Endpoint
 from .errors import ErrorBody
 from .models import SPACE
@@ -140,6 +141,8 @@ def _parameters(endpoint: Endpoint, components: dict[str, Any]) -> list[dict[str
         for name, prop in schema["properties"].items():
             param = {"name": name, "in": "query", "required": name in schema.get("required", [])}
             params.append({**param, "schema": _not_null(prop)})
+    if endpoint.reads_after:
+        params.append(AFTER_SEQ_PARAMETER)
     return params
 
 
@@ -155,6 +158,10 @@ def _operation(endpoint: Endpoint, components: dict[str, Any]) -> dict[str, Any]
             "content": _json(_ref(endpoint.response)),
         }
     }
+    if endpoint.reads_after:
+        responses[str(endpoint.status)]["headers"] = READ_HEADERS
+    elif endpoint.method != "GET":
+        responses[str(endpoint.status)]["headers"] = WRITE_HEADERS
     for status, body in endpoint.other:
         responses[str(status)] = {"description": _REASONS[status], "content": _json(_ref(body))}
     implied = (

@@ -1,6 +1,7 @@
 """The memory explorer (SPEC §10): a static page over the operator API, served at ``/ui/``.
 
-The page (``ui/index.html``, ``app.js``, ``app.css``) calls the same ``/v1`` endpoints as any other
+The page (``ui/index.html``, ``app.css`` and ES modules: ``app.js``, the shell, imports one module per
+view and the shared ones, natively, with no build step) calls the same ``/v1`` endpoints as any other
 client, with the operator's token, so it can show nothing the API would not: its search is the
 agents' search. The files need no token (they hold no data); a strict Content-Security-Policy keeps
 memory contents, which are untrusted text, from ever running as script.
@@ -19,11 +20,17 @@ from .endpoint import error_response
 
 __all__ = ["UI_HEADERS", "ui_routes"]
 
-_FILES = {
-    "index.html": "text/html; charset=utf-8",
-    "app.js": "text/javascript; charset=utf-8",
-    "app.css": "text/css; charset=utf-8",
+_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",  # what browsers require of a module script
+    ".css": "text/css; charset=utf-8",
 }
+_FILES = {
+    entry.name: _TYPES[suffix]
+    for entry in (files("noema_api") / "ui").iterdir()
+    if (suffix := "." + entry.name.rpartition(".")[2]) in _TYPES
+}
+"""The files served: those the package ships in ``ui/`` (nothing else can be asked for by name)."""
 
 UI_HEADERS = {
     "Content-Security-Policy": (
@@ -55,7 +62,7 @@ async def _to_ui(request: Request) -> Response:
 
 
 def ui_routes() -> list[Route]:
-    """``/`` and ``/ui`` redirect to ``/ui/``, which serves the page and its two assets."""
+    """``/`` and ``/ui`` redirect to ``/ui/``, which serves the page, its style sheet and its modules."""
     return [
         Route("/", _to_ui, methods=["GET"]),
         Route("/ui", _to_ui, methods=["GET"]),

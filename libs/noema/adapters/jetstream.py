@@ -37,6 +37,7 @@ from ..topology import Topology
 from .dlq_policy import DEFAULT_KEEP_BYTES, DeadLetterPolicy, kept_original
 from .dlq_upgrade import MOVE_SUFFIX
 from .liveness import track
+from .published import note_published
 from .pull import Puller
 from .vector_cache import vector_stream_config
 
@@ -426,12 +427,14 @@ class EventPublisher:
 
     async def publish(self, events: Sequence[Event]) -> int:
         """Publish and wait until JetStream stored every event (duplicates are stored once);
-        returns the highest stream sequence stored."""
-        return await publish_batch(
+        returns the highest stream sequence stored (also noted for :mod:`noema.adapters.published`)."""
+        seq = await publish_batch(
             self._nc,
             self._js,
             [Outgoing(self._topology.event_subject(ev), encode_event(ev), ev.id) for ev in events],
         )
+        note_published(seq)
+        return seq
 
 
 WRONG_LAST_SEQUENCE = 10071
@@ -467,6 +470,7 @@ async def publish_expecting(
         if exc.err_code == WRONG_LAST_SEQUENCE:
             raise ConcurrentWrite(str(exc.description)) from exc
         raise
+    note_published(int(ack.seq))
     return int(ack.seq)
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from ..endpoint import Endpoint
-from . import deadletters, knowledge, memories, operator, system
+from . import deadletters, explorer, knowledge, memories, operator, system
 
 __all__ = ["ENDPOINTS"]
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     *system.ENDPOINTS,
     *memories.ENDPOINTS,
+    *explorer.ENDPOINTS,
     *operator.ENDPOINTS,
     *knowledge.ENDPOINTS,
     *deadletters.ENDPOINTS,

@@ -1,0 +1,35 @@
+// The one client of the operator API (/v1/...): token, query string, errors, and read-your-writes
+// (a write's Noema-Stream-Seq becomes the after_seq of every later read).
+
+import { showError } from "./dom.js";
+import { nav } from "./nav.js";
+import { ApiError, state } from "./state.js";
+
+/** Call the operator API; `params` become the query string (empty values left out). */
+export async function api(method, path, { params = {}, body } = {}) {
+  const query = new URLSearchParams();
+  for (const [key, value] of Object.entries(params)) {
+    if (value !== undefined && value !== null && value !== "" && value !== false) query.set(key, String(value));
+  }
+  if (method === "GET" && state.seenSeq > 0 && path.startsWith("/v1/") && path !== "/v1/vocabulary") query.set("after_seq", String(state.seenSeq));
+  const url = path + (query.toString() ? `?${query}` : "");
+  const headers = { Accept: "application/json" };
+  if (state.token) headers.Authorization = `Bearer ${state.token}`;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const data = await response.json().catch(() => ({}));
+  if (response.status === 401) {
+    state.token = "";
+    sessionStorage.removeItem("noema.token");
+    nav.signedOut();
+    throw new ApiError(data.error || "sign in with an operator token");
+  }
+  if (!response.ok) throw new ApiError(data.error || `${response.status} ${response.statusText}`);
+  const stored = Number(response.headers.get("Noema-Stream-Seq") || 0);
+  if (stored > state.seenSeq) state.seenSeq = stored;
+  if (response.headers.get("Noema-Caught-Up") === "false") {
+    state.seenSeq = 0; // waited once in vain: later reads answer at once until the next write
+    showError("The read model is behind the event stream (is the projector running?): your last change may not show yet.");
+  }
+  return data;
+}

@@ -1,0 +1,124 @@
+// A memory: its card in lists, and the detail panel (provenance, relationships, citing events) with
+// the operator actions (inaccurate, correct, archive, restore).
+
+import { api } from "./api.js";
+import { askReason } from "./controls.js";
+import { $, badge, fill, fmtNum, fmtTime, guarded, h, short } from "./dom.js";
+import { nav } from "./nav.js";
+import { state } from "./state.js";
+
+export function memoryMeta(m) {
+  return h("div", { class: "meta" },
+    badge(m.status), badge(m.kind, "kind"), badge(m.epistemic_kind, "kind"),
+    h("span", {}, `${m.workspace}/${m.mind || "-"}`),
+    m.domain ? h("span", {}, `[${m.domain}${m.topic ? ` / ${m.topic}` : ""}]`) : null,
+    h("span", { class: "mono", title: m.id }, short(m.id)),
+    h("span", {}, fmtTime(m.happened_at || m.created_at)));
+}
+
+export function memoryCard(m, extra = null) {
+  return h("div", { class: `card ${m.status}`, onclick: () => openDetail(m.id) },
+    h("div", { class: "content" }, m.content), memoryMeta(m), extra);
+}
+
+export async function openDetail(id) {
+  const panel = $("#detail");
+  const detail = await guarded(() => api("GET", `/v1/memories/${encodeURIComponent(id)}`));
+  if (!detail) return;
+  const m = detail.memory;
+  fill(panel,
+    h("div", { class: "actions" }, h("button", { onclick: () => { panel.hidden = true; } }, "Close"),
+      h("button", { onclick: () => { state.graphRoot = m.id; nav.switchTab("graph"); } }, "Show in graph")),
+    h("h2", {}, m.content),
+    memoryMeta(m),
+    statusNotice(m, detail.citing_events),
+    m.superseded_by ? h("p", {}, "Superseded by ", h("a", { onclick: () => openDetail(m.superseded_by) }, short(m.superseded_by))) : null,
+    operatorActions(m),
+    h("h3", {}, "Record"),
+    h("table", {}, h("tbody", {},
+      ["confidence", "importance", "salience", "credibility", "activation", "recall_count", "mention_count", "memory_type",
+        "veracity", "channel", "source", "session", "valid_until", "created_at", "updated_at"]
+        .filter((key) => m[key] !== undefined && m[key] !== null)
+        .map((key) => h("tr", {}, h("th", {}, key), h("td", {}, fieldText(key, m[key])))))),
+    h("h3", {}, "Provenance"),
+    detail.origin ? eventBlock(detail.origin, "origin event") : h("p", { class: "empty" }, "no origin event recorded"),
+    detail.source_observations.length ? h("div", {},
+      detail.source_observations.map((s) => h("p", { class: "meta" }, "source observation ", h("span", { class: "mono" }, short(s.id)),
+        s.decision ? ` — ${s.decision.admitted ? "admitted" : "not admitted"} by attention (score ${fmtNum(s.decision.score)}${s.decision.reason && s.decision.reason !== "admitted" ? `: ${s.decision.reason}` : ""})` : ""))) : null,
+    h("h3", {}, `Relationships (${detail.relationships.length})`),
+    detail.relationships.length ? h("table", {}, h("tbody", {}, detail.relationships.map((r) => {
+      const other = r.direction === "out" ? r.to_id : r.from_id;
+      return h("tr", {}, h("td", {}, r.direction === "out" ? `→ ${r.relation}` : `← ${r.relation}`),
+        h("td", {}, h("a", { onclick: () => openDetail(other) }, r.other_content || short(other))),
+        h("td", { class: "num" }, fmtNum(r.confidence, 2)), h("td", {}, h("span", { class: "meta" }, r.source)));
+    }))) : h("p", { class: "empty" }, "none"),
+    h("h3", {}, `Events citing it (${detail.citing_events.length})`),
+    detail.citing_events.map((e) => eventBlock(e)),
+    detail.embeddings.length ? h("p", { class: "meta" }, "vectors: ", detail.embeddings.map((e) => `${e.model} (${e.dimensions})`).join(", ")) : null,
+  );
+  panel.hidden = false;
+}
+
+function fieldText(key, value) {
+  if (typeof value === "number") return key.endsWith("_count") ? String(value) : fmtNum(value);
+  if (key.endsWith("_at") || key === "valid_until") return fmtTime(value);
+  return String(value);
+}
+
+const STATUS_ACTIONS = { retracted: "retract", archived: "archive", superseded: "correct" };
+
+/** Why a memory is not active: the operator action that made it so (who, when, why), if any. */
+function statusNotice(m, citing) {
+  if (m.status === "active") return null;
+  // Citing events come newest first: the first matching action is the one that set this status.
+  const action = citing.find((e) => e.type.startsWith("operator.action") && e.payload.action === STATUS_ACTIONS[m.status]);
+  const what = {
+    retracted: "Retracted: marked inaccurate. It stays for provenance, readable here and in lists, and is left out of normal recall (search with status retracted to find it).",
+    archived: "Archived: kept for provenance and left out of normal recall.",
+    superseded: "Superseded by a newer version; kept for provenance and left out of normal recall.",
+  }[m.status];
+  return h("div", { class: `notice ${m.status}` }, what,
+    action ? h("div", { class: "meta" }, `${action.actor}, ${fmtTime(action.occurred_at)}: “${action.payload.reason}”`) : null);
+}
+
+export function eventBlock(e, label = "") {
+  const payload = { ...e.payload };
+  if (Array.isArray(payload.vector)) payload.vector = `[${payload.vector.length} numbers]`;
+  return h("details", {},
+    h("summary", {}, `${label ? `${label}: ` : ""}${e.type} #${e.seq} by ${e.actor}, ${fmtTime(e.occurred_at)}`),
+    h("pre", {}, JSON.stringify({ id: e.id, subject: e.subject, causation_id: e.causation_id, correlation_id: e.correlation_id, payload }, null, 2)));
+}
+
+function operatorActions(m) {
+  // Each action is an operator_action event with the token's name and the reason (the audit log).
+  const act = (call) => guarded(async () => {
+    await call();
+    await openDetail(m.id);
+    nav.refreshListing();
+  });
+  const id = encodeURIComponent(m.id);
+  const retract = () => {
+    const reason = askReason("Why is this memory inaccurate?");
+    if (reason) act(() => api("POST", `/v1/memories/${id}/retract`, { body: { reason } }));
+  };
+  const correct = () => {
+    const content = prompt("Corrected content:", m.content);
+    if (!content || content === m.content) return;
+    const reason = askReason("Why correct it?");
+    if (reason) act(() => api("POST", `/v1/memories/${id}/correct`, { body: { content, reason } }));
+  };
+  const archive = () => {
+    const reason = askReason("Why archive this memory?");
+    if (reason) act(() => api("POST", `/v1/memories/${id}/archive`, { body: { reason } }));
+  };
+  const restore = () => {
+    const reason = askReason("Why restore this memory?");
+    if (reason) act(() => api("POST", `/v1/memories/${id}/restore`, { body: { reason } }));
+  };
+  const active = m.status === "active";
+  return h("div", { class: "actions" },
+    active ? h("button", { class: "danger", onclick: retract }, "Inaccurate…") : null,
+    active ? h("button", { onclick: correct }, "Correct…") : null,
+    active ? h("button", { onclick: archive }, "Archive…") : null,
+    !active && m.status !== "superseded" ? h("button", { onclick: restore }, "Restore…") : null);
+}
