@@ -31,6 +31,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from .adapters.pull import Puller
+from .backlog import RateWindow
 from .topology import Topology
 
 __all__ = [
@@ -72,6 +73,11 @@ class HeartbeatRecord(msgspec.Struct, frozen=True, kw_only=True):
     """Messages waiting plus delivered but unacknowledged, as last seen."""
     progress_at: float | None = None
     """Last time the ack floor moved or nothing was waiting: the consumer was keeping up."""
+    window_at: float | None = None
+    window_floor: int | None = None
+    """The ack floor at the start of the rate window (:class:`noema.backlog.RateWindow`) and when."""
+    busy_since: float | None = None
+    """Since when the consumer has had a backlog, without a moment with none (None: empty now)."""
     last_error: str | None = None
     last_error_at: float | None = None
     stopped: bool = False
@@ -178,6 +184,7 @@ class Heartbeat:
         self._floor: int | None = None
         self._progress_at = self._started
         self._consumer_seen: tuple[int, int, int] | None = None
+        self._window = RateWindow()
         self._task: asyncio.Task[None] | None = None
 
     async def _observe_consumer(self, now: float) -> None:
@@ -195,12 +202,14 @@ class Heartbeat:
         if backlog == 0 or floor != self._floor:
             self._progress_at = now
         self._floor = floor
+        self._window.add(now, floor, backlog)
         self._consumer_seen = (delivered, floor, backlog)
 
     def record(self, now: float, stopped: bool = False) -> HeartbeatRecord:
         """The record a beat at ``now`` writes."""
         seen = self._consumer_seen
         error = self.errors.last
+        start = self._window.start if seen else None
         return HeartbeatRecord(
             worker=self.worker,
             instance=self.instance,
@@ -213,6 +222,9 @@ class Heartbeat:
             ack_floor=seen[1] if seen else None,
             backlog=seen[2] if seen else None,
             progress_at=self._progress_at if seen else None,
+            window_at=start.at if start else None,
+            window_floor=start.floor if start else None,
+            busy_since=self._window.busy_since if seen else None,
             last_error=error[0] if error else None,
             last_error_at=error[1] if error else None,
             stopped=stopped,

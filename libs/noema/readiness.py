@@ -3,14 +3,19 @@
 Per part: NATS answers and the streams exist; PostgreSQL answers; the projector is no further behind
 the event stream than ``max_lag``; every expected process has a fresh heartbeat (:mod:`noema.health`:
 it is running and connected); and every durable consumer makes progress — while messages wait, its
-ack floor advances within ``stall_after_s`` — and holds no more than ``max_lag`` messages. A worker
-with nothing to do (decay between hourly ticks, embed with nothing to embed) is idle, not stalled.
-The verdicts are pure functions of what was read (:func:`assess_worker`), tested without servers.
+ack floor advances within ``stall_after_s``, and some live process of its worker is there to do it —
+holds no more than ``max_lag`` messages, and, once a backlog has waited a whole rate window, would
+work it off within ``max_drain_s`` at its current rate (:mod:`noema.backlog`). A worker with nothing
+to do (decay between hourly ticks, embed with nothing to embed) is idle, not stalled. Beside the
+checks, every expected worker gets a row of figures (:class:`~noema.backlog.WorkerLoad`: live
+processes, backlog, rate, drain estimate, state), the per-worker table of ``status``. The verdicts
+are pure functions of what was read (:func:`assess`), tested without servers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -19,6 +24,7 @@ from typing import TypeVar
 from nats.aio.client import Client as NATS
 from nats.js.errors import NotFoundError
 
+from .backlog import RATE_WINDOW_S, Sample, WorkerLoad, drain_estimate, format_drain, rate_since
 from .health import IO_TIMEOUT_S, HeartbeatRecord, read_heartbeats, watched_consumer
 from .settings import Settings
 from .topology import Topology
@@ -26,12 +32,14 @@ from .topology import Topology
 __all__ = [
     "Check",
     "ConsumerState",
+    "SystemStatus",
     "Thresholds",
+    "assess",
     "assess_consumer",
     "assess_heartbeats",
-    "assess_worker",
+    "consumer_rate",
     "problems",
-    "system_checks",
+    "system_status",
 ]
 
 
@@ -42,6 +50,8 @@ class Check:
     name: str
     ok: bool
     detail: str
+    state: str = ""
+    """For a consumer check, the word for it: idle, working, lagging, behind, stalled or missing."""
 
     @property
     def line(self) -> str:
@@ -56,11 +66,27 @@ class Thresholds:
     stale_s: float = 20.0
     stall_s: float = 60.0
     max_lag: int = 10_000
+    max_drain_s: float = 600.0
+    """A backlog whose drain estimate exceeds this is behind (0: never judged)."""
 
     @classmethod
     def of(cls, settings: Settings) -> Thresholds:
-        """As configured: ``NOEMA_HEARTBEAT_STALE``, ``NOEMA_STALL_AFTER``, ``NOEMA_MAX_LAG``."""
-        return cls(settings.heartbeat_stale_s, settings.stall_after_s, settings.max_lag)
+        """As configured: ``NOEMA_HEARTBEAT_STALE``, ``NOEMA_STALL_AFTER``, ``NOEMA_MAX_LAG``,
+        ``NOEMA_MAX_DRAIN``."""
+        return cls(settings.heartbeat_stale_s, settings.stall_after_s, settings.max_lag, settings.max_drain_s)
+
+
+@dataclass(frozen=True)
+class SystemStatus:
+    """Every check, and the per-worker figures (backlog, rate, drain estimate) behind them."""
+
+    checks: list[Check]
+    workers: list[WorkerLoad]
+
+    @property
+    def healthy(self) -> bool:
+        """Every check passed."""
+        return all(c.ok for c in self.checks)
 
 
 @dataclass(frozen=True)
@@ -122,6 +148,41 @@ def assess_heartbeats(
     return Check(label, False, detail + last_error)
 
 
+def _counts(consumer: ConsumerState) -> str:
+    return f"{consumer.pending} waiting, {consumer.ack_pending} in flight"
+
+
+def _pace(rate: float | None, backlog: int) -> str:
+    if rate is None:
+        return "rate not known yet"
+    drain = drain_estimate(backlog, rate)
+    return f"{rate:.1f}/s" + (f", drains in {format_drain(drain)}" if backlog and rate > 0 else "")
+
+
+def _rate_samples(records: Sequence[HeartbeatRecord]) -> list[Sample]:
+    """The window start and last report of the newest heartbeat that carries a rate window."""
+    windowed = [r for r in records if r.window_at is not None and r.window_floor is not None]
+    if not windowed:
+        return []
+    last = max(windowed, key=lambda r: r.beat_at)
+    assert last.window_at is not None
+    assert last.window_floor is not None
+    samples = [Sample(last.window_at, last.window_floor)]
+    if last.ack_floor is not None:
+        samples.append(Sample(last.beat_at, last.ack_floor))
+    return samples
+
+
+def consumer_rate(records: Sequence[HeartbeatRecord], consumer: ConsumerState, now: float) -> float | None:
+    """Messages ``consumer`` acknowledged per second over about the last minute
+    (:func:`noema.backlog.rate_since`, from its worker's heartbeats)."""
+    return rate_since(_rate_samples(records), consumer.ack_floor, now)
+
+
+def _live(records: Sequence[HeartbeatRecord], limits: Thresholds, now: float) -> list[HeartbeatRecord]:
+    return [r for r in records if not r.stopped and now - r.beat_at <= limits.stale_s]
+
+
 def assess_consumer(
     worker: str,
     consumer: ConsumerState | None,
@@ -130,47 +191,85 @@ def assess_consumer(
     now: float,
     durable: str,
 ) -> Check:
-    """Does ``worker``'s durable consumer keep up (progress while work waits, backlog under the limit)?"""
+    """Does ``worker``'s durable consumer keep up? It fails when it is missing; when its backlog
+    exceeds ``max_lag`` (lagging); when messages wait and nothing acknowledges them, because no
+    process of ``worker`` is live or its ack floor has not moved for ``stall_s`` (stalled); or when
+    a backlog older than the rate window would take more than ``max_drain_s`` at its rate (behind)."""
     name = f"{worker} consumer"
     if consumer is None:
-        return Check(name, False, f"{durable} missing (the {worker} worker never started)")
-    counts = f"{consumer.pending} waiting, {consumer.ack_pending} in flight"
-    if consumer.backlog == 0:
-        return Check(name, True, f"{durable}: idle, nothing waiting")
-    if consumer.backlog > limits.max_lag:
-        return Check(name, False, f"{durable} lagging: {counts} (threshold {limits.max_lag})")
-    seen = [r for r in records if r.worker == worker and r.progress_at is not None]
-    if not seen:
-        return Check(name, True, f"{durable}: {counts}")
-    last = max(seen, key=lambda r: r.beat_at)
-    assert last.progress_at is not None
-    if consumer.ack_floor != last.ack_floor:
-        return Check(name, True, f"{durable}: {counts}, progressing")
-    quiet = now - last.progress_at
-    if quiet > limits.stall_s:
-        return Check(
-            name,
-            False,
-            f"{durable} stalled: {counts}, nothing acknowledged for {quiet:.0f} s "
-            f"(ack floor {consumer.ack_floor}; threshold {limits.stall_s:g} s)",
-        )
-    return Check(name, True, f"{durable}: {counts}, progressing")
+        return Check(name, False, f"{durable} missing (the {worker} worker never started)", "missing")
+    mine = [r for r in records if r.worker == worker]
+    rate = consumer_rate(mine, consumer, now)
+    counts, pace, backlog = _counts(consumer), _pace(rate, consumer.backlog), consumer.backlog
+    if backlog == 0:
+        return Check(name, True, f"{durable}: idle, nothing waiting ({pace})", "idle")
+    if backlog > limits.max_lag:
+        detail = f"{durable} lagging: {counts}, {pace} (threshold {limits.max_lag})"
+        return Check(name, False, detail, "lagging")
+    seen = [r for r in mine if r.progress_at is not None]
+    last = max(seen, key=lambda r: r.beat_at) if seen else None
+    moved = last is not None and consumer.ack_floor != last.ack_floor
+    if not moved and not _live(mine, limits, now):
+        detail = f"{durable} stalled: {counts}, 0/s: no live {worker} process works it off"
+        return Check(name, False, detail, "stalled")
+    if not moved and last is not None:
+        assert last.progress_at is not None
+        quiet = now - last.progress_at
+        if quiet > limits.stall_s:
+            detail = (
+                f"{durable} stalled: {counts}, 0/s: nothing acknowledged for {quiet:.0f} s "
+                f"(ack floor {consumer.ack_floor}; threshold {limits.stall_s:g} s)"
+            )
+            return Check(name, False, detail, "stalled")
+    busy_since = last.busy_since if last is not None else None
+    drain = drain_estimate(backlog, rate)
+    if (
+        limits.max_drain_s > 0
+        and rate is not None
+        and rate > 0
+        and drain is not None
+        and drain > limits.max_drain_s
+        and busy_since is not None
+        and now - busy_since >= RATE_WINDOW_S
+    ):
+        detail = f"{durable} behind: {counts}, {pace} (threshold {limits.max_drain_s:g} s)"
+        return Check(name, False, detail, "behind")
+    return Check(name, True, f"{durable}: {counts}, {pace}, progressing", "working")
 
 
-def assess_worker(
+def assess(
     worker: str,
     records: Sequence[HeartbeatRecord],
     consumer: ConsumerState | None,
     limits: Thresholds,
     now: float,
     topology: Topology,
-) -> list[Check]:
-    """The heartbeat check of ``worker`` and, when it reads a durable consumer, that consumer's."""
+) -> tuple[list[Check], WorkerLoad]:
+    """The checks of ``worker`` — its heartbeat's and, when it reads a durable consumer, that
+    consumer's — and its row of the per-worker table."""
     checks = [assess_heartbeats(worker, records, limits, now)]
+    mine = [r for r in records if r.worker == worker]
+    live = len(_live(mine, limits, now))
     watched = watched_consumer(worker, topology)
-    if watched is not None:
-        checks.append(assess_consumer(worker, consumer, records, limits, now, watched.durable))
-    return checks
+    if watched is None:
+        state = "running" if checks[0].ok else "down"
+        return checks, WorkerLoad(worker=worker, live=live, state=state, ok=checks[0].ok)
+    check = assess_consumer(worker, consumer, records, limits, now, watched.durable)
+    checks.append(check)
+    rate = None if consumer is None else consumer_rate(mine, consumer, now)
+    backlog = consumer.backlog if consumer is not None else None
+    drain = None if backlog is None else drain_estimate(backlog, rate)
+    load = WorkerLoad(
+        worker=worker,
+        live=live,
+        consumer=watched.durable,
+        backlog=backlog,
+        rate=rate,
+        drain_s=None if drain is None or math.isinf(drain) else drain,
+        state="down" if live == 0 else check.state,
+        ok=all(c.ok for c in checks),
+    )
+    return checks, load
 
 
 _abandoned: set[asyncio.Task[object]] = set()
@@ -209,8 +308,9 @@ async def _consumer(nc: NATS, stream: str, durable: str) -> ConsumerState | None
 
 async def _nats_checks(
     nc: NATS, settings: Settings, limits: Thresholds, now: float
-) -> tuple[list[Check], int | None]:
-    """Streams, heartbeats and consumers; also the event stream's last sequence (for the lag)."""
+) -> tuple[list[Check], list[WorkerLoad], int | None]:
+    """Streams, heartbeats and consumers, the per-worker figures, and the event stream's last
+    sequence (for the lag)."""
     topology = Topology(settings.prefix)
     js = nc.jetstream()
     checks: list[Check] = []
@@ -239,12 +339,15 @@ async def _nats_checks(
         *(_consumer(nc, c.stream, c.durable) for c in watched.values() if c is not None)
     )
     by_worker = dict(zip([w for w, c in watched.items() if c is not None], states, strict=True))
+    loads: list[WorkerLoad] = []
     for worker in expected:
-        checks += assess_worker(worker, records, by_worker.get(worker), limits, now, topology)
-    return checks, last_seq
+        found, load = assess(worker, records, by_worker.get(worker), limits, now, topology)
+        checks += found
+        loads.append(load)
+    return checks, loads, last_seq
 
 
-async def system_checks(
+async def system_status(
     settings: Settings,
     nc: NATS | None,
     position: Callable[[], Awaitable[int]],
@@ -252,8 +355,9 @@ async def system_checks(
     nats_error: str | None = None,
     clock: Callable[[], float] = time.time,
     timeout: float = 5.0,
-) -> list[Check]:
-    """Every check of the running system, NATS and PostgreSQL probed concurrently.
+) -> SystemStatus:
+    """Every check of the running system, NATS and PostgreSQL probed concurrently, with the
+    per-worker figures (none when NATS cannot be read).
 
     ``nc`` is the caller's connection (None with ``nats_error`` when it could not connect);
     ``position`` reads the projector's committed position from PostgreSQL.
@@ -261,14 +365,15 @@ async def system_checks(
     limits = Thresholds.of(settings)
     now = clock()
     checks: list[Check] = []
+    loads: list[WorkerLoad] = []
     last_seq: int | None = None
 
     async def nats_part() -> list[Check]:
-        nonlocal last_seq
+        nonlocal last_seq, loads
         if nc is None or not nc.is_connected:
             return [Check("nats", False, nats_error or "not connected")]
         try:
-            found, last_seq = await _within(_nats_checks(nc, settings, limits, now), timeout)
+            found, loads, last_seq = await _within(_nats_checks(nc, settings, limits, now), timeout)
         except (TimeoutError, OSError) as exc:
             return [Check("nats", False, f"no answer within {timeout:g} s ({type(exc).__name__})")]
         except Exception as exc:  # any NATS client error means the same to an operator: NATS is not usable
@@ -295,7 +400,7 @@ async def system_checks(
                 f"{lag} events behind (at seq {at} of {last_seq}; threshold {limits.max_lag})",
             )
         )
-    return checks
+    return SystemStatus(checks, loads)
 
 
 def problems(checks: Sequence[Check]) -> list[str]:

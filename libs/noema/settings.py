@@ -154,6 +154,8 @@ class Settings:
     """A consumer with work waiting whose ack floor has not moved for this long is stalled."""
     max_lag: int = 10_000
     """Projector lag (events) or consumer backlog (messages) beyond which the system is lagging."""
+    max_drain_s: float = 600.0
+    """A worker whose backlog would take longer than this to work off at its rate is behind (0: off)."""
     status_workers: tuple[str, ...] | None = None
     """The processes ``status`` and ``/readyz`` expect a heartbeat from (None: all of them)."""
     dlq_max_age_s: float = DEFAULT_MAX_AGE_S
@@ -208,6 +210,7 @@ class Settings:
             heartbeat_stale_s=stale,
             stall_after_s=_float(env, "NOEMA_STALL_AFTER", 60.0, 1.0, 86400.0),
             max_lag=_int(env, "NOEMA_MAX_LAG", 10_000, 1, 10**12),
+            max_drain_s=_float(env, "NOEMA_MAX_DRAIN", 600.0, 0.0, 30 * 86400.0),
             status_workers=_workers(env),
             dlq_max_age_s=_float(env, "NOEMA_DLQ_MAX_AGE", DEFAULT_MAX_AGE_S, 0.0, 3650 * 86400.0),
             dlq_max_bytes=_int(env, "NOEMA_DLQ_MAX_BYTES", DEFAULT_MAX_BYTES, 0, 1 << 50),
@@ -280,6 +283,7 @@ class Settings:
             "NOEMA_HEARTBEAT_STALE": str(self.heartbeat_stale_s),
             "NOEMA_STALL_AFTER": str(self.stall_after_s),
             "NOEMA_MAX_LAG": str(self.max_lag),
+            "NOEMA_MAX_DRAIN": str(self.max_drain_s),
             "NOEMA_DLQ_MAX_AGE": str(self.dlq_max_age_s),
             "NOEMA_DLQ_MAX_BYTES": str(self.dlq_max_bytes),
         }

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from noema.backlog import WorkerLoad
 from noema.instants import Instant
 from noema.operator import KnowledgeEntry
 from noema.views import (
@@ -52,7 +53,10 @@ __all__ = [
     "SearchQuery",
     "SearchResults",
     "SourceObservation",
+    "StatusCheck",
+    "SystemStatus",
     "TimelineQuery",
+    "WorkerLoad",
 ]
 
 SPACE = "\\t-\\r\\u001c-\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
@@ -193,6 +197,22 @@ class ReplayStatus(_Out, frozen=True, kw_only=True):
     stream_last_seq: int | None
     lag: int | None
     caught_up: bool | None
+
+
+class StatusCheck(_Out, frozen=True, kw_only=True):
+    """One check of ``noemactl status``: the part, whether it is fine, what was seen."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+class SystemStatus(_Out, frozen=True, kw_only=True):
+    """``noemactl status --json`` of the system: every check and the per-worker figures."""
+
+    healthy: bool
+    checks: list[StatusCheck]
+    workers: list[WorkerLoad]
 
 
 class Health(_Out, frozen=True, kw_only=True):

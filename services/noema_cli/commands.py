@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import msgspec
 
 from noema import operations
 from noema.adapters.embedders import create_embedder
@@ -22,7 +23,7 @@ from noema.adapters.postgres import connect as pg_connect
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.client import send_observation
 from noema.credentials import redact_url
-from noema.readiness import system_checks
+from noema.readiness import system_status
 from noema.reads import resolve_memory
 from noema.replay import drop_schema, replay_into
 from noema.runtime import read_state
@@ -220,7 +221,8 @@ async def replay(
 
 async def status(settings: Settings) -> dict[str, Any]:
     """Health of every part: the system checks of :mod:`noema.readiness` (the same as ``/readyz``),
-    plus, for the instance ``up`` runs from this data folder, its API and its processes."""
+    plus, for the instance ``up`` runs from this data folder, its API and its processes; and the
+    per-worker figures (backlog, rate, drain estimate, state)."""
     assert settings.nats_url
     assert settings.database_url
     nc = None
@@ -232,12 +234,12 @@ async def status(settings: Settings) -> dict[str, Any]:
     except Exception as exc:  # whatever the reason, NATS is not usable: that is the finding
         nats_error = f"{redact_url(settings.nats_url)}: {type(exc).__name__}: {exc}".rstrip(": ")
     try:
-        found = await system_checks(settings, nc, lambda: _live_position(settings), nats_error=nats_error)
+        found = await system_status(settings, nc, lambda: _live_position(settings), nats_error=nats_error)
     finally:
         if nc is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(nc.close(), 2)
-    checks = [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in found]
+    checks = [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in found.checks]
 
     def add(name: str, ok: bool, detail: str) -> None:
         checks.append({"name": name, "ok": ok, "detail": detail})
@@ -262,4 +264,5 @@ async def status(settings: Settings) -> dict[str, Any]:
                 add(f"process {name}", True, f"pid {pid}")
             else:
                 add(f"process {name}", False, f"pid {pid} is not running")
-    return {"healthy": all(c["ok"] for c in checks), "checks": checks}
+    workers = [msgspec.to_builtins(w) for w in found.workers]
+    return {"healthy": all(c["ok"] for c in checks), "checks": checks, "workers": workers}

@@ -38,6 +38,7 @@ from .common import (
     use,
 )
 from .memory_cmd import register as register_memory_reads
+from .render import worker_table
 
 app = typer.Typer(
     name="noemactl",
@@ -379,10 +380,14 @@ def status(
 
     Checks NATS and the streams, PostgreSQL, the projector's lag, and per process (attend, projector,
     embed, retrieve, decay, conflicts, api, agent service) a fresh heartbeat (running and connected),
-    its last error, and that its durable consumer makes progress while work waits and is not lagging.
-    Thresholds: NOEMA_HEARTBEAT_STALE (20 s), NOEMA_STALL_AFTER (60 s), NOEMA_MAX_LAG (10000).
-    The same checks answer GET /readyz. A probe for one process gives --expect with its kind, so
-    that it does not wait for the others.
+    its last error, and that its durable consumer keeps up: not stalled (work waits, nothing is
+    acknowledged for NOEMA_STALL_AFTER, or no live process), not lagging (backlog over NOEMA_MAX_LAG),
+    not behind (a backlog older than a minute that would take over NOEMA_MAX_DRAIN to work off).
+    Then a table per worker: live processes, backlog (waiting + in flight), rate (acknowledged per
+    second over the last minute), drain estimate and state; --json gives it as "workers".
+    Thresholds: NOEMA_HEARTBEAT_STALE (20 s), NOEMA_STALL_AFTER (60 s), NOEMA_MAX_LAG (10000),
+    NOEMA_MAX_DRAIN (600 s; 0: off). The same checks answer GET /readyz. A probe for one process
+    gives --expect with its kind, so that it does not wait for the others.
 
     Example: noemactl status   (or: noemactl status --expect projector --json)
     """
@@ -400,6 +405,8 @@ def status(
             mark = "[green]ok[/]" if check["ok"] else "[red]FAIL[/]"
             line = escape(f"{check['name']}: {check['detail']}")  # details quote errors, brackets and all
             out.print(f"{mark:>5} {line}", highlight=False)
+        if report["workers"]:
+            out.print(worker_table(report["workers"]))
         failed = sum(not c["ok"] for c in report["checks"])
         if failed:
             out.print(f"{failed} problem(s)", highlight=False)

@@ -10,11 +10,12 @@ from typing import Any
 import msgspec
 from rich.table import Table
 
+from noema.backlog import format_drain
 from noema.views import AuditPage, EventRecord, Memory, MemoryPage
 
 from .common import clip, out, print_json
 
-__all__ = ["event_table", "memory_table", "print_page", "print_record", "when"]
+__all__ = ["event_table", "memory_table", "print_page", "print_record", "when", "worker_table"]
 
 
 def print_record(record: msgspec.Struct) -> None:
@@ -65,5 +66,28 @@ def event_table(events: Sequence[EventRecord], title: str | None = None) -> Tabl
             e.actor,
             when(e.occurred_at),
             _what(e.payload),
+        )
+    return table
+
+
+def worker_table(workers: Sequence[dict[str, Any]]) -> Table:
+    """``status``'s per-worker figures: live processes, backlog, rate, drain estimate, state."""
+    table = Table("worker", "live", "backlog", "rate/s", "drain", "state")
+    for w in workers:
+        backlog, rate = w.get("backlog"), w.get("rate")
+        if not backlog:
+            drain = "-"
+        elif w.get("drain_s") is None and rate is not None and backlog:
+            drain = "never"  # a backlog and no progress
+        else:
+            drain = format_drain(w.get("drain_s"))
+        state = w["state"] if w["ok"] else f"[red]{w['state']}[/]"
+        table.add_row(
+            w["worker"],
+            str(w["live"]),
+            "-" if backlog is None else str(backlog),
+            "-" if rate is None else f"{rate:.1f}",
+            drain,
+            state,
         )
     return table

@@ -164,6 +164,33 @@ def test_a_stopped_worker_with_work_waiting_is_named_by_status_and_readyz(noema:
     noema.wait_healthy()
 
 
+def test_a_stopped_retrieve_worker_shows_its_backlog_until_it_runs_and_drains(noema: Instance) -> None:
+    def retrieve_row() -> dict[str, Any]:
+        report = json.loads(noema.ctl("status", "--json").stdout)
+        [row] = [w for w in report["workers"] if w["worker"] == "retrieve"]
+        return dict(row)
+
+    with stopped(psutil.Process(noema.pid("retrieve"))):
+        noema.observe(3, "while retrieve is stopped")
+        failed = noema.wait_status(lambda code, f: code != 0 and "retrieve consumer" in f)
+        assert failed["retrieve consumer"].startswith("noema_retrieve stalled: ")
+        row = retrieve_row()
+        assert (row["state"], row["live"], row["ok"]) == ("down", 0, False)
+        assert row["backlog"] > 0
+        human = noema.ctl("status")
+        assert human.returncode == 1
+        [line] = [x for x in human.stdout.splitlines() if x.startswith("│ retrieve ")]
+        assert line.split("│")[3].strip() == str(row["backlog"])  # worker | live | backlog | ...
+        assert "down" in line
+        ready = noema.readyz()
+        assert ready.status_code == 503
+        assert any(p.startswith("retrieve consumer: noema_retrieve") for p in ready.json()["problems"])
+    noema.wait_healthy()
+    row = retrieve_row()
+    assert row["backlog"] == 0
+    assert row["rate"] > 0  # it worked off the 3 observations within the last minute
+
+
 def test_an_unknown_process_kind_is_bad_input(noema: Instance) -> None:
     wrong = noema.ctl("status", "--expect", "atend")
     assert wrong.returncode == 2

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -11,7 +11,7 @@ from noema.adapters.jetstream import connect
 from noema.adapters.postgres import ReadModelProjection
 from noema.client import publish_observation
 from noema.health import Heartbeat, HeartbeatRecord, read_heartbeats
-from noema.readiness import Check, system_checks
+from noema.readiness import Check, system_status
 from noema_attend.service import build as build_attend
 from tests.conftest import Harness
 from tests.support import assert_eventually
@@ -19,7 +19,7 @@ from tests.support import assert_eventually
 pytestmark = pytest.mark.integration
 
 
-def _position(h: Harness) -> Callable[[], object]:
+def _position(h: Harness) -> Callable[[], Awaitable[int]]:
     async def position() -> int:
         async with h.pool.acquire() as conn:
             return await ReadModelProjection().position(conn)
@@ -72,7 +72,7 @@ async def test_a_running_worker_with_its_heartbeat_is_healthy_and_its_records_sh
         )
 
     async def healthy() -> dict[str, Check] | None:
-        checks = _by_name(await system_checks(settings, harness.nc, _position(harness)))
+        checks = _by_name((await system_status(settings, harness.nc, _position(harness))).checks)
         consumer = checks["attend consumer"]
         return checks if all(c.ok for c in checks.values()) and "idle" in consumer.detail else None
 
@@ -94,7 +94,7 @@ async def test_missing_heartbeats_consumers_and_an_unanswering_database_are_name
     async def broken() -> int:
         raise OSError("connection refused")
 
-    found = _by_name(await system_checks(settings, harness.nc, broken))
+    found = _by_name((await system_status(settings, harness.nc, broken)).checks)
     failed = {name for name, c in found.items() if not c.ok}
     assert failed == {"attend", "attend consumer", "decay", "postgres"}
     assert found["postgres"].detail == "OSError: connection refused"
@@ -102,7 +102,8 @@ async def test_missing_heartbeats_consumers_and_an_unanswering_database_are_name
 
 
 async def test_without_nats_the_check_says_so_and_postgres_is_still_checked(harness: Harness) -> None:
-    found = await system_checks(harness.settings, None, _position(harness), nats_error="nats://x: refused")
+    status = await system_status(harness.settings, None, _position(harness), nats_error="nats://x: refused")
+    found = status.checks
     assert [(c.name, c.ok) for c in found] == [("nats", False), ("postgres", True)]
     assert found[0].line == "nats: nats://x: refused"
 
@@ -120,7 +121,7 @@ async def test_a_connected_worker_whose_consumer_does_not_progress_while_work_wa
         )
 
     async def stalled() -> dict[str, Check] | None:
-        checks = _by_name(await system_checks(settings, harness.nc, _position(harness)))
+        checks = _by_name((await system_status(settings, harness.nc, _position(harness))).checks)
         return checks if not checks["attend consumer"].ok else None
 
     checks = await assert_eventually(stalled, timeout=20)

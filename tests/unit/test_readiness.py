@@ -4,32 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from noema.health import ErrorTap, HeartbeatRecord, connection_of, instance_name
+from noema.health import ErrorTap, connection_of, instance_name
 from noema.readiness import (
     Check,
     ConsumerState,
     Thresholds,
+    assess,
     assess_consumer,
     assess_heartbeats,
-    assess_worker,
     problems,
 )
 from noema.settings import Settings, SettingsError
 from noema.topology import Topology
+from tests.unit.heartbeats import NOW, beat
 
-NOW = 1_800_000_000.0
 LIMITS = Thresholds(stale_s=20.0, stall_s=60.0, max_lag=1000)
-
-
-def beat(worker: str = "attend", ago: float = 1.0, **fields: object) -> HeartbeatRecord:
-    defaults: dict[str, object] = {
-        "instance": instance_name("host-a", 41),
-        "host": "host-a",
-        "pid": 41,
-        "started_at": NOW - 3600,
-        "beat_at": NOW - ago,
-    }
-    return HeartbeatRecord(worker=worker, **(defaults | fields))  # type: ignore[arg-type]
 
 
 def consumer(pending: int = 0, ack_pending: int = 0, floor: int = 10) -> ConsumerState:
@@ -112,8 +101,8 @@ def test_a_missing_consumer_is_a_problem() -> None:
 
 def test_workers_without_a_consumer_are_judged_by_their_heartbeat_alone() -> None:
     topology = Topology("noema")
-    assert [c.name for c in assess_worker("decay", [beat("decay")], None, LIMITS, NOW, topology)] == ["decay"]
-    names = [c.name for c in assess_worker("embed", [beat("embed")], None, LIMITS, NOW, topology)]
+    assert [c.name for c in assess("decay", [beat("decay")], None, LIMITS, NOW, topology)[0]] == ["decay"]
+    names = [c.name for c in assess("embed", [beat("embed")], None, LIMITS, NOW, topology)[0]]
     assert names == ["embed", "embed consumer"]
 
 

@@ -11,12 +11,14 @@ from nats.errors import Error as NatsError
 from nats.js.errors import NotFoundError
 from starlette.responses import Response
 
+from noema import readiness
 from noema.adapters.jetstream import stream_last_seq
 from noema.adapters.postgres import ReadModelProjection
-from noema.readiness import problems, system_checks
+from noema.readiness import problems, system_status
 
 from ..endpoint import Endpoint, Req, json_response
-from ..models import AuditPage, AuditQuery, Health, ReplayStatus
+from ..errors import ApiError
+from ..models import AuditPage, AuditQuery, Health, ReplayStatus, StatusCheck, SystemStatus
 from ..openapi import build_openapi
 
 __all__ = ["ENDPOINTS"]
@@ -29,21 +31,39 @@ async def healthz(req: Req[None, None]) -> Health:
     return Health(status="ok")
 
 
-async def readyz(req: Req[None, None]) -> Response:
-    """Readiness of the whole system: the checks of ``noemactl status`` (NATS and the streams,
-    PostgreSQL, the projector's lag, every process's heartbeat and consumer progress); 503 with a
-    line per problem while any part is down, stalled or lagging."""
-    app = req.api.app
-
+async def _system(req: Req[None, None]) -> readiness.SystemStatus:
     async def position() -> int:
         async with req.api.pool.acquire() as conn:
             return await ReadModelProjection().position(conn)
 
-    checks = await system_checks(app.settings, app.nc, position, timeout=PROBE_TIMEOUT_S)
-    found = problems(checks)
+    return await system_status(req.api.app.settings, req.api.app.nc, position, timeout=PROBE_TIMEOUT_S)
+
+
+async def readyz(req: Req[None, None]) -> Response:
+    """Readiness of the whole system: the checks of ``noemactl status`` (NATS and the streams,
+    PostgreSQL, the projector's lag, every process's heartbeat and consumer progress); 503 with a
+    line per problem while any part is down, stalled, lagging or behind."""
+    found = problems((await _system(req)).checks)
     if found:
         return json_response(Health(status="unavailable", problems=found), 503)
     return json_response(Health(status="ok"))
+
+
+async def status(req: Req[None, None]) -> SystemStatus:
+    """The checks of ``/readyz`` with the per-worker figures (live processes, backlog, rate, drain
+    estimate, state): ``noemactl status --json``. System-wide, so only for tokens of all workspaces."""
+    if req.principal.workspace is not None:
+        raise ApiError(
+            403,
+            f"the system's status is not per workspace: only a token for all workspaces may read it "
+            f"(token {req.principal.name!r} is scoped to workspace {req.principal.workspace!r})",
+        )
+    found = await _system(req)
+    return SystemStatus(
+        healthy=found.healthy,
+        checks=[StatusCheck(name=c.name, ok=c.ok, detail=c.detail) for c in found.checks],
+        workers=found.workers,
+    )
 
 
 @functools.cache
@@ -102,6 +122,15 @@ ENDPOINTS = (
         "system",
         other=((503, Health),),
         public=True,
+    ),
+    Endpoint(
+        "GET",
+        "/v1/status",
+        status,
+        "The system's checks and per-worker backlog, rate and drain estimate (`noemactl status`)",
+        SystemStatus,
+        "system",
+        errors=(),
     ),
     Endpoint(
         "GET",
