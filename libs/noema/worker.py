@@ -66,6 +66,9 @@ BACKOFF_CAP_S = 5.0
 """The longest wait between two retries: a retry is cheap, and a worker that waited 30 s would leave
 work undone for that long after its server is back (measured: 33 s from a PostgreSQL restart to the
 first new memory with a 30 s cap)."""
+KEEPALIVE_S = 10.0
+"""While a batch is being handled, its messages are marked in progress this often, so that a batch
+slower than the consumer's ack wait (30 s at least) under load is not redelivered meanwhile."""
 
 
 def backoff(attempt: int, base: float = 0.25, cap: float = BACKOFF_CAP_S) -> float:
@@ -148,7 +151,7 @@ class PullWorker:
         transient = 0
         while True:
             try:
-                await self._handler(msgs)
+                await self._kept_alive(self._handler(msgs), msgs)
             except WorkerFatal:
                 raise
             except TRANSIENT as exc:
@@ -176,6 +179,23 @@ class PullWorker:
             if self._stopping.is_set():
                 return
             await self._pause(delay, msgs)
+
+    @staticmethod
+    async def _kept_alive(work: Awaitable[None], msgs: list[Msg]) -> None:
+        async def keep() -> None:
+            while True:
+                await asyncio.sleep(KEEPALIVE_S)
+                for msg in msgs:
+                    with suppress(Exception):  # acked already, or NATS is away: nothing to keep
+                        await msg.in_progress()
+
+        keeping = asyncio.create_task(keep())
+        try:
+            await work
+        finally:
+            keeping.cancel()
+            with suppress(asyncio.CancelledError):
+                await keeping
 
     async def _reject(self, msg: Msg, reason: str) -> None:
         seq = msg.metadata.sequence.stream

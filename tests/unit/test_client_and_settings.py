@@ -100,6 +100,7 @@ async def test_streams_are_kept_on_as_many_servers_as_configured() -> None:
         "NOEMA_EVENTS": 3,
         "NOEMA_DEADLETTER": 3,
         "KV_NOEMA_HEALTH": 3,  # the heartbeats' bucket
+        "NOEMA_VECTORS": 3,  # the vector cache
     }
 
 

@@ -79,13 +79,16 @@ async def bound_consumers(
     async def pool(*args: Any, **kwargs: Any) -> SimpleNamespace:
         return SimpleNamespace(close=nothing)
 
+    async def store(*args: Any, **kwargs: Any) -> SimpleNamespace:
+        return SimpleNamespace(has_vectors=False)
+
     fakes = {
         "connect": connect,
         "ensure_streams": nothing,
         "migrate": nothing,
         "create_pool": pool,
-        "create_embedder": lambda spec: object(),
-        "RecallStore": SimpleNamespace(create_pool=pool, open=nothing),
+        "create_embedder": lambda spec: SimpleNamespace(name="fake", dimensions=3),
+        "RecallStore": SimpleNamespace(create_pool=pool, open=store),
     }
     for name, fake in fakes.items():
         if hasattr(service, name):
