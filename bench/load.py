@@ -164,8 +164,11 @@ async def idle_searches(probe: Probe, cycle: Cycle, count: int) -> list[float]:
     return out
 
 
-async def steady(probe: Probe, cycle: Cycle, args: argparse.Namespace) -> dict[str, Any]:
-    """Observe and search at the asked rates for ``args.seconds``; backlogs, latencies, lag."""
+async def steady(
+    probe: Probe, cycle: Cycle, args: argparse.Namespace
+) -> tuple[dict[str, Any], LagWatch, asyncio.Task[None]]:
+    """Observe and search at the asked rates for ``args.seconds``: the figures, and the searchable-lag
+    watch with its task (still finding the last markers when this returns)."""
     loop = asyncio.get_running_loop()
     rng = random.Random(7)
     stats, lag = SearchStats(), LagWatch()
@@ -224,7 +227,7 @@ async def steady(probe: Probe, cycle: Cycle, args: argparse.Namespace) -> dict[s
         sampler.cancel()
         lag.publishing = False
     observe_span = max(args.seconds, (max(acked) - start) if acked else 0.0)
-    return {
+    figures = {
         "published": published,
         "publish_failed": failed,
         "observe_rate_achieved": round(len(acked) / observe_span, 2),
@@ -237,9 +240,8 @@ async def steady(probe: Probe, cycle: Cycle, args: argparse.Namespace) -> dict[s
         "max_embed_backlog": max((s[1] for s in samples), default=0),
         "max_retrieve_backlog": max((s[2] for s in samples), default=0),
         "backlog_samples": [list(s) for s in samples],
-        "_watcher": watcher,
-        "_lag": lag,
     }
+    return figures, lag, watcher
 
 
 async def burst(probe: Probe, cycle: Cycle, count: int, timeout: float) -> dict[str, Any]:
@@ -305,9 +307,8 @@ async def phases(inst: Instance, c: Corpus, args: argparse.Namespace, result: di
         print(f"idle search p50 {result['idle_search_p50_ms']} ms; steady load", file=sys.stderr)
         meter = cpu_meter(inst)
         meter.start()
-        figures = await steady(probe, cycle, args)
+        figures, lag, watcher = await steady(probe, cycle, args)
         result["cpu_s_steady"] = rounded(meter.stop())
-        watcher, lag = figures.pop("_watcher"), figures.pop("_lag")
         result.update(figures)
         print("draining", file=sys.stderr)
         stopped = time.monotonic()
