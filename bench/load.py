@@ -146,7 +146,9 @@ class LagWatch:
                 now = loop.time()
                 for m in list(self.pending):
                     if any(m in text for text in found):
-                        self.lags_ms.append((now - self.pending.pop(m)) * 1000)
+                        # Found only after the give-up time (a slow poll) counts as given up.
+                        lag_s = min(now - self.pending.pop(m), LAG_GIVE_UP_S)
+                        self.lags_ms.append(lag_s * 1000)
                     elif now - self.pending[m] > LAG_GIVE_UP_S:
                         self.pending.pop(m)
                         self.lags_ms.append(LAG_GIVE_UP_S * 1000)
