@@ -26,7 +26,7 @@ from .adapters.embedders import Embedder
 from .domain.documents import memory_document
 from .domain.dynamics import HALF_LIFE_DAYS
 from .ids import derive_id, new_id
-from .ports import EventSink, MemoryReads
+from .ports import EventSink, MemoryRecords
 from .threads import in_daemon_thread
 
 __all__ = [
@@ -61,7 +61,7 @@ class InvalidQuery(OperationError):
 
 
 async def relate(
-    reads: MemoryReads,
+    reads: MemoryRecords,
     publisher: EventSink,
     from_id: str,
     to_id: str,
@@ -176,7 +176,7 @@ async def embed_memories(
 
 
 async def embed_missing(
-    reads: MemoryReads,
+    reads: MemoryRecords,
     publisher: EventSink,
     embedder: Embedder,
     *,
@@ -202,7 +202,7 @@ async def embed_missing(
 
 
 async def decay_tick(
-    reads: MemoryReads, publisher: EventSink, tick_at: datetime, workspaces: Sequence[str] | None = None
+    reads: MemoryRecords, publisher: EventSink, tick_at: datetime, workspaces: Sequence[str] | None = None
 ) -> list[str]:
     """Publish one activation-decay tick per workspace (all that have memories, by default)."""
     if workspaces is None:
@@ -225,7 +225,7 @@ async def decay_tick(
 
 
 async def record_retrieval(
-    reads: MemoryReads,
+    reads: MemoryRecords,
     publisher: EventSink,
     memory_id: str,
     *,

@@ -36,7 +36,7 @@ from noema_events.vocabulary import CHANNEL_CREDIBILITY, EpistemicKind, MemoryKi
 from .ids import new_id
 from .instants import Instant
 from .operations import Conflict, NotFound, OperationError
-from .ports import EventSink, MemoryReads, Row
+from .ports import EventSink, MemoryRecords, Row
 
 __all__ = [
     "Conflict",
@@ -120,7 +120,7 @@ def _reason(reason: str) -> str:
     return reason
 
 
-async def _target(reads: MemoryReads, memory_id: str, action: str) -> Row:
+async def _target(reads: MemoryRecords, memory_id: str, action: str) -> Row:
     row = await reads.memory(memory_id)
     if row is None:
         raise NotFound(f"no memory {memory_id}")
@@ -179,7 +179,7 @@ async def _publish(publisher: EventSink, events: Sequence[Event], memory_id: str
 
 async def _change_status(
     action: StatusAction,
-    reads: MemoryReads,
+    reads: MemoryRecords,
     publisher: EventSink,
     memory_id: str,
     *,
@@ -193,28 +193,28 @@ async def _change_status(
 
 
 async def retract(
-    reads: MemoryReads, publisher: EventSink, memory_id: str, *, actor: str, reason: str, now: datetime
+    reads: MemoryRecords, publisher: EventSink, memory_id: str, *, actor: str, reason: str, now: datetime
 ) -> OperatorReceipt:
     """Mark a memory inaccurate: it stays visible (status ``retracted``) and leaves normal recall."""
     return await _change_status("retract", reads, publisher, memory_id, actor=actor, reason=reason, now=now)
 
 
 async def archive(
-    reads: MemoryReads, publisher: EventSink, memory_id: str, *, actor: str, reason: str, now: datetime
+    reads: MemoryRecords, publisher: EventSink, memory_id: str, *, actor: str, reason: str, now: datetime
 ) -> OperatorReceipt:
     """Set a memory aside (status ``archived``): kept, out of normal recall, restorable."""
     return await _change_status("archive", reads, publisher, memory_id, actor=actor, reason=reason, now=now)
 
 
 async def restore(
-    reads: MemoryReads, publisher: EventSink, memory_id: str, *, actor: str, reason: str, now: datetime
+    reads: MemoryRecords, publisher: EventSink, memory_id: str, *, actor: str, reason: str, now: datetime
 ) -> OperatorReceipt:
     """Bring a retracted or archived memory back to ``active``."""
     return await _change_status("restore", reads, publisher, memory_id, actor=actor, reason=reason, now=now)
 
 
 async def correct(
-    reads: MemoryReads,
+    reads: MemoryRecords,
     publisher: EventSink,
     memory_id: str,
     *,

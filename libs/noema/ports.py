@@ -33,6 +33,7 @@ __all__ = [
     "FactReads",
     "KnowledgeReadModel",
     "MemoryReads",
+    "MemoryRecords",
     "NoteReads",
     "PolicyReads",
     "PreambleParts",
@@ -233,13 +234,51 @@ class KnowledgeReadModel(AccessReads, FactReads, PolicyReads, NoteReads, Preambl
     """Everything :class:`noema.knowledge.Knowledge` and the preamble read."""
 
 
-class MemoryReads(Protocol):
-    """The operators' reads and the checks of memory operations
-    (:class:`noema.adapters.postgres.queries.MemoryQueries`; PostgreSQL only for now)."""
+class MemoryRecords(Protocol):
+    """Single memories, their scope and edges: what memory operations check before publishing
+    (:mod:`noema.operator`, :mod:`noema.operations`) and how a surface finds an id's workspace."""
 
     async def resolve(self, id_or_prefix: str, workspace: str | None = None) -> str | None:
         """The full id a memory id or unique prefix names (``LookupError`` when several)."""
         ...
+
+    async def memory(self, memory_id: str) -> Row | None:
+        """Every column of one memory."""
+        ...
+
+    async def scopes(self, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """id → (workspace, mind) of the memories that exist."""
+        ...
+
+    async def relationship(self, from_id: str, to_id: str, relation: str) -> str | None:
+        """The id of an existing edge."""
+        ...
+
+    async def memory_workspaces(self) -> list[str]:
+        """Every workspace that has memories."""
+        ...
+
+    async def count_unembedded(self, model: str) -> int:
+        """How many memories have no vector for ``model``."""
+        ...
+
+    async def unembedded(self, model: str, after: str, limit: int) -> list[Row]:
+        """The next memories by id after ``after`` without a vector for ``model`` (id, workspace,
+        mind, content, participants, happened_at, origin_event)."""
+        ...
+
+    async def workspace_of(self, table: Literal["memories", "policies"], memory_id: str) -> str | None:
+        """The workspace of the row with this exact id."""
+        ...
+
+    async def workspaces_of(self, table: Literal["memories", "policies"], given: str) -> list[str]:
+        """The workspaces (at most 2) holding an id equal to ``given`` or starting with its prefix."""
+        ...
+
+
+class MemoryReads(MemoryRecords, Protocol):
+    """The operators' reads: listings, one memory's detail, the audit log
+    (:class:`noema.adapters.postgres.queries.MemoryQueries`; PostgreSQL only for now)."""
 
     async def get(self, full_id: str) -> Row | None:
         """One memory with ``origin``, ``relationships`` and ``embeddings``."""
@@ -266,36 +305,4 @@ class MemoryReads(Protocol):
         limit: int,
     ) -> list[Row]:
         """Events matching the filters, newest first (payload as JSON text)."""
-        ...
-
-    async def memory(self, memory_id: str) -> Row | None:
-        """Every column of one memory."""
-        ...
-
-    async def scopes(self, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
-        """id → (workspace, mind) of the memories that exist."""
-        ...
-
-    async def relationship(self, from_id: str, to_id: str, relation: str) -> str | None:
-        """The id of an existing edge."""
-        ...
-
-    async def memory_workspaces(self) -> list[str]:
-        """Every workspace that has memories."""
-        ...
-
-    async def count_unembedded(self, model: str) -> int:
-        """How many memories have no vector for ``model``."""
-        ...
-
-    async def unembedded(self, model: str, after: str, limit: int) -> list[Row]:
-        """The next memories by id after ``after`` without a vector for ``model``."""
-        ...
-
-    async def workspace_of(self, table: Literal["memories", "policies"], memory_id: str) -> str | None:
-        """The workspace of the row with this exact id."""
-        ...
-
-    async def workspaces_of(self, table: Literal["memories", "policies"], given: str) -> list[str]:
-        """The workspaces (at most 2) holding an id equal to ``given`` or starting with its prefix."""
         ...

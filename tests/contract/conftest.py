@@ -16,11 +16,11 @@ from datetime import UTC, datetime
 import pytest
 
 from noema.adapters.jetstream import EventPublisher
-from noema.adapters.memory import InMemoryEventStream, InMemoryKnowledge
-from noema.adapters.postgres import ReadModelProjection
+from noema.adapters.memory import InMemoryEventStream, InMemoryKnowledge, InMemoryRecords
+from noema.adapters.postgres import MemoryQueries, ReadModelProjection
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.knowledge import Knowledge
-from noema.ports import EventSink, KnowledgeReadModel
+from noema.ports import EventSink, KnowledgeReadModel, MemoryRecords
 from noema_events import Event
 from tests.conftest import Harness
 from tests.support import assert_eventually
@@ -35,6 +35,7 @@ class Backend:
 
     name: str
     reads: KnowledgeReadModel
+    records: MemoryRecords
     sink: EventSink
     clock: list[datetime]
 
@@ -62,15 +63,27 @@ class _Projected:
 
 
 @pytest.fixture(params=["memory", pytest.param("postgres", marks=pytest.mark.integration)])
-async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+def servers_if_needed(request: pytest.FixtureRequest) -> Harness | None:
+    """The real servers' harness for the PostgreSQL half only (a sync fixture: pytest sets the async
+    ``harness`` up from here, outside the test's event loop)."""
+    if request.param == "memory":
+        return None
+    harness: Harness = request.getfixturevalue("harness")
+    return harness
+
+
+@pytest.fixture
+async def backend(servers_if_needed: Harness | None) -> AsyncIterator[Backend]:
     """Each contract test once per adapter."""
     clock = [T0]
-    if request.param == "memory":
+    if servers_if_needed is None:
         reads = InMemoryKnowledge()
-        yield Backend("memory", reads, InMemoryEventStream(reads), clock)
+        yield Backend("memory", reads, InMemoryRecords(reads.tables), InMemoryEventStream(reads), clock)
         return
     from noema_projector.service import build as build_projector
 
-    harness: Harness = request.getfixturevalue("harness")
-    await harness.start(build_projector)
-    yield Backend("postgres", PostgresKnowledge(harness.pool), _Projected(harness), clock)
+    await servers_if_needed.start(build_projector)
+    pool = servers_if_needed.pool
+    yield Backend(
+        "postgres", PostgresKnowledge(pool), MemoryQueries(pool), _Projected(servers_if_needed), clock
+    )

@@ -13,6 +13,7 @@ SHIPPED = ("libs", "services", "sdk", "schemas")
 ADAPTERS = ROOT / "libs" / "noema" / "adapters"
 SQL = re.compile(
     r"\bSELECT\s|\bINSERT\s+INTO\b|\bUPDATE\s+\w+\s+SET\b|\bDELETE\s+FROM\b|\bWITH\s+\w+\s+AS\s*\("
+    r"|\b(CREATE|DROP|ALTER)\s+(SCHEMA|TABLE|INDEX|ROLE)\b|\bTRUNCATE\s"
 )
 
 
@@ -45,6 +46,8 @@ def test_the_pattern_recognises_the_statements_it_guards_against() -> None:
         "UPDATE memories SET status = $2",
         "DELETE FROM policies",
         "WITH recent AS (SELECT 1)",
+        "DROP SCHEMA replay_1 CASCADE",
+        "ALTER ROLE noema PASSWORD 'x'",
     ):
         assert SQL.search(statement), statement
     assert not SQL.search("select the rarest word; update the notes"), "prose is not SQL"

@@ -1,4 +1,5 @@
-"""In-memory adapters: the knowledge read model (:class:`InMemoryKnowledge`) and an event stream
+"""In-memory adapters: the knowledge read model (:class:`InMemoryKnowledge`), memory records for
+memory operations (:class:`InMemoryRecords`, over the same tables) and an event stream
 (:class:`InMemoryEventStream`) that stores events in order and applies each at once to the read
 models it feeds — a publisher, a JetStream stream and a caught-up projector in one, so the
 application's rules run in milliseconds without servers (the fast test tier).
@@ -16,8 +17,17 @@ from noema_events import Event
 
 from .projection import Tables
 from .readmodel import InMemoryKnowledge, is_current, terms
+from .records import InMemoryRecords
 
-__all__ = ["InMemoryEventStream", "InMemoryKnowledge", "Reaction", "Tables", "is_current", "terms"]
+__all__ = [
+    "InMemoryEventStream",
+    "InMemoryKnowledge",
+    "InMemoryRecords",
+    "Reaction",
+    "Tables",
+    "is_current",
+    "terms",
+]
 
 Reaction = Callable[[Event], Awaitable[Sequence[Event]]]
 

@@ -17,11 +17,13 @@ from noema_events import (
     FactProposed,
     GrantChanged,
     MemoryCreated,
+    MemoryEmbedded,
     MemorySuperseded,
     NotesUpdated,
     OperatorAction,
     PolicyProposed,
     PolicySuperseded,
+    RelationshipAdded,
     WorkingMemoryUpdated,
     WorkspaceConfigured,
 )
@@ -65,6 +67,9 @@ class Tables:
     notes: dict[tuple[str, str], str] = field(default_factory=dict)
     working_memory: dict[tuple[str, str], Row] = field(default_factory=dict)
     conflicts: dict[str, Row] = field(default_factory=dict)
+    relationships: dict[str, Row] = field(default_factory=dict)
+    embeddings: dict[tuple[str, str], int] = field(default_factory=dict)
+    """(memory id, model) → dimensions."""
     position: int = 0
     """The last stream sequence applied."""
 
@@ -89,10 +94,16 @@ class Tables:
                         repo=p.repo,
                         confidence=p.confidence,
                         importance=p.importance,
+                        salience=p.salience,
+                        credibility=p.credibility,
                         veracity=p.veracity,
                         memory_type=p.memory_type,
                         source_observation_ids=list(p.source_observation_ids),
+                        channel=p.channel,
+                        source=p.source,
+                        participants=list(p.participants),
                         session=p.session,
+                        happened_at=p.happened_at,
                         valid_until=p.valid_until,
                         tier=p.tier,
                     ),
@@ -112,11 +123,16 @@ class Tables:
                         repo=p.repo,
                         confidence=p.confidence,
                         importance=0.5,
+                        salience=0.5,
                         credibility=VERACITY_WEIGHT[p.veracity],
                         veracity=p.veracity,
                         memory_type=p.memory_type,
                         source_observation_ids=list(p.source_observation_ids),
+                        channel=None,
+                        source=p.role or None,
+                        participants=[ev.actor],
                         session=None,
+                        happened_at=None,
                         valid_until=p.valid_until,
                     ),
                 )
@@ -201,5 +217,25 @@ class Tables:
                     "items": msgspec.to_builtins(p.items),
                     "updated_at": ev.occurred_at,
                 }
+            case RelationshipAdded(payload=p):
+                ends = [self.memories.get(p.from_id), self.memories.get(p.to_id)]
+                # PostgreSQL's foreign keys refuse an edge across minds or to a missing memory.
+                if all(
+                    m is not None and (m["workspace"], m["mind"]) == (ev.workspace, ev.mind) for m in ends
+                ):
+                    self.relationships.setdefault(
+                        p.relationship_id,
+                        {
+                            "id": p.relationship_id,
+                            "from_id": p.from_id,
+                            "to_id": p.to_id,
+                            "relation": p.relation,
+                            "confidence": p.confidence,
+                            "source": p.source,
+                            "created_at": ev.occurred_at,
+                        },
+                    )
+            case MemoryEmbedded(payload=p) if p.memory_id in self.memories:
+                self.embeddings[(p.memory_id, p.model)] = p.dimensions
             case _:
                 pass  # events that change nothing the knowledge ports read

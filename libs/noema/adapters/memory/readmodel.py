@@ -10,13 +10,13 @@ from datetime import datetime
 from typing import Any
 
 from ...domain.knowledge import FactView
-from ...ids import id_prefix
 from ...ports import PreambleParts, Row
 
 # The rows mirror the tables' columns, so a fact's view is built the one way the tables' rows are.
 from ..postgres.knowledge import fact_view
 from ..postgres.textsearch import COMMON_ROWS
 from .projection import Tables
+from .records import matching_ids
 
 __all__ = ["InMemoryKnowledge", "is_current", "terms"]
 
@@ -108,6 +108,10 @@ def terms(text: str) -> set[str]:
     """The words of ``text`` a full-text match is made on: lower case, stop words dropped, a
     crude stem (a stand-in for PostgreSQL's ``english`` stemmer good enough for tests)."""
     return {_stem(w) for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _STOP}
+
+
+def _ids_of(rows: Sequence[Row], given: str) -> list[str]:
+    return matching_ids([r["id"] for r in rows], given)
 
 
 def _gate(domain: str | None, readable: Sequence[str] | None) -> bool:
@@ -217,24 +221,14 @@ class InMemoryKnowledge:
             return None
         return {k: m[k] for k in ("id", "domain", "topic", "status", "repo", "memory_type")}
 
-    @staticmethod
-    def _ids(rows: Sequence[Row], given: str) -> list[str]:
-        if any(r["id"] == given for r in rows):
-            return [given]
-        pattern = id_prefix(given)
-        if pattern is None:
-            return []
-        start = pattern[:-1]  # a LIKE 'prefix%' pattern
-        return sorted(r["id"] for r in rows if r["id"].startswith(start))[:2]
-
     async def fact_ids(self, workspace: str, given: str) -> list[str]:
         """Fact ids ``given`` names (exact first)."""
         rows = [m for m in self._memories(workspace) if m["kind"] == "semantic"]
-        return self._ids(rows, given)
+        return _ids_of(rows, given)
 
     async def memory_kind(self, workspace: str, given: str) -> tuple[str, str] | None:
         """(id, kind) of the memory ``given`` or its prefix names, the exact id first."""
-        found = self._ids(self._memories(workspace), given)
+        found = _ids_of(self._memories(workspace), given)
         return (found[0], self.tables.memories[found[0]]["kind"]) if found else None
 
     async def list_facts(
@@ -334,7 +328,7 @@ class InMemoryKnowledge:
 
     async def policy_ids(self, workspace: str, given: str) -> list[str]:
         """Policy ids ``given`` names (exact first)."""
-        return self._ids(self._policies(workspace), given)
+        return _ids_of(self._policies(workspace), given)
 
     async def list_policies(
         self, workspace: str, include_inactive: bool, readable: Sequence[str] | None
