@@ -62,6 +62,9 @@ __all__ = [
 class Knowledge:
     """The knowledge operations over one read model and event stream.
 
+    ``reads`` and ``publisher`` are ports (:mod:`noema.ports`): PostgreSQL and JetStream in
+    production (:meth:`connected`), the in-memory adapter in the fast tests. ``nc`` and ``topology``
+    are needed only by ``record_observation`` (an optimistic append on the notes' subject).
     Each operation is the bound method of the concern that owns it, so its signature and docstring
     are that method's.
     """

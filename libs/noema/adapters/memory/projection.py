@@ -1,6 +1,7 @@
 """The in-memory read model's state and how each event changes it: what the projector's handlers
 (:mod:`noema.adapters.postgres.handlers`, :mod:`noema.adapters.postgres.knowledge_handlers`) do to
-the tables, for the tables the knowledge ports read."""
+the tables, for the tables the ports read. New memory rows are built by the handlers' own column
+mappings, so both read models hold the same values."""
 
 from __future__ import annotations
 
@@ -27,32 +28,15 @@ from noema_events import (
     WorkingMemoryUpdated,
     WorkspaceConfigured,
 )
-from noema_events.vocabulary import VERACITY_WEIGHT
 
 from ...domain.dynamics import CONFIDENCE_CAP, mention_rate
+from ..postgres.handlers import created_columns, memory_columns
+from ..postgres.knowledge_handlers import proposed_columns
 
 __all__ = ["Tables"]
 
 Row = dict[str, Any]
 _STATUS_BY_ACTION = {"retract": "retracted", "archive": "archived", "restore": "active"}
-
-
-def _memory(ev: Event, seq: int, **fields: Any) -> Row:
-    """A memories row: the envelope gives scope, provenance and times; a new memory starts active,
-    mentioned once (as :func:`noema.adapters.postgres.handlers.memory_row`)."""
-    return {
-        "workspace": ev.workspace,
-        "mind": ev.mind,
-        "status": "active",
-        "superseded_by": None,
-        "mention_count": 1,
-        "origin_event": ev.id,
-        "origin_seq": seq,
-        "created_at": ev.occurred_at,
-        "updated_at": ev.occurred_at,
-        "tier": "long",
-        **fields,
-    }
 
 
 @dataclass
@@ -73,6 +57,10 @@ class Tables:
     position: int = 0
     """The last stream sequence applied."""
 
+    def _insert(self, row: dict[str, object]) -> None:
+        """A new memory (a re-published creation of an existing id changes nothing)."""
+        self.memories.setdefault(str(row["id"]), {**row, "superseded_by": None})
+
     def apply(self, ev: Event, seq: int) -> None:
         """Apply one event stored at ``seq`` (an already-applied sequence changes nothing)."""
         if seq <= self.position:
@@ -80,62 +68,9 @@ class Tables:
         self.position = seq
         match ev:
             case MemoryCreated(payload=p):
-                self.memories.setdefault(
-                    p.memory_id,
-                    _memory(
-                        ev,
-                        seq,
-                        id=p.memory_id,
-                        kind=p.kind,
-                        epistemic_kind=p.epistemic_kind,
-                        content=p.content,
-                        domain=p.domain,
-                        topic=p.topic,
-                        repo=p.repo,
-                        confidence=p.confidence,
-                        importance=p.importance,
-                        salience=p.salience,
-                        credibility=p.credibility,
-                        veracity=p.veracity,
-                        memory_type=p.memory_type,
-                        source_observation_ids=list(p.source_observation_ids),
-                        channel=p.channel,
-                        source=p.source,
-                        participants=list(p.participants),
-                        session=p.session,
-                        happened_at=p.happened_at,
-                        valid_until=p.valid_until,
-                        tier=p.tier,
-                    ),
-                )
+                self._insert(memory_columns(ev, seq, **created_columns(ev)))
             case FactProposed(payload=p):
-                self.memories.setdefault(
-                    p.memory_id,
-                    _memory(
-                        ev,
-                        seq,
-                        id=p.memory_id,
-                        kind="semantic",
-                        epistemic_kind=p.epistemic_kind,
-                        content=p.content,
-                        domain=p.domain,
-                        topic=p.topic,
-                        repo=p.repo,
-                        confidence=p.confidence,
-                        importance=0.5,
-                        salience=0.5,
-                        credibility=VERACITY_WEIGHT[p.veracity],
-                        veracity=p.veracity,
-                        memory_type=p.memory_type,
-                        source_observation_ids=list(p.source_observation_ids),
-                        channel=None,
-                        source=p.role or None,
-                        participants=[ev.actor],
-                        session=None,
-                        happened_at=None,
-                        valid_until=p.valid_until,
-                    ),
-                )
+                self._insert(memory_columns(ev, seq, **proposed_columns(ev)))
             case FactMentioned(payload=p) if p.memory_id in self.memories:
                 m = self.memories[p.memory_id]
                 rate = mention_rate(p.veracity, p.mentions)
