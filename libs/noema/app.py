@@ -25,6 +25,8 @@ from noema_events import Event
 from .access import AccessControl, Caller, InsufficientMemoryPermission
 from .adapters.embedders import Embedder, create_embedder
 from .adapters.jetstream import EventPublisher, connect
+from .adapters.postgres.knowledge import PostgresKnowledge
+from .adapters.postgres.queries import MemoryQueries
 from .adapters.postgres.recall import RecallFilters, RecallStore
 from .adapters.postgres.tenancy import NO_WORKSPACE
 from .client import build_observation, send_observation
@@ -33,6 +35,7 @@ from .domain.knowledge import DomainRef
 from .knowledge import Knowledge
 from .operations import InvalidQuery, OperationError
 from .operator import KnowledgeEntry, OperatorReceipt, create_memory
+from .ports import MemoryReads
 from .preamble import Preamble, build_preamble
 from .reads import audit, list_memories, memory_detail, resolve_memory, timeline, workspace_exists
 from .recall import Recall, SearchResponse
@@ -96,7 +99,11 @@ class Noema:
         self.publisher = EventPublisher(nc, self.topology)
         self.dead_letters = DeadLetters(nc, self.topology, self.publisher)
         """The dead-letter stream: list, show, retry, drop (JetStream only, no read model)."""
-        self.knowledge = Knowledge(pool, nc, self.topology, clock=clock)
+        self.memories: MemoryReads = MemoryQueries(pool)
+        """The operators' reads of the read model (:class:`~noema.ports.MemoryReads`)."""
+        self.knowledge = Knowledge(
+            PostgresKnowledge(pool), self.publisher, clock, nc=nc, topology=self.topology
+        )
         self.access: AccessControl = self.knowledge.access_control
         self._store = store
         self._embedder: Embedder | None = None
@@ -178,12 +185,13 @@ class Noema:
     async def preamble(self, caller: Caller, task: str, repo: str | None = None) -> Preamble:
         """The dispatch preamble for the calling agent (honouring its grants in strict mode)."""
         return await build_preamble(
-            self.pool,
+            self.knowledge.reads,
             caller.workspace,
             caller.agent,
             task,
             repo,
             await self.access.readable_domains(caller),
+            at=self.clock(),
         )
 
     async def observe(self, caller: Caller, content: str, **fields: Any) -> dict[str, Any]:
@@ -202,20 +210,20 @@ class Noema:
     async def list_memories(self, query: ListQuery) -> MemoryPage:
         """Operators: memories with filters, newest first (``query.workspace`` None = every workspace;
         the surface limits it to what its caller may see)."""
-        return await list_memories(self.pool, query)
+        return await list_memories(self.memories, query)
 
     async def timeline(self, query: TimelineQuery) -> MemoryPage:
         """Operators: a workspace's memories in the order things happened."""
-        return await timeline(self.pool, query)
+        return await timeline(self.memories, query)
 
     async def workspace_exists(self, workspace: str) -> bool:
         """Whether anything was ever recorded in ``workspace`` (to tell a typo from an empty answer)."""
-        return await workspace_exists(self.pool, workspace)
+        return await workspace_exists(self.memories, workspace)
 
     async def memory(self, id_or_prefix: str, workspace: str | None = None) -> MemoryDetail:
         """Operators: one memory (in ``workspace`` when given) with provenance, relationships,
         vectors and the events citing it (:class:`~noema.operations.NotFound` when there is none)."""
-        return await memory_detail(self.pool, id_or_prefix, workspace)
+        return await memory_detail(self.memories, id_or_prefix, workspace)
 
     async def enter_knowledge(self, operator: str, entry: KnowledgeEntry, reason: str) -> OperatorReceipt:
         """Operators: enter a memory on the operator channel, its domain created on first use (as a
@@ -240,8 +248,8 @@ class Noema:
 
     async def resolve_memory(self, id_or_prefix: str, workspace: str | None = None) -> str:
         """The full id a memory id or unique prefix names (in ``workspace`` when given)."""
-        return await resolve_memory(self.pool, id_or_prefix, workspace)
+        return await resolve_memory(self.memories, id_or_prefix, workspace)
 
     async def audit(self, query: AuditQuery) -> AuditPage:
         """Operators: the audit log, newest first (an unknown event type is an InvalidQuery)."""
-        return await audit(self.pool, query)
+        return await audit(self.memories, query)

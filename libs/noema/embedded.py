@@ -314,18 +314,23 @@ class EmbeddedPostgres:
             )
 
     def _secure(self) -> None:
-        from noema.adapters.postgres.roles import DB_ROLES, roles_sql
+        from noema.adapters.postgres.roles import (
+            DB_ROLES,
+            RELOAD_CONFIG_SQL,
+            roles_sql,
+            superuser_password_sql,
+        )
 
         hba = self.data_dir / "pg" / "pg_hba.conf"
         passwords = {kind: self._password(name) for kind, name in DB_ROLES.items()}
         # Passwords go over stdin, never on a command line. The first time, the wheel's trust rules
         # still apply: the superuser gets its password before the rules require one.
         first = hba.read_text() != _HBA
-        superuser = f"ALTER ROLE {self.SUPERUSER} PASSWORD '{self._password(self.SUPERUSER)}';\n"
+        superuser = superuser_password_sql(self.SUPERUSER, self._password(self.SUPERUSER))
         self._psql((superuser if first else "") + roles_sql(passwords))
         if first:
             hba.write_text(_HBA)
-            self._psql("SELECT pg_reload_conf();")
+            self._psql(RELOAD_CONFIG_SQL)
 
     def _url(self, user: str) -> str:
         assert self._server is not None, "not started"

@@ -10,8 +10,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-import asyncpg
-
 from noema_events import (
     ActivationDecayed,
     ActivationDecayedPayload,
@@ -25,11 +23,11 @@ from noema_events import (
 from noema_events.vocabulary import RELATIONS, Relation
 
 from .adapters.embedders import Embedder
-from .adapters.jetstream import EventPublisher
 from .adapters.vector_cache import VectorCache
 from .domain.documents import memory_document
 from .domain.dynamics import HALF_LIFE_DAYS
 from .ids import derive_id, new_id
+from .ports import EventSink, MemoryRecords
 from .vectors import PassageVectors, passage_vectors
 
 __all__ = [
@@ -64,8 +62,8 @@ class InvalidQuery(OperationError):
 
 
 async def relate(
-    pool: asyncpg.Pool,
-    publisher: EventPublisher,
+    reads: MemoryRecords,
+    publisher: EventSink,
     from_id: str,
     to_id: str,
     relation: str,
@@ -82,27 +80,17 @@ async def relate(
         raise OperationError("confidence must be between 0 and 1")
     if from_id == to_id:
         raise OperationError("a memory cannot be related to itself")
-    rows = {
-        r["id"]: r
-        for r in await pool.fetch(
-            "SELECT id, workspace, mind FROM memories WHERE id = ANY($1::text[])", [from_id, to_id]
-        )
-    }
+    scopes = await reads.scopes([from_id, to_id])
     for mid in (from_id, to_id):
-        if mid not in rows:
+        if mid not in scopes:
             raise OperationError(f"no memory {mid}")
-    a, b = rows[from_id], rows[to_id]
-    if (a["workspace"], a["mind"]) != (b["workspace"], b["mind"]):
+    a, b = scopes[from_id], scopes[to_id]
+    if a != b:
         raise OperationError(
-            f"relationships stay inside one mind: {from_id} is in {a['workspace']}/{a['mind'] or '-'}, "
-            f"{to_id} in {b['workspace']}/{b['mind'] or '-'}"
+            f"relationships stay inside one mind: {from_id} is in {a[0]}/{a[1] or '-'}, "
+            f"{to_id} in {b[0]}/{b[1] or '-'}"
         )
-    existing = await pool.fetchval(
-        "SELECT id FROM relationships WHERE from_id = $1 AND to_id = $2 AND relation = $3",
-        from_id,
-        to_id,
-        relation,
-    )
+    existing = await reads.relationship(from_id, to_id, relation)
     if existing is not None:
         raise Conflict(f"{from_id} already {relation} {to_id} (relationship {existing})")
     rel_id = new_id()
@@ -110,8 +98,8 @@ async def relate(
         [
             RelationshipAdded(
                 id=rel_id,
-                workspace=a["workspace"],
-                mind=a["mind"],
+                workspace=a[0],
+                mind=a[1],
                 occurred_at=now,
                 correlation_id=rel_id,
                 actor=actor,
@@ -164,7 +152,7 @@ def embedding_work(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, st
 
 
 async def embed_memories(
-    publisher: EventPublisher,
+    publisher: EventSink,
     embedder: Embedder,
     memories: Sequence[tuple[str, str, str, str, str]],
     now: datetime,
@@ -195,8 +183,8 @@ async def embed_memories(
 
 
 async def embed_missing(
-    pool: asyncpg.Pool,
-    publisher: EventPublisher,
+    reads: MemoryRecords,
+    publisher: EventSink,
     embedder: Embedder,
     *,
     now: Callable[[], datetime],
@@ -204,42 +192,28 @@ async def embed_missing(
     progress: Callable[[int, int], None] | None = None,
 ) -> int:
     """Backfill: embed every memory that has no vector for the embedder's model; returns how many."""
-    total = await pool.fetchval(
-        "SELECT count(*) FROM memories m WHERE NOT EXISTS "
-        "(SELECT 1 FROM memory_embeddings e WHERE e.memory_id = m.id AND e.model = $1)",
-        embedder.name,
-    )
+    total = await reads.count_unembedded(embedder.name)
     done, after = 0, ""
     if progress:
-        progress(0, int(total))
+        progress(0, total)
     while True:
         # Keyset pagination: vectors arrive through the projector, so the rows just sent may still
         # look missing; walking by id never selects them twice.
-        rows = await pool.fetch(
-            "SELECT id, workspace, mind, content, participants, happened_at, origin_event "
-            "FROM memories m WHERE id > $2 AND NOT EXISTS "
-            "(SELECT 1 FROM memory_embeddings e WHERE e.memory_id = m.id AND e.model = $1) "
-            "ORDER BY id LIMIT $3",
-            embedder.name,
-            after,
-            batch,
-        )
+        rows = await reads.unembedded(embedder.name, after, batch)
         if not rows:
             return done
         done += len((await embed_memories(publisher, embedder, embedding_work(rows), now())).vectors)
         after = rows[-1]["id"]
         if progress:
-            progress(done, int(total))
+            progress(done, total)
 
 
 async def decay_tick(
-    pool: asyncpg.Pool, publisher: EventPublisher, tick_at: datetime, workspaces: Sequence[str] | None = None
+    reads: MemoryRecords, publisher: EventSink, tick_at: datetime, workspaces: Sequence[str] | None = None
 ) -> list[str]:
     """Publish one activation-decay tick per workspace (all that have memories, by default)."""
     if workspaces is None:
-        workspaces = [
-            r["workspace"] for r in await pool.fetch("SELECT DISTINCT workspace FROM memories ORDER BY 1")
-        ]
+        workspaces = await reads.memory_workspaces()
     stamp = tick_at.isoformat()
     await publisher.publish(
         [
@@ -258,8 +232,8 @@ async def decay_tick(
 
 
 async def record_retrieval(
-    pool: asyncpg.Pool,
-    publisher: EventPublisher,
+    reads: MemoryRecords,
+    publisher: EventSink,
     memory_id: str,
     *,
     now: datetime,
@@ -269,16 +243,16 @@ async def record_retrieval(
     cause: str | None = None,
 ) -> None:
     """Publish that a memory was recalled and admitted (the projector reinforces it)."""
-    row = await pool.fetchrow("SELECT workspace, mind FROM memories WHERE id = $1", memory_id)
-    if row is None:
+    scope = (await reads.scopes([memory_id])).get(memory_id)
+    if scope is None:
         raise OperationError(f"no memory {memory_id}")
     event_id = new_id()
     await publisher.publish(
         [
             MemoryRetrieved(
                 id=event_id,
-                workspace=row["workspace"],
-                mind=row["mind"],
+                workspace=scope[0],
+                mind=scope[1],
                 occurred_at=now,
                 causation_id=cause,
                 correlation_id=cause or event_id,

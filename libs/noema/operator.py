@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-import asyncpg
 import msgspec
 
 from noema_events import (
@@ -34,10 +33,10 @@ from noema_events.envelope import Name
 from noema_events.messages import humanize
 from noema_events.vocabulary import CHANNEL_CREDIBILITY, EpistemicKind, MemoryKind, MemoryType
 
-from .adapters.jetstream import EventPublisher
 from .ids import new_id
 from .instants import Instant
 from .operations import Conflict, NotFound, OperationError
+from .ports import EventSink, MemoryRecords, Row
 
 __all__ = [
     "Conflict",
@@ -121,8 +120,8 @@ def _reason(reason: str) -> str:
     return reason
 
 
-async def _target(pool: asyncpg.Pool, memory_id: str, action: str) -> asyncpg.Record:
-    row = await pool.fetchrow("SELECT * FROM memories WHERE id = $1", memory_id)
+async def _target(reads: MemoryRecords, memory_id: str, action: str) -> Row:
+    row = await reads.memory(memory_id)
     if row is None:
         raise NotFound(f"no memory {memory_id}")
     if row["status"] not in _FROM[action]:
@@ -134,7 +133,7 @@ async def _target(pool: asyncpg.Pool, memory_id: str, action: str) -> asyncpg.Re
 
 
 def _action(
-    row: asyncpg.Record | dict[str, Any],
+    row: Row,
     action: str,
     *,
     actor: str,
@@ -172,7 +171,7 @@ def _caused_by(action: OperatorAction) -> dict[str, Any]:
     }
 
 
-async def _publish(publisher: EventPublisher, events: Sequence[Event], memory_id: str) -> OperatorReceipt:
+async def _publish(publisher: EventSink, events: Sequence[Event], memory_id: str) -> OperatorReceipt:
     checked = _valid(events)
     await publisher.publish(checked)
     return OperatorReceipt(checked[0].id, memory_id, checked[0].workspace, tuple(e.id for e in checked))
@@ -180,8 +179,8 @@ async def _publish(publisher: EventPublisher, events: Sequence[Event], memory_id
 
 async def _change_status(
     action: StatusAction,
-    pool: asyncpg.Pool,
-    publisher: EventPublisher,
+    reads: MemoryRecords,
+    publisher: EventSink,
     memory_id: str,
     *,
     actor: str,
@@ -189,34 +188,34 @@ async def _change_status(
     now: datetime,
 ) -> OperatorReceipt:
     reason = _reason(reason)
-    row = await _target(pool, memory_id, action)
+    row = await _target(reads, memory_id, action)
     return await _publish(publisher, [_action(row, action, actor=actor, reason=reason, now=now)], memory_id)
 
 
 async def retract(
-    pool: asyncpg.Pool, publisher: EventPublisher, memory_id: str, *, actor: str, reason: str, now: datetime
+    reads: MemoryRecords, publisher: EventSink, memory_id: str, *, actor: str, reason: str, now: datetime
 ) -> OperatorReceipt:
     """Mark a memory inaccurate: it stays visible (status ``retracted``) and leaves normal recall."""
-    return await _change_status("retract", pool, publisher, memory_id, actor=actor, reason=reason, now=now)
+    return await _change_status("retract", reads, publisher, memory_id, actor=actor, reason=reason, now=now)
 
 
 async def archive(
-    pool: asyncpg.Pool, publisher: EventPublisher, memory_id: str, *, actor: str, reason: str, now: datetime
+    reads: MemoryRecords, publisher: EventSink, memory_id: str, *, actor: str, reason: str, now: datetime
 ) -> OperatorReceipt:
     """Set a memory aside (status ``archived``): kept, out of normal recall, restorable."""
-    return await _change_status("archive", pool, publisher, memory_id, actor=actor, reason=reason, now=now)
+    return await _change_status("archive", reads, publisher, memory_id, actor=actor, reason=reason, now=now)
 
 
 async def restore(
-    pool: asyncpg.Pool, publisher: EventPublisher, memory_id: str, *, actor: str, reason: str, now: datetime
+    reads: MemoryRecords, publisher: EventSink, memory_id: str, *, actor: str, reason: str, now: datetime
 ) -> OperatorReceipt:
     """Bring a retracted or archived memory back to ``active``."""
-    return await _change_status("restore", pool, publisher, memory_id, actor=actor, reason=reason, now=now)
+    return await _change_status("restore", reads, publisher, memory_id, actor=actor, reason=reason, now=now)
 
 
 async def correct(
-    pool: asyncpg.Pool,
-    publisher: EventPublisher,
+    reads: MemoryRecords,
+    publisher: EventSink,
     memory_id: str,
     *,
     actor: str,
@@ -231,7 +230,7 @@ async def correct(
     """
     reason = _reason(reason)
     content = content.strip()
-    row = await _target(pool, memory_id, "correct")
+    row = await _target(reads, memory_id, "correct")
     if content == row["content"]:
         raise OperationError("the corrected content is the same as the current content")
     new_memory = new_id()
@@ -271,7 +270,7 @@ async def correct(
 
 
 async def create_memory(
-    publisher: EventPublisher,
+    publisher: EventSink,
     entry: KnowledgeEntry,
     *,
     actor: str,

@@ -2,8 +2,9 @@
 
 Built from exactly: every active policy as ``- [domain] rule``; the agent's own notes verbatim; and
 at most five keyword-matched facts for the task, within about 1,200 characters, only when the task
-description has at least 20 characters. Full-text search only (no query embedding), one round trip
-per part. Which of the task's words are too common to match on is decided within the workspace (see
+description has at least 20 characters. Full-text search only (no query embedding), read through
+the :class:`~noema.ports.PreambleReads` port in one go (PostgreSQL: one connection, one round trip per
+part). Which of the task's words are too common to match on is decided within the workspace (see
 :mod:`noema.adapters.postgres.textsearch`), so other tenants' data never changes a preamble. It ends
 by telling the agent to verify critical items with ``search_memory``.
 
@@ -16,10 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
-import asyncpg
-
-from .adapters.postgres.textsearch import selective_query
+from .ports import PreambleReads
 
 __all__ = ["FACTS_BUDGET_CHARS", "MAX_FACTS", "MIN_TASK_CHARS", "Preamble", "build_preamble"]
 
@@ -40,60 +40,42 @@ class Preamble:
 
 
 async def build_preamble(
-    pool: asyncpg.Pool,
+    reads: PreambleReads,
     workspace: str,
     agent: str,
     task: str,
     repo: str | None = None,
     readable_domains: Sequence[str] | None = None,
+    *,
+    at: datetime | None = None,
 ) -> Preamble:
-    """Assemble the preamble for ``agent`` about to work on ``task``."""
-    readable = list(readable_domains) if readable_domains is not None else None
-    async with pool.acquire() as conn:
-        policies = [
-            f"- [{r['domain']}] {r['rule']}"
-            for r in await conn.fetch(
-                "SELECT domain, rule FROM policies WHERE workspace = $1 AND active "
-                "AND ($2::text[] IS NULL OR domain = ANY($2::text[])) "
-                "ORDER BY (repo IS NOT DISTINCT FROM $3) DESC, domain, origin_seq",
-                workspace,
-                readable,
-                repo,
-            )
-        ]
-        notes = await conn.fetchval(
-            "SELECT notes FROM agent_notes WHERE workspace = $1 AND agent = $2", workspace, agent
-        )
-        facts: list[str] = []
-        query = await selective_query(conn, task, workspace) if len(task.strip()) >= MIN_TASK_CHARS else None
-        # A task made only of common words would rank most facts: nothing specific to add then.
-        if query is not None and not query.broad:
-            rows = await conn.fetch(
-                """SELECT m.domain, m.content FROM memories m, to_tsquery('simple', $2) q
-                   WHERE m.workspace = $1 AND m.kind = 'semantic' AND m.status = 'active'
-                     AND (m.valid_until IS NULL OR m.valid_until > now()) AND m.search @@ q
-                     AND ($5::text[] IS NULL OR m.domain = ANY($5::text[]))
-                   ORDER BY (m.repo IS NOT DISTINCT FROM $3) DESC, ts_rank_cd(m.search, q, 1) DESC, m.id
-                   LIMIT $4""",
-                workspace,
-                query.tsquery,
-                repo,
-                MAX_FACTS,
-                readable,
-            )
-            used = 0
-            for r in rows:
-                line = f"- [{r['domain'] or 'general'}] {r['content']}"
-                if used + len(line) > FACTS_BUDGET_CHARS:
-                    break
-                facts.append(line)
-                used += len(line)
-    parts = []
+    """Assemble the preamble for ``agent`` about to work on ``task``; facts are those current at
+    ``at`` (the application clock's now; the system clock's when not given)."""
+    parts = await reads.preamble_parts(
+        workspace,
+        agent,
+        task if len(task.strip()) >= MIN_TASK_CHARS else None,
+        repo=repo,
+        readable=None if readable_domains is None else list(readable_domains),
+        at=at or datetime.now(UTC),
+        max_facts=MAX_FACTS,
+    )
+    policies = [f"- [{domain}] {rule}" for domain, rule in parts.policies]
+    notes = parts.notes
+    facts: list[str] = []
+    used = 0
+    for domain, content in parts.facts:
+        line = f"- [{domain or 'general'}] {content}"
+        if used + len(line) > FACTS_BUDGET_CHARS:
+            break
+        facts.append(line)
+        used += len(line)
+    sections = []
     if policies:
-        parts.append("Policies:\n" + "\n".join(policies))
+        sections.append("Policies:\n" + "\n".join(policies))
     if notes:
-        parts.append("Your notes:\n" + notes)
+        sections.append("Your notes:\n" + notes)
     if facts:
-        parts.append("Relevant facts:\n" + "\n".join(facts))
-    parts.append(CLOSING)
-    return Preamble("\n\n".join(parts), policies, notes, facts)
+        sections.append("Relevant facts:\n" + "\n".join(facts))
+    sections.append(CLOSING)
+    return Preamble("\n\n".join(sections), policies, notes, facts)

@@ -12,15 +12,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import asyncpg
 import msgspec
 
 from noema_events import EVENT_TYPES
 
-from .adapters.postgres.queries import MEMORY_FIELDS, MemoryQueries
 from .adapters.postgres.recall import RecallFilters
 from .ids import short_prefix_hint
 from .operations import InvalidQuery, NotFound
+from .ports import MemoryReads, Row
 from .views import (
     AuditPage,
     AuditQuery,
@@ -46,48 +45,36 @@ __all__ = [
     "workspace_exists",
 ]
 
-EVENT_FIELDS = (
-    "seq, id, type, workspace, mind, occurred_at, causation_id, correlation_id, actor, subject, "
-    "payload::text AS payload"
-)
 CITING_LIMIT = 200
 """At most this many citing events are shown with a memory (newest first)."""
 _VERSIONED = re.compile(r"\.v[0-9]+$")
 
 
-def _memories(rows: list[asyncpg.Record]) -> list[Memory]:
+def _memories(rows: list[Row]) -> list[Memory]:
     return [msgspec.convert(dict(r), Memory) for r in rows]
 
 
-def _events(rows: list[asyncpg.Record] | list[dict[str, Any]]) -> list[EventRecord]:
-    """Rows of ``EVENT_FIELDS`` (payload as JSON text) as EventRecord structs."""
+def _events(rows: list[Row]) -> list[EventRecord]:
+    """Event rows (payload as JSON text) as EventRecord structs."""
     return [
         msgspec.convert({**dict(r), "payload": msgspec.json.decode(r["payload"])}, EventRecord) for r in rows
     ]
 
 
 async def _page(
-    pool: asyncpg.Pool, filters: RecallFilters, order: str, limit: int, offset: int
+    reads: MemoryReads, filters: RecallFilters, order: str, limit: int, offset: int
 ) -> MemoryPage:
-    args: list[Any] = []
-    where = filters.where("m", args)
-    rows = await pool.fetch(
-        f"SELECT {MEMORY_FIELDS} FROM memories m WHERE {where} ORDER BY {order} "
-        f"LIMIT ${len(args) + 1} OFFSET ${len(args) + 2}",
-        *args,
-        limit,
-        offset,
-    )
+    rows = await reads.page(filters, order, limit, offset)
     return MemoryPage(items=_memories(rows), limit=limit, offset=offset)
 
 
-async def workspace_exists(pool: asyncpg.Pool, workspace: str) -> bool:
+async def workspace_exists(reads: MemoryReads, workspace: str) -> bool:
     """Whether any event names ``workspace`` (an index lookup): an empty answer for a workspace that
     does not exist is then told apart from one that has nothing matching."""
-    return bool(await pool.fetchval("SELECT EXISTS (SELECT 1 FROM events WHERE workspace = $1)", workspace))
+    return await reads.workspace_exists(workspace)
 
 
-async def list_memories(pool: asyncpg.Pool, q: ListQuery) -> MemoryPage:
+async def list_memories(reads: MemoryReads, q: ListQuery) -> MemoryPage:
     """Memories matching the filters, newest first; every status unless one is asked for."""
     filters = RecallFilters(
         workspace=q.workspace,
@@ -100,34 +87,22 @@ async def list_memories(pool: asyncpg.Pool, q: ListQuery) -> MemoryPage:
         until=q.until,
         include_expired=True,
     )
-    return await _page(pool, filters, "created_at DESC, origin_seq DESC", q.limit, q.offset)
+    return await _page(reads, filters, "created_at DESC, origin_seq DESC", q.limit, q.offset)
 
 
-async def timeline(pool: asyncpg.Pool, q: TimelineQuery) -> MemoryPage:
+async def timeline(reads: MemoryReads, q: TimelineQuery) -> MemoryPage:
     """A workspace's memories in the order things happened (the ``memories_recent`` index serves it)."""
     filters = RecallFilters(
         workspace=q.workspace, mind=q.mind, statuses=(), since=q.since, until=q.until, include_expired=True
     )
     direction = "ASC" if q.order == "asc" else "DESC"
     order = f"coalesce(happened_at, created_at) {direction}, origin_seq {direction}"
-    return await _page(pool, filters, order, q.limit, q.offset)
+    return await _page(reads, filters, order, q.limit, q.offset)
 
 
-async def _citing_events(pool: asyncpg.Pool, memory_id: str, workspace: str) -> list[EventRecord]:
-    """Events whose payload names the memory (newest first, at most ``CITING_LIMIT``).
-
-    Every event that concerns a memory is published in the memory's workspace, so the
-    ``events_workspace_type`` index bounds the scan to that workspace; within it, the payload's text
-    is matched for the quoted id (ids are UUIDs, so a quoted match is exact).
-    """
-    rows = await pool.fetch(
-        f"SELECT {EVENT_FIELDS} FROM events WHERE workspace = $1 AND strpos(payload::text, $2) > 0 "
-        "ORDER BY seq DESC LIMIT $3",
-        workspace,
-        f'"{memory_id}"',
-        CITING_LIMIT,
-    )
-    return _events(rows)
+async def _citing_events(reads: MemoryReads, memory_id: str, workspace: str) -> list[EventRecord]:
+    """Events whose payload names the memory (newest first, at most ``CITING_LIMIT``)."""
+    return _events(await reads.citing_events(memory_id, workspace, CITING_LIMIT))
 
 
 def _source_observations(observation_ids: list[str], cited: list[EventRecord]) -> list[SourceObservation]:
@@ -148,7 +123,7 @@ def _unknown(id_or_prefix: str) -> NotFound | InvalidQuery:
     return NotFound(f"no memory {id_or_prefix}")
 
 
-async def resolve_memory(pool: asyncpg.Pool, id_or_prefix: str, workspace: str | None = None) -> str:
+async def resolve_memory(reads: MemoryReads, id_or_prefix: str, workspace: str | None = None) -> str:
     """The full id of the memory ``id_or_prefix`` names (a unique prefix of at least 6 characters
     will do), looked for in ``workspace`` when given; every surface's writes resolve ids here.
 
@@ -156,7 +131,7 @@ async def resolve_memory(pool: asyncpg.Pool, id_or_prefix: str, workspace: str |
     is too short.
     """
     try:
-        found = await MemoryQueries(pool).resolve(id_or_prefix, workspace)
+        found = await reads.resolve(id_or_prefix, workspace)
     except LookupError as exc:
         raise InvalidQuery(str(exc)) from None
     if found is None:
@@ -164,18 +139,18 @@ async def resolve_memory(pool: asyncpg.Pool, id_or_prefix: str, workspace: str |
     return found
 
 
-async def memory_detail(pool: asyncpg.Pool, id_or_prefix: str, workspace: str | None = None) -> MemoryDetail:
+async def memory_detail(reads: MemoryReads, id_or_prefix: str, workspace: str | None = None) -> MemoryDetail:
     """One memory (by id or a unique prefix of at least 6 characters; in ``workspace`` when given)
     with its origin event, source observations and the attention decisions about them,
     relationships, vectors and citing events.
 
     Raises :class:`NotFound`, or :class:`InvalidQuery` when a prefix matches several memories.
     """
-    found = await MemoryQueries(pool).get(await resolve_memory(pool, id_or_prefix, workspace))
+    found = await reads.get(await resolve_memory(reads, id_or_prefix, workspace))
     if found is None:
         raise _unknown(id_or_prefix)  # resolved, then gone: not possible while nothing is deleted
     memory = msgspec.convert(found, Memory)
-    cited = await _citing_events(pool, memory.id, memory.workspace)
+    cited = await _citing_events(reads, memory.id, memory.workspace)
     return MemoryDetail(
         memory=memory,
         origin=_events([found["origin"]])[0] if found["origin"] else None,
@@ -203,19 +178,9 @@ def event_types(given: str) -> list[str]:
     return tags
 
 
-async def audit(pool: asyncpg.Pool, q: AuditQuery) -> AuditPage:
+async def audit(reads: MemoryReads, q: AuditQuery) -> AuditPage:
     """Events matching the filters, newest first (keyset-paged by ``before``): who changed what,
     when, why and from which event."""
-    rows = await pool.fetch(
-        f"SELECT {EVENT_FIELDS} FROM events "
-        "WHERE ($1::text IS NULL OR workspace = $1) AND ($2::text[] IS NULL OR type = ANY($2)) "
-        "AND ($3::text IS NULL OR actor = $3) AND ($4::bigint IS NULL OR seq < $4) "
-        "ORDER BY seq DESC LIMIT $5",
-        q.workspace,
-        event_types(q.type) if q.type else None,
-        q.actor,
-        q.before,
-        q.limit,
-    )
+    rows = await reads.audit(q.workspace, event_types(q.type) if q.type else None, q.actor, q.before, q.limit)
     items = _events(rows)
     return AuditPage(items=items, next_before=items[-1].seq if len(items) == q.limit else None)

@@ -17,7 +17,7 @@ from noema_events import EventDecodeError
 
 from .adapters.errors import TRANSIENT
 from .adapters.jetstream import read_stream, stream_last_seq
-from .adapters.postgres import ReadModelProjection, checksum, connect, migrate
+from .adapters.postgres import ReadModelProjection, checksum, connect, database, migrate
 from .adapters.postgres.projection import Projected
 from .topology import Topology
 
@@ -40,11 +40,7 @@ async def drop_schema(url: str, schema: str) -> None:
     """Drop a replay schema (only ``replay_*`` schemas can be dropped this way)."""
     if not _REPLAY_SCHEMA.match(schema):
         raise ValueError(f"refusing to drop {schema!r}: only replay_* schemas are disposable")
-    conn = await asyncpg.connect(url)
-    try:
-        await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-    finally:
-        await conn.close()
+    await database.drop_schema(url, schema)
 
 
 async def replay_into(

@@ -273,7 +273,7 @@ async def scoped_memory_id(req: Req[Any, Any]) -> str:
             # The one look beyond the token's workspace: which workspace a full id belongs to, so
             # that the answer is 403 (not 404) for another workspace's memory.
             with workspace_scope(ALL_WORKSPACES):
-                elsewhere = await req.api.pool.fetchval("SELECT workspace FROM memories WHERE id = $1", given)
+                elsewhere = await req.api.app.memories.workspace_of("memories", given)
             if elsewhere is not None:
                 req.principal.check(elsewhere)
         raise

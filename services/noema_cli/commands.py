@@ -18,7 +18,7 @@ import msgspec
 from noema import operations
 from noema.adapters.embedders import create_embedder
 from noema.adapters.jetstream import EventPublisher, connect
-from noema.adapters.postgres import ReadModelProjection, checksum, create_pool
+from noema.adapters.postgres import MemoryQueries, ReadModelProjection, checksum, create_pool
 from noema.adapters.postgres import connect as pg_connect
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.client import send_observation
@@ -97,11 +97,12 @@ async def relate(
     pool = await _pool(settings)
     nc = await connect(settings.nats_url, name="noemactl", auth=settings.nats_auth)
     try:
-        ids = [await resolve_memory(pool, given) for given in (from_id, to_id)]
+        reads = MemoryQueries(pool)
+        ids = [await resolve_memory(reads, given) for given in (from_id, to_id)]
         publisher = EventPublisher(nc, Topology(settings.prefix))
         # An OperationError (unknown relation, edge across minds) is bad input: exit 2.
         return await operations.relate(
-            pool,
+            reads,
             publisher,
             ids[0],
             ids[1],
@@ -128,7 +129,7 @@ async def embed_missing(
     try:
         started = time.perf_counter()
         done = await operations.embed_missing(
-            pool,
+            MemoryQueries(pool),
             EventPublisher(nc, Topology(settings.prefix)),
             embedder,
             now=lambda: datetime.now(UTC),
@@ -154,7 +155,7 @@ async def decay(settings: Settings, workspaces: list[str] | None) -> list[str]:
     nc = await connect(settings.nats_url, name="noemactl", auth=settings.nats_auth)
     try:
         return await operations.decay_tick(
-            pool, EventPublisher(nc, Topology(settings.prefix)), datetime.now(UTC), workspaces
+            MemoryQueries(pool), EventPublisher(nc, Topology(settings.prefix)), datetime.now(UTC), workspaces
         )
     finally:
         await nc.close()

@@ -55,7 +55,7 @@ def _status_command(op: Operation, verb: str, done: str) -> Callable[..., None]:
             full = await app.resolve_memory(memory_id)
             publisher = EventPublisher(app.nc, app.topology)
             return await op(
-                app.pool,
+                app.memories,
                 publisher,
                 full,
                 actor=f"operator:{operator_name()}",
@@ -89,7 +89,7 @@ def correct(
     async def work(app: Noema) -> operator.OperatorReceipt:
         full = await app.resolve_memory(memory_id)
         return await operator.correct(
-            app.pool,
+            app.memories,
             EventPublisher(app.nc, app.topology),
             full,
             actor=f"operator:{operator_name()}",

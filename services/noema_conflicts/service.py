@@ -38,11 +38,13 @@ from nats.js import JetStreamContext
 
 from noema.adapters.jetstream import DeadLetters, EventPublisher, connect, ensure_streams, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection, create_pool, migrate
+from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.adapters.pull import durable_puller
 from noema.domain.knowledge import Verdict, decide_conflict, slot_relation
 from noema.ids import derive_id
-from noema.knowledge import FACT_COLUMNS, conflict_events, fact_view, mention_event, superseded_event
+from noema.knowledge import conflict_events, mention_event, superseded_event
+from noema.ports import EventSink, FactReads
 from noema.settings import Settings
 from noema.topology import Topology
 from noema.worker import PullWorker
@@ -59,14 +61,19 @@ class ConflictsHandler:
 
     def __init__(
         self,
-        pool: asyncpg.Pool,
-        publisher: EventPublisher,
+        pool: asyncpg.Pool | None,
+        publisher: EventSink,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         wait_timeout: float = 60.0,
         js: JetStreamContext | None = None,
         stream: str = "",
         dead_letters: DeadLetters | None = None,
+        facts: FactReads | None = None,
     ) -> None:
+        if facts is None:
+            assert pool is not None, "the facts are read from the pool's read model unless given"
+            facts = PostgresKnowledge(pool)
+        self._facts = facts
         self._js = js
         self._dead_letters = dead_letters
         self._stream = stream
@@ -79,6 +86,8 @@ class ConflictsHandler:
 
     async def _caught_up(self, seq: int) -> None:
         """Wait until the projector has applied the stream through ``seq``."""
+        if self._pool is None:
+            return  # no projector to wait for: the read model (in memory) applies as it stores
         deadline = time.monotonic() + self._wait_timeout
         while True:
             async with self._pool.acquire() as conn:
@@ -91,15 +100,12 @@ class ConflictsHandler:
     async def decide(self, ev: FactProposed) -> list[Event]:
         """The events that settle ``ev`` against its slot (none when nothing conflicts)."""
         p = ev.payload
-        rows = await self._pool.fetch(
-            f"SELECT {FACT_COLUMNS}, status FROM memories WHERE id = ANY($1::text[])",
-            [p.memory_id, p.supersedes or p.memory_id],
-        )
-        by_id = {r["id"]: r for r in rows}
+        involved = [p.memory_id, p.supersedes or p.memory_id]
+        by_id = await self._facts.facts_with_status(involved)
         new_row = by_id.get(p.memory_id)
-        if new_row is None or new_row["status"] != "active":
+        if new_row is None or new_row[1] != "active":
             return []  # already settled (a redelivery)
-        new = fact_view(new_row)
+        new = new_row[0]
         now = self._clock()
         events: list[Event] = []
 
@@ -109,24 +115,14 @@ class ConflictsHandler:
             )
 
         old_row = by_id.get(p.supersedes) if p.supersedes else None
-        if old_row is not None and old_row["status"] == "active":
-            events += settle(decide_conflict(new, fact_view(old_row), explicit=True))
+        if old_row is not None and old_row[1] == "active":
+            events += settle(decide_conflict(new, old_row[0], explicit=True))
         if p.valid_until is not None and p.valid_until <= ev.occurred_at:
             return events  # expired on arrival: it contends for nothing
-        slot = await self._pool.fetch(
-            f"SELECT {FACT_COLUMNS} FROM memories WHERE workspace = $1 AND kind = 'semantic' "
-            "AND status = 'active' AND tier = 'long' AND domain = $2 AND topic = $3 "
-            "AND id <> ALL($4::text[]) AND origin_seq < $5 "
-            "AND (valid_until IS NULL OR valid_until > $6) ORDER BY origin_seq",
-            ev.workspace,
-            p.domain,
-            p.topic,
-            [p.memory_id, p.supersedes or p.memory_id],
-            new.seq,
-            ev.occurred_at,
+        slot = await self._facts.slot_rivals(
+            ev.workspace, p.domain, p.topic, before_seq=new.seq, exclude=involved, at=ev.occurred_at
         )
-        for row in slot:
-            other = fact_view(row)
+        for other in slot:
             relation = slot_relation(new.content, other.content)
             if relation == "coexist":
                 continue

@@ -15,7 +15,7 @@ import asyncpg
 import structlog
 
 from noema.adapters.jetstream import EventPublisher, connect, ensure_streams
-from noema.adapters.postgres import create_pool
+from noema.adapters.postgres import MemoryQueries, create_pool
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.operations import decay_tick
 from noema.settings import Settings
@@ -48,7 +48,7 @@ class DecayWorker:
         """One tick now (aligned down to the interval)."""
         now = self._clock()
         aligned = datetime.fromtimestamp(now.timestamp() // self._interval * self._interval, UTC)
-        workspaces = await decay_tick(self._pool, self._publisher, aligned)
+        workspaces = await decay_tick(MemoryQueries(self._pool), self._publisher, aligned)
         log.info("decay tick", tick_at=aligned.isoformat(), workspaces=len(workspaces))
         return workspaces
 

@@ -103,7 +103,7 @@ async def test_facts_conflicts_policies_grants_through_the_api_are_audited(api: 
 
 
 async def test_knowledge_reads_errors_and_token_scope(api: ApiHarness) -> None:
-    k = Knowledge(api.h.pool, api.h.nc, api.h.topology)
+    k = Knowledge.connected(api.h.pool, api.h.nc, api.h.topology)
     await k.update_my_notes(Caller("acme", "ops-agent"), "halfway through the auth refactor")
     await api.caught_up()
     notes = (await api.admin.get("/v1/notes", params={"workspace": "acme", "agent": "ops-agent"})).json()

@@ -12,6 +12,8 @@ import pytest
 from noema import operator
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection, checksum
+from noema.adapters.postgres.knowledge import PostgresKnowledge
+from noema.adapters.postgres.queries import MemoryQueries
 from noema.adapters.postgres.recall import RecallFilters, RecallStore
 from noema.client import publish_observation
 from noema.domain.knowledge import slot_relation
@@ -51,7 +53,7 @@ async def settled(harness: Harness) -> None:
 async def knowledge(harness: Harness) -> Knowledge:
     await harness.start(build_projector)
     await harness.start(build_conflicts)
-    return Knowledge(harness.pool, harness.nc, harness.topology)
+    return Knowledge.connected(harness.pool, harness.nc, harness.topology)
 
 
 async def slot(harness: Harness, domain: str, topic: str) -> list[dict]:
@@ -85,7 +87,7 @@ async def test_a_repeated_fact_raises_confidence_instead_of_duplicating(harness:
 async def test_two_equivalent_facts_racing_past_the_read_model_are_merged_by_the_worker(
     harness: Harness,
 ) -> None:
-    k = Knowledge(harness.pool, harness.nc, harness.topology)
+    k = Knowledge.connected(harness.pool, harness.nc, harness.topology)
     # Both are proposed before anything is projected, so neither sees the other: the race.
     first = await k.propose_fact(ALICE, "ops", "backups", "Backups run nightly at 02:00")
     second = await k.propose_fact(BOB, "ops", "backups", "backups run nightly at 02:00")
@@ -192,7 +194,11 @@ async def test_strict_mode_hides_a_confidential_domain_on_every_read_path(harnes
         )
         searched = {r.memory.get("domain") for r in found.results}
         pre = await build_preamble(
-            harness.pool, "acme", "ivy", task, readable_domains=await k.readable_domains(intern)
+            PostgresKnowledge(harness.pool),
+            "acme",
+            "ivy",
+            task,
+            readable_domains=await k.readable_domains(intern),
         )
         return facts, searched, {p.split("]")[0] for p in pre.policies}, pre.text
 
@@ -244,8 +250,12 @@ async def test_notes_are_private_and_reach_only_their_agent(harness: Harness) ->
     with pytest.raises(InsufficientMemoryPermission, match="private"):
         await k.get_notes(BOB, "alice")
     assert await k.get_notes(OPERATOR, "alice") == notes
-    mine = await build_preamble(harness.pool, "acme", "alice", "continue the auth refactor please")
-    theirs = await build_preamble(harness.pool, "acme", "bob", "continue the auth refactor please")
+    mine = await build_preamble(
+        PostgresKnowledge(harness.pool), "acme", "alice", "continue the auth refactor please"
+    )
+    theirs = await build_preamble(
+        PostgresKnowledge(harness.pool), "acme", "bob", "continue the auth refactor please"
+    )
     assert mine.notes == notes
     assert notes in mine.text
     assert theirs.notes is None
@@ -256,7 +266,7 @@ async def test_consolidate_promotes_merges_with_provenance_and_archives(harness:
     clock = [datetime.now(UTC)]
     await harness.start(build_projector)
     await harness.start(build_conflicts)
-    k = Knowledge(harness.pool, harness.nc, harness.topology, clock=lambda: clock[0])
+    k = Knowledge.connected(harness.pool, harness.nc, harness.topology, clock=lambda: clock[0])
     a = await k.propose_fact(
         ALICE,
         "ops",
@@ -386,7 +396,7 @@ async def test_working_memory_is_bounded_and_survives_a_restart_of_attend(harnes
     await harness.start(build_projector)
     first = await harness.start(build_attend)
     await observe_migration_steps(harness, 12)
-    k = Knowledge(harness.pool, harness.nc, harness.topology)
+    k = Knowledge.connected(harness.pool, harness.nc, harness.topology)
 
     async def held(n: int) -> dict | None:
         wm = await k.working_memory("acme", "ops")
@@ -425,7 +435,7 @@ async def test_working_memory_is_bounded_and_survives_a_restart_of_attend(harnes
     assert {i["status"] for i in after["items"]} == {"active"}
     gone = after["items"][0]["memory_id"]
     await operator.retract(
-        harness.pool,
+        MemoryQueries(harness.pool),
         EventPublisher(harness.nc, harness.topology),
         gone,
         actor="operator:test",

@@ -33,7 +33,7 @@ async def knowledge_at(harness: Harness, clock: list[datetime]) -> Knowledge:
     """Projector and conflicts worker running; the knowledge layer's clock is ``clock[0]``."""
     await harness.start(build_projector)
     await harness.start(build_conflicts)
-    return Knowledge(harness.pool, harness.nc, harness.topology, clock=lambda: clock[0])
+    return Knowledge.connected(harness.pool, harness.nc, harness.topology, clock=lambda: clock[0])
 
 
 async def test_two_facts_about_different_things_in_one_topic_both_stay_active(harness: Harness) -> None:
@@ -182,7 +182,7 @@ async def test_the_working_memory_capacity_comes_from_the_settings(harness: Harn
         return position == await stream_last_seq(harness.js, harness.topology.event_stream)
 
     await assert_eventually(caught_up)
-    wm = await Knowledge(harness.pool, harness.nc, harness.topology).working_memory("acme", "ops")
+    wm = await Knowledge.connected(harness.pool, harness.nc, harness.topology).working_memory("acme", "ops")
     assert (wm["capacity"], len(wm["items"])) == (3, 3)
 
 

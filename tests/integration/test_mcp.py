@@ -160,7 +160,7 @@ async def test_every_tool_runs_as_the_configured_agent(
     # row-level security (the workers above started as the superuser; they are not under test).
     harness.settings = replace(harness.settings, database_url_reader=role_urls["reader"])
     await harness.start(build_conflicts)
-    k = Knowledge(harness.pool, harness.nc, harness.topology)
+    k = Knowledge.connected(harness.pool, harness.nc, harness.topology)
     async with TRANSPORTS[transport](harness, tmp_path / "server.log") as mcp:
         listed = {t.name: t for t in (await mcp.list_tools()).tools}
         assert set(listed) == set(TOOLS)

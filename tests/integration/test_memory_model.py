@@ -91,7 +91,7 @@ async def test_the_database_refuses_a_relationship_across_minds(harness: Harness
     # The operation refuses it up front with a clear message ...
     publisher = EventPublisher(harness.nc, harness.topology)
     with pytest.raises(operations.OperationError, match="inside one mind"):
-        await operations.relate(harness.pool, publisher, a, b, "supports", now=T0)
+        await operations.relate(MemoryQueries(harness.pool), publisher, a, b, "supports", now=T0)
     # ... and an event that slips through anyway is refused by the database and skipped, the
     # projector keeps going.
     await publisher.publish(
@@ -111,7 +111,7 @@ async def test_the_database_refuses_a_relationship_across_minds(harness: Harness
     )
     c = await _observe(harness, "the ops mind also rotates the deploy key", mind="ops")
     await assert_eventually(lambda: _count(harness, 3))
-    await operations.relate(harness.pool, publisher, a, c, "supports", now=T0, source="test")
+    await operations.relate(MemoryQueries(harness.pool), publisher, a, c, "supports", now=T0, source="test")
     await assert_eventually(lambda: harness.pool.fetchval("SELECT count(*) FROM relationships"))
     assert await harness.pool.fetchval("SELECT count(*) FROM relationships WHERE id = 'bad'") == 0
     shown = await MemoryQueries(harness.pool).get(a)
@@ -181,11 +181,11 @@ async def test_lifecycle_dynamics_and_vectors_replay_to_identical_rows(harness: 
     # Decay ticks, a retrieval, a re-mention, a retraction, a supersession, a relationship.
     created_at = (await _row(harness, key))["activation_at"]
     tick1, tick2 = created_at + timedelta(days=7), created_at + timedelta(days=21)
-    await operations.decay_tick(harness.pool, publisher, tick1)
+    await operations.decay_tick(MemoryQueries(harness.pool), publisher, tick1)
     await operations.record_retrieval(
-        harness.pool, publisher, key, now=tick1 + timedelta(days=1), query="deploy key"
+        MemoryQueries(harness.pool), publisher, key, now=tick1 + timedelta(days=1), query="deploy key"
     )
-    await operations.decay_tick(harness.pool, publisher, tick2)
+    await operations.decay_tick(MemoryQueries(harness.pool), publisher, tick2)
     await publisher.publish(
         [
             FactMentioned(
@@ -219,7 +219,7 @@ async def test_lifecycle_dynamics_and_vectors_replay_to_identical_rows(harness: 
             ),
         ]
     )
-    await operations.relate(harness.pool, publisher, right, wrong, "supersedes", now=tick2)
+    await operations.relate(MemoryQueries(harness.pool), publisher, right, wrong, "supersedes", now=tick2)
     await assert_eventually(lambda: _caught_up(harness))
 
     k, li, w = await _row(harness, key), await _row(harness, lint), await _row(harness, wrong)

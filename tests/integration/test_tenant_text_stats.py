@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.recall import RecallFilters
 from noema.preamble import build_preamble
 from noema_events import MemoryCreated
@@ -55,7 +56,7 @@ async def snapshot(h: Harness) -> dict[str, Any]:
     for mode, query in QUERIES:
         response = await recall.search(query, f, mode=mode, now=NOW)
         out[f"{mode}:{query}"] = [(r.id, r.score, sorted(r.components.items())) for r in response.results]
-    preamble = await build_preamble(h.pool, "acme", "ops-agent", TASK)
+    preamble = await build_preamble(PostgresKnowledge(h.pool), "acme", "ops-agent", TASK)
     out["preamble"] = preamble.text
     return out
 

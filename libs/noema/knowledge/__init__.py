@@ -8,8 +8,8 @@ decided by the ``conflicts`` worker, the single decider per stream order (see
 :mod:`noema.domain.knowledge` for the rules). Used by the CLI, the API and the MCP server alike.
 
 The package has one module per concern, each a small class over a shared
-:class:`~noema.knowledge.context.KnowledgeContext` (pool, NATS, topology, publisher, access control,
-clock, and the publishing and checks every concern makes):
+:class:`~noema.knowledge.context.KnowledgeContext` (the read model and event sink ports, access
+control, clock, and the publishing and checks every concern makes):
 
 - :mod:`.domains`: domains, grants, the access mode;
 - :mod:`.facts`: proposing, superseding and listing facts, listing conflicts;
@@ -32,19 +32,21 @@ from datetime import datetime
 import asyncpg
 from nats.aio.client import Client as NATS
 
-from ..access import Caller, InsufficientMemoryPermission
+from ..access import AccessControl, Caller, InsufficientMemoryPermission
+from ..adapters.jetstream import EventPublisher
+from ..adapters.postgres.knowledge import PostgresKnowledge
+from ..ports import EventSink, KnowledgeReadModel
 from ..topology import Topology
 from .context import KnowledgeContext, utcnow
 from .domains import ACCESS_MODES, Domains
 from .events import conflict_events, mention_event, superseded_event
-from .facts import FACT_COLUMNS, FactOutcome, Facts, fact_view
+from .facts import FactOutcome, Facts
 from .maintenance import ConsolidateReport, HarmonizeReport, Maintenance
 from .notes import Notes
 from .policies import Policies
 
 __all__ = [
     "ACCESS_MODES",
-    "FACT_COLUMNS",
     "Caller",
     "ConsolidateReport",
     "FactOutcome",
@@ -52,7 +54,6 @@ __all__ = [
     "InsufficientMemoryPermission",
     "Knowledge",
     "conflict_events",
-    "fact_view",
     "mention_event",
     "superseded_event",
 ]
@@ -61,19 +62,24 @@ __all__ = [
 class Knowledge:
     """The knowledge operations over one read model and event stream.
 
+    ``reads`` and ``publisher`` are ports (:mod:`noema.ports`): PostgreSQL and JetStream in
+    production (:meth:`connected`), the in-memory adapter in the fast tests. ``nc`` and ``topology``
+    are needed only by ``record_observation`` (an optimistic append on the notes' subject).
     Each operation is the bound method of the concern that owns it, so its signature and docstring
     are that method's.
     """
 
     def __init__(
         self,
-        pool: asyncpg.Pool,
-        nc: NATS,
-        topology: Topology,
+        reads: KnowledgeReadModel,
+        publisher: EventSink,
         clock: Callable[[], datetime] = utcnow,
+        *,
+        nc: NATS | None = None,
+        topology: Topology | None = None,
     ) -> None:
-        ctx = KnowledgeContext.create(pool, nc, topology, clock)
-        self.pool = pool
+        ctx = KnowledgeContext(reads, publisher, AccessControl(reads), clock, nc, topology)
+        self.reads = reads
         self.access_control = ctx.access_control
         domains = Domains(ctx)
         facts = Facts(ctx, domains)
@@ -110,3 +116,10 @@ class Knowledge:
         self.consolidate = maintenance.consolidate
         self.harmonize = maintenance.harmonize
         self.record_meeting_decisions = maintenance.record_meeting_decisions
+
+    @classmethod
+    def connected(
+        cls, pool: asyncpg.Pool, nc: NATS, topology: Topology, clock: Callable[[], datetime] = utcnow
+    ) -> Knowledge:
+        """The operations over the PostgreSQL read model and the JetStream event stream."""
+        return cls(PostgresKnowledge(pool), EventPublisher(nc, topology), clock, nc=nc, topology=topology)

@@ -1,5 +1,6 @@
-"""What every knowledge concern shares: the read model, the event stream, the clock, and the checks
-made before anything is published (access, operator-only, domain references, fact and policy ids)."""
+"""What every knowledge concern shares: the read model and event sink ports (:mod:`noema.ports`), the
+clock, and the checks made before anything is published (access, operator-only, domain references,
+fact and policy ids)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypedDict, cast
 
-import asyncpg
 from nats.aio.client import Client as NATS
 
 from noema_events import Event, OperatorAction, OperatorActionPayload
 
 from ..access import AccessControl, Caller, InsufficientMemoryPermission
-from ..adapters.jetstream import EventPublisher
-from ..adapters.postgres.queries import resolve_id
 from ..domain.knowledge import DomainRef
-from ..ids import derive_id, id_prefix, new_id, short_prefix_hint
+from ..ids import derive_id, new_id, short_prefix_hint
 from ..operations import InvalidQuery, NotFound, OperationError
+from ..ports import EventSink, KnowledgeReadModel
 from ..topology import Topology
 
 __all__ = ["Audit", "Envelope", "KnowledgeContext", "domain_ref", "require_operator", "utcnow"]
@@ -60,19 +59,13 @@ def require_operator(caller: Caller, what: str) -> None:
 class KnowledgeContext:
     """The resources the knowledge concerns share, and the publishing and checking they all do."""
 
-    pool: asyncpg.Pool
-    nc: NATS
-    topology: Topology
-    publisher: EventPublisher
+    reads: KnowledgeReadModel
+    publisher: EventSink
     access_control: AccessControl
     clock: Callable[[], datetime]
-
-    @classmethod
-    def create(
-        cls, pool: asyncpg.Pool, nc: NATS, topology: Topology, clock: Callable[[], datetime]
-    ) -> KnowledgeContext:
-        """A context whose publisher and access control are built over ``nc`` and ``pool``."""
-        return cls(pool, nc, topology, EventPublisher(nc, topology), AccessControl(pool), clock)
+    nc: NATS | None = None
+    """The bus itself, for what needs JetStream beyond publishing (notes' optimistic appends)."""
+    topology: Topology | None = None
 
     async def publish(
         self,
@@ -126,25 +119,18 @@ class KnowledgeContext:
         six characters (listings show eight). Unknown: NotFound; ambiguous or too short: InvalidQuery."""
         # The prefix rule is resolve_memory's (one resolve_id); the messages name the fact or policy
         # and its workspace, and a fact's "not found" says when the id is another kind of memory.
-        table, where = ("policies", "") if what == "policy" else ("memories", " AND kind = 'semantic'")
-        try:
-            found = await resolve_id(self.pool, table, given, workspace, where=where, several=f"{what} ids")
-        except LookupError as exc:
-            raise InvalidQuery(str(exc)) from None
-        if found is not None:
-            return found
+        lookup = self.reads.policy_ids if what == "policy" else self.reads.fact_ids
+        found = await lookup(workspace, given)
+        if len(found) > 1:
+            raise InvalidQuery(f"{given} matches several {what} ids; give more of the id")
+        if found:
+            return found[0]
         hint = short_prefix_hint(given)
         if hint:  # too short to be looked up: the request is wrong, not the id unknown
             raise InvalidQuery(f"no {what} {given} in workspace {workspace}{hint}")
         if what == "fact":
-            other = await self.pool.fetchrow(
-                "SELECT id, kind FROM memories WHERE workspace = $1 AND (id = $2 OR id LIKE $3) "
-                "ORDER BY id = $2 DESC LIMIT 1",
-                workspace,
-                given,
-                id_prefix(given),
-            )
+            other = await self.reads.memory_kind(workspace, given)
             if other is not None:
-                article = "an" if other["kind"][0] in "aeiou" else "a"
-                hint = f" ({other['id']} is {article} {other['kind']} memory, not a fact)"
+                article = "an" if other[1][0] in "aeiou" else "a"
+                hint = f" ({other[0]} is {article} {other[1]} memory, not a fact)"
         raise NotFound(f"no {what} {given} in workspace {workspace}{hint}")

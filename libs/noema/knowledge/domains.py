@@ -45,10 +45,7 @@ class Domains:
 
     async def domain_events(self, caller: Caller, ref: DomainRef) -> list[Event]:
         """``domain.created`` on first use; in compatible mode it seeds write for every role."""
-        exists = await self._ctx.pool.fetchval(
-            "SELECT 1 FROM domains WHERE workspace = $1 AND domain = $2", caller.workspace, ref.key
-        )
-        if exists:
+        if await self._ctx.reads.domain_exists(caller.workspace, ref.key):
             return []
         now = self._ctx.clock()
         created_id = derive_id("domain.created", caller.workspace, ref.key)
@@ -96,12 +93,7 @@ class Domains:
         if role != "*" and not re.match(NAME_PATTERN, role):
             raise OperationError(f"role must be 1-64 letters, digits, '_' or '-', or '*' (got {role!r})")
         ref = domain_ref(domain, repo)
-        previous = await self._ctx.pool.fetchval(
-            "SELECT access FROM grants WHERE workspace = $1 AND role = $2 AND domain = $3",
-            operator.workspace,
-            role,
-            ref.key,
-        )
+        previous = await self._ctx.reads.grant(operator.workspace, role, ref.key)
         events = await self.domain_events(operator, ref)
         events.append(
             GrantChanged(
@@ -140,20 +132,9 @@ class Domains:
 
     async def list_grants(self, workspace: str) -> list[dict[str, Any]]:
         """Every grant row of a workspace."""
-        rows = await self._ctx.pool.fetch(
-            "SELECT role, domain, access, seeded, changed_by, updated_at FROM grants WHERE workspace = $1 "
-            "ORDER BY domain, role",
-            workspace,
-        )
-        return [dict(r) for r in rows]
+        return await self._ctx.reads.list_grants(workspace)
 
     async def list_domains(self, caller: Caller) -> list[dict[str, Any]]:
         """Domains of the workspace the caller may read."""
         readable = await self.readable_domains(caller)
-        rows = await self._ctx.pool.fetch(
-            "SELECT domain, name, repo, created_by, created_at FROM domains WHERE workspace = $1 "
-            "AND ($2::text[] IS NULL OR domain = ANY($2::text[])) ORDER BY domain",
-            caller.workspace,
-            readable,
-        )
-        return [dict(r) for r in rows]
+        return await self._ctx.reads.list_domains(caller.workspace, readable)

@@ -9,21 +9,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-import asyncpg
-
 from noema_events import FactProposed, FactProposedPayload
 from noema_events.vocabulary import MEMORY_TYPES, VERACITY_WEIGHT, EpistemicKind, MemoryType, Veracity
 
 from ..access import Caller
 from ..domain.dynamics import initial_confidence
-from ..domain.knowledge import FactView, equivalent
+from ..domain.knowledge import equivalent
 from ..ids import derive_id, new_id
 from ..operations import Conflict, NotFound, OperationError
 from .context import KnowledgeContext, domain_ref
 from .domains import Domains
 from .events import mention_event
 
-__all__ = ["FACT_COLUMNS", "FactOutcome", "Facts", "fact_view"]
+__all__ = ["FactOutcome", "Facts"]
 
 
 @dataclass(frozen=True)
@@ -36,52 +34,12 @@ class FactOutcome:
     topic: str
 
 
-FACT_COLUMNS = (
-    "id, mind, content, veracity, confidence, created_at, origin_seq, domain, topic, mention_count, "
-    "source_observation_ids"
-)
-"""The columns of a memories row that :func:`fact_view` reads."""
-
-
-def fact_view(r: asyncpg.Record) -> FactView:
-    """A fact's row (selected with :data:`FACT_COLUMNS`) as the view the conflict rules decide on."""
-    return FactView(
-        id=r["id"],
-        content=r["content"],
-        veracity=r["veracity"],
-        confidence=r["confidence"],
-        created_at=r["created_at"],
-        seq=r["origin_seq"],
-        agent=r["mind"],
-        domain=r["domain"] or "",
-        topic=r["topic"] or "",
-        mention_count=r["mention_count"],
-        sources=tuple(r["source_observation_ids"]),
-    )
-
-
 class Facts:
     """Writing, superseding and listing facts, and listing conflicts."""
 
     def __init__(self, ctx: KnowledgeContext, domains: Domains) -> None:
         self._ctx = ctx
         self._domains = domains
-
-    async def _slot(self, workspace: str, domain: str, topic: str, at: datetime) -> list[asyncpg.Record]:
-        """The slot's current facts: active and not expired at ``at`` (the proposal's time, which the
-        conflicts worker uses too)."""
-        return cast(
-            list[asyncpg.Record],
-            await self._ctx.pool.fetch(
-                f"SELECT {FACT_COLUMNS} FROM memories WHERE workspace = $1 AND kind = 'semantic' "
-                "AND status = 'active' AND domain = $2 AND topic = $3 "
-                "AND (valid_until IS NULL OR valid_until > $4) ORDER BY origin_seq",
-                workspace,
-                domain,
-                topic,
-                at,
-            ),
-        )
 
     async def propose_fact(
         self,
@@ -120,21 +78,19 @@ class Facts:
             await self._ctx.require(caller, ref.key, "write", "writing a fact")
         now = self._ctx.clock()
         if supersedes is None and (valid_until is None or valid_until > now):
-            for row in await self._slot(caller.workspace, ref.key, topic, now):
-                if equivalent(row["content"], content):
+            # The slot's current facts at the proposal's time (which the conflicts worker uses too).
+            for fact in await self._ctx.reads.current_facts(
+                caller.workspace, at=now, domain=ref.key, topic=topic
+            ):
+                if equivalent(fact.content, content):
                     await self._ctx.publish(
                         [
                             mention_event(
-                                caller.workspace,
-                                caller.actor,
-                                fact_view(row),
-                                veracity,
-                                source_observation_ids,
-                                now,
+                                caller.workspace, caller.actor, fact, veracity, source_observation_ids, now
                             )
                         ]
                     )
-                    return FactOutcome("mentioned", row["id"], ref.key, topic)
+                    return FactOutcome("mentioned", fact.id, ref.key, topic)
         memory_id = new_id()
         events = await self._domains.domain_events(caller, ref)
         events.append(
@@ -173,18 +129,13 @@ class Facts:
         """A fact's full id from its id or a unique prefix (≥ 6 characters) in the caller's workspace."""
         return await self._ctx.full_id("fact", caller.workspace, given)
 
-    async def _active_fact(self, workspace: str, memory_id: str) -> asyncpg.Record:
-        row = await self._ctx.pool.fetchrow(
-            f"SELECT {FACT_COLUMNS}, status, repo, memory_type FROM memories "
-            "WHERE id = $1 AND workspace = $2 AND kind = 'semantic'",
-            memory_id,
-            workspace,
-        )
+    async def _active_fact(self, workspace: str, memory_id: str) -> dict[str, Any]:
+        row = await self._ctx.reads.fact(workspace, memory_id)
         if row is None:
             raise NotFound(f"no fact {memory_id} in workspace {workspace}")
         if row["status"] != "active":
             raise Conflict(f"fact {memory_id} is {row['status']}, not active")
-        return cast(asyncpg.Record, row)
+        return row
 
     async def supersede_fact(
         self,
@@ -229,46 +180,21 @@ class Facts:
         ``valid_until`` is listed with status ``expired``)."""
         key = domain_ref(domain, repo).key if domain else None
         readable = await self._ctx.readable_domains(caller)
-        rows = await self._ctx.pool.fetch(
-            """SELECT id, mind AS agent, domain, topic, content, epistemic_kind, veracity, confidence,
-                      mention_count,
-                      CASE WHEN status = 'active' AND valid_until <= $8 THEN 'expired' ELSE status END
-                          AS status,
-                      superseded_by, repo, memory_type, valid_until, created_at, updated_at
-               FROM memories WHERE workspace = $1 AND kind = 'semantic' AND tier = 'long'
-                 AND ($2::text IS NULL OR domain = $2) AND ($3::text IS NULL OR topic = $3)
-                 AND ($4 OR (status = 'active' AND (valid_until IS NULL OR valid_until > $8)))
-                 AND ($5::text[] IS NULL OR domain = ANY($5::text[]))
-               ORDER BY (repo IS NOT DISTINCT FROM $6) DESC, domain, topic, origin_seq DESC
-               LIMIT $7""",
+        return await self._ctx.reads.list_facts(
             caller.workspace,
-            key,
-            topic.strip().lower() if topic else None,
-            include_inactive,
-            readable,
-            repo.strip().lower() if repo else None,
-            limit,
-            self._ctx.clock(),
+            at=self._ctx.clock(),
+            domain=key,
+            topic=topic.strip().lower() if topic else None,
+            include_inactive=include_inactive,
+            readable=readable,
+            repo=repo.strip().lower() if repo else None,
+            limit=limit,
         )
-        return [dict(r) for r in rows]
 
     async def list_conflicts(
         self, caller: Caller, domain: str | None = None, limit: int = 100
     ) -> list[dict[str, Any]]:
         """Recorded conflicts, newest first, with both sides' content."""
         readable = await self._ctx.readable_domains(caller)
-        rows = await self._ctx.pool.fetch(
-            """SELECT c.id, c.domain, c.topic, c.rule, c.detail, c.decided_by, c.created_at,
-                      c.winner_id, w.content AS winner_content, w.mind AS winner_agent,
-                      c.loser_id, l.content AS loser_content, l.mind AS loser_agent
-               FROM conflicts c LEFT JOIN memories w ON w.id = c.winner_id
-                    LEFT JOIN memories l ON l.id = c.loser_id
-               WHERE c.workspace = $1 AND ($2::text IS NULL OR c.domain = $2)
-                 AND ($3::text[] IS NULL OR c.domain = ANY($3::text[]))
-               ORDER BY c.origin_seq DESC LIMIT $4""",
-            caller.workspace,
-            domain_ref(domain, None).key if domain else None,
-            readable,
-            limit,
-        )
-        return [dict(r) for r in rows]
+        key = domain_ref(domain, None).key if domain else None
+        return await self._ctx.reads.list_conflicts(caller.workspace, key, readable, limit)

@@ -9,8 +9,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-import asyncpg
-
 from noema_events import Event, MemoryCreated, MemoryCreatedPayload, OperatorAction, OperatorActionPayload
 
 from ..access import Caller, InsufficientMemoryPermission
@@ -19,7 +17,7 @@ from ..ids import derive_id, new_id
 from ..operations import OperationError
 from .context import KnowledgeContext, domain_ref
 from .events import conflict_events, mention_event, superseded_event
-from .facts import FACT_COLUMNS, FactOutcome, Facts, fact_view
+from .facts import FactOutcome, Facts
 
 __all__ = ["DECISIONS_DOMAIN", "PROMOTE_IMPORTANCE", "ConsolidateReport", "HarmonizeReport", "Maintenance"]
 
@@ -74,19 +72,12 @@ class Maintenance:
         if ref is not None and await self._ctx.access_mode(caller.workspace) == "strict":
             await self._ctx.require(caller, ref.key, "write", "remembering into a domain")
         now = self._ctx.clock()
-        rows = await self._ctx.pool.fetch(
-            f"SELECT {FACT_COLUMNS} FROM memories WHERE workspace = $1 AND mind = $2 AND session = $3 "
-            "AND tier = 'hot' AND status = 'active'",
-            caller.workspace,
-            caller.agent,
-            session,
-        )
-        for row in rows:
-            if equivalent(row["content"], content):
+        for item in await self._ctx.reads.hot_items(caller.workspace, caller.agent, session):
+            if equivalent(item.content, content):
                 await self._ctx.publish(
-                    [mention_event(caller.workspace, caller.actor, fact_view(row), "stated", (), now)]
+                    [mention_event(caller.workspace, caller.actor, item, "stated", (), now)]
                 )
-                return FactOutcome("mentioned", row["id"], ref.key if ref else "", topic or "")
+                return FactOutcome("mentioned", item.id, ref.key if ref else "", topic or "")
         memory_id = new_id()
         await self._ctx.publish(
             [
@@ -138,18 +129,10 @@ class Maintenance:
     ) -> None:
         """Promote the hot-tier items worth keeping (important, or mentioned again) to facts; archive
         the others once stale."""
-        hot = await self._ctx.pool.fetch(
-            """SELECT id, mind, content, domain, topic, importance, mention_count, created_at,
-                      source_observation_ids, session
-               FROM memories WHERE workspace = $1 AND tier = 'hot' AND status = 'active'
-                 AND ($2::text IS NULL OR domain = $2) AND ($3::text IS NULL OR mind = $3)
-               ORDER BY origin_seq""",
-            caller.workspace,
-            key,
-            None if caller.operator else caller.agent,  # an agent consolidates its own hot tier
-        )
+        # An agent consolidates its own hot tier.
+        hot = await self._ctx.reads.hot_tier(caller.workspace, key, None if caller.operator else caller.agent)
         # The same item remembered twice before the first was projected is two rows: group them.
-        groups: list[list[asyncpg.Record]] = []
+        groups: list[list[dict[str, Any]]] = []
         for r in hot:
             for g in groups:
                 if (g[0]["mind"], g[0]["session"]) == (r["mind"], r["session"]) and equivalent(
@@ -266,17 +249,9 @@ class Maintenance:
     ) -> dict[str, list[FactView]]:
         """Current facts (active, not expired at ``at``) by domain: an expired fact neither absorbs
         merged ones nor wins a conflict."""
-        rows = await self._ctx.pool.fetch(
-            f"SELECT {FACT_COLUMNS} FROM memories WHERE workspace = $1 AND kind = 'semantic' "
-            "AND tier = 'long' AND status = 'active' AND ($2::text IS NULL OR domain = $2) "
-            "AND (valid_until IS NULL OR valid_until > $3) ORDER BY origin_seq",
-            workspace,
-            domain,
-            at,
-        )
         out: dict[str, list[FactView]] = {}
-        for r in rows:
-            out.setdefault(r["domain"] or "", []).append(fact_view(r))
+        for fact in await self._ctx.reads.current_facts(workspace, at=at, domain=domain, long_only=True):
+            out.setdefault(fact.domain, []).append(fact)
         return out
 
     async def harmonize(self, caller: Caller, domain: str | None = None) -> HarmonizeReport:

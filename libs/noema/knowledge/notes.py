@@ -4,7 +4,6 @@ never turned into memories) and the view of its working memory."""
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from noema_events import NotesUpdated, NotesUpdatedPayload, decode_event
@@ -45,6 +44,8 @@ class Notes:
         content = content.strip()
         if not content:
             raise OperationError("content must not be blank")
+        if self._ctx.nc is None or self._ctx.topology is None:
+            raise OperationError("recording an observation needs the event stream itself (JetStream)")
         js = self._ctx.nc.jetstream()
         probe = self._notes_event(caller.workspace, caller.agent, "", caller.actor)
         subject = self._ctx.topology.event_subject(probe)
@@ -85,33 +86,19 @@ class Notes:
         Caller(caller.workspace, agent)  # a valid agent name, or a clear error
         if agent != caller.agent and not caller.operator:
             raise InsufficientMemoryPermission(f"notes are private: {caller.agent!r} cannot read {agent!r}'s")
-        value = await self._ctx.pool.fetchval(
-            "SELECT notes FROM agent_notes WHERE workspace = $1 AND agent = $2", caller.workspace, agent
-        )
-        return str(value or "")
+        return await self._ctx.reads.notes(caller.workspace, agent) or ""
 
     async def working_memory(self, workspace: str, mind: str) -> dict[str, Any]:
         """A mind's working memory with each item's content and its memory's current status (a
         memory retracted or archived since it entered stays held until it decays out, marked so)."""
-        row = await self._ctx.pool.fetchrow(
-            "SELECT capacity, items, updated_at FROM working_memory WHERE workspace = $1 AND mind = $2",
-            workspace,
-            mind,
-        )
+        row = await self._ctx.reads.working_memory(workspace, mind)
         if row is None:
             return {"workspace": workspace, "mind": mind, "capacity": None, "items": [], "updated_at": None}
-        items = json.loads(row["items"])
-        held = {
-            r["id"]: r
-            for r in await self._ctx.pool.fetch(
-                "SELECT id, content, status FROM memories WHERE id = ANY($1::text[])",
-                [i["memory_id"] for i in items],
-            )
-        }
+        items = [dict(i) for i in row["items"]]
+        held = await self._ctx.reads.memory_statuses([i["memory_id"] for i in items])
         for item in items:
-            memory = held.get(item["memory_id"])
-            item["content"] = memory["content"] if memory else item.get("gist", "")
-            item["status"] = memory["status"] if memory else "unknown"
+            content, status = held.get(item["memory_id"], (item.get("gist", ""), "unknown"))
+            item["content"], item["status"] = content, status
         return {
             "workspace": workspace,
             "mind": mind,

@@ -115,11 +115,7 @@ class Policies:
         ``rule`` is None)."""
         # Callers that show the full id resolve it first; a full id resolves again on the primary key.
         policy_id = await self.resolve_policy_id(caller, policy_id)
-        row = await self._ctx.pool.fetchrow(
-            "SELECT domain, repo, required_role, active FROM policies WHERE id = $1 AND workspace = $2",
-            policy_id,
-            caller.workspace,
-        )
+        row = await self._ctx.reads.policy(caller.workspace, policy_id)
         if row is None:
             raise NotFound(f"no policy {policy_id} in workspace {caller.workspace}")
         if not row["active"]:
@@ -150,13 +146,4 @@ class Policies:
     async def list_policies(self, caller: Caller, *, include_inactive: bool = False) -> list[dict[str, Any]]:
         """Policies the caller may read, by domain."""
         readable = await self._ctx.readable_domains(caller)
-        rows = await self._ctx.pool.fetch(
-            """SELECT id, domain, repo, rule, required_role, active, superseded_by, proposed_by, created_at
-               FROM policies WHERE workspace = $1 AND ($2 OR active)
-                 AND ($3::text[] IS NULL OR domain = ANY($3::text[]))
-               ORDER BY domain, origin_seq""",
-            caller.workspace,
-            include_inactive,
-            readable,
-        )
-        return [dict(r) for r in rows]
+        return await self._ctx.reads.list_policies(caller.workspace, include_inactive, readable)

@@ -4,12 +4,11 @@ operator (the token's name), which adds the operator_action that names the actor
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 from noema.access import Caller
-from noema.ids import id_prefix
 from noema.knowledge import Knowledge
 
 from ..endpoint import Endpoint, Req
@@ -55,24 +54,22 @@ def _operator(req: Req[Any, Any], workspace: str) -> Caller:
     return Caller(workspace, req.principal.name, "operator", operator=True)
 
 
-async def _workspace_of(req: Req[Any, Any], table: str, key: str) -> str:
+async def _workspace_of(req: Req[Any, Any], table: Literal["memories", "policies"], key: str) -> str:
     """The workspace a fact or policy id (or unique prefix) is resolved in: the token's own; for a
     token of every workspace, the one holding that id or prefix. The full id of another workspace's
     record is refused (403); prefixes are never looked for outside the token's workspace."""
     if req.principal.workspace is not None:
-        elsewhere = await req.api.pool.fetchval(f"SELECT workspace FROM {table} WHERE id = $1", key)
+        elsewhere = await req.api.app.memories.workspace_of(table, key)
         if elsewhere is not None:
             req.principal.check(elsewhere)
         return req.principal.workspace
-    found = await req.api.pool.fetch(
-        f"SELECT DISTINCT workspace FROM {table} WHERE id = $1 OR id LIKE $2 LIMIT 2", key, id_prefix(key)
-    )
+    found = await req.api.app.memories.workspaces_of(table, key)
     what = "fact" if table == "memories" else "policy"
     if not found:
         raise ApiError(404, f"no {what} {key}")
     if len(found) > 1:
         raise ApiError(400, f"{key} matches {what} ids in several workspaces; give more of the id")
-    return str(found[0]["workspace"])
+    return found[0]
 
 
 def _page(rows: list[dict[str, Any]], page: type[Any]) -> Any:

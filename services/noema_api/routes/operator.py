@@ -38,7 +38,7 @@ def _status_change(op: StatusOperation) -> Callable[[Req[None, ReasonBody]], Awa
     async def handle(req: Req[None, ReasonBody]) -> OperatorResult:
         memory_id, bus = await _authorized_target(req)
         receipt = await op(
-            req.api.pool,
+            req.api.app.memories,
             bus,
             memory_id,
             actor=f"operator:{req.principal.name}",
@@ -54,7 +54,7 @@ async def correct(req: Req[None, CorrectBody]) -> OperatorResult:
     """Supersede a memory by a corrected copy (the result names the new memory)."""
     memory_id, bus = await _authorized_target(req)
     receipt = await operator.correct(
-        req.api.pool,
+        req.api.app.memories,
         bus,
         memory_id,
         actor=f"operator:{req.principal.name}",

@@ -14,7 +14,7 @@ import structlog
 from .roles import grant_roles
 from .tenancy import NO_WORKSPACE, SETTING, apply_scope
 
-__all__ = ["MigrationsPending", "connect", "create_pool", "migrate", "migrations"]
+__all__ = ["MigrationsPending", "connect", "create_pool", "drop_schema", "migrate", "migrations"]
 
 log = structlog.get_logger("noema.postgres")
 _SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -163,3 +163,12 @@ async def migrate(url: str, schema: str) -> list[int]:
     if applied:
         log.info("migrations applied", schema=schema, versions=applied)
     return applied
+
+
+async def drop_schema(url: str, schema: str) -> None:
+    """Drop ``schema`` and everything in it, if it exists (callers decide which schemas may go)."""
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    finally:
+        await conn.close()

@@ -31,7 +31,16 @@ from noema_events import (
 
 from ...domain.dynamics import CONFIDENCE_CAP, HALF_LIFE_DAYS, RECALL_BOOST, mention_rate
 
-__all__ = ["HANDLERS", "MEMORY_COLUMNS", "Handler", "Projected", "insert_memories", "memory_row"]
+__all__ = [
+    "HANDLERS",
+    "MEMORY_COLUMNS",
+    "Handler",
+    "Projected",
+    "created_columns",
+    "insert_memories",
+    "memory_columns",
+    "memory_row",
+]
 
 log = structlog.get_logger("noema.projector")
 
@@ -87,11 +96,17 @@ MEMORY_COLUMNS = (
 
 
 def memory_row(item: Projected, **fields: object) -> tuple[object, ...]:
-    """A ``memories`` row in ``MEMORY_COLUMNS`` order: the event's envelope gives workspace, mind,
-    provenance and times; a new memory starts active, at activation 1, mentioned once; ``fields``
-    give the rest (a column missing from both raises ``KeyError``)."""
-    ev = item.event
-    row: dict[str, object] = {
+    """A ``memories`` row in ``MEMORY_COLUMNS`` order (see :func:`memory_columns`; a column missing
+    from both raises ``KeyError``)."""
+    row = memory_columns(item.event, item.seq, **fields)
+    return tuple(row[c] for c in MEMORY_COLUMNS)
+
+
+def memory_columns(ev: Event, seq: int, **fields: object) -> dict[str, object]:
+    """A new ``memories`` row by column: the event's envelope gives workspace, mind, provenance and
+    times; a new memory starts active, at activation 1, mentioned once; ``fields`` give the rest.
+    The in-memory adapter builds its rows with it too, so both read models hold the same values."""
+    return {
         "workspace": ev.workspace,
         "mind": ev.mind,
         "activation": 1.0,
@@ -100,13 +115,43 @@ def memory_row(item: Projected, **fields: object) -> tuple[object, ...]:
         "recall_count": 0,
         "mention_count": 1,
         "origin_event": ev.id,
-        "origin_seq": item.seq,
+        "origin_seq": seq,
         "created_at": ev.occurred_at,
         "updated_at": ev.occurred_at,
         "tier": "long",
         **fields,
     }
-    return tuple(row[c] for c in MEMORY_COLUMNS)
+
+
+def created_columns(ev: MemoryCreated) -> dict[str, object]:
+    """The columns a ``memory.created`` sets beyond the envelope's."""
+    p = ev.payload
+    return {
+        "id": p.memory_id,
+        "kind": p.kind,
+        "epistemic_kind": p.epistemic_kind,
+        "content": p.content,
+        "domain": p.domain,
+        "topic": p.topic,
+        "repo": p.repo,
+        "confidence": p.confidence,
+        "importance": p.importance,
+        "salience": p.salience,
+        "credibility": p.credibility,
+        "veracity": p.veracity,
+        "memory_type": p.memory_type,
+        "source_observation_ids": list(p.source_observation_ids),
+        "channel": p.channel,
+        "source": p.source,
+        "participants": list(p.participants),
+        "steps": list(p.steps),
+        "preconditions": list(p.preconditions),
+        "outcomes": list(p.outcomes),
+        "session": p.session,
+        "happened_at": p.happened_at,
+        "valid_until": p.valid_until,
+        "tier": p.tier,
+    }
 
 
 async def memory_created(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
@@ -115,36 +160,7 @@ async def memory_created(conn: asyncpg.Connection, run: Sequence[Projected]) -> 
     for item in run:
         ev = item.event
         assert isinstance(ev, MemoryCreated)
-        p = ev.payload
-        rows.append(
-            memory_row(
-                item,
-                id=p.memory_id,
-                kind=p.kind,
-                epistemic_kind=p.epistemic_kind,
-                content=p.content,
-                domain=p.domain,
-                topic=p.topic,
-                repo=p.repo,
-                confidence=p.confidence,
-                importance=p.importance,
-                salience=p.salience,
-                credibility=p.credibility,
-                veracity=p.veracity,
-                memory_type=p.memory_type,
-                source_observation_ids=list(p.source_observation_ids),
-                channel=p.channel,
-                source=p.source,
-                participants=list(p.participants),
-                steps=list(p.steps),
-                preconditions=list(p.preconditions),
-                outcomes=list(p.outcomes),
-                session=p.session,
-                happened_at=p.happened_at,
-                valid_until=p.valid_until,
-                tier=p.tier,
-            )
-        )
+        rows.append(memory_row(item, **created_columns(ev)))
     await insert_memories(conn, rows)
 
 

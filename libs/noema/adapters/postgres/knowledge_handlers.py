@@ -33,41 +33,44 @@ __all__ = ["KNOWLEDGE_HANDLERS"]
 _json = msgspec.json.Encoder()
 
 
+def proposed_columns(ev: FactProposed) -> dict[str, object]:
+    """The columns a ``fact.proposed`` sets beyond the envelope's: a semantic memory of its domain
+    and topic, held by the proposing agent (its mind)."""
+    p = ev.payload
+    return {
+        "id": p.memory_id,
+        "kind": "semantic",
+        "epistemic_kind": p.epistemic_kind,
+        "content": p.content,
+        "domain": p.domain,
+        "topic": p.topic,
+        "repo": p.repo,
+        "confidence": p.confidence,
+        "importance": 0.5,
+        "salience": 0.5,
+        "credibility": VERACITY_WEIGHT[p.veracity],
+        "veracity": p.veracity,
+        "memory_type": p.memory_type,
+        "source_observation_ids": list(p.source_observation_ids),
+        "channel": None,
+        "source": p.role or None,
+        "participants": [ev.actor],
+        "steps": [],
+        "preconditions": [],
+        "outcomes": [],
+        "session": None,
+        "happened_at": None,
+        "valid_until": p.valid_until,
+    }
+
+
 async def fact_proposed(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
     """A fact is a semantic memory of its domain and topic, held by the proposing agent (its mind)."""
     rows = []
     for item in run:
         ev = item.event
         assert isinstance(ev, FactProposed)
-        p = ev.payload
-        rows.append(
-            memory_row(
-                item,
-                id=p.memory_id,
-                kind="semantic",
-                epistemic_kind=p.epistemic_kind,
-                content=p.content,
-                domain=p.domain,
-                topic=p.topic,
-                repo=p.repo,
-                confidence=p.confidence,
-                importance=0.5,
-                salience=0.5,
-                credibility=VERACITY_WEIGHT[p.veracity],
-                veracity=p.veracity,
-                memory_type=p.memory_type,
-                source_observation_ids=list(p.source_observation_ids),
-                channel=None,
-                source=p.role or None,
-                participants=[ev.actor],
-                steps=[],
-                preconditions=[],
-                outcomes=[],
-                session=None,
-                happened_at=None,
-                valid_until=p.valid_until,
-            )
-        )
+        rows.append(memory_row(item, **proposed_columns(ev)))
     await insert_memories(conn, rows)
 
 

@@ -1,20 +1,28 @@
-"""Read queries over the memory read model (listing, detail with provenance); search is ``noema.recall``."""
+"""Read queries over the memory read model (listing, detail with provenance, the audit log, and the
+checks of memory operations): :class:`noema.ports.MemoryReads` over PostgreSQL; search is
+``noema.recall``."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import asyncpg
 
 from ...ids import id_prefix
+from .recall import RecallFilters
 
-__all__ = ["MemoryQueries", "resolve_id"]
+__all__ = ["EVENT_FIELDS", "MEMORY_FIELDS", "MemoryQueries", "resolve_id"]
 
 MEMORY_FIELDS = (
     "id, workspace, mind, kind, epistemic_kind, content, domain, topic, repo, confidence, importance, "
     "salience, credibility, veracity, memory_type, activation, activation_at, status, superseded_by, "
     "valid_until, recall_count, mention_count, source_observation_ids, origin_event, origin_seq, channel, "
     "source, participants, steps, preconditions, outcomes, session, happened_at, created_at, updated_at"
+)
+EVENT_FIELDS = (
+    "seq, id, type, workspace, mind, occurred_at, causation_id, correlation_id, actor, subject, "
+    "payload::text AS payload"
 )
 
 
@@ -106,3 +114,128 @@ class MemoryQueries:
                 "SELECT count(*) FROM memories WHERE ($1::text IS NULL OR workspace = $1)", workspace
             )
         )
+
+    async def page(self, filters: RecallFilters, order: str, limit: int, offset: int) -> list[dict[str, Any]]:
+        """Memory rows (:data:`MEMORY_FIELDS`) matching ``filters`` in ``order`` (an ORDER BY from
+        code only), one page."""
+        args: list[Any] = []
+        where = filters.where("m", args)
+        rows = await self._pool.fetch(
+            f"SELECT {MEMORY_FIELDS} FROM memories m WHERE {where} ORDER BY {order} "
+            f"LIMIT ${len(args) + 1} OFFSET ${len(args) + 2}",
+            *args,
+            limit,
+            offset,
+        )
+        return [dict(r) for r in rows]
+
+    async def workspace_exists(self, workspace: str) -> bool:
+        """Whether any event names ``workspace`` (an index lookup)."""
+        return bool(
+            await self._pool.fetchval("SELECT EXISTS (SELECT 1 FROM events WHERE workspace = $1)", workspace)
+        )
+
+    async def citing_events(self, memory_id: str, workspace: str, limit: int) -> list[dict[str, Any]]:
+        """Events (:data:`EVENT_FIELDS`) whose payload names the memory, newest first.
+
+        Every event that concerns a memory is published in the memory's workspace, so the
+        ``events_workspace_type`` index bounds the scan to that workspace; within it, the payload's
+        text is matched for the quoted id (ids are UUIDs, so a quoted match is exact).
+        """
+        rows = await self._pool.fetch(
+            f"SELECT {EVENT_FIELDS} FROM events WHERE workspace = $1 AND strpos(payload::text, $2) > 0 "
+            "ORDER BY seq DESC LIMIT $3",
+            workspace,
+            f'"{memory_id}"',
+            limit,
+        )
+        return [dict(r) for r in rows]
+
+    async def audit(
+        self,
+        workspace: str | None,
+        types: list[str] | None,
+        actor: str | None,
+        before: int | None,
+        limit: int,
+    ) -> list[dict[str, Any]]:
+        """Events (:data:`EVENT_FIELDS`) matching the filters, newest first, before seq ``before``."""
+        rows = await self._pool.fetch(
+            f"SELECT {EVENT_FIELDS} FROM events "
+            "WHERE ($1::text IS NULL OR workspace = $1) AND ($2::text[] IS NULL OR type = ANY($2)) "
+            "AND ($3::text IS NULL OR actor = $3) AND ($4::bigint IS NULL OR seq < $4) "
+            "ORDER BY seq DESC LIMIT $5",
+            workspace,
+            types,
+            actor,
+            before,
+            limit,
+        )
+        return [dict(r) for r in rows]
+
+    async def memory(self, memory_id: str) -> dict[str, Any] | None:
+        """Every column of one memory."""
+        row = await self._pool.fetchrow("SELECT * FROM memories WHERE id = $1", memory_id)
+        return None if row is None else dict(row)
+
+    async def scopes(self, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """id → (workspace, mind) of the memories that exist."""
+        rows = await self._pool.fetch(
+            "SELECT id, workspace, mind FROM memories WHERE id = ANY($1::text[])", list(ids)
+        )
+        return {r["id"]: (r["workspace"], r["mind"]) for r in rows}
+
+    async def relationship(self, from_id: str, to_id: str, relation: str) -> str | None:
+        """The id of an existing edge."""
+        value = await self._pool.fetchval(
+            "SELECT id FROM relationships WHERE from_id = $1 AND to_id = $2 AND relation = $3",
+            from_id,
+            to_id,
+            relation,
+        )
+        return None if value is None else str(value)
+
+    async def memory_workspaces(self) -> list[str]:
+        """Every workspace that has memories."""
+        return [
+            r["workspace"]
+            for r in await self._pool.fetch("SELECT DISTINCT workspace FROM memories ORDER BY 1")
+        ]
+
+    async def count_unembedded(self, model: str) -> int:
+        """How many memories have no vector for ``model``."""
+        return int(
+            await self._pool.fetchval(
+                "SELECT count(*) FROM memories m WHERE NOT EXISTS "
+                "(SELECT 1 FROM memory_embeddings e WHERE e.memory_id = m.id AND e.model = $1)",
+                model,
+            )
+        )
+
+    async def unembedded(self, model: str, after: str, limit: int) -> list[dict[str, Any]]:
+        """The next memories (by id, after ``after``) without a vector for ``model``: id, workspace,
+        mind, content, participants, happened_at, origin_event."""
+        rows = await self._pool.fetch(
+            "SELECT id, workspace, mind, content, participants, happened_at, origin_event "
+            "FROM memories m WHERE id > $2 AND NOT EXISTS "
+            "(SELECT 1 FROM memory_embeddings e WHERE e.memory_id = m.id AND e.model = $1) "
+            "ORDER BY id LIMIT $3",
+            model,
+            after,
+            limit,
+        )
+        return [dict(r) for r in rows]
+
+    async def workspace_of(self, table: Literal["memories", "policies"], memory_id: str) -> str | None:
+        """The workspace of the row with this exact id."""
+        value = await self._pool.fetchval(f"SELECT workspace FROM {table} WHERE id = $1", memory_id)
+        return None if value is None else str(value)
+
+    async def workspaces_of(self, table: Literal["memories", "policies"], given: str) -> list[str]:
+        """The workspaces (at most 2) holding an id equal to ``given`` or starting with its prefix."""
+        rows = await self._pool.fetch(
+            f"SELECT DISTINCT workspace FROM {table} WHERE id = $1 OR id LIKE $2 LIMIT 2",
+            given,
+            id_prefix(given),
+        )
+        return [r["workspace"] for r in rows]

@@ -24,12 +24,23 @@ import asyncpg
 __all__ = [
     "DB_ROLES",
     "LEAKPROOF_SQL",
+    "RELOAD_CONFIG_SQL",
     "DbRole",
     "grant_roles",
     "prepare_database",
     "role_name",
     "roles_sql",
+    "superuser_password_sql",
 ]
+
+RELOAD_CONFIG_SQL = "SELECT pg_reload_conf();"
+"""Makes the server re-read pg_hba.conf (after the embedded server's rules are written)."""
+
+
+def superuser_password_sql(superuser: str, password: str) -> str:
+    """The statement that sets the superuser's password (sent over stdin, never a command line)."""
+    return f"ALTER ROLE {superuser} PASSWORD '{password}';\n"
+
 
 DbRole = Literal["owner", "projector", "reader"]
 """The kinds of database access a Noema process needs."""

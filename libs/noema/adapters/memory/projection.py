@@ -1,0 +1,176 @@
+"""The in-memory read model's state and how each event changes it: what the projector's handlers
+(:mod:`noema.adapters.postgres.handlers`, :mod:`noema.adapters.postgres.knowledge_handlers`) do to
+the tables, for the tables the ports read. New memory rows are built by the handlers' own column
+mappings, so both read models hold the same values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from noema_events import (
+    ConflictRecorded,
+    DomainCreated,
+    Event,
+    FactMentioned,
+    FactProposed,
+    GrantChanged,
+    MemoryCreated,
+    MemoryEmbedded,
+    MemorySuperseded,
+    NotesUpdated,
+    OperatorAction,
+    PolicyProposed,
+    PolicySuperseded,
+    RelationshipAdded,
+    WorkingMemoryUpdated,
+    WorkspaceConfigured,
+)
+
+from ...domain.dynamics import CONFIDENCE_CAP, mention_rate
+from ..postgres.handlers import created_columns, memory_columns
+from ..postgres.knowledge_handlers import proposed_columns
+
+__all__ = ["Tables"]
+
+Row = dict[str, Any]
+_STATUS_BY_ACTION = {"retract": "retracted", "archive": "archived", "restore": "active"}
+
+
+@dataclass
+class Tables:
+    """The rows, keyed as the PostgreSQL tables' primary keys."""
+
+    memories: dict[str, Row] = field(default_factory=dict)
+    policies: dict[str, Row] = field(default_factory=dict)
+    domains: dict[tuple[str, str], Row] = field(default_factory=dict)
+    grants: dict[tuple[str, str, str], Row] = field(default_factory=dict)
+    access_modes: dict[str, str] = field(default_factory=dict)
+    notes: dict[tuple[str, str], str] = field(default_factory=dict)
+    working_memory: dict[tuple[str, str], Row] = field(default_factory=dict)
+    conflicts: dict[str, Row] = field(default_factory=dict)
+    relationships: dict[str, Row] = field(default_factory=dict)
+    embeddings: dict[tuple[str, str], int] = field(default_factory=dict)
+    """(memory id, model) → dimensions."""
+    position: int = 0
+    """The last stream sequence applied."""
+
+    def _insert(self, row: dict[str, object]) -> None:
+        """A new memory (a re-published creation of an existing id changes nothing)."""
+        self.memories.setdefault(str(row["id"]), {**row, "superseded_by": None})
+
+    def apply(self, ev: Event, seq: int) -> None:
+        """Apply one event stored at ``seq`` (an already-applied sequence changes nothing)."""
+        if seq <= self.position:
+            return
+        self.position = seq
+        match ev:
+            case MemoryCreated(payload=p):
+                self._insert(memory_columns(ev, seq, **created_columns(ev)))
+            case FactProposed(payload=p):
+                self._insert(memory_columns(ev, seq, **proposed_columns(ev)))
+            case FactMentioned(payload=p) if p.memory_id in self.memories:
+                m = self.memories[p.memory_id]
+                rate = mention_rate(p.veracity, p.mentions)
+                m["confidence"] = min(CONFIDENCE_CAP, m["confidence"] + rate * (1 - m["confidence"]))
+                m["mention_count"] += p.mentions
+                m["source_observation_ids"] = [*m["source_observation_ids"], *p.source_observation_ids]
+                m["updated_at"] = max(m["updated_at"], ev.occurred_at)
+            case MemorySuperseded(payload=p) if p.memory_id in self.memories:
+                m = self.memories[p.memory_id]
+                m.update(status="superseded", superseded_by=p.superseded_by, updated_at=ev.occurred_at)
+            case OperatorAction(payload=p):
+                status = _STATUS_BY_ACTION.get(p.action)
+                target = self.memories.get(p.target_id or "")
+                if status is not None and target is not None and target["status"] != "superseded":
+                    target.update(status=status, updated_at=ev.occurred_at)
+            case PolicyProposed(payload=p):
+                self.policies.setdefault(
+                    p.policy_id,
+                    {
+                        "id": p.policy_id,
+                        "workspace": ev.workspace,
+                        "domain": p.domain,
+                        "repo": p.repo,
+                        "rule": p.rule,
+                        "required_role": p.required_role,
+                        "active": True,
+                        "superseded_by": None,
+                        "proposed_by": ev.actor,
+                        "created_at": ev.occurred_at,
+                        "origin_seq": seq,
+                    },
+                )
+            case PolicySuperseded(payload=p) if p.policy_id in self.policies:
+                self.policies[p.policy_id].update(active=False, superseded_by=p.superseded_by)
+            case DomainCreated(payload=p):
+                self.domains.setdefault(
+                    (ev.workspace, p.domain),
+                    {
+                        "domain": p.domain,
+                        "name": p.domain.split("/", 1)[1] if p.repo else p.domain,
+                        "repo": p.repo,
+                        "created_by": ev.actor,
+                        "created_at": ev.occurred_at,
+                    },
+                )
+            case GrantChanged(payload=p):
+                self.grants[(ev.workspace, p.role, p.domain)] = {
+                    "role": p.role,
+                    "domain": p.domain,
+                    "access": p.access,
+                    "seeded": p.seeded,
+                    "changed_by": ev.actor,
+                    "updated_at": ev.occurred_at,
+                }
+            case WorkspaceConfigured(payload=p):
+                self.access_modes[ev.workspace] = p.access_mode
+            case ConflictRecorded(payload=p):
+                self.conflicts.setdefault(
+                    p.conflict_id,
+                    {
+                        "id": p.conflict_id,
+                        "workspace": ev.workspace,
+                        "domain": p.domain,
+                        "topic": p.topic,
+                        "rule": p.rule,
+                        "detail": p.detail,
+                        "decided_by": ev.actor,
+                        "created_at": ev.occurred_at,
+                        "winner_id": p.winner_id,
+                        "loser_id": p.loser_id,
+                        "origin_seq": seq,
+                    },
+                )
+            case NotesUpdated(payload=p):
+                self.notes[(ev.workspace, p.agent)] = p.notes
+            case WorkingMemoryUpdated(payload=p):
+                self.working_memory[(ev.workspace, ev.mind)] = {
+                    "capacity": p.capacity,
+                    "items": msgspec.to_builtins(p.items),
+                    "updated_at": ev.occurred_at,
+                }
+            case RelationshipAdded(payload=p):
+                ends = [self.memories.get(p.from_id), self.memories.get(p.to_id)]
+                # PostgreSQL's foreign keys refuse an edge across minds or to a missing memory.
+                if all(
+                    m is not None and (m["workspace"], m["mind"]) == (ev.workspace, ev.mind) for m in ends
+                ):
+                    self.relationships.setdefault(
+                        p.relationship_id,
+                        {
+                            "id": p.relationship_id,
+                            "from_id": p.from_id,
+                            "to_id": p.to_id,
+                            "relation": p.relation,
+                            "confidence": p.confidence,
+                            "source": p.source,
+                            "created_at": ev.occurred_at,
+                        },
+                    )
+            case MemoryEmbedded(payload=p) if p.memory_id in self.memories:
+                self.embeddings[(p.memory_id, p.model)] = p.dimensions
+            case _:
+                pass  # events that change nothing the knowledge ports read

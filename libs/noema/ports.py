@@ -1,0 +1,308 @@
+"""What the application needs from the outside world, as ``typing.Protocol`` ports.
+
+The application services (:mod:`noema.knowledge`, :mod:`noema.access`, :mod:`noema.preamble`,
+:mod:`noema.reads`, :mod:`noema.operations`, :mod:`noema.operator`) read the read model and publish
+events through these, never through a driver: the PostgreSQL adapter
+(:mod:`noema.adapters.postgres.knowledge`, :mod:`noema.adapters.postgres.memories`) holds every SQL
+statement they need, and the in-memory adapter (:mod:`noema.adapters.memory`) implements the same
+knowledge ports by applying the same events, so the knowledge, access and preamble rules are tested
+in milliseconds. A contract suite per port (``tests/contract``) runs against both.
+
+Rows are plain mappings keyed by column name: the adapters agree on the keys each method documents.
+Every "current" read takes ``at``, the application clock's now: a fact is current while it is
+active and its ``valid_until`` is unset or later than ``at``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from noema_events import Event
+
+from .domain.knowledge import FactView
+
+if TYPE_CHECKING:  # the filters are the recall adapter's; only their type is needed here
+    from .adapters.postgres.recall import RecallFilters
+
+__all__ = [
+    "AccessReads",
+    "EventSink",
+    "FactReads",
+    "KnowledgeReadModel",
+    "MemoryReads",
+    "MemoryRecords",
+    "NoteReads",
+    "PolicyReads",
+    "PreambleParts",
+    "PreambleReads",
+    "Row",
+]
+
+Row = dict[str, Any]
+"""A read-model row keyed by column name."""
+
+
+class EventSink(Protocol):
+    """Where the application publishes events (:class:`noema.adapters.jetstream.EventPublisher`)."""
+
+    async def publish(self, events: Sequence[Event]) -> int:
+        """Store ``events`` all-or-nothing, in order; returns the highest stream sequence stored."""
+        ...
+
+
+class AccessReads(Protocol):
+    """The access mode, grants and domains of a workspace."""
+
+    async def access_mode(self, workspace: str) -> str:
+        """``compatible`` (no row) or ``strict``."""
+        ...
+
+    async def grants(self, workspace: str, strict: bool) -> dict[tuple[str, str], str]:
+        """(role, domain) → access; without the seeded rows when ``strict``."""
+        ...
+
+    async def grant(self, workspace: str, role: str, domain: str) -> str | None:
+        """The access of one grant row, None when there is no row."""
+        ...
+
+    async def list_grants(self, workspace: str) -> list[Row]:
+        """Every grant row (role, domain, access, seeded, changed_by, updated_at) by domain, role."""
+        ...
+
+    async def domain_exists(self, workspace: str, domain: str) -> bool:
+        """Whether ``domain.created`` was applied for this key."""
+        ...
+
+    async def domain_keys(self, workspace: str) -> list[str]:
+        """Every domain key of the workspace."""
+        ...
+
+    async def list_domains(self, workspace: str, readable: Sequence[str] | None) -> list[Row]:
+        """Domains (domain, name, repo, created_by, created_at) by key, only ``readable`` ones
+        unless None."""
+        ...
+
+
+class FactReads(Protocol):
+    """Facts (semantic memories of a domain and topic), the hot tier and recorded conflicts."""
+
+    async def current_facts(
+        self,
+        workspace: str,
+        *,
+        at: datetime,
+        domain: str | None = None,
+        topic: str | None = None,
+        long_only: bool = False,
+    ) -> list[FactView]:
+        """Current facts at ``at`` (of ``domain``/``topic`` when given; long-term only with
+        ``long_only``) in stream order."""
+        ...
+
+    async def slot_rivals(
+        self,
+        workspace: str,
+        domain: str,
+        topic: str,
+        *,
+        before_seq: int,
+        exclude: Sequence[str],
+        at: datetime,
+    ) -> list[FactView]:
+        """The long-term facts of a slot current at ``at`` that were created before stream
+        sequence ``before_seq``, except ``exclude``: what a new fact is decided against."""
+        ...
+
+    async def facts_with_status(self, ids: Sequence[str]) -> dict[str, tuple[FactView, str]]:
+        """id → (fact, status) for the ids that exist."""
+        ...
+
+    async def fact(self, workspace: str, memory_id: str) -> Row | None:
+        """A semantic memory's id, domain, topic, status, repo and memory_type."""
+        ...
+
+    async def fact_ids(self, workspace: str, given: str) -> list[str]:
+        """Semantic memory ids equal to ``given`` or starting with its prefix, in id order, at most 2
+        (exact match first)."""
+        ...
+
+    async def memory_kind(self, workspace: str, given: str) -> tuple[str, str] | None:
+        """(id, kind) of a memory of any kind with the id ``given`` or its prefix."""
+        ...
+
+    async def list_facts(
+        self,
+        workspace: str,
+        *,
+        at: datetime,
+        domain: str | None,
+        topic: str | None,
+        include_inactive: bool,
+        readable: Sequence[str] | None,
+        repo: str | None,
+        limit: int,
+    ) -> list[Row]:
+        """Facts for a listing (``expired`` for an active fact past ``valid_until`` at ``at``), the
+        ``repo``'s first, then by domain, topic and newest."""
+        ...
+
+    async def list_conflicts(
+        self, workspace: str, domain: str | None, readable: Sequence[str] | None, limit: int
+    ) -> list[Row]:
+        """Recorded conflicts newest first with both sides' content and agent."""
+        ...
+
+    async def hot_items(self, workspace: str, mind: str, session: str) -> list[FactView]:
+        """The active hot-tier items of one session."""
+        ...
+
+    async def hot_tier(self, workspace: str, domain: str | None, mind: str | None) -> list[Row]:
+        """Active hot-tier items (id, mind, content, domain, topic, importance, mention_count,
+        created_at, source_observation_ids, session) in stream order."""
+        ...
+
+
+class PolicyReads(Protocol):
+    """Policies."""
+
+    async def policy(self, workspace: str, policy_id: str) -> Row | None:
+        """A policy's domain, repo, required_role and active flag."""
+        ...
+
+    async def policy_ids(self, workspace: str, given: str) -> list[str]:
+        """Policy ids equal to ``given`` or starting with its prefix (exact first, at most 2)."""
+        ...
+
+    async def list_policies(
+        self, workspace: str, include_inactive: bool, readable: Sequence[str] | None
+    ) -> list[Row]:
+        """Policies by domain and stream order."""
+        ...
+
+
+class NoteReads(Protocol):
+    """Agents' notes and working memory."""
+
+    async def notes(self, workspace: str, agent: str) -> str | None:
+        """An agent's notes, None when it has none."""
+        ...
+
+    async def working_memory(self, workspace: str, mind: str) -> Row | None:
+        """capacity, items (a list of dicts) and updated_at of a mind's working memory."""
+        ...
+
+    async def memory_statuses(self, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """id → (content, status) of the memories that exist."""
+        ...
+
+
+@dataclass(frozen=True)
+class PreambleParts:
+    """What the dispatch preamble is built from (see :meth:`PreambleReads.preamble_parts`)."""
+
+    policies: list[tuple[str, str]]
+    """(domain, rule) of the active policies, in the order they are shown."""
+    notes: str | None
+    facts: list[tuple[str | None, str]]
+    """(domain, content) of the matching current facts, best first."""
+
+
+class PreambleReads(Protocol):
+    """The dispatch preamble's reads, in one go (the latency-critical path)."""
+
+    async def preamble_parts(
+        self,
+        workspace: str,
+        agent: str,
+        task: str | None,
+        *,
+        repo: str | None,
+        readable: Sequence[str] | None,
+        at: datetime,
+        max_facts: int,
+    ) -> PreambleParts:
+        """Active policies (domain, rule) of ``readable`` domains, the repo's first; the agent's
+        notes; and, when ``task`` is given and specific, at most ``max_facts`` current facts
+        (domain, content) matching its words, best first."""
+        ...
+
+
+class KnowledgeReadModel(AccessReads, FactReads, PolicyReads, NoteReads, PreambleReads, Protocol):
+    """Everything :class:`noema.knowledge.Knowledge` and the preamble read."""
+
+
+class MemoryRecords(Protocol):
+    """Single memories, their scope and edges: what memory operations check before publishing
+    (:mod:`noema.operator`, :mod:`noema.operations`) and how a surface finds an id's workspace."""
+
+    async def resolve(self, id_or_prefix: str, workspace: str | None = None) -> str | None:
+        """The full id a memory id or unique prefix names (``LookupError`` when several)."""
+        ...
+
+    async def memory(self, memory_id: str) -> Row | None:
+        """Every column of one memory."""
+        ...
+
+    async def scopes(self, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """id → (workspace, mind) of the memories that exist."""
+        ...
+
+    async def relationship(self, from_id: str, to_id: str, relation: str) -> str | None:
+        """The id of an existing edge."""
+        ...
+
+    async def memory_workspaces(self) -> list[str]:
+        """Every workspace that has memories."""
+        ...
+
+    async def count_unembedded(self, model: str) -> int:
+        """How many memories have no vector for ``model``."""
+        ...
+
+    async def unembedded(self, model: str, after: str, limit: int) -> list[Row]:
+        """The next memories by id after ``after`` without a vector for ``model`` (id, workspace,
+        mind, content, participants, happened_at, origin_event)."""
+        ...
+
+    async def workspace_of(self, table: Literal["memories", "policies"], memory_id: str) -> str | None:
+        """The workspace of the row with this exact id."""
+        ...
+
+    async def workspaces_of(self, table: Literal["memories", "policies"], given: str) -> list[str]:
+        """The workspaces (at most 2) holding an id equal to ``given`` or starting with its prefix."""
+        ...
+
+
+class MemoryReads(MemoryRecords, Protocol):
+    """The operators' reads: listings, one memory's detail, the audit log
+    (:class:`noema.adapters.postgres.queries.MemoryQueries`; PostgreSQL only for now)."""
+
+    async def get(self, full_id: str) -> Row | None:
+        """One memory with ``origin``, ``relationships`` and ``embeddings``."""
+        ...
+
+    async def page(self, filters: RecallFilters, order: str, limit: int, offset: int) -> list[Row]:
+        """One page of memory rows matching ``filters`` in ``order``."""
+        ...
+
+    async def workspace_exists(self, workspace: str) -> bool:
+        """Whether any event names ``workspace``."""
+        ...
+
+    async def citing_events(self, memory_id: str, workspace: str, limit: int) -> list[Row]:
+        """Events whose payload names the memory, newest first (payload as JSON text)."""
+        ...
+
+    async def audit(
+        self,
+        workspace: str | None,
+        types: list[str] | None,
+        actor: str | None,
+        before: int | None,
+        limit: int,
+    ) -> list[Row]:
+        """Events matching the filters, newest first (payload as JSON text)."""
+        ...

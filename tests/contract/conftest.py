@@ -1,0 +1,89 @@
+"""The backends every contract suite runs against: the in-memory adapter (the fast tier, no servers)
+and PostgreSQL fed by the real projector from real JetStream (marked ``integration``).
+
+A suite asks for ``backend``: a read model, and a sink whose ``publish`` returns once the events are
+applied (in memory at once; through NATS and the projector, by waiting for the projection position).
+State is made with the application's own operations (:class:`noema.knowledge.Knowledge` over that
+sink), then the port is read directly, so the suite checks the adapter and not a hand-made fixture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import pytest
+
+from noema.adapters.jetstream import EventPublisher
+from noema.adapters.memory import InMemoryEventStream, InMemoryKnowledge, InMemoryRecords
+from noema.adapters.postgres import MemoryQueries, ReadModelProjection
+from noema.adapters.postgres.knowledge import PostgresKnowledge
+from noema.knowledge import Knowledge
+from noema.ports import EventSink, KnowledgeReadModel, MemoryRecords
+from noema_events import Event
+from tests.conftest import Harness
+from tests.support import assert_eventually
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+"""The application clock of every contract test."""
+
+
+@dataclass
+class Backend:
+    """One adapter under test."""
+
+    name: str
+    reads: KnowledgeReadModel
+    records: MemoryRecords
+    sink: EventSink
+    clock: list[datetime]
+
+    def knowledge(self) -> Knowledge:
+        """The knowledge operations over this backend, at the backend's clock."""
+        return Knowledge(self.reads, self.sink, lambda: self.clock[0])
+
+
+class _Projected:
+    """Publish to JetStream, then wait until the projector applied what was published."""
+
+    def __init__(self, harness: Harness) -> None:
+        self._harness = harness
+        self._publisher = EventPublisher(harness.nc, harness.topology)
+
+    async def publish(self, events: Sequence[Event]) -> int:
+        seq = await self._publisher.publish(events)
+
+        async def applied() -> bool:
+            async with self._harness.pool.acquire() as conn:
+                return await ReadModelProjection().position(conn) >= seq
+
+        await assert_eventually(applied)
+        return seq
+
+
+@pytest.fixture(params=["memory", pytest.param("postgres", marks=pytest.mark.integration)])
+def servers_if_needed(request: pytest.FixtureRequest) -> Harness | None:
+    """The real servers' harness for the PostgreSQL half only (a sync fixture: pytest sets the async
+    ``harness`` up from here, outside the test's event loop)."""
+    if request.param == "memory":
+        return None
+    harness: Harness = request.getfixturevalue("harness")
+    return harness
+
+
+@pytest.fixture
+async def backend(servers_if_needed: Harness | None) -> AsyncIterator[Backend]:
+    """Each contract test once per adapter."""
+    clock = [T0]
+    if servers_if_needed is None:
+        reads = InMemoryKnowledge()
+        yield Backend("memory", reads, InMemoryRecords(reads.tables), InMemoryEventStream(reads), clock)
+        return
+    from noema_projector.service import build as build_projector
+
+    await servers_if_needed.start(build_projector)
+    pool = servers_if_needed.pool
+    yield Backend(
+        "postgres", PostgresKnowledge(pool), MemoryQueries(pool), _Projected(servers_if_needed), clock
+    )
