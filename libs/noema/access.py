@@ -17,6 +17,7 @@ import asyncpg
 from noema_events.envelope import NAME_PATTERN
 
 from .domain.knowledge import ACCESS_ORDER, effective_access
+from .errors import Kind
 from .operations import OperationError
 
 __all__ = ["AccessControl", "Caller", "InsufficientMemoryPermission"]
@@ -24,6 +25,8 @@ __all__ = ["AccessControl", "Caller", "InsufficientMemoryPermission"]
 
 class InsufficientMemoryPermission(OperationError):
     """The caller's role lacks the access this operation needs; nothing was written."""
+
+    kind = Kind.FORBIDDEN
 
 
 @dataclass(frozen=True)

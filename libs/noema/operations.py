@@ -28,6 +28,7 @@ from .adapters.embedders import Embedder
 from .adapters.jetstream import EventPublisher
 from .domain.documents import memory_document
 from .domain.dynamics import HALF_LIFE_DAYS
+from .errors import Kind, NoemaError
 from .ids import derive_id, new_id
 from .threads import in_daemon_thread
 
@@ -46,20 +47,29 @@ __all__ = [
 ]
 
 
-class OperationError(ValueError):
-    """The operation cannot be done; the message says why (shown to users as is)."""
+class OperationError(NoemaError, ValueError):
+    """The operation cannot be done; the message says why (shown to users as is). Kind ``invalid``
+    unless a subclass says otherwise (see :mod:`noema.errors`)."""
+
+    kind = Kind.INVALID
 
 
 class NotFound(OperationError):
     """The target does not exist (in the read model)."""
 
+    kind = Kind.NOT_FOUND
+
 
 class Conflict(OperationError):
     """The target exists but its current state does not allow the operation."""
 
+    kind = Kind.CONFLICT
+
 
 class InvalidQuery(OperationError):
-    """A read's query or filters are not understood (bad input: HTTP answers 400, the CLI exits 2)."""
+    """A read's query or filters are not understood (kind ``malformed``)."""
+
+    kind = Kind.MALFORMED
 
 
 async def relate(

@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 
 from noema.access import Caller
+from noema.errors import Kind
 from noema.ids import id_prefix
 from noema.knowledge import Knowledge
 
@@ -69,9 +70,9 @@ async def _workspace_of(req: Req[Any, Any], table: str, key: str) -> str:
     )
     what = "fact" if table == "memories" else "policy"
     if not found:
-        raise ApiError(404, f"no {what} {key}")
+        raise ApiError(Kind.NOT_FOUND, f"no {what} {key}")
     if len(found) > 1:
-        raise ApiError(400, f"{key} matches {what} ids in several workspaces; give more of the id")
+        raise ApiError(Kind.MALFORMED, f"{key} matches {what} ids in several workspaces; give more of the id")
     return str(found[0]["workspace"])
 
 
