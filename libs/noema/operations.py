@@ -99,7 +99,7 @@ async def relate(
     }
     for mid in (from_id, to_id):
         if mid not in rows:
-            raise OperationError(f"no memory {mid}")
+            raise NotFound(f"no memory {mid}")
     a, b = rows[from_id], rows[to_id]
     if (a["workspace"], a["mind"]) != (b["workspace"], b["mind"]):
         raise OperationError(
@@ -274,7 +274,7 @@ async def record_retrieval(
     """Publish that a memory was recalled and admitted (the projector reinforces it)."""
     row = await pool.fetchrow("SELECT workspace, mind FROM memories WHERE id = $1", memory_id)
     if row is None:
-        raise OperationError(f"no memory {memory_id}")
+        raise NotFound(f"no memory {memory_id}")
     event_id = new_id()
     await publisher.publish(
         [

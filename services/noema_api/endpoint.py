@@ -63,10 +63,8 @@ class Api:
         return self.app.clock()
 
     def bus(self) -> EventPublisher:
-        """The publisher; while NATS is not connected, writes answer 503."""
-        if not self.app.nc.is_connected:
-            raise ApiError(Kind.UNAVAILABLE, "the API is not connected to NATS; writes are unavailable")
-        return self.app.publisher
+        """The publisher; while NATS is not connected, writes answer 503 (``unavailable``)."""
+        return self.app.writer()
 
 
 @dataclass(frozen=True)

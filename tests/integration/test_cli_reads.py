@@ -245,10 +245,10 @@ async def test_relate_takes_short_ids_names_the_operator_and_refuses_unknown_ids
     )
     assert (row["actor"], row["a"], row["b"]) == ("operator:carol", first, second)
     again = await ctl(api, "memory", "relate", first[:8], second[:8], "--relation", "supports")
-    assert again.code == 2, "an edge is added once"
+    assert again.code == 5, "an edge is added once (a second one is a conflict)"
     assert "already supports" in again.stderr
     unknown = await ctl(api, "memory", "relate", first, "abcdef12", "--relation", "supports")
-    assert unknown.code == 2
+    assert unknown.code == 4  # not_found
     assert "no memory abcdef12" in unknown.stderr
     assert "Traceback" not in unknown.stderr
 
