@@ -166,7 +166,6 @@ async def test_add_enters_knowledge_like_the_api_and_the_audit_log_agrees(api: A
         (["memory", "list", "--since", "yesterday"], "since"),
         (["memory", "list", "--limit", "0"], "limit"),
         (["memory", "timeline", "-w", "acme", "--order", "sideways"], "one of: asc, desc"),
-        (["memory", "show", "no-such-memory"], "no memory no-such-memory"),
         (["memory", "add", "x", "-w", "no spaces", "--reason", "y"], "workspace"),
         (["memory", "add", "x", "-w", "acme", "--reason", "   "], "reason"),
         (["memory", "add", "x", "-w", "acme", "--reason", "y", "--importance", "2"], "importance"),
@@ -278,7 +277,7 @@ async def test_an_already_past_valid_until_is_recorded_with_a_note(api: ApiHarne
 async def test_superseding_a_memory_that_is_not_a_fact_says_so(api: ApiHarness) -> None:
     [episode] = await api.given(memory("we shipped", kind="episodic", epistemic_kind="observation"))
     ran = await ctl(api, "fact", "supersede", episode[:8], "we shipped twice", "-w", "acme")
-    assert ran.code == 2
+    assert ran.code == 4  # not_found (docs/errors.md)
     assert f"{episode} is an episodic memory, not a fact" in " ".join(ran.stderr.split())
     empty = await ctl(api, "memory", "timeline", "-w", "nosuchws")
     assert empty.code == 0

@@ -18,6 +18,7 @@ import pytest
 from mcp import Client, types
 from mcp.shared.exceptions import MCPError
 from nats.aio.msg import Msg
+from nats.errors import NoRespondersError
 from starlette.applications import Starlette
 from typer.testing import CliRunner
 
@@ -40,6 +41,7 @@ from noema_service.service import AgentService
 from noema_service.service import build as build_service
 from tests.integration.api_harness import ADMIN, ApiHarness, api, memory, retraction
 from tests.integration.test_cli_reads import ctl
+from tests.support import assert_eventually
 from tests.unit.test_errors import Documented, documented
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -133,6 +135,16 @@ async def test_the_nats_service_answers_each_kind_with_its_error_code(
     async def request(who: Caller, op: str, args: dict[str, Any]) -> Msg:
         subject = agent_subject(api.h.topology.prefix, who.workspace, who.role, who.agent, op)
         return await api.h.nc.request(subject, json.dumps(args).encode(), timeout=30)
+
+    async def answering() -> bool:
+        # The endpoints' interest may reach the server a moment after build() returns.
+        try:
+            await request(ALICE, "get_preamble", {"task": ""})
+        except NoRespondersError:
+            return False
+        return True
+
+    await assert_eventually(answering, timeout=20)
 
     calls: dict[Kind, Callable[[], Awaitable[Msg]]] = {
         Kind.MALFORMED: lambda: request(ALICE, "supersede_fact", {"fact_id": "abc", "content": "x"}),
