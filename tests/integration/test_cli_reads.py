@@ -296,3 +296,15 @@ async def test_an_empty_answer_says_when_the_workspace_never_had_anything(api: A
     known = await ctl(api, "memory", "list", "-w", "acme", "--kind", "procedural")
     assert "no matching memories" in known.stdout
     assert "nothing was ever recorded" not in known.stdout
+
+
+async def test_decay_tick_publishes_one_tick_per_workspace_through_the_facade(api: ApiHarness) -> None:
+    await api.given(memory("a fact"), memory("another", workspace="globex"))
+    ticked = await ctl_json(api, "decay-tick", "-w", "acme")
+    assert ticked == {"workspaces": ["acme"]}
+    await api.caught_up()
+    rows = await api.h.pool.fetch("SELECT workspace FROM events WHERE type = 'activation.decayed.v1'")
+    assert [r["workspace"] for r in rows] == ["acme"]
+    no_embedder = await ctl(api, "memory", "embed-missing")
+    assert no_embedder.code == 2
+    assert "no embedder configured" in no_embedder.stderr
