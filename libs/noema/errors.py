@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import ClassVar
 
 __all__ = [
+    "KIND_BY_HTTP_STATUS",
     "SURFACES",
     "Codes",
     "Kind",
@@ -137,7 +138,7 @@ SURFACES: dict[Kind, Codes] = {
 """Every kind's code on every surface: the one mapping each surface uses."""
 
 KIND_BY_HTTP_STATUS: dict[int, Kind] = {codes.http: kind for kind, codes in SURFACES.items()}
-"""The inverse of the HTTP column (HTTP code raising a bare status names its kind by it)."""
+"""The inverse of the HTTP column (the kind of a status Starlette itself answers, e.g. 404)."""
 
 
 def kind_of(exc: BaseException) -> Kind:
