@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from noema_events.envelope import NAME_PATTERN
 
 from .domain.knowledge import ACCESS_ORDER, effective_access
+from .errors import Kind
 from .operations import OperationError
 from .ports import AccessReads
 
@@ -23,6 +24,8 @@ __all__ = ["AccessControl", "Caller", "InsufficientMemoryPermission"]
 
 class InsufficientMemoryPermission(OperationError):
     """The caller's role lacks the access this operation needs; nothing was written."""
+
+    kind = Kind.FORBIDDEN
 
 
 @dataclass(frozen=True)

@@ -14,14 +14,15 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import asyncpg
 import msgspec
 from nats.aio.client import Client as NATS
 
-from noema_events import Event
+from noema_events import Event, ObservationRecorded
 
+from . import operations, operator
 from .access import AccessControl, Caller, InsufficientMemoryPermission
 from .adapters.embedders import Embedder, create_embedder
 from .adapters.jetstream import EventPublisher, connect
@@ -29,9 +30,10 @@ from .adapters.postgres.knowledge import PostgresKnowledge
 from .adapters.postgres.queries import MemoryQueries
 from .adapters.postgres.recall import RecallFilters, RecallStore
 from .adapters.postgres.tenancy import NO_WORKSPACE
-from .client import build_observation, send_observation
+from .client import Stored, build_observation, send_observation
 from .deadletters import DeadLetters
 from .domain.knowledge import DomainRef
+from .errors import Unavailable
 from .knowledge import Knowledge
 from .operations import InvalidQuery, OperationError
 from .operator import KnowledgeEntry, OperatorReceipt, create_memory
@@ -39,6 +41,7 @@ from .ports import MemoryReads
 from .preamble import Preamble, build_preamble
 from .reads import audit, list_memories, memory_detail, resolve_memory, timeline, workspace_exists
 from .recall import Recall, SearchResponse
+from .replay import verify_replay
 from .settings import Settings
 from .topology import Topology
 from .views import AuditPage, AuditQuery, ListQuery, MemoryDetail, MemoryPage, TimelineQuery
@@ -50,7 +53,11 @@ __all__ = [
     "Noema",
     "OperationError",
     "SearchOptions",
+    "StatusAction",
 ]
+
+StatusAction = Literal["retract", "archive", "restore"]
+"""The status changes an operator makes to a memory."""
 
 
 def _utcnow() -> datetime:
@@ -253,3 +260,88 @@ class Noema:
     async def audit(self, query: AuditQuery) -> AuditPage:
         """Operators: the audit log, newest first (an unknown event type is an InvalidQuery)."""
         return await audit(self.memories, query)
+
+    def writer(self) -> EventPublisher:
+        """The publisher every write goes through; while NATS is not connected a write is
+        :class:`~noema.errors.Unavailable` (instead of hanging until the client gives up)."""
+        if not self.nc.is_connected:
+            raise Unavailable("not connected to NATS; writes are unavailable (retry later)")
+        return self.publisher
+
+    async def publish_observation(self, obs: ObservationRecorded) -> Stored:
+        """Operators: publish a built observation as is (its actor and mind are the caller's own)."""
+        self.writer()
+        return await send_observation(self.nc.jetstream(), obs, topology=self.topology)
+
+    async def change_status(
+        self, action: StatusAction, memory_id: str, *, actor: str, reason: str
+    ) -> OperatorReceipt:
+        """Operators: retract (mark inaccurate), archive or restore a memory, with the reason."""
+        change = {"retract": operator.retract, "archive": operator.archive, "restore": operator.restore}
+        return await change[action](
+            self.memories, self.writer(), memory_id, actor=actor, reason=reason, now=self.clock()
+        )
+
+    async def correct(self, memory_id: str, content: str, *, actor: str, reason: str) -> OperatorReceipt:
+        """Operators: supersede a memory by a copy with corrected content."""
+        return await operator.correct(
+            self.memories,
+            self.writer(),
+            memory_id,
+            actor=actor,
+            reason=reason,
+            content=content,
+            now=self.clock(),
+        )
+
+    async def relate(
+        self,
+        from_id: str,
+        to_id: str,
+        relation: str,
+        *,
+        confidence: float = 1.0,
+        source: str = "",
+        actor: str = "operator",
+    ) -> str:
+        """Operators: an edge between two memories of one mind (ids or unique prefixes); returns the
+        relationship id."""
+        ids = [await self.resolve_memory(given) for given in (from_id, to_id)]
+        return await operations.relate(
+            self.memories,
+            self.writer(),
+            ids[0],
+            ids[1],
+            relation,
+            now=self.clock(),
+            confidence=confidence,
+            source=source,
+            actor=actor,
+        )
+
+    async def decay_tick(self, workspaces: Sequence[str] | None = None) -> list[str]:
+        """Publish an activation-decay tick now for ``workspaces`` (every one with memories)."""
+        return await operations.decay_tick(self.memories, self.writer(), self.clock(), workspaces)
+
+    async def embed_missing(
+        self, *, batch: int = 64, progress: Callable[[int, int], None] | None = None
+    ) -> tuple[int, str]:
+        """Backfill: embed every memory without a vector for the configured model; returns how many
+        and the model (an :class:`OperationError` when no embedder is configured)."""
+        embedder = await self.embedder()
+        if embedder is None:
+            raise OperationError("no embedder configured (NOEMA_EMBEDDER=none)")
+        done = await operations.embed_missing(
+            self.memories, self.writer(), embedder, now=self.clock, batch=batch, progress=progress
+        )
+        return done, embedder.name
+
+    async def replay(
+        self,
+        until_seq: int | None = None,
+        keep: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> dict[str, Any]:
+        """Rebuild the read model from the event stream into fresh tables and compare checksums
+        (see :func:`noema.replay.verify_replay`)."""
+        return await verify_replay(self.settings, self.nc, until_seq, keep, progress)

@@ -15,14 +15,17 @@ from nats.js import JetStreamContext
 from noema_events import ObservationRecorded, encode_event
 from noema_events.messages import humanize
 
+from .errors import Kind, NoemaError
 from .ids import new_id
 from .topology import Topology
 
 __all__ = ["InvalidObservation", "Stored", "build_observation", "publish_observation", "send_observation"]
 
 
-class InvalidObservation(ValueError):
+class InvalidObservation(NoemaError, ValueError):
     """The observation would be rejected; the message says which field and why."""
+
+    kind = Kind.INVALID
 
 
 def build_observation(

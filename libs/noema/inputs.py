@@ -18,6 +18,7 @@ import msgspec.inspect
 
 from noema_events.messages import humanize
 
+from .errors import Kind, NoemaError
 from .instants import InvalidInstant, parse_instant
 
 __all__ = ["InvalidInput", "anchored_fields", "convert", "instant_fields", "text_dates"]
@@ -25,8 +26,10 @@ __all__ = ["InvalidInput", "anchored_fields", "convert", "instant_fields", "text
 T = TypeVar("T")
 
 
-class InvalidInput(ValueError):
+class InvalidInput(NoemaError, ValueError):
     """The input does not fit its type; the message names the field and what is accepted."""
+
+    kind = Kind.INVALID
 
 
 @functools.cache

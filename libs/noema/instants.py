@@ -12,6 +12,8 @@ from typing import Annotated
 
 import msgspec
 
+from .errors import Kind, NoemaError
+
 __all__ = ["FORMS", "UPPER_BOUNDS", "Instant", "InvalidInstant", "parse_instant"]
 
 FORMS = (
@@ -34,8 +36,10 @@ _FORM = re.compile(
 )
 
 
-class InvalidInstant(ValueError):
+class InvalidInstant(NoemaError, ValueError):
     """The text is not one of the accepted forms; the message names the parameter and the forms."""
+
+    kind = Kind.INVALID
 
 
 def parse_instant(value: str | datetime, name: str) -> datetime:

@@ -26,6 +26,7 @@ from .adapters.embedders import Embedder
 from .adapters.vector_cache import VectorCache
 from .domain.documents import memory_document
 from .domain.dynamics import HALF_LIFE_DAYS
+from .errors import Kind, NoemaError
 from .ids import derive_id, new_id
 from .ports import EventSink, MemoryRecords
 from .vectors import PassageVectors, passage_vectors
@@ -45,20 +46,29 @@ __all__ = [
 ]
 
 
-class OperationError(ValueError):
-    """The operation cannot be done; the message says why (shown to users as is)."""
+class OperationError(NoemaError, ValueError):
+    """The operation cannot be done; the message says why (shown to users as is). Kind ``invalid``
+    unless a subclass says otherwise (see :mod:`noema.errors`)."""
+
+    kind = Kind.INVALID
 
 
 class NotFound(OperationError):
     """The target does not exist (in the read model)."""
 
+    kind = Kind.NOT_FOUND
+
 
 class Conflict(OperationError):
     """The target exists but its current state does not allow the operation."""
 
+    kind = Kind.CONFLICT
+
 
 class InvalidQuery(OperationError):
-    """A read's query or filters are not understood (bad input: HTTP answers 400, the CLI exits 2)."""
+    """A read's query or filters are not understood (kind ``malformed``)."""
+
+    kind = Kind.MALFORMED
 
 
 async def relate(
@@ -83,7 +93,7 @@ async def relate(
     scopes = await reads.scopes([from_id, to_id])
     for mid in (from_id, to_id):
         if mid not in scopes:
-            raise OperationError(f"no memory {mid}")
+            raise NotFound(f"no memory {mid}")
     a, b = scopes[from_id], scopes[to_id]
     if a != b:
         raise OperationError(
@@ -245,7 +255,7 @@ async def record_retrieval(
     """Publish that a memory was recalled and admitted (the projector reinforces it)."""
     scope = (await reads.scopes([memory_id])).get(memory_id)
     if scope is None:
-        raise OperationError(f"no memory {memory_id}")
+        raise NotFound(f"no memory {memory_id}")
     event_id = new_id()
     await publisher.publish(
         [

@@ -6,9 +6,13 @@ stream sequence (point-in-time).
 
 from __future__ import annotations
 
+import asyncio
+import os
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 from nats.aio.client import Client as NATS
@@ -19,9 +23,11 @@ from .adapters.errors import TRANSIENT
 from .adapters.jetstream import read_stream, stream_last_seq
 from .adapters.postgres import ReadModelProjection, checksum, connect, database, migrate
 from .adapters.postgres.projection import Projected
+from .adapters.postgres.tenancy import ALL_WORKSPACES
+from .settings import Settings
 from .topology import Topology
 
-__all__ = ["ReplayResult", "drop_schema", "replay_into"]
+__all__ = ["ReplayResult", "drop_schema", "live_position", "replay_into", "verify_replay"]
 
 _REPLAY_SCHEMA = re.compile(r"^replay_[a-z0-9_]{1,50}$")
 
@@ -97,3 +103,58 @@ async def _apply(
         applied += await _apply(projection, conn, [p], p.seq)
     await projection.apply(conn, [], through_seq=through)
     return applied
+
+
+async def live_position(settings: Settings) -> int:
+    """The stream sequence the live read model has applied."""
+    conn = await connect(settings.database_url_for("reader"), settings.db_schema, app="noema-replay")
+    try:
+        return await ReadModelProjection().position(conn)
+    finally:
+        await conn.close()
+
+
+async def verify_replay(
+    settings: Settings,
+    nc: NATS,
+    until_seq: int | None = None,
+    keep: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Replay into a fresh schema; without ``until_seq``, compare its checksum with the live read
+    model's once that reached the same sequence (waiting up to 30 s for the projector). The schema
+    is dropped afterwards unless ``keep``."""
+    assert settings.database_url, "settings must be located (see noema.runtime.locate)"
+    schema = f"replay_{settings.db_schema}_{os.getpid()}_{int(time.time())}"
+    result = await replay_into(
+        nc, settings.database_url, Topology(settings.prefix), schema, until_seq=until_seq, progress=progress
+    )
+    report: dict[str, Any] = {
+        "schema": schema,
+        "events": result.events,
+        "last_seq": result.last_seq,
+        "checksum": result.checksum,
+    }
+    try:
+        if until_seq is None:
+            # The live projector may still be applying the tail of the stream: wait (bounded) for it.
+            deadline = time.monotonic() + 30
+            position = await live_position(settings)
+            while position < result.last_seq and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+                position = await live_position(settings)
+            conn = await connect(
+                settings.database_url_for("reader"),
+                settings.db_schema,
+                app="noema-replay",
+                workspace=ALL_WORKSPACES,
+            )
+            try:
+                live = await checksum(conn)
+            finally:
+                await conn.close()
+            report.update(live_checksum=live, live_position=position, match=live == result.checksum)
+    finally:
+        if not keep:
+            await drop_schema(settings.database_url, schema)
+    return report

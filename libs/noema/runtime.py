@@ -8,14 +8,17 @@ from pathlib import Path
 from typing import Any
 
 from .credentials import CredentialStore, write_private
+from .errors import Kind, NoemaError
 from .identities import OPERATOR
 from .settings import Settings
 
 __all__ = ["NotRunning", "locate", "read_state", "state_path", "write_state"]
 
 
-class NotRunning(RuntimeError):
+class NotRunning(NoemaError, RuntimeError):
     """No running Noema was found for these settings; the message says how to start one."""
+
+    kind = Kind.UNAVAILABLE
 
 
 def state_path(data_dir: Path) -> Path:

@@ -10,14 +10,17 @@ from pathlib import Path
 
 from .adapters.dlq_policy import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DeadLetterPolicy
 from .domain.knowledge import DEFAULT_WM_CAPACITY
+from .errors import Kind, NoemaError
 
 __all__ = ["WORKERS", "NatsAuth", "Settings", "SettingsError"]
 
 _TOKEN = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
 
 
-class SettingsError(ValueError):
+class SettingsError(NoemaError, ValueError):
     """A setting is malformed; the message names the variable and what is expected."""
+
+    kind = Kind.INVALID
 
 
 def _float(env: Mapping[str, str], name: str, default: float, lo: float, hi: float) -> float:

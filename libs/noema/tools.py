@@ -21,6 +21,7 @@ from noema_events.vocabulary import EpistemicKind, MemoryStatus
 
 from .access import Caller
 from .app import Noema, SearchOptions
+from .errors import Kind, NoemaError
 from .inputs import InvalidInput, convert, text_dates
 from .instants import FORMS, Instant
 
@@ -221,8 +222,10 @@ class PreambleInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     ] = None
 
 
-class ToolInputError(ValueError):
+class ToolInputError(NoemaError, ValueError):
     """The input does not match the tool's schema; the message says where."""
+
+    kind = Kind.INVALID
 
 
 def _plain(value: Any) -> Any:

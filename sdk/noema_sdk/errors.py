@@ -26,7 +26,8 @@ class NoemaError(Exception):
 
 
 class InvalidRequest(NoemaError, ValueError):
-    """The request was rejected as malformed (400): a bad or unknown argument, a bad name."""
+    """The request was rejected (400 malformed, 422 invalid; any other 4xx without a class of its
+    own, e.g. 409 conflict): a bad or unknown argument, a bad name (docs/errors.md)."""
 
     code = 400
 

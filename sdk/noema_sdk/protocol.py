@@ -101,7 +101,8 @@ def observation_subject(prefix: str, workspace: str, mind: str) -> str:
 
 
 class ErrorBody(msgspec.Struct, frozen=True):
-    """An error reply's code (HTTP-like: 400, 403, 404, 500, 503) and what went wrong."""
+    """An error reply's code (HTTP-like, per kind in docs/errors.md: 400, 403, 404, 409, 422, 500,
+    503) and what went wrong."""
 
     code: int
     message: str

@@ -1,7 +1,8 @@
 """The operator HTTP API as an ASGI app, assembled from the route table (:mod:`noema_api.routes`).
 
 Every API answer is JSON (the memory explorer's page at ``/ui/`` is the exception). Bad input gets
-a 4xx with ``{"error": message}``; a 500 only ever means a bug, and is logged with its traceback.
+a 4xx with ``{"error": message, "code": kind}`` (docs/errors.md); a 500 only ever means a bug, and
+is logged with its traceback.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from noema.adapters.asgi import DEFAULT_MAX_BODY, BodyLimit
+from noema.errors import KIND_BY_HTTP_STATUS, Kind
 
-from .endpoint import Api, error_response, routes
+from .endpoint import Api, json_response, routes
+from .errors import ErrorBody
 from .routes import ENDPOINTS
 from .ui import ui_routes
 
@@ -26,9 +29,11 @@ def create_app(api: Api, max_body: int = DEFAULT_MAX_BODY) -> Starlette:
     ``max_body`` bytes is refused (413) before it is read."""
 
     async def http_error(request: Request, exc: Exception) -> Response:
-        # Routing errors (unknown path, wrong method) in the same JSON shape as everything else.
+        # Routing errors (unknown path, wrong method) in the same JSON shape as everything else; a
+        # 405 keeps its status (it has no kind of its own: the request is malformed for that path).
         assert isinstance(exc, HTTPException)
-        response = error_response(exc.status_code, str(exc.detail))
+        kind = KIND_BY_HTTP_STATUS.get(exc.status_code, Kind.MALFORMED)
+        response = json_response(ErrorBody(str(exc.detail), kind), exc.status_code)
         response.headers.update(exc.headers or {})
         return response
 

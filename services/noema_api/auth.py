@@ -22,6 +22,7 @@ from typing import Annotated
 
 import msgspec
 
+from noema.errors import Kind
 from noema_events.envelope import NAME_PATTERN
 
 from .errors import ApiError
@@ -69,7 +70,7 @@ class Principal:
     def check(self, workspace: str) -> None:
         """Refuse (403) anything outside the token's workspace."""
         if self.workspace is not None and workspace != self.workspace:
-            raise ApiError(403, f"token {self.name!r} is scoped to workspace {self.workspace!r}")
+            raise ApiError(Kind.FORBIDDEN, f"token {self.name!r} is scoped to workspace {self.workspace!r}")
 
     def scope(self, workspace: str | None) -> str | None:
         """The workspace a read is limited to: the one asked for (if allowed), else the token's own."""
@@ -104,17 +105,19 @@ class Tokens:
     def authenticate(self, authorization: str | None) -> Principal:
         """The caller named by an ``Authorization: Bearer <token>`` header, else 401."""
         if not authorization:
-            raise ApiError(401, "missing token: send `Authorization: Bearer <token>`", _challenge())
+            raise ApiError(
+                Kind.UNAUTHENTICATED, "missing token: send `Authorization: Bearer <token>`", _challenge()
+            )
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise ApiError(
-                401,
+                Kind.UNAUTHENTICATED,
                 "malformed Authorization header: expected `Bearer <token>`",
                 _challenge("invalid_request"),
             )
         principal = self._by_digest.get(_digest(token.strip()))
         if principal is None:
-            raise ApiError(401, "invalid token", _challenge("invalid_token"))
+            raise ApiError(Kind.UNAUTHENTICATED, "invalid token", _challenge("invalid_token"))
         return principal
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg
 
 from noema.adapters.postgres.position import wait_for_projection
+from noema.errors import Kind
 
 from .errors import ApiError
 
@@ -78,7 +79,9 @@ def parse_after_seq(values: Mapping[str, list[str]]) -> int | None:
     if given is None:
         return None
     if len(given) != 1 or not given[0].isascii() or not given[0].isdigit() or int(given[0]) > _MAX_SEQ:
-        raise ApiError(400, f"invalid query parameter: {AFTER_SEQ} must be one whole number from 0")
+        raise ApiError(
+            Kind.MALFORMED, f"invalid query parameter: {AFTER_SEQ} must be one whole number from 0"
+        )
     return int(given[0])
 
 

@@ -3,8 +3,9 @@ document are both built from it, so they cannot drift apart.
 
 A handler receives its input already checked — the caller authenticated, the query string and the
 JSON body decoded into msgspec Structs that forbid unknown fields — and returns a Struct. Anything it
-cannot do is an :class:`~noema_api.errors.ApiError` (a 4xx with a message); any other exception is
-a bug, logged with its traceback and answered with a plain 500.
+cannot do is an :class:`~noema_api.errors.ApiError` or a :class:`~noema.errors.NoemaError`, answered
+with its kind's status (:data:`noema.errors.SURFACES`); a server that is not there is a 503; any
+other exception is a bug, logged with its traceback and answered with a plain 500.
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from noema.access import InsufficientMemoryPermission
 from noema.adapters.jetstream import EventPublisher
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES, NO_WORKSPACE, workspace_scope
 from noema.adapters.published import recording_published
 from noema.app import Noema
+from noema.errors import SURFACES, Kind, kind_of, public_message
 from noema.inputs import InvalidInput, convert
-from noema.operations import Conflict, InvalidQuery, NotFound, OperationError
+from noema.operations import InvalidQuery, NotFound
 from noema.views import parse
 
 from .auth import Principal, Tokens
@@ -64,10 +65,8 @@ class Api:
         return self.app.clock()
 
     def bus(self) -> EventPublisher:
-        """The publisher; while NATS is not connected, writes answer 503."""
-        if not self.app.nc.is_connected:
-            raise ApiError(503, "the API is not connected to NATS; writes are unavailable")
-        return self.app.publisher
+        """The publisher; while NATS is not connected, writes answer 503 (``unavailable``)."""
+        return self.app.writer()
 
 
 @dataclass(frozen=True)
@@ -120,9 +119,9 @@ def json_response(data: Any, status: int = 200) -> Response:
     return Response(_encoder.encode(data), status_code=status, media_type="application/json")
 
 
-def error_response(status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
-    """``{"error": message}`` with ``status`` (and ``headers``)."""
-    response = json_response(ErrorBody(message), status)
+def error_response(kind: Kind, message: str, headers: Mapping[str, str] | None = None) -> Response:
+    """``{"error": message, "code": kind}`` with ``kind``'s status (and ``headers``)."""
+    response = json_response(ErrorBody(message, kind), SURFACES[kind].http)
     response.headers.update(headers or {})
     return response
 
@@ -131,11 +130,11 @@ def _clean(value: Any) -> None:
     """Refuse text PostgreSQL cannot store (NUL) or UTF-8 cannot encode (lone surrogates)."""
     if isinstance(value, str):
         if "\x00" in value:
-            raise ApiError(400, "text must not contain NUL characters")
+            raise ApiError(Kind.MALFORMED, "text must not contain NUL characters")
         try:
             value.encode()
         except UnicodeEncodeError:
-            raise ApiError(400, "text must be valid Unicode (no lone surrogates)") from None
+            raise ApiError(Kind.MALFORMED, "text must be valid Unicode (no lone surrogates)") from None
     elif isinstance(value, dict):
         for k, v in value.items():
             _clean(k)
@@ -154,18 +153,18 @@ def parse_query(request: Request, struct: type[msgspec.Struct] | None, after_seq
         params.pop(AFTER_SEQ, None)
     unknown = set(params) - set(struct.__struct_fields__ if struct else ())
     if unknown:
-        raise ApiError(400, f"unknown query parameters: {', '.join(sorted(unknown))}")
+        raise ApiError(Kind.MALFORMED, f"unknown query parameters: {', '.join(sorted(unknown))}")
     if struct is None:
         return None
     repeated = sorted(k for k, values in params.items() if len(values) > 1)
     if repeated:
-        raise ApiError(400, f"query parameters given more than once: {', '.join(repeated)}")
+        raise ApiError(Kind.MALFORMED, f"query parameters given more than once: {', '.join(repeated)}")
     raw = {k: values[0] for k, values in params.items()}
     _clean(raw)
     try:
         return parse(struct, raw)  # the one validation of filters, shared with noemactl
     except InvalidQuery as exc:
-        raise ApiError(400, f"invalid query parameter: {exc}") from None
+        raise ApiError(Kind.MALFORMED, f"invalid query parameter: {exc}") from None
 
 
 async def parse_body(request: Request, struct: type[msgspec.Struct] | None) -> Any:
@@ -174,16 +173,16 @@ async def parse_body(request: Request, struct: type[msgspec.Struct] | None) -> A
         return None
     data = await request.body()
     if not data.strip():
-        raise ApiError(400, "the body is empty: it must be a JSON object")
+        raise ApiError(Kind.MALFORMED, "the body is empty: it must be a JSON object")
     try:
         raw = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
-        raise ApiError(400, f"the body must be a JSON object in UTF-8: {exc}") from None
+        raise ApiError(Kind.MALFORMED, f"the body must be a JSON object in UTF-8: {exc}") from None
     _clean(raw)
     try:
         return convert(struct, raw, whole="the body")  # dates read as every surface reads them
     except InvalidInput as exc:
-        raise ApiError(422, f"invalid body: {exc}") from None
+        raise ApiError(Kind.INVALID, f"invalid body: {exc}") from None
 
 
 def _serve(endpoint: Endpoint, api: Api) -> Callable[[Request], Awaitable[Response]]:
@@ -222,20 +221,13 @@ def _serve(endpoint: Endpoint, api: Api) -> Callable[[Request], Awaitable[Respon
             if published.seq:
                 headers[SEQ_HEADER] = str(published.seq)
         except ApiError as exc:
-            return error_response(exc.status, exc.message, exc.headers)
-        except InvalidQuery as exc:
-            return error_response(400, str(exc))
-        except NotFound as exc:
-            return error_response(404, str(exc))
-        except Conflict as exc:
-            return error_response(409, str(exc))
-        except InsufficientMemoryPermission as exc:
-            return error_response(403, str(exc))
-        except OperationError as exc:
-            return error_response(422, str(exc))
-        except Exception:
-            log.exception("request failed", method=request.method, path=request.url.path)
-            return error_response(500, "internal error (logged by the server)")
+            return error_response(exc.kind, exc.message, exc.headers)
+        except Exception as exc:
+            kind = kind_of(exc)
+            if kind is Kind.INTERNAL:
+                log.exception("request failed", method=request.method, path=request.url.path)
+                return error_response(kind, "internal error (logged by the server)")
+            return error_response(kind, public_message(exc, kind))
         response = result if isinstance(result, Response) else json_response(result, endpoint.status)
         response.headers.update(headers)
         return response

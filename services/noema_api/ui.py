@@ -16,6 +16,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from noema.errors import Kind
+
 from .endpoint import error_response
 
 __all__ = ["UI_HEADERS", "ui_routes"]
@@ -53,7 +55,7 @@ def _read(name: str) -> bytes:
 async def _file(request: Request) -> Response:
     name = request.path_params.get("name") or "index.html"
     if name not in _FILES:
-        return error_response(404, f"no explorer file {name!r}")
+        return error_response(Kind.NOT_FOUND, f"no explorer file {name!r}")
     return Response(_read(name), media_type=_FILES[name], headers=UI_HEADERS)
 
 

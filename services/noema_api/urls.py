@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote_to_bytes
 
+from noema.errors import Kind
+
 from .errors import ApiError
 
 __all__ = ["check_path", "query_params"]
@@ -21,11 +23,13 @@ def _decode(raw: bytes, what: str) -> str:
     bad = _BAD_ESCAPE.search(raw)
     if bad:
         near = raw[bad.start() : bad.start() + 3].decode("latin-1")
-        raise ApiError(400, f"malformed percent-encoding in {what} ({near!r}): write '%' as %25")
+        raise ApiError(Kind.MALFORMED, f"malformed percent-encoding in {what} ({near!r}): write '%' as %25")
     try:
         return unquote_to_bytes(raw).decode("utf-8")
     except UnicodeDecodeError:
-        raise ApiError(400, f"{what} is not valid UTF-8 once percent-decoded: encode text as UTF-8") from None
+        raise ApiError(
+            Kind.MALFORMED, f"{what} is not valid UTF-8 once percent-decoded: encode text as UTF-8"
+        ) from None
 
 
 def query_params(raw: bytes) -> dict[str, list[str]]:

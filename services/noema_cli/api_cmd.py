@@ -16,6 +16,8 @@ from noema.settings import SettingsError
 from noema_api.auth import TokensError, ensure_tokens_file, operator_token
 from noema_api.settings import ApiSettings
 
+from .common import exit_code
+
 __all__ = ["api_app"]
 
 api_app = typer.Typer(help="The operator HTTP API.", no_args_is_help=True)
@@ -62,7 +64,7 @@ def serve(
         locate(base)
     except NotRunning as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(exit_code(exc.kind)) from None
     asyncio.run(main(replace(settings, base=base)))
 
 

@@ -1,37 +1,25 @@
-"""The async work behind each ``noemactl`` command (no printing here)."""
+"""The async work behind ``noemactl status`` (no printing here); every other command calls the
+application facade (:class:`noema.app.Noema`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
-import time
 import urllib.request
-from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import msgspec
 
-from noema import operations
-from noema.adapters.embedders import create_embedder
-from noema.adapters.jetstream import EventPublisher, connect
-from noema.adapters.postgres import MemoryQueries, ReadModelProjection, checksum, create_pool
-from noema.adapters.postgres import connect as pg_connect
-from noema.adapters.postgres.tenancy import ALL_WORKSPACES
-from noema.client import send_observation
+from noema.adapters.jetstream import connect
 from noema.credentials import redact_url
 from noema.readiness import system_status
-from noema.reads import resolve_memory
-from noema.replay import drop_schema, replay_into
+from noema.replay import live_position as _live_position
 from noema.runtime import read_state
 from noema.settings import Settings
-from noema.topology import Topology
-from noema_events import ObservationRecorded
 
-__all__ = ["CommandError", "decay", "embed_missing", "publish", "relate", "replay", "status"]
+__all__ = ["CommandError", "status"]
 
 
 def _http_status(url: str) -> int:
@@ -57,167 +45,6 @@ def _running(pid: int) -> bool:
 
 class CommandError(RuntimeError):
     """A command failed for a reason worth telling the user as is."""
-
-
-async def publish(settings: Settings, obs: ObservationRecorded) -> tuple[int, bool]:
-    """Publish a validated observation; returns its stream sequence and whether the stream already
-    held an observation of this id (within the duplicate window; it is then not stored again)."""
-    assert settings.nats_url
-    nc = await connect(settings.nats_url, name="noemactl", auth=settings.nats_auth)
-    try:
-        return await send_observation(nc.jetstream(), obs, topology=Topology(settings.prefix))
-    finally:
-        await nc.close()
-
-
-async def _pool(settings: Settings) -> asyncpg.Pool:
-    # Read-only role; the operator's CLI sees every workspace.
-    return await create_pool(
-        settings.database_url_for("reader"),
-        settings.db_schema,
-        app="noemactl",
-        workspace=ALL_WORKSPACES,
-        min_size=1,
-        max_size=1,
-    )
-
-
-async def relate(
-    settings: Settings,
-    from_id: str,
-    to_id: str,
-    relation: str,
-    confidence: float,
-    source: str,
-    actor: str,
-) -> str:
-    """Publish a relationship after checking both ends (ids or unique prefixes; an unknown or
-    ambiguous one is an OperationError, as for every operator command)."""
-    assert settings.nats_url
-    pool = await _pool(settings)
-    nc = await connect(settings.nats_url, name="noemactl", auth=settings.nats_auth)
-    try:
-        reads = MemoryQueries(pool)
-        ids = [await resolve_memory(reads, given) for given in (from_id, to_id)]
-        publisher = EventPublisher(nc, Topology(settings.prefix))
-        # An OperationError (unknown relation, edge across minds) is bad input: exit 2.
-        return await operations.relate(
-            reads,
-            publisher,
-            ids[0],
-            ids[1],
-            relation,
-            now=datetime.now(UTC),
-            confidence=confidence,
-            source=source,
-            actor=actor,
-        )
-    finally:
-        await nc.close()
-        await pool.close()
-
-
-async def embed_missing(
-    settings: Settings, batch: int, progress: Callable[[int, int], None]
-) -> dict[str, Any]:
-    """Backfill vectors for the configured embedder."""
-    assert settings.nats_url
-    embedder = create_embedder(settings.embedder)
-    assert embedder is not None
-    pool = await _pool(settings)
-    nc = await connect(settings.nats_url, name="noemactl-embed", auth=settings.nats_auth)
-    try:
-        started = time.perf_counter()
-        done = await operations.embed_missing(
-            MemoryQueries(pool),
-            EventPublisher(nc, Topology(settings.prefix)),
-            embedder,
-            now=lambda: datetime.now(UTC),
-            batch=batch,
-            progress=progress,
-        )
-        elapsed = time.perf_counter() - started
-    finally:
-        await nc.close()
-        await pool.close()
-    return {
-        "embedded": done,
-        "model": embedder.name,
-        "seconds": round(elapsed, 2),
-        "per_s": done / elapsed if elapsed > 0 else 0.0,
-    }
-
-
-async def decay(settings: Settings, workspaces: list[str] | None) -> list[str]:
-    """Publish a decay tick now."""
-    assert settings.nats_url
-    pool = await _pool(settings)
-    nc = await connect(settings.nats_url, name="noemactl", auth=settings.nats_auth)
-    try:
-        return await operations.decay_tick(
-            MemoryQueries(pool), EventPublisher(nc, Topology(settings.prefix)), datetime.now(UTC), workspaces
-        )
-    finally:
-        await nc.close()
-        await pool.close()
-
-
-async def _live_position(settings: Settings) -> int:
-    assert settings.database_url
-    conn = await pg_connect(settings.database_url_for("reader"), settings.db_schema, app="noemactl")
-    try:
-        return await ReadModelProjection().position(conn)
-    finally:
-        await conn.close()
-
-
-async def replay(
-    settings: Settings,
-    until_seq: int | None,
-    keep: bool,
-    progress: Callable[[int, int], None] | None = None,
-) -> dict[str, Any]:
-    """Replay into a fresh schema; compare with the live read model once it reached the same seq."""
-    assert settings.nats_url
-    assert settings.database_url
-    topology = Topology(settings.prefix)
-    schema = f"replay_{settings.db_schema}_{os.getpid()}_{int(time.time())}"
-    nc = await connect(settings.nats_url, name="noemactl-replay", auth=settings.nats_auth)
-    try:
-        result = await replay_into(
-            nc, settings.database_url, topology, schema, until_seq=until_seq, progress=progress
-        )
-    finally:
-        await nc.close()
-    report: dict[str, Any] = {
-        "schema": schema,
-        "events": result.events,
-        "last_seq": result.last_seq,
-        "checksum": result.checksum,
-    }
-    try:
-        if until_seq is None:
-            # The live projector may still be applying the tail of the stream: wait (bounded) for it.
-            deadline = time.monotonic() + 30
-            position = await _live_position(settings)
-            while position < result.last_seq and time.monotonic() < deadline:
-                await asyncio.sleep(0.1)
-                position = await _live_position(settings)
-            conn = await pg_connect(
-                settings.database_url_for("reader"),
-                settings.db_schema,
-                app="noemactl",
-                workspace=ALL_WORKSPACES,
-            )
-            try:
-                live = await checksum(conn)
-            finally:
-                await conn.close()
-            report.update(live_checksum=live, live_position=position, match=live == result.checksum)
-    finally:
-        if not keep:
-            await drop_schema(settings.database_url, schema)
-    return report
 
 
 async def status(settings: Settings) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """What every ``noemactl`` command shares: consoles, the located settings, running async work and
-turning known failures into messages with distinct exit codes (1 failed, 2 bad input or not running,
-3 not permitted)."""
+turning failures into messages with their kind's exit code (:data:`noema.errors.SURFACES`, the table
+of docs/errors.md: 1 failed, 2 bad input, 3 not permitted, 4 not found, 5 conflict, 6 unavailable)."""
 
 from __future__ import annotations
 
@@ -19,11 +19,12 @@ from typing import Any, NoReturn, TypeVar
 import typer
 from rich.console import Console
 
-from noema.access import Caller, InsufficientMemoryPermission
+from noema.access import Caller
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.app import Noema
+from noema.errors import SURFACES, Kind, NoemaError, kind_of, public_message
 from noema.operations import OperationError
-from noema.runtime import NotRunning, locate
+from noema.runtime import locate
 from noema.settings import Settings
 
 from . import commands
@@ -34,7 +35,9 @@ __all__ = [
     "caller",
     "clip",
     "err",
+    "exit_code",
     "fail",
+    "fail_for",
     "operator_name",
     "out",
     "print_json",
@@ -84,25 +87,36 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+def exit_code(kind: Kind) -> int:
+    """The exit status of a failure of ``kind``: the CLI's one error mapping."""
+    return SURFACES[kind].cli or SURFACES[Kind.INTERNAL].cli or 1
+
+
+def fail_for(exc: BaseException) -> NoReturn:
+    """Report ``exc`` by its kind and exit with the kind's code; a bug (``internal``) is re-raised,
+    so that its traceback shows."""
+    kind = kind_of(exc)
+    if kind is Kind.INTERNAL:
+        raise exc
+    message = public_message(exc, kind)
+    if kind is Kind.FORBIDDEN:
+        message = f"not permitted: {message}"
+    elif kind is Kind.UNAVAILABLE and not isinstance(exc, NoemaError):
+        message = f"cannot reach Noema ({exc.__class__.__name__}: {exc}); is `noemactl up` running?"
+    fail(message, exit_code(kind))
+
+
 def run(factory: Callable[[Settings], Coroutine[Any, Any, T]], identity: str = "operator") -> T:
     """Locate the running instance and run an async command, turning known failures into messages.
 
     ``identity``: whose NATS credentials it uses on the embedded server (the operator's by default).
     """
     try:
-        settings = locate(state.settings, identity)
-    except NotRunning as exc:
-        fail(str(exc), 2)
-    try:
-        return asyncio.run(factory(settings))
+        return asyncio.run(factory(locate(state.settings, identity)))
     except commands.CommandError as exc:
         fail(str(exc))
-    except InsufficientMemoryPermission as exc:
-        fail(f"not permitted: {exc}", 3)
-    except OperationError as exc:
-        fail(str(exc), 2)
-    except (OSError, TimeoutError) as exc:
-        fail(f"cannot reach Noema ({exc.__class__.__name__}: {exc}); is `noemactl up` running?", 2)
+    except Exception as exc:
+        fail_for(exc)
 
 
 def print_json(data: Any) -> None:
@@ -185,7 +199,7 @@ def caller(workspace: str, agent: str | None = None, role: str | None = None) ->
             return Caller(workspace, operator_name(), "operator", operator=True)
         return Caller(workspace, agent or operator_name(), role or "agent")
     except OperationError as exc:
-        fail(str(exc), 2)
+        fail_for(exc)
 
 
 def clip(text: str, width: int = 70) -> str:

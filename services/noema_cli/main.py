@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import time
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -126,7 +127,7 @@ def observe(
     except InvalidObservation as exc:
         fail(f"invalid observation: {exc}", 2)
         return
-    seq, duplicate = run(lambda s: commands.publish(s, obs))
+    seq, duplicate = run_app(lambda app: app.publish_observation(obs))
     if as_json:
         print_json({"observation_id": obs.id, "seq": seq, "duplicate": duplicate})
     elif duplicate:
@@ -237,7 +238,9 @@ def memory_relate(
     """
     use(data_dir)
     actor = f"operator:{operator_name()}"
-    rel_id = run(lambda s: commands.relate(s, from_id, to_id, relation, confidence, source, actor))
+    rel_id = run_app(
+        lambda app: app.relate(from_id, to_id, relation, confidence=confidence, source=source, actor=actor)
+    )
     if as_json:
         print_json({"relationship_id": rel_id})
     else:
@@ -258,7 +261,15 @@ def memory_embed_missing(
     if state.settings.embedder == "none":
         fail("no embedder configured (NOEMA_EMBEDDER=none)", 2)
     with progress_bar("embedding", disable=as_json) as report:
-        result = run(lambda s: commands.embed_missing(s, batch, report))
+        started = time.perf_counter()
+        done, model = run_app(lambda app: app.embed_missing(batch=batch, progress=report))
+        elapsed = time.perf_counter() - started
+    result = {
+        "embedded": done,
+        "model": model,
+        "seconds": round(elapsed, 2),
+        "per_s": done / elapsed if elapsed > 0 else 0.0,
+    }
     if as_json:
         print_json(result)
     else:
@@ -303,7 +314,7 @@ def decay_tick(
     Example: noemactl decay-tick --workspace acme
     """
     use(data_dir)
-    ticked = run(lambda s: commands.decay(s, workspace or None))
+    ticked = run_app(lambda app: app.decay_tick(workspace or None))
     if as_json:
         print_json({"workspaces": ticked})
     else:
@@ -326,7 +337,7 @@ def replay(
     """
     use(data_dir)
     with progress_bar("replaying", disable=as_json) as report:
-        result = run(lambda s: commands.replay(s, until_seq, keep, report))
+        result = run_app(lambda app: app.replay(until_seq, keep, report))
     if as_json:
         print_json(result)
     else:

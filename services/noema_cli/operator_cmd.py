@@ -7,15 +7,14 @@ The audit log is the application layer's (:meth:`noema.app.Noema.audit`), as the
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import typer
 
 from noema import operator
-from noema.adapters.jetstream import EventPublisher
-from noema.app import Noema
+from noema.app import Noema, StatusAction
 from noema.operations import InvalidQuery
 from noema.views import AuditQuery, parse
 
@@ -24,8 +23,6 @@ from .memory_cmd import INSTANT, KINDS
 from .render import event_table, print_page
 
 __all__ = ["register"]
-
-Operation = Callable[..., Awaitable[operator.OperatorReceipt]]
 
 
 def _report(receipt: operator.OperatorReceipt, what: str, as_json: bool) -> None:
@@ -42,7 +39,7 @@ def _report(receipt: operator.OperatorReceipt, what: str, as_json: bool) -> None
         out.print(f"{what} (operator_action {receipt.action_event_id})")
 
 
-def _status_command(op: Operation, verb: str, done: str) -> Callable[..., None]:
+def _status_command(action: StatusAction, verb: str, done: str) -> Callable[..., None]:
     def command(
         memory_id: str = typer.Argument(..., help="Memory id, or a unique prefix (at least 6 characters)."),
         reason: str = typer.Option(..., "--reason", help="Why (kept in the audit log)."),
@@ -53,15 +50,7 @@ def _status_command(op: Operation, verb: str, done: str) -> Callable[..., None]:
 
         async def work(app: Noema) -> operator.OperatorReceipt:
             full = await app.resolve_memory(memory_id)
-            publisher = EventPublisher(app.nc, app.topology)
-            return await op(
-                app.memories,
-                publisher,
-                full,
-                actor=f"operator:{operator_name()}",
-                reason=reason,
-                now=datetime.now(UTC),
-            )
+            return await app.change_status(action, full, actor=f"operator:{operator_name()}", reason=reason)
 
         receipt = run_app(work)
         _report(receipt, f"memory {receipt.memory_id} {done}", as_json)
@@ -88,15 +77,7 @@ def correct(
 
     async def work(app: Noema) -> operator.OperatorReceipt:
         full = await app.resolve_memory(memory_id)
-        return await operator.correct(
-            app.memories,
-            EventPublisher(app.nc, app.topology),
-            full,
-            actor=f"operator:{operator_name()}",
-            reason=reason,
-            content=content,
-            now=datetime.now(UTC),
-        )
+        return await app.correct(full, content, actor=f"operator:{operator_name()}", reason=reason)
 
     receipt = run_app(work)
     _report(receipt, f"memory {memory_id} corrected by {receipt.memory_id}", as_json)
@@ -198,9 +179,9 @@ def audit(
 
 def register(app: typer.Typer, memory_app: typer.Typer) -> None:
     """Add the operator commands to ``noemactl`` and ``noemactl memory``."""
-    memory_app.command("retract")(_status_command(operator.retract, "retract", "retracted"))
-    memory_app.command("archive")(_status_command(operator.archive, "archive", "archived"))
-    memory_app.command("restore")(_status_command(operator.restore, "restore", "restored"))
+    memory_app.command("retract")(_status_command("retract", "retract", "retracted"))
+    memory_app.command("archive")(_status_command("archive", "archive", "archived"))
+    memory_app.command("restore")(_status_command("restore", "restore", "restored"))
     memory_app.command("correct")(correct)
     memory_app.command("add")(add)
     app.command()(audit)

@@ -6,9 +6,11 @@ from the server's configuration: no tool argument names an agent (tool inputs fo
 fields), so a client cannot act as anyone else. Each call goes through
 :func:`noema.tools.call_tool`, the same path as every other agent surface.
 
-Failures the agent can act on (bad arguments, an operation refused, a missing permission) come back
-as tool results with ``isError`` and a message for the model to read; an unexpected failure is
-logged with its traceback on stderr and reported without it, as the SDK's own ``MCPServer`` does.
+Every failure is mapped once, by its :class:`~noema.errors.Kind` (docs/errors.md): a tool call that
+fails is a tool result with ``isError`` whose text is ``<kind>: <message>`` for the model to read
+(its structured content ``{"error": message, "code": kind}``); a resource read that fails is a
+JSON-RPC error with the kind's code. An unexpected failure (``internal``) is logged with its
+traceback on stderr and reported without it, as the SDK's own ``MCPServer`` does.
 """
 
 from __future__ import annotations
@@ -24,10 +26,10 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from noema.access import Caller, InsufficientMemoryPermission
+from noema.access import Caller
 from noema.app import Noema
-from noema.operations import OperationError
-from noema.tools import TOOLS, Tool, ToolInputError, call_tool, input_schema
+from noema.errors import SURFACES, Kind, kind_of, public_message
+from noema.tools import TOOLS, Tool, call_tool, input_schema
 
 __all__ = ["PREAMBLE_URI", "build_server", "preamble_uri", "tool_definitions"]
 
@@ -86,8 +88,21 @@ def _result(data: Any) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured)
 
 
-def _error(message: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+def _error(kind: Kind, message: str) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(text=f"{kind}: {message}")],
+        structured_content={"error": message, "code": str(kind)},
+        is_error=True,
+    )
+
+
+def _failure(exc: Exception, caller: Caller, what: str) -> tuple[Kind, str]:
+    """The kind and message of a failed call (a bug is logged here with its traceback)."""
+    kind = kind_of(exc)
+    if kind is Kind.INTERNAL:
+        _log.exception("tool crashed", tool=what, agent=caller.agent, workspace=caller.workspace)
+        return kind, f"error executing {what} (the server log has the details)"
+    return kind, public_message(exc, kind)
 
 
 def _instructions(caller: Caller) -> str:
@@ -112,18 +127,11 @@ def build_server(app: Noema, caller: Caller) -> Server[Any]:
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         if params.name not in TOOLS:
-            return _error(f"unknown tool {params.name!r}; the tools are: {', '.join(TOOLS)}")
+            return _error(Kind.NOT_FOUND, f"unknown tool {params.name!r}; the tools are: {', '.join(TOOLS)}")
         try:
             return _result(await call_tool(app, caller, params.name, params.arguments or {}))
-        except ToolInputError as exc:
-            return _error(f"invalid arguments: {exc}")
-        except InsufficientMemoryPermission as exc:
-            return _error(f"permission denied (InsufficientMemoryPermission): {exc}")
-        except OperationError as exc:
-            return _error(f"{params.name} failed: {exc}")
-        except Exception:
-            _log.exception("tool crashed", tool=params.name, agent=caller.agent, workspace=caller.workspace)
-            return _error(f"Error executing tool {params.name} (the server log has the details)")
+        except Exception as exc:
+            return _error(*_failure(exc, caller, params.name))
 
     async def list_resources(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -140,14 +148,17 @@ def build_server(app: Noema, caller: Caller) -> Server[Any]:
     ) -> types.ReadResourceResult:
         uri = urlsplit(params.uri)
         if f"{uri.scheme}://{uri.netloc}" != PREAMBLE_URI:
-            raise MCPError(types.INVALID_PARAMS, f"unknown resource {params.uri!r}; see resources/list")
+            raise MCPError(
+                SURFACES[Kind.NOT_FOUND].mcp, f"unknown resource {params.uri!r}; see resources/list"
+            )
         args: dict[str, Any] = {"task": unquote(uri.path.removeprefix("/"))}
         if repo := parse_qs(uri.query).get("repo"):
             args["repo"] = repo[0]
         try:
             preamble = await call_tool(app, caller, "get_preamble", args)
-        except (ToolInputError, OperationError) as exc:
-            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        except Exception as exc:
+            kind, message = _failure(exc, caller, "get_preamble")
+            raise MCPError(SURFACES[kind].mcp, message) from None
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=params.uri, mime_type=_MARKDOWN, text=preamble["text"])]
         )

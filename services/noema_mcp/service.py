@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from noema.access import Caller
 from noema.adapters.asgi import BodyLimit
 from noema.app import Noema
+from noema.errors import SURFACES, Kind
 from noema.settings import Settings
 
 from . import DEFAULT_PORT, HTTP_PATH
@@ -54,12 +55,16 @@ class BearerToken:
             given = dict(scope["headers"]).get(b"authorization", b"")
             if not hmac.compare_digest(given, self._expected):
                 body = json.dumps(
-                    {"error": "missing or wrong bearer token (send Authorization: Bearer <NOEMA_MCP_TOKEN>)"}
+                    {
+                        "error": "missing or wrong bearer token "
+                        "(send Authorization: Bearer <NOEMA_MCP_TOKEN>)",
+                        "code": Kind.UNAUTHENTICATED,
+                    }
                 ).encode()
                 await send(
                     {
                         "type": "http.response.start",
-                        "status": 401,
+                        "status": SURFACES[Kind.UNAUTHENTICATED].mcp,
                         "headers": [
                             (b"content-type", b"application/json"),
                             (b"www-authenticate", b'Bearer realm="noema-mcp"'),

@@ -16,14 +16,11 @@ import structlog
 from nats.micro.request import Handler, Request
 from nats.micro.service import EndpointStats
 
-from noema.access import Caller, InsufficientMemoryPermission
-from noema.adapters.errors import BACKEND_UNAVAILABLE
+from noema.access import Caller
 from noema.adapters.postgres.tenancy import workspace_scope
 from noema.app import Noema
-from noema.client import InvalidObservation
+from noema.errors import SURFACES, Kind, kind_of, public_message
 from noema.ids import new_id
-from noema.operations import Conflict, NotFound, OperationError
-from noema.tools import ToolInputError
 from noema_sdk.protocol import encode_error, encode_result, parse_agent_subject
 
 from .operations import Operation
@@ -34,18 +31,14 @@ log = structlog.get_logger("noema.service")
 
 
 def classify(exc: BaseException) -> tuple[int, str]:
-    """The reply code and message for an exception raised while handling a request."""
-    if isinstance(exc, InsufficientMemoryPermission):
-        return 403, str(exc)
-    if isinstance(exc, NotFound):
-        return 404, str(exc)
-    if isinstance(exc, Conflict):
-        return 409, str(exc)
-    if isinstance(exc, ToolInputError | InvalidObservation | OperationError):
-        return 400, str(exc)
-    if isinstance(exc, BACKEND_UNAVAILABLE):  # not a bug: the agent may retry
-        return 503, f"a backend is unavailable ({type(exc).__name__}); retry later"
-    return 500, "internal error"
+    """The reply code (the kind's NATS code in :data:`noema.errors.SURFACES`) and message for an
+    exception raised while handling a request: the service's one error mapping."""
+    kind = kind_of(exc)
+    code = SURFACES[kind].nats
+    if code is None:  # a kind only HTTP transports report: the service has none of them to raise
+        kind, code = Kind.INTERNAL, SURFACES[Kind.INTERNAL].nats
+    assert code is not None
+    return code, public_message(exc, kind)
 
 
 class Dispatcher:

@@ -340,7 +340,7 @@ def test_knowledge_commands_facts_conflicts_grants_policies_notes(data_dir: Path
         )["items"][:1]
         assert (action["payload"]["action"], action["payload"]["reason"]) == ("retract", "wrong cluster")
         again = ctl(data_dir, "memory", "retract", episode["id"], "--reason", "again", check=False)
-        assert again.returncode == 2
+        assert again.returncode == 5  # conflict (docs/errors.md)
         assert "cannot retract" in again.stderr
         assert json.loads(ctl(data_dir, "consolidate", "-w", "acme", "--json").stdout)["merged"] == []
         assert json.loads(ctl(data_dir, "harmonize", "-w", "acme", "--json").stdout)["conflicts"] == []

@@ -166,7 +166,6 @@ async def test_add_enters_knowledge_like_the_api_and_the_audit_log_agrees(api: A
         (["memory", "list", "--since", "yesterday"], "since"),
         (["memory", "list", "--limit", "0"], "limit"),
         (["memory", "timeline", "-w", "acme", "--order", "sideways"], "one of: asc, desc"),
-        (["memory", "show", "no-such-memory"], "no memory no-such-memory"),
         (["memory", "add", "x", "-w", "no spaces", "--reason", "y"], "workspace"),
         (["memory", "add", "x", "-w", "acme", "--reason", "   "], "reason"),
         (["memory", "add", "x", "-w", "acme", "--reason", "y", "--importance", "2"], "importance"),
@@ -245,10 +244,10 @@ async def test_relate_takes_short_ids_names_the_operator_and_refuses_unknown_ids
     )
     assert (row["actor"], row["a"], row["b"]) == ("operator:carol", first, second)
     again = await ctl(api, "memory", "relate", first[:8], second[:8], "--relation", "supports")
-    assert again.code == 2, "an edge is added once"
+    assert again.code == 5, "an edge is added once (a second one is a conflict)"
     assert "already supports" in again.stderr
     unknown = await ctl(api, "memory", "relate", first, "abcdef12", "--relation", "supports")
-    assert unknown.code == 2
+    assert unknown.code == 4  # not_found
     assert "no memory abcdef12" in unknown.stderr
     assert "Traceback" not in unknown.stderr
 
@@ -278,7 +277,7 @@ async def test_an_already_past_valid_until_is_recorded_with_a_note(api: ApiHarne
 async def test_superseding_a_memory_that_is_not_a_fact_says_so(api: ApiHarness) -> None:
     [episode] = await api.given(memory("we shipped", kind="episodic", epistemic_kind="observation"))
     ran = await ctl(api, "fact", "supersede", episode[:8], "we shipped twice", "-w", "acme")
-    assert ran.code == 2
+    assert ran.code == 4  # not_found (docs/errors.md)
     assert f"{episode} is an episodic memory, not a fact" in " ".join(ran.stderr.split())
     empty = await ctl(api, "memory", "timeline", "-w", "nosuchws")
     assert empty.code == 0
@@ -297,3 +296,15 @@ async def test_an_empty_answer_says_when_the_workspace_never_had_anything(api: A
     known = await ctl(api, "memory", "list", "-w", "acme", "--kind", "procedural")
     assert "no matching memories" in known.stdout
     assert "nothing was ever recorded" not in known.stdout
+
+
+async def test_decay_tick_publishes_one_tick_per_workspace_through_the_facade(api: ApiHarness) -> None:
+    await api.given(memory("a fact"), memory("another", workspace="globex"))
+    ticked = await ctl_json(api, "decay-tick", "-w", "acme")
+    assert ticked == {"workspaces": ["acme"]}
+    await api.caught_up()
+    rows = await api.h.pool.fetch("SELECT workspace FROM events WHERE type = 'activation.decayed.v1'")
+    assert [r["workspace"] for r in rows] == ["acme"]
+    no_embedder = await ctl(api, "memory", "embed-missing")
+    assert no_embedder.code == 2
+    assert "no embedder configured" in no_embedder.stderr

@@ -134,10 +134,10 @@ async def test_a_refused_observation_is_listed_shown_and_dropped_alike_by_noemac
     assert action["payload"]["details"]["original_subject"] == subject
 
     gone = await ctl(api, "dlq", "show", seq)
-    assert gone.code == 2
+    assert gone.code == 4  # not_found (docs/errors.md)
     assert f"no dead letter {seq}" in gone.stderr
-    assert (await ctl(api, "dlq", "drop", seq, "--reason", "again")).code == 2
-    assert (await ctl(api, "dlq", "retry", seq)).code == 2
+    assert (await ctl(api, "dlq", "drop", seq, "--reason", "again")).code == 4
+    assert (await ctl(api, "dlq", "retry", seq)).code == 4
     assert (await api.admin.get(f"/v1/dead-letters/{seq}")).status_code == 404
     res = await api.admin.post(f"/v1/dead-letters/{seq}/drop", json={"reason": "again"})
     assert res.status_code == 404
@@ -213,7 +213,7 @@ async def test_a_retried_retry_is_stored_once_and_an_old_undeletable_stream_says
     assert res.status_code == 409
     assert "deny_delete" in res.json()["error"]
     refused = await ctl(api, "dlq", "drop", str(item["seq"]), "--reason", "done")
-    assert refused.code == 2
+    assert refused.code == 5  # conflict
     assert "noemactl dlq upgrade" in refused.stderr
 
     upgraded = await ctl_json(api, "dlq", "upgrade")
@@ -253,7 +253,7 @@ async def test_a_big_original_is_kept_truncated_and_retry_refuses_it(api: ApiHar
     assert res.status_code == 409
     assert "truncated" in res.json()["error"]
     ran = await ctl(api, "dlq", "retry", str(item["seq"]))
-    assert ran.code == 2
+    assert ran.code == 5  # conflict
     assert "cannot be retried" in ran.stderr
     assert (await ctl_json(api, "dlq", "list"))["items"][0]["seq"] == item["seq"]  # still there
 

@@ -251,7 +251,7 @@ async def test_every_tool_runs_as_the_configured_agent(
         refused = error(
             await mcp.call_tool("propose_policy", {"domain": "security", "rule": "Secrets never rotate"})
         )
-        assert "permission" in refused
+        assert refused.startswith("forbidden: ")
         assert "'engineer' has read access to domain 'security'" in refused
         assert await stream_last_seq(harness.js, harness.topology.event_stream) == before
 
@@ -482,6 +482,6 @@ def test_serve_says_what_is_missing_instead_of_starting(tmp_path: Path) -> None:
     assert "without a token" in exposed.stderr
     assert "NOEMA_MCP_TOKEN" in exposed.stderr
     not_running = serve_without_servers(tmp_path, *SERVE)
-    assert not_running.returncode == 2
+    assert not_running.returncode == 6  # unavailable (docs/errors.md)
     assert "no running Noema found" in not_running.stderr
     assert not_running.stdout == "", "stdout is the MCP channel: nothing but protocol goes there"

@@ -209,7 +209,7 @@ async def test_a_refused_operation_raises_permission_denied_and_writes_nothing(
         assert await stream_last_seq(harness.js, harness.topology.event_stream) == before
 
 
-async def test_bad_input_is_rejected_with_400_and_a_message_naming_the_field(
+async def test_bad_input_is_rejected_with_422_and_a_message_naming_the_field(
     harness: Harness, pipeline: AgentService
 ) -> None:
     async with client(harness) as alice:
@@ -217,14 +217,14 @@ async def test_bad_input_is_rejected_with_400_and_a_message_naming_the_field(
             InvalidRequest, match=r"^search_memory: limit must be at least 1 \(got 0\)$"
         ) as bad:
             await alice.search_memory("deploys", limit=0)
-        assert bad.value.code == 400
+        assert bad.value.code == 422
         with pytest.raises(InvalidRequest, match=r"channel"):
             await alice.observe("the build is red", channel="carrier-pigeon")  # type: ignore[typeddict-item]
     # Unknown fields are rejected, not ignored; an identity that is not a valid name too.
     subject = agent_subject(harness.topology.prefix, "acme", "engineer", "alice", "update_my_notes")
     reply = await harness.nc.request(subject, b'{"notes": "x", "agent": "bob"}', timeout=10)
     assert reply.headers is not None
-    assert reply.headers[ERROR_CODE_HEADER] == "400"
+    assert reply.headers[ERROR_CODE_HEADER] == "422"
     assert "unknown field" in json.loads(reply.data)["error"]["message"].lower()
     long_name = "a" * 65
     reply = await harness.nc.request(
@@ -233,11 +233,11 @@ async def test_bad_input_is_rejected_with_400_and_a_message_naming_the_field(
         timeout=10,
     )
     assert reply.headers is not None
-    assert reply.headers[ERROR_CODE_HEADER] == "400"
+    assert reply.headers[ERROR_CODE_HEADER] == "422"
     assert await stream_last_seq(harness.js, harness.topology.event_stream) == 0
     stats = json.loads((await harness.nc.request("$SRV.STATS.noema", b"", timeout=5)).data)
     by_name = {e["name"]: e for e in stats["endpoints"]}
-    assert by_name["search_memory"]["data"]["errors_by_code"] == {"400": 1}
+    assert by_name["search_memory"]["data"]["errors_by_code"] == {"422": 1}
     assert by_name["update_my_notes"]["data"]["errors"] == 2
     assert by_name["update_my_notes"]["num_requests"] == 2
 
@@ -404,8 +404,8 @@ def test_errors_map_to_codes_and_only_bugs_are_500() -> None:
     from noema.tools import ToolInputError
 
     assert classify(InsufficientMemoryPermission("no"))[0] == 403
-    assert classify(ToolInputError("bad"))[0] == 400
-    assert classify(OperationError("no fact x"))[0] == 400
+    assert classify(ToolInputError("bad"))[0] == 422
+    assert classify(OperationError("no fact x"))[0] == 422
     assert classify(TimeoutError())[0] == 503
     assert classify(ConnectionRefusedError())[0] == 503
     assert classify(KeyError("bug")) == (500, "internal error")

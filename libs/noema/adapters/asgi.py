@@ -14,6 +14,8 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from ..errors import SURFACES, Kind
+
 __all__ = ["DEFAULT_MAX_BODY", "BodyLimit"]
 
 DEFAULT_MAX_BODY = 1024 * 1024
@@ -79,11 +81,11 @@ class BodyLimit:
         await self._app(scope, _replay(b"".join(chunks), receive), send)
 
     async def _refuse(self, send: Send) -> None:
-        body = json.dumps({"error": self._message}).encode()
+        body = json.dumps({"error": self._message, "code": Kind.TOO_LARGE}).encode()
         await send(
             {
                 "type": "http.response.start",
-                "status": 413,
+                "status": SURFACES[Kind.TOO_LARGE].http,
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(body)).encode()),

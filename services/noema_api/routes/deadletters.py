@@ -20,6 +20,7 @@ from noema.deadletters import (
     DropResult,
     RetryResult,
 )
+from noema.errors import Kind
 from noema.operations import NotFound
 
 from ..endpoint import Endpoint, Req
@@ -38,7 +39,7 @@ class RetryBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 def _dead_letters(req: Req[Any, Any]) -> DeadLetters:
     if req.principal.workspace is not None:
         raise ApiError(
-            403,
+            Kind.FORBIDDEN,
             f"dead letters are not per workspace: only a token for all workspaces may use them "
             f"(token {req.principal.name!r} is scoped to workspace {req.principal.workspace!r})",
         )

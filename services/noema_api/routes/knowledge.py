@@ -9,6 +9,7 @@ from typing import Any, Literal
 import msgspec
 
 from noema.access import Caller
+from noema.errors import Kind
 from noema.knowledge import Knowledge
 
 from ..endpoint import Endpoint, Req
@@ -66,9 +67,9 @@ async def _workspace_of(req: Req[Any, Any], table: Literal["memories", "policies
     found = await req.api.app.memories.workspaces_of(table, key)
     what = "fact" if table == "memories" else "policy"
     if not found:
-        raise ApiError(404, f"no {what} {key}")
+        raise ApiError(Kind.NOT_FOUND, f"no {what} {key}")
     if len(found) > 1:
-        raise ApiError(400, f"{key} matches {what} ids in several workspaces; give more of the id")
+        raise ApiError(Kind.MALFORMED, f"{key} matches {what} ids in several workspaces; give more of the id")
     return found[0]
 
 

@@ -1,6 +1,7 @@
 """Operator actions on memory: enter knowledge, retract, correct, archive, restore.
 
-Each publishes an operator_action naming the token's name as actor, through :mod:`noema.operator`.
+Each publishes an operator_action naming the token's name as actor, through the application facade
+(:class:`noema.app.Noema`).
 They answer 202: the events are stored; the read model shows them once the projector applied them.
 """
 
@@ -9,14 +10,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from noema import operator
-from noema.adapters.jetstream import EventPublisher
+from noema.app import StatusAction
 
 from ..endpoint import Endpoint, Req, scoped_memory_id
 from ..models import CorrectBody, KnowledgeBody, OperatorResult, ReasonBody
 
 __all__ = ["ENDPOINTS"]
-
-StatusOperation = Callable[..., Awaitable[operator.OperatorReceipt]]
 
 
 def _result(receipt: operator.OperatorReceipt) -> OperatorResult:
@@ -28,22 +27,11 @@ def _result(receipt: operator.OperatorReceipt) -> OperatorResult:
     )
 
 
-async def _authorized_target(
-    req: Req[None, ReasonBody] | Req[None, CorrectBody],
-) -> tuple[str, EventPublisher]:
-    return await scoped_memory_id(req), req.api.bus()
-
-
-def _status_change(op: StatusOperation) -> Callable[[Req[None, ReasonBody]], Awaitable[OperatorResult]]:
+def _status_change(action: StatusAction) -> Callable[[Req[None, ReasonBody]], Awaitable[OperatorResult]]:
     async def handle(req: Req[None, ReasonBody]) -> OperatorResult:
-        memory_id, bus = await _authorized_target(req)
-        receipt = await op(
-            req.api.app.memories,
-            bus,
-            memory_id,
-            actor=f"operator:{req.principal.name}",
-            reason=req.body.reason,
-            now=req.api.clock(),
+        memory_id = await scoped_memory_id(req)
+        receipt = await req.api.app.change_status(
+            action, memory_id, actor=f"operator:{req.principal.name}", reason=req.body.reason
         )
         return _result(receipt)
 
@@ -52,15 +40,9 @@ def _status_change(op: StatusOperation) -> Callable[[Req[None, ReasonBody]], Awa
 
 async def correct(req: Req[None, CorrectBody]) -> OperatorResult:
     """Supersede a memory by a corrected copy (the result names the new memory)."""
-    memory_id, bus = await _authorized_target(req)
-    receipt = await operator.correct(
-        req.api.app.memories,
-        bus,
-        memory_id,
-        actor=f"operator:{req.principal.name}",
-        reason=req.body.reason,
-        content=req.body.content,
-        now=req.api.clock(),
+    memory_id = await scoped_memory_id(req)
+    receipt = await req.api.app.correct(
+        memory_id, req.body.content, actor=f"operator:{req.principal.name}", reason=req.body.reason
     )
     return _result(receipt)
 
@@ -75,11 +57,11 @@ async def create(req: Req[None, KnowledgeBody]) -> OperatorResult:
 _WRITE_ERRORS = (400, 404, 409, 422, 503)
 
 
-def _status_endpoint(verb: str, op: StatusOperation, summary: str) -> Endpoint:
+def _status_endpoint(verb: StatusAction, summary: str) -> Endpoint:
     return Endpoint(
         "POST",
         f"/v1/memories/{{memory_id}}/{verb}",
-        _status_change(op),
+        _status_change(verb),
         summary,
         OperatorResult,
         "operator",
@@ -103,11 +85,10 @@ ENDPOINTS = (
     ),
     _status_endpoint(
         "retract",
-        operator.retract,
         "Mark a memory inaccurate: it stays visible, retracted, and leaves normal recall",
     ),
-    _status_endpoint("archive", operator.archive, "Archive a memory (kept, out of recall, restorable)"),
-    _status_endpoint("restore", operator.restore, "Restore a retracted or archived memory"),
+    _status_endpoint("archive", "Archive a memory (kept, out of recall, restorable)"),
+    _status_endpoint("restore", "Restore a retracted or archived memory"),
     Endpoint(
         "POST",
         "/v1/memories/{memory_id}/correct",

@@ -14,6 +14,7 @@ from starlette.responses import Response
 from noema import readiness
 from noema.adapters.jetstream import stream_last_seq
 from noema.adapters.postgres import ReadModelProjection
+from noema.errors import Kind
 from noema.readiness import problems, system_status
 
 from ..endpoint import Endpoint, Req, json_response
@@ -54,7 +55,7 @@ async def status(req: Req[None, None]) -> SystemStatus:
     estimate, state): ``noemactl status --json``. System-wide, so only for tokens of all workspaces."""
     if req.principal.workspace is not None:
         raise ApiError(
-            403,
+            Kind.FORBIDDEN,
             f"the system's status is not per workspace: only a token for all workspaces may read it "
             f"(token {req.principal.name!r} is scoped to workspace {req.principal.workspace!r})",
         )
