@@ -251,8 +251,11 @@ def fuse_hybrid(
 _TOKEN = re.compile(r"\w+")
 
 
-def _overlap(a: str, b: str) -> float:
-    ta, tb = set(_TOKEN.findall(a.lower())), set(_TOKEN.findall(b.lower()))
+def _tokens(text: str) -> frozenset[str]:
+    return frozenset(_TOKEN.findall(text.lower()))
+
+
+def _overlap(ta: frozenset[str], tb: frozenset[str]) -> float:
     return len(ta & tb) / len(ta | tb) if ta and tb else 0.0
 
 
@@ -274,10 +277,13 @@ def _similarities(items: Sequence[Scored]) -> np.ndarray:
             cos = np.clip((cos - med) / max(1e-9, 1.0 - med), 0.0, 1.0)
         sims[np.ix_(with_vec, with_vec)] = cos
     have = set(with_vec)
-    for i in range(n):
-        for j in range(i + 1, n):
-            if i not in have or j not in have:
-                sims[i, j] = sims[j, i] = _overlap(items[i].candidate.content, items[j].candidate.content)
+    if len(have) < n:
+        # Each text split once, not once per pair (50 candidates make 1,225 pairs).
+        tokens = [_tokens(s.candidate.content) for s in items]
+        for i in range(n):
+            for j in range(i + 1, n):
+                if i not in have or j not in have:
+                    sims[i, j] = sims[j, i] = _overlap(tokens[i], tokens[j])
     return sims
 
 
