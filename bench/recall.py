@@ -66,7 +66,7 @@ def load(paths: list[str]) -> list[tuple[str, dict[str, Any]]]:
     files: list[Path] = []
     for p in map(Path, paths):
         files.extend(sorted(p.glob("*.json")) if p.is_dir() else [p])
-    out = []
+    out: list[tuple[str, dict[str, Any]]] = []
     for f in files:
         data = json.loads(f.read_text())
         if isinstance(data, list):  # locomo10.json holds a list of samples

@@ -192,6 +192,6 @@ async def role_urls(servers: Servers, harness: Harness) -> dict[DbRole, str]:
     finally:
         await conn.close()
     return {
-        kind: _role_url(servers.database_url, name, passwords and passwords[kind])
+        kind: _role_url(servers.database_url, name, passwords[kind] if passwords else None)
         for kind, name in DB_ROLES.items()
     }

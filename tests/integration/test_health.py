@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -19,7 +19,7 @@ from tests.support import assert_eventually
 pytestmark = pytest.mark.integration
 
 
-def _position(h: Harness) -> Callable[[], object]:
+def _position(h: Harness) -> Callable[[], Awaitable[int]]:
     async def position() -> int:
         async with h.pool.acquire() as conn:
             return await ReadModelProjection().position(conn)

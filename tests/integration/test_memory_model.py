@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import asyncpg
 import pytest
@@ -51,7 +52,7 @@ pytestmark = pytest.mark.integration
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 
 
-async def _observe(h: Harness, text: str, mind: str = "ops", **kw: object) -> str:
+async def _observe(h: Harness, text: str, mind: str = "ops", **kw: Any) -> str:
     from noema.domain.attention import memory_id_for
 
     obs_id = new_id()
@@ -122,7 +123,8 @@ async def test_the_database_refuses_a_relationship_across_minds(harness: Harness
 
 
 async def _count(h: Harness, n: int) -> bool:
-    return await h.pool.fetchval("SELECT count(*) FROM memories") == n
+    count: int = await h.pool.fetchval("SELECT count(*) FROM memories")
+    return count == n
 
 
 async def test_database_constraints_use_the_same_vocabulary_as_the_code(harness: Harness) -> None:

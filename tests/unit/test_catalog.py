@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -78,7 +79,7 @@ def test_old_readers_skip_fields_added_later() -> None:
 
 
 def test_an_old_version_is_upcast_on_read_never_rewritten() -> None:
-    def v0_to_v1(raw: dict) -> dict:
+    def v0_to_v1(raw: dict[str, Any]) -> dict[str, Any]:
         payload = dict(raw["payload"])
         payload["content"] = payload.pop("text")
         return {**raw, "type": "observation.recorded.v1", "payload": payload}
