@@ -134,7 +134,7 @@ class Settings:
     attend_threshold: float = 0.5
     attend_capacity: int = 256
     wm_capacity: int = DEFAULT_WM_CAPACITY
-    """Items a mind's working memory holds (SPEC §5: 9 by default)."""
+    """Items a mind's working memory holds (requirements §5: 9 by default)."""
     batch_size: int = 500
     duplicate_window_s: float = 7200.0
     stream_replicas: int = 1

@@ -1,4 +1,4 @@
-"""The memory explorer (SPEC §10): a static page over the operator API, served at ``/ui/``.
+"""The memory explorer (requirements §10): a static page over the operator API, served at ``/ui/``.
 
 The page (``ui/index.html``, ``app.js``, ``app.css``) calls the same ``/v1`` endpoints as any other
 client, with the operator's token, so it can show nothing the API would not: its search is the
