@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test test-unit test-integration lint typecheck check schemas openapi deploy-auth golden lock bench-ingest clean
+.PHONY: help setup run test test-fast test-unit test-integration lint typecheck check schemas openapi deploy-auth golden lock bench-ingest clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -22,20 +22,28 @@ setup: $(STAMP) ## Create .venv and install the pinned dependencies (requirement
 run: $(STAMP) ## Start Noema on the embedded default (NATS + PostgreSQL in ./var); Ctrl-C stops it
 	$(BIN)/noemactl up
 
-test: $(STAMP) ## Run every test: unit, integration (real NATS + PostgreSQL), e2e
-	$(BIN)/python -m pytest
+# The fast tier: unit and contract tests, no server (a test that takes the `servers` fixture is marked
+# integration by tests/conftest.py, so it cannot land here); every other test needs servers or
+# processes, or takes a while, and is marked integration or slow.
+FAST := not integration and not slow
 
-test-unit: $(STAMP) ## Run the fast tier: unit tests and the in-memory half of the contract suites (no servers)
-	$(BIN)/python -m pytest tests/unit tests/contract -m "not integration"
+test: $(STAMP) ## Run every test: the fast tier first (stops on a failure), then the rest once
+	$(BIN)/python -m pytest -m "$(FAST)"
+	$(BIN)/python -m pytest -m "integration or slow"
 
-test-integration: $(STAMP) ## Run the integration and e2e tests only
-	$(BIN)/python -m pytest tests/integration tests/e2e
+test-fast: $(STAMP) ## The fast tier only: unit and contract tests, no servers (under a minute)
+	$(BIN)/python -m pytest -m "$(FAST)"
+
+test-unit: test-fast ## Same as test-fast (its former name)
+
+test-integration: $(STAMP) ## Everything but the fast tier: integration, e2e, faults (real NATS + PostgreSQL)
+	$(BIN)/python -m pytest -m "integration or slow"
 
 lint: $(STAMP) ## ruff (lint + format check)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-typecheck: $(STAMP) ## mypy --strict on libs/, services/, schemas/
+typecheck: $(STAMP) ## mypy --strict on libs/, schemas/, services/, sdk/, tests/, bench/
 	$(BIN)/mypy
 
 check: lint typecheck test ## Lint, typecheck and test

@@ -19,7 +19,7 @@ Reported per mode: recall_any@5, recall_any@10, recall_all@10, mean_recall@10, n
 per_category recall_any@10, latency_ms_p50 / p95 (search only; the query embedding is timed apart
 and computed once per question). Modes: keyword, vector, semantic, hybrid (the product's), plus the
 baselines ``minmax`` (min-max fusion of BM25-style full text and e5 vectors) and ``weighted``
-(SPEC §8's plain weighted fusion profile). Prints a markdown table, then the JSON (also to FILE).
+(requirements §8's plain weighted fusion profile). Prints a markdown table, then the JSON (also to FILE).
 """
 
 from __future__ import annotations

@@ -126,7 +126,8 @@ def _sentence(rng: random.Random, n: int) -> str:
 
 def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
     v = rng.standard_normal((n, DIMS)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
+    unit: np.ndarray = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return unit
 
 
 async def build(db_url: str, schema: str, n: int) -> dict[str, float]:
@@ -299,7 +300,7 @@ async def run(n: int, queries: int) -> dict[str, Any]:
         pool = await RecallStore.create_pool(db_url, schema, min_size=1, max_size=2)
         try:
             store = await RecallStore.open(pool)
-            recall = Recall(store, _Named())  # type: ignore[arg-type]
+            recall = Recall(store, _Named())
             rng, nrng = random.Random(11), np.random.default_rng(11)
             # Every intent the classifier knows: plain lookups, "when…", "why…" and quoted phrases.
             shapes = ("{}", "when did {}", "why {}", '"{}"')

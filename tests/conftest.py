@@ -65,6 +65,14 @@ def _containers() -> Iterator[Servers]:
         yield Servers(url, pg.get_connection_url())
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that takes the real servers (directly or through a fixture) is an integration test,
+    marked or not: the fast tier (``-m "not integration and not slow"``) never starts a server."""
+    for item in items:
+        if "servers" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.integration)
+
+
 @pytest.fixture(scope="session")
 def servers() -> Iterator[Servers]:
     """Real servers for the whole test session."""
@@ -193,6 +201,6 @@ async def role_urls(servers: Servers, harness: Harness) -> dict[DbRole, str]:
     finally:
         await conn.close()
     return {
-        kind: _role_url(servers.database_url, name, passwords and passwords[kind])
+        kind: _role_url(servers.database_url, name, passwords[kind] if passwords else None)
         for kind, name in DB_ROLES.items()
     }

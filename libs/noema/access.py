@@ -1,4 +1,4 @@
-"""Who is calling and what they may do: callers, roles, access grants and the access mode (SPEC §7).
+"""Who is calling and what they may do: callers, roles, access grants and the access mode (requirements §7).
 
 Compatible mode (the default): no grant row means read; a new domain seeds write for every role
 (``*``); reads are not gated. Strict mode (per workspace): no row means none, and every read path

@@ -1,4 +1,4 @@
-"""The dispatch preamble: what an agent is told at task dispatch (SPEC §8), on the fast path.
+"""The dispatch preamble: what an agent is told at task dispatch (requirements §8), on the fast path.
 
 Built from exactly: every active policy as ``- [domain] rule``; the agent's own notes verbatim; and
 at most five keyword-matched facts for the task, within about 1,200 characters, only when the task

@@ -1,13 +1,13 @@
-"""search_memory: keyword, semantic and hybrid recall, every result explained (SPEC §8).
+"""search_memory: keyword, semantic and hybrid recall, every result explained (requirements §8).
 
 Modes:
 
 - ``keyword``: full text only (any term; web-search syntax with ``strict``).
-- ``vector``: vector KNN only (for comparison; not a product mode of the spec).
+- ``vector``: vector KNN only (for comparison; not a product mode, requirements §8).
 - ``semantic``: full text and vector KNN fused by reciprocal rank fusion (k = 60).
 - ``hybrid`` (default): lexical, semantic, temporal and graph voices, weighted by the query's intent,
   scaled by Weibull decay, plus activation/importance/credibility priors, diversified with MMR
-  (see :mod:`noema.domain.recall` for the formula). ``profile="weighted"`` selects SPEC §8's plain
+  (see :mod:`noema.domain.recall` for the formula). ``profile="weighted"`` selects requirements §8's plain
   weighted fusion instead.
 
 While some memories lack a vector for the current model (an embed backlog), the semantic voice

@@ -1,4 +1,4 @@
-"""Replay: rebuild the read model from the event stream into fresh tables (SPEC §11).
+"""Replay: rebuild the read model from the event stream into fresh tables (requirements §11).
 
 The result is compared with the live read model by checksum; ``until_seq`` gives the state as of a
 stream sequence (point-in-time).

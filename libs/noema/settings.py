@@ -137,7 +137,7 @@ class Settings:
     attend_threshold: float = 0.5
     attend_capacity: int = 256
     wm_capacity: int = DEFAULT_WM_CAPACITY
-    """Items a mind's working memory holds (SPEC §5: 9 by default)."""
+    """Items a mind's working memory holds (requirements §5: 9 by default)."""
     batch_size: int = 500
     background_nice: int = 10
     """CPU niceness of the background workers (embed, retrieve, conflicts, decay): interactive

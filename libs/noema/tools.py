@@ -1,4 +1,4 @@
-"""The agent tools (SPEC §10), defined once: typed inputs, descriptions and what each does, for every
+"""The agent tools (requirements §10), defined once: typed inputs, descriptions and what each does, for every
 agent-facing surface (the MCP server and the NATS service expose exactly these).
 
 Each tool takes the calling agent's identity (:class:`~noema.access.Caller`, from the surface's

@@ -1,4 +1,4 @@
-"""Stream, subject and consumer names; subjects carry workspace and mind (SPEC §1)."""
+"""Stream, subject and consumer names; subjects carry workspace and mind (requirements §1)."""
 
 from __future__ import annotations
 

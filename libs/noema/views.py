@@ -178,7 +178,7 @@ class MemorySummary(_Out, frozen=True, kw_only=True):
 
 
 class Memory(MemorySummary, frozen=True, kw_only=True):
-    """A memory record with every field (SPEC §3)."""
+    """A memory record with every field (requirements §3)."""
 
     salience: float
     veracity: str | None

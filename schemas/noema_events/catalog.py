@@ -1,4 +1,4 @@
-"""The event catalog (SPEC §9): every event Noema publishes, as frozen, tagged, versioned Structs.
+"""The event catalog (requirements §9): every event Noema publishes, as frozen, tagged, versioned Structs.
 
 Evolve additively: a new field gets a default. Anything else is a new version (a new class with a
 ``.v2`` tag) plus a pure upcaster in :mod:`noema_events.upcasting`; old events are never rewritten.
@@ -142,7 +142,7 @@ class AttentionDecided(Event, frozen=True, kw_only=True, tag="attention.decided.
 
 
 class MemoryCreatedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
-    """A new long-term memory record (SPEC §3)."""
+    """A new long-term memory record (requirements §3)."""
 
     memory_id: str
     kind: MemoryKind

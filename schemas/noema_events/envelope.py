@@ -1,4 +1,4 @@
-"""The event envelope shared by every event on the bus (STYLE §3, SPEC §9)."""
+"""The event envelope shared by every event on the bus (requirements §9)."""
 
 from __future__ import annotations
 

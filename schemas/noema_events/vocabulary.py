@@ -1,4 +1,4 @@
-"""The product's vocabulary in one place (SPEC §2).
+"""The product's vocabulary in one place (requirements §2).
 
 Literal types are used by the event schemas (so the generated JSON Schema carries the enums), by the
 database migrations (CHECK constraints, kept equal by a test) and by the domain code alike.
@@ -93,7 +93,7 @@ CHANNELS: Final[tuple[str, ...]] = get_args(Channel)
 VERACITIES: Final[tuple[str, ...]] = get_args(Veracity)
 MEMORY_STATUSES: Final[tuple[str, ...]] = get_args(MemoryStatus)
 
-# Trust order: operator > user ≈ system > tool > source > low (SPEC §2, defaults).
+# Trust order: operator > user ≈ system > tool > source > low (requirements §2, defaults).
 CHANNEL_CREDIBILITY: Final[dict[str, float]] = {
     "operator": 1.0,
     "user": 0.8,

@@ -1,4 +1,4 @@
-"""The memory explorer (SPEC §10): a static page over the operator API, served at ``/ui/``.
+"""The memory explorer (requirements §10): a static page over the operator API, served at ``/ui/``.
 
 The page (``ui/index.html``, ``app.css`` and ES modules: ``app.js``, the shell, imports one module per
 view and the shared ones, natively, with no build step) calls the same ``/v1`` endpoints as any other

@@ -149,7 +149,7 @@ def memory_search(
         "reciprocal rank) or hybrid (every voice, explained; the default).",
     ),
     profile: str = typer.Option(
-        "hybrid", help="With --mode hybrid: hybrid (voices + MMR) or weighted (SPEC's plain weighted fusion)."
+        "hybrid", help="With --mode hybrid: hybrid (voices + MMR) or weighted (the plain weighted fusion)."
     ),
     mind: str | None = typer.Option(None, "--mind", "-m", help="Only memories of this mind."),
     kind: list[str] | None = search.Choices("kind", "Memory kind(s)."),

@@ -1,5 +1,5 @@
 """Conflicts worker: every ``fact.proposed`` is checked against the current facts of its domain and
-topic (SPEC §7).
+topic (requirements §7).
 
 Only facts earlier in the stream are compared (a later one is settled when its own turn comes), so
 the outcome follows stream order whatever the read model already holds. "Current" means active and

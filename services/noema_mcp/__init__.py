@@ -1,5 +1,5 @@
-"""The MCP server (SPEC §10): every agent tool of :mod:`noema.tools` and the dispatch preamble, for MCP
-clients over stdio or streamable HTTP, acting as the one agent it is configured for.
+"""The MCP server (requirements §10): every agent tool of :mod:`noema.tools` and the dispatch preamble,
+for MCP clients over stdio or streamable HTTP, acting as the one agent it is configured for.
 
 ``noemactl mcp serve`` (or ``python -m noema_mcp``) starts it; :func:`noema_mcp.service.serve` is the
 composition root and :func:`noema_mcp.server.build_server` the server itself.

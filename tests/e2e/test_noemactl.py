@@ -84,7 +84,7 @@ def test_up_observe_search_replay_status_and_a_clean_stop(data_dir: Path) -> Non
     try:
         ctl(data_dir, "observe", "the deploy key rotates on Fridays", "--workspace", "acme", "--mind", "ops")
         deadline = time.monotonic() + 2.0
-        hits: list = []
+        hits: list[dict[str, Any]] = []
         while not hits and time.monotonic() < deadline:
             hits = json.loads(
                 ctl(

@@ -61,7 +61,8 @@ async def test_a_killed_projector_resumes_with_exactly_one_memory_per_admitted_o
         ids = await publish_many(harness.js, harness.topology, N)
 
         async def partially_projected() -> bool:
-            return 0 < await harness.pool.fetchval("SELECT count(*) FROM memories") < N
+            count: int = await harness.pool.fetchval("SELECT count(*) FROM memories")
+            return 0 < count < N
 
         await assert_eventually(partially_projected, timeout=60, interval=0.01)
         projector.send_signal(signal.SIGKILL)
@@ -72,11 +73,12 @@ async def test_a_killed_projector_resumes_with_exactly_one_memory_per_admitted_o
         projector = _spawn("noema_projector", harness)
 
         async def all_admitted_projected() -> bool:
-            admitted = await harness.pool.fetchval(
+            admitted: int = await harness.pool.fetchval(
                 "SELECT count(*) FROM events e, jsonb_array_elements(e.payload->'decisions') d "
                 "WHERE e.type = 'attention.decided.v1' AND (d->>'admitted')::boolean"
             )
-            return admitted == N and await harness.pool.fetchval("SELECT count(*) FROM memories") == N
+            projected: int = await harness.pool.fetchval("SELECT count(*) FROM memories")
+            return admitted == N and projected == N
 
         await assert_eventually(all_admitted_projected, timeout=120, interval=0.2)
         rows = await harness.pool.fetch("SELECT source_observation_ids[1] AS obs FROM memories")

@@ -29,13 +29,14 @@ def data_dir() -> Iterator[Path]:
 async def _sessions(superuser_url: str) -> list[asyncpg.Record]:
     conn = await asyncpg.connect(superuser_url)
     try:
-        return await conn.fetch(
+        rows: list[asyncpg.Record] = await conn.fetch(
             """SELECT a.application_name AS app, a.usename AS role, r.rolsuper AS superuser
                FROM pg_stat_activity a JOIN pg_roles r ON r.oid = a.usesysid
                WHERE a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()"""
         )
     finally:
         await conn.close()
+    return rows
 
 
 async def _refused(url: str) -> str:

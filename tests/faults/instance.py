@@ -234,7 +234,8 @@ class Instance:
 
         async def delivered() -> bool:
             info = await js.consumer_info(TOPOLOGY.observation_stream, TOPOLOGY.durable(name))
-            return info.delivered.stream_seq > since_seq
+            seq: int = info.delivered.stream_seq
+            return seq > since_seq
 
         await eventually(delivered, timeout, 0.5, f"{name} delivering again")
 

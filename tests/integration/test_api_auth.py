@@ -15,13 +15,33 @@ pytestmark = pytest.mark.integration
 __all__ = ["api"]
 
 
-@pytest.mark.parametrize("header", [None, "Bearer wrong-token-0123456789", "Basic abc", "Bearer "])
-async def test_a_missing_or_invalid_token_is_refused_with_401(api: ApiHarness, header: str | None) -> None:
+MISSING = ("missing token: send `Authorization: Bearer <token>`", 'Bearer realm="noema"')
+MALFORMED = (
+    "malformed Authorization header: expected `Bearer <token>`",
+    'Bearer realm="noema", error="invalid_request"',
+)
+INVALID = ("invalid token", 'Bearer realm="noema", error="invalid_token"')
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        (None, MISSING),
+        ("Bearer wrong-token-0123456789", INVALID),
+        ("Basic abc", MALFORMED),
+        ("Bearer ", MALFORMED),
+    ],
+)
+async def test_a_missing_or_invalid_token_is_refused_with_401(
+    api: ApiHarness, header: str | None, expected: tuple[str, str]
+) -> None:
     headers = {"Authorization": header} if header is not None else {}
+    error, challenge = expected
     for method, path in [("GET", "/v1/memories"), ("GET", "/v1/audit"), ("POST", "/v1/memories/x/retract")]:
         res = await api.anonymous.request(method, path, headers=headers, json={"reason": "r"})
         assert res.status_code == 401, (method, path)
-        assert "token" in res.json()["error"] or "Authorization" in res.json()["error"]
+        assert res.json()["error"] == error, (method, path)
+        assert res.headers["WWW-Authenticate"] == challenge, (method, path)
 
 
 async def test_a_workspace_token_reads_only_its_workspace(api: ApiHarness) -> None:

@@ -19,7 +19,8 @@ __all__ = ["api"]
 async def settled(api: ApiHarness) -> None:
     async def check() -> bool:
         info = await api.h.js.consumer_info(api.h.topology.event_stream, api.h.topology.durable("conflicts"))
-        return info.num_pending == 0 and info.num_ack_pending == 0
+        pending: int = info.num_pending + info.num_ack_pending
+        return pending == 0
 
     for _ in range(2):
         await assert_eventually(check)

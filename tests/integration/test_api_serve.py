@@ -70,5 +70,5 @@ async def test_the_token_printed_by_noemactl_opens_the_served_api(harness: Harne
         assert created.status_code == 202
     # The action and the memory it made are on the event stream, the actor being the token's name.
     stored = [await harness.js.get_msg(harness.topology.event_stream, seq) for seq in (1, 2)]
-    assert [decode_event(m.data).type for m in stored] == ["operator.action.v1", "memory.created.v1"]
-    assert {decode_event(m.data).actor for m in stored} == {"operator:operator"}
+    assert [decode_event(m.data or b"").type for m in stored] == ["operator.action.v1", "memory.created.v1"]
+    assert {decode_event(m.data or b"").actor for m in stored} == {"operator:operator"}

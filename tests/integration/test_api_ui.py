@@ -96,7 +96,7 @@ def test_every_call_of_the_explorer_is_a_documented_api_operation() -> None:
     calls = explorer_calls()
     assert calls, "no api(...) calls found in the explorer's modules"
     assert calls <= documented(), calls - documented()
-    # What SPEC §10 asks of the explorer: search with the breakdown, timeline, operator entry,
+    # What requirements §10 asks of the explorer: search with the breakdown, timeline, operator entry,
     # detail with provenance, the "inaccurate" correction, and the facts, policies, conflicts and
     # grants tabs.
     assert {

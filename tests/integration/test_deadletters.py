@@ -68,7 +68,8 @@ async def listed(api: ApiHarness, count: int, **params: str) -> list[dict[str, A
         items: list[dict[str, Any]] = res.json()["items"]
         return items if len(items) == count else None
 
-    return await assert_eventually(check, timeout=20)
+    found: list[dict[str, Any]] = await assert_eventually(check, timeout=20)
+    return found
 
 
 def refused_by_hand(h: Harness, data: bytes, subject: str, stream_seq: int) -> Msg:

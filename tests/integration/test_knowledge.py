@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -56,7 +57,7 @@ async def knowledge(harness: Harness) -> Knowledge:
     return Knowledge.connected(harness.pool, harness.nc, harness.topology)
 
 
-async def slot(harness: Harness, domain: str, topic: str) -> list[dict]:
+async def slot(harness: Harness, domain: str, topic: str) -> list[dict[str, Any]]:
     rows = await harness.pool.fetch(
         "SELECT id, content, status, superseded_by, mention_count, confidence, mind FROM memories "
         "WHERE workspace = 'acme' AND domain = $1 AND topic = $2 ORDER BY origin_seq",
@@ -398,7 +399,7 @@ async def test_working_memory_is_bounded_and_survives_a_restart_of_attend(harnes
     await observe_migration_steps(harness, 12)
     k = Knowledge.connected(harness.pool, harness.nc, harness.topology)
 
-    async def held(n: int) -> dict | None:
+    async def held(n: int) -> dict[str, Any] | None:
         wm = await k.working_memory("acme", "ops")
         return wm if wm["items"] and await admitted() >= n else None
 
@@ -445,7 +446,8 @@ async def test_working_memory_is_bounded_and_survives_a_restart_of_attend(harnes
 
     async def marked() -> bool:
         items = (await k.working_memory("acme", "ops"))["items"]
-        return {i["memory_id"]: i["status"] for i in items}[gone] == "retracted"
+        status: str = {i["memory_id"]: i["status"] for i in items}[gone]
+        return status == "retracted"
 
     await assert_eventually(marked)
 

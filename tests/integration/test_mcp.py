@@ -428,7 +428,7 @@ async def test_stdio_answers_a_line_that_is_not_utf8_json_and_keeps_serving(
         process.stdin.write(b'{"jsonrpc": "2.0", "id": 0, "method": "caf\xe9"}\n\xff\xfe\n')
         process.stdin.write(json.dumps(initialize).encode() + b"\n")
         await process.stdin.drain()
-        answers = []
+        answers: list[dict[str, Any]] = []
         while not {0, 1} <= {a.get("id") for a in answers}:
             line = await asyncio.wait_for(process.stdout.readline(), 60)
             assert line, server_log(log)

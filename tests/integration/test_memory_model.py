@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import re
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import asyncpg
 import pytest
@@ -41,6 +43,7 @@ from noema_events.vocabulary import (
     MEMORY_STATUSES,
     MEMORY_TYPE_NAMES,
     RELATIONS,
+    VERACITIES,
 )
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
@@ -51,7 +54,7 @@ pytestmark = pytest.mark.integration
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 
 
-async def _observe(h: Harness, text: str, mind: str = "ops", **kw: object) -> str:
+async def _observe(h: Harness, text: str, mind: str = "ops", **kw: Any) -> str:
     from noema.domain.attention import memory_id_for
 
     obs_id = new_id()
@@ -122,28 +125,33 @@ async def test_the_database_refuses_a_relationship_across_minds(harness: Harness
 
 
 async def _count(h: Harness, n: int) -> bool:
-    return await h.pool.fetchval("SELECT count(*) FROM memories") == n
+    count: int = await h.pool.fetchval("SELECT count(*) FROM memories")
+    return count == n
 
 
 async def test_database_constraints_use_the_same_vocabulary_as_the_code(harness: Harness) -> None:
-    defs = {
-        r["conname"]: r["def"]
-        for r in await harness.pool.fetch(
-            "SELECT conname, pg_get_constraintdef(oid) AS def FROM pg_constraint "
-            "WHERE conrelid IN ('memories'::regclass, 'relationships'::regclass) AND contype = 'c'"
-        )
-    }
-    text = " ".join(defs.values())
-    for vocabulary in (
-        MEMORY_KINDS,
-        EPISTEMIC_KINDS,
-        MEMORY_STATUSES,
-        CHANNELS,
-        RELATIONS,
-        MEMORY_TYPE_NAMES,
-    ):
-        for value in vocabulary:
-            assert f"'{value}'" in text, f"{value} missing from the database constraints"
+    # Each column's own CHECK constraint, compared as a set both ways: a value the code knows and
+    # the database refuses fails, and so does one the database allows and the code does not know.
+    rows = await harness.pool.fetch(
+        "SELECT t.relname AS tab, a.attname AS col, pg_get_constraintdef(c.oid) AS def "
+        "FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid "
+        "JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey) "
+        "WHERE c.conrelid IN ('memories'::regclass, 'relationships'::regclass) AND c.contype = 'c' "
+        "AND cardinality(c.conkey) = 1"
+    )
+    allowed: dict[tuple[str, str], set[str]] = {}
+    for r in rows:
+        allowed.setdefault((r["tab"], r["col"]), set()).update(re.findall(r"'([^']*)'::text", r["def"]))
+    for column, vocabulary in [
+        (("memories", "kind"), MEMORY_KINDS),
+        (("memories", "epistemic_kind"), EPISTEMIC_KINDS),
+        (("memories", "status"), MEMORY_STATUSES),
+        (("memories", "channel"), CHANNELS),
+        (("memories", "veracity"), VERACITIES),
+        (("memories", "memory_type"), MEMORY_TYPE_NAMES),
+        (("relationships", "relation"), RELATIONS),
+    ]:
+        assert allowed.get(column) == set(vocabulary), column
 
 
 async def test_decay_in_sql_matches_the_documented_formula(harness: Harness) -> None:

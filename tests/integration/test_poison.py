@@ -26,7 +26,7 @@ from noema.deadletters import DeadLetterQuery, DeadLetters
 from noema.domain.attention import AttentionConfig, decide_cycle, memory_id_for
 from noema.ids import new_id
 from noema.replay import drop_schema, replay_into
-from noema.worker import PullWorker
+from noema.worker import Service
 from noema_attend.service import build as build_attend
 from noema_conflicts.service import build as build_conflicts
 from noema_embed.service import build as build_embed
@@ -44,7 +44,8 @@ FIVE_MB = 5 * 1024 * 1024
 
 def _observation(mind: str = "ops") -> dict[str, Any]:
     obs = build_observation("a template observation", workspace="acme", mind=mind)
-    return json.loads(encode_event(obs))
+    raw: dict[str, Any] = json.loads(encode_event(obs))
+    return raw
 
 
 def _memory_created() -> dict[str, Any]:
@@ -206,7 +207,7 @@ async def test_poison_on_every_subject_is_dead_lettered_and_every_valid_observat
         await drop_schema(harness.settings.database_url or "", schema)
 
 
-async def _stop(worker: PullWorker, task: asyncio.Task[None]) -> None:
+async def _stop(worker: Service, task: asyncio.Task[None]) -> None:
     worker.shutdown()
     await asyncio.wait_for(asyncio.shield(task), 60)  # re-raises the worker's exception, if any
 

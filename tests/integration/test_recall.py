@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.integration
 NOW = datetime.now(UTC)
 
 
-def memory(content: str, **kw: object) -> MemoryCreated:
+def memory(content: str, **kw: Any) -> MemoryCreated:
     mid = new_id()
     kind = kw.pop("kind", "semantic")
     epistemic_kind = kw.pop("epistemic_kind", "fact")
@@ -39,7 +40,7 @@ def memory(content: str, **kw: object) -> MemoryCreated:
         actor="test",
         payload=MemoryCreatedPayload(
             memory_id=mid, kind=kind, epistemic_kind=epistemic_kind, content=content, **kw
-        ),  # type: ignore[arg-type]
+        ),
     )
 
 
@@ -168,12 +169,12 @@ async def test_near_duplicates_do_not_crowd_out_a_distinct_relevant_memory(harne
 
     import noema.recall as recall_module
 
-    original = recall_module.mmr_select
-    recall_module.mmr_select = lambda scored, limit, **kw: original(scored, limit, penalty=0.0, **kw)  # type: ignore[assignment]
+    original = recall_module.mmr_select  # type: ignore[attr-defined]
+    recall_module.mmr_select = lambda scored, limit, **kw: original(scored, limit, penalty=0.0, **kw)  # type: ignore[attr-defined]
     try:
         plain = await recall.search("when does the release train leave", f, limit=3)
     finally:
-        recall_module.mmr_select = original
+        recall_module.mmr_select = original  # type: ignore[attr-defined]
     assert notes not in [r.id for r in plain.results], "without MMR the duplicates fill the top"
     assert set(dupe_ids) >= {r.id for r in plain.results}
 

@@ -54,7 +54,7 @@ async def _events(h: Harness) -> list[tuple[str, str]]:
     info = await h.js.stream_info(h.topology.event_stream)
     out = []
     for seq in range(info.state.first_seq, info.state.last_seq + 1):
-        event = decode_event((await h.js.get_msg(h.topology.event_stream, seq)).data)
+        event = decode_event((await h.js.get_msg(h.topology.event_stream, seq)).data or b"")
         out.append((event.type, event.id))
     return out
 
@@ -87,7 +87,7 @@ async def test_a_restarted_attend_decides_redelivered_observations_never_again(h
     assert len(ids) == len(set(ids)), "an event id was stored twice"
     decided: Counter[str] = Counter()
     for seq in range(1, len(after) + 1):
-        event = decode_event((await harness.js.get_msg(harness.topology.event_stream, seq)).data)
+        event = decode_event((await harness.js.get_msg(harness.topology.event_stream, seq)).data or b"")
         if event.type == "attention.decided.v1":
             decided.update(d.candidate_id for d in event.payload.decisions)  # type: ignore[attr-defined]
     assert len(decided) == 30
@@ -141,7 +141,7 @@ async def _decided_candidates(h: Harness) -> Counter[str]:
     decided: Counter[str] = Counter()
     info = await h.js.stream_info(h.topology.event_stream)
     for seq in range(info.state.first_seq, info.state.last_seq + 1):
-        event = decode_event((await h.js.get_msg(h.topology.event_stream, seq)).data)
+        event = decode_event((await h.js.get_msg(h.topology.event_stream, seq)).data or b"")
         if event.type == "attention.decided.v1":
             decided.update(d.candidate_id for d in event.payload.decisions)  # type: ignore[attr-defined]
     return decided

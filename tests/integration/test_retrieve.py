@@ -49,7 +49,8 @@ async def ask_and_await_reinforcement(h: Harness, key: str) -> None:
     )
 
     async def reinforced() -> bool:
-        return await h.pool.fetchval("SELECT recall_count FROM memories WHERE id = $1", key) == 1
+        count: int = await h.pool.fetchval("SELECT recall_count FROM memories WHERE id = $1", key)
+        return count == 1
 
     await assert_eventually(reinforced, timeout=30)
 
@@ -101,7 +102,7 @@ async def test_the_observations_own_memory_neither_appears_nor_pushes_recalls_do
         )
     for oid in (older, newer):
         await assert_eventually(
-            lambda oid=oid: harness.pool.fetchval(
+            lambda oid=oid: harness.pool.fetchval(  # type: ignore[misc]
                 "SELECT count(*) FROM memories WHERE id = $1", memory_id_for(oid)
             )
         )

@@ -219,7 +219,7 @@ async def test_bad_input_is_rejected_with_422_and_a_message_naming_the_field(
             await alice.search_memory("deploys", limit=0)
         assert bad.value.code == 422
         with pytest.raises(InvalidRequest, match=r"channel"):
-            await alice.observe("the build is red", channel="carrier-pigeon")  # type: ignore[typeddict-item]
+            await alice.observe("the build is red", channel="carrier-pigeon")
     # Unknown fields are rejected, not ignored; an identity that is not a valid name too.
     subject = agent_subject(harness.topology.prefix, "acme", "engineer", "alice", "update_my_notes")
     reply = await harness.nc.request(subject, b'{"notes": "x", "agent": "bob"}', timeout=10)

@@ -88,13 +88,15 @@ def of_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 
 def container(deployment: dict[str, Any]) -> dict[str, Any]:
     """The one container of a Deployment's pods."""
+    only: dict[str, Any]
     [only] = deployment["spec"]["template"]["spec"]["containers"]
     return only
 
 
 def pod_labels(deployment: dict[str, Any]) -> dict[str, str]:
     """The labels of a Deployment's pods."""
-    return deployment["spec"]["template"]["metadata"]["labels"]
+    labels: dict[str, str] = deployment["spec"]["template"]["metadata"]["labels"]
+    return labels
 
 
 def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:

@@ -5,7 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from noema.client import build_observation
-from noema.domain.attention import AttentionConfig, decide_cycle, estimate_salience, memory_id_for
+from noema.domain.attention import (
+    AttentionConfig,
+    SessionHeads,
+    decide_cycle,
+    estimate_salience,
+    memory_id_for,
+)
 from noema.domain.documents import memory_document, observation_document
 from noema.domain.knowledge import WorkingMemory, WorkingMemoryEntry
 from noema_events import (
@@ -28,8 +34,8 @@ def test_a_salient_observation_becomes_an_episodic_memory_linked_to_its_cause() 
     decided, created, wm = decide_cycle([o], NOW, AttentionConfig())
     assert isinstance(decided, AttentionDecided)
     assert isinstance(wm, WorkingMemoryUpdated)
-    assert [i.memory_id for i in wm.payload.items] == [created.payload.memory_id]
     assert isinstance(created, MemoryCreated)
+    assert [i.memory_id for i in wm.payload.items] == [created.payload.memory_id]
     assert decided.payload.decisions[0].admitted
     assert created.payload.kind == "episodic"
     assert created.payload.content == o.payload.content
@@ -108,7 +114,7 @@ def test_derived_ids_are_standard_uuid5s() -> None:
 def test_admitted_episodes_of_a_session_are_chained_across_cycles() -> None:
     from noema_events import RelationshipAdded
 
-    heads: dict = {}
+    heads: SessionHeads = {}
     first = [obs(f"turn {i} of the standup meeting", session="s1") for i in range(3)]
     events = decide_cycle(first, NOW, AttentionConfig(threshold=0.0), heads)
     edges = [e.payload for e in events if isinstance(e, RelationshipAdded)]

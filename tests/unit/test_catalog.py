@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -58,8 +59,17 @@ def test_every_event_version_has_a_golden_sample_that_the_current_code_decodes(t
 
 
 def test_every_golden_sample_belongs_to_a_known_or_upcastable_version() -> None:
-    for path in GOLDEN_DIR.glob("*.json"):
-        decode_event(path.read_bytes())
+    samples = sorted(GOLDEN_DIR.glob("*.json"))
+    assert samples, f"no golden samples in {GOLDEN_DIR}"
+    for path in samples:
+        tag = path.stem
+        assert msgspec.json.decode(path.read_bytes())["type"] == tag, f"{path.name} holds another type"
+        assert tag in EVENT_TYPES or tag in UPCASTERS, (
+            f"{path.name}: neither a known nor an upcastable version"
+        )
+        event = decode_event(path.read_bytes())
+        # A current version decodes as itself; an old one as the current version it upcasts to.
+        assert event.type == tag if tag in EVENT_TYPES else event.type in EVENT_TYPES, path.name
 
 
 def test_the_committed_json_schemas_are_what_the_code_generates() -> None:
@@ -78,7 +88,7 @@ def test_old_readers_skip_fields_added_later() -> None:
 
 
 def test_an_old_version_is_upcast_on_read_never_rewritten() -> None:
-    def v0_to_v1(raw: dict) -> dict:
+    def v0_to_v1(raw: dict[str, Any]) -> dict[str, Any]:
         payload = dict(raw["payload"])
         payload["content"] = payload.pop("text")
         return {**raw, "type": "observation.recorded.v1", "payload": payload}

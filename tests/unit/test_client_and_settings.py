@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from nats.js.api import KeyValueConfig, StreamConfig
 from nats.js.errors import NotFoundError
@@ -25,7 +27,7 @@ from noema.topology import Topology
         ({"epistemic_kind": "rumour"}, "epistemic_kind"),
     ],
 )
-def test_an_invalid_observation_is_refused_before_publishing(kwargs: dict, message: str) -> None:
+def test_an_invalid_observation_is_refused_before_publishing(kwargs: dict[str, Any], message: str) -> None:
     fields = {"content": "the deploy key rotates", "workspace": "acme", "mind": "ops", **kwargs}
     content = fields.pop("content")
     with pytest.raises(InvalidObservation, match=message):
@@ -71,7 +73,7 @@ def test_settings_read_prefixed_variables() -> None:
         ({"NOEMA_STREAM_REPLICAS": "0"}, r"NOEMA_STREAM_REPLICAS='0' must be between 1 and 5"),
     ],
 )
-def test_malformed_settings_fail_fast_naming_the_variable(env: dict, message: str) -> None:
+def test_malformed_settings_fail_fast_naming_the_variable(env: dict[str, str], message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         Settings.from_env(env)
 

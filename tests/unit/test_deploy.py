@@ -151,18 +151,16 @@ def test_noema_pods_reach_only_dns_nats_and_postgresql() -> None:
 
 
 def test_every_process_signs_in_to_postgresql_as_the_role_of_its_kind_on_one_server() -> None:
-    from noema.adapters.postgres.roles import DB_ROLES
+    from noema.adapters.postgres.roles import DB_ROLES, DbRole
 
     script = (DEPLOY / "postgres" / "roles.sql").read_text()
+    variables: list[tuple[DbRole, str]] = [
+        ("owner", "NOEMA_DATABASE_URL"),
+        ("projector", "NOEMA_DATABASE_URL_PROJECTOR"),
+        ("reader", "NOEMA_DATABASE_URL_READER"),
+    ]
     for d in kind("Deployment"):
-        urls = {
-            role: urlsplit(env(d)[var])
-            for role, var in (
-                ("owner", "NOEMA_DATABASE_URL"),
-                ("projector", "NOEMA_DATABASE_URL_PROJECTOR"),
-                ("reader", "NOEMA_DATABASE_URL_READER"),
-            )
-        }
+        urls = {role: urlsplit(env(d)[var]) for role, var in variables}
         for role, url in urls.items():
             assert url.username == DB_ROLES[role], (d["metadata"]["name"], role)
             assert f"ALTER ROLE {DB_ROLES[role]} LOGIN" in script  # deploy/postgres/roles.sql makes it

@@ -145,7 +145,7 @@ def test_admissions_enter_working_memory_which_is_published_whole_and_bounded() 
         build_observation(f"observation number {i} about the rollout", workspace="acme", mind="ops")
         for i in range(15)
     ]
-    memories: dict = {}
+    memories: dict[tuple[str, str], WorkingMemory] = {}
     events = decide_cycle(batch, NOW, AttentionConfig(threshold=0.0), memories=memories)
     updates = [e for e in events if isinstance(e, WorkingMemoryUpdated)]
     assert len(updates) == 1

@@ -212,20 +212,24 @@ def _surfaces(text: str) -> dict[str, Callable[[], Awaitable[datetime | None]]]:
 
     async def memory_body() -> datetime | None:  # POST /v1/memories
         body = {"workspace": "acme", "content": "x", "reason": "r", "valid_until": text}
-        return (await parse_body(_Body(body), KnowledgeBody)).valid_until  # type: ignore[arg-type]
+        parsed: KnowledgeBody = await parse_body(_Body(body), KnowledgeBody)  # type: ignore[arg-type]
+        return parsed.valid_until
 
     async def fact_body() -> datetime | None:  # POST /v1/facts
         body = {"workspace": "acme", "domain": "ops", "topic": "t", "content": "x", "reason": "r"}
-        return (await parse_body(_Body({**body, "valid_until": text}), FactBody)).valid_until  # type: ignore[arg-type]
+        parsed: FactBody = await parse_body(_Body({**body, "valid_until": text}), FactBody)  # type: ignore[arg-type]
+        return parsed.valid_until
 
     async def search_tool() -> datetime | None:  # search_memory since, as JSON (NATS) and arguments (MCP)
         raw = decode_input(TOOLS["search_memory"], msgspec.json.encode({"query": "q", "since": text}))
         assert decode_input(TOOLS["search_memory"], {"query": "q", "since": text}) == raw
-        return raw.since
+        since: datetime | None = raw.since
+        return since
 
     async def propose_tool() -> datetime | None:  # propose_fact valid_until
         args = {"domain": "ops", "topic": "t", "content": "x", "valid_until": text}
-        return decode_input(TOOLS["propose_fact"], args).valid_until
+        valid_until: datetime | None = decode_input(TOOLS["propose_fact"], args).valid_until
+        return valid_until
 
     async def observe() -> datetime | None:  # the NATS service's observe, through Noema.observe
         seen: dict[str, object] = {}
@@ -236,8 +240,10 @@ def _surfaces(text: str) -> dict[str, Callable[[], Awaitable[datetime | None]]]:
                 return {}
 
         await OPERATIONS["observe"].run(
-            App(), None, msgspec.json.encode({"content": "x", "happened_at": text})
-        )  # type: ignore[arg-type]
+            App(),  # type: ignore[arg-type]
+            None,  # type: ignore[arg-type]
+            msgspec.json.encode({"content": "x", "happened_at": text}),
+        )
         when = seen["happened_at"]
         assert isinstance(when, datetime)
         return when

@@ -10,7 +10,7 @@ import textwrap
 import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
 import msgspec
 import pytest
@@ -145,7 +145,7 @@ def test_an_sdk_observation_is_byte_for_byte_the_servers_own_encoding() -> None:
             mind="alice",
             actor="alice",
             occurred_at=ours.occurred_at,
-            **fields,  # type: ignore[arg-type]
+            **fields,
         )
         assert obs_id == fields["observation_id"]
         assert sdk_bytes == encode_event(theirs)
@@ -160,7 +160,9 @@ def test_an_sdk_observation_is_byte_for_byte_the_servers_own_encoding() -> None:
         ("x", {"colour": "red"}, "unknown observation field(s): colour"),
     ],
 )
-def test_a_bad_observation_is_refused_before_it_is_sent(content: str, fields: dict, message: str) -> None:
+def test_a_bad_observation_is_refused_before_it_is_sent(
+    content: str, fields: dict[str, Any], message: str
+) -> None:
     with pytest.raises(InvalidRequest) as refused:
         build_observation_event(content, workspace="acme", mind="alice", actor="alice", **fields)
     assert message in str(refused.value)

@@ -1,4 +1,4 @@
-"""Attention: candidates compete for a limited number of admissions (SPEC §6), as pure functions.
+"""Attention: candidates compete for a limited number of admissions (requirements §6), as pure functions.
 
 A cycle takes the observations fetched together, groups them by (workspace, mind), scores each on
 salience, novelty, importance, credibility and context relevance to the mind's working memory,

@@ -1,4 +1,4 @@
-"""Workspace knowledge as pure functions (SPEC §5, §7): domains, access, fact comparison, conflict
+"""Workspace knowledge as pure functions (requirements §5, §7): domains, access, fact comparison, conflict
 rules, working memory, consolidation and harmonization.
 
 Nothing here does I/O: the application layer (:mod:`noema.knowledge`) reads the read model, asks

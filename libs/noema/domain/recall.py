@@ -35,7 +35,7 @@ others still follow. The component ``repo_first`` (1 or 0) records the placement
 is not a term of ``final``. MMR honours it (:func:`mmr_select`), so diversity never pushes a
 repository memory behind another one.
 
-The plain weighted fusion (``profile="weighted"``) is SPEC §8's: text 0.40 (0.65 without vectors),
+The plain weighted fusion (``profile="weighted"``) is requirements §8's: text 0.40 (0.65 without vectors),
 vector 0.25, recency 0.10·exp(−age/30 days), activation 0.10, importance 0.10, credibility 0.05, with
 text and vector scores min-max normalised over the candidates; each term is a component.
 
@@ -84,7 +84,7 @@ MMR_PENALTY = 0.5
 MMR_POWER = 2.0
 DEFAULT_WEIGHTS: dict[str, float] = {"semantic": 0.37, "lexical": 0.36, "graph": 0.22, "temporal": 0.05}
 """Text (BM25) and vectors weigh alike — two voices of comparable strength, as in a plain min-max
-fusion — then the graph walk, then recency (SPEC §8): for a plain lookup, recency only breaks
+fusion — then the graph walk, then recency (requirements §8): for a plain lookup, recency only breaks
 near-ties; we keep the voice for agents' own recent work."""
 
 INTENT_WEIGHTS: dict[str, dict[str, float]] = {
@@ -393,7 +393,7 @@ def rank_by_voice(candidates: Sequence[Candidate], voice: str) -> list[Scored]:
 
 
 def fuse_weighted(candidates: Sequence[Candidate], now: datetime, has_vectors: bool) -> list[Scored]:
-    """SPEC §8's plain weighted fusion, best first (no MMR)."""
+    """requirements §8's plain weighted fusion, best first (no MMR)."""
 
     coverage = semantic_coverage(candidates) if has_vectors else 1.0
     text, vector = normalized(candidates, "lexical"), semantic_strengths(candidates, coverage)

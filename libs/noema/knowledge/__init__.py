@@ -1,4 +1,4 @@
-"""Workspace knowledge operations (SPEC §5, §7): facts, policies, domains, grants, notes, the hot
+"""Workspace knowledge operations (requirements §5, §7): facts, policies, domains, grants, notes, the hot
 tier, consolidate, harmonize and meeting decisions.
 
 Every operation checks what it can up front (raising :class:`OperationError` or

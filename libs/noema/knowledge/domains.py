@@ -1,4 +1,4 @@
-"""Domains, grants and the access mode (SPEC §7): who may read and write which domain, and the
+"""Domains, grants and the access mode (requirements §7): who may read and write which domain, and the
 ``domain.created`` (with its seeded grant in compatible mode) that a domain's first use publishes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Facts (SPEC §5): semantic memories in a domain and topic. Proposing one mentions an equivalent
+"""Facts (requirements §7): semantic memories in a domain and topic. Proposing one mentions an equivalent
 current fact again instead of duplicating it; a contradicting one is left to the ``conflicts`` worker;
 an explicit supersede wins by the ``explicit`` rule. Also lists facts and the recorded conflicts."""
 

@@ -1,4 +1,4 @@
-"""An agent's own state: its private notes (SPEC §5: readable by the agent and by operators only,
+"""An agent's own state: its private notes (requirements §5: readable by the agent and by operators only,
 never turned into memories) and the view of its working memory."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class Notes:
     async def record_observation(self, caller: Caller, content: str, *, attempts: int = 5) -> str:
         """Append a timestamped line to the caller's private notes and return it (optimistic
         concurrency on the notes subject, so concurrent appends all land). Nothing else is published:
-        notes are private (SPEC §5), so the text never becomes a memory other agents could search."""
+        notes are private (requirements §5), so the text never becomes a memory other agents could search."""
         content = content.strip()
         if not content:
             raise OperationError("content must not be blank")

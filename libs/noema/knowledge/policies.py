@@ -1,4 +1,4 @@
-"""Policies (SPEC §5): rules of a domain an agent must follow. Proposing or superseding one needs
+"""Policies (requirements §7): rules of a domain an agent must follow. Proposing or superseding one needs
 write on its domain; a superseded policy stays, pointing at its replacement."""
 
 from __future__ import annotations

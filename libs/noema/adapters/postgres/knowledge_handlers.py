@@ -1,5 +1,5 @@
 """Projection handlers of workspace knowledge: facts, domains, grants, workspace settings, policies,
-conflicts, working memory and agent notes (SPEC §5, §7).
+conflicts, working memory and agent notes (requirements §5, §7).
 
 Like every handler, these only insert rows or set new values from events; replaying the same
 events reproduces the same tables.

@@ -1,4 +1,4 @@
--- Workspace knowledge (SPEC §5, §7): facts are semantic memories; domains, grants, workspace
+-- Workspace knowledge (requirements §5, §7): facts are semantic memories; domains, grants, workspace
 -- settings, policies, conflicts, working memory and agent notes are projected from their events.
 
 -- 'hot': a session-scoped item written by remember, which consolidate may promote to a fact.
