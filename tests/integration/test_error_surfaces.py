@@ -70,7 +70,9 @@ async def world(api: ApiHarness) -> World:
         memory("deploys happen on fridays", domain="ops", topic="deploy-day"),
     )
     await api.given(retraction(fact))
-    await Knowledge.connected(api.h.pool, api.h.nc, api.h.topology).set_grant(OPERATOR, "intern", "security", "read")
+    await Knowledge.connected(api.h.pool, api.h.nc, api.h.topology).set_grant(
+        OPERATOR, "intern", "security", "read"
+    )
     await api.caught_up()
     return World(active, (b, c), fact)
 
