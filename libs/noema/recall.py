@@ -102,8 +102,11 @@ class Recall:
         repo: str | None = None,
         now: datetime | None = None,
         query_vector: Sequence[float] | None = None,
+        depth: int = VOICE_DEPTH,
     ) -> SearchResponse:
-        """Search memory; see the module docstring for modes and scoring."""
+        """Search memory; see the module docstring for modes and scoring. ``depth``: hits asked of
+        each voice (and candidates MMR diversifies), at least ``limit`` — fewer is cheaper, for a
+        caller that wants only the very best few (the retrieve worker)."""
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
         if profile not in ("hybrid", "weighted"):
@@ -125,7 +128,7 @@ class Recall:
             timings["query_embedding"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
         ranked, intent, weights = await self._rank(
-            query, filters, mode, profile, limit, strict, repo, now, vector, model
+            query, filters, mode, profile, limit, strict, repo, now, vector, model, depth
         )
         details = await self.store.details([s.candidate.id for s in ranked])
         timings["search"] = (time.perf_counter() - t) * 1000
@@ -149,8 +152,9 @@ class Recall:
         now: datetime,
         vector: Sequence[float] | None,
         model: str | None,
+        voice_depth: int,
     ) -> tuple[list[Scored], str | None, dict[str, float]]:
-        depth = max(VOICE_DEPTH, limit)
+        depth = max(voice_depth, limit)
 
         async def none() -> list[tuple[str, float]]:
             return []
@@ -206,7 +210,11 @@ class Recall:
         candidates: list[Candidate] = list(cands.values())
         if profile == "weighted":
             return repo_first(fuse_weighted(candidates, now, bool(semantic)), repo)[:limit], intent, weights
-        return mmr_select(fuse_hybrid(candidates, now, weights), limit, repo=repo), intent, weights
+        return (
+            mmr_select(fuse_hybrid(candidates, now, weights), limit, pool=depth, repo=repo),
+            intent,
+            weights,
+        )
 
     async def _candidates(
         self, voices: dict[str, list[tuple[str, float]]], extra: Sequence[str], model: str | None

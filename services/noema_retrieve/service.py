@@ -53,6 +53,9 @@ MIN_SCORE = 0.3
 """Recalls scoring below this are not worth attention's time."""
 CONTENT_CHARS = 500
 """How much of a recalled memory a proposal carries (attention's context relevance and gist)."""
+DEPTH = 12
+"""Hits asked of each recall voice (a search asks 50): a proposal is one of the best three, and
+every further candidate costs database and scoring work (docs/benchmarks.md, *Under load*)."""
 CHUNK = 8
 """Observations embedded per call: the unit after which a stop is honoured (well under a second)."""
 
@@ -162,6 +165,7 @@ class RetrieveHandler:
             RecallFilters(workspace=obs.workspace, mind=obs.mind, exclude_ids=(memory_id_for(obs.id),)),
             limit=PROPOSALS + 1,
             query_vector=vector,
+            depth=DEPTH,
         )
         return response.results
 
