@@ -126,19 +126,32 @@ class RetrieveHandler:
         """
         outgoing: list[Outgoing] = []
         done = len(msgs)
-        for start in range(0, len(msgs), CHUNK):
-            if self._stopping.is_set:
-                done = start
-                break
-            observations = [obs for msg in msgs[start : start + CHUNK] if (obs := _observation(msg))]
-            vectors = await self._vectors(observations)
-            for obs, vector in zip(observations, vectors, strict=True):
-                results = await self._recall_for(obs, vector)
-                subject = self._topology.recall_subject(obs.workspace, obs.mind)
-                outgoing += [
-                    Outgoing(subject, encode_event(p), p.id)
-                    for p in self.proposals(obs, results, self._clock())
-                ]
+        chunks = [
+            [obs for msg in msgs[start : start + CHUNK] if (obs := _observation(msg))]
+            for start in range(0, len(msgs), CHUNK)
+        ]
+        # Pipelined: the next chunk is embedded (in a thread) while this one's recalls run in
+        # PostgreSQL, so neither the cores' embedding nor the database waits for the other.
+        upcoming = asyncio.ensure_future(self._vectors(chunks[0])) if chunks else None
+        try:
+            for k, observations in enumerate(chunks):
+                if self._stopping.is_set or upcoming is None:
+                    done = k * CHUNK
+                    break
+                vectors = await upcoming
+                upcoming = (
+                    asyncio.ensure_future(self._vectors(chunks[k + 1])) if k + 1 < len(chunks) else None
+                )
+                for obs, vector in zip(observations, vectors, strict=True):
+                    results = await self._recall_for(obs, vector)
+                    subject = self._topology.recall_subject(obs.workspace, obs.mind)
+                    outgoing += [
+                        Outgoing(subject, encode_event(p), p.id)
+                        for p in self.proposals(obs, results, self._clock())
+                    ]
+        finally:
+            if upcoming is not None and not upcoming.done():
+                upcoming.cancel()  # a stop or a failure: the chunk is redelivered, embedded again
         if outgoing:
             await publish_batch(self._nc, self._nc.jetstream(), outgoing)
         for msg in msgs[:done]:
