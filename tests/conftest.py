@@ -12,7 +12,9 @@ import asyncio
 import os
 import secrets
 import shutil
+import sys
 import tempfile
+import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack
@@ -122,9 +124,36 @@ class Harness:
         return worker
 
 
+HANG_DUMP_S = float(os.environ.get("NOEMA_TEST_HANG_DUMP_S", "240"))
+"""A test still running after this long (pytest-timeout stops it at 300 s) prints every asyncio
+task's stack: the await that hangs is then named in the failure report, not just the event loop."""
+
+
+def _dump_tasks_later(seconds: float) -> threading.Timer:
+    loop = asyncio.get_running_loop()
+
+    def dump() -> None:
+        print(f"--- still running after {seconds:.0f} s; asyncio tasks:", file=sys.stderr)
+        for task in asyncio.all_tasks(loop):
+            print(f"task {task.get_name()}:", file=sys.stderr)
+            awaiting: Any = task.get_coro()
+            while awaiting is not None:  # the whole await chain (a task's own stack has one frame)
+                frame = getattr(awaiting, "cr_frame", None) or getattr(awaiting, "gi_frame", None)
+                if frame is not None:
+                    where = f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
+                    print(f"  {where}", file=sys.stderr)
+                awaiting = getattr(awaiting, "cr_await", None) or getattr(awaiting, "gi_yieldfrom", None)
+
+    timer = threading.Timer(seconds, loop.call_soon_threadsafe, (dump,))
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
 @pytest.fixture
 async def harness(servers: Servers, tmp_path: Path) -> AsyncIterator[Harness]:
     """Streams and a schema of this test's own, plus connections to both."""
+    watchdog = _dump_tasks_later(HANG_DUMP_S)
     name = f"t{uuid.uuid4().hex[:12]}"
     settings = Settings(
         data_dir=tmp_path,
@@ -145,6 +174,7 @@ async def harness(servers: Servers, tmp_path: Path) -> AsyncIterator[Harness]:
         pool = await create_pool(servers.database_url, name, min_size=1, max_size=4)
 
         async def cleanup() -> None:
+            watchdog.cancel()
             await pool.close()
             for stream in (
                 topology.observation_stream,

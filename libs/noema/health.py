@@ -32,6 +32,7 @@ from nats.js.errors import NotFoundError
 
 from .adapters.pull import Puller
 from .backlog import RateWindow
+from .tasks import cancel_and_wait
 from .topology import Topology
 
 __all__ = [
@@ -263,9 +264,7 @@ class Heartbeat:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
         with contextlib.suppress(Exception):  # best effort: the process is going away either way
             if exc is None or isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
                 await self._forget()

@@ -42,6 +42,7 @@ from .health import ErrorTap, Heartbeat, connection_of
 from .logging import configure_logging
 from .runtime import locate
 from .settings import Settings
+from .tasks import cancel_and_wait
 from .topology import Topology
 
 __all__ = [
@@ -193,9 +194,7 @@ class PullWorker:
         try:
             await work
         finally:
-            keeping.cancel()
-            with suppress(asyncio.CancelledError):
-                await keeping
+            await cancel_and_wait(keeping)
 
     async def _reject(self, msg: Msg, reason: str) -> None:
         seq = msg.metadata.sequence.stream

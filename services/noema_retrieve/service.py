@@ -9,7 +9,6 @@ worker weighs them against the observations themselves; admitted recalls are rei
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
@@ -31,6 +30,7 @@ from noema.ids import derive_id
 from noema.recall import Recall, SearchResult
 from noema.settings import Settings
 from noema.stopping import StopFlag, StopsHandler, release
+from noema.tasks import cancel_and_wait
 from noema.topology import Topology
 from noema.vectors import passage_vectors
 from noema.worker import PullWorker
@@ -234,11 +234,6 @@ async def build(settings: Settings, stack: AsyncExitStack, embedder: Embedder | 
         # The embed worker waits for the vectors of observations' memories while this mark is fresh.
         marking = asyncio.create_task(cache.announce_producer())
 
-        async def stop_marking() -> None:
-            marking.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await marking
-
-        stack.push_async_callback(stop_marking)
+        stack.push_async_callback(cancel_and_wait, marking)
     handler = RetrieveHandler(nc, recall, topology, stopping=stopping, cache=cache)
     return StopsHandler(PullWorker("retrieve", puller, handler, 32), stopping)
