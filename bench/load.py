@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workspace", default="loadbench", help="workspace of every observation")
     parser.add_argument("--seed", type=int, default=100, help="memories loaded before idle searches")
     parser.add_argument("--idle-searches", type=int, default=100, help="sequential idle searches")
-    parser.add_argument("--lag-poll-ms", type=float, default=50.0, help="searchable-lag poll interval")
+    parser.add_argument("--lag-poll-ms", type=float, default=200.0, help="searchable-lag poll interval")
     parser.add_argument(
         "--attend-threshold",
         type=float,

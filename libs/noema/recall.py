@@ -103,10 +103,16 @@ class Recall:
         now: datetime | None = None,
         query_vector: Sequence[float] | None = None,
         depth: int = VOICE_DEPTH,
+        text_terms: int | None = None,
+        details: bool = True,
     ) -> SearchResponse:
         """Search memory; see the module docstring for modes and scoring. ``depth``: hits asked of
         each voice (and candidates MMR diversifies), at least ``limit`` — fewer is cheaper, for a
-        caller that wants only the very best few (the retrieve worker)."""
+        caller that wants only the very best few (the retrieve worker). ``text_terms``: the text
+        voice matches on at most that many of the query's words, its rarest — for a long query
+        (a whole observation) that would otherwise score most of the workspace. ``details=False``:
+        each result's ``memory`` holds only what scoring read (importance, credibility, activation),
+        one query fewer for a caller that shows nothing."""
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
         if profile not in ("hybrid", "weighted"):
@@ -128,13 +134,17 @@ class Recall:
             timings["query_embedding"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
         ranked, intent, weights = await self._rank(
-            query, filters, mode, profile, limit, strict, repo, now, vector, model, depth
+            query, filters, mode, profile, limit, strict, repo, now, vector, model, depth, text_terms
         )
-        details = await self.store.details([s.candidate.id for s in ranked])
+        shown = await self.store.details([s.candidate.id for s in ranked]) if details else {}
         timings["search"] = (time.perf_counter() - t) * 1000
         results = [
             SearchResult(
-                s.candidate.id, s.candidate.content, s.final, s.components, details.get(s.candidate.id, {})
+                s.candidate.id,
+                s.candidate.content,
+                s.final,
+                s.components,
+                shown.get(s.candidate.id, {}) if details else _scored_fields(s),
             )
             for s in ranked
         ]
@@ -153,6 +163,7 @@ class Recall:
         vector: Sequence[float] | None,
         model: str | None,
         voice_depth: int,
+        text_terms: int | None = None,
     ) -> tuple[list[Scored], str | None, dict[str, float]]:
         depth = max(voice_depth, limit)
 
@@ -164,7 +175,9 @@ class Recall:
 
         # The two voices are independent: ask them at once (the pool lends each its connection).
         lexical, semantic = await asyncio.gather(
-            self.store.lexical(query, f, depth, strict, broad=text_alone) if mode != "vector" else none(),
+            self.store.lexical(query, f, depth, strict, broad=text_alone, max_terms=text_terms)
+            if mode != "vector"
+            else none(),
             self.store.semantic(vector, model, f, depth)
             if mode != "keyword" and vector is not None and model
             else none(),
@@ -228,3 +241,8 @@ class Recall:
                     cands[mid].ranks[name] = rank
                     cands[mid].raw[name] = raw
         return cands
+
+
+def _scored_fields(s: Scored) -> dict[str, Any]:
+    c = s.candidate
+    return {"importance": c.importance, "credibility": c.credibility, "activation": c.activation}

@@ -56,6 +56,10 @@ CONTENT_CHARS = 500
 DEPTH = 12
 """Hits asked of each recall voice (a search asks 50): a proposal is one of the best three, and
 every further candidate costs database and scoring work (docs/benchmarks.md, *Under load*)."""
+TEXT_TERMS = 8
+"""The text voice matches an observation on its eight rarest words, not all of them: a whole
+observation's ordinary words otherwise match most of its workspace, and scoring those matches was
+most of a recall's database time (``python -m bench.recall_cost``; docs/benchmarks.md)."""
 CHUNK = 8
 """Observations embedded per call: the unit after which a stop is honoured (well under a second)."""
 
@@ -179,6 +183,8 @@ class RetrieveHandler:
             limit=PROPOSALS + 1,
             query_vector=vector,
             depth=DEPTH,
+            text_terms=TEXT_TERMS,
+            details=False,
         )
         return response.results
 

@@ -124,12 +124,19 @@ class RecallStore:
         return cls(pool, row["kind"] == "vector", TermStats(schema=row["schema"]))
 
     async def lexical(
-        self, query: str, f: RecallFilters, limit: int, strict: bool = False, broad: bool = True
+        self,
+        query: str,
+        f: RecallFilters,
+        limit: int,
+        strict: bool = False,
+        broad: bool = True,
+        max_terms: int | None = None,
     ) -> list[tuple[str, float]]:
         """Full text: any selective word by default; web-search syntax (quotes, OR, -) when strict.
 
         ``broad=False`` returns nothing for a query made only of very common words: beside other
-        voices, such a query has no text signal worth ranking most of the store for.
+        voices, such a query has no text signal worth ranking most of the store for. ``max_terms``:
+        match on at most that many words, the rarest (see :func:`selective_query`).
         """
         async with self._pool.acquire() as conn:
             args: list[Any] = []
@@ -139,7 +146,7 @@ class RecallStore:
                 args.append(query)
                 tsq = "websearch_to_tsquery('english', $1)"
             else:
-                text_query = await selective_query(conn, query, f.workspace)
+                text_query = await selective_query(conn, query, f.workspace, max_terms)
                 if text_query is None:
                     return []
                 if text_query.broad and not broad:

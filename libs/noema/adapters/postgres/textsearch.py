@@ -81,10 +81,12 @@ class TextQuery:
 
 
 async def selective_query(
-    conn: asyncpg.Connection, text: str, workspace: str | None = None
+    conn: asyncpg.Connection, text: str, workspace: str | None = None, max_terms: int | None = None
 ) -> TextQuery | None:
     """Match any selective word of ``text`` in ``workspace`` (None: all workspaces); None when it has
-    no words.
+    no words. ``max_terms``: at most that many of the selective words, the rarest in the scope
+    (a long text, such as a whole observation, otherwise matches most of a workspace through its
+    many ordinary words, each one scored; its rarest words are the ones BM25 weighs most).
 
     When every word found in the scope is common, the rarest of them is used and the query is marked
     ``broad``: callers then rank only the newest ``BROAD_CANDIDATES`` matches, so the cost stays
@@ -106,6 +108,10 @@ async def selective_query(
         return None
     counts = {str(r["lexeme"]): int(r["memories"]) for r in rows}
     selective = [lx for lx, n in counts.items() if n <= COMMON_ROWS]
+    if max_terms is not None and len(selective) > max_terms:
+        # Rarest first; words no memory holds cost nothing and match nothing: they go last.
+        kept = sorted(selective, key=lambda lx: (counts[lx] == 0, counts[lx], lx))[:max_terms]
+        selective = sorted(kept)
     found = [lx for lx, n in counts.items() if n > 0]
     if not found or any(counts[lx] > 0 for lx in selective):
         return TextQuery(" | ".join(_quote(lx) for lx in selective), lexemes=tuple(selective))
