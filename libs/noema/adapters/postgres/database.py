@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections.abc import Awaitable, Callable
 from importlib import resources
@@ -15,15 +14,7 @@ import structlog
 from .roles import grant_roles
 from .tenancy import NO_WORKSPACE, SETTING, apply_scope
 
-__all__ = [
-    "MigrationsPending",
-    "connect",
-    "create_pool",
-    "drop_schema",
-    "match_niceness",
-    "migrate",
-    "migrations",
-]
+__all__ = ["MigrationsPending", "connect", "create_pool", "drop_schema", "migrate", "migrations"]
 
 log = structlog.get_logger("noema.postgres")
 _SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -61,53 +52,20 @@ async def create_pool(
     and see ``workspace``'s rows by default; a :func:`~noema.adapters.postgres.tenancy.workspace_scope`
     block narrows the connections it acquires."""
     setup: Callable[[Any], Awaitable[None]] | None = kwargs.pop("setup", None)
-    init: Callable[[Any], Awaitable[None]] | None = kwargs.pop("init", None)
 
     async def on_acquire(conn: Any) -> None:
         await apply_scope(conn, workspace)
         if setup is not None:
             await setup(conn)
 
-    async def on_connect(conn: Any) -> None:
-        match_niceness(conn)
-        if init is not None:
-            await init(conn)
-
     pool = await asyncpg.create_pool(
         url,
         server_settings={**_settings(schema, app, workspace), **(settings or {})},
         setup=on_acquire,
-        init=on_connect,
         **kwargs,
     )
     assert pool is not None
     return pool
-
-
-def match_niceness(conn: asyncpg.Connection) -> int | None:
-    """Give ``conn``'s server process this process's CPU niceness when it runs on this machine
-    (the embedded default); returns the niceness given, None when nothing was changed.
-
-    A background worker runs niced (``NOEMA_BACKGROUND_NICE``), but most of a recall's CPU is spent
-    in PostgreSQL, by a server process at the default priority: on busy cores the worker's queries
-    then compete with the API's searches as equals. A remote server's processes are out of reach
-    (and of concern: they are not on these cores); a process that may not be reniced is left as is.
-    """
-    niceness = os.nice(0)
-    if niceness <= 0:
-        return None
-    pid = conn.get_server_pid()
-    peer = conn._transport.get_extra_info("peername") if conn._transport is not None else None
-    local = not isinstance(peer, tuple) or str(peer[0]) in ("127.0.0.1", "::1")  # a Unix socket, or loopback
-    try:
-        with open(f"/proc/{pid}/comm") as comm:
-            local = local and comm.read().strip() == "postgres"
-        if local and os.getpriority(os.PRIO_PROCESS, pid) < niceness:
-            os.setpriority(os.PRIO_PROCESS, pid, niceness)
-            return niceness
-    except OSError:  # not Linux, not ours to renice, or already gone
-        pass
-    return None
 
 
 def migrations() -> list[tuple[int, str, str]]:
