@@ -54,8 +54,8 @@ schemas: $(STAMP) ## Regenerate schemas/json and schemas/asyncapi.json from the 
 openapi: $(STAMP) ## Regenerate schemas/openapi.json from the operator API's route table and Structs
 	$(BIN)/python -m noema_api.openapi
 
-deploy-auth: $(STAMP) ## Regenerate deploy/nats/auth.conf and auth-values.yaml from libs/noema/identities.py
-	$(BIN)/python -m noema.natsconfig
+deploy-auth: $(STAMP) ## Regenerate deploy/nats/auth.conf and auth-values.yaml from libs/noema/runtime/identities.py
+	$(BIN)/python -m noema.runtime.natsconfig
 
 golden: $(STAMP) ## Write golden samples for event versions that have none (never overwrites)
 	$(BIN)/python -m noema_events.golden

@@ -22,8 +22,8 @@ from pathlib import Path
 import httpx
 import psutil
 
-from noema.embedded import die_with_parent, free_port
-from noema.runtime import read_state
+from noema.runtime.embedded import die_with_parent, free_port
+from noema.runtime.locate import read_state
 from noema_api.auth import operator_token
 
 __all__ = ["Instance", "running_instance"]

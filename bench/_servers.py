@@ -10,9 +10,9 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from noema.credentials import url_with_credentials
-from noema.embedded import EmbeddedNats, EmbeddedPostgres
-from noema.identities import Identity
+from noema.runtime.credentials import url_with_credentials
+from noema.runtime.embedded import EmbeddedNats, EmbeddedPostgres
+from noema.runtime.identities import Identity
 
 
 @contextlib.contextmanager

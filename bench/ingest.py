@@ -35,9 +35,9 @@ from noema.adapters.postgres import create_pool, migrate
 from noema.adapters.pull import Puller
 from noema.client import build_observation
 from noema.domain.attention import memory_id_for
-from noema.settings import Settings
-from noema.topology import Topology
-from noema.worker import run_service
+from noema.runtime.settings import Settings
+from noema.runtime.topology import Topology
+from noema.runtime.worker import run_service
 from noema_events import encode_event
 
 from ._cpu import CpuMeter

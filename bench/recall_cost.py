@@ -34,9 +34,9 @@ from typing import Any
 import asyncpg
 import numpy as np
 
-from noema.adapters.postgres import recall as pg_recall
-from noema.adapters.postgres.recall import RecallFilters, RecallStore
-from noema.recall import Recall
+from noema.adapters.postgres import voices as pg_recall
+from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.application.search import Recall
 from noema_retrieve.service import DEPTH, PROPOSALS, TEXT_TERMS
 
 from ._output import emit

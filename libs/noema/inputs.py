@@ -16,10 +16,9 @@ from typing import Any, TypeVar
 import msgspec
 import msgspec.inspect
 
+from noema.errors import Kind, NoemaError
+from noema.instants import InvalidInstant, parse_instant
 from noema_events.messages import humanize
-
-from .errors import Kind, NoemaError
-from .instants import InvalidInstant, parse_instant
 
 __all__ = ["InvalidInput", "anchored_fields", "convert", "instant_fields", "text_dates"]
 

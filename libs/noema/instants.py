@@ -12,7 +12,7 @@ from typing import Annotated
 
 import msgspec
 
-from .errors import Kind, NoemaError
+from noema.errors import Kind, NoemaError
 
 __all__ = ["FORMS", "UPPER_BOUNDS", "Instant", "InvalidInstant", "parse_instant"]
 

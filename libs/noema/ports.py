@@ -1,7 +1,9 @@
 """What the application needs from the outside world, as ``typing.Protocol`` ports.
 
-The application services (:mod:`noema.knowledge`, :mod:`noema.access`, :mod:`noema.preamble`,
-:mod:`noema.reads`, :mod:`noema.operations`, :mod:`noema.operator`) read the read model and publish
+The application services (:mod:`noema.application.knowledge`, :mod:`noema.application.access`,
+:mod:`noema.application.preamble`,
+:mod:`noema.application.reads`, :mod:`noema.application.upkeep`, :mod:`noema.application.curation`) read
+the read model and publish
 events through these, never through a driver: the PostgreSQL adapter
 (:mod:`noema.adapters.postgres.knowledge`, :mod:`noema.adapters.postgres.memories`) holds every SQL
 statement they need, and the in-memory adapter (:mod:`noema.adapters.memory`) implements the same
@@ -20,12 +22,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from noema.domain.knowledge import FactView
 from noema_events import Event
 
-from .domain.knowledge import FactView
-
 if TYPE_CHECKING:  # the filters are the recall adapter's; only their type is needed here
-    from .adapters.postgres.recall import RecallFilters
+    from noema.adapters.postgres.voices import RecallFilters
 
 __all__ = [
     "AccessReads",
@@ -231,12 +232,13 @@ class PreambleReads(Protocol):
 
 
 class KnowledgeReadModel(AccessReads, FactReads, PolicyReads, NoteReads, PreambleReads, Protocol):
-    """Everything :class:`noema.knowledge.Knowledge` and the preamble read."""
+    """Everything :class:`noema.application.knowledge.Knowledge` and the preamble read."""
 
 
 class MemoryRecords(Protocol):
     """Single memories, their scope and edges: what memory operations check before publishing
-    (:mod:`noema.operator`, :mod:`noema.operations`) and how a surface finds an id's workspace."""
+    (:mod:`noema.application.curation`, :mod:`noema.application.upkeep`) and how a surface finds an id's
+    workspace."""
 
     async def resolve(self, id_or_prefix: str, workspace: str | None = None) -> str | None:
         """The full id a memory id or unique prefix names (``LookupError`` when several)."""

@@ -9,11 +9,11 @@ import structlog
 import uvicorn
 
 from noema.adapters.postgres import migrate
-from noema.app import Noema
-from noema.health import ErrorTap, Heartbeat
-from noema.logging import configure_logging
-from noema.runtime import locate
-from noema.worker import until_connection_lost
+from noema.application.facade import Noema
+from noema.runtime.health import ErrorTap, Heartbeat
+from noema.runtime.locate import locate
+from noema.runtime.logging import configure_logging
+from noema.runtime.worker import until_connection_lost
 
 from .app import create_app
 from .auth import ensure_tokens_file, load_tokens

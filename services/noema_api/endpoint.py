@@ -26,11 +26,11 @@ from starlette.routing import Route
 from noema.adapters.jetstream import EventPublisher
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES, NO_WORKSPACE, workspace_scope
 from noema.adapters.published import recording_published
-from noema.app import Noema
+from noema.application.facade import Noema
+from noema.application.upkeep import InvalidQuery, NotFound
+from noema.application.views import parse
 from noema.errors import SURFACES, Kind, kind_of, public_message
 from noema.inputs import InvalidInput, convert
-from noema.operations import InvalidQuery, NotFound
-from noema.views import parse
 
 from .auth import Principal, Tokens
 from .consistency import AFTER_SEQ, SEQ_HEADER, caught_up, parse_after_seq

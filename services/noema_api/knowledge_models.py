@@ -8,8 +8,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from noema.application.views import Label, Limit, Name
 from noema.instants import Instant
-from noema.views import Label, Limit, Name
 from noema_events.vocabulary import MemoryType
 
 from .models import Content, DomainName, Reason, RepoDomainName, _In, _Out

@@ -2,7 +2,7 @@
 
 Inputs forbid unknown fields; outputs list every field they may carry. The filters and records of
 the operators' reads (listing, timeline, detail, audit) are the application layer's own
-(:mod:`noema.views`), shared with ``noemactl``; they are re-exported here.
+(:mod:`noema.application.views`), shared with ``noemactl``; they are re-exported here.
 """
 
 from __future__ import annotations
@@ -11,10 +11,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from noema.backlog import WorkerLoad
-from noema.instants import Instant
-from noema.operator import KnowledgeEntry
-from noema.views import (
+from noema.application.curation import KnowledgeEntry
+from noema.application.views import (
     AuditPage,
     AuditQuery,
     Embedding,
@@ -30,6 +28,8 @@ from noema.views import (
     SourceObservation,
     TimelineQuery,
 )
+from noema.instants import Instant
+from noema.runtime.backlog import WorkerLoad
 from noema_events.vocabulary import EpistemicKind, MemoryKind, MemoryStatus
 
 __all__ = [

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from noema.adapters.asgi import DEFAULT_MAX_BODY
-from noema.settings import Settings, SettingsError
+from noema.runtime.settings import Settings, SettingsError
 
 from .auth import ensure_tokens_file
 
@@ -52,7 +52,7 @@ class ApiSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ApiSettings:
-        """Read ``NOEMA_*`` variables (see :class:`noema.settings.Settings`), ``NOEMA_API_TOKENS`` and
+        """Read ``NOEMA_*`` variables (see :class:`noema.runtime.settings.Settings`), ``NOEMA_API_TOKENS`` and
         ``NOEMA_API_MAX_BODY``."""
         env = os.environ if env is None else env
         base = Settings.from_env(env)

@@ -1,6 +1,6 @@
 """Entry point of the attend worker: ``python -m noema_attend``."""
 
-from noema.worker import serve
+from noema.runtime.worker import serve
 
 from .service import build
 

@@ -11,9 +11,9 @@ from nats.js.errors import NotFoundError
 from noema.adapters.jetstream import connect, ensure_streams
 from noema.adapters.pull import durable_puller
 from noema.domain.attention import AttentionConfig
-from noema.settings import Settings
-from noema.topology import Topology
-from noema.worker import PullWorker
+from noema.runtime.settings import Settings
+from noema.runtime.topology import Topology
+from noema.runtime.worker import PullWorker
 
 from .worker import AttendHandler, decided_through
 
@@ -22,7 +22,7 @@ __all__ = ["build"]
 
 async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
     """Connect, ensure the streams and the durable consumer; resources are owned by ``stack``."""
-    assert settings.nats_url, "settings must be located (see noema.runtime.locate)"
+    assert settings.nats_url, "settings must be located (see noema.runtime.locate.locate)"
     topology = Topology(settings.prefix)
     nc = await connect(settings.nats_url, name="noema-attend", auth=settings.nats_auth)
     stack.push_async_callback(nc.close)

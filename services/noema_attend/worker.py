@@ -34,7 +34,7 @@ from noema.adapters.jetstream import (
 )
 from noema.domain.attention import AttentionConfig, decide_cycle
 from noema.domain.knowledge import WorkingMemory, WorkingMemoryEntry
-from noema.topology import Topology
+from noema.runtime.topology import Topology
 from noema_events import (
     AttentionDecided,
     Event,

@@ -18,11 +18,11 @@ import nats
 import nats.errors
 import typer
 
-from noema.credentials import AgentRecord, CredentialStore
-from noema.embedded import EmbeddedNats, resolve_data_dir
-from noema.identities import inbox_prefix
-from noema.runtime import read_state
-from noema.topology import Topology
+from noema.runtime.credentials import AgentRecord, CredentialStore
+from noema.runtime.embedded import EmbeddedNats, resolve_data_dir
+from noema.runtime.identities import inbox_prefix
+from noema.runtime.locate import read_state
+from noema.runtime.topology import Topology
 from noema_sdk.protocol import NAME_PATTERN
 
 from .common import DataDir, JsonOption, fail, out, print_json, state, use

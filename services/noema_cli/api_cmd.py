@@ -10,9 +10,9 @@ from pathlib import Path
 import click
 import typer
 
-from noema.logging import configure_logging
-from noema.runtime import NotRunning, locate
-from noema.settings import SettingsError
+from noema.runtime.locate import NotRunning, locate
+from noema.runtime.logging import configure_logging
+from noema.runtime.settings import SettingsError
 from noema_api.auth import TokensError, ensure_tokens_file, operator_token
 from noema_api.settings import ApiSettings
 

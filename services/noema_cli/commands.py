@@ -1,5 +1,5 @@
 """The async work behind ``noemactl status`` (no printing here); every other command calls the
-application facade (:class:`noema.app.Noema`)."""
+application facade (:class:`noema.application.facade.Noema`)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from typing import Any
 import msgspec
 
 from noema.adapters.jetstream import connect
-from noema.credentials import redact_url
-from noema.readiness import system_status
-from noema.replay import live_position as _live_position
-from noema.runtime import read_state
-from noema.settings import Settings
+from noema.application.replay import live_position as _live_position
+from noema.runtime.credentials import redact_url
+from noema.runtime.locate import read_state
+from noema.runtime.readiness import system_status
+from noema.runtime.settings import Settings
 
 __all__ = ["CommandError", "status"]
 
@@ -48,7 +48,7 @@ class CommandError(RuntimeError):
 
 
 async def status(settings: Settings) -> dict[str, Any]:
-    """Health of every part: the system checks of :mod:`noema.readiness` (the same as ``/readyz``),
+    """Health of every part: the system checks of :mod:`noema.runtime.readiness` (the same as ``/readyz``),
     plus, for the instance ``up`` runs from this data folder, its API and its processes; and the
     per-worker figures (backlog, rate, drain estimate, state)."""
     assert settings.nats_url

@@ -19,13 +19,13 @@ from typing import Any, NoReturn, TypeVar
 import typer
 from rich.console import Console
 
-from noema.access import Caller
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
-from noema.app import Noema
+from noema.application.access import Caller
+from noema.application.facade import Noema
+from noema.application.upkeep import OperationError
 from noema.errors import SURFACES, Kind, NoemaError, kind_of, public_message
-from noema.operations import OperationError
-from noema.runtime import locate
-from noema.settings import Settings
+from noema.runtime.locate import locate
+from noema.runtime.settings import Settings
 
 from . import commands
 

@@ -1,6 +1,6 @@
 """``noemactl dlq list|show|retry|drop``: the messages workers refused, and what an operator does with them.
 
-Every command calls :class:`noema.deadletters.DeadLetters`, as the HTTP API's ``/v1/dead-letters``
+Every command calls :class:`noema.application.deadletters.DeadLetters`, as the HTTP API's ``/v1/dead-letters``
 does, so ``--json`` prints exactly what the API answers. They need NATS only (not PostgreSQL): dead
 letters can be inspected while the read model is down. Retry and drop are recorded as an
 ``operator.action`` (``dlq_retry`` / ``dlq_drop``) naming ``operator:$USER`` and the reason.
@@ -19,11 +19,11 @@ from rich.text import Text
 
 from noema.adapters.dlq_upgrade import make_deletable
 from noema.adapters.jetstream import EventPublisher, connect, dead_letter_stream_config
-from noema.deadletters import DeadLetterDetail, DeadLetterPage, DeadLetterQuery, DeadLetters
-from noema.operations import InvalidQuery
-from noema.settings import Settings
-from noema.topology import Topology
-from noema.views import parse
+from noema.application.deadletters import DeadLetterDetail, DeadLetterPage, DeadLetterQuery, DeadLetters
+from noema.application.upkeep import InvalidQuery
+from noema.application.views import parse
+from noema.runtime.settings import Settings
+from noema.runtime.topology import Topology
 
 from .common import DataDir, JsonOption, clip, fail, operator_name, out, print_json, run, use
 from .render import print_record, when

@@ -17,9 +17,9 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from noema.app import SearchOptions
-from noema.logging import configure_logging
-from noema.settings import WORKERS, Settings, SettingsError
+from noema.application.facade import SearchOptions
+from noema.runtime.logging import configure_logging
+from noema.runtime.settings import WORKERS, Settings, SettingsError
 
 from . import agent_cmd, api_cmd, commands, dlq_cmd, knowledge_cmd, mcp_cmd, operator_cmd, search
 from .argv import Utf8Group

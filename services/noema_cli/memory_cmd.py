@@ -1,7 +1,8 @@
 """``noemactl memory list|timeline|show``: the operators' reads of memory.
 
-Each calls the application layer (:class:`noema.app.Noema`), as the HTTP API does: the same filters,
-checked by the same rules (:func:`noema.views.parse`), and ``--json`` prints what the API answers.
+Each calls the application layer (:class:`noema.application.facade.Noema`), as the HTTP API does: the
+same filters,
+checked by the same rules (:func:`noema.application.views.parse`), and ``--json`` prints what the API answers.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from noema.application.upkeep import InvalidQuery
+from noema.application.views import ListQuery, MemoryDetail, TimelineQuery, parse
 from noema.instants import FORMS
-from noema.operations import InvalidQuery
-from noema.views import ListQuery, MemoryDetail, TimelineQuery, parse
 
 from .common import DataDir, JsonOption, clip, fail, out, run_app, run_read, use
 from .render import event_table, memory_table, print_page, print_record, when

@@ -1,8 +1,8 @@
 """``noemactl`` operator changes to memory (add, retract, correct, archive, restore) and the audit log.
 
-Each change goes through :mod:`noema.operator` — the same operations as the HTTP API — and is
+Each change goes through :mod:`noema.application.curation` — the same operations as the HTTP API — and is
 recorded as an ``operator.action`` event naming the operator (``operator:$USER``) and the reason.
-The audit log is the application layer's (:meth:`noema.app.Noema.audit`), as the API's is.
+The audit log is the application layer's (:meth:`noema.application.facade.Noema.audit`), as the API's is.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import typer
 
-from noema import operator
-from noema.app import Noema, StatusAction
-from noema.operations import InvalidQuery
-from noema.views import AuditQuery, parse
+from noema.application import curation
+from noema.application.facade import Noema, StatusAction
+from noema.application.upkeep import InvalidQuery
+from noema.application.views import AuditQuery, parse
 
 from .common import DataDir, JsonOption, err, fail, operator_name, out, print_json, run_app, use
 from .memory_cmd import INSTANT, KINDS
@@ -25,7 +25,7 @@ from .render import event_table, print_page
 __all__ = ["register"]
 
 
-def _report(receipt: operator.OperatorReceipt, what: str, as_json: bool) -> None:
+def _report(receipt: curation.OperatorReceipt, what: str, as_json: bool) -> None:
     if as_json:
         print_json(
             {
@@ -48,7 +48,7 @@ def _status_command(action: StatusAction, verb: str, done: str) -> Callable[...,
     ) -> None:
         use(data_dir)
 
-        async def work(app: Noema) -> operator.OperatorReceipt:
+        async def work(app: Noema) -> curation.OperatorReceipt:
             full = await app.resolve_memory(memory_id)
             return await app.change_status(action, full, actor=f"operator:{operator_name()}", reason=reason)
 
@@ -75,7 +75,7 @@ def correct(
     """
     use(data_dir)
 
-    async def work(app: Noema) -> operator.OperatorReceipt:
+    async def work(app: Noema) -> curation.OperatorReceipt:
         full = await app.resolve_memory(memory_id)
         return await app.correct(full, content, actor=f"operator:{operator_name()}", reason=reason)
 
@@ -116,7 +116,7 @@ def add(
     use(data_dir)
     try:
         entry = parse(
-            operator.KnowledgeEntry,
+            curation.KnowledgeEntry,
             {
                 "workspace": workspace,
                 "content": content,
@@ -137,7 +137,7 @@ def add(
     except InvalidQuery as exc:
         fail(str(exc), 2)
 
-    async def work(app: Noema) -> operator.OperatorReceipt:
+    async def work(app: Noema) -> curation.OperatorReceipt:
         return await app.enter_knowledge(operator_name(), entry, reason)
 
     receipt = run_app(work)

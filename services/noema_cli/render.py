@@ -1,5 +1,5 @@
 """How ``noemactl`` shows the operators' reads: Rich tables of memories and events, and JSON that is
-exactly what the HTTP API answers (the same :mod:`noema.views` records, encoded the same way)."""
+exactly what the HTTP API answers (the same :mod:`noema.application.views` records, encoded the same way)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 import msgspec
 from rich.table import Table
 
-from noema.backlog import format_drain
-from noema.views import AuditPage, EventRecord, Memory, MemoryPage
+from noema.application.views import AuditPage, EventRecord, Memory, MemoryPage
+from noema.runtime.backlog import format_drain
 
 from .common import clip, out, print_json
 

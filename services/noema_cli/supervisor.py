@@ -29,12 +29,12 @@ import structlog
 from noema.adapters.jetstream import connect, ensure_streams
 from noema.adapters.postgres import migrate
 from noema.adapters.postgres.roles import DbRole, prepare_database
-from noema.credentials import redact_url
-from noema.embedded import EmbeddedNats, EmbeddedPostgres, die_with_parent, resolve_data_dir
-from noema.identities import service_user
-from noema.runtime import read_state, state_path, write_state
-from noema.settings import Settings
-from noema.topology import Topology
+from noema.runtime.credentials import redact_url
+from noema.runtime.embedded import EmbeddedNats, EmbeddedPostgres, die_with_parent, resolve_data_dir
+from noema.runtime.identities import service_user
+from noema.runtime.locate import read_state, state_path, write_state
+from noema.runtime.settings import Settings
+from noema.runtime.topology import Topology
 from noema_api.settings import prepare_tokens
 
 __all__ = ["NEEDS", "SERVICES", "Backoff", "Supervisor", "child_env", "prepare"]
@@ -182,7 +182,7 @@ class Supervisor:
 
     def _child_env(self, name: str, env: dict[str, str]) -> dict[str, str]:
         """The environment of child ``name``: on the embedded NATS, its own identity's credentials
-        (each process may do only what it needs; noema.identities)."""
+        (each process may do only what it needs; noema.runtime.identities)."""
         if self._nats is None:
             return env
         return {

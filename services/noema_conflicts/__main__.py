@@ -1,6 +1,6 @@
 """Entry point of the conflicts worker: ``python -m noema_conflicts``."""
 
-from noema.worker import serve
+from noema.runtime.worker import serve
 
 from .service import build
 

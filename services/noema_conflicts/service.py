@@ -41,13 +41,13 @@ from noema.adapters.postgres import ReadModelProjection, create_pool, migrate
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.adapters.pull import durable_puller
+from noema.application.knowledge import conflict_events, mention_event, superseded_event
 from noema.domain.knowledge import Verdict, decide_conflict, slot_relation
 from noema.ids import derive_id
-from noema.knowledge import conflict_events, mention_event, superseded_event
 from noema.ports import EventSink, FactReads
-from noema.settings import Settings
-from noema.topology import Topology
-from noema.worker import PullWorker
+from noema.runtime.settings import Settings
+from noema.runtime.topology import Topology
+from noema.runtime.worker import PullWorker
 from noema_events import Event, EventDecodeError, FactProposed, decode_event
 
 __all__ = ["ConflictsHandler", "build"]

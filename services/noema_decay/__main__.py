@@ -1,6 +1,6 @@
 """Entry point of the decay worker: ``python -m noema_decay``."""
 
-from noema.worker import serve
+from noema.runtime.worker import serve
 
 from .service import build
 

@@ -17,9 +17,9 @@ import structlog
 from noema.adapters.jetstream import EventPublisher, connect, ensure_streams
 from noema.adapters.postgres import MemoryQueries, create_pool
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
-from noema.operations import decay_tick
-from noema.settings import Settings
-from noema.topology import Topology
+from noema.application.upkeep import decay_tick
+from noema.runtime.settings import Settings
+from noema.runtime.topology import Topology
 
 __all__ = ["DecayWorker", "build"]
 

@@ -1,6 +1,6 @@
 """Entry point of the embed worker: ``python -m noema_embed``."""
 
-from noema.worker import serve
+from noema.runtime.worker import serve
 
 from .service import build
 

@@ -15,13 +15,13 @@ from noema.adapters.embedders import Embedder, create_embedder
 from noema.adapters.jetstream import DeadLetters, EventPublisher, connect, ensure_streams
 from noema.adapters.pull import durable_puller
 from noema.adapters.vector_cache import VectorCache
+from noema.application.upkeep import embed_memories
 from noema.domain.attention import memory_id_for
 from noema.domain.documents import memory_document
-from noema.operations import embed_memories
-from noema.settings import Settings
-from noema.stopping import StopFlag, StopsHandler, release
-from noema.topology import Topology
-from noema.worker import PullWorker
+from noema.runtime.settings import Settings
+from noema.runtime.stopping import StopFlag, StopsHandler, release
+from noema.runtime.topology import Topology
+from noema.runtime.worker import PullWorker
 from noema_events import EventDecodeError, FactProposed, MemoryCreated, decode_event
 
 __all__ = ["EmbedHandler", "build"]
@@ -31,7 +31,7 @@ log = structlog.get_logger("noema.embed")
 CHUNK = 4
 """Messages embedded per call: the unit after which a stop is honoured (well under a second)."""
 PATIENCE_S = 20.0
-"""How long an observation's memory waits for retrieve's vector of it (see noema.vectors)."""
+"""How long an observation's memory waits for retrieve's vector of it (see noema.application.vectors)."""
 IMPATIENT_S = 60.0
 """After a wait in vain, how long the worker computes everything itself (retrieve is far behind, or
 does not embed these memories): a bound on the time waiting can cost."""

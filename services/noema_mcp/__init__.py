@@ -1,4 +1,5 @@
-"""The MCP server (requirements §10): every agent tool of :mod:`noema.tools` and the dispatch preamble,
+"""The MCP server (requirements §10): every agent tool of :mod:`noema.application.tools` and the
+dispatch preamble,
 for MCP clients over stdio or streamable HTTP, acting as the one agent it is configured for.
 
 ``noemactl mcp serve`` (or ``python -m noema_mcp``) starts it; :func:`noema_mcp.service.serve` is the

@@ -1,10 +1,10 @@
-"""The MCP server over the agent tools of :mod:`noema.tools`: every tool with its description and
+"""The MCP server over the agent tools of :mod:`noema.application.tools`: every tool with its description and
 typed input schema, and the dispatch preamble as a resource.
 
-The server is bound to one calling agent (:class:`~noema.access.Caller`), fixed when it is built
+The server is bound to one calling agent (:class:`~noema.application.access.Caller`), fixed when it is built
 from the server's configuration: no tool argument names an agent (tool inputs forbid unknown
 fields), so a client cannot act as anyone else. Each call goes through
-:func:`noema.tools.call_tool`, the same path as every other agent surface.
+:func:`noema.application.tools.call_tool`, the same path as every other agent surface.
 
 Every failure is mapped once, by its :class:`~noema.errors.Kind` (docs/errors.md): a tool call that
 fails is a tool result with ``isError`` whose text is ``<kind>: <message>`` for the model to read
@@ -26,10 +26,10 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from noema.access import Caller
-from noema.app import Noema
+from noema.application.access import Caller
+from noema.application.facade import Noema
+from noema.application.tools import TOOLS, Tool, call_tool, input_schema
 from noema.errors import SURFACES, Kind, kind_of, public_message
-from noema.tools import TOOLS, Tool, call_tool, input_schema
 
 __all__ = ["PREAMBLE_URI", "build_server", "preamble_uri", "tool_definitions"]
 

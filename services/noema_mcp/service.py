@@ -15,11 +15,11 @@ from mcp.server.stdio import stdio_server
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from noema.access import Caller
 from noema.adapters.asgi import BodyLimit
-from noema.app import Noema
+from noema.application.access import Caller
+from noema.application.facade import Noema
 from noema.errors import SURFACES, Kind
-from noema.settings import Settings
+from noema.runtime.settings import Settings
 
 from . import DEFAULT_PORT, HTTP_PATH
 from .server import build_server
@@ -95,7 +95,7 @@ async def serve(
     token: str | None = None,
 ) -> None:
     """Serve the agent tools as ``caller`` until stdin closes (stdio) or SIGINT/SIGTERM (http).
-    ``settings`` must be located (see :func:`noema.runtime.locate`); ``token``: HTTP requests must
+    ``settings`` must be located (see :func:`noema.runtime.locate.locate`); ``token``: HTTP requests must
     carry it as a bearer token.
     """
     # It acts for one agent: its connections see that agent's workspace only (row-level security).

@@ -1,6 +1,6 @@
 """Entry point of the projector: ``python -m noema_projector``."""
 
-from noema.worker import serve
+from noema.runtime.worker import serve
 
 from .service import build
 

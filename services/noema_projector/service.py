@@ -7,9 +7,9 @@ from contextlib import AsyncExitStack
 from noema.adapters.jetstream import connect, ensure_streams
 from noema.adapters.postgres import ReadModelProjection, create_pool, migrate
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
-from noema.settings import Settings
-from noema.topology import Topology
-from noema.worker import PullWorker
+from noema.runtime.settings import Settings
+from noema.runtime.topology import Topology
+from noema.runtime.worker import PullWorker
 
 from .worker import ProjectorHandler, subscribe_from_position
 

@@ -22,8 +22,8 @@ from nats.js.errors import NotFoundError
 from noema.adapters.jetstream import DeadLetters
 from noema.adapters.postgres.projection import Projected, ReadModelProjection
 from noema.adapters.pull import Puller
-from noema.topology import Topology
-from noema.worker import WorkerFatal
+from noema.runtime.topology import Topology
+from noema.runtime.worker import WorkerFatal
 from noema_events import EventDecodeError
 
 __all__ = ["ProjectorHandler", "StreamGap", "subscribe_from_position"]
@@ -58,9 +58,9 @@ async def subscribe_from_position(nc: NATS, topology: Topology, position: int, b
 class ProjectorHandler:
     """Applies one batch of event messages and acks them after the commit.
 
-    Skips are decided once and the same way as replay (:func:`noema.replay.replay_into`): an event
+    Skips are decided once and the same way as replay (:func:`noema.application.replay.replay_into`): an event
     that cannot be decoded, or that the database refuses, is dead-lettered as ``invalid``; an event
-    whose handling keeps failing for another reason is retried by :class:`noema.worker.PullWorker`
+    whose handling keeps failing for another reason is retried by :class:`noema.runtime.worker.PullWorker`
     and dead-lettered as ``failed`` only after that (see :meth:`reject`). Every dead letter is
     stored before the position moves past its event.
     """

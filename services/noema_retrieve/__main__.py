@@ -1,6 +1,6 @@
 """Entry point of the retrieve worker: ``python -m noema_retrieve``."""
 
-from noema.worker import serve
+from noema.runtime.worker import serve
 
 from .service import build
 

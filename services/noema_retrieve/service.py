@@ -20,20 +20,20 @@ from nats.js.api import DeliverPolicy
 
 from noema.adapters.embedders import Embedder, create_embedder
 from noema.adapters.jetstream import DeadLetters, Outgoing, connect, ensure_streams, publish_batch
-from noema.adapters.postgres.recall import RecallFilters, RecallStore
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
+from noema.adapters.postgres.voices import RecallFilters, RecallStore
 from noema.adapters.pull import durable_puller
 from noema.adapters.vector_cache import VectorCache
+from noema.application.search import Recall, SearchResult
+from noema.application.vectors import passage_vectors
 from noema.domain.attention import memory_id_for
 from noema.domain.documents import observation_document
 from noema.ids import derive_id
-from noema.recall import Recall, SearchResult
-from noema.settings import Settings
-from noema.stopping import StopFlag, StopsHandler, release
-from noema.tasks import cancel_and_wait
-from noema.topology import Topology
-from noema.vectors import passage_vectors
-from noema.worker import PullWorker
+from noema.runtime.settings import Settings
+from noema.runtime.stopping import StopFlag, StopsHandler, release
+from noema.runtime.tasks import cancel_and_wait
+from noema.runtime.topology import Topology
+from noema.runtime.worker import PullWorker
 from noema_events import (
     EventDecodeError,
     ObservationRecorded,
@@ -122,7 +122,7 @@ class RetrieveHandler:
         once for a chunk of observations and left in the vector cache, where the embed worker finds
         it for that memory (so an observation is embedded once, not twice).
 
-        Failures are :class:`noema.worker.PullWorker`'s to handle: lost servers are retried with
+        Failures are :class:`noema.runtime.worker.PullWorker`'s to handle: lost servers are retried with
         backoff; an observation whose recall keeps failing is dead-lettered (``failed``) alone while
         the rest of its batch goes on. Undecodable observations are skipped here: attend, which owns
         the observation stream, dead-letters them. A stop asked for mid-batch ends it after the

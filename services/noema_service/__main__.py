@@ -1,6 +1,6 @@
 """Entry point of the agent service: ``python -m noema_service``."""
 
-from noema.worker import serve
+from noema.runtime.worker import serve
 
 from .service import build
 

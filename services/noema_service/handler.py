@@ -16,9 +16,9 @@ import structlog
 from nats.micro.request import Handler, Request
 from nats.micro.service import EndpointStats
 
-from noema.access import Caller
 from noema.adapters.postgres.tenancy import workspace_scope
-from noema.app import Noema
+from noema.application.access import Caller
+from noema.application.facade import Noema
 from noema.errors import SURFACES, Kind, kind_of, public_message
 from noema.ids import new_id
 from noema_sdk.protocol import encode_error, encode_result, parse_agent_subject

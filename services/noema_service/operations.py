@@ -1,6 +1,6 @@
-"""What the service exposes: every agent tool of :mod:`noema.tools` (run by ``call_tool``, nothing
+"""What the service exposes: every agent tool of :mod:`noema.application.tools` (run by ``call_tool``, nothing
 re-implemented) and ``observe``, which publishes an observation of the calling agent through
-:meth:`noema.app.Noema.observe` (its reply says whether the id was a duplicate)."""
+:meth:`noema.application.facade.Noema.observe` (its reply says whether the id was a duplicate)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import Meta
 
-from noema.access import Caller
-from noema.app import Noema
+from noema.application.access import Caller
+from noema.application.facade import Noema
+from noema.application.tools import TOOLS, call_tool, decode, input_schema
 from noema.inputs import text_dates
 from noema.instants import FORMS, Instant
-from noema.tools import TOOLS, call_tool, decode, input_schema
 
 __all__ = ["OPERATIONS", "ObserveInput", "Operation"]
 

@@ -13,8 +13,8 @@ from nats.micro import add_service
 from nats.micro.service import Service
 
 from noema import __version__
-from noema.app import Noema
-from noema.settings import Settings
+from noema.application.facade import Noema
+from noema.runtime.settings import Settings
 from noema_sdk.protocol import QUEUE_GROUP, SERVICE_NAME, endpoint_subject
 
 from .handler import Dispatcher

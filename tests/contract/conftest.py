@@ -3,7 +3,7 @@ and PostgreSQL fed by the real projector from real JetStream (marked ``integrati
 
 A suite asks for ``backend``: a read model, and a sink whose ``publish`` returns once the events are
 applied (in memory at once; through NATS and the projector, by waiting for the projection position).
-State is made with the application's own operations (:class:`noema.knowledge.Knowledge` over that
+State is made with the application's own operations (:class:`noema.application.knowledge.Knowledge` over that
 sink), then the port is read directly, so the suite checks the adapter and not a hand-made fixture.
 """
 
@@ -19,7 +19,7 @@ from noema.adapters.jetstream import EventPublisher
 from noema.adapters.memory import InMemoryEventStream, InMemoryKnowledge, InMemoryRecords
 from noema.adapters.postgres import MemoryQueries, ReadModelProjection
 from noema.adapters.postgres.knowledge import PostgresKnowledge
-from noema.knowledge import Knowledge
+from noema.application.knowledge import Knowledge
 from noema.ports import EventSink, KnowledgeReadModel, MemoryRecords
 from noema_events import Event
 from tests.conftest import Harness

@@ -4,7 +4,7 @@ read alike from both adapters."""
 
 from __future__ import annotations
 
-from noema.access import Caller
+from noema.application.access import Caller
 from noema.ids import new_id
 from noema_events import WorkingMemoryUpdated, WorkingMemoryUpdatedPayload
 from noema_events.catalog import WorkingMemoryItem

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from noema.access import Caller
+from noema.application.access import Caller
+from noema.application.knowledge.events import conflict_events
 from noema.domain.knowledge import decide_conflict
-from noema.knowledge.events import conflict_events
 from tests.contract.conftest import T0, Backend
 
 ALICE = Caller("acme", "alice", "engineer")

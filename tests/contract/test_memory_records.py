@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from noema import operations, operator
-from noema.operations import Conflict, NotFound, OperationError
-from noema.operator import KnowledgeEntry
+from noema.application import curation, upkeep
+from noema.application.curation import KnowledgeEntry
+from noema.application.upkeep import Conflict, NotFound, OperationError
 from tests.contract.conftest import T0, Backend
 
 ACTOR = "operator:root"
@@ -17,7 +17,7 @@ async def _enter(backend: Backend, content: str, mind: str = "ops", workspace: s
     entry = KnowledgeEntry(
         workspace=workspace, mind=mind, content=content, kind="episodic", epistemic_kind="observation"
     )
-    receipt = await operator.create_memory(backend.sink, entry, actor=ACTOR, reason="seeded", now=T0)
+    receipt = await curation.create_memory(backend.sink, entry, actor=ACTOR, reason="seeded", now=T0)
     return receipt.memory_id
 
 
@@ -47,18 +47,18 @@ async def test_an_entered_memory_is_found_by_id_prefix_scope_and_workspace(backe
 
 async def test_a_retracted_memory_cannot_be_archived_and_restoring_brings_it_back(backend: Backend) -> None:
     made = await _enter(backend, "The build cache is cold")
-    await operator.retract(backend.records, backend.sink, made, actor=ACTOR, reason="wrong", now=T0)
+    await curation.retract(backend.records, backend.sink, made, actor=ACTOR, reason="wrong", now=T0)
     row = await backend.records.memory(made)
     assert row is not None
     assert row["status"] == "retracted"
     with pytest.raises(Conflict, match="it is retracted"):
-        await operator.archive(backend.records, backend.sink, made, actor=ACTOR, reason="tidy", now=T0)
-    await operator.restore(backend.records, backend.sink, made, actor=ACTOR, reason="it was right", now=T0)
+        await curation.archive(backend.records, backend.sink, made, actor=ACTOR, reason="tidy", now=T0)
+    await curation.restore(backend.records, backend.sink, made, actor=ACTOR, reason="it was right", now=T0)
     row = await backend.records.memory(made)
     assert row is not None
     assert row["status"] == "active"
     with pytest.raises(NotFound):
-        await operator.retract(backend.records, backend.sink, "missing", actor=ACTOR, reason="x", now=T0)
+        await curation.retract(backend.records, backend.sink, "missing", actor=ACTOR, reason="x", now=T0)
 
 
 async def test_a_correction_supersedes_the_memory_with_a_copy_on_the_operator_channel(
@@ -66,7 +66,7 @@ async def test_a_correction_supersedes_the_memory_with_a_copy_on_the_operator_ch
 ) -> None:
     made = await _enter(backend, "Deploys run on Tuesdays")
     with pytest.raises(OperationError, match="same as the current content"):
-        await operator.correct(
+        await curation.correct(
             backend.records,
             backend.sink,
             made,
@@ -75,7 +75,7 @@ async def test_a_correction_supersedes_the_memory_with_a_copy_on_the_operator_ch
             content="Deploys run on Tuesdays",
             now=T0,
         )
-    receipt = await operator.correct(
+    receipt = await curation.correct(
         backend.records,
         backend.sink,
         made,
@@ -96,10 +96,10 @@ async def test_relationships_stay_inside_one_mind_and_are_added_once(backend: Ba
     b = await _enter(backend, "The deploy key rotates weekly")
     elsewhere = await _enter(backend, "Another mind's memory", mind="qa")
     with pytest.raises(OperationError, match="inside one mind"):
-        await operations.relate(backend.records, backend.sink, a, elsewhere, "supports", now=T0)
+        await upkeep.relate(backend.records, backend.sink, a, elsewhere, "supports", now=T0)
     with pytest.raises(OperationError, match="unknown relation"):
-        await operations.relate(backend.records, backend.sink, a, b, "likes", now=T0)
-    rel = await operations.relate(backend.records, backend.sink, a, b, "supports", now=T0)
+        await upkeep.relate(backend.records, backend.sink, a, b, "likes", now=T0)
+    rel = await upkeep.relate(backend.records, backend.sink, a, b, "supports", now=T0)
     assert await backend.records.relationship(a, b, "supports") == rel
     with pytest.raises(Conflict, match="already supports"):
-        await operations.relate(backend.records, backend.sink, a, b, "supports", now=T0)
+        await upkeep.relate(backend.records, backend.sink, a, b, "supports", now=T0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from noema.access import Caller
+from noema.application.access import Caller
 from tests.contract.conftest import T0, Backend
 
 ALICE = Caller("acme", "alice", "engineer")

@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
-from noema.embedded import free_port
+from noema.runtime.embedded import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -24,7 +24,7 @@ import httpx
 import psutil
 import pytest
 
-from noema.embedded import free_port
+from noema.runtime.embedded import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

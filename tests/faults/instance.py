@@ -25,8 +25,8 @@ from nats.aio.client import Client as NATS
 from nats.js.errors import NotFoundError
 
 from noema.client import build_observation
-from noema.embedded import free_port
-from noema.topology import Topology
+from noema.runtime.embedded import free_port
+from noema.runtime.topology import Topology
 from noema_events import encode_event
 from tests.support import assert_eventually
 

@@ -12,12 +12,12 @@ import pytest
 
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection
-from noema.adapters.postgres.recall import RecallStore
 from noema.adapters.postgres.roles import DbRole
-from noema.app import Noema
-from noema.health import Heartbeat
+from noema.adapters.postgres.voices import RecallStore
+from noema.application.facade import Noema
+from noema.application.search import Recall
 from noema.ids import new_id
-from noema.recall import Recall
+from noema.runtime.health import Heartbeat
 from noema_api.app import create_app
 from noema_api.auth import TokenEntry, Tokens
 from noema_api.endpoint import Api

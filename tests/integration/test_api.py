@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from noema.adapters.postgres.recall import RecallFilters
+from noema.adapters.postgres.voices import RecallFilters
 from tests.integration.api_harness import NOW, ApiHarness, api, memory, relationship, retraction
 
 pytestmark = pytest.mark.integration

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from noema.access import Caller
-from noema.knowledge import Knowledge
+from noema.application.access import Caller
+from noema.application.knowledge import Knowledge
 from noema_conflicts.service import build as build_conflicts
 from tests.integration.api_harness import ApiHarness, api
 from tests.support import assert_eventually
@@ -142,7 +142,7 @@ async def test_knowledge_reads_errors_and_token_scope(api: ApiHarness) -> None:
 
 
 async def test_nul_characters_are_refused_everywhere_and_never_stall_the_projector(api: ApiHarness) -> None:
-    from noema.tools import TOOLS, ToolInputError, decode_input
+    from noema.application.tools import TOOLS, ToolInputError, decode_input
     from noema_events import EventDecodeError, decode_event
 
     assert (await api.admin.get("/v1/memories/%00")).status_code == 400

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from noema.embedded import free_port
+from noema.runtime.embedded import free_port
 from noema_events import decode_event
 from tests.conftest import Harness
 from tests.support import assert_eventually

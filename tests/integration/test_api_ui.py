@@ -11,7 +11,7 @@ from typing import get_args
 
 import pytest
 
-from noema.recall import MODES
+from noema.application.search import MODES
 from noema_events.vocabulary import (
     CHANNEL_CREDIBILITY,
     EPISTEMIC_KINDS,

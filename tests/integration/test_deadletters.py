@@ -20,8 +20,8 @@ from nats.js.api import StreamConfig, StreamSource
 from noema.adapters.dlq_policy import DeadLetterPolicy
 from noema.adapters.dlq_upgrade import MOVE_SUFFIX, make_deletable
 from noema.adapters.jetstream import EventPublisher, dead_letter, dead_letter_stream_config, ensure_streams
+from noema.application.deadletters import DeadLetterQuery, DeadLetters
 from noema.client import build_observation
-from noema.deadletters import DeadLetterQuery, DeadLetters
 from noema_attend.service import build as build_attend
 from noema_events import encode_event
 from tests.conftest import Harness

@@ -24,10 +24,10 @@ from typer.testing import CliRunner
 
 from noema.adapters.asgi import DEFAULT_MAX_BODY
 from noema.adapters.jetstream import connect
-from noema.adapters.postgres.recall import RecallStore
-from noema.app import Noema
+from noema.adapters.postgres.voices import RecallStore
+from noema.application.facade import Noema
+from noema.application.knowledge import Caller, Knowledge
 from noema.errors import Kind
-from noema.knowledge import Caller, Knowledge
 from noema_api.app import create_app
 from noema_api.auth import TokenEntry, Tokens
 from noema_api.endpoint import Api, Endpoint, Req, routes

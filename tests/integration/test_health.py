@@ -10,8 +10,8 @@ import pytest
 from noema.adapters.jetstream import connect
 from noema.adapters.postgres import ReadModelProjection
 from noema.client import publish_observation
-from noema.health import Heartbeat, HeartbeatRecord, read_heartbeats
-from noema.readiness import Check, system_status
+from noema.runtime.health import Heartbeat, HeartbeatRecord, read_heartbeats
+from noema.runtime.readiness import Check, system_status
 from noema_attend.service import build as build_attend
 from tests.conftest import Harness
 from tests.support import assert_eventually

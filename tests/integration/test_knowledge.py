@@ -10,18 +10,18 @@ from typing import Any
 
 import pytest
 
-from noema import operator
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection, checksum
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.queries import MemoryQueries
-from noema.adapters.postgres.recall import RecallFilters, RecallStore
+from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.application import curation
+from noema.application.knowledge import Caller, InsufficientMemoryPermission, Knowledge
+from noema.application.preamble import build_preamble
+from noema.application.replay import drop_schema, replay_into
+from noema.application.search import Recall
 from noema.client import publish_observation
 from noema.domain.knowledge import slot_relation
-from noema.knowledge import Caller, InsufficientMemoryPermission, Knowledge
-from noema.preamble import build_preamble
-from noema.recall import Recall
-from noema.replay import drop_schema, replay_into
 from noema_attend.service import build as build_attend
 from noema_conflicts.service import build as build_conflicts
 from noema_projector.service import build as build_projector
@@ -435,7 +435,7 @@ async def test_working_memory_is_bounded_and_survives_a_restart_of_attend(harnes
     # A held memory retracted by an operator stays held until it decays out, and says so.
     assert {i["status"] for i in after["items"]} == {"active"}
     gone = after["items"][0]["memory_id"]
-    await operator.retract(
+    await curation.retract(
         MemoryQueries(harness.pool),
         EventPublisher(harness.nc, harness.topology),
         gone,

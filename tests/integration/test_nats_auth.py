@@ -15,10 +15,10 @@ import pytest
 from nats.aio.client import Client as NATS
 
 from noema.adapters.jetstream import connect, ensure_streams
-from noema.credentials import AgentRecord, CredentialStore
-from noema.embedded import EmbeddedNats
-from noema.identities import OPERATOR, SERVICES, inbox_prefix, service_user
-from noema.topology import Topology
+from noema.runtime.credentials import AgentRecord, CredentialStore
+from noema.runtime.embedded import EmbeddedNats
+from noema.runtime.identities import OPERATOR, SERVICES, inbox_prefix, service_user
+from noema.runtime.topology import Topology
 from noema_events import ObservationRecorded, decode_event
 from noema_sdk import NoemaClient
 from noema_service.service import build as build_service

@@ -19,8 +19,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from noema.adapters.jetstream import connect
-from noema.embedded import _nats_binary, free_port
-from noema.settings import NatsAuth
+from noema.runtime.embedded import _nats_binary, free_port
+from noema.runtime.settings import NatsAuth
 
 pytestmark = pytest.mark.integration
 

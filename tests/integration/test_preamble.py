@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from noema.adapters.postgres.knowledge import PostgresKnowledge
+from noema.application.preamble import CLOSING, FACTS_BUDGET_CHARS, MAX_FACTS, build_preamble
 from noema.ids import new_id
-from noema.preamble import CLOSING, FACTS_BUDGET_CHARS, MAX_FACTS, build_preamble
 from noema_events import OperatorAction, OperatorActionPayload
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness

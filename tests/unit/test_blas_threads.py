@@ -19,7 +19,7 @@ print(ctypes.CDLL(lib).scipy_openblas_get_num_threads64_())
 """
 
 
-@pytest.mark.parametrize("module", ["noema_api.app", "noema_retrieve.service", "noema.recall"])
+@pytest.mark.parametrize("module", ["noema_api.app", "noema_retrieve.service", "noema.application.search"])
 def test_openblas_runs_one_thread_in_noema_processes(module: str) -> None:
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     out = subprocess.run(
@@ -31,7 +31,7 @@ def test_openblas_runs_one_thread_in_noema_processes(module: str) -> None:
 def test_an_operators_choice_is_kept() -> None:
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "2"}
     out = subprocess.run(
-        [sys.executable, "-c", PROBE, "noema.recall"],
+        [sys.executable, "-c", PROBE, "noema.application.search"],
         capture_output=True,
         text=True,
         env=env,

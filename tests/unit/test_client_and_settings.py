@@ -10,8 +10,8 @@ from nats.js.errors import NotFoundError
 
 from noema.adapters.jetstream import ensure_streams
 from noema.client import InvalidObservation, build_observation
-from noema.settings import Settings, SettingsError
-from noema.topology import Topology
+from noema.runtime.settings import Settings, SettingsError
+from noema.runtime.topology import Topology
 
 
 @pytest.mark.parametrize(

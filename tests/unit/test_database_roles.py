@@ -4,7 +4,7 @@ gives each child."""
 from __future__ import annotations
 
 from noema.adapters.postgres.roles import DB_ROLES, roles_sql
-from noema.settings import Settings
+from noema.runtime.settings import Settings
 from noema_cli.supervisor import SERVICES, child_env
 
 OWNER, PROJECTOR, READER = "postgresql://o@db/n", "postgresql://p@db/n", "postgresql://r@db/n"

@@ -15,9 +15,9 @@ from noema.adapters.dlq_policy import (
     kept_original,
 )
 from noema.adapters.jetstream import _stream_configs
-from noema.deadletters import preview
-from noema.settings import Settings, SettingsError
-from noema.topology import Topology
+from noema.application.deadletters import preview
+from noema.runtime.settings import Settings, SettingsError
+from noema.runtime.topology import Topology
 
 
 def test_only_the_dead_letter_stream_has_limits_and_allows_deleting_one_message() -> None:

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from nats.js.api import ConsumerConfig
 
-from noema.settings import Settings
+from noema.runtime.settings import Settings
 
 from .deploy_files import (
     DEPLOY,

@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from noema.identities import OPERATOR, SERVICES, password_variable, service_user
-from noema.natsconfig import PASSWORDS_SECRET, auth_conf, auth_values
+from noema.runtime.identities import OPERATOR, SERVICES, password_variable, service_user
+from noema.runtime.natsconfig import PASSWORDS_SECRET, auth_conf, auth_values
 from noema_cli.supervisor import SERVICES as PROCESSES
 
 from .deploy_files import DEPLOY, check_noemactl, container, documents, load, module_of, of_kind

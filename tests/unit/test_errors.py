@@ -11,15 +11,15 @@ import asyncpg
 import nats.errors
 import pytest
 
-from noema.access import InsufficientMemoryPermission
+from noema.application.access import InsufficientMemoryPermission
+from noema.application.tools import ToolInputError
+from noema.application.upkeep import Conflict, InvalidQuery, NotFound, OperationError
 from noema.client import InvalidObservation
 from noema.errors import SURFACES, Kind, NoemaError, kind_of, markdown_table, public_message
 from noema.inputs import InvalidInput
 from noema.instants import InvalidInstant
-from noema.operations import Conflict, InvalidQuery, NotFound, OperationError
-from noema.runtime import NotRunning
-from noema.settings import SettingsError
-from noema.tools import ToolInputError
+from noema.runtime.locate import NotRunning
+from noema.runtime.settings import SettingsError
 
 DOC = Path(__file__).parents[2] / "docs" / "errors.md"
 _TABLE = re.compile(r"<!-- errors:begin[^>]*-->\n(.*?)<!-- errors:end -->", re.S)

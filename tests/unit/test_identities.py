@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from noema.adapters.jetstream import auth_options
-from noema.credentials import CredentialStore, redact_url, url_with_credentials
-from noema.embedded import EmbeddedNats, _nats_binary
-from noema.identities import (
+from noema.runtime.credentials import CredentialStore, redact_url, url_with_credentials
+from noema.runtime.embedded import EmbeddedNats, _nats_binary
+from noema.runtime.identities import (
     OPERATOR,
     SERVICES,
     agent_identity,
@@ -22,8 +22,8 @@ from noema.identities import (
     render_authorization,
     service_identity,
 )
-from noema.settings import NatsAuth, Settings, SettingsError
-from noema.topology import Topology
+from noema.runtime.settings import NatsAuth, Settings, SettingsError
+from noema.runtime.topology import Topology
 from noema_sdk import protocol
 
 TOPOLOGY = Topology("noema")
@@ -172,7 +172,7 @@ def test_nats_credentials_travel_to_child_processes() -> None:
 def test_a_located_process_connects_as_the_identity_it_asks_for(tmp_path: Path) -> None:
     import os
 
-    from noema.runtime import locate, write_state
+    from noema.runtime.locate import locate, write_state
 
     store = CredentialStore(tmp_path)
     plain = "nats://127.0.0.1:4222"

@@ -11,11 +11,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from noema.access import Caller, InsufficientMemoryPermission
 from noema.adapters.memory import InMemoryEventStream, InMemoryKnowledge
-from noema.knowledge import Knowledge
-from noema.operations import Conflict, InvalidQuery, NotFound, OperationError
-from noema.preamble import CLOSING, MAX_FACTS, build_preamble
+from noema.application.access import Caller, InsufficientMemoryPermission
+from noema.application.knowledge import Knowledge
+from noema.application.preamble import CLOSING, MAX_FACTS, build_preamble
+from noema.application.upkeep import Conflict, InvalidQuery, NotFound, OperationError
 from noema_conflicts.service import ConflictsHandler
 from noema_events import ConflictRecorded, Event, FactProposed, PolicyProposed
 

@@ -12,12 +12,12 @@ import msgspec
 import pytest
 from typer.testing import CliRunner
 
+from noema.application.curation import KnowledgeEntry
+from noema.application.tools import TOOLS, ToolInputError, decode_input, input_schema
+from noema.application.upkeep import InvalidQuery
+from noema.application.views import ListQuery, TimelineQuery, parse
 from noema.client import InvalidObservation, build_observation
 from noema.instants import FORMS, InvalidInstant, parse_instant
-from noema.operations import InvalidQuery
-from noema.operator import KnowledgeEntry
-from noema.tools import TOOLS, ToolInputError, decode_input, input_schema
-from noema.views import ListQuery, TimelineQuery, parse
 from noema_api.endpoint import parse_body
 from noema_api.errors import ApiError
 from noema_api.knowledge_models import FactBody

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from noema.health import ErrorTap, connection_of, instance_name
-from noema.readiness import (
+from noema.runtime.health import ErrorTap, connection_of, instance_name
+from noema.runtime.readiness import (
     Check,
     ConsumerState,
     Thresholds,
@@ -14,8 +14,8 @@ from noema.readiness import (
     assess_heartbeats,
     problems,
 )
-from noema.settings import Settings, SettingsError
-from noema.topology import Topology
+from noema.runtime.settings import Settings, SettingsError
+from noema.runtime.topology import Topology
 from tests.unit.heartbeats import NOW, beat
 
 LIMITS = Thresholds(stale_s=20.0, stall_s=60.0, max_lag=1000)

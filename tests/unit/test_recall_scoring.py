@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 
-from noema.domain.recall import (
+from noema.domain.ranking import (
     Candidate,
     Scored,
     fuse_hybrid,

@@ -15,9 +15,9 @@ from typing import Any, get_args
 import msgspec
 import pytest
 
+from noema.application.tools import TOOLS
 from noema.client import build_observation
-from noema.tools import TOOLS
-from noema.topology import Topology
+from noema.runtime.topology import Topology
 from noema_events import decode_event, encode_event, vocabulary
 from noema_sdk import (
     InvalidRequest,

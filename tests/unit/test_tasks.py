@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from noema.tasks import cancel_and_wait
+from noema.runtime.tasks import cancel_and_wait
 
 
 async def _loop(handed: asyncio.Queue[asyncio.Future[None]]) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from noema.tools import TOOLS, input_schema
+from noema.application.tools import TOOLS, input_schema
 from noema_mcp.server import tool_definitions
 from noema_service.operations import OPERATIONS
 

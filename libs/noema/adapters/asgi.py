@@ -14,7 +14,7 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from ..errors import SURFACES, Kind
+from noema.errors import SURFACES, Kind
 
 __all__ = ["DEFAULT_MAX_BODY", "BodyLimit"]
 

@@ -1,7 +1,7 @@
 """Which exceptions mean "a server is not there right now" (or "try again") rather than "this input is
 wrong".
 
-Workers retry them with backoff (see :class:`noema.worker.PullWorker`) instead of dead-lettering the
+Workers retry them with backoff (see :class:`noema.runtime.worker.PullWorker`) instead of dead-lettering the
 message; the NATS service answers them with 503 (retry later) instead of 500.
 """
 

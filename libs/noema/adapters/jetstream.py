@@ -29,17 +29,16 @@ from nats.js.api import (
 )
 from nats.js.errors import APIError, NotFoundError
 
+from noema.adapters.dlq_policy import DEFAULT_KEEP_BYTES, DeadLetterPolicy, kept_original
+from noema.adapters.dlq_upgrade import MOVE_SUFFIX
+from noema.adapters.liveness import track
+from noema.adapters.published import note_published
+from noema.adapters.pull import Puller
+from noema.adapters.vector_cache import vector_stream_config
+from noema.runtime.identities import inbox_prefix
+from noema.runtime.settings import NatsAuth
+from noema.runtime.topology import Topology
 from noema_events import Event, encode_event
-
-from ..identities import inbox_prefix
-from ..settings import NatsAuth
-from ..topology import Topology
-from .dlq_policy import DEFAULT_KEEP_BYTES, DeadLetterPolicy, kept_original
-from .dlq_upgrade import MOVE_SUFFIX
-from .liveness import track
-from .published import note_published
-from .pull import Puller
-from .vector_cache import vector_stream_config
 
 __all__ = [
     "FAILED",
@@ -203,7 +202,8 @@ async def ensure_streams(
 
     ``replicas`` and the dead-letter limits are applied to existing streams too, so every process
     must be given the same values (``NOEMA_STREAM_REPLICAS``, ``NOEMA_DLQ_MAX_AGE``/``_MAX_BYTES``:
-    :attr:`noema.settings.Settings.dead_letter_policy`); more than 1 replica needs a JetStream cluster.
+    :attr:`noema.runtime.settings.Settings.dead_letter_policy`); more than 1 replica needs a JetStream
+    cluster.
     A dead-letter stream created before single deletes were allowed keeps refusing them (JetStream
     cannot lift ``deny_delete`` on an existing stream) until ``noemactl dlq upgrade`` recreates it;
     while that runs (its ``_MOVE`` stream exists) the dead-letter stream is left alone.
@@ -231,7 +231,7 @@ HEALTH_TTL_S = 3600.0
 
 
 async def _ensure_health_bucket(js: JetStreamContext, topology: Topology, replicas: int) -> None:
-    # Heartbeats (noema.health): one key per process, only the latest value kept; file storage so
+    # Heartbeats (noema.runtime.health): one key per process, only the latest value kept; file storage so
     # that a NATS restart does not lose the bucket every process writes to.
     try:
         await js.stream_info(topology.health_stream)
@@ -258,7 +258,7 @@ def _differs(current: StreamConfig, wanted: StreamConfig) -> bool:
 async def _write_stream(
     write: Callable[[StreamConfig], Awaitable[object]], config: StreamConfig, verb: str
 ) -> None:
-    # Only the operator identity may create or update streams (noema.identities); a worker that
+    # Only the operator identity may create or update streams (noema.runtime.identities); a worker that
     # finds a stream missing or outdated cannot fix it, and its request is refused (times out).
     try:
         await write(config)

@@ -8,7 +8,7 @@ leaves it here and the second one takes it.
 Which of the two computes a vector is settled by who gets there first, with one nudge: retrieve
 marks itself alive in the cache (:meth:`VectorCache.mark_producer`), and while that mark is fresh the
 embed worker waits a while for the vectors of observations' memories instead of computing them at the
-same moment (:func:`noema.vectors.passage_vectors`). Without the nudge, a burst has both workers
+same moment (:func:`noema.application.vectors.passage_vectors`). Without the nudge, a burst has both workers
 embedding the same texts in lockstep.
 
 The cache is a JetStream stream in memory (``<PREFIX>_VECTORS``, one message per subject
@@ -33,7 +33,7 @@ from nats.aio.client import Client as NATS
 from nats.errors import Error as NatsError
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 
-from ..topology import Topology
+from noema.runtime.topology import Topology
 
 __all__ = ["VECTOR_CACHE_AGE_S", "VECTOR_CACHE_BYTES", "VectorCache", "vector_stream_config"]
 

@@ -16,6 +16,9 @@ from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from noema.domain.dynamics import initial_confidence
+from noema.domain.knowledge import DEFAULT_WM_CAPACITY, WorkingMemory, WorkingMemoryEntry, context_relevance
+from noema.ids import derive_id
 from noema_events import (
     AttentionDecided,
     AttentionDecidedPayload,
@@ -34,10 +37,6 @@ from noema_events import (
     WorkingMemoryUpdatedPayload,
 )
 from noema_events.vocabulary import CHANNEL_CREDIBILITY
-
-from ..ids import derive_id
-from .dynamics import initial_confidence
-from .knowledge import DEFAULT_WM_CAPACITY, WorkingMemory, WorkingMemoryEntry, context_relevance
 
 __all__ = [
     "AttentionConfig",

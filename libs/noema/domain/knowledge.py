@@ -1,7 +1,7 @@
 """Workspace knowledge as pure functions (requirements §5, §7): domains, access, fact comparison, conflict
 rules, working memory, consolidation and harmonization.
 
-Nothing here does I/O: the application layer (:mod:`noema.knowledge`) reads the read model, asks
+Nothing here does I/O: the application layer (:mod:`noema.application.knowledge`) reads the read model, asks
 these functions what to do, and publishes the events they imply.
 """
 

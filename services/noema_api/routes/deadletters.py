@@ -1,4 +1,4 @@
-"""Dead letters: list, show, retry, drop — through :class:`noema.deadletters.DeadLetters`, as
+"""Dead letters: list, show, retry, drop — through :class:`noema.application.deadletters.DeadLetters`, as
 ``noemactl dlq`` does.
 
 Dead letters are not per workspace (a poison message may name none, or lie about it), so only a
@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from noema.deadletters import (
+from noema.application.deadletters import (
     MAX_SEQ,
     DeadLetterDetail,
     DeadLetterPage,
@@ -20,8 +20,8 @@ from noema.deadletters import (
     DropResult,
     RetryResult,
 )
+from noema.application.upkeep import NotFound
 from noema.errors import Kind
-from noema.operations import NotFound
 
 from ..endpoint import Endpoint, Req
 from ..errors import ApiError

@@ -8,7 +8,7 @@ from typing import get_args, get_type_hints
 import msgspec
 
 from noema.adapters.postgres.graph import neighbourhood as walk
-from noema.recall import MODES
+from noema.application.search import MODES
 from noema_events.vocabulary import (
     CHANNEL_CREDIBILITY,
     EPISTEMIC_KINDS,

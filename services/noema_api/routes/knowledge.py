@@ -1,5 +1,5 @@
 """Workspace knowledge for operators: facts, policies, conflicts, grants and the access mode,
-domains, working memory and agents' notes. Every write goes through :mod:`noema.knowledge` as an
+domains, working memory and agents' notes. Every write goes through :mod:`noema.application.knowledge` as an
 operator (the token's name), which adds the operator_action that names the actor and reason."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from noema.access import Caller
+from noema.application.access import Caller
+from noema.application.knowledge import Knowledge
 from noema.errors import Kind
-from noema.knowledge import Knowledge
 
 from ..endpoint import Endpoint, Req
 from ..errors import ApiError

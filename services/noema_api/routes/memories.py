@@ -1,6 +1,7 @@
 """Reading memory: search (the agents' ranking), listings, the timeline, detail with provenance.
 
-Every handler calls the application layer (:class:`noema.app.Noema`), as the CLI does; here only the
+Every handler calls the application layer (:class:`noema.application.facade.Noema`), as the CLI does;
+here only the
 token's workspace scope is applied and the answer shaped.
 """
 
@@ -8,8 +9,8 @@ from __future__ import annotations
 
 import msgspec
 
-from noema.access import Caller
-from noema.app import SearchOptions
+from noema.application.access import Caller
+from noema.application.facade import SearchOptions
 
 from ..endpoint import Endpoint, Req, scoped_memory_id
 from ..models import (
@@ -27,7 +28,8 @@ __all__ = ["ENDPOINTS"]
 
 
 async def search(req: Req[SearchQuery, None]) -> SearchResults:
-    """search_memory through :meth:`noema.app.Noema.search`, exactly as agents and the CLI rank."""
+    """search_memory through :meth:`noema.application.facade.Noema.search`, exactly as agents and the
+    CLI rank."""
     q = req.query
     workspace = req.principal.scope(q.workspace)
     # An operator of one workspace, or (a token for all of them, none asked for) of every workspace.

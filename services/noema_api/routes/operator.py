@@ -1,7 +1,7 @@
 """Operator actions on memory: enter knowledge, retract, correct, archive, restore.
 
 Each publishes an operator_action naming the token's name as actor, through the application facade
-(:class:`noema.app.Noema`).
+(:class:`noema.application.facade.Noema`).
 They answer 202: the events are stored; the read model shows them once the projector applied them.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from noema import operator
-from noema.app import StatusAction
+from noema.application import curation
+from noema.application.facade import StatusAction
 
 from ..endpoint import Endpoint, Req, scoped_memory_id
 from ..models import CorrectBody, KnowledgeBody, OperatorResult, ReasonBody
@@ -18,7 +18,7 @@ from ..models import CorrectBody, KnowledgeBody, OperatorResult, ReasonBody
 __all__ = ["ENDPOINTS"]
 
 
-def _result(receipt: operator.OperatorReceipt) -> OperatorResult:
+def _result(receipt: curation.OperatorReceipt) -> OperatorResult:
     return OperatorResult(
         memory_id=receipt.memory_id,
         workspace=receipt.workspace,

@@ -11,11 +11,11 @@ from nats.errors import Error as NatsError
 from nats.js.errors import NotFoundError
 from starlette.responses import Response
 
-from noema import readiness
 from noema.adapters.jetstream import stream_last_seq
 from noema.adapters.postgres import ReadModelProjection
 from noema.errors import Kind
-from noema.readiness import problems, system_status
+from noema.runtime import readiness
+from noema.runtime.readiness import problems, system_status
 
 from ..endpoint import Endpoint, Req, json_response
 from ..errors import ApiError

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
+from noema.adapters.memory.projection import Tables
+from noema.adapters.memory.readmodel import InMemoryKnowledge, is_current, terms
+from noema.adapters.memory.records import InMemoryRecords
 from noema_events import Event
-
-from .projection import Tables
-from .readmodel import InMemoryKnowledge, is_current, terms
-from .records import InMemoryRecords
 
 __all__ = [
     "InMemoryEventStream",

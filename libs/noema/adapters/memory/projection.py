@@ -10,6 +10,9 @@ from typing import Any
 
 import msgspec
 
+from noema.adapters.postgres.handlers import created_columns, memory_columns
+from noema.adapters.postgres.knowledge_handlers import proposed_columns
+from noema.domain.dynamics import CONFIDENCE_CAP, mention_rate
 from noema_events import (
     ConflictRecorded,
     DomainCreated,
@@ -28,10 +31,6 @@ from noema_events import (
     WorkingMemoryUpdated,
     WorkspaceConfigured,
 )
-
-from ...domain.dynamics import CONFIDENCE_CAP, mention_rate
-from ..postgres.handlers import created_columns, memory_columns
-from ..postgres.knowledge_handlers import proposed_columns
 
 __all__ = ["Tables"]
 

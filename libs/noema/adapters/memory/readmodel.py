@@ -9,14 +9,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ...domain.knowledge import FactView
-from ...ports import PreambleParts, Row
+from noema.adapters.memory.projection import Tables
+from noema.adapters.memory.records import matching_ids
 
 # The rows mirror the tables' columns, so a fact's view is built the one way the tables' rows are.
-from ..postgres.knowledge import fact_view
-from ..postgres.textsearch import COMMON_ROWS
-from .projection import Tables
-from .records import matching_ids
+from noema.adapters.postgres.knowledge import fact_view
+from noema.adapters.postgres.textsearch import COMMON_ROWS
+from noema.domain.knowledge import FactView
+from noema.ports import PreambleParts, Row
 
 __all__ = ["InMemoryKnowledge", "is_current", "terms"]
 

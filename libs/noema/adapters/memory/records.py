@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from ...ids import id_prefix
-from ...ports import Row
-from .projection import Tables
+from noema.adapters.memory.projection import Tables
+from noema.ids import id_prefix
+from noema.ports import Row
 
 __all__ = ["InMemoryRecords", "matching_ids"]
 

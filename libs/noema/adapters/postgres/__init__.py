@@ -1,8 +1,8 @@
 """PostgreSQL adapter: migrations, the projection, read queries and checksums (asyncpg)."""
 
-from .database import connect, create_pool, migrate
-from .projection import PROJECTED_TABLES, ReadModelProjection, checksum
-from .queries import MemoryQueries
+from noema.adapters.postgres.database import connect, create_pool, migrate
+from noema.adapters.postgres.projection import PROJECTED_TABLES, ReadModelProjection, checksum
+from noema.adapters.postgres.queries import MemoryQueries
 
 __all__ = [
     "PROJECTED_TABLES",

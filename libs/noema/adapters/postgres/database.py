@@ -11,8 +11,8 @@ from typing import Any
 import asyncpg
 import structlog
 
-from .roles import grant_roles
-from .tenancy import NO_WORKSPACE, SETTING, apply_scope
+from noema.adapters.postgres.roles import grant_roles
+from noema.adapters.postgres.tenancy import NO_WORKSPACE, SETTING, apply_scope
 
 __all__ = ["MigrationsPending", "connect", "create_pool", "drop_schema", "migrate", "migrations"]
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import asyncpg
 import structlog
 
+from noema.domain.dynamics import CONFIDENCE_CAP, HALF_LIFE_DAYS, RECALL_BOOST, mention_rate
 from noema_events import (
     ActivationDecayed,
     Event,
@@ -28,8 +29,6 @@ from noema_events import (
     OperatorAction,
     RelationshipAdded,
 )
-
-from ...domain.dynamics import CONFIDENCE_CAP, HALF_LIFE_DAYS, RECALL_BOOST, mention_rate
 
 __all__ = [
     "HANDLERS",

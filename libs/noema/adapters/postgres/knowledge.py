@@ -11,10 +11,10 @@ from typing import Any
 
 import asyncpg
 
-from ...domain.knowledge import FactView
-from ...ids import id_prefix
-from ...ports import PreambleParts, Row
-from .textsearch import selective_query
+from noema.adapters.postgres.textsearch import selective_query
+from noema.domain.knowledge import FactView
+from noema.ids import id_prefix
+from noema.ports import PreambleParts, Row
 
 __all__ = ["FACT_COLUMNS", "PostgresKnowledge", "current_fact", "fact_view"]
 

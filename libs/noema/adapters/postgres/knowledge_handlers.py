@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import asyncpg
 import msgspec
 
+from noema.adapters.postgres.handlers import Handler, Projected, insert_memories, memory_row
 from noema_events import (
     ConflictRecorded,
     DomainCreated,
@@ -25,8 +26,6 @@ from noema_events import (
     WorkspaceConfigured,
 )
 from noema_events.vocabulary import VERACITY_WEIGHT
-
-from .handlers import Handler, Projected, insert_memories, memory_row
 
 __all__ = ["KNOWLEDGE_HANDLERS"]
 

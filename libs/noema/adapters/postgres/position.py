@@ -12,7 +12,7 @@ import asyncio
 
 import asyncpg
 
-from .projection import ReadModelProjection
+from noema.adapters.postgres.projection import ReadModelProjection
 
 __all__ = ["projected_seq", "wait_for_projection"]
 

@@ -15,10 +15,9 @@ from itertools import groupby
 import asyncpg
 import msgspec
 
+from noema.adapters.postgres.handlers import HANDLERS, Handler, Projected
+from noema.adapters.postgres.knowledge_handlers import KNOWLEDGE_HANDLERS
 from noema_events import Event
-
-from .handlers import HANDLERS, Handler, Projected
-from .knowledge_handlers import KNOWLEDGE_HANDLERS
 
 __all__ = ["POISON", "PROJECTED_TABLES", "Projected", "ReadModelProjection", "Refused", "checksum"]
 

@@ -1,6 +1,6 @@
 """Read queries over the memory read model (listing, detail with provenance, the audit log, and the
 checks of memory operations): :class:`noema.ports.MemoryReads` over PostgreSQL; search is
-``noema.recall``."""
+``noema.application.search``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any, Literal
 
 import asyncpg
 
-from ...ids import id_prefix
-from .recall import RecallFilters
+from noema.adapters.postgres.voices import RecallFilters
+from noema.ids import id_prefix
 
 __all__ = ["EVENT_FIELDS", "MEMORY_FIELDS", "MemoryQueries", "resolve_id"]
 

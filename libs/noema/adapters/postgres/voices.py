@@ -1,0 +1,321 @@
+"""The recall voices as SQL: lexical (full text), semantic (pgvector KNN), temporal, graph walk.
+
+Each voice returns ranked (memory id, score) pairs inside the caller's filters; scoring and fusion
+are pure (:mod:`noema.domain.ranking`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import numpy as np
+
+from noema.adapters.postgres.textsearch import BROAD_CANDIDATES, TermStats, selective_query
+from noema.domain.ranking import Candidate
+
+__all__ = ["RecallFilters", "RecallStore"]
+
+_MODEL = re.compile(r"^[\w./:-]{1,200}$")
+
+
+@dataclass(frozen=True)
+class RecallFilters:
+    """What a search may return. Only active, unexpired memories unless asked otherwise."""
+
+    workspace: str | None
+    """None searches every workspace (operators only; agents are always scoped)."""
+    mind: str | None = None
+    kinds: Sequence[str] = ()
+    epistemic_kinds: Sequence[str] = ()
+    domains: Sequence[str] = ()
+    statuses: Sequence[str] = ("active",)
+    since: datetime | None = None
+    until: datetime | None = None
+    include_expired: bool = False
+    hidden_domains: Sequence[str] = field(default=())
+    """Domains the caller may not read."""
+    readable_domains: Sequence[str] | None = None
+    """Strict access mode: only memories without a domain or in these domains (None: no limit)."""
+    exclude_ids: Sequence[str] = ()
+    """Memories that are not candidates at all (they neither appear nor shift the normalisation)."""
+
+    def where(self, alias: str, args: list[Any]) -> str:
+        """SQL conditions on ``alias`` (memories), appending their parameters to ``args``."""
+
+        def p(value: Any) -> str:
+            args.append(value)
+            return f"${len(args)}"
+
+        m = alias
+        conds = ["true"] if self.workspace is None else [f"{m}.workspace = {p(self.workspace)}"]
+        if self.mind is not None:
+            conds.append(f"{m}.mind = {p(self.mind)}")
+        if self.kinds:
+            conds.append(f"{m}.kind = ANY({p(list(self.kinds))}::text[])")
+        if self.epistemic_kinds:
+            conds.append(f"{m}.epistemic_kind = ANY({p(list(self.epistemic_kinds))}::text[])")
+        if self.domains:
+            conds.append(f"{m}.domain = ANY({p(list(self.domains))}::text[])")
+        if self.hidden_domains:
+            conds.append(
+                f"({m}.domain IS NULL OR NOT {m}.domain = ANY({p(list(self.hidden_domains))}::text[]))"
+            )
+        if self.readable_domains is not None:
+            conds.append(
+                f"({m}.domain IS NULL OR {m}.domain = ANY({p(list(self.readable_domains))}::text[]))"
+            )
+        if self.exclude_ids:
+            conds.append(f"NOT {m}.id = ANY({p(list(self.exclude_ids))}::text[])")
+        if self.statuses:
+            conds.append(f"{m}.status = ANY({p(list(self.statuses))}::text[])")
+        if self.since is not None:
+            conds.append(f"coalesce({m}.happened_at, {m}.created_at) >= {p(self.since)}")
+        if self.until is not None:
+            conds.append(f"coalesce({m}.happened_at, {m}.created_at) < {p(self.until)}")
+        if not self.include_expired:
+            conds.append(f"({m}.valid_until IS NULL OR {m}.valid_until > now())")
+        return " AND ".join(conds)
+
+
+class RecallStore:
+    """Runs the voices against one schema's read model."""
+
+    def __init__(self, pool: asyncpg.Pool, has_vectors: bool, term_stats: TermStats | None = None) -> None:
+        self._pool = pool
+        self.has_vectors = has_vectors
+        self.term_stats = term_stats or TermStats()
+
+    @staticmethod
+    async def create_pool(url: str, schema: str, app: str = "noema-recall", **kwargs: Any) -> asyncpg.Pool:
+        """A pool for recall: pgvector values as numpy arrays, HNSW scans that survive filtering."""
+        from pgvector.asyncpg import register_vector
+
+        from noema.adapters.postgres.database import create_pool
+
+        async def init(conn: asyncpg.Connection) -> None:
+            if await conn.fetchval("SELECT 1 FROM pg_type WHERE typname = 'vector'"):
+                await register_vector(conn)
+
+        # Connection-start settings, not SETs in init: the pool's RESET ALL on every release would
+        # undo a SET after a connection's first use; it restores these.
+        hnsw = {
+            "hnsw.iterative_scan": "relaxed_order",
+            "hnsw.ef_search": "200",
+            # Bound how far an iterative scan may go when filters drop neighbours (tail latency).
+            "hnsw.max_scan_tuples": "2000",
+        }
+        return await create_pool(url, schema, app=app, settings=hnsw, init=init, **kwargs)
+
+    @classmethod
+    async def open(cls, pool: asyncpg.Pool) -> RecallStore:
+        """Detect whether vectors are stored as pgvector (else the semantic voice is off) and which
+        schema the pool reads (its text statistics are cached under that name)."""
+        row = await pool.fetchrow(
+            "SELECT format_type(atttypid, atttypmod) AS kind, current_schema() AS schema FROM pg_attribute "
+            "WHERE attrelid = 'memory_embeddings'::regclass AND attname = 'embedding'"
+        )
+        assert row is not None, "the read model has no memory_embeddings.embedding column"
+        return cls(pool, row["kind"] == "vector", TermStats(schema=row["schema"]))
+
+    async def lexical(
+        self,
+        query: str,
+        f: RecallFilters,
+        limit: int,
+        strict: bool = False,
+        broad: bool = True,
+        max_terms: int | None = None,
+    ) -> list[tuple[str, float]]:
+        """Full text: any selective word by default; web-search syntax (quotes, OR, -) when strict.
+
+        ``broad=False`` returns nothing for a query made only of very common words: beside other
+        voices, such a query has no text signal worth ranking most of the store for. ``max_terms``:
+        match on at most that many words, the rarest (see :func:`selective_query`).
+        """
+        async with self._pool.acquire() as conn:
+            args: list[Any] = []
+            bounded = False
+            lexemes: list[str] = []
+            if strict:
+                args.append(query)
+                tsq = "websearch_to_tsquery('english', $1)"
+            else:
+                text_query = await selective_query(conn, query, f.workspace, max_terms)
+                if text_query is None:
+                    return []
+                if text_query.broad and not broad:
+                    return []
+                args.append(text_query.tsquery)
+                lexemes = list(text_query.lexemes)
+                bounded = text_query.broad
+                tsq = "to_tsquery('simple', $1)"
+            where = f.where("m", args)
+            source = "memories"
+            if bounded:
+                # Common words only: rank the newest matches rather than every one of them (walking
+                # the recency index, which finds them fast precisely because they are common).
+                source = f"""(SELECT m.* FROM memories m, {tsq} q WHERE m.search @@ q AND {where}
+                             ORDER BY coalesce(m.happened_at, m.created_at) DESC
+                             LIMIT {BROAD_CANDIDATES})"""
+            if strict:
+                args.append(limit)
+                rows = await conn.fetch(
+                    f"""SELECT m.id, ts_rank_cd(m.search, q, 1) AS score
+                        FROM {source} m, {tsq} q
+                        WHERE m.search @@ q AND {where}
+                        ORDER BY score DESC, m.id LIMIT ${len(args)}""",
+                    *args,
+                )
+            else:
+                n, avgdl = await self.term_stats.scope(conn, f.workspace)
+                args += [lexemes, n, avgdl, limit]
+                k = len(args)
+                # BM25 (k1 1.2, b 0.75) over the matching memories: a word's weight is its rarity in
+                # the scope (document frequency counted among the matches, which hold every memory
+                # with the word); participants' names (weight B) count 0.4 of a content word. The scope
+                # size is cached and the store grows meanwhile: never count fewer memories than match,
+                # or a word's weight turns negative.
+                rows = await conn.fetch(
+                    f"""WITH hits AS (
+                            SELECT m.id, m.search FROM {source} m, {tsq} q
+                            WHERE m.search @@ q AND {where}),
+                        terms AS (
+                            SELECT h.id, u.lexeme, length(h.search) AS dl,
+                                   coalesce(array_length(u.positions, 1), 1)
+                                   * CASE WHEN 'A' = ANY(u.weights) THEN 1.0 ELSE 0.4 END AS tf
+                            FROM hits h, unnest(h.search) u WHERE u.lexeme = ANY(${k - 3}::text[])),
+                        df AS (SELECT lexeme, count(DISTINCT id) AS n FROM terms GROUP BY lexeme)
+                        SELECT t.id, sum(ln(1 + (greatest(${k - 2}, df.n) - df.n + 0.5) / (df.n + 0.5))
+                                         * t.tf * 2.2
+                                         / (t.tf + 1.2 * (0.25 + 0.75 * t.dl / ${k - 1}))) AS score
+                        FROM terms t JOIN df USING (lexeme)
+                        GROUP BY t.id ORDER BY score DESC, t.id LIMIT ${k}""",
+                    *args,
+                )
+        return [(r["id"], float(r["score"])) for r in rows]
+
+    async def semantic(
+        self, vector: Sequence[float], model: str, f: RecallFilters, limit: int
+    ) -> list[tuple[str, float]]:
+        """Nearest neighbours by cosine under one model (HNSW index of that model when present)."""
+        if not self.has_vectors or not _MODEL.match(model):
+            return []
+        dims = len(vector)
+        # Sent as pgvector's text form, so any pool works (with or without the binary codec).
+        args: list[Any] = ["[" + ",".join(repr(float(x)) for x in vector) + "]"]
+        where = f.where("m", args)
+        args.append(limit)
+        # The model is inlined (validated above) so the planner can use the model's partial index.
+        rows = await self._pool.fetch(
+            f"""WITH q AS (SELECT $1::text::vector({dims}) AS v)
+                SELECT e.memory_id AS id, 1 - (e.embedding::vector({dims}) <=> q.v) AS score
+                FROM q, memory_embeddings e JOIN memories m ON m.id = e.memory_id
+                WHERE e.model = '{model}' AND {where}
+                ORDER BY e.embedding::vector({dims}) <=> q.v LIMIT ${len(args)}""",
+            *args,
+        )
+        return [(r["id"], float(r["score"])) for r in rows]
+
+    async def recent(self, f: RecallFilters, limit: int) -> list[tuple[str, float]]:
+        """The most recent memories (by when they happened, else when they were recorded)."""
+        args: list[Any] = []
+        where = f.where("m", args)
+        args.append(limit)
+        rows = await self._pool.fetch(
+            f"""SELECT m.id, extract(epoch FROM coalesce(m.happened_at, m.created_at))::float8 AS score
+                FROM memories m WHERE {where}
+                ORDER BY coalesce(m.happened_at, m.created_at) DESC, m.id LIMIT ${len(args)}""",
+            *args,
+        )
+        return [(r["id"], float(r["score"])) for r in rows]
+
+    async def graph(
+        self, seeds: Mapping[str, float], f: RecallFilters, limit: int
+    ) -> list[tuple[str, float]]:
+        """Two-hop walk over relationship edges from the seeds (id → strength), in either direction.
+
+        Weight: seed strength × edge confidence on the first hop, half that × the next edge's
+        confidence on the second; the best path counts; seeds themselves are excluded.
+        """
+        if not seeds:
+            return []
+        args: list[Any] = [list(seeds), [float(w) for w in seeds.values()]]
+        where = f.where("m", args)
+        args.append(limit)
+        rows = await self._pool.fetch(
+            f"""WITH seeds AS (SELECT * FROM unnest($1::text[], $2::float8[]) AS s(id, w)),
+                hop1 AS (
+                    SELECT r.to_id AS id, max(s.w * r.confidence) AS w
+                    FROM relationships r JOIN seeds s ON r.from_id = s.id GROUP BY 1
+                    UNION ALL
+                    SELECT r.from_id, max(s.w * r.confidence)
+                    FROM relationships r JOIN seeds s ON r.to_id = s.id GROUP BY 1
+                ),
+                h1 AS (SELECT id, max(w) AS w FROM hop1 GROUP BY id),
+                hop2 AS (
+                    SELECT r.to_id AS id, max(h.w * r.confidence * 0.5) AS w
+                    FROM relationships r JOIN h1 h ON r.from_id = h.id GROUP BY 1
+                    UNION ALL
+                    SELECT r.from_id, max(h.w * r.confidence * 0.5)
+                    FROM relationships r JOIN h1 h ON r.to_id = h.id GROUP BY 1
+                ),
+                walk AS (SELECT id, max(w) AS w FROM (SELECT * FROM h1 UNION ALL SELECT * FROM hop2) x
+                         WHERE id NOT IN (SELECT id FROM seeds) GROUP BY id)
+                SELECT w.id, w.w AS score FROM walk w JOIN memories m ON m.id = w.id
+                WHERE {where} ORDER BY w.w DESC, w.id LIMIT ${len(args)}""",
+            *args,
+        )
+        return [(r["id"], float(r["score"])) for r in rows]
+
+    async def candidates(self, ids: Sequence[str], model: str | None) -> dict[str, Candidate]:
+        """What scoring needs of each memory (and its vector, for MMR)."""
+        rows = await self._pool.fetch(
+            """SELECT id, content, memory_type, activation, importance, credibility, created_at, repo,
+                      happened_at
+               FROM memories WHERE id = ANY($1::text[])""",
+            list(ids),
+        )
+        out = {
+            r["id"]: Candidate(
+                id=r["id"],
+                content=r["content"],
+                memory_type=r["memory_type"],
+                activation=r["activation"],
+                importance=r["importance"],
+                credibility=r["credibility"],
+                created_at=r["created_at"],
+                repo=r["repo"],
+                happened_at=r["happened_at"],
+            )
+            for r in rows
+        }
+        if model and self.has_vectors and out:
+            for r in await self._pool.fetch(
+                "SELECT memory_id, embedding FROM memory_embeddings "
+                "WHERE model = $1 AND memory_id = ANY($2::text[])",
+                model,
+                list(out),
+            ):
+                vec = r["embedding"]
+                if isinstance(vec, str):  # a pool without the pgvector codec
+                    vec = np.asarray(json.loads(vec), dtype=np.float32)
+                out[r["memory_id"]].vector = vec.to_numpy() if hasattr(vec, "to_numpy") else vec
+        return out
+
+    async def details(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Display fields of result memories."""
+        rows = await self._pool.fetch(
+            """SELECT id, workspace, mind, kind, epistemic_kind, content, domain, topic, repo, status,
+                      memory_type, confidence, activation, importance, credibility, recall_count,
+                      participants,
+                      happened_at, created_at, origin_event, origin_seq
+               FROM memories WHERE id = ANY($1::text[])""",
+            list(ids),
+        )
+        return {r["id"]: dict(r) for r in rows}

@@ -1,0 +1,353 @@
+"""The application layer every surface calls: the CLI, the HTTP API, the MCP server and the NATS
+service hold one :class:`Noema` and call its methods, so none re-implements logic.
+
+It owns one PostgreSQL pool (pgvector-aware, for recall) and one NATS connection, and composes the
+operations: recall (search), the dispatch preamble, observations, knowledge (facts, policies,
+grants, notes, hot tier, maintenance), access control and the operators' reads (listing, timeline,
+memory detail, audit log). Agents' reads honour their grants in strict mode; writes go through events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import asyncpg
+import msgspec
+from nats.aio.client import Client as NATS
+
+from noema.adapters.embedders import Embedder, create_embedder
+from noema.adapters.jetstream import EventPublisher, connect
+from noema.adapters.postgres.knowledge import PostgresKnowledge
+from noema.adapters.postgres.queries import MemoryQueries
+from noema.adapters.postgres.tenancy import NO_WORKSPACE
+from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.application import curation, upkeep
+from noema.application.access import AccessControl, Caller, InsufficientMemoryPermission
+from noema.application.curation import KnowledgeEntry, OperatorReceipt, create_memory
+from noema.application.deadletters import DeadLetters
+from noema.application.knowledge import Knowledge
+from noema.application.preamble import Preamble, build_preamble
+from noema.application.reads import (
+    audit,
+    list_memories,
+    memory_detail,
+    resolve_memory,
+    timeline,
+    workspace_exists,
+)
+from noema.application.replay import verify_replay
+from noema.application.search import Recall, SearchResponse
+from noema.application.upkeep import InvalidQuery, OperationError
+from noema.application.views import AuditPage, AuditQuery, ListQuery, MemoryDetail, MemoryPage, TimelineQuery
+from noema.client import Stored, build_observation, send_observation
+from noema.domain.knowledge import DomainRef
+from noema.errors import Unavailable
+from noema.ports import MemoryReads
+from noema.runtime.settings import Settings
+from noema.runtime.topology import Topology
+from noema_events import Event, ObservationRecorded
+
+__all__ = [
+    "Caller",
+    "InsufficientMemoryPermission",
+    "InvalidQuery",
+    "Noema",
+    "OperationError",
+    "SearchOptions",
+    "StatusAction",
+]
+
+StatusAction = Literal["retract", "archive", "restore"]
+"""The status changes an operator makes to a memory."""
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """What a search may be narrowed to, besides the caller's workspace."""
+
+    mode: str = "hybrid"
+    profile: str = "hybrid"
+    limit: int = 10
+    mind: str | None = None
+    kinds: Sequence[str] = ()
+    epistemic_kinds: Sequence[str] = ()
+    domains: Sequence[str] = ()
+    statuses: Sequence[str] = ()
+    """Only these statuses; by default active only, or every status with ``include_inactive``."""
+    since: datetime | None = None
+    until: datetime | None = None
+    repo: str | None = None
+    """The current repository: its memories rank first (the others still follow)."""
+    strict: bool = False
+    include_inactive: bool = False
+    """Also inactive statuses (unless ``statuses`` is given) and expired memories."""
+
+
+class Noema:
+    """One running Noema, as seen by a surface."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        pool: asyncpg.Pool,
+        nc: NATS,
+        store: RecallStore,
+        clock: Callable[[], datetime] = _utcnow,
+    ) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.nc = nc
+        self.clock = clock
+        """The time every operation of this instance takes as "now" (tests pin it)."""
+        self.topology = Topology(settings.prefix)
+        self.publisher = EventPublisher(nc, self.topology)
+        self.dead_letters = DeadLetters(nc, self.topology, self.publisher)
+        """The dead-letter stream: list, show, retry, drop (JetStream only, no read model)."""
+        self.memories: MemoryReads = MemoryQueries(pool)
+        """The operators' reads of the read model (:class:`~noema.ports.MemoryReads`)."""
+        self.knowledge = Knowledge(
+            PostgresKnowledge(pool), self.publisher, clock, nc=nc, topology=self.topology
+        )
+        self.access: AccessControl = self.knowledge.access_control
+        self._store = store
+        self._embedder: Embedder | None = None
+        self._embedder_loaded = False
+        self._embedder_lock = asyncio.Lock()
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(
+        cls, settings: Settings, *, name: str = "noema", pool_size: int = 4, workspace: str = NO_WORKSPACE
+    ) -> AsyncIterator[Noema]:
+        """Connect to the (located) servers as the read-only database role; closes everything on
+        exit. ``workspace`` is what its connections see under row-level security unless a
+        :func:`~noema.adapters.postgres.tenancy.workspace_scope` block says otherwise: a surface
+        acting for one workspace scopes each request; ``"*"`` is every workspace."""
+        assert settings.nats_url, "settings must be located (see noema.runtime.locate.locate)"
+        pool = await RecallStore.create_pool(
+            settings.database_url_for("reader"),
+            settings.db_schema,
+            app=name,
+            min_size=1,
+            max_size=pool_size,
+            workspace=workspace,
+        )
+        try:
+            nc = await connect(settings.nats_url, name=name, auth=settings.nats_auth)
+            try:
+                yield cls(settings, pool, nc, await RecallStore.open(pool))
+            finally:
+                await nc.close()
+        finally:
+            await pool.close()
+
+    async def embedder(self) -> Embedder | None:
+        """The query embedder (loaded on first use; None when NOEMA_EMBEDDER=none)."""
+        async with self._embedder_lock:
+            if not self._embedder_loaded:
+                self._embedder = await asyncio.to_thread(create_embedder, self.settings.embedder)
+                self._embedder_loaded = True
+        return self._embedder
+
+    async def search(
+        self, caller: Caller | None, query: str, options: SearchOptions, workspace: str | None = None
+    ) -> SearchResponse:
+        """search_memory: an agent's search is scoped to its workspace and honours its grants; an
+        operator searches the workspace of its (operator) ``caller``, or with ``caller`` None the
+        given ``workspace`` or, None, all of them. Bad input is an :class:`InvalidQuery`."""
+        readable = await self.access.readable_domains(caller) if caller else None
+        filters = RecallFilters(
+            workspace=caller.workspace if caller else workspace,
+            mind=options.mind,
+            kinds=tuple(options.kinds),
+            epistemic_kinds=tuple(options.epistemic_kinds),
+            domains=tuple(options.domains),
+            statuses=tuple(options.statuses) or (() if options.include_inactive else ("active",)),
+            since=options.since,
+            until=options.until,
+            include_expired=options.include_inactive,
+            readable_domains=readable,
+        )
+        embedder = await self.embedder() if options.mode != "keyword" else None
+        recall = Recall(self._store, embedder)
+        try:
+            return await recall.search(
+                query,
+                filters,
+                mode=options.mode,
+                profile=options.profile,
+                limit=options.limit,
+                strict=options.strict,
+                repo=options.repo,
+                now=self.clock(),
+            )
+        except asyncpg.PostgresSyntaxError as exc:
+            raise InvalidQuery(f"query not understood: {exc}") from None
+        except ValueError as exc:
+            raise InvalidQuery(str(exc)) from None
+
+    async def preamble(self, caller: Caller, task: str, repo: str | None = None) -> Preamble:
+        """The dispatch preamble for the calling agent (honouring its grants in strict mode)."""
+        return await build_preamble(
+            self.knowledge.reads,
+            caller.workspace,
+            caller.agent,
+            task,
+            repo,
+            await self.access.readable_domains(caller),
+            at=self.clock(),
+        )
+
+    async def observe(self, caller: Caller, content: str, **fields: Any) -> dict[str, Any]:
+        """Publish an observation of the caller's mind (its actor the caller's); returns its id, stream
+        sequence and whether the id was already stored (a retry: not stored again). ``fields`` are
+        those of :func:`~noema.client.build_observation` (a bad value is an OperationError)."""
+        try:
+            obs = build_observation(
+                content, workspace=caller.workspace, mind=caller.agent, actor=caller.actor, **fields
+            )
+        except ValueError as exc:
+            raise OperationError(str(exc)) from None
+        stored = await send_observation(self.nc.jetstream(), obs, topology=self.topology)
+        return {"observation_id": obs.id, "seq": stored.seq, "duplicate": stored.duplicate}
+
+    async def list_memories(self, query: ListQuery) -> MemoryPage:
+        """Operators: memories with filters, newest first (``query.workspace`` None = every workspace;
+        the surface limits it to what its caller may see)."""
+        return await list_memories(self.memories, query)
+
+    async def timeline(self, query: TimelineQuery) -> MemoryPage:
+        """Operators: a workspace's memories in the order things happened."""
+        return await timeline(self.memories, query)
+
+    async def workspace_exists(self, workspace: str) -> bool:
+        """Whether anything was ever recorded in ``workspace`` (to tell a typo from an empty answer)."""
+        return await workspace_exists(self.memories, workspace)
+
+    async def memory(self, id_or_prefix: str, workspace: str | None = None) -> MemoryDetail:
+        """Operators: one memory (in ``workspace`` when given) with provenance, relationships,
+        vectors and the events citing it (:class:`~noema.application.upkeep.NotFound` when there is none)."""
+        return await memory_detail(self.memories, id_or_prefix, workspace)
+
+    async def enter_knowledge(self, operator: str, entry: KnowledgeEntry, reason: str) -> OperatorReceipt:
+        """Operators: enter a memory on the operator channel, its domain created on first use (as a
+        fact's is) and stored in its canonical form (:class:`OperationError` for a bad name)."""
+        caller = Caller(entry.workspace, operator, "operator", operator=True)
+        domain_events: list[Event] = []
+        if entry.domain is not None:
+            try:
+                ref = DomainRef.parse(entry.domain, entry.repo)
+            except ValueError as exc:
+                raise OperationError(str(exc)) from None
+            domain_events = await self.knowledge.domain_events(caller, ref)
+            entry = msgspec.structs.replace(entry, domain=ref.key, repo=ref.repo)
+        return await create_memory(
+            self.publisher,
+            entry,
+            actor=caller.actor,
+            reason=reason,
+            now=self.clock(),
+            domain_events=domain_events,
+        )
+
+    async def resolve_memory(self, id_or_prefix: str, workspace: str | None = None) -> str:
+        """The full id a memory id or unique prefix names (in ``workspace`` when given)."""
+        return await resolve_memory(self.memories, id_or_prefix, workspace)
+
+    async def audit(self, query: AuditQuery) -> AuditPage:
+        """Operators: the audit log, newest first (an unknown event type is an InvalidQuery)."""
+        return await audit(self.memories, query)
+
+    def writer(self) -> EventPublisher:
+        """The publisher every write goes through; while NATS is not connected a write is
+        :class:`~noema.errors.Unavailable` (instead of hanging until the client gives up)."""
+        if not self.nc.is_connected:
+            raise Unavailable("not connected to NATS; writes are unavailable (retry later)")
+        return self.publisher
+
+    async def publish_observation(self, obs: ObservationRecorded) -> Stored:
+        """Operators: publish a built observation as is (its actor and mind are the caller's own)."""
+        self.writer()
+        return await send_observation(self.nc.jetstream(), obs, topology=self.topology)
+
+    async def change_status(
+        self, action: StatusAction, memory_id: str, *, actor: str, reason: str
+    ) -> OperatorReceipt:
+        """Operators: retract (mark inaccurate), archive or restore a memory, with the reason."""
+        change = {"retract": curation.retract, "archive": curation.archive, "restore": curation.restore}
+        return await change[action](
+            self.memories, self.writer(), memory_id, actor=actor, reason=reason, now=self.clock()
+        )
+
+    async def correct(self, memory_id: str, content: str, *, actor: str, reason: str) -> OperatorReceipt:
+        """Operators: supersede a memory by a copy with corrected content."""
+        return await curation.correct(
+            self.memories,
+            self.writer(),
+            memory_id,
+            actor=actor,
+            reason=reason,
+            content=content,
+            now=self.clock(),
+        )
+
+    async def relate(
+        self,
+        from_id: str,
+        to_id: str,
+        relation: str,
+        *,
+        confidence: float = 1.0,
+        source: str = "",
+        actor: str = "operator",
+    ) -> str:
+        """Operators: an edge between two memories of one mind (ids or unique prefixes); returns the
+        relationship id."""
+        ids = [await self.resolve_memory(given) for given in (from_id, to_id)]
+        return await upkeep.relate(
+            self.memories,
+            self.writer(),
+            ids[0],
+            ids[1],
+            relation,
+            now=self.clock(),
+            confidence=confidence,
+            source=source,
+            actor=actor,
+        )
+
+    async def decay_tick(self, workspaces: Sequence[str] | None = None) -> list[str]:
+        """Publish an activation-decay tick now for ``workspaces`` (every one with memories)."""
+        return await upkeep.decay_tick(self.memories, self.writer(), self.clock(), workspaces)
+
+    async def embed_missing(
+        self, *, batch: int = 64, progress: Callable[[int, int], None] | None = None
+    ) -> tuple[int, str]:
+        """Backfill: embed every memory without a vector for the configured model; returns how many
+        and the model (an :class:`OperationError` when no embedder is configured)."""
+        embedder = await self.embedder()
+        if embedder is None:
+            raise OperationError("no embedder configured (NOEMA_EMBEDDER=none)")
+        done = await upkeep.embed_missing(
+            self.memories, self.writer(), embedder, now=self.clock, batch=batch, progress=progress
+        )
+        return done, embedder.name
+
+    async def replay(
+        self,
+        until_seq: int | None = None,
+        keep: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> dict[str, Any]:
+        """Rebuild the read model from the event stream into fresh tables and compare checksums
+        (see :func:`noema.application.replay.verify_replay`)."""
+        return await verify_replay(self.settings, self.nc, until_seq, keep, progress)

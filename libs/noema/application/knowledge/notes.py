@@ -1,0 +1,107 @@
+"""An agent's own state: its private notes (requirements §5: readable by the agent and by operators only,
+never turned into memories) and the view of its working memory."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from noema.adapters.jetstream import ConcurrentWrite, last_on_subject, publish_expecting
+from noema.application.access import Caller, InsufficientMemoryPermission
+from noema.application.knowledge.context import KnowledgeContext, require_operator
+from noema.application.upkeep import OperationError
+from noema_events import NotesUpdated, NotesUpdatedPayload, decode_event
+
+__all__ = ["MAX_NOTES", "Notes"]
+
+MAX_NOTES = 32_000
+
+
+class Notes:
+    """Agents' notes and working memory."""
+
+    def __init__(self, ctx: KnowledgeContext) -> None:
+        self._ctx = ctx
+
+    def _notes_event(self, workspace: str, agent: str, notes: str, actor: str) -> NotesUpdated:
+        if len(notes) > MAX_NOTES:
+            raise OperationError(f"notes are limited to {MAX_NOTES} characters")
+        return NotesUpdated(
+            **self._ctx.envelope(workspace, actor),
+            mind=agent,
+            payload=NotesUpdatedPayload(agent=agent, notes=notes),
+        )
+
+    async def update_my_notes(self, caller: Caller, notes: str) -> None:
+        """Replace the caller's own scratchpad."""
+        await self._ctx.publish([self._notes_event(caller.workspace, caller.agent, notes, caller.actor)])
+
+    async def record_observation(self, caller: Caller, content: str, *, attempts: int = 5) -> str:
+        """Append a timestamped line to the caller's private notes and return it (optimistic
+        concurrency on the notes subject, so concurrent appends all land). Nothing else is published:
+        notes are private (requirements §5), so the text never becomes a memory other agents could search."""
+        content = content.strip()
+        if not content:
+            raise OperationError("content must not be blank")
+        if self._ctx.nc is None or self._ctx.topology is None:
+            raise OperationError("recording an observation needs the event stream itself (JetStream)")
+        js = self._ctx.nc.jetstream()
+        probe = self._notes_event(caller.workspace, caller.agent, "", caller.actor)
+        subject = self._ctx.topology.event_subject(probe)
+        line = f"- {self._ctx.clock():%Y-%m-%d %H:%M} {content}"
+        for _ in range(attempts):
+            last = await last_on_subject(js, self._ctx.topology.event_stream, subject)
+            current = ""
+            if last is not None:
+                previous = decode_event(last[1])
+                assert isinstance(previous, NotesUpdated)
+                current = previous.payload.notes
+            notes = f"{current}\n{line}" if current else line
+            try:
+                await publish_expecting(
+                    js,
+                    self._notes_event(caller.workspace, caller.agent, notes, caller.actor),
+                    self._ctx.topology,
+                    last[0] if last else 0,
+                )
+                return line
+            except ConcurrentWrite:
+                await asyncio.sleep(0.01)
+        raise OperationError("the notes kept changing under this write; try again")
+
+    async def set_notes(self, operator: Caller, agent: str, notes: str, *, reason: str = "") -> None:
+        """An operator replaces an agent's notes."""
+        require_operator(operator, "setting another agent's notes")
+        Caller(operator.workspace, agent)
+        await self._ctx.publish(
+            [self._notes_event(operator.workspace, agent, notes, operator.actor)],
+            (operator, "correct", None, reason or f"notes of {agent} set by an operator"),
+            {"notes_of": agent},
+        )
+
+    async def get_notes(self, caller: Caller, agent: str | None = None) -> str:
+        """An agent's notes: readable by that agent and by operators only."""
+        agent = agent or caller.agent
+        Caller(caller.workspace, agent)  # a valid agent name, or a clear error
+        if agent != caller.agent and not caller.operator:
+            raise InsufficientMemoryPermission(f"notes are private: {caller.agent!r} cannot read {agent!r}'s")
+        return await self._ctx.reads.notes(caller.workspace, agent) or ""
+
+    async def working_memory(self, workspace: str, mind: str) -> dict[str, Any]:
+        """A mind's working memory with each item's content and its memory's current status (a
+        memory retracted or archived since it entered stays held until it decays out, marked so)."""
+        row = await self._ctx.reads.working_memory(workspace, mind)
+        if row is None:
+            return {"workspace": workspace, "mind": mind, "capacity": None, "items": [], "updated_at": None}
+        items = [dict(i) for i in row["items"]]
+        held = await self._ctx.reads.memory_statuses([i["memory_id"] for i in items])
+        for item in items:
+            content, status = held.get(item["memory_id"], (item.get("gist", ""), "unknown"))
+            item["content"], item["status"] = content, status
+        return {
+            "workspace": workspace,
+            "mind": mind,
+            "capacity": row["capacity"],
+            "items": items,
+            "updated_at": row["updated_at"],
+        }

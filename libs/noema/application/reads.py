@@ -1,0 +1,185 @@
+"""Operator reads of the read model: filtered listings, the timeline, one memory's detail with its
+provenance, and the audit log. The HTTP API and ``noemactl`` both call these (through
+:class:`~noema.application.facade.Noema`), so they list, order and refuse alike.
+
+Listing filters become :class:`~noema.adapters.postgres.voices.RecallFilters`, so "kind", "domain",
+"since" and the rest mean exactly what they mean to recall. No grants are applied: these are the
+operators' reads, and each surface limits the workspace to what its caller may see.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+
+from noema.adapters.postgres.voices import RecallFilters
+from noema.application.upkeep import InvalidQuery, NotFound
+from noema.application.views import (
+    AuditPage,
+    AuditQuery,
+    Embedding,
+    EventRecord,
+    ListQuery,
+    Memory,
+    MemoryDetail,
+    MemoryPage,
+    Relationship,
+    SourceObservation,
+    TimelineQuery,
+)
+from noema.ids import short_prefix_hint
+from noema.ports import MemoryReads, Row
+from noema_events import EVENT_TYPES
+
+__all__ = [
+    "CITING_LIMIT",
+    "audit",
+    "event_types",
+    "list_memories",
+    "memory_detail",
+    "resolve_memory",
+    "timeline",
+    "workspace_exists",
+]
+
+CITING_LIMIT = 200
+"""At most this many citing events are shown with a memory (newest first)."""
+_VERSIONED = re.compile(r"\.v[0-9]+$")
+
+
+def _memories(rows: list[Row]) -> list[Memory]:
+    return [msgspec.convert(dict(r), Memory) for r in rows]
+
+
+def _events(rows: list[Row]) -> list[EventRecord]:
+    """Event rows (payload as JSON text) as EventRecord structs."""
+    return [
+        msgspec.convert({**dict(r), "payload": msgspec.json.decode(r["payload"])}, EventRecord) for r in rows
+    ]
+
+
+async def _page(
+    reads: MemoryReads, filters: RecallFilters, order: str, limit: int, offset: int
+) -> MemoryPage:
+    rows = await reads.page(filters, order, limit, offset)
+    return MemoryPage(items=_memories(rows), limit=limit, offset=offset)
+
+
+async def workspace_exists(reads: MemoryReads, workspace: str) -> bool:
+    """Whether any event names ``workspace`` (an index lookup): an empty answer for a workspace that
+    does not exist is then told apart from one that has nothing matching."""
+    return await reads.workspace_exists(workspace)
+
+
+async def list_memories(reads: MemoryReads, q: ListQuery) -> MemoryPage:
+    """Memories matching the filters, newest first; every status unless one is asked for."""
+    filters = RecallFilters(
+        workspace=q.workspace,
+        mind=q.mind,
+        kinds=(q.kind,) if q.kind else (),
+        epistemic_kinds=(q.epistemic_kind,) if q.epistemic_kind else (),
+        domains=(q.domain,) if q.domain else (),
+        statuses=(q.status,) if q.status else (),
+        since=q.since,
+        until=q.until,
+        include_expired=True,
+    )
+    return await _page(reads, filters, "created_at DESC, origin_seq DESC", q.limit, q.offset)
+
+
+async def timeline(reads: MemoryReads, q: TimelineQuery) -> MemoryPage:
+    """A workspace's memories in the order things happened (the ``memories_recent`` index serves it)."""
+    filters = RecallFilters(
+        workspace=q.workspace, mind=q.mind, statuses=(), since=q.since, until=q.until, include_expired=True
+    )
+    direction = "ASC" if q.order == "asc" else "DESC"
+    order = f"coalesce(happened_at, created_at) {direction}, origin_seq {direction}"
+    return await _page(reads, filters, order, q.limit, q.offset)
+
+
+async def _citing_events(reads: MemoryReads, memory_id: str, workspace: str) -> list[EventRecord]:
+    """Events whose payload names the memory (newest first, at most ``CITING_LIMIT``)."""
+    return _events(await reads.citing_events(memory_id, workspace, CITING_LIMIT))
+
+
+def _source_observations(observation_ids: list[str], cited: list[EventRecord]) -> list[SourceObservation]:
+    """Each source observation with the attention decision about it found among the citing events."""
+    decisions: dict[str, dict[str, Any]] = {}
+    for ev in cited:
+        if ev.type.startswith("attention.decided."):
+            for d in ev.payload.get("decisions", []):
+                if isinstance(d, dict) and isinstance(d.get("candidate_id"), str):
+                    decisions.setdefault(d["candidate_id"], {**d, "event_id": ev.id, "seq": ev.seq})
+    return [SourceObservation(id=oid, decision=decisions.get(oid)) for oid in observation_ids]
+
+
+def _unknown(id_or_prefix: str) -> NotFound | InvalidQuery:
+    hint = short_prefix_hint(id_or_prefix)
+    if hint:  # too short to be looked up: the request is wrong (400), not the memory unknown (404)
+        return InvalidQuery(f"no memory {id_or_prefix}{hint}")
+    return NotFound(f"no memory {id_or_prefix}")
+
+
+async def resolve_memory(reads: MemoryReads, id_or_prefix: str, workspace: str | None = None) -> str:
+    """The full id of the memory ``id_or_prefix`` names (a unique prefix of at least 6 characters
+    will do), looked for in ``workspace`` when given; every surface's writes resolve ids here.
+
+    Raises :class:`NotFound`, or :class:`InvalidQuery` when a prefix matches several memories or
+    is too short.
+    """
+    try:
+        found = await reads.resolve(id_or_prefix, workspace)
+    except LookupError as exc:
+        raise InvalidQuery(str(exc)) from None
+    if found is None:
+        raise _unknown(id_or_prefix)
+    return found
+
+
+async def memory_detail(reads: MemoryReads, id_or_prefix: str, workspace: str | None = None) -> MemoryDetail:
+    """One memory (by id or a unique prefix of at least 6 characters; in ``workspace`` when given)
+    with its origin event, source observations and the attention decisions about them,
+    relationships, vectors and citing events.
+
+    Raises :class:`NotFound`, or :class:`InvalidQuery` when a prefix matches several memories.
+    """
+    found = await reads.get(await resolve_memory(reads, id_or_prefix, workspace))
+    if found is None:
+        raise _unknown(id_or_prefix)  # resolved, then gone: not possible while nothing is deleted
+    memory = msgspec.convert(found, Memory)
+    cited = await _citing_events(reads, memory.id, memory.workspace)
+    return MemoryDetail(
+        memory=memory,
+        origin=_events([found["origin"]])[0] if found["origin"] else None,
+        source_observations=_source_observations(memory.source_observation_ids, cited),
+        relationships=msgspec.convert(found["relationships"], list[Relationship]),
+        citing_events=cited,
+        embeddings=msgspec.convert(found["embeddings"], list[Embedding]),
+    )
+
+
+def event_types(given: str) -> list[str]:
+    """The versioned event types ``given`` names (``operator.action`` → every version of it).
+
+    Raises :class:`InvalidQuery` listing the known names when it names none.
+    """
+    if _VERSIONED.search(given):
+        if given in EVENT_TYPES:
+            return [given]
+        tags = []
+    else:
+        tags = [tag for tag in EVENT_TYPES if _VERSIONED.sub("", tag) == given]
+    if not tags:
+        names = sorted({_VERSIONED.sub("", t) for t in EVENT_TYPES})
+        raise InvalidQuery(f"unknown event type {given!r}; one of: {', '.join(names)}")
+    return tags
+
+
+async def audit(reads: MemoryReads, q: AuditQuery) -> AuditPage:
+    """Events matching the filters, newest first (keyset-paged by ``before``): who changed what,
+    when, why and from which event."""
+    rows = await reads.audit(q.workspace, event_types(q.type) if q.type else None, q.actor, q.before, q.limit)
+    items = _events(rows)
+    return AuditPage(items=items, next_before=items[-1].seq if len(items) == q.limit else None)

@@ -1,0 +1,508 @@
+"""The agent tools (requirements §10), defined once: typed inputs, descriptions and what each does, for every
+agent-facing surface (the MCP server and the NATS service expose exactly these).
+
+Each tool takes the calling agent's identity (:class:`~noema.application.access.Caller`, from the surface's
+configuration or its transport, never from a tool argument) and a validated input Struct, and
+returns plain JSON-able data. Unknown input fields are rejected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Annotated, Any, Literal, TypeVar
+
+import msgspec
+from msgspec import Meta
+
+from noema.application.access import Caller
+from noema.application.facade import Noema, SearchOptions
+from noema.errors import Kind, NoemaError
+from noema.inputs import InvalidInput, convert, text_dates
+from noema.instants import FORMS, Instant
+from noema_events.vocabulary import EpistemicKind, MemoryStatus
+
+__all__ = ["TOOLS", "Tool", "ToolInputError", "call_tool", "decode", "decode_input", "input_schema"]
+
+T = TypeVar("T")
+
+Text = Annotated[str, msgspec.Meta(min_length=1, max_length=32_000)]
+Short = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+Reason = Annotated[str, msgspec.Meta(max_length=2_000)]
+Veracity = Literal["stated", "tool", "imported", "inferred"]
+
+# Every input field carries a description (Meta, not a docstring: attribute docstrings do not reach
+# the JSON Schema that MCP clients and `$SRV.INFO` show agents); a unit test checks that none lacks one.
+DOMAIN = "Domain, e.g. 'ops' or 'repo:<slug>/architecture' (created on first use)."
+REPO = "Current repository slug: its memories rank first (others are not filtered out)."
+VERACITY = (
+    "How it is known: stated (a human said it), inferred (you concluded it), tool (a tool's output) "
+    "or imported; it seeds the confidence and decides contradictions (stated > inferred > imported > tool)."
+)
+REASON = "Why (kept with the change and shown in the audit log)."
+
+
+class _Input(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """Base of tool inputs."""
+
+
+class SearchMemoryInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """search_memory arguments."""
+
+    query: Annotated[str, msgspec.Meta(min_length=1, max_length=2_000, description="What to recall.")]
+    mode: Annotated[
+        Literal["keyword", "semantic", "hybrid"],
+        Meta(
+            description="hybrid: full text, vectors, recency and the relationship graph fused; "
+            "keyword: full text only; semantic: full text and vectors."
+        ),
+    ] = "hybrid"
+    limit: Annotated[int, Meta(ge=1, le=50, description="At most this many results.")] = 10
+    kinds: Annotated[
+        list[Literal["episodic", "semantic", "procedural", "autobiographical"]],
+        Meta(description="Only these memory kinds (episodic: events; semantic: facts; procedural: how-tos)."),
+    ] = []
+    domains: Annotated[list[Short], Meta(description="Only memories of these domains, e.g. ['ops'].")] = []
+    epistemic_kinds: Annotated[
+        list[EpistemicKind],
+        Meta(
+            description="Only memories of these epistemic kinds (how sure: observation, fact, belief, ...)."
+        ),
+    ] = []
+    statuses: Annotated[
+        list[MemoryStatus],
+        Meta(description="Only memories of these statuses (default: active and unexpired only)."),
+    ] = []
+    mind: Annotated[Short | None, Meta(description="Only the memories of this mind (agent).")] = None
+    since: Annotated[
+        Instant | None, Meta(description=f"Only what happened at or after this time: {FORMS}.")
+    ] = None
+    until: Annotated[Instant | None, Meta(description=f"Only what happened before this time: {FORMS}.")] = (
+        None
+    )
+    repo: Annotated[Short | None, Meta(description=REPO)] = None
+    explain: Annotated[
+        bool, Meta(description="Include every score component of each result, the intent and weights.")
+    ] = False
+
+
+class ProposeFactInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """propose_fact arguments."""
+
+    domain: Annotated[
+        str, msgspec.Meta(min_length=1, max_length=200, description="e.g. ops, repo:billing/arch")
+    ]
+    topic: Annotated[
+        Short,
+        Meta(description="The fact's slot in the domain, e.g. 'deploy-day': facts of one topic compete."),
+    ]
+    content: Annotated[Text, Meta(description="The fact, as one statement.")]
+    veracity: Annotated[Veracity, Meta(description=VERACITY)] = "stated"
+    memory_type: Annotated[
+        Short,
+        Meta(
+            description="Decay class: profile, convention, fact, decision, preference, insight, "
+            "observation, event, task, request or commitment."
+        ),
+    ] = "fact"
+    source_observation_ids: Annotated[
+        list[Short], Meta(description="Ids of the observations it comes from (provenance).")
+    ] = []
+    repo: Annotated[
+        Short | None, Meta(description="Scope the domain to this repository (repo:<slug>/<domain>).")
+    ] = None
+    valid_until: Annotated[
+        Instant | None,
+        Meta(description=f"When it stops being true (it then leaves recall): {FORMS}."),
+    ] = None
+
+
+class SupersedeFactInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """supersede_fact arguments."""
+
+    fact_id: Annotated[Short, Meta(description="Id of the active fact to replace.")]
+    content: Annotated[Text, Meta(description="The new statement.")]
+    reason: Annotated[Reason, Meta(description=REASON)] = ""
+    veracity: Annotated[Veracity, Meta(description=VERACITY)] = "stated"
+
+
+class ProposePolicyInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """propose_policy arguments."""
+
+    domain: Annotated[Short, Meta(description=DOMAIN)]
+    rule: Annotated[
+        Text, Meta(description="The normative rule, e.g. 'Never deploy without a rollback plan'.")
+    ]
+    repo: Annotated[
+        Short | None, Meta(description="Scope the policy's domain to this repository (repo:<slug>/<domain>).")
+    ] = None
+    required_role: Annotated[
+        Short | None, Meta(description="The role the rule is meant for (advisory: shown, not enforced).")
+    ] = None
+    source_fact_ids: Annotated[list[Short], Meta(description="Ids of the facts the rule rests on.")] = []
+
+
+class SupersedePolicyInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """supersede_policy arguments."""
+
+    policy_id: Annotated[Short, Meta(description="Id of the active policy to replace.")]
+    rule: Annotated[Text | None, Meta(description="The new rule; leave it out to deactivate the policy.")] = (
+        None
+    )
+    reason: Annotated[Reason, Meta(description=REASON)] = ""
+
+
+class RememberInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """remember arguments."""
+
+    session: Annotated[
+        Short,
+        Meta(
+            description="Your current session's id: the note is scoped to it "
+            "(the same note twice in a session is kept once)."
+        ),
+    ]
+    content: Annotated[Text, Meta(description="What to keep.")]
+    domain: Annotated[
+        Short | None, Meta(description="Domain it belongs to (a promoted fact lands there).")
+    ] = None
+    topic: Annotated[Short | None, Meta(description="Topic inside the domain.")] = None
+    importance: Annotated[
+        Annotated[float, Meta(ge=0.0, le=1.0)] | None,
+        Meta(description="How much it matters, 0..1; from 0.6 consolidate_memory promotes it to a fact."),
+    ] = None
+
+
+class ConsolidateInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """consolidate_memory arguments."""
+
+    domain: Annotated[Short | None, Meta(description="Only this domain (default: every domain).")] = None
+    stale_after_hours: Annotated[
+        float,
+        Meta(ge=0.0, le=24 * 365, description="Archive hot-tier items older than this many hours."),
+    ] = 24.0
+
+
+class HarmonizeInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """harmonize_memory arguments."""
+
+    domain: Annotated[Short | None, Meta(description="Only this domain (default: every domain).")] = None
+
+
+class ListConflictsInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """list_memory_conflicts arguments."""
+
+    domain: Annotated[Short | None, Meta(description="Only this domain's conflicts.")] = None
+    limit: Annotated[int, Meta(ge=1, le=500, description="At most this many, newest first.")] = 50
+
+
+class RecordObservationInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """record_observation arguments."""
+
+    content: Annotated[Text, Meta(description="What you observed, in a sentence or two.")]
+
+
+class UpdateNotesInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """update_my_notes arguments."""
+
+    notes: Annotated[
+        str, Meta(max_length=32_000, description="Your whole scratchpad (replaces it; empty clears it).")
+    ]
+
+
+class PreambleInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """get_preamble arguments."""
+
+    task: Annotated[str, Meta(max_length=8_000, description="The task you are starting (matches facts).")]
+    repo: Annotated[
+        Short | None, Meta(description="Current repository slug: its facts and policies rank first.")
+    ] = None
+
+
+class ToolInputError(NoemaError, ValueError):
+    """The input does not match the tool's schema; the message says where."""
+
+    kind = Kind.INVALID
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _plain(dataclasses.asdict(value))
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+async def _search(app: Noema, who: Caller, a: SearchMemoryInput) -> Any:
+    options = SearchOptions(
+        mode=a.mode,
+        limit=a.limit,
+        kinds=tuple(a.kinds),
+        epistemic_kinds=tuple(a.epistemic_kinds),
+        statuses=tuple(a.statuses),
+        domains=tuple(a.domains),
+        mind=a.mind,
+        since=a.since,
+        until=a.until,
+        repo=a.repo,
+    )
+    response = await app.search(who, a.query, options)
+    results = []
+    for r in response.results:
+        m = r.memory
+        item: dict[str, Any] = {
+            "id": r.id,
+            "content": r.content,
+            "score": round(r.score, 6),
+            "kind": m.get("kind"),
+            "epistemic_kind": m.get("epistemic_kind"),
+            "domain": m.get("domain"),
+            "topic": m.get("topic"),
+            "mind": m.get("mind"),
+            "when": m.get("happened_at") or m.get("created_at"),
+            "confidence": m.get("confidence"),
+        }
+        if a.explain:
+            item["components"] = r.components
+        results.append(item)
+    out: dict[str, Any] = {"query": response.query, "mode": response.mode, "results": results}
+    if a.explain:
+        out["intent"] = response.intent
+        out["weights"] = response.weights
+    return out
+
+
+async def _propose_fact(app: Noema, who: Caller, a: ProposeFactInput) -> Any:
+    return await app.knowledge.propose_fact(
+        who,
+        a.domain,
+        a.topic,
+        a.content,
+        veracity=a.veracity,
+        memory_type=a.memory_type,
+        source_observation_ids=a.source_observation_ids,
+        repo=a.repo,
+        valid_until=a.valid_until,
+    )
+
+
+async def _supersede_fact(app: Noema, who: Caller, a: SupersedeFactInput) -> Any:
+    return await app.knowledge.supersede_fact(who, a.fact_id, a.content, reason=a.reason, veracity=a.veracity)
+
+
+async def _propose_policy(app: Noema, who: Caller, a: ProposePolicyInput) -> Any:
+    policy_id = await app.knowledge.propose_policy(
+        who, a.domain, a.rule, repo=a.repo, required_role=a.required_role, source_fact_ids=a.source_fact_ids
+    )
+    return {"policy_id": policy_id}
+
+
+async def _supersede_policy(app: Noema, who: Caller, a: SupersedePolicyInput) -> Any:
+    old = await app.knowledge.resolve_policy_id(who, a.policy_id)
+    new = await app.knowledge.supersede_policy(who, old, a.rule, reason=a.reason)
+    return {"policy_id": new, "superseded": old, "deactivated": new is None}
+
+
+async def _remember(app: Noema, who: Caller, a: RememberInput) -> Any:
+    return await app.knowledge.remember(
+        who, a.session, a.content, domain=a.domain, topic=a.topic, importance=a.importance
+    )
+
+
+async def _consolidate(app: Noema, who: Caller, a: ConsolidateInput) -> Any:
+    return await app.knowledge.consolidate(who, a.domain, stale_after=timedelta(hours=a.stale_after_hours))
+
+
+async def _harmonize(app: Noema, who: Caller, a: HarmonizeInput) -> Any:
+    return await app.knowledge.harmonize(who, a.domain)
+
+
+async def _conflicts(app: Noema, who: Caller, a: ListConflictsInput) -> Any:
+    return {"conflicts": await app.knowledge.list_conflicts(who, a.domain, a.limit)}
+
+
+async def _record_observation(app: Noema, who: Caller, a: RecordObservationInput) -> Any:
+    return {"agent": who.agent, "line": await app.knowledge.record_observation(who, a.content)}
+
+
+async def _update_notes(app: Noema, who: Caller, a: UpdateNotesInput) -> Any:
+    await app.knowledge.update_my_notes(who, a.notes)
+    return {"agent": who.agent, "characters": len(a.notes)}
+
+
+async def _preamble(app: Noema, who: Caller, a: PreambleInput) -> Any:
+    p = await app.preamble(who, a.task, a.repo)
+    return {"text": p.text, "policies": p.policies, "notes": p.notes, "facts": p.facts}
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One agent tool: its name, what it is for, its input type and what it does."""
+
+    name: str
+    description: str
+    input: type[_Input]
+    run: Callable[[Noema, Caller, Any], Awaitable[Any]]
+    mutates: bool
+
+
+TOOLS: dict[str, Tool] = {
+    t.name: t
+    for t in (
+        Tool(
+            "search_memory",
+            "Recall memories relevant to a query from your workspace: hybrid (default) fuses full text, "
+            "vectors, recency and the relationship graph; keyword is full text only; semantic is full "
+            "text + vectors. With explain=true each result carries its score components.",
+            SearchMemoryInput,
+            _search,
+            False,
+        ),
+        Tool(
+            "propose_fact",
+            "Record a fact in a domain (e.g. 'ops' or 'repo:<slug>/architecture') under a topic (its "
+            "slot). The same fact again raises its confidence; a contradicting fact in the same topic is "
+            "decided by documented rules (explicit > veracity > confidence > recency) and the loser is "
+            "superseded, never deleted.",
+            ProposeFactInput,
+            _propose_fact,
+            True,
+        ),
+        Tool(
+            "supersede_fact",
+            "Replace an active fact (by id) with new content; the old one stays, marked superseded.",
+            SupersedeFactInput,
+            _supersede_fact,
+            True,
+        ),
+        Tool(
+            "propose_policy",
+            "Add a normative rule to a domain; every dispatch preamble carries active policies. Needs "
+            "write access to the domain (else an InsufficientMemoryPermission error).",
+            ProposePolicyInput,
+            _propose_policy,
+            True,
+        ),
+        Tool(
+            "supersede_policy",
+            "Replace an active policy with a new rule, or deactivate it when no rule is given.",
+            SupersedePolicyInput,
+            _supersede_policy,
+            True,
+        ),
+        Tool(
+            "remember",
+            "Keep a session-scoped note in the hot tier; consolidate_memory promotes important or "
+            "repeated items to facts and archives stale ones.",
+            RememberInput,
+            _remember,
+            True,
+        ),
+        Tool(
+            "consolidate_memory",
+            "Promote hot-tier items worth keeping to facts, merge near-duplicate facts (provenance kept) "
+            "and archive stale hot-tier items; reports what changed.",
+            ConsolidateInput,
+            _consolidate,
+            True,
+        ),
+        Tool(
+            "harmonize_memory",
+            "Reconcile beliefs that diverged between agents: agreeing facts become one corroborated fact "
+            "(confidence raised), contradicting ones are decided and recorded as conflicts.",
+            HarmonizeInput,
+            _harmonize,
+            True,
+        ),
+        Tool(
+            "list_memory_conflicts",
+            "List recorded conflicts (newest first) with both sides and the rule that decided.",
+            ListConflictsInput,
+            _conflicts,
+            False,
+        ),
+        Tool(
+            "record_observation",
+            "Note something you observed: appended, timestamped, to your private notes (only you and "
+            "operators can read them; no other agent's search finds them).",
+            RecordObservationInput,
+            _record_observation,
+            True,
+        ),
+        Tool(
+            "update_my_notes",
+            "Replace your private scratchpad (only you and operators can read it); it is given to you "
+            "verbatim at your next dispatch.",
+            UpdateNotesInput,
+            _update_notes,
+            True,
+        ),
+        Tool(
+            "get_preamble",
+            "The dispatch preamble for a task: active policies, your notes and up to five matching facts.",
+            PreambleInput,
+            _preamble,
+            False,
+        ),
+    )
+}
+"""Every agent tool by name."""
+
+
+def input_schema(tool: Tool) -> dict[str, Any]:
+    """The tool input's JSON Schema, self-contained (definitions inlined under ``$defs``)."""
+    (schema,), components = msgspec.json.schema_components([tool.input], ref_template="#/$defs/{name}")
+    components = text_dates(components)  # dates are read by noema.inputs.convert, not only RFC 3339
+    name = schema["$ref"].rsplit("/", 1)[1]
+    body = dict(components[name])
+    others = {k: v for k, v in components.items() if k != name}
+    if others:
+        body["$defs"] = others
+    return body
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, bytes | bytearray):
+        return b"\\u0000" in value or b"\x00" in value
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+def decode_input(tool: Tool, raw: bytes | dict[str, Any]) -> Any:
+    """Validate raw JSON (bytes) or decoded arguments against the tool's input type."""
+    return decode(tool.name, tool.input, raw)
+
+
+def decode(name: str, struct: type[T], raw: bytes | dict[str, Any]) -> T:
+    """Raw JSON (bytes) or decoded arguments as ``struct``, read by :func:`noema.inputs.convert` (as
+    every surface reads its input: dates included); a refusal is a :class:`ToolInputError` naming
+    the operation ``name``."""
+    if _has_nul(raw):
+        raise ToolInputError(f"{name}: text must not contain NUL characters")
+    if isinstance(raw, bytes | bytearray):
+        try:
+            raw = msgspec.json.decode(raw or b"{}")
+        except msgspec.DecodeError as exc:
+            raise ToolInputError(f"{name}: input is not JSON ({exc})") from None
+    try:
+        return convert(struct, raw)
+    except InvalidInput as exc:
+        raise ToolInputError(f"{name}: {exc}") from None
+
+
+async def call_tool(app: Noema, who: Caller, name: str, raw: bytes | dict[str, Any]) -> Any:
+    """Run tool ``name`` for ``who``; returns JSON-able data. Raises ToolInputError, OperationError
+    (incl. InsufficientMemoryPermission) or KeyError for an unknown tool."""
+    tool = TOOLS[name]
+    return _plain(await tool.run(app, who, decode_input(tool, raw)))

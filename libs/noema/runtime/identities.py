@@ -1,0 +1,319 @@
+"""Who may do what on NATS: one identity per Noema process and per agent, least privilege each.
+
+Pure: the permissions are derived from the topology (the prefix) and rendered as the
+``authorization`` block of a nats-server config; :mod:`noema.runtime.credentials` keeps the passwords.
+
+No identity here may call ``$JS.API.STREAM.PURGE``, nor ``$JS.API.STREAM.DELETE`` of the
+observation or event stream, and only the operator may create or update streams (``noemactl up``
+prepares them with it): a worker that could update a stream could also shrink its limits and so lose
+the source of truth. The one deletion granted is the operator's of the dead-letter stream and its
+temporary copy, which ``noemactl dlq upgrade`` recreates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from noema.runtime.topology import Topology
+
+__all__ = [
+    "OPERATOR",
+    "SERVICES",
+    "Identity",
+    "Permissions",
+    "agent_identity",
+    "agent_user",
+    "deploy_identities",
+    "inbox_prefix",
+    "password_variable",
+    "render_authorization",
+    "service_identity",
+    "service_user",
+]
+
+SERVICES = ("attend", "projector", "embed", "retrieve", "decay", "conflicts", "api", "service", "mcp")
+"""Every Noema process that connects to NATS with an identity of its own (``service`` is the NATS
+agent service); the operator identity (``noemactl``) comes on top."""
+OPERATOR = "operator"
+
+# Durable consumers per worker: (stream kind, worker name); the stream name follows the prefix.
+_CONSUMERS: dict[str, tuple[str, ...]] = {
+    "attend": ("observations",),
+    "retrieve": ("observations",),
+    "projector": ("events",),
+    "embed": ("events",),
+    "conflicts": ("events",),
+}
+
+
+@dataclass(frozen=True)
+class Permissions:
+    """Subjects an identity may publish to and subscribe to (nats-server semantics: deny wins)."""
+
+    publish: tuple[str, ...]
+    subscribe: tuple[str, ...]
+    deny_publish: tuple[str, ...] = ()
+    allow_responses: bool = False
+    """May reply to the requests it receives (the agent service answers agents this way)."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A NATS user: its name, its secret and what it may do."""
+
+    user: str
+    password: str = field(repr=False)
+    permissions: Permissions | None
+    """None: everything (only for identities a test creates, never shipped)."""
+
+
+def service_user(name: str) -> str:
+    """The NATS user of a Noema process (``noema-attend``) or of the operator (``noema-operator``)."""
+    return f"noema-{name}"
+
+
+def agent_user(workspace: str, agent: str) -> str:
+    """The NATS user of one agent; dots keep it apart from every service user."""
+    return f"agent.{workspace}.{agent}"
+
+
+def inbox_prefix(user: str) -> str:
+    """The reply-inbox prefix of ``user``: only that user may subscribe below it, so nobody reads
+    another identity's replies (pass it as nats-py's ``inbox_prefix`` / nats.js's ``inboxPrefix``)."""
+    return f"_INBOX.{user}"
+
+
+MOVE_SUFFIX = "_MOVE"
+"""The dead-letter stream's temporary copy during ``noemactl dlq upgrade`` (noema.adapters.dlq_upgrade)."""
+
+
+def _stream_info(topology: Topology) -> list[str]:
+    streams = (
+        topology.observation_stream,
+        topology.event_stream,
+        topology.dead_letter_stream,
+        f"{topology.dead_letter_stream}{MOVE_SUFFIX}",  # ensure_streams checks for an upgrade
+        topology.health_stream,
+        topology.vector_stream,
+    )
+    return [f"$JS.API.STREAM.INFO.{s}" for s in streams]
+
+
+def _all_consumers_info(topology: Topology) -> list[str]:
+    # /readyz (noema.runtime.readiness) weighs every worker's consumer.
+    streams = {"observations": topology.observation_stream, "events": topology.event_stream}
+    return [
+        f"$JS.API.CONSUMER.INFO.{streams[kind]}.{topology.durable(worker)}"
+        for worker, kinds in _CONSUMERS.items()
+        for kind in kinds
+    ]
+
+
+def _status_reader(topology: Topology) -> list[str]:
+    # `noemactl status --expect <itself>` (a pod's probe, with the pod's identity): the heartbeats,
+    # read with an ephemeral no-ack consumer on the bucket's stream, and attend's consumer (every
+    # status looks at the observation backlog); a worker reads its own consumer through _consumer.
+    health = topology.health_stream
+    return [
+        f"$JS.API.CONSUMER.INFO.{topology.observation_stream}.{topology.durable('attend')}",
+        f"$JS.API.CONSUMER.CREATE.{health}",
+        f"$JS.API.CONSUMER.CREATE.{health}.>",
+        f"$JS.API.CONSUMER.MSG.NEXT.{health}.*",
+        f"$JS.API.CONSUMER.DELETE.{health}.*",
+    ]
+
+
+def _consumer(stream: str, durable: str) -> list[str]:
+    api = "$JS.API.CONSUMER"
+    return [
+        f"{api}.CREATE.{stream}.{durable}",
+        f"{api}.CREATE.{stream}.{durable}.>",  # with its filter subject
+        f"{api}.DURABLE.CREATE.{stream}.{durable}",
+        f"{api}.INFO.{stream}.{durable}",
+        f"{api}.MSG.NEXT.{stream}.{durable}",
+        f"$JS.ACK.{stream}.{durable}.>",
+    ]
+
+
+def _events_read(topology: Topology) -> list[str]:
+    # The last event on a subject (a mind's working memory, an agent's notes): message get.
+    stream = topology.event_stream
+    return [
+        f"$JS.API.STREAM.MSG.GET.{stream}",
+        f"$JS.API.DIRECT.GET.{stream}",
+        f"$JS.API.DIRECT.GET.{stream}.>",
+    ]
+
+
+def _dead_letters_admin(topology: Topology) -> list[str]:
+    # Listing, showing and discarding dead letters (noemactl dlq, the API's endpoints).
+    stream = topology.dead_letter_stream
+    return [
+        f"$JS.API.STREAM.MSG.GET.{stream}",
+        f"$JS.API.DIRECT.GET.{stream}",
+        f"$JS.API.DIRECT.GET.{stream}.>",
+        f"$JS.API.STREAM.MSG.DELETE.{stream}",
+    ]
+
+
+def _ephemeral_reader(topology: Topology) -> list[str]:
+    # read_stream (replay, dead-letter listing): an ephemeral consumer without acks, deleted after.
+    out = []
+    for stream in (topology.event_stream, topology.dead_letter_stream, topology.observation_stream):
+        out += [
+            f"$JS.API.CONSUMER.CREATE.{stream}",
+            f"$JS.API.CONSUMER.CREATE.{stream}.>",
+            f"$JS.API.CONSUMER.MSG.NEXT.{stream}.*",
+            f"$JS.API.CONSUMER.DELETE.{stream}.*",
+            f"$JS.API.CONSUMER.INFO.{stream}.*",
+        ]
+    return out
+
+
+def _service_publish(name: str, topology: Topology) -> list[str]:
+    p = topology.prefix
+    streams = {"observations": topology.observation_stream, "events": topology.event_stream}
+    # Every process may read the streams' and consumers' state and the heartbeats: `noemactl status`
+    # (the Kubernetes probe) runs with the credentials of the pod it probes.
+    allowed = [*_stream_info(topology), *_status_reader(topology)]
+    allowed += [f"{p}.evt.>", f"{p}.dlq.{name}"]
+    allowed.append(f"$KV.{topology.health_bucket}.{name}.>")  # its own heartbeat (noema.runtime.health)
+    for kind in _CONSUMERS.get(name, ()):
+        allowed += _consumer(streams[kind], topology.durable(name))
+    if name == "projector":
+        # It re-creates its consumer at its own tracked position on start.
+        allowed.append(f"$JS.API.CONSUMER.DELETE.{topology.event_stream}.{topology.durable(name)}")
+    if name == "attend":
+        # It re-creates its consumer just after the last decided candidate on start.
+        allowed.append(f"$JS.API.CONSUMER.DELETE.{topology.observation_stream}.{topology.durable(name)}")
+    if name == "retrieve":
+        allowed.append(f"{p}.obs.*.*.recall")  # recall candidates, beside the observations
+    if name in ("retrieve", "embed"):
+        # The vector cache they share (noema.adapters.vector_cache): put, and get by subject.
+        allowed += [topology.vector_subjects, f"$JS.API.DIRECT.GET.{topology.vector_stream}.>"]
+    if name in ("attend", "api", "service", "mcp", "conflicts", "decay"):
+        allowed += _events_read(topology)
+    if name in ("api", "service", "mcp"):
+        allowed.append(f"{p}.obs.*.*")  # observations on behalf of their (authenticated) callers
+    if name == "api":
+        allowed += _all_consumers_info(topology)
+        allowed += _dead_letters_admin(topology) + _ephemeral_reader(topology)
+        allowed += [f"{p}.obs.>", f"{p}.evt.>"]  # re-publishing a dead letter on its subject
+    return list(dict.fromkeys(allowed))  # once each, in order
+
+
+def service_identity(name: str, password: str, topology: Topology) -> Identity:
+    """The identity of one Noema process (``name`` one of :data:`SERVICES`) or of the operator."""
+    user = service_user(name)
+    inbox = f"{inbox_prefix(user)}.>"
+    if name == OPERATOR:
+        p = topology.prefix
+        streams = (
+            topology.observation_stream,
+            topology.event_stream,
+            topology.dead_letter_stream,
+            topology.health_stream,
+            topology.vector_stream,
+        )
+        move = f"{topology.dead_letter_stream}{MOVE_SUFFIX}"
+        publish = [
+            f"{p}.>",
+            "$JS.API.INFO",
+            "$JS.API.STREAM.NAMES",
+            "$JS.API.STREAM.LIST",
+            *_stream_info(topology),
+            *(f"$JS.API.STREAM.{verb}.{s}" for verb in ("CREATE", "UPDATE") for s in streams),
+            *(f"$JS.API.STREAM.MSG.GET.{s}" for s in streams),
+            *(f"$JS.API.DIRECT.GET.{s}" for s in streams),
+            *(f"$JS.API.DIRECT.GET.{s}.>" for s in streams),
+            f"$JS.API.STREAM.MSG.DELETE.{topology.dead_letter_stream}",
+            # noemactl dlq upgrade: the dead-letter stream is recreated through a temporary copy.
+            f"$JS.API.STREAM.DELETE.{topology.dead_letter_stream}",
+            *(f"$JS.API.STREAM.{verb}.{move}" for verb in ("CREATE", "UPDATE", "INFO", "DELETE")),
+            f"$KV.{topology.health_bucket}.{OPERATOR}.>",
+            *(
+                f"$JS.API.CONSUMER.{verb}.{s}.>"
+                for verb in ("CREATE", "INFO", "DELETE", "MSG.NEXT")
+                for s in streams
+            ),
+            *(f"$JS.API.CONSUMER.{verb}.{s}" for verb in ("CREATE", "LIST", "NAMES") for s in streams),
+            *(f"$JS.ACK.{s}.>" for s in streams),
+            "$SRV.>",
+        ]
+        # The operator reads everything (`nats sub`, the README's examples with the default inbox).
+        return Identity(user, password, Permissions(tuple(publish), (">",), allow_responses=True))
+    if name not in SERVICES:
+        raise ValueError(f"unknown service {name!r}; one of {', '.join(SERVICES)} or {OPERATOR}")
+    subscribe = [inbox]
+    if name == "service":
+        # The NATS micro service: its endpoints and the $SRV discovery subjects.
+        subscribe += [f"{topology.prefix}.agent.>", "$SRV.>"]
+    return Identity(
+        user,
+        password,
+        Permissions(
+            tuple(_service_publish(name, topology)), tuple(subscribe), allow_responses=name == "service"
+        ),
+    )
+
+
+def agent_identity(workspace: str, agent: str, role: str, password: str, topology: Topology) -> Identity:
+    """An agent's identity: its own observations, its own endpoints, its own replies; nothing else
+    (no JetStream API: a JetStream publish needs only the subject and the reply inbox)."""
+    user = agent_user(workspace, agent)
+    p = topology.prefix
+    return Identity(
+        user,
+        password,
+        Permissions(
+            publish=(f"{p}.obs.{workspace}.{agent}", f"{p}.agent.{workspace}.{role}.{agent}.>"),
+            subscribe=(f"{inbox_prefix(user)}.>",),
+        ),
+    )
+
+
+def password_variable(name: str) -> str:
+    """The environment variable the deployed NATS server reads service ``name``'s password from."""
+    return f"{name.upper()}_NATS_PASSWORD"
+
+
+def deploy_identities(topology: Topology) -> list[Identity]:
+    """The services' and the operator's identities as the deploy manifests configure them: each
+    password a reference to the server's environment (see :func:`render_authorization`)."""
+    return [service_identity(n, f"${password_variable(n)}", topology) for n in (*SERVICES, OPERATOR)]
+
+
+def _quote(value: str) -> str:
+    # nats-server config strings: JSON-style double quotes are accepted and escape everything.
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _list(values: Iterable[str]) -> str:
+    return "[" + ", ".join(_quote(v) for v in values) + "]"
+
+
+def render_authorization(identities: Sequence[Identity], *, password_refs: bool = False) -> str:
+    """The ``authorization { users [...] }`` block for ``identities`` (no user: no access at all).
+
+    ``password_refs``: write each password unquoted, as a nats-server variable reference (``$NAME``,
+    from the server's environment): the deploy manifests keep the secrets out of the config file.
+    """
+    lines = ["authorization {", "  users = ["]
+    for ident in identities:
+        password = ident.password if password_refs else _quote(ident.password)
+        entry = f"    {{user: {_quote(ident.user)}, password: {password}"
+        perms = ident.permissions
+        if perms is not None:
+            publish = f"allow: {_list(perms.publish)}"
+            if perms.deny_publish:
+                publish += f", deny: {_list(perms.deny_publish)}"
+            entry += (
+                f", permissions: {{publish: {{{publish}}}, subscribe: {{allow: {_list(perms.subscribe)}}}"
+            )
+            if perms.allow_responses:
+                entry += ", allow_responses: true"
+            entry += "}"
+        lines.append(entry + "}")
+    lines += ["  ]", "}"]
+    return "\n".join(lines) + "\n"

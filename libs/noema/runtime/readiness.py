@@ -1,0 +1,408 @@
+"""Is the whole system working? The one set of checks behind ``noemactl status`` and ``/readyz``.
+
+Per part: NATS answers and the streams exist; PostgreSQL answers; the projector is no further behind
+the event stream than ``max_lag``; every expected process has a fresh heartbeat (:mod:`noema.runtime.health`:
+it is running and connected); and every durable consumer makes progress — while messages wait, its
+ack floor advances within ``stall_after_s``, and some live process of its worker is there to do it —
+holds no more than ``max_lag`` messages, and, once a backlog has waited a whole rate window, would
+work it off within ``max_drain_s`` at its current rate (:mod:`noema.runtime.backlog`). A worker with nothing
+to do (decay between hourly ticks, embed with nothing to embed) is idle, not stalled. Beside the
+checks, every expected worker gets a row of figures (:class:`~noema.runtime.backlog.WorkerLoad`: live
+processes, backlog, rate, drain estimate, state), the per-worker table of ``status``. The verdicts
+are pure functions of what was read (:func:`assess`), tested without servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from nats.aio.client import Client as NATS
+from nats.js.errors import NotFoundError
+
+from noema.runtime.backlog import RATE_WINDOW_S, Sample, WorkerLoad, drain_estimate, format_drain, rate_since
+from noema.runtime.health import IO_TIMEOUT_S, HeartbeatRecord, read_heartbeats, watched_consumer
+from noema.runtime.settings import Settings
+from noema.runtime.topology import Topology
+
+__all__ = [
+    "Check",
+    "ConsumerState",
+    "SystemStatus",
+    "Thresholds",
+    "assess",
+    "assess_consumer",
+    "assess_heartbeats",
+    "consumer_rate",
+    "problems",
+    "system_status",
+]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verdict: the part it is about, whether it is fine, and what was seen."""
+
+    name: str
+    ok: bool
+    detail: str
+    state: str = ""
+    """For a consumer check, the word for it: idle, working, lagging, behind, stalled or missing."""
+
+    @property
+    def line(self) -> str:
+        """``<part>: <detail>``, the form status prints and ``/readyz`` lists."""
+        return f"{self.name}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When a part counts as down, stalled or lagging (from :class:`~noema.runtime.settings.Settings`)."""
+
+    stale_s: float = 20.0
+    stall_s: float = 60.0
+    max_lag: int = 10_000
+    max_drain_s: float = 600.0
+    """A backlog whose drain estimate exceeds this is behind (0: never judged)."""
+
+    @classmethod
+    def of(cls, settings: Settings) -> Thresholds:
+        """As configured: ``NOEMA_HEARTBEAT_STALE``, ``NOEMA_STALL_AFTER``, ``NOEMA_MAX_LAG``,
+        ``NOEMA_MAX_DRAIN``."""
+        return cls(settings.heartbeat_stale_s, settings.stall_after_s, settings.max_lag, settings.max_drain_s)
+
+
+@dataclass(frozen=True)
+class SystemStatus:
+    """Every check, and the per-worker figures (backlog, rate, drain estimate) behind them."""
+
+    checks: list[Check]
+    workers: list[WorkerLoad]
+
+    @property
+    def healthy(self) -> bool:
+        """Every check passed."""
+        return all(c.ok for c in self.checks)
+
+
+@dataclass(frozen=True)
+class ConsumerState:
+    """A durable consumer as the server reports it now."""
+
+    durable: str
+    pending: int
+    """Messages not yet delivered."""
+    ack_pending: int
+    """Delivered, not yet acknowledged."""
+    ack_floor: int
+    """Consumer sequence below which everything is acknowledged."""
+
+    @property
+    def backlog(self) -> int:
+        """The consumer's lag: waiting plus in flight."""
+        return self.pending + self.ack_pending
+
+
+T = TypeVar("T")
+
+LABELS = {"service": "agent service"}
+"""How a worker kind is named in a check (the rest by their own name)."""
+
+
+def _ago(now: float, then: float) -> str:
+    return f"{max(0.0, now - then):.0f} s ago"
+
+
+def assess_heartbeats(
+    worker: str, records: Sequence[HeartbeatRecord], limits: Thresholds, now: float
+) -> Check:
+    """Is at least one process of ``worker`` running and connected (a fresh heartbeat)?"""
+    label = LABELS.get(worker, worker)
+    mine = [r for r in records if r.worker == worker]
+    live = [r for r in mine if not r.stopped and now - r.beat_at <= limits.stale_s]
+    errors = sorted((r for r in mine if r.last_error and r.last_error_at), key=lambda r: r.last_error_at or 0)
+    last_error = ""
+    if errors:
+        e = errors[-1]
+        last_error = f"; last error {_ago(now, e.last_error_at or now)} (pid {e.pid}): {e.last_error}"
+    if live:
+        newest = max(live, key=lambda r: r.beat_at)
+        silent = len(mine) - len(live)
+        beat = _ago(now, newest.beat_at)
+        detail = f"{len(live)} live (pid {newest.pid} on {newest.host}, heartbeat {beat})"
+        if silent:
+            detail += f"; {silent} earlier instance(s) silent, ignored"
+        return Check(label, True, detail + last_error)
+    if not mine:
+        return Check(label, False, "no heartbeat: not running, or never connected to NATS")
+    newest = max(mine, key=lambda r: r.beat_at)
+    state = "crashed" if newest.stopped else "stopped, hung or disconnected from NATS"
+    detail = (
+        f"no heartbeat for {now - newest.beat_at:.0f} s (threshold {limits.stale_s:g} s): "
+        f"pid {newest.pid} on {newest.host} {state}"
+    )
+    return Check(label, False, detail + last_error)
+
+
+def _counts(consumer: ConsumerState) -> str:
+    return f"{consumer.pending} waiting, {consumer.ack_pending} in flight"
+
+
+def _pace(rate: float | None, backlog: int) -> str:
+    if rate is None:
+        return "rate not known yet"
+    drain = drain_estimate(backlog, rate)
+    return f"{rate:.1f}/s" + (f", drains in {format_drain(drain)}" if backlog and rate > 0 else "")
+
+
+def _rate_samples(records: Sequence[HeartbeatRecord]) -> list[Sample]:
+    """The window start and last report of the newest heartbeat that carries a rate window."""
+    windowed = [r for r in records if r.window_at is not None and r.window_floor is not None]
+    if not windowed:
+        return []
+    last = max(windowed, key=lambda r: r.beat_at)
+    assert last.window_at is not None
+    assert last.window_floor is not None
+    samples = [Sample(last.window_at, last.window_floor)]
+    if last.ack_floor is not None:
+        samples.append(Sample(last.beat_at, last.ack_floor))
+    return samples
+
+
+def consumer_rate(records: Sequence[HeartbeatRecord], consumer: ConsumerState, now: float) -> float | None:
+    """Messages ``consumer`` acknowledged per second over about the last minute
+    (:func:`noema.runtime.backlog.rate_since`, from its worker's heartbeats)."""
+    return rate_since(_rate_samples(records), consumer.ack_floor, now)
+
+
+def _live(records: Sequence[HeartbeatRecord], limits: Thresholds, now: float) -> list[HeartbeatRecord]:
+    return [r for r in records if not r.stopped and now - r.beat_at <= limits.stale_s]
+
+
+def assess_consumer(
+    worker: str,
+    consumer: ConsumerState | None,
+    records: Sequence[HeartbeatRecord],
+    limits: Thresholds,
+    now: float,
+    durable: str,
+) -> Check:
+    """Does ``worker``'s durable consumer keep up? It fails when it is missing; when its backlog
+    exceeds ``max_lag`` (lagging); when messages wait and nothing acknowledges them, because no
+    process of ``worker`` is live or its ack floor has not moved for ``stall_s`` (stalled); or when
+    a backlog older than the rate window would take more than ``max_drain_s`` at its rate (behind)."""
+    name = f"{worker} consumer"
+    if consumer is None:
+        return Check(name, False, f"{durable} missing (the {worker} worker never started)", "missing")
+    mine = [r for r in records if r.worker == worker]
+    rate = consumer_rate(mine, consumer, now)
+    counts, pace, backlog = _counts(consumer), _pace(rate, consumer.backlog), consumer.backlog
+    if backlog == 0:
+        return Check(name, True, f"{durable}: idle, nothing waiting ({pace})", "idle")
+    if backlog > limits.max_lag:
+        detail = f"{durable} lagging: {counts}, {pace} (threshold {limits.max_lag})"
+        return Check(name, False, detail, "lagging")
+    seen = [r for r in mine if r.progress_at is not None]
+    last = max(seen, key=lambda r: r.beat_at) if seen else None
+    moved = last is not None and consumer.ack_floor != last.ack_floor
+    if not moved and not _live(mine, limits, now):
+        detail = f"{durable} stalled: {counts}, 0/s: no live {worker} process works it off"
+        return Check(name, False, detail, "stalled")
+    if not moved and last is not None:
+        assert last.progress_at is not None
+        quiet = now - last.progress_at
+        if quiet > limits.stall_s:
+            detail = (
+                f"{durable} stalled: {counts}, 0/s: nothing acknowledged for {quiet:.0f} s "
+                f"(ack floor {consumer.ack_floor}; threshold {limits.stall_s:g} s)"
+            )
+            return Check(name, False, detail, "stalled")
+    busy_since = last.busy_since if last is not None else None
+    drain = drain_estimate(backlog, rate)
+    if (
+        limits.max_drain_s > 0
+        and rate is not None
+        and rate > 0
+        and drain is not None
+        and drain > limits.max_drain_s
+        and busy_since is not None
+        and now - busy_since >= RATE_WINDOW_S
+    ):
+        detail = f"{durable} behind: {counts}, {pace} (threshold {limits.max_drain_s:g} s)"
+        return Check(name, False, detail, "behind")
+    return Check(name, True, f"{durable}: {counts}, {pace}, progressing", "working")
+
+
+def assess(
+    worker: str,
+    records: Sequence[HeartbeatRecord],
+    consumer: ConsumerState | None,
+    limits: Thresholds,
+    now: float,
+    topology: Topology,
+) -> tuple[list[Check], WorkerLoad]:
+    """The checks of ``worker`` — its heartbeat's and, when it reads a durable consumer, that
+    consumer's — and its row of the per-worker table."""
+    checks = [assess_heartbeats(worker, records, limits, now)]
+    mine = [r for r in records if r.worker == worker]
+    live = len(_live(mine, limits, now))
+    watched = watched_consumer(worker, topology)
+    if watched is None:
+        state = "running" if checks[0].ok else "down"
+        return checks, WorkerLoad(worker=worker, live=live, state=state, ok=checks[0].ok)
+    check = assess_consumer(worker, consumer, records, limits, now, watched.durable)
+    checks.append(check)
+    rate = None if consumer is None else consumer_rate(mine, consumer, now)
+    backlog = consumer.backlog if consumer is not None else None
+    drain = None if backlog is None else drain_estimate(backlog, rate)
+    load = WorkerLoad(
+        worker=worker,
+        live=live,
+        consumer=watched.durable,
+        backlog=backlog,
+        rate=rate,
+        drain_s=None if drain is None or math.isinf(drain) else drain,
+        state="down" if live == 0 else check.state,
+        ok=all(c.ok for c in checks),
+    )
+    return checks, load
+
+
+_abandoned: set[asyncio.Task[object]] = set()
+
+
+async def _within(work: Awaitable[T], timeout: float) -> T:
+    """``work``'s result, or TimeoutError after ``timeout`` without waiting for it to cancel.
+
+    ``asyncio.wait_for`` waits for the cancelled work to finish, and cancelling an asyncpg query
+    on a server that does not answer hangs as long as the server does; a probe must answer anyway.
+    """
+    task: asyncio.Task[T] = asyncio.ensure_future(work)
+    done, _ = await asyncio.wait({task}, timeout=timeout)
+    if task in done:
+        return task.result()
+    task.cancel()
+    _abandoned.add(task)  # kept referenced until it ends; its outcome no longer matters
+    task.add_done_callback(_forget)
+    raise TimeoutError
+
+
+def _forget(task: asyncio.Task[object]) -> None:
+    _abandoned.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not log it as never retrieved
+
+
+async def _consumer(nc: NATS, stream: str, durable: str) -> ConsumerState | None:
+    try:
+        info = await nc.jetstream().consumer_info(stream, durable, timeout=IO_TIMEOUT_S)
+    except NotFoundError:
+        return None
+    floor = int(info.ack_floor.consumer_seq if info.ack_floor else 0)
+    return ConsumerState(durable, int(info.num_pending or 0), int(info.num_ack_pending or 0), floor)
+
+
+async def _nats_checks(
+    nc: NATS, settings: Settings, limits: Thresholds, now: float
+) -> tuple[list[Check], list[WorkerLoad], int | None]:
+    """Streams, heartbeats and consumers, the per-worker figures, and the event stream's last
+    sequence (for the lag)."""
+    topology = Topology(settings.prefix)
+    js = nc.jetstream()
+    checks: list[Check] = []
+    last_seq: int | None = None
+    for stream in (
+        topology.observation_stream,
+        topology.event_stream,
+        topology.dead_letter_stream,
+        topology.health_stream,
+    ):
+        try:
+            info = await asyncio.wait_for(js.stream_info(stream), IO_TIMEOUT_S)
+        except NotFoundError:
+            checks.append(Check(f"stream {stream}", False, "missing (run `noemactl up` or a worker once)"))
+            continue
+        checks.append(Check(f"stream {stream}", True, f"{info.state.messages} messages"))
+        if stream == topology.event_stream:
+            last_seq = int(info.state.last_seq)
+    try:
+        records = await read_heartbeats(nc, topology)
+    except NotFoundError:
+        records = []
+    expected = settings.expected_workers
+    watched = {w: watched_consumer(w, topology) for w in expected}
+    states = await asyncio.gather(
+        *(_consumer(nc, c.stream, c.durable) for c in watched.values() if c is not None)
+    )
+    by_worker = dict(zip([w for w, c in watched.items() if c is not None], states, strict=True))
+    loads: list[WorkerLoad] = []
+    for worker in expected:
+        found, load = assess(worker, records, by_worker.get(worker), limits, now, topology)
+        checks += found
+        loads.append(load)
+    return checks, loads, last_seq
+
+
+async def system_status(
+    settings: Settings,
+    nc: NATS | None,
+    position: Callable[[], Awaitable[int]],
+    *,
+    nats_error: str | None = None,
+    clock: Callable[[], float] = time.time,
+    timeout: float = 5.0,
+) -> SystemStatus:
+    """Every check of the running system, NATS and PostgreSQL probed concurrently, with the
+    per-worker figures (none when NATS cannot be read).
+
+    ``nc`` is the caller's connection (None with ``nats_error`` when it could not connect);
+    ``position`` reads the projector's committed position from PostgreSQL.
+    """
+    limits = Thresholds.of(settings)
+    now = clock()
+    checks: list[Check] = []
+    loads: list[WorkerLoad] = []
+    last_seq: int | None = None
+
+    async def nats_part() -> list[Check]:
+        nonlocal last_seq, loads
+        if nc is None or not nc.is_connected:
+            return [Check("nats", False, nats_error or "not connected")]
+        try:
+            found, loads, last_seq = await _within(_nats_checks(nc, settings, limits, now), timeout)
+        except (TimeoutError, OSError) as exc:
+            return [Check("nats", False, f"no answer within {timeout:g} s ({type(exc).__name__})")]
+        except Exception as exc:  # any NATS client error means the same to an operator: NATS is not usable
+            return [Check("nats", False, f"{type(exc).__name__}: {exc}")]
+        return [Check("nats", True, "connected"), *found]
+
+    async def pg_part() -> tuple[Check, int | None]:
+        try:
+            at = await _within(position(), timeout)
+        except TimeoutError:
+            return Check("postgres", False, f"no answer within {timeout:g} s"), None
+        except Exception as exc:  # refused, auth, missing schema: all mean the read model is unusable
+            return Check("postgres", False, f"{type(exc).__name__}: {exc}"), None
+        return Check("postgres", True, f"schema {settings.db_schema}"), at
+
+    found, (pg, at) = await asyncio.gather(nats_part(), pg_part())
+    checks += [found[0], pg, *found[1:]]
+    if last_seq is not None and at is not None:
+        lag = max(0, last_seq - at)
+        checks.append(
+            Check(
+                "projector lag",
+                lag <= limits.max_lag,
+                f"{lag} events behind (at seq {at} of {last_seq}; threshold {limits.max_lag})",
+            )
+        )
+    return SystemStatus(checks, loads)
+
+
+def problems(checks: Sequence[Check]) -> list[str]:
+    """The lines of the failed checks."""
+    return [c.line for c in checks if not c.ok]

