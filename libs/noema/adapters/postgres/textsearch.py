@@ -22,11 +22,12 @@ participants' names, which are indexed unstemmed).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import asyncpg
 
-__all__ = ["BROAD_CANDIDATES", "COMMON_ROWS", "TermStats", "TextQuery", "selective_query"]
+__all__ = ["BROAD_CANDIDATES", "COMMON_ROWS", "TermStats", "TextQuery", "selective_query", "text_query"]
 
 BROAD_CANDIDATES = 2000
 """A query of common words only ranks this many of its newest matches instead of all of them."""
@@ -106,7 +107,12 @@ async def selective_query(
     )
     if not rows:
         return None
-    counts = {str(r["lexeme"]): int(r["memories"]) for r in rows}
+    return text_query({str(r["lexeme"]): int(r["memories"]) for r in rows}, max_terms)
+
+
+def text_query(counts: Mapping[str, int], max_terms: int | None = None) -> TextQuery:
+    """The query :func:`selective_query` makes of a text's lexemes and how many memories of the
+    scope hold each (in lexeme order)."""
     selective = [lx for lx, n in counts.items() if n <= COMMON_ROWS]
     if max_terms is not None and len(selective) > max_terms:
         # Rarest first; words no memory holds cost nothing and match nothing: they go last.
