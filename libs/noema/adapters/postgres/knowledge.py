@@ -11,7 +11,7 @@ from typing import Any
 
 import asyncpg
 
-from noema.adapters.postgres.textsearch import selective_query
+from noema.adapters.postgres.textsearch import query_of_counts, term_counts
 from noema.domain.knowledge import FactView
 from noema.ids import id_prefix
 from noema.ports import PreambleParts, Row
@@ -372,27 +372,32 @@ class PostgresKnowledge:
         at: datetime,
         max_facts: int,
     ) -> PreambleParts:
-        """One connection, one round trip per part (policies, notes, the task's text statistics,
-        facts). Which of the task's words are too common to match on is decided within the
-        workspace (:mod:`.textsearch`); a task of common words only adds no facts."""
+        """Two round trips on one connection: the policies, the notes and the task's text statistics
+        in one statement, then the facts. Which of the task's words are too common to match on is
+        decided within the workspace (:mod:`.textsearch`); a task of common words only adds no
+        facts."""
         gate: list[str] | None = None if readable is None else list(readable)
         async with self.pool.acquire() as conn:
-            policies = [
-                (r["domain"], r["rule"])
-                for r in await conn.fetch(
-                    "SELECT domain, rule FROM policies WHERE workspace = $1 AND active "
-                    "AND ($2::text[] IS NULL OR domain = ANY($2::text[])) "
-                    "ORDER BY (repo IS NOT DISTINCT FROM $3) DESC, domain, origin_seq",
-                    workspace,
-                    gate,
-                    repo,
-                )
-            ]
-            notes = await conn.fetchval(
-                "SELECT notes FROM agent_notes WHERE workspace = $1 AND agent = $2", workspace, agent
+            row = await conn.fetchrow(
+                f"""SELECT
+                      (SELECT coalesce(json_agg(json_build_array(p.domain, p.rule)
+                                                ORDER BY (p.repo IS NOT DISTINCT FROM $3) DESC,
+                                                         p.domain, p.origin_seq), '[]')::text
+                         FROM policies p
+                        WHERE p.workspace = $1 AND p.active
+                          AND ($2::text[] IS NULL OR p.domain = ANY($2::text[]))) AS policies,
+                      (SELECT notes FROM agent_notes WHERE workspace = $1 AND agent = $4) AS notes,
+                      CASE WHEN $5::text IS NULL THEN NULL ELSE {term_counts("$5", "$1")} END AS terms""",
+                workspace,
+                gate,
+                repo,
+                agent,
+                task,
             )
+            policies = [(domain, rule) for domain, rule in json.loads(row["policies"])]
+            notes = row["notes"]
             facts: list[tuple[str | None, str]] = []
-            query = await selective_query(conn, task, workspace) if task else None
+            query = query_of_counts(row["terms"])
             if query is not None and not query.broad:
                 rows: list[Any] = await conn.fetch(
                     f"""SELECT m.domain, m.content FROM memories m, to_tsquery('simple', $2) q

@@ -21,13 +21,23 @@ participants' names, which are indexed unstemmed).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import asyncpg
 
-__all__ = ["BROAD_CANDIDATES", "COMMON_ROWS", "TermStats", "TextQuery", "selective_query", "text_query"]
+__all__ = [
+    "BROAD_CANDIDATES",
+    "COMMON_ROWS",
+    "TermStats",
+    "TextQuery",
+    "query_of_counts",
+    "selective_query",
+    "term_counts",
+    "text_query",
+]
 
 BROAD_CANDIDATES = 2000
 """A query of common words only ranks this many of its newest matches instead of all of them."""
@@ -95,19 +105,29 @@ async def selective_query(
     but do not make it selective.
     """
     # One round trip: the query's lexemes with their counts in the scope (primary-key lookups).
-    rows = await conn.fetch(
-        """SELECT q.lexeme,
-                  coalesce((SELECT sum(t.memories) FROM memory_terms t
-                            WHERE t.lexeme = q.lexeme AND ($2::text IS NULL OR t.workspace = $2)), 0)
-                  AS memories
-           FROM unnest(to_tsvector('english', $1) || to_tsvector('simple', $1)) q
-           ORDER BY q.lexeme""",
-        text,
-        workspace,
-    )
-    if not rows:
-        return None
-    return text_query({str(r["lexeme"]): int(r["memories"]) for r in rows}, max_terms)
+    counts = await conn.fetchval(f"SELECT {term_counts('$1', '$2')}", text, workspace)
+    return query_of_counts(counts, max_terms)
+
+
+def term_counts(text: str, workspace: str) -> str:
+    """A scalar SQL expression: the lexemes of the text parameter ``text`` with how many memories
+    of the scope (parameter ``workspace``; NULL: all) hold each, as a JSON object (in lexeme order),
+    for :func:`query_of_counts`. An expression, so that a caller can ask it with other parts of a
+    read in one statement."""
+    return f"""(SELECT coalesce(json_object_agg(q.lexeme, q.memories ORDER BY q.lexeme), '{{}}')::text
+                FROM (SELECT q.lexeme,
+                             coalesce((SELECT sum(t.memories) FROM memory_terms t
+                                       WHERE t.lexeme = q.lexeme
+                                         AND ({workspace}::text IS NULL OR t.workspace = {workspace})), 0)
+                             AS memories
+                      FROM unnest(to_tsvector('english', {text}::text)
+                                  || to_tsvector('simple', {text}::text)) q) q)"""
+
+
+def query_of_counts(counts: str | None, max_terms: int | None = None) -> TextQuery | None:
+    """The query of :func:`term_counts`' JSON; None when the text has no words (or was NULL)."""
+    decoded: dict[str, int] = json.loads(counts) if counts else {}
+    return text_query(decoded, max_terms) if decoded else None
 
 
 def text_query(counts: Mapping[str, int], max_terms: int | None = None) -> TextQuery:
