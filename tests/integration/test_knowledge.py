@@ -400,8 +400,17 @@ async def test_working_memory_is_bounded_and_survives_a_restart_of_attend(harnes
     k = Knowledge.connected(harness.pool, harness.nc, harness.topology)
 
     async def held(n: int) -> dict[str, Any] | None:
+        # A cycle publishes its memories and its working memory together: once n memories are
+        # projected and the projector has applied the whole stream, the working memory read is the
+        # last cycle's (not an earlier one's, whose successor is still on its way).
+        if await admitted() < n:
+            return None
+        last = await stream_last_seq(harness.js, harness.topology.event_stream)
+        async with harness.pool.acquire() as conn:
+            if await ReadModelProjection().position(conn) != last:
+                return None
         wm = await k.working_memory("acme", "ops")
-        return wm if wm["items"] and await admitted() >= n else None
+        return wm if wm["items"] else None
 
     async def admitted() -> int:
         return int(await harness.pool.fetchval("SELECT count(*) FROM memories WHERE workspace = 'acme'"))
