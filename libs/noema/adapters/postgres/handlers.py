@@ -1,21 +1,22 @@
 """Projection handlers: how each event type changes the read model.
 
-Each handler gets a run of consecutive events of its type, in stream order, inside the projector's
-transaction. Formulas are those of :mod:`noema.domain.dynamics` (SQL functions from migration 0002),
-so replaying the same events reproduces every value exactly. A handler never deletes a memory: status
-changes are new values with the old record kept.
+Each handler registers for one event type (:mod:`noema.adapters.postgres.registry`) and gets a run
+of consecutive events of that type, in stream order, inside the projector's transaction. Formulas
+are those of :mod:`noema.domain.dynamics` (SQL functions from migration 0002), so replaying the same
+events reproduces every value exactly. A handler never deletes a memory: status changes are new
+values with the old record kept.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import asyncpg
 import structlog
 
+from noema.adapters.postgres.registry import Handler, Handlers, Projected, Run
 from noema.domain.dynamics import CONFIDENCE_CAP, HALF_LIFE_DAYS, RECALL_BOOST, mention_rate
 from noema_events import (
     ActivationDecayed,
@@ -44,16 +45,8 @@ __all__ = [
 log = structlog.get_logger("noema.projector")
 
 
-@dataclass(frozen=True, slots=True)
-class Projected:
-    """An event with its stream position and subject."""
-
-    seq: int
-    subject: str
-    event: Event
-
-
-Handler = Callable[[asyncpg.Connection, Sequence[Projected]], Awaitable[None]]
+HANDLERS = Handlers()
+"""Event type → handler of the read-model projection."""
 
 MEMORY_COLUMNS = (
     "id",
@@ -153,14 +146,10 @@ def created_columns(ev: MemoryCreated) -> dict[str, object]:
     }
 
 
-async def memory_created(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+@HANDLERS.register(MemoryCreated)
+async def memory_created(conn: asyncpg.Connection, run: Run[MemoryCreated]) -> None:
     """Insert new memory records (activation 1 at creation)."""
-    rows = []
-    for item in run:
-        ev = item.event
-        assert isinstance(ev, MemoryCreated)
-        rows.append(memory_row(item, **created_columns(ev)))
-    await insert_memories(conn, rows)
+    await insert_memories(conn, [memory_row(item, **created_columns(ev)) for item, ev in run])
 
 
 async def insert_memories(conn: asyncpg.Connection, rows: Sequence[tuple[object, ...]]) -> None:
@@ -192,34 +181,30 @@ _REINFORCE = """
 """
 
 
-async def memory_retrieved(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+@HANDLERS.register(MemoryRetrieved)
+async def memory_retrieved(conn: asyncpg.Connection, run: Run[MemoryRetrieved]) -> None:
     """A recall: decay to the recall time, then boost; recall_count + 1."""
     args = []
-    for item in run:
-        ev = item.event
-        assert isinstance(ev, MemoryRetrieved)
+    for _, ev in run:
         boost = ev.payload.boost if ev.payload.boost > 0 else RECALL_BOOST
         args.append((ev.payload.memory_id, ev.occurred_at, boost, HALF_LIFE_DAYS, 1))
     await conn.executemany(_REINFORCE, args)
 
 
-async def memory_reinforced(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+@HANDLERS.register(MemoryReinforced)
+async def memory_reinforced(conn: asyncpg.Connection, run: Run[MemoryReinforced]) -> None:
     """An explicit reinforcement: like a recall, without counting as one."""
-    args = []
-    for item in run:
-        ev = item.event
-        assert isinstance(ev, MemoryReinforced)
-        args.append(
-            (ev.payload.memory_id, ev.occurred_at, min(1.0, max(0.0, ev.payload.amount)), HALF_LIFE_DAYS, 0)
-        )
+    args = [
+        (ev.payload.memory_id, ev.occurred_at, min(1.0, max(0.0, ev.payload.amount)), HALF_LIFE_DAYS, 0)
+        for _, ev in run
+    ]
     await conn.executemany(_REINFORCE, args)
 
 
-async def activation_decayed(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+@HANDLERS.register(ActivationDecayed)
+async def activation_decayed(conn: asyncpg.Connection, run: Run[ActivationDecayed]) -> None:
     """A workspace tick: every memory of the workspace decays up to the tick time, in one statement."""
-    for item in run:
-        ev = item.event
-        assert isinstance(ev, ActivationDecayed)
+    for _, ev in run:
         await conn.execute(
             """UPDATE memories SET
                    activation = noema_decay(activation, noema_days($2, activation_at), importance, $3),
@@ -231,13 +216,10 @@ async def activation_decayed(conn: asyncpg.Connection, run: Sequence[Projected])
         )
 
 
-async def memory_superseded(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+@HANDLERS.register(MemorySuperseded)
+async def memory_superseded(conn: asyncpg.Connection, run: Run[MemorySuperseded]) -> None:
     """The old version stays, marked superseded and pointing at its replacement."""
-    args = []
-    for item in run:
-        ev = item.event
-        assert isinstance(ev, MemorySuperseded)
-        args.append((ev.payload.memory_id, ev.payload.superseded_by, ev.occurred_at))
+    args = [(ev.payload.memory_id, ev.payload.superseded_by, ev.occurred_at) for _, ev in run]
     await conn.executemany(
         "UPDATE memories SET status = 'superseded', superseded_by = $2, updated_at = $3 WHERE id = $1", args
     )
@@ -246,11 +228,10 @@ async def memory_superseded(conn: asyncpg.Connection, run: Sequence[Projected]) 
 _STATUS_BY_ACTION = {"retract": "retracted", "archive": "archived", "restore": "active"}
 
 
-async def operator_action(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+@HANDLERS.register(OperatorAction)
+async def operator_action(conn: asyncpg.Connection, run: Run[OperatorAction]) -> None:
     """Retract / archive / restore change the target's status; the action itself is in ``events``."""
-    for item in run:
-        ev = item.event
-        assert isinstance(ev, OperatorAction)
+    for _, ev in run:
         status = _STATUS_BY_ACTION.get(ev.payload.action)
         if status is not None and ev.payload.target_id:
             await conn.execute(
@@ -261,13 +242,12 @@ async def operator_action(conn: asyncpg.Connection, run: Sequence[Projected]) ->
             )
 
 
-async def fact_mentioned(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+@HANDLERS.register(FactMentioned)
+async def fact_mentioned(conn: asyncpg.Connection, run: Run[FactMentioned]) -> None:
     """A repeated mention raises confidence (sized by veracity, bounded) and mention_count, once per
     mention the event stands for (a merge: one per merged fact)."""
     args = []
-    for item in run:
-        ev = item.event
-        assert isinstance(ev, FactMentioned)
+    for _, ev in run:
         p = ev.payload
         rate = mention_rate(p.veracity, p.mentions)
         sources = list(p.source_observation_ids)
@@ -283,13 +263,12 @@ async def fact_mentioned(conn: asyncpg.Connection, run: Sequence[Projected]) -> 
     )
 
 
-async def relationship_added(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+@HANDLERS.register(RelationshipAdded)
+async def relationship_added(conn: asyncpg.Connection, run: Run[RelationshipAdded]) -> None:
     """Insert edges. One whose ends are in another mind/workspace (or do not exist) is refused by
     the foreign keys; the projection then skips that event and dead-letters it with the reason
     (the same way on every replay)."""
-    for item in run:
-        ev = item.event
-        assert isinstance(ev, RelationshipAdded)
+    for item, ev in run:
         p = ev.payload
         await conn.execute(
             """INSERT INTO relationships (id, workspace, mind, from_id, to_id, relation, confidence,
@@ -313,16 +292,15 @@ def _index_name(model: str) -> str:
     return "memory_embeddings_hnsw_" + hashlib.sha1(model.encode()).hexdigest()[:10]
 
 
-async def memory_embedded(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+@HANDLERS.register(MemoryEmbedded)
+async def memory_embedded(conn: asyncpg.Connection, run: Run[MemoryEmbedded]) -> None:
     """Store vectors; the first vector of a model creates that model's HNSW index (with pgvector)."""
     has_vector = await conn.fetchval(
         "SELECT format_type(atttypid, atttypmod) = 'vector' FROM pg_attribute "
         "WHERE attrelid = 'memory_embeddings'::regclass AND attname = 'embedding'"
     )
     rows = []
-    for item in run:
-        ev = item.event
-        assert isinstance(ev, MemoryEmbedded)
+    for item, ev in run:
         p = ev.payload
         if len(p.vector) != p.dimensions:
             log.warning("embedding has the wrong dimensions; skipped", seq=item.seq, memory_id=p.memory_id)
@@ -348,17 +326,3 @@ async def memory_embedded(conn: asyncpg.Connection, run: Sequence[Projected]) ->
             await conn.execute(
                 "SELECT noema_ensure_vector_index($1, $2, $3)", _index_name(model), model, int(dims)
             )
-
-
-HANDLERS: dict[type[Event], Handler] = {
-    MemoryCreated: memory_created,
-    MemoryRetrieved: memory_retrieved,
-    MemoryReinforced: memory_reinforced,
-    ActivationDecayed: activation_decayed,
-    MemorySuperseded: memory_superseded,
-    OperatorAction: operator_action,
-    FactMentioned: fact_mentioned,
-    RelationshipAdded: relationship_added,
-    MemoryEmbedded: memory_embedded,
-}
-"""Event type → handler of the read-model projection."""

@@ -7,16 +7,14 @@ events reproduces the same tables.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import asyncpg
 import msgspec
 
-from noema.adapters.postgres.handlers import Handler, Projected, insert_memories, memory_row
+from noema.adapters.postgres.handlers import insert_memories, memory_row
+from noema.adapters.postgres.registry import Handlers, Run
 from noema_events import (
     ConflictRecorded,
     DomainCreated,
-    Event,
     FactProposed,
     GrantChanged,
     NotesUpdated,
@@ -30,6 +28,9 @@ from noema_events.vocabulary import VERACITY_WEIGHT
 __all__ = ["KNOWLEDGE_HANDLERS"]
 
 _json = msgspec.json.Encoder()
+
+KNOWLEDGE_HANDLERS = Handlers()
+"""Event type → handler, for the knowledge tables."""
 
 
 def proposed_columns(ev: FactProposed) -> dict[str, object]:
@@ -63,22 +64,17 @@ def proposed_columns(ev: FactProposed) -> dict[str, object]:
     }
 
 
-async def fact_proposed(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+@KNOWLEDGE_HANDLERS.register(FactProposed)
+async def fact_proposed(conn: asyncpg.Connection, run: Run[FactProposed]) -> None:
     """A fact is a semantic memory of its domain and topic, held by the proposing agent (its mind)."""
-    rows = []
-    for item in run:
-        ev = item.event
-        assert isinstance(ev, FactProposed)
-        rows.append(memory_row(item, **proposed_columns(ev)))
-    await insert_memories(conn, rows)
+    await insert_memories(conn, [memory_row(item, **proposed_columns(ev)) for item, ev in run])
 
 
-async def domain_created(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+@KNOWLEDGE_HANDLERS.register(DomainCreated)
+async def domain_created(conn: asyncpg.Connection, run: Run[DomainCreated]) -> None:
     """The first use of a domain (a repeated creation changes nothing)."""
     args = []
-    for item in run:
-        ev = item.event
-        assert isinstance(ev, DomainCreated)
+    for _, ev in run:
         p = ev.payload
         name = p.domain.split("/", 1)[1] if p.repo else p.domain
         args.append((ev.workspace, p.domain, name, p.repo, ev.actor, ev.occurred_at, ev.id))
@@ -89,12 +85,11 @@ async def domain_created(conn: asyncpg.Connection, run: Sequence[Projected]) -> 
     )
 
 
-async def grant_changed(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+@KNOWLEDGE_HANDLERS.register(GrantChanged)
+async def grant_changed(conn: asyncpg.Connection, run: Run[GrantChanged]) -> None:
     """(role, domain) → access; the latest event wins."""
     args = []
-    for item in run:
-        ev = item.event
-        assert isinstance(ev, GrantChanged)
+    for _, ev in run:
         p = ev.payload
         args.append((ev.workspace, p.role, p.domain, p.access, ev.actor, ev.occurred_at, ev.id, p.seeded))
     await conn.executemany(
@@ -106,11 +101,10 @@ async def grant_changed(conn: asyncpg.Connection, run: Sequence[Projected]) -> N
     )
 
 
-async def workspace_configured(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+@KNOWLEDGE_HANDLERS.register(WorkspaceConfigured)
+async def workspace_configured(conn: asyncpg.Connection, run: Run[WorkspaceConfigured]) -> None:
     """A workspace's access mode."""
-    for item in run:
-        ev = item.event
-        assert isinstance(ev, WorkspaceConfigured)
+    for _, ev in run:
         await conn.execute(
             """INSERT INTO workspace_settings (workspace, access_mode, updated_at, origin_event)
                VALUES ($1, $2, $3, $4)
@@ -122,12 +116,11 @@ async def workspace_configured(conn: asyncpg.Connection, run: Sequence[Projected
         )
 
 
-async def policy_proposed(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+@KNOWLEDGE_HANDLERS.register(PolicyProposed)
+async def policy_proposed(conn: asyncpg.Connection, run: Run[PolicyProposed]) -> None:
     """A new, active policy."""
     args = []
-    for item in run:
-        ev = item.event
-        assert isinstance(ev, PolicyProposed)
+    for item, ev in run:
         p = ev.payload
         args.append(
             (
@@ -152,24 +145,20 @@ async def policy_proposed(conn: asyncpg.Connection, run: Sequence[Projected]) ->
     )
 
 
-async def policy_superseded(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+@KNOWLEDGE_HANDLERS.register(PolicySuperseded)
+async def policy_superseded(conn: asyncpg.Connection, run: Run[PolicySuperseded]) -> None:
     """The old policy stays, inactive, pointing at its replacement (if any)."""
-    args = []
-    for item in run:
-        ev = item.event
-        assert isinstance(ev, PolicySuperseded)
-        args.append((ev.payload.policy_id, ev.payload.superseded_by, ev.occurred_at))
+    args = [(ev.payload.policy_id, ev.payload.superseded_by, ev.occurred_at) for _, ev in run]
     await conn.executemany(
         "UPDATE policies SET active = false, superseded_by = $2, updated_at = $3 WHERE id = $1", args
     )
 
 
-async def conflict_recorded(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+@KNOWLEDGE_HANDLERS.register(ConflictRecorded)
+async def conflict_recorded(conn: asyncpg.Connection, run: Run[ConflictRecorded]) -> None:
     """A conflict row with both sides and the rule that decided."""
     args = []
-    for item in run:
-        ev = item.event
-        assert isinstance(ev, ConflictRecorded)
+    for item, ev in run:
         p = ev.payload
         args.append(
             (
@@ -195,11 +184,10 @@ async def conflict_recorded(conn: asyncpg.Connection, run: Sequence[Projected]) 
     )
 
 
-async def working_memory_updated(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+@KNOWLEDGE_HANDLERS.register(WorkingMemoryUpdated)
+async def working_memory_updated(conn: asyncpg.Connection, run: Run[WorkingMemoryUpdated]) -> None:
     """A mind's working memory, replaced whole."""
-    for item in run:
-        ev = item.event
-        assert isinstance(ev, WorkingMemoryUpdated)
+    for _, ev in run:
         await conn.execute(
             """INSERT INTO working_memory (workspace, mind, capacity, items, updated_at, origin_event)
                VALUES ($1, $2, $3, $4::jsonb, $5, $6)
@@ -214,11 +202,10 @@ async def working_memory_updated(conn: asyncpg.Connection, run: Sequence[Project
         )
 
 
-async def notes_updated(conn: asyncpg.Connection, run: Sequence[Projected]) -> None:
+@KNOWLEDGE_HANDLERS.register(NotesUpdated)
+async def notes_updated(conn: asyncpg.Connection, run: Run[NotesUpdated]) -> None:
     """An agent's notes, replaced whole."""
-    for item in run:
-        ev = item.event
-        assert isinstance(ev, NotesUpdated)
+    for _, ev in run:
         await conn.execute(
             """INSERT INTO agent_notes (workspace, agent, notes, updated_at, origin_event)
                VALUES ($1, $2, $3, $4, $5)
@@ -229,17 +216,3 @@ async def notes_updated(conn: asyncpg.Connection, run: Sequence[Projected]) -> N
             ev.occurred_at,
             ev.id,
         )
-
-
-KNOWLEDGE_HANDLERS: dict[type[Event], Handler] = {
-    FactProposed: fact_proposed,
-    DomainCreated: domain_created,
-    GrantChanged: grant_changed,
-    WorkspaceConfigured: workspace_configured,
-    PolicyProposed: policy_proposed,
-    PolicySuperseded: policy_superseded,
-    ConflictRecorded: conflict_recorded,
-    WorkingMemoryUpdated: working_memory_updated,
-    NotesUpdated: notes_updated,
-}
-"""Event type → handler, for the knowledge tables."""

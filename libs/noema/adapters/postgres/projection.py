@@ -15,11 +15,20 @@ from itertools import groupby
 import asyncpg
 import msgspec
 
-from noema.adapters.postgres.handlers import HANDLERS, Handler, Projected
+from noema.adapters.postgres.handlers import HANDLERS
 from noema.adapters.postgres.knowledge_handlers import KNOWLEDGE_HANDLERS
+from noema.adapters.postgres.registry import Handler, Handlers, Projected
 from noema_events import Event
 
-__all__ = ["POISON", "PROJECTED_TABLES", "Projected", "ReadModelProjection", "Refused", "checksum"]
+__all__ = [
+    "POISON",
+    "PROJECTED_TABLES",
+    "PROJECTION_HANDLERS",
+    "Projected",
+    "ReadModelProjection",
+    "Refused",
+    "checksum",
+]
 
 PROJECTED_TABLES: tuple[str, ...] = (
     "events",
@@ -35,6 +44,10 @@ PROJECTED_TABLES: tuple[str, ...] = (
     "agent_notes",
 )
 """Tables the projection owns; replay rebuilds them and the checksum covers them."""
+
+PROJECTION_HANDLERS = Handlers.joined(HANDLERS, KNOWLEDGE_HANDLERS)
+"""Event type → handler of every type the projection applies (a type two modules handle fails the
+import); the other events are only kept in ``events``."""
 
 _EVENT_COLUMNS = (
     "seq",
@@ -68,13 +81,14 @@ class ReadModelProjection:
     name = "read_model"
 
     def __init__(self) -> None:
-        self._handlers: dict[type[Event], Handler] = {**HANDLERS, **KNOWLEDGE_HANDLERS}
+        self._handlers = Handlers.joined(PROJECTION_HANDLERS)
         self.refused: list[tuple[Projected, str]] = []
         """Events of the last :meth:`apply` the database refused (skipped, with the reason)."""
 
     def register(self, event_type: type[Event], handler: Handler) -> None:
-        """Add the handler of an event type (later capabilities plug in here)."""
-        self._handlers[event_type] = handler
+        """Add the handler of an event type (later capabilities plug in here); ``ValueError`` if
+        the type already has one."""
+        self._handlers.add(event_type, handler)
 
     async def position(self, conn: asyncpg.Connection) -> int:
         """The last stream sequence applied (0 when none)."""
