@@ -12,9 +12,10 @@ redelivered observation yields the same events and JetStream's duplicate window 
 from __future__ import annotations
 
 import math
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal, NamedTuple
 
 from noema.domain.dynamics import initial_confidence
 from noema.domain.knowledge import DEFAULT_WM_CAPACITY, WorkingMemory, WorkingMemoryEntry, context_relevance
@@ -73,6 +74,10 @@ class AttentionConfig:
     wm_capacity: int = DEFAULT_WM_CAPACITY
 
 
+Candidate = ObservationRecorded | RecallProposed
+"""What competes for attention: an observation, or a memory recalled for one."""
+
+
 @dataclass(frozen=True)
 class Scored:
     """A candidate with its score and the features that produced it."""
@@ -99,23 +104,42 @@ def _normalized(content: str) -> str:
     return " ".join(content.lower().split())
 
 
-def score(
-    obs: ObservationRecorded, novelty: float, config: AttentionConfig, context: float = 0.0
-) -> tuple[float, dict[str, float]]:
-    """Weighted sum of the candidate's features; returns the score and its components."""
+class _Intrinsic(NamedTuple):
+    """The features a candidate brings to a cycle (novelty and context depend on the cycle)."""
+
+    salience: float
+    importance: float
+    credibility: float
+
+
+def _observation_features(obs: ObservationRecorded) -> _Intrinsic:
     p = obs.payload
+    return _Intrinsic(
+        salience=p.salience if p.salience is not None else estimate_salience(p.content),
+        importance=p.importance if p.importance is not None else 0.5,
+        credibility=CHANNEL_CREDIBILITY[p.channel],
+    )
+
+
+def _recall_features(proposal: RecallProposed) -> _Intrinsic:
+    """A recall candidate's recall score is its salience."""
+    p = proposal.payload
+    return _Intrinsic(
+        salience=min(1.0, max(0.0, p.score)), importance=p.importance, credibility=p.credibility
+    )
+
+
+def _weigh(
+    intrinsic: _Intrinsic, novelty: float, context: float, config: AttentionConfig
+) -> tuple[float, dict[str, float]]:
+    """Weighted sum of features; components hold each weighted term and each raw ``<name>_value``."""
     features = {
-        "salience": p.salience if p.salience is not None else estimate_salience(p.content),
+        "salience": intrinsic.salience,
         "novelty": novelty,
-        "importance": p.importance if p.importance is not None else 0.5,
-        "credibility": CHANNEL_CREDIBILITY[p.channel],
+        "importance": intrinsic.importance,
+        "credibility": intrinsic.credibility,
         "context": context,
     }
-    return _weigh(features, config)
-
-
-def _weigh(features: dict[str, float], config: AttentionConfig) -> tuple[float, dict[str, float]]:
-    """Weighted sum of features; components hold each weighted term and each raw ``<name>_value``."""
     components = {k: round(config.weights.get(k, 0.0) * v, 6) for k, v in features.items()}
     return round(sum(components.values()), 6), {
         **components,
@@ -123,19 +147,18 @@ def _weigh(features: dict[str, float], config: AttentionConfig) -> tuple[float, 
     }
 
 
+def score(
+    obs: ObservationRecorded, novelty: float, config: AttentionConfig, context: float = 0.0
+) -> tuple[float, dict[str, float]]:
+    """Weighted sum of the candidate's features; returns the score and its components."""
+    return _weigh(_observation_features(obs), novelty, context, config)
+
+
 def score_recall(
     proposal: RecallProposed, novelty: float, config: AttentionConfig, context: float = 0.0
 ) -> tuple[float, dict[str, float]]:
     """A recall candidate's features: its recall score is its salience."""
-    p = proposal.payload
-    features = {
-        "salience": min(1.0, max(0.0, p.score)),
-        "novelty": novelty,
-        "importance": p.importance,
-        "credibility": p.credibility,
-        "context": context,
-    }
-    return _weigh(features, config)
+    return _weigh(_recall_features(proposal), novelty, context, config)
 
 
 def _memory_retrieved(proposal: RecallProposed, scored: Scored, now: datetime) -> MemoryRetrieved:
@@ -191,18 +214,6 @@ def _memory_created(obs: ObservationRecorded, scored: Scored, now: datetime) -> 
     )
 
 
-def _text(candidate: ObservationRecorded | RecallProposed) -> str:
-    """What the candidate says: an observation's content, a recalled memory's content (the text it
-    was recalled for only in proposals recorded before they carried the memory's)."""
-    if isinstance(candidate, RecallProposed):
-        return candidate.payload.content or candidate.payload.query
-    return candidate.payload.content
-
-
-def _gist(candidate: ObservationRecorded | RecallProposed) -> str:
-    return _text(candidate)[:GIST_CHARS]
-
-
 def _working_memory_updated(
     workspace: str, mind: str, wm: WorkingMemory, ids: list[str], first: Candidate, now: datetime
 ) -> WorkingMemoryUpdated:
@@ -230,7 +241,7 @@ SessionHeads = MutableMapping[tuple[str, str, str], str]
 """(workspace, mind, session) → id of the latest memory admitted in that session."""
 
 
-def _episodic_next(prev: str, new: str, obs: ObservationRecorded, now: datetime) -> RelationshipAdded:
+def _episodic_next(prev: str, new: str, obs: Candidate, now: datetime) -> RelationshipAdded:
     rel_id = derive_id("episodic_next", prev, new)
     return RelationshipAdded(
         id=rel_id,
@@ -246,7 +257,212 @@ def _episodic_next(prev: str, new: str, obs: ObservationRecorded, now: datetime)
     )
 
 
-Candidate = ObservationRecorded | RecallProposed
+@dataclass(frozen=True)
+class _Traits:
+    """What a cycle needs to know of a candidate, whatever its kind (see :func:`_traits`)."""
+
+    kind: Literal["observation", "recall"]
+    key: str
+    """Two candidates of a group with the same key say the same thing: the later one is not novel."""
+    text: str
+    """What it says: weighed against the mind's working memory, and kept there as its gist."""
+    memory_id: str
+    """The memory it becomes (an observation) or reinforces (a recall)."""
+    session: str | None
+    """The session whose episodes it continues (an observation's; a recall is no new episode)."""
+    intrinsic: _Intrinsic
+
+
+def _traits(candidate: Candidate) -> _Traits:
+    """The one place where an observation and a recall proposal differ in how they compete (what
+    admitting each records is :func:`_admission`)."""
+    match candidate:
+        case RecallProposed(payload=p):
+            return _Traits(
+                kind="recall",
+                key=f"recall:{p.memory_id}",
+                # The recalled memory's own content; proposals recorded before they carried it
+                # offer only the text it was recalled for.
+                text=p.content or p.query,
+                memory_id=p.memory_id,
+                session=None,
+                intrinsic=_recall_features(candidate),
+            )
+        case ObservationRecorded(payload=p):
+            return _Traits(
+                kind="observation",
+                key=_normalized(p.content),
+                text=p.content,
+                memory_id=memory_id_for(candidate.id),
+                session=p.session or None,
+                intrinsic=_observation_features(candidate),
+            )
+
+
+@dataclass(frozen=True)
+class _Entrant:
+    """A candidate of a group: what it is and how it scored."""
+
+    traits: _Traits
+    scored: Scored
+
+
+def _by_mind(candidates: Sequence[Candidate]) -> dict[tuple[str, str], list[Candidate]]:
+    """Candidates by (workspace, mind): groups in order of first appearance, each in input order."""
+    groups: dict[tuple[str, str], list[Candidate]] = {}
+    for candidate in candidates:
+        groups.setdefault((candidate.workspace, candidate.mind), []).append(candidate)
+    return groups
+
+
+def _score_group(group: Sequence[Candidate], held: WorkingMemory, config: AttentionConfig) -> list[_Entrant]:
+    """Each candidate of a mind's group scored against what the mind holds, in input order."""
+    seen: set[str] = set()
+    entrants = []
+    for candidate in group:
+        traits = _traits(candidate)
+        novelty = 0.0 if traits.key in seen else 1.0
+        seen.add(traits.key)
+        value, components = _weigh(traits.intrinsic, novelty, context_relevance(traits.text, held), config)
+        reason = "duplicate within cycle" if novelty == 0.0 else ""
+        entrants.append(_Entrant(traits, Scored(candidate, value, components, reason)))
+    return entrants
+
+
+def _admit(entrants: Sequence[_Entrant], config: AttentionConfig) -> list[bool]:
+    """Whether each entrant is admitted: the best scores at or above the threshold, up to the
+    capacity (of equal scores, the earlier candidate)."""
+    ranked = sorted(range(len(entrants)), key=lambda i: (-entrants[i].scored.score, i))
+    admitted: set[int] = set()
+    for i in ranked:
+        if entrants[i].scored.score < config.threshold:
+            continue
+        if len(admitted) >= config.capacity:
+            break
+        admitted.add(i)
+    return [i in admitted for i in range(len(entrants))]
+
+
+def _decision(entrant: _Entrant, admitted: bool, config: AttentionConfig) -> AttentionDecision:
+    s = entrant.scored
+    if admitted:
+        reason = "admitted"
+    elif s.score < config.threshold:
+        reason = s.reason or f"score {s.score:.3f} below threshold {config.threshold}"
+    else:
+        reason = "over capacity"
+    return AttentionDecision(
+        candidate_id=s.observation.id,
+        candidate_kind=entrant.traits.kind,
+        memory_id=entrant.traits.memory_id if admitted else None,
+        admitted=admitted,
+        score=s.score,
+        components={k: v for k, v in s.components.items() if not k.endswith("_value")},
+        reason=reason,
+    )
+
+
+def _attention_decided(
+    group: Sequence[Candidate],
+    decisions: list[AttentionDecision],
+    ids: list[str],
+    config: AttentionConfig,
+    now: datetime,
+    through_seq: int | None,
+) -> AttentionDecided:
+    first = group[0]
+    return AttentionDecided(
+        id=derive_id("attention.decided", *ids),
+        workspace=first.workspace,
+        mind=first.mind,
+        occurred_at=now,
+        causation_id=first.id,
+        correlation_id=first.correlation_id,
+        actor=ACTOR,
+        payload=AttentionDecidedPayload(
+            decisions=decisions, threshold=config.threshold, capacity=config.capacity, through_seq=through_seq
+        ),
+    )
+
+
+def _admission(entrant: _Entrant, now: datetime) -> MemoryCreated | MemoryRetrieved:
+    """What admitting a candidate records: an observation becomes a memory, a recall reinforces one."""
+    match entrant.scored.observation:
+        case RecallProposed() as proposal:
+            return _memory_retrieved(proposal, entrant.scored, now)
+        case ObservationRecorded() as obs:
+            return _memory_created(obs, entrant.scored, now)
+
+
+def _held_after(held: WorkingMemory, admitted: Sequence[_Entrant], now: datetime) -> WorkingMemory:
+    """The mind's working memory once the admitted entered it (each weighs its score)."""
+    entries = [
+        WorkingMemoryEntry(
+            memory_id=e.traits.memory_id,
+            weight=min(1.0, e.scored.score),
+            entered_at=now,
+            gist=e.traits.text[:GIST_CHARS],
+        )
+        for e in admitted
+    ]
+    return held.admit(entries, now)
+
+
+def _chain_episodes(
+    admitted: Sequence[_Entrant], heads: Mapping[tuple[str, str, str], str], now: datetime
+) -> tuple[list[RelationshipAdded], dict[tuple[str, str, str], str]]:
+    """The ``episodic_next`` edges from each session's latest memory through the admitted observations
+    of that session, in input order; and the sessions' new latest memories."""
+    edges: list[RelationshipAdded] = []
+    moved: dict[tuple[str, str, str], str] = {}
+    for e in admitted:
+        if not e.traits.session:
+            continue
+        candidate = e.scored.observation
+        head = (candidate.workspace, candidate.mind, e.traits.session)
+        new = e.traits.memory_id
+        prev = moved.get(head, heads.get(head))
+        if prev is not None and prev != new:
+            edges.append(_episodic_next(prev, new, candidate, now))
+        moved[head] = new
+    return edges, moved
+
+
+@dataclass(frozen=True)
+class _GroupDecision:
+    """One mind's part of a cycle: its events, in order, and the state they leave behind."""
+
+    events: list[Event]
+    held: WorkingMemory | None
+    """The mind's working memory after the cycle; ``None`` if nothing entered it (left as it was)."""
+    heads: dict[tuple[str, str, str], str]
+    """The sessions whose latest memory changed, and that memory."""
+
+
+def _decide_group(
+    group: Sequence[Candidate],
+    held: WorkingMemory,
+    heads: Mapping[tuple[str, str, str], str],
+    now: datetime,
+    config: AttentionConfig,
+    through_seq: int | None,
+) -> _GroupDecision:
+    """Score one mind's candidates, admit the best, and record it: the decision, a memory event per
+    admission (in input order), the new working memory, the session edges."""
+    entrants = _score_group(group, held, config)
+    verdicts = _admit(entrants, config)
+    admitted = [e for e, ok in zip(entrants, verdicts, strict=True) if ok]
+    ids = sorted(c.id for c in group)
+    decisions = [_decision(e, ok, config) for e, ok in zip(entrants, verdicts, strict=True)]
+    events: list[Event] = [_attention_decided(group, decisions, ids, config, now, through_seq)]
+    events += [_admission(e, now) for e in admitted]
+    after: WorkingMemory | None = None
+    if admitted:
+        after = _held_after(held, admitted, now)
+        first = group[0]
+        events.append(_working_memory_updated(first.workspace, first.mind, after, ids, first, now))
+    edges, moved = _chain_episodes(admitted, heads, now)
+    return _GroupDecision([*events, *edges], after, moved)
 
 
 def decide_cycle(
@@ -268,121 +484,12 @@ def decide_cycle(
     """
     heads = {} if heads is None else heads
     memories = {} if memories is None else memories
-    groups: dict[tuple[str, str], list[Candidate]] = {}
-    for obs in observations:
-        groups.setdefault((obs.workspace, obs.mind), []).append(obs)
-
     events: list[Event] = []
-    for (workspace, mind), group in groups.items():
-        wm = memories.get((workspace, mind), WorkingMemory(capacity=config.wm_capacity)).decayed(now)
-        seen: set[str] = set()
-        scored: list[Scored] = []
-        for obs in group:
-            key = (
-                f"recall:{obs.payload.memory_id}"
-                if isinstance(obs, RecallProposed)
-                else _normalized(obs.payload.content)
-            )
-            novelty = 0.0 if key in seen else 1.0
-            seen.add(key)
-            context = context_relevance(_text(obs), wm)
-            if isinstance(obs, RecallProposed):
-                value, components = score_recall(obs, novelty, config, context)
-            else:
-                value, components = score(obs, novelty, config, context)
-            reason = "duplicate within cycle" if novelty == 0.0 else ""
-            scored.append(Scored(obs, value, components, reason))
-
-        ranked = sorted(range(len(scored)), key=lambda i: (-scored[i].score, i))
-        admitted: set[int] = set()
-        for i in ranked:
-            if scored[i].score < config.threshold:
-                continue
-            if len(admitted) >= config.capacity:
-                break
-            admitted.add(i)
-
-        decisions = []
-        for i, s in enumerate(scored):
-            ok = i in admitted
-            if ok:
-                reason = "admitted"
-            elif s.score < config.threshold:
-                reason = s.reason or f"score {s.score:.3f} below threshold {config.threshold}"
-            else:
-                reason = "over capacity"
-            recall = isinstance(s.observation, RecallProposed)
-            target = None
-            if ok:
-                target = (
-                    s.observation.payload.memory_id
-                    if isinstance(s.observation, RecallProposed)
-                    else memory_id_for(s.observation.id)
-                )
-            decisions.append(
-                AttentionDecision(
-                    candidate_id=s.observation.id,
-                    candidate_kind="recall" if recall else "observation",
-                    memory_id=target,
-                    admitted=ok,
-                    score=s.score,
-                    components={k: v for k, v in s.components.items() if not k.endswith("_value")},
-                    reason=reason,
-                )
-            )
-        ids = sorted(o.id for o in group)
-        events.append(
-            AttentionDecided(
-                id=derive_id("attention.decided", *ids),
-                workspace=workspace,
-                mind=mind,
-                occurred_at=now,
-                causation_id=group[0].id,
-                correlation_id=group[0].correlation_id,
-                actor=ACTOR,
-                payload=AttentionDecidedPayload(
-                    decisions=decisions,
-                    threshold=config.threshold,
-                    capacity=config.capacity,
-                    through_seq=through_seq,
-                ),
-            )
-        )
-        for i, s in enumerate(scored):
-            if i not in admitted:
-                continue
-            if isinstance(s.observation, RecallProposed):
-                events.append(_memory_retrieved(s.observation, s, now))
-            else:
-                events.append(_memory_created(s.observation, s, now))
-        entries = [
-            WorkingMemoryEntry(
-                memory_id=(
-                    s.observation.payload.memory_id
-                    if isinstance(s.observation, RecallProposed)
-                    else memory_id_for(s.observation.id)
-                ),
-                weight=min(1.0, s.score),
-                entered_at=now,
-                gist=_gist(s.observation),
-            )
-            for i, s in enumerate(scored)
-            if i in admitted
-        ]
-        if entries:
-            wm = wm.admit(entries, now)
-            memories[(workspace, mind)] = wm
-            events.append(_working_memory_updated(workspace, mind, wm, ids, group[0], now))
-        for i, s in enumerate(scored):
-            if i not in admitted or isinstance(s.observation, RecallProposed):
-                continue
-            session = s.observation.payload.session
-            if not session:
-                continue
-            head = (workspace, mind, session)
-            new = memory_id_for(s.observation.id)
-            prev = heads.get(head)
-            if prev is not None and prev != new:
-                events.append(_episodic_next(prev, new, s.observation, now))
-            heads[head] = new
+    for key, group in _by_mind(observations).items():
+        held = memories.get(key, WorkingMemory(capacity=config.wm_capacity)).decayed(now)
+        decided = _decide_group(group, held, heads, now, config, through_seq)
+        events += decided.events
+        if decided.held is not None:
+            memories[key] = decided.held
+        heads.update(decided.heads)
     return events

@@ -14,14 +14,21 @@ from noema.application.knowledge.context import KnowledgeContext, domain_ref
 from noema.application.knowledge.events import conflict_events, mention_event, superseded_event
 from noema.application.knowledge.facts import FactOutcome, Facts
 from noema.application.upkeep import OperationError
+from noema.domain.hot_tier import (
+    PROMOTE_IMPORTANCE,
+    STALE_REASON,
+    HotItem,
+    decide_hot_group,
+    group_equivalent,
+    promotion,
+)
 from noema.domain.knowledge import FactView, clusters, compare, decide_conflict, equivalent, keeper
 from noema.ids import derive_id, new_id
+from noema.ports import Row
 from noema_events import Event, MemoryCreated, MemoryCreatedPayload, OperatorAction, OperatorActionPayload
 
 __all__ = ["DECISIONS_DOMAIN", "PROMOTE_IMPORTANCE", "ConsolidateReport", "HarmonizeReport", "Maintenance"]
 
-PROMOTE_IMPORTANCE = 0.6
-"""A hot-tier item at least this important is promoted to a fact by consolidate."""
 DECISIONS_DOMAIN = "decisions"
 
 
@@ -127,80 +134,64 @@ class Maintenance:
         report: ConsolidateReport,
     ) -> None:
         """Promote the hot-tier items worth keeping (important, or mentioned again) to facts; archive
-        the others once stale."""
-        # An agent consolidates its own hot tier.
-        hot = await self._ctx.reads.hot_tier(caller.workspace, key, None if caller.operator else caller.agent)
-        # The same item remembered twice before the first was projected is two rows: group them.
-        groups: list[list[dict[str, Any]]] = []
-        for r in hot:
-            for g in groups:
-                if (g[0]["mind"], g[0]["session"]) == (r["mind"], r["session"]) and equivalent(
-                    g[0]["content"], r["content"]
-                ):
-                    g.append(r)
-                    break
-            else:
-                groups.append([r])
-        for g in groups:
-            head = g[0]
-            if (
-                max(r["importance"] for r in g) >= PROMOTE_IMPORTANCE
-                or sum(r["mention_count"] for r in g) >= 2
-            ):
-                try:
-                    outcome = await self._facts.propose_fact(
-                        caller,
-                        next((r["domain"] for r in g if r["domain"]), None) or "general",
-                        next((r["topic"] for r in g if r["topic"]), None) or f"session {head['session']}",
-                        head["content"],
-                        source_observation_ids=[
-                            *(s for r in g for s in r["source_observation_ids"]),
-                            *(r["id"] for r in g),
-                        ],
-                        mind=head["mind"],
-                    )
-                except InsufficientMemoryPermission as exc:
-                    report.skipped.append({"hot_id": head["id"], "reason": str(exc)})
-                    continue
-                await self._ctx.publish(
-                    [
-                        superseded_event(
-                            caller.workspace,
-                            caller.actor,
-                            FactView(r["id"], r["content"], None, 0.0, r["created_at"], 0, agent=r["mind"]),
-                            outcome.memory_id,
-                            "promoted to a fact",
-                            now,
-                        )
-                        for r in g
-                    ]
+        the others once stale (:mod:`noema.domain.hot_tier` decides, group by group)."""
+        for group in group_equivalent(await self._hot_tier(caller, key)):
+            match decide_hot_group(group, now, stale_after).action:
+                case "promote":
+                    await self._promote(caller, group, now, report)
+                case "archive":
+                    await self._ctx.publish(_archived(caller, group, now))
+                    report.archived += [i.id for i in group]
+                case "leave":
+                    pass  # until a later consolidate finds it stale, or it is mentioned again
+
+    async def _hot_tier(self, caller: Caller, key: str | None) -> list[HotItem]:
+        """The active hot-tier items of domain ``key`` (every domain if ``None``) in stream order."""
+        # An agent consolidates its own hot tier; an operator every agent's.
+        rows = await self._ctx.reads.hot_tier(
+            caller.workspace, key, None if caller.operator else caller.agent
+        )
+        return [_hot_item(r) for r in rows]
+
+    async def _promote(
+        self, caller: Caller, group: Sequence[HotItem], now: datetime, report: ConsolidateReport
+    ) -> None:
+        """The group's fact proposed (or mentioned), and its items superseded by it; skipped where
+        the caller may not write the fact's domain."""
+        fact = promotion(group)
+        try:
+            outcome = await self._facts.propose_fact(
+                caller,
+                fact.domain,
+                fact.topic,
+                fact.content,
+                source_observation_ids=fact.source_observation_ids,
+                mind=fact.mind,
+            )
+        except InsufficientMemoryPermission as exc:
+            report.skipped.append({"hot_id": group[0].id, "reason": str(exc)})
+            return
+        await self._ctx.publish(
+            [
+                superseded_event(
+                    caller.workspace,
+                    caller.actor,
+                    FactView(i.id, i.content, None, 0.0, i.created_at, 0, agent=i.mind),
+                    outcome.memory_id,
+                    "promoted to a fact",
+                    now,
                 )
-                report.promoted.append(
-                    {
-                        "hot_id": head["id"],
-                        "hot_ids": [r["id"] for r in g],
-                        "fact_id": outcome.memory_id,
-                        "outcome": outcome.outcome,
-                    }
-                )
-            elif now - max(r["created_at"] for r in g) > stale_after:
-                await self._ctx.publish(
-                    [
-                        OperatorAction(
-                            id=derive_id("consolidate.archive", r["id"]),
-                            workspace=caller.workspace,
-                            mind=r["mind"],
-                            occurred_at=now,
-                            correlation_id=head["id"],
-                            actor=caller.actor,
-                            payload=OperatorActionPayload(
-                                action="archive", target_id=r["id"], reason="consolidate: stale hot-tier item"
-                            ),
-                        )
-                        for r in g
-                    ]
-                )
-                report.archived += [r["id"] for r in g]
+                for i in group
+            ]
+        )
+        report.promoted.append(
+            {
+                "hot_id": group[0].id,
+                "hot_ids": [i.id for i in group],
+                "fact_id": outcome.memory_id,
+                "outcome": outcome.outcome,
+            }
+        )
 
     async def _merge_near_duplicates(
         self, caller: Caller, key: str | None, now: datetime, report: ConsolidateReport
@@ -339,3 +330,37 @@ class Maintenance:
                 )
             )
         return outcomes
+
+
+def _hot_item(row: Row) -> HotItem:
+    """A hot-tier row (:meth:`noema.ports.FactReads.hot_tier`) as the domain reads it."""
+    return HotItem(
+        id=row["id"],
+        mind=row["mind"],
+        session=row["session"],
+        content=row["content"],
+        domain=row["domain"],
+        topic=row["topic"],
+        importance=row["importance"],
+        mention_count=row["mention_count"],
+        created_at=row["created_at"],
+        source_observation_ids=tuple(row["source_observation_ids"]),
+    )
+
+
+def _archived(caller: Caller, group: Sequence[HotItem], now: datetime) -> list[Event]:
+    """Each stale item of the group archived (correlated with the group's first item)."""
+    return [
+        OperatorAction(
+            id=derive_id("consolidate.archive", i.id),
+            workspace=caller.workspace,
+            mind=i.mind,
+            occurred_at=now,
+            correlation_id=group[0].id,
+            actor=caller.actor,
+            payload=OperatorActionPayload(
+                action="archive", target_id=i.id, reason=f"consolidate: {STALE_REASON}"
+            ),
+        )
+        for i in group
+    ]
