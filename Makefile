@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test test-fast test-unit test-integration lint typecheck check schemas openapi deploy-auth golden lock bench-ingest clean
+.PHONY: help setup browser run test test-fast test-unit test-integration lint typecheck check schemas openapi deploy-auth golden lock bench-ingest clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -17,7 +17,20 @@ $(STAMP): requirements.lock pyproject.toml $(wildcard libs/*/__init__.py schemas
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
 	@touch $(STAMP)
 
-setup: $(STAMP) ## Create .venv and install the pinned dependencies (requirements.lock) and Noema
+setup: $(STAMP) browser ## Create .venv, install the pinned dependencies (requirements.lock) and Noema, and chromium
+
+# The explorer's browser test drives a system chromium through Playwright (whose own browser downloads
+# are not used): Debian's package, installed here when none is on PATH and apt-get can (root); anyone
+# else is told what to install. Nothing is done when chromium is already there.
+browser: ## Install Debian's chromium for the explorer's browser test, unless a chromium is on PATH
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && [ -f /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; \
+	else \
+		echo "make setup: no chromium on PATH. The explorer's browser test (tests/e2e/test_explorer_browser.py)" >&2; \
+		echo "  needs one: install Debian's chromium package (sudo apt-get install --no-install-recommends chromium)," >&2; \
+		echo "  or your system's Chromium as a command named chromium on PATH, then run make setup again." >&2; \
+	fi
 
 run: $(STAMP) ## Start Noema on the embedded default (NATS + PostgreSQL in ./var); Ctrl-C stops it
 	$(BIN)/noemactl up

@@ -1,0 +1,274 @@
+"""The memory explorer in a real browser: Debian's chromium, driven by Playwright, over the operator
+API served on a real port, with real NATS JetStream and PostgreSQL behind it.
+
+An operator opens /ui/, pastes a token, types a workspace and uses the page as a person would: what
+is checked is what the page shows. Any console error, uncaught exception or failed request (a module
+that does not load, a refused CSP, an API call the page gets wrong) fails the test, so a page that
+breaks in a browser cannot pass while the static checks of test_api_ui.py do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+import uvicorn
+
+from noema.runtime.embedded import free_port
+from tests.integration.api_harness import ADMIN, ApiHarness, api, memory, relationship
+from tests.support import assert_eventually
+
+if TYPE_CHECKING:
+    from playwright.async_api import Browser, Dialog, Page
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+__all__ = ["api"]
+
+STEP_TIMEOUT_MS = 10_000
+"""How long one step waits for the page (an action, or an ``expect`` to hold)."""
+SETUP = "run `make setup`: it installs Playwright (requirements.lock) and Debian's chromium package"
+
+
+@pytest.fixture
+async def served(api: ApiHarness) -> AsyncIterator[str]:
+    """The harness's API app served by uvicorn on a free port of 127.0.0.1; yields its base URL."""
+    port = free_port()
+    config = uvicorn.Config(
+        api.app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(), name="uvicorn")
+
+    async def started() -> bool:
+        assert not task.done(), "uvicorn stopped before serving"
+        return server.started
+
+    await assert_eventually(started, what="uvicorn serving")
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    await asyncio.wait_for(task, 10)
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    """Headless chromium from PATH (Debian's package), never a browser Playwright downloads: a
+    missing one fails the test, saying how to get it."""
+    executable = shutil.which("chromium")
+    if executable is None:
+        pytest.fail(f"no chromium on PATH: {SETUP}", pytrace=False)
+    try:
+        from playwright.async_api import async_playwright, expect
+    except ImportError:
+        pytest.fail(f"Playwright is not installed: {SETUP}", pytrace=False)
+    expect.set_options(timeout=STEP_TIMEOUT_MS)
+    # Chromium's sandbox refuses to run as root; as anyone else it stays on.
+    args = ["--no-sandbox"] if os.geteuid() == 0 else []
+    async with async_playwright() as playwright:
+        launched = await playwright.chromium.launch(executable_path=executable, headless=True, args=args)
+        yield launched
+        await launched.close()
+
+
+@dataclass
+class Explorer:
+    """A browser tab on the explorer, and what went wrong in it."""
+
+    page: Page
+    problems: list[str]
+    folder: Path
+
+    @asynccontextmanager
+    async def steps(self) -> AsyncIterator[None]:
+        """A failing step names the errors the page reported, and leaves a picture of the page."""
+        try:
+            yield
+        except Exception as exc:
+            path = self.folder / "explorer.png"
+            await self.page.screenshot(path=str(path), full_page=True)
+            exc.add_note(f"the page when it failed: {path}")
+            if self.problems:
+                exc.add_note("the page reported:\n" + "\n".join(self.problems))
+                self.problems.clear()  # said here, not again at teardown
+            raise
+
+
+@pytest.fixture
+async def explorer(browser: Browser, served: str, tmp_path: Path) -> AsyncIterator[Explorer]:
+    """A fresh tab on the served explorer; at the end, whatever went wrong in it fails the test:
+    a console error (a module that did not load, a CSP refusal, an API error), an uncaught
+    exception, a request that failed."""
+    context = await browser.new_context(base_url=served, viewport={"width": 1400, "height": 900})
+    # Past the API's after_seq bound (5 s), so a slow projector on a loaded machine is no failure,
+    # and short of Playwright's 30 s, so a page that never shows something fails soon.
+    context.set_default_timeout(STEP_TIMEOUT_MS)
+    tab = Explorer(await context.new_page(), [], tmp_path)
+    report = tab.problems.append
+    tab.page.on("console", lambda msg: report(f"console: {msg.text}") if msg.type == "error" else None)
+    tab.page.on("pageerror", lambda error: report(f"uncaught: {error}"))
+    tab.page.on("requestfailed", lambda req: report(f"failed: {req.method} {req.url} ({req.failure})"))
+    yield tab
+    await context.close()
+    assert not tab.problems, "the page reported errors:\n" + "\n".join(tab.problems)
+
+
+async def sign_in(tab: Page, workspace: str) -> None:
+    """Open the page, paste the token into the dialog it opens with, and type a workspace."""
+    from playwright.async_api import expect
+
+    await tab.goto("/ui/")
+    dialog = tab.locator("#token-dialog")
+    await expect(dialog).to_be_visible()
+    await dialog.locator("#token").fill(ADMIN)
+    await dialog.get_by_role("button", name="Sign in").click()
+    await expect(dialog).to_be_hidden()
+    await expect(tab.locator("#signin")).to_have_text("Sign out")
+    await tab.locator("#workspace").fill(workspace)
+    await tab.locator("#workspace").press("Tab")  # the change event, as leaving the field sends it
+
+
+async def answer_prompts(dialog: Dialog) -> None:
+    await dialog.accept("the window moved to wednesdays")
+
+
+async def test_an_operator_searches_opens_a_memory_marks_it_inaccurate_and_reads_the_timeline_and_audit(
+    api: ApiHarness, explorer: Explorer
+) -> None:
+    from playwright.async_api import expect
+
+    page = explorer.page
+
+    window, *_ = await api.given(
+        memory("the deploy window is tuesday mornings", domain="ops"),
+        memory("the pager rotates on mondays"),
+        memory("the deploy window of globex is fridays", workspace="globex"),
+    )
+    view, detail = page.locator("#view"), page.locator("#detail")
+    async with explorer.steps():
+        await sign_in(page, "acme")
+
+        # Search: the agents' ranking, this workspace only, with each score explained.
+        await view.locator("input[name=q]").fill("deploy window")
+        await view.get_by_role("button", name="Search").click()
+        cards = view.locator(".card")
+        await expect(cards).to_have_count(1)
+        await expect(cards.first.locator(".content")).to_have_text("the deploy window is tuesday mornings")
+        await expect(view.locator("p.meta").first).to_contain_text("1 results · mode hybrid")
+        await expect(cards.first.locator(".bar span").first).to_be_visible()
+
+        # The detail: the record and its provenance.
+        await cards.first.click()
+        await expect(detail).to_be_visible()
+        await expect(detail.locator("h2")).to_have_text("the deploy window is tuesday mornings")
+        await expect(detail.get_by_role("heading", name="Provenance")).to_be_visible()
+        await expect(detail.locator("summary").first).to_have_text(
+            re.compile(r"^origin event: memory\.created\.v1 #1 by test, ")
+        )
+
+        # Inaccurate…: a write through the page, shown at once in the detail and the search.
+        page.once("dialog", answer_prompts)
+        await detail.get_by_role("button", name="Inaccurate…").click()
+        notice = detail.locator(".notice.retracted")
+        await expect(notice).to_contain_text("Retracted: marked inaccurate.")
+        await expect(notice).to_contain_text("operator:alice")
+        await expect(notice).to_contain_text("“the window moved to wednesdays”")
+        await expect(detail.get_by_role("button", name="Restore…")).to_be_visible()
+        await expect(view.locator(".empty")).to_have_text(re.compile("^nothing found in workspace acme"))
+
+        # The timeline: both memories of acme by day, the retracted one badged.
+        await page.locator("#tabs").get_by_role("button", name="Timeline").click()
+        await expect(view.locator(".card")).to_have_count(2)
+        await expect(view.locator(".day")).to_have_count(1)
+        await expect(view.locator(".card.retracted .content")).to_have_text(
+            "the deploy window is tuesday mornings"
+        )
+
+        # The audit: acme's events, the operator's action among them, its payload on demand.
+        await page.locator("#tabs").get_by_role("button", name="Audit").click()
+        events = view.locator("details")
+        await expect(events).to_have_count(3)  # two memories and one retraction; globex's not
+        action = events.filter(has_text="operator.action.v1")
+        await expect(action.locator("summary")).to_contain_text("by operator:alice")
+        await action.locator("summary").click()
+        await expect(action.locator("pre")).to_contain_text(f'"target_id": "{window}"')
+        await expect(page.locator("#error")).to_be_hidden()
+
+
+async def test_an_operator_draws_a_neighbourhood_proposes_a_policy_and_visits_every_tab(
+    api: ApiHarness, explorer: Explorer
+) -> None:
+    from playwright.async_api import expect
+
+    page = explorer.page
+
+    root, neighbour = await api.given(
+        memory("the deploy key rotates monthly"), memory("the vault holds the deploy key")
+    )
+    await api.given(relationship(root, neighbour))
+    view, detail, tabs = page.locator("#view"), page.locator("#detail"), page.locator("#tabs")
+    async with explorer.steps():
+        await sign_in(page, "acme")
+
+        # From a memory's detail to its neighbourhood in the graph.
+        await view.locator("input[name=q]").fill("deploy key rotates")
+        await view.get_by_role("button", name="Search").click()
+        await view.locator(".card", has_text="the deploy key rotates monthly").click()
+        await expect(detail.get_by_role("heading", name="Relationships (1)")).to_be_visible()
+        await expect(detail.locator("table a")).to_have_text("the vault holds the deploy key")
+        await detail.get_by_role("button", name="Show in graph").click()
+        await expect(tabs.locator("button.active")).to_have_text("Knowledge graph")
+        await expect(view.locator("input[name=root]")).to_have_value(root)
+        await expect(view.locator("svg circle")).to_have_count(2)
+        await expect(view.locator("svg line")).to_have_count(1)
+        await expect(view.locator("svg text")).to_have_text(
+            ["the deploy key rotates mont…", "the vault holds the deploy …"]
+        )
+        await expect(view.locator(".legend").last).to_contain_text("2 memories, 1 edges")
+
+        # A node opens that memory's detail.
+        await view.locator("svg circle").nth(1).click()
+        await expect(detail.locator("h2")).to_have_text("the vault holds the deploy key")
+
+        # Propose a policy: the table shows it after the write, without a reload.
+        await tabs.get_by_role("button", name="Policies").click()
+        await expect(view.locator(".empty")).to_have_text("no policies in workspace acme")
+        form = view.locator("form")
+        await form.locator("input[name=domain]").fill("ops")
+        await form.locator("input[name=rule]").fill("page the secondary after ten minutes")
+        await form.locator("input[name=reason]").fill("runbook")
+        await form.get_by_role("button", name="Propose policy").click()
+        row = view.locator("tbody tr")
+        await expect(row).to_have_count(1)
+        await expect(row).to_contain_text("page the secondary after ten minutes")
+        await expect(row.locator(".badge")).to_have_text("active")
+        await expect(form.locator("input[name=rule]")).to_have_value("")
+
+        # Propose a fact: its detail opens once it is projected.
+        await tabs.get_by_role("button", name="Add knowledge").click()
+        fact = view.locator("form").first
+        await fact.locator("input[name=content]").fill("backups run at midnight")
+        await fact.locator("input[name=domain]").fill("ops")
+        await fact.locator("input[name=topic]").fill("backups")
+        await fact.locator("input[name=reason]").fill("runbook")
+        await fact.get_by_role("button", name="Propose fact").click()
+        await expect(detail.locator("h2")).to_have_text("backups run at midnight")
+
+        # Facts lists it (the seeded memories are facts too, of no domain); conflicts and grants render.
+        await tabs.get_by_role("button", name="Facts").click()
+        await expect(view.locator("tbody tr")).to_have_count(3)
+        await view.locator("input[name=domain]").fill("ops")
+        await view.get_by_role("button", name="List").click()
+        await expect(view.locator("tbody tr")).to_have_count(1)
+        await expect(view.locator("tbody tr")).to_contain_text("backups run at midnight")
+        await tabs.get_by_role("button", name="Conflicts").click()
+        await expect(view.locator(".empty")).to_have_text("no conflicts recorded")
+        await tabs.get_by_role("button", name="Grants").click()
+        await expect(view.locator("p.meta").first).to_contain_text("access mode: ")
+        await expect(page.locator("#error")).to_be_hidden()
