@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,13 +122,18 @@ def _stop(up: subprocess.Popen[bytes], data_dir: Path) -> None:
 
 
 @contextlib.contextmanager
-def running_instance(extra_env: Mapping[str, str] | None = None) -> Iterator[Instance]:
+def running_instance(
+    extra_env: Mapping[str, str] | None = None, prepare: Callable[[Path], None] | None = None
+) -> Iterator[Instance]:
     """`noemactl up` in a fresh folder under /tmp, ready; stopped and removed on exit (also on
-    Ctrl-C or an error). ``extra_env`` adds ``NOEMA_*`` settings for every process."""
+    Ctrl-C or an error). ``extra_env`` adds ``NOEMA_*`` settings for every process; ``prepare``
+    is called with the data folder before `up` starts."""
     base = Path(tempfile.mkdtemp(prefix="noema-load-", dir="/tmp"))
     base.chmod(0o755)  # the embedded PostgreSQL may run as another user that must reach it
     data_dir, runtime, log = base / "var", base / "run", base / "up.log"
     runtime.mkdir(mode=0o700)
+    if prepare is not None:
+        prepare(data_dir)
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOEMA_")}
     env.update(
         NOEMA_DATA_DIR=str(data_dir),

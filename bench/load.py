@@ -1,7 +1,7 @@
 """Load benchmark: does search stay fast and understanding keep up while agents keep observing?
 
     python -m bench.load [--seconds 120] [--observe-rate 50] [--search-rate 10] [--burst 2000]
-                         [--corpus notes|locomo] [--out FILE]
+                         [--corpus notes|locomo] [--pg-statements] [--out FILE]
 
 Starts `noemactl up` on a temporary data folder (embedded NATS and PostgreSQL, every worker and the
 HTTP API as separate processes; bench._instance), then, in order:
@@ -21,6 +21,10 @@ HTTP API as separate processes; bench._instance), then, in order:
 5. Burst: --burst observations as fast as the client publishes them, no searches; embed_rate =
    vectors stored / s until every memory has one, retrieve_rate = observations / s until the
    retrieve consumer's backlog is 0, both from the burst's first publish.
+
+--pg-statements (a diagnostic): the embedded PostgreSQL loads pg_stat_statements, and the JSON gains
+pg_statements_steady and pg_statements_burst, the top statements of each phase by execution time
+(bench._statements).
 
 Prints JSON (also to --out) with the figures, the done-when checks of issue 17 as booleans, the
 corpus, rates asked, CPU count and versions. Everything started is stopped at the end, also on
@@ -52,6 +56,7 @@ from ._cpu import CpuMeter
 from ._instance import Instance, running_instance
 from ._loadprobe import Probe, percentile, versions
 from ._output import emit
+from ._statements import Statements, preload
 
 SEARCH_TIMEOUT_S = 30.0
 LAG_GIVE_UP_S = 30.0
@@ -308,9 +313,14 @@ async def phases(inst: Instance, c: Corpus, args: argparse.Namespace, result: di
         result.update(idle_search_p50_ms=percentile(idle, 50), idle_search_p99_ms=percentile(idle, 99))
         print(f"idle search p50 {result['idle_search_p50_ms']} ms; steady load", file=sys.stderr)
         meter = cpu_meter(inst)
+        statements = Statements(inst.owner_db_url, inst.data_dir) if args.pg_statements else None
+        if statements:
+            await statements.reset()
         meter.start()
         figures, lag, watcher = await steady(probe, cycle, args)
         result["cpu_s_steady"] = rounded(meter.stop())
+        if statements:
+            result["pg_statements_steady"] = await statements.top()
         result.update(figures)
         print("draining", file=sys.stderr)
         stopped = time.monotonic()
@@ -327,9 +337,13 @@ async def phases(inst: Instance, c: Corpus, args: argparse.Namespace, result: di
             result["burst_skipped"] = f"the steady load did not drain within {args.drain_timeout:g} s"
             return
         print(f"burst of {args.burst}", file=sys.stderr)
+        if statements:
+            await statements.reset()
         meter.start()
         result.update(await burst(probe, cycle, args.burst, args.drain_timeout))
         result["cpu_s_burst"] = rounded(meter.stop())
+        if statements:
+            result["pg_statements_burst"] = await statements.top()
         result["memories"] = await probe.memories()
 
 
@@ -362,7 +376,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         **versions(),
     }
     env = {"NOEMA_ATTEND_THRESHOLD": str(args.attend_threshold), "NOEMA_ATTEND_CAPACITY": "100000"}
-    with running_instance(env) as inst:
+    with running_instance(env, preload if args.pg_statements else None) as inst:
         print(f"noemactl up ready at {inst.api_url}; measuring the embedder alone", file=sys.stderr)
         result["embedder_batch_rate"] = round(embedder_batch_rate(c), 2)
         asyncio.run(phases(inst, c, args, result))
@@ -397,6 +411,11 @@ def main(argv: list[str] | None = None) -> int:
         help="NOEMA_ATTEND_THRESHOLD (default 0: every observation becomes a memory to embed)",
     )
     parser.add_argument("--drain-timeout", type=float, default=900.0, help="longest wait for a drain, s")
+    parser.add_argument(
+        "--pg-statements",
+        action="store_true",
+        help="load pg_stat_statements and report the top statements of the steady load and the burst",
+    )
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     args = parser.parse_args(argv)
     for name in ("seconds", "observe_rate", "search_rate"):
