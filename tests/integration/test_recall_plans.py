@@ -1,0 +1,73 @@
+"""The semantic voice's plan does not depend on the read model's statistics: before autovacuum has
+analysed a young workspace, each nearest neighbour's memory is still read by its primary key (it
+was read through the whole (workspace, mind) scope once per neighbour: 10 ms instead of 1 at 200
+memories, and growing with the workspace)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema_projector.service import build as build_projector
+from tests.conftest import Harness
+from tests.integration.test_recall import given, memory
+
+pytestmark = pytest.mark.integration
+
+
+class RandomUnit:
+    """Seeded random unit vectors of e5's size under a model name of their own: the plan, not the
+    vectors' meaning, is under test (and 200 real embeddings would take seconds)."""
+
+    name = "test/random-unit"
+    dimensions = 384
+
+    def __init__(self) -> None:
+        self._rng = np.random.default_rng(7)
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        v = self._rng.standard_normal((len(texts), self.dimensions))
+        return [list(map(float, row / np.linalg.norm(row))) for row in v]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_passages([text])[0]
+
+
+def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from nodes(child)
+
+
+async def test_each_neighbour_is_read_by_its_primary_key_before_any_statistics(harness: Harness) -> None:
+    await harness.start(build_projector)
+    embedder = RandomUnit()
+    await given(
+        harness,
+        *(memory(f"note {i} about the billing service") for i in range(200)),
+        embed=True,
+        embedder=embedder,
+    )
+    store = await RecallStore.open(harness.pool)
+    async with harness.pool.acquire() as conn:
+        analysed = await conn.fetchval(
+            "SELECT last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL FROM pg_stat_user_tables "
+            "WHERE relname = 'memories' AND schemaname = current_schema()"
+        )
+        assert analysed is False, "the case under test is a read model not analysed yet"
+        for f in (
+            RecallFilters(workspace="acme"),
+            RecallFilters(workspace="acme", mind="ops", exclude_ids=("x",)),
+        ):
+            args: list[Any] = ["[" + ",".join(map(repr, embedder.embed_query("billing"))) + "]"]
+            sql = store.semantic_sql(embedder.dimensions, embedder.name, f, args, 50)
+            [explained] = json.loads(await conn.fetchval("EXPLAIN (FORMAT JSON) " + sql, *args))
+            reads = [n for n in nodes(explained["Plan"]) if n.get("Relation Name") == "memories"]
+            assert reads, explained
+            for read in reads:
+                assert read.get("Index Cond") == "(id = e.memory_id)", json.dumps(read, indent=1)
