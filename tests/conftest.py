@@ -34,7 +34,7 @@ from noema.adapters.postgres.roles import DB_ROLES, DbRole, grant_roles, prepare
 from noema.runtime.credentials import url_with_credentials
 from noema.runtime.embedded import EmbeddedNats, EmbeddedPostgres
 from noema.runtime.identities import Identity
-from noema.runtime.settings import Settings
+from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
 
 
@@ -104,14 +104,14 @@ def servers() -> Iterator[Servers]:
 class Harness:
     """One test's isolated slice of the real servers."""
 
-    settings: Settings
+    settings: Located
     topology: Topology
     nc: NATS
     js: JetStreamContext
     pool: asyncpg.Pool
     stack: AsyncExitStack
 
-    async def start(self, build: Callable[[Settings, AsyncExitStack], Awaitable[Any]]) -> Any:
+    async def start(self, build: Callable[[Located, AsyncExitStack], Awaitable[Any]]) -> Any:
         """Start a service's worker in-process; a crash of its task fails the test at teardown."""
         worker = await build(self.settings, self.stack)
         task = asyncio.create_task(worker.run(), name=worker.name)
@@ -155,7 +155,7 @@ async def harness(servers: Servers, tmp_path: Path) -> AsyncIterator[Harness]:
     """Streams and a schema of this test's own, plus connections to both."""
     watchdog = _dump_tasks_later(HANG_DUMP_S)
     name = f"t{uuid.uuid4().hex[:12]}"
-    settings = Settings(
+    settings = Located(
         data_dir=tmp_path,
         nats_url=servers.nats_url,
         database_url=servers.database_url,

@@ -26,8 +26,6 @@ log = structlog.get_logger("noema.api")
 async def main(api_settings: ApiSettings, errors: ErrorTap | None = None) -> None:
     """Serve the API until SIGTERM (uvicorn handles the signal and drains requests)."""
     settings = locate(api_settings.base, "api")
-    assert settings.nats_url
-    assert settings.database_url
     if api_settings.generate_tokens and ensure_tokens_file(api_settings.tokens_file):
         log.warning("operator token created", tokens_file=str(api_settings.tokens_file))
     tokens = load_tokens(api_settings.tokens_file)

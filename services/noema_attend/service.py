@@ -8,11 +8,10 @@ from contextlib import AsyncExitStack
 from nats.js.api import DeliverPolicy
 from nats.js.errors import NotFoundError
 
-from noema.adapters.jetstream import connect, ensure_streams
 from noema.adapters.pull import durable_puller
 from noema.domain.attention import AttentionConfig
-from noema.runtime.settings import Settings
-from noema.runtime.topology import Topology
+from noema.runtime.settings import Located
+from noema.runtime.wiring import open_bus
 from noema.runtime.worker import PullWorker
 
 from .worker import AttendHandler, decided_through
@@ -20,16 +19,9 @@ from .worker import AttendHandler, decided_through
 __all__ = ["build"]
 
 
-async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
+async def build(settings: Located, stack: AsyncExitStack) -> PullWorker:
     """Connect, ensure the streams and the durable consumer; resources are owned by ``stack``."""
-    assert settings.nats_url, "settings must be located (see noema.runtime.locate.locate)"
-    topology = Topology(settings.prefix)
-    nc = await connect(settings.nats_url, name="noema-attend", auth=settings.nats_auth)
-    stack.push_async_callback(nc.close)
-    js = nc.jetstream()
-    await ensure_streams(
-        js, topology, settings.duplicate_window_s, settings.stream_replicas, settings.dead_letter_policy
-    )
+    nc, js, topology = await open_bus(settings, stack, "noema-attend")
     durable = topology.durable("attend")
     # A durable consumer with explicit acks, delivering from just after the last decided candidate
     # (see noema_attend.worker). Run one attend per stream: each mind's working memory is held in

@@ -35,6 +35,7 @@ from noema.adapters.jetstream import (
 from noema.domain.attention import AttentionConfig, decide_cycle
 from noema.domain.knowledge import WorkingMemory, WorkingMemoryEntry
 from noema.runtime.topology import Topology
+from noema.runtime.worker import decode_each
 from noema_events import (
     AttentionDecided,
     Event,
@@ -171,12 +172,9 @@ class AttendHandler:
             self._decided_through = await decided_through(self._js, self._topology)
         # Candidates up to the mark were decided before a restart: their events are stored.
         fresh = [m for m in msgs if m.metadata.sequence.stream > self._decided_through]
-        good: list[tuple[Msg, Candidate]] = []
-        for msg in fresh:
-            try:
-                good.append((msg, self._validate(msg)))
-            except EventDecodeError as exc:
-                await self._dead_letters.write(msg, str(exc))
+        good, malformed = decode_each(fresh, self._validate)
+        for msg, exc in malformed:  # attend owns the observation stream: it dead-letters them
+            await self._dead_letters.write(msg, str(exc))
         for key in {(c.workspace, c.mind) for _, c in good} - self._memories.keys():
             self._memories[key] = await self._load_working_memory(*key)
         events = await self._run_cycle(good, fresh[-1].metadata.sequence.stream) if good else []

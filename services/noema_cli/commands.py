@@ -17,7 +17,7 @@ from noema.application.replay import live_position as _live_position
 from noema.runtime.credentials import redact_url
 from noema.runtime.locate import read_state
 from noema.runtime.readiness import system_status
-from noema.runtime.settings import Settings
+from noema.runtime.settings import Located
 
 __all__ = ["CommandError", "status"]
 
@@ -47,12 +47,10 @@ class CommandError(RuntimeError):
     """A command failed for a reason worth telling the user as is."""
 
 
-async def status(settings: Settings) -> dict[str, Any]:
+async def status(settings: Located) -> dict[str, Any]:
     """Health of every part: the system checks of :mod:`noema.runtime.readiness` (the same as ``/readyz``),
     plus, for the instance ``up`` runs from this data folder, its API and its processes; and the
     per-worker figures (backlog, rate, drain estimate, state)."""
-    assert settings.nats_url
-    assert settings.database_url
     nc = None
     nats_error = None
     try:

@@ -25,7 +25,7 @@ from noema.application.facade import Noema
 from noema.application.upkeep import OperationError
 from noema.errors import SURFACES, Kind, NoemaError, kind_of, public_message
 from noema.runtime.locate import locate
-from noema.runtime.settings import Settings
+from noema.runtime.settings import Located, Settings
 
 from . import commands
 
@@ -106,7 +106,7 @@ def fail_for(exc: BaseException) -> NoReturn:
     fail(message, exit_code(kind))
 
 
-def run(factory: Callable[[Settings], Coroutine[Any, Any, T]], identity: str = "operator") -> T:
+def run(factory: Callable[[Located], Coroutine[Any, Any, T]], identity: str = "operator") -> T:
     """Locate the running instance and run an async command, turning known failures into messages.
 
     ``identity``: whose NATS credentials it uses on the embedded server (the operator's by default).
@@ -163,7 +163,7 @@ def JsonOption() -> Any:
 def run_app(work: Callable[[Noema], Coroutine[Any, Any, T]]) -> T:
     """Run ``work`` against the running instance's application layer."""
 
-    async def go(settings: Settings) -> T:
+    async def go(settings: Located) -> T:
         # The operator's own CLI reads every workspace (each command names the one it asks about).
         async with Noema.open(settings, name="noemactl", pool_size=2, workspace=ALL_WORKSPACES) as app:
             return await work(app)

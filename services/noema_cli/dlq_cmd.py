@@ -9,6 +9,7 @@ letters can be inspected while the read model is down. Retry and drop are record
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
@@ -18,12 +19,13 @@ from rich.table import Table
 from rich.text import Text
 
 from noema.adapters.dlq_upgrade import make_deletable
-from noema.adapters.jetstream import EventPublisher, connect, dead_letter_stream_config
+from noema.adapters.jetstream import EventPublisher, dead_letter_stream_config
 from noema.application.deadletters import DeadLetterDetail, DeadLetterPage, DeadLetterQuery, DeadLetters
 from noema.application.upkeep import InvalidQuery
 from noema.application.views import parse
-from noema.runtime.settings import Settings
+from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
+from noema.runtime.wiring import connect_nats
 
 from .common import DataDir, JsonOption, clip, fail, operator_name, out, print_json, run, use
 from .render import print_record, when
@@ -41,14 +43,11 @@ SEQ_HELP = "The dead letter's sequence on the dead-letter stream (the `seq` colu
 
 
 def _with(work: Callable[[DeadLetters], Awaitable[T]]) -> T:
-    async def go(settings: Settings) -> T:
-        assert settings.nats_url
-        nc = await connect(settings.nats_url, name="noemactl")
-        try:
+    async def go(settings: Located) -> T:
+        async with AsyncExitStack() as stack:
+            nc = await connect_nats(settings, stack, "noemactl")
             topology = Topology(settings.prefix)
             return await work(DeadLetters(nc, topology, EventPublisher(nc, topology)))
-        finally:
-            await nc.close()
 
     return run(go)
 
@@ -218,10 +217,9 @@ def upgrade(data_dir: Path | None = DataDir(), as_json: bool = JsonOption()) -> 
     """
     use(data_dir)
 
-    async def go(settings: Settings) -> int | None:
-        assert settings.nats_url
-        nc = await connect(settings.nats_url, name="noemactl")
-        try:
+    async def go(settings: Located) -> int | None:
+        async with AsyncExitStack() as stack:
+            nc = await connect_nats(settings, stack, "noemactl")
             config = dead_letter_stream_config(
                 Topology(settings.prefix),
                 settings.duplicate_window_s,
@@ -229,8 +227,6 @@ def upgrade(data_dir: Path | None = DataDir(), as_json: bool = JsonOption()) -> 
                 settings.dead_letter_policy,
             )
             return await make_deletable(nc.jetstream(), config)
-        finally:
-            await nc.close()
 
     moved = run(go)
     if as_json:

@@ -18,6 +18,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,15 +28,14 @@ from typing import Any, Protocol
 import asyncpg
 import structlog
 
-from noema.adapters.jetstream import connect, ensure_streams
 from noema.adapters.postgres import migrate
 from noema.adapters.postgres.roles import DbRole, prepare_database
 from noema.runtime.credentials import redact_url
 from noema.runtime.embedded import EmbeddedNats, EmbeddedPostgres, die_with_parent, resolve_data_dir
 from noema.runtime.identities import service_user
 from noema.runtime.locate import read_state, state_path, write_state
-from noema.runtime.settings import Settings
-from noema.runtime.topology import Topology
+from noema.runtime.settings import Located, Settings
+from noema.runtime.wiring import open_bus
 from noema_api.settings import prepare_tokens
 
 __all__ = ["NEEDS", "SERVICES", "Backoff", "Supervisor", "child_env", "prepare"]
@@ -89,11 +90,14 @@ class Backoff:
         self.failures = 0
 
 
+EnvOf = Callable[[str], dict[str, str]]
+"""A child's environment, by the child's name (once the servers are located)."""
+
 DB_ROLES_OF: dict[str, DbRole] = {"projector": "projector"}
 """The database role of each process that needs more than the read-only one."""
 
 
-def child_env(base: dict[str, str], settings: Settings, name: str) -> dict[str, str]:
+def child_env(base: dict[str, str], settings: Located, name: str) -> dict[str, str]:
     """A child's environment: the settings, with its own database role's URL as the only one
     (so no child can sign in as the schema owner, or write unless it is the projector)."""
     env = {**base, **settings.to_env()}
@@ -103,11 +107,9 @@ def child_env(base: dict[str, str], settings: Settings, name: str) -> dict[str, 
     return env
 
 
-async def prepare(settings: Settings, superuser_url: str | None = None) -> None:
+async def prepare(settings: Located, superuser_url: str | None = None) -> None:
     """Give the owner role the schema (with ``superuser_url``: the embedded server), apply migrations
     as the owner, grant the application roles, create the streams (all idempotent)."""
-    assert settings.nats_url
-    assert settings.database_url
     if superuser_url is not None:
         conn = await asyncpg.connect(superuser_url)
         try:
@@ -115,17 +117,8 @@ async def prepare(settings: Settings, superuser_url: str | None = None) -> None:
         finally:
             await conn.close()
     await migrate(settings.database_url, settings.db_schema)
-    nc = await connect(settings.nats_url, name="noema-up", auth=settings.nats_auth)
-    try:
-        await ensure_streams(
-            nc.jetstream(),
-            Topology(settings.prefix),
-            settings.duplicate_window_s,
-            settings.stream_replicas,
-            settings.dead_letter_policy,
-        )
-    finally:
-        await nc.close()
+    async with AsyncExitStack() as stack:
+        await open_bus(settings, stack, "noema-up")
 
 
 @dataclass
@@ -173,8 +166,6 @@ class Supervisor:
         self._children: list[_Child] = []
         self._servers: list[_Server] = []
         self._data_dir: Path | None = None
-        self._located = settings
-        """The settings with the servers' URLs, once they are known."""
 
     def request_stop(self, *_: Any) -> None:
         """Ask the supervisor to stop everything (signal-safe)."""
@@ -192,12 +183,12 @@ class Supervisor:
             "NOEMA_NATS_PASSWORD": self._nats.credentials.password(name),
         }
 
-    def _spawn(self, child: _Child, env: dict[str, str]) -> None:
+    def _spawn(self, child: _Child, env_of: EnvOf) -> None:
         # Own session: Ctrl-C reaches only the supervisor, which then stops the children in order.
         # die_with_parent: a killed supervisor does not leave workers behind.
         child.proc = subprocess.Popen(
             [sys.executable, "-m", child.module],
-            env=self._child_env(child.name, child_env(env, self._located, child.name)),
+            env=env_of(child.name),
             start_new_session=True,
             preexec_fn=die_with_parent,
         )
@@ -239,20 +230,23 @@ class Supervisor:
                 nats_url = self._nats.operator_url if self._nats else str(settings.nats_url)
                 if settings.database_url is None:
                     superuser_url = self._pg.url
-                    settings = settings.with_urls(
+                    located = settings.with_urls(
                         nats_url,
                         self._pg.role_url("owner"),
                         projector_url=self._pg.role_url("projector"),
                         reader_url=self._pg.role_url("reader"),
                     )
                 else:
-                    settings = settings.with_urls(nats_url, settings.database_url)
-            assert settings.nats_url
-            assert settings.database_url
-            asyncio.run(prepare(settings, superuser_url))
-            tokens_file, created = prepare_tokens(settings)
-            self._located = settings
-            env = dict(os.environ)
+                    located = settings.with_urls(nats_url, settings.database_url)
+            else:
+                located = Located.of(settings)
+            asyncio.run(prepare(located, superuser_url))
+            tokens_file, created = prepare_tokens(located)
+            base = dict(os.environ)
+
+            def env_of(name: str) -> dict[str, str]:
+                return self._child_env(name, child_env(base, located, name))
+
             if self._nats is not None and self._pg is not None:
                 self._servers = [_Server("nats", self._nats), _Server("postgres", self._pg)]
             self._children = [
@@ -260,20 +254,20 @@ class Supervisor:
                 for name, module in self.services.items()
             ]
             for child in self._children:
-                self._spawn(child, env)
+                self._spawn(child, env_of)
             write_state(
                 data_dir,
                 {
                     "pid": os.getpid(),
                     "started_at": datetime.now(UTC).isoformat(),
-                    "nats_url": settings.nats_url,
+                    "nats_url": located.nats_url,
                     # Without credentials: `locate` adds those of the identity asking (e.g. mcp).
                     "nats_plain_url": self._nats.url if self._nats else None,
-                    "database_url": settings.database_url,
+                    "database_url": located.database_url,
                     "database_urls": {
-                        role: settings.database_url_for(role) for role in ("owner", "projector", "reader")
+                        role: located.database_url_for(role) for role in ("owner", "projector", "reader")
                     },
-                    "api_url": f"http://{settings.api_host}:{settings.api_port}",
+                    "api_url": f"http://{located.api_host}:{located.api_port}",
                     "embedded": embedded,
                     "services": {c.name: c.proc.pid for c in self._children if c.proc},
                 },
@@ -281,17 +275,17 @@ class Supervisor:
             log.info(
                 "noema is up",
                 data_dir=str(data_dir),
-                nats=redact_url(settings.nats_url),
-                api=f"http://{settings.api_host}:{settings.api_port}",
+                nats=redact_url(located.nats_url),
+                api=f"http://{located.api_host}:{located.api_port}",
                 api_tokens=str(tokens_file),
                 api_token_created=created,
             )
             print(f"HTTP API token: run `noemactl api token` (tokens kept in {tokens_file})", file=sys.stderr)
-            return self._supervise(env, data_dir)
+            return self._supervise(env_of)
         finally:
             self._shutdown(data_dir)
 
-    def _supervise(self, env: dict[str, str], data_dir: Path) -> int:
+    def _supervise(self, env_of: EnvOf) -> int:
         while not self._stop_requested:
             time.sleep(POLL_S)
             now = time.monotonic()
@@ -303,7 +297,7 @@ class Supervisor:
             for child in self._children:
                 if self._stop_requested:
                     break
-                self._check_child(child, env, now, down)
+                self._check_child(child, env_of, now, down)
         return 0
 
     def _check_server(self, server: _Server, now: float) -> None:
@@ -342,7 +336,7 @@ class Supervisor:
             if server.name in child.needs:
                 child.backoff.reset()  # their exits were the server's fault
 
-    def _check_child(self, child: _Child, env: dict[str, str], now: float, down: frozenset[str]) -> None:
+    def _check_child(self, child: _Child, env_of: EnvOf, now: float, down: frozenset[str]) -> None:
         """Restart a service that exited, with backoff, once the servers it needs are up."""
         assert child.proc is not None
         if child.restart_at is not None:
@@ -355,7 +349,7 @@ class Supervisor:
                 return
             child.restart_at = None
             child.restarts += 1
-            self._spawn(child, env)
+            self._spawn(child, env_of)
             return
         code = child.proc.poll()
         if code is None:

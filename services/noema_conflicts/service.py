@@ -36,8 +36,8 @@ import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from noema.adapters.jetstream import DeadLetters, EventPublisher, connect, ensure_streams, stream_last_seq
-from noema.adapters.postgres import ReadModelProjection, create_pool, migrate
+from noema.adapters.jetstream import DeadLetters, EventPublisher, stream_last_seq
+from noema.adapters.postgres import ReadModelProjection, migrate
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.adapters.pull import durable_puller
@@ -45,10 +45,10 @@ from noema.application.knowledge import conflict_events, mention_event, supersed
 from noema.domain.knowledge import Verdict, decide_conflict, slot_relation
 from noema.ids import derive_id
 from noema.ports import EventSink, FactReads
-from noema.runtime.settings import Settings
-from noema.runtime.topology import Topology
-from noema.runtime.worker import PullWorker
-from noema_events import Event, EventDecodeError, FactProposed, decode_event
+from noema.runtime.settings import Located
+from noema.runtime.wiring import open_bus, open_pool
+from noema.runtime.worker import PullWorker, decode_each
+from noema_events import Event, FactProposed
 
 __all__ = ["ConflictsHandler", "build"]
 
@@ -150,12 +150,10 @@ class ConflictsHandler:
 
     async def __call__(self, msgs: list[Msg]) -> None:
         """Decide each fact in order; decisions are stored before the fact is acked."""
-        for msg in msgs:
-            try:
-                ev = decode_event(msg.data)
-            except EventDecodeError:
-                await msg.ack()  # the projector, owner of the event stream, dead-letters it
-                continue
+        decoded, undecodable = decode_each(msgs)
+        for msg, _ in undecodable:
+            await msg.ack()  # the projector, owner of the event stream, dead-letters it
+        for msg, ev in decoded:
             if isinstance(ev, FactProposed):
                 # Everything stored before this fact was delivered — including decisions another
                 # replica (or this one before a restart) published — must be in the read model.
@@ -174,31 +172,14 @@ class ConflictsHandler:
         await msg.ack()
 
 
-async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
+async def build(settings: Located, stack: AsyncExitStack) -> PullWorker:
     """Connect, migrate, bind the durable ``conflicts`` consumer (fact.proposed events only)."""
-    assert settings.nats_url, "settings must be located"
-    assert settings.database_url, "settings must be located"
-    topology = Topology(settings.prefix)
     await migrate(settings.database_url, settings.db_schema)
     # Read-only; it settles facts of every workspace, so it sees them all under row security.
-    pool = await create_pool(
-        settings.database_url_for("reader"),
-        settings.db_schema,
-        app="noema-conflicts",
-        workspace=ALL_WORKSPACES,
-        min_size=1,
-        max_size=2,
+    pool = await open_pool(
+        settings, stack, "reader", app="noema-conflicts", workspace=ALL_WORKSPACES, max_size=2
     )
-    stack.push_async_callback(pool.close)
-    nc = await connect(settings.nats_url, name="noema-conflicts", auth=settings.nats_auth)
-    stack.push_async_callback(nc.close)
-    await ensure_streams(
-        nc.jetstream(),
-        topology,
-        settings.duplicate_window_s,
-        settings.stream_replicas,
-        settings.dead_letter_policy,
-    )
+    nc, js, topology = await open_bus(settings, stack, "noema-conflicts")
     puller = await durable_puller(
         nc,
         topology.event_stream,
@@ -211,8 +192,8 @@ async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
     handler = ConflictsHandler(
         pool,
         EventPublisher(nc, topology),
-        js=nc.jetstream(),
+        js=js,
         stream=topology.event_stream,
-        dead_letters=DeadLetters(nc.jetstream(), topology, "conflicts"),
+        dead_letters=DeadLetters(js, topology, "conflicts"),
     )
     return PullWorker("conflicts", puller, handler, 1)

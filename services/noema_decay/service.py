@@ -14,12 +14,12 @@ from datetime import UTC, datetime
 import asyncpg
 import structlog
 
-from noema.adapters.jetstream import EventPublisher, connect, ensure_streams
-from noema.adapters.postgres import MemoryQueries, create_pool
+from noema.adapters.jetstream import EventPublisher
+from noema.adapters.postgres import MemoryQueries
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.application.upkeep import decay_tick
-from noema.runtime.settings import Settings
-from noema.runtime.topology import Topology
+from noema.runtime.settings import Located
+from noema.runtime.wiring import open_bus, open_pool
 
 __all__ = ["DecayWorker", "build"]
 
@@ -66,28 +66,9 @@ class DecayWorker:
         self._stopping.set()
 
 
-async def build(settings: Settings, stack: AsyncExitStack) -> DecayWorker:
+async def build(settings: Located, stack: AsyncExitStack) -> DecayWorker:
     """Connect to NATS and the read model (to know the workspaces)."""
-    assert settings.nats_url, "settings must be located"
-    assert settings.database_url, "settings must be located"
-    topology = Topology(settings.prefix)
     # Read-only; a tick covers every workspace, so it sees them all under row security.
-    pool = await create_pool(
-        settings.database_url_for("reader"),
-        settings.db_schema,
-        app="noema-decay",
-        workspace=ALL_WORKSPACES,
-        min_size=1,
-        max_size=1,
-    )
-    stack.push_async_callback(pool.close)
-    nc = await connect(settings.nats_url, name="noema-decay", auth=settings.nats_auth)
-    stack.push_async_callback(nc.close)
-    await ensure_streams(
-        nc.jetstream(),
-        topology,
-        settings.duplicate_window_s,
-        settings.stream_replicas,
-        settings.dead_letter_policy,
-    )
+    pool = await open_pool(settings, stack, "reader", app="noema-decay", workspace=ALL_WORKSPACES, max_size=1)
+    nc, _, topology = await open_bus(settings, stack, "noema-decay")
     return DecayWorker(pool, EventPublisher(nc, topology), settings.decay_interval_s)

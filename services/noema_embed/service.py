@@ -12,17 +12,17 @@ import structlog
 from nats.aio.msg import Msg
 
 from noema.adapters.embedders import Embedder, create_embedder
-from noema.adapters.jetstream import DeadLetters, EventPublisher, connect, ensure_streams
+from noema.adapters.jetstream import DeadLetters, EventPublisher
 from noema.adapters.pull import durable_puller
 from noema.adapters.vector_cache import VectorCache
 from noema.application.upkeep import embed_memories
 from noema.domain.attention import memory_id_for
 from noema.domain.documents import memory_document
-from noema.runtime.settings import Settings
+from noema.runtime.settings import Located
 from noema.runtime.stopping import StopFlag, StopsHandler, release
-from noema.runtime.topology import Topology
-from noema.runtime.worker import PullWorker
-from noema_events import EventDecodeError, FactProposed, MemoryCreated, decode_event
+from noema.runtime.wiring import open_bus
+from noema.runtime.worker import PullWorker, decode_each
+from noema_events import FactProposed, MemoryCreated
 
 __all__ = ["EmbedHandler", "build"]
 
@@ -97,13 +97,11 @@ class EmbedHandler:
         """The memories to embed, and the documents of those retrieve embeds too (a new observation's
         memory, made by attend: retrieve embeds the observation as that very passage)."""
         todo, awaited = [], set()
-        for msg in msgs:
-            try:
-                ev = decode_event(msg.data)
-            except EventDecodeError:
-                # The projector, which owns the event stream, dead-letters it (once, for everyone).
-                log.warning("undecodable event skipped", seq=msg.metadata.sequence.stream)
-                continue
+        events, undecodable = decode_each(msgs)
+        for msg, _ in undecodable:
+            # The projector, which owns the event stream, dead-letters it (once, for everyone).
+            log.warning("undecodable event skipped", seq=msg.metadata.sequence.stream)
+        for _, ev in events:
             if isinstance(ev, MemoryCreated):
                 p = ev.payload
                 document = memory_document(p.content, p.participants, p.happened_at)
@@ -120,19 +118,12 @@ class EmbedHandler:
         await self._dead_letters.reject(msg, reason, kind)
 
 
-async def build(settings: Settings, stack: AsyncExitStack, embedder: Embedder | None = None) -> StopsHandler:
+async def build(settings: Located, stack: AsyncExitStack, embedder: Embedder | None = None) -> StopsHandler:
     """Connect and bind the durable ``embed`` consumer (memory.created and fact.proposed events)."""
-    assert settings.nats_url, "settings must be located"
     embedder = embedder or create_embedder(settings.embedder)
     if embedder is None:
         raise RuntimeError("the embed worker needs an embedder (NOEMA_EMBEDDER is 'none')")
-    topology = Topology(settings.prefix)
-    nc = await connect(settings.nats_url, name="noema-embed", auth=settings.nats_auth)
-    stack.push_async_callback(nc.close)
-    js = nc.jetstream()
-    await ensure_streams(
-        js, topology, settings.duplicate_window_s, settings.stream_replicas, settings.dead_letter_policy
-    )
+    nc, js, topology = await open_bus(settings, stack, "noema-embed")
     durable = topology.durable("embed")
     # Small batches: embedding is the slow part (about 100 texts/s on 2 cores).
     puller = await durable_puller(

@@ -19,7 +19,7 @@ from noema.adapters.asgi import BodyLimit
 from noema.application.access import Caller
 from noema.application.facade import Noema
 from noema.errors import SURFACES, Kind
-from noema.runtime.settings import Settings
+from noema.runtime.settings import Located
 
 from . import DEFAULT_PORT, HTTP_PATH
 from .server import build_server
@@ -86,7 +86,7 @@ def http_app(server: Server[Any], host: str, token: str | None = None) -> ASGIAp
 
 
 async def serve(
-    settings: Settings,
+    settings: Located,
     caller: Caller,
     transport: Transport = "stdio",
     *,
@@ -95,7 +95,7 @@ async def serve(
     token: str | None = None,
 ) -> None:
     """Serve the agent tools as ``caller`` until stdin closes (stdio) or SIGINT/SIGTERM (http).
-    ``settings`` must be located (see :func:`noema.runtime.locate.locate`); ``token``: HTTP requests must
+    ``settings``: as :func:`noema.runtime.locate.locate` finds them; ``token``: HTTP requests must
     carry it as a bearer token.
     """
     # It acts for one agent: its connections see that agent's workspace only (row-level security).

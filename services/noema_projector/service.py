@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from contextlib import AsyncExitStack
 
-from noema.adapters.jetstream import connect, ensure_streams
-from noema.adapters.postgres import ReadModelProjection, create_pool, migrate
+from noema.adapters.postgres import ReadModelProjection, migrate
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
-from noema.runtime.settings import Settings
-from noema.runtime.topology import Topology
+from noema.runtime.settings import Located
+from noema.runtime.wiring import open_bus, open_pool
 from noema.runtime.worker import PullWorker
 
 from .worker import ProjectorHandler, subscribe_from_position
@@ -16,28 +15,14 @@ from .worker import ProjectorHandler, subscribe_from_position
 __all__ = ["build"]
 
 
-async def build(settings: Settings, stack: AsyncExitStack) -> PullWorker:
+async def build(settings: Located, stack: AsyncExitStack) -> PullWorker:
     """Migrate, connect, resume from the committed position; resources are owned by ``stack``."""
-    assert settings.nats_url, "settings must be located"
-    assert settings.database_url, "settings must be located"
-    topology = Topology(settings.prefix)
     await migrate(settings.database_url, settings.db_schema)
     # The projector writes every workspace's rows: its role, and every workspace under row security.
-    pool = await create_pool(
-        settings.database_url_for("projector"),
-        settings.db_schema,
-        app="noema-projector",
-        workspace=ALL_WORKSPACES,
-        min_size=1,
-        max_size=2,
+    pool = await open_pool(
+        settings, stack, "projector", app="noema-projector", workspace=ALL_WORKSPACES, max_size=2
     )
-    stack.push_async_callback(pool.close)
-    nc = await connect(settings.nats_url, name="noema-projector", auth=settings.nats_auth)
-    stack.push_async_callback(nc.close)
-    js = nc.jetstream()
-    await ensure_streams(
-        js, topology, settings.duplicate_window_s, settings.stream_replicas, settings.dead_letter_policy
-    )
+    nc, js, topology = await open_bus(settings, stack, "noema-projector")
     projection = ReadModelProjection()
     async with pool.acquire() as conn:
         position = await projection.position(conn)

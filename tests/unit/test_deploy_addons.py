@@ -16,7 +16,8 @@ import pytest
 import yaml
 from nats.js.api import ConsumerConfig
 
-from noema.runtime.settings import Settings
+from noema.runtime import wiring
+from noema.runtime.settings import Located, Settings
 
 from .deploy_files import (
     DEPLOY,
@@ -64,7 +65,7 @@ class _Nats:
 
 
 async def bound_consumers(
-    module: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
+    module: str, settings: Located, monkeypatch: pytest.MonkeyPatch
 ) -> list[tuple[str, ConsumerConfig]]:
     """The (stream, consumer) pairs ``<module>.service.build`` creates, run without any server."""
     service = importlib.import_module(f"{module}.service")
@@ -79,14 +80,16 @@ async def bound_consumers(
     async def pool(*args: Any, **kwargs: Any) -> SimpleNamespace:
         return SimpleNamespace(close=nothing)
 
+    # The composition roots connect and open their pools through noema.runtime.wiring.
+    monkeypatch.setattr(wiring, "connect", connect)
+    monkeypatch.setattr(wiring, "ensure_streams", nothing)
+
     async def store(*args: Any, **kwargs: Any) -> SimpleNamespace:
         return SimpleNamespace(has_vectors=False)
 
     fakes = {
-        "connect": connect,
-        "ensure_streams": nothing,
         "migrate": nothing,
-        "create_pool": pool,
+        "open_pool": pool,
         "create_embedder": lambda spec: SimpleNamespace(name="fake", dimensions=3),
         "RecallStore": SimpleNamespace(create_pool=pool, open=store),
     }
@@ -111,7 +114,7 @@ async def test_keda_scales_stateless_workers_on_the_durable_consumer_they_bind(
         module = module_of(container(target)["command"])
         assert module not in ONE_PROCESS
         assert "replicas" not in target["spec"], "the autoscaler owns replicas; applying must not reset them"
-        settings = Settings.from_env(environment(BASE, target))
+        settings = Located.of(Settings.from_env(environment(BASE, target)))
         [(stream, consumer)] = await bound_consumers(module, settings, monkeypatch)
         [trigger] = so["spec"]["triggers"]
         meta = trigger["metadata"]

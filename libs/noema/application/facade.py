@@ -21,7 +21,7 @@ import msgspec
 from nats.aio.client import Client as NATS
 
 from noema.adapters.embedders import Embedder, create_embedder
-from noema.adapters.jetstream import EventPublisher, connect
+from noema.adapters.jetstream import EventPublisher
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.queries import MemoryQueries
 from noema.adapters.postgres.tenancy import NO_WORKSPACE
@@ -48,8 +48,9 @@ from noema.client import Stored, build_observation, send_observation
 from noema.domain.knowledge import DomainRef
 from noema.errors import Unavailable
 from noema.ports import MemoryReads
-from noema.runtime.settings import Settings
+from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
+from noema.runtime.wiring import connect_nats, open_pool
 from noema_events import Event, ObservationRecorded
 
 __all__ = [
@@ -97,7 +98,7 @@ class Noema:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: Located,
         pool: asyncpg.Pool,
         nc: NATS,
         store: RecallStore,
@@ -126,29 +127,24 @@ class Noema:
     @classmethod
     @contextlib.asynccontextmanager
     async def open(
-        cls, settings: Settings, *, name: str = "noema", pool_size: int = 4, workspace: str = NO_WORKSPACE
+        cls, settings: Located, *, name: str = "noema", pool_size: int = 4, workspace: str = NO_WORKSPACE
     ) -> AsyncIterator[Noema]:
-        """Connect to the (located) servers as the read-only database role; closes everything on
+        """Connect to the located servers as the read-only database role; closes everything on
         exit. ``workspace`` is what its connections see under row-level security unless a
         :func:`~noema.adapters.postgres.tenancy.workspace_scope` block says otherwise: a surface
         acting for one workspace scopes each request; ``"*"`` is every workspace."""
-        assert settings.nats_url, "settings must be located (see noema.runtime.locate.locate)"
-        pool = await RecallStore.create_pool(
-            settings.database_url_for("reader"),
-            settings.db_schema,
-            app=name,
-            min_size=1,
-            max_size=pool_size,
-            workspace=workspace,
-        )
-        try:
-            nc = await connect(settings.nats_url, name=name, auth=settings.nats_auth)
-            try:
-                yield cls(settings, pool, nc, await RecallStore.open(pool))
-            finally:
-                await nc.close()
-        finally:
-            await pool.close()
+        async with contextlib.AsyncExitStack() as stack:
+            pool = await open_pool(
+                settings,
+                stack,
+                "reader",
+                app=name,
+                max_size=pool_size,
+                workspace=workspace,
+                create=RecallStore.create_pool,
+            )
+            nc = await connect_nats(settings, stack, name)
+            yield cls(settings, pool, nc, await RecallStore.open(pool))
 
     async def embedder(self) -> Embedder | None:
         """The query embedder (loaded on first use; None when NOEMA_EMBEDDER=none)."""

@@ -22,7 +22,7 @@ from noema.adapters.jetstream import read_stream, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection, checksum, connect, database, migrate
 from noema.adapters.postgres.projection import Projected
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
-from noema.runtime.settings import Settings
+from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
 from noema_events import EventDecodeError
 
@@ -104,7 +104,7 @@ async def _apply(
     return applied
 
 
-async def live_position(settings: Settings) -> int:
+async def live_position(settings: Located) -> int:
     """The stream sequence the live read model has applied."""
     conn = await connect(settings.database_url_for("reader"), settings.db_schema, app="noema-replay")
     try:
@@ -114,7 +114,7 @@ async def live_position(settings: Settings) -> int:
 
 
 async def verify_replay(
-    settings: Settings,
+    settings: Located,
     nc: NATS,
     until_seq: int | None = None,
     keep: bool = False,
@@ -123,7 +123,6 @@ async def verify_replay(
     """Replay into a fresh schema; without ``until_seq``, compare its checksum with the live read
     model's once that reached the same sequence (waiting up to 30 s for the projector). The schema
     is dropped afterwards unless ``keep``."""
-    assert settings.database_url, "settings must be located (see noema.runtime.locate.locate)"
     schema = f"replay_{settings.db_schema}_{os.getpid()}_{int(time.time())}"
     result = await replay_into(
         nc, settings.database_url, Topology(settings.prefix), schema, until_seq=until_seq, progress=progress

@@ -10,7 +10,7 @@ from typing import Any
 from noema.errors import Kind, NoemaError
 from noema.runtime.credentials import CredentialStore, write_private
 from noema.runtime.identities import OPERATOR
-from noema.runtime.settings import Settings
+from noema.runtime.settings import Located, Settings
 
 __all__ = ["NotRunning", "locate", "read_state", "state_path", "write_state"]
 
@@ -56,14 +56,15 @@ def read_state(data_dir: Path) -> dict[str, Any] | None:
     return state
 
 
-def locate(settings: Settings, identity: str = OPERATOR) -> Settings:
-    """Settings with server URLs: the configured ones, else those of the ``up`` in the data folder.
+def locate(settings: Settings, identity: str = OPERATOR) -> Located:
+    """Settings with server URLs: the configured ones, else those of the ``up`` in the data folder
+    (:class:`NotRunning` when none runs there).
 
     On the embedded NATS the URL carries credentials: the operator's, or those of the Noema process
     ``identity`` (e.g. ``mcp``), from the data folder's credentials.
     """
     if settings.external:
-        return settings
+        return Located.of(settings)
     data_dir = settings.data_dir.expanduser().resolve()
     state = read_state(data_dir)
     if state is None:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from noema.adapters.dlq_policy import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DeadLetterPolicy
 from noema.domain.knowledge import DEFAULT_WM_CAPACITY
 from noema.errors import Kind, NoemaError
 
-__all__ = ["WORKERS", "NatsAuth", "Settings", "SettingsError"]
+__all__ = ["WORKERS", "Located", "NatsAuth", "Settings", "SettingsError"]
 
 _TOKEN = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
 
@@ -114,7 +114,9 @@ class Settings:
     """Everything a Noema process needs to know about its environment.
 
     ``nats_url`` / ``database_url`` unset means "the embedded instance of ``data_dir``": its
-    addresses are read from the state file that ``noemactl up`` writes there.
+    addresses are read from the state file that ``noemactl up`` writes there
+    (:func:`noema.runtime.locate.locate`, which gives :class:`Located` settings, those a process
+    connects with).
 
     ``database_url`` is the schema owner's (migrations, replay); ``database_url_projector`` and
     ``database_url_reader`` are the application roles' (docs/security.md, "PostgreSQL"), each
@@ -243,25 +245,17 @@ class Settings:
         database_url: str,
         projector_url: str | None = None,
         reader_url: str | None = None,
-    ) -> Settings:
+    ) -> Located:
         """A copy pointing at the given servers (role URLs kept unless given)."""
-        return replace(
-            self,
-            nats_url=nats_url,
-            database_url=database_url,
-            database_url_projector=projector_url or self.database_url_projector,
-            database_url_reader=reader_url or self.database_url_reader,
+        return Located.of(
+            replace(
+                self,
+                nats_url=nats_url,
+                database_url=database_url,
+                database_url_projector=projector_url or self.database_url_projector,
+                database_url_reader=reader_url or self.database_url_reader,
+            )
         )
-
-    def database_url_for(self, role: str) -> str:
-        """The URL of a database role kind (``owner``, ``projector``, ``reader``), falling back to
-        ``database_url``; the settings must be located."""
-        specific = {"projector": self.database_url_projector, "reader": self.database_url_reader}
-        if role not in ("owner", *specific):
-            raise ValueError(f"unknown database role {role!r}")
-        url = specific.get(role) or self.database_url
-        assert url, "settings must be located (see noema.runtime.locate.locate)"
-        return url
 
     def to_env(self) -> dict[str, str]:
         """The environment that makes a child process see the same settings."""
@@ -313,3 +307,42 @@ class Settings:
             if url:
                 env[name] = url
         return env
+
+
+@dataclass(frozen=True, kw_only=True)
+class Located(Settings):
+    """Settings whose servers are known: both URLs are set.
+
+    Every composition root takes these, so that the type, not a check at run time, says the servers
+    were found: :func:`noema.runtime.locate.locate` makes them (from the configured URLs, else from
+    the running ``noemactl up``), as do :meth:`of` and :meth:`Settings.with_urls`.
+    """
+
+    nats_url: str = field(repr=False)
+    """May carry credentials (``nats://user:password@host:port``): never log it unredacted."""
+    database_url: str
+    """The schema owner's (migrations, replay); the other roles' by :meth:`database_url_for`."""
+
+    @classmethod
+    def of(cls, settings: Settings) -> Located:
+        """``settings`` as located settings; a :class:`SettingsError` names each server URL that is
+        unset."""
+        if isinstance(settings, Located):
+            return settings
+        urls = {"NOEMA_NATS_URL": settings.nats_url, "NOEMA_DATABASE_URL": settings.database_url}
+        unset = [name for name, url in urls.items() if not url]
+        if unset:
+            one = len(unset) == 1
+            raise SettingsError(
+                f"{' and '.join(unset)} {'is' if one else 'are'} unset and no running Noema was located: "
+                f"start it with `noemactl up`, or set {'it' if one else 'them'} to use external servers"
+            )
+        return cls(**{f.name: getattr(settings, f.name) for f in fields(settings)})
+
+    def database_url_for(self, role: str) -> str:
+        """The URL of a database role kind (``owner``, ``projector``, ``reader``), falling back to
+        ``database_url``."""
+        specific = {"projector": self.database_url_projector, "reader": self.database_url_reader}
+        if role not in ("owner", *specific):
+            raise ValueError(f"unknown database role {role!r}")
+        return specific.get(role) or self.database_url

@@ -12,8 +12,9 @@ Every consumer handles failures the same way (:class:`PullWorker`):
   ``noemactl dlq retry``) and skipped.
 - A message JetStream has delivered more than :data:`MAX_DELIVER` times (each time the worker
   crashed or timed out on it) is dead-lettered as ``failed`` before it is handed to the handler.
-- Messages that can never be processed (undecodable, wrong subject) are rejected by the handler
-  itself as ``invalid``.
+- Messages that can never be processed (undecodable, wrong subject) are the handler's own to
+  reject as ``invalid``, or to skip when another worker, the stream's owner, rejects them
+  (:func:`decode_each` sets them apart).
 
 Only :class:`WorkerFatal` (and cancellation) stops the loop: the process then exits and is restarted.
 """
@@ -27,9 +28,9 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack, suppress
-from typing import Protocol
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar, overload
 
 import structlog
 from nats.aio.msg import Msg
@@ -41,18 +42,21 @@ from noema.adapters.pull import Puller, interrupt_all
 from noema.runtime.health import ErrorTap, Heartbeat, connection_of
 from noema.runtime.locate import locate
 from noema.runtime.logging import configure_logging
-from noema.runtime.settings import Settings
+from noema.runtime.settings import Located, Settings
 from noema.runtime.tasks import cancel_and_wait
 from noema.runtime.topology import Topology
+from noema_events import Event, EventDecodeError, decode_event
 
 __all__ = [
     "MAX_ATTEMPTS",
     "MAX_DELIVER",
     "BatchHandler",
+    "Decoded",
     "PullWorker",
     "Service",
     "WorkerFatal",
     "backoff",
+    "decode_each",
     "run_service",
     "run_until_signalled",
     "serve",
@@ -91,6 +95,43 @@ class BatchHandler(Protocol):
     async def reject(self, msg: Msg, reason: str, kind: str) -> None:
         """Dead-letter ``msg`` with ``reason`` and ack it, so it is never handed out again."""
         ...
+
+
+T = TypeVar("T")
+
+
+class Decoded(NamedTuple, Generic[T]):
+    """A batch as :func:`decode_each` splits it, each part in stream order."""
+
+    events: list[tuple[Msg, T]]
+    """Each message that decoded, with what it carries."""
+    undecodable: list[tuple[Msg, EventDecodeError]]
+    """Each message that did not, with the reason."""
+
+
+def _event(msg: Msg) -> Event:
+    return decode_event(msg.data)
+
+
+@overload
+def decode_each(msgs: Iterable[Msg]) -> Decoded[Event]: ...
+
+
+@overload
+def decode_each(msgs: Iterable[Msg], decode: Callable[[Msg], T]) -> Decoded[T]: ...
+
+
+def decode_each(msgs: Iterable[Msg], decode: Callable[[Msg], Any] = _event) -> Decoded[Any]:
+    """Decode every message of a batch with ``decode`` (by default: the event it carries), setting
+    apart those that raise :class:`~noema_events.EventDecodeError`. What becomes of those is the
+    handler's to say: the worker that owns their stream dead-letters them, the others skip them."""
+    decoded: Decoded[Any] = Decoded([], [])
+    for msg in msgs:
+        try:
+            decoded.events.append((msg, decode(msg)))
+        except EventDecodeError as exc:
+            decoded.undecodable.append((msg, exc))
+    return decoded
 
 
 class PullWorker:
@@ -305,7 +346,7 @@ class Service(Protocol):
 
 
 def serve(
-    build: Callable[[Settings, AsyncExitStack], Awaitable[Service]], *, background: bool = False
+    build: Callable[[Located, AsyncExitStack], Awaitable[Service]], *, background: bool = False
 ) -> None:
     """The ``__main__`` of every worker: settings from the environment, logging, locate the running
     instance, build the service inside an exit stack, run it until SIGTERM/SIGINT (on uvloop).

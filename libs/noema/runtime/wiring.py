@@ -1,0 +1,88 @@
+"""What every composition root wires the same way from located settings: its NATS connection (and
+the streams it relies on) and its database pool, each closed when the root's exit stack unwinds."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from contextlib import AsyncExitStack
+from typing import NamedTuple, Protocol
+
+import asyncpg
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+
+from noema.adapters.jetstream import connect, ensure_streams
+from noema.adapters.postgres import create_pool
+from noema.adapters.postgres.roles import DbRole
+from noema.adapters.postgres.tenancy import NO_WORKSPACE
+from noema.runtime.settings import Located
+from noema.runtime.topology import Topology
+
+__all__ = ["Bus", "PoolFactory", "connect_nats", "open_bus", "open_pool"]
+
+
+class Bus(NamedTuple):
+    """A process's NATS connection, its JetStream context and the names of its prefix's streams
+    (``nc, js, topology = await open_bus(...)``)."""
+
+    nc: NATS
+    js: JetStreamContext
+    topology: Topology
+
+
+async def connect_nats(located: Located, stack: AsyncExitStack, name: str) -> NATS:
+    """Connect to the located NATS as the settings say (``name``: how the server lists the
+    connection); it is closed when ``stack`` unwinds."""
+    nc = await connect(located.nats_url, name=name, auth=located.nats_auth)
+    stack.push_async_callback(nc.close)
+    return nc
+
+
+async def open_bus(located: Located, stack: AsyncExitStack, name: str) -> Bus:
+    """:func:`connect_nats`, then create the streams or update them to the settings (every process
+    does it on start, idempotently, so whichever starts first finds them ready)."""
+    nc = await connect_nats(located, stack, name)
+    bus = Bus(nc, nc.jetstream(), Topology(located.prefix))
+    await ensure_streams(
+        bus.js,
+        bus.topology,
+        located.duplicate_window_s,
+        located.stream_replicas,
+        located.dead_letter_policy,
+    )
+    return bus
+
+
+class PoolFactory(Protocol):
+    """How a pool is made: :func:`noema.adapters.postgres.create_pool`, or the recall adapter's
+    (:meth:`noema.adapters.postgres.voices.RecallStore.create_pool`)."""
+
+    def __call__(
+        self, url: str, schema: str, *, app: str, workspace: str, min_size: int, max_size: int
+    ) -> Awaitable[asyncpg.Pool]: ...
+
+
+async def open_pool(
+    located: Located,
+    stack: AsyncExitStack,
+    role: DbRole,
+    *,
+    app: str,
+    max_size: int,
+    min_size: int = 1,
+    workspace: str = NO_WORKSPACE,
+    create: PoolFactory = create_pool,
+) -> asyncpg.Pool:
+    """A pool of the located database signed in as ``role`` (``app``: its connections' name in
+    ``pg_stat_activity``; ``workspace``: the rows they see under row-level security); it is closed
+    when ``stack`` unwinds."""
+    pool = await create(
+        located.database_url_for(role),
+        located.db_schema,
+        app=app,
+        workspace=workspace,
+        min_size=min_size,
+        max_size=max_size,
+    )
+    stack.push_async_callback(pool.close)
+    return pool
