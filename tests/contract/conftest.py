@@ -1,8 +1,9 @@
 """The backends every contract suite runs against: the in-memory adapter (the fast tier, no servers)
 and PostgreSQL fed by the real projector from real JetStream (marked ``integration``).
 
-A suite asks for ``backend``: a read model, and a sink whose ``publish`` returns once the events are
-applied (in memory at once; through NATS and the projector, by waiting for the projection position).
+A suite asks for ``backend``: a read model, the memory records and operators' reads, and a sink whose
+``publish`` returns once the events are applied (in memory at once; through NATS and the projector,
+by waiting for the projection position).
 State is made with the application's own operations (:class:`noema.application.knowledge.Knowledge` over that
 sink), then the port is read directly, so the suite checks the adapter and not a hand-made fixture.
 """
@@ -11,22 +12,21 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 import pytest
 
 from noema.adapters.jetstream import EventPublisher
-from noema.adapters.memory import InMemoryEventStream, InMemoryKnowledge, InMemoryRecords
+from noema.adapters.memory import InMemoryEventStream, InMemoryKnowledge, InMemoryReads
 from noema.adapters.postgres import MemoryQueries, ReadModelProjection
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.application.knowledge import Knowledge
-from noema.ports import EventSink, KnowledgeReadModel, MemoryRecords
+from noema.ports import EventSink, KnowledgeReadModel, MemoryReads
+from noema.runtime.topology import Topology
 from noema_events import Event
 from tests.conftest import Harness
+from tests.support import T0 as T0  # the clock of every contract test
 from tests.support import assert_eventually
-
-T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
-"""The application clock of every contract test."""
 
 
 @dataclass
@@ -35,8 +35,11 @@ class Backend:
 
     name: str
     reads: KnowledgeReadModel
-    records: MemoryRecords
+    records: MemoryReads
+    """The memory records and the operators' reads."""
     sink: EventSink
+    topology: Topology
+    """The subjects the sink stores events on."""
     clock: list[datetime]
 
     def knowledge(self) -> Knowledge:
@@ -78,12 +81,14 @@ async def backend(servers_if_needed: Harness | None) -> AsyncIterator[Backend]:
     clock = [T0]
     if servers_if_needed is None:
         reads = InMemoryKnowledge()
-        yield Backend("memory", reads, InMemoryRecords(reads.tables), InMemoryEventStream(reads), clock)
+        stream = InMemoryEventStream(reads)
+        yield Backend("memory", reads, InMemoryReads(reads.tables), stream, stream.topology, clock)
         return
     from noema_projector.service import build as build_projector
 
     await servers_if_needed.start(build_projector)
     pool = servers_if_needed.pool
+    sink = _Projected(servers_if_needed)
     yield Backend(
-        "postgres", PostgresKnowledge(pool), MemoryQueries(pool), _Projected(servers_if_needed), clock
+        "postgres", PostgresKnowledge(pool), MemoryQueries(pool), sink, servers_if_needed.topology, clock
     )

@@ -19,7 +19,16 @@ from noema.adapters.postgres.handlers import HANDLERS, Handler, Projected
 from noema.adapters.postgres.knowledge_handlers import KNOWLEDGE_HANDLERS
 from noema_events import Event
 
-__all__ = ["POISON", "PROJECTED_TABLES", "Projected", "ReadModelProjection", "Refused", "checksum"]
+__all__ = [
+    "EVENT_COLUMNS",
+    "POISON",
+    "PROJECTED_TABLES",
+    "Projected",
+    "ReadModelProjection",
+    "Refused",
+    "checksum",
+    "event_row",
+]
 
 PROJECTED_TABLES: tuple[str, ...] = (
     "events",
@@ -36,7 +45,7 @@ PROJECTED_TABLES: tuple[str, ...] = (
 )
 """Tables the projection owns; replay rebuilds them and the checksum covers them."""
 
-_EVENT_COLUMNS = (
+EVENT_COLUMNS = (
     "seq",
     "id",
     "type",
@@ -49,7 +58,30 @@ _EVENT_COLUMNS = (
     "subject",
     "payload",
 )
+"""The columns of the ``events`` table, the audit copy of the stream."""
 _json = msgspec.json.Encoder()
+
+
+def event_row(p: Projected) -> tuple[object, ...]:
+    """The ``events`` row of a projected event in :data:`EVENT_COLUMNS` order, the payload as JSON
+    text (the in-memory adapter keeps the same rows)."""
+    ev = p.event
+    payload = _json.encode(ev.payload).decode()  # type: ignore[attr-defined]
+    return (
+        p.seq,
+        ev.id,
+        ev.type,
+        ev.workspace,
+        ev.mind,
+        ev.occurred_at,
+        ev.causation_id,
+        ev.correlation_id,
+        ev.actor,
+        p.subject,
+        payload,
+    )
+
+
 POISON: tuple[type[BaseException], ...] = (
     asyncpg.DataError,
     asyncpg.IntegrityConstraintViolationError,
@@ -150,24 +182,7 @@ class ReadModelProjection:
     async def _project(self, conn: asyncpg.Connection, fresh: Sequence[Projected]) -> None:
         """Write the audit copy of each event, then apply each same-type run in order."""
         await conn.copy_records_to_table(
-            "events",
-            columns=_EVENT_COLUMNS,
-            records=[
-                (
-                    p.seq,
-                    p.event.id,
-                    p.event.type,
-                    p.event.workspace,
-                    p.event.mind,
-                    p.event.occurred_at,
-                    p.event.causation_id,
-                    p.event.correlation_id,
-                    p.event.actor,
-                    p.subject,
-                    _json.encode(p.event.payload).decode(),  # type: ignore[attr-defined]
-                )
-                for p in fresh
-            ],
+            "events", columns=EVENT_COLUMNS, records=[event_row(p) for p in fresh]
         )
         for event_type, run in groupby(fresh, key=lambda p: type(p.event)):
             handler = self._handlers.get(event_type)
