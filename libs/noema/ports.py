@@ -7,8 +7,8 @@ the read model and publish
 events through these, never through a driver: the PostgreSQL adapter
 (:mod:`noema.adapters.postgres.knowledge`, :mod:`noema.adapters.postgres.queries`) holds every SQL
 statement they need, and the in-memory adapter (:mod:`noema.adapters.memory`) implements the same
-ports by applying the same events, so the knowledge, access, preamble and operator-read rules are
-tested in milliseconds. A contract suite per port (``tests/contract``) runs against both.
+ports by applying the same events, so the knowledge, access, preamble, notes and operator-read rules
+are tested in milliseconds. A contract suite per port (``tests/contract``) runs against both.
 
 Rows are plain mappings keyed by column name: the adapters agree on the keys each method documents.
 Every "current" read takes ``at``, the application clock's now: a fact is current while it is
@@ -30,7 +30,9 @@ if TYPE_CHECKING:  # the filters are the recall adapter's; only their type is ne
 
 __all__ = [
     "AccessReads",
+    "ConcurrentWrite",
     "EventSink",
+    "ExpectingSink",
     "FactReads",
     "KnowledgeReadModel",
     "MemoryOrder",
@@ -52,6 +54,27 @@ class EventSink(Protocol):
 
     async def publish(self, events: Sequence[Event]) -> int:
         """Store ``events`` all-or-nothing, in order; returns the highest stream sequence stored."""
+        ...
+
+
+class ConcurrentWrite(RuntimeError):
+    """Someone else published on the subject since it was read (optimistic concurrency)."""
+
+
+class ExpectingSink(EventSink, Protocol):
+    """An event sink with optimistic concurrency on one subject (an event's workspace, mind and
+    type): read the last event there, then publish only if nothing was published since
+    (:class:`noema.adapters.jetstream.EventPublisher`; an agent's notes are appended so)."""
+
+    async def last_on_subject(self, like: Event) -> tuple[int, Event] | None:
+        """The stream sequence and the event last stored on the subject ``like`` is published on,
+        None when there is none."""
+        ...
+
+    async def publish_expecting(self, event: Event, expected_last: int) -> int:
+        """Store ``event`` only if the last sequence on its subject is still ``expected_last`` (0:
+        nothing yet); returns its stream sequence. Raises :class:`ConcurrentWrite` when another
+        writer got there first: the caller re-reads and retries."""
         ...
 
 

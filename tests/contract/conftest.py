@@ -2,8 +2,8 @@
 and PostgreSQL fed by the real projector from real JetStream (marked ``integration``).
 
 A suite asks for ``backend``: a read model, the memory records and operators' reads, and a sink whose
-``publish`` returns once the events are applied (in memory at once; through NATS and the projector,
-by waiting for the projection position).
+``publish`` (and optimistic ``publish_expecting``) returns once the events are applied (in memory at
+once; through NATS and the projector, by waiting for the projection position).
 State is made with the application's own operations (:class:`noema.application.knowledge.Knowledge` over that
 sink), then the port is read directly, so the suite checks the adapter and not a hand-made fixture.
 """
@@ -21,7 +21,7 @@ from noema.adapters.memory import InMemoryEventStream, InMemoryKnowledge, InMemo
 from noema.adapters.postgres import MemoryQueries, ReadModelProjection
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.application.knowledge import Knowledge
-from noema.ports import EventSink, KnowledgeReadModel, MemoryReads
+from noema.ports import ExpectingSink, KnowledgeReadModel, MemoryReads
 from noema.runtime.topology import Topology
 from noema_events import Event
 from tests.conftest import Harness
@@ -37,14 +37,16 @@ class Backend:
     reads: KnowledgeReadModel
     records: MemoryReads
     """The memory records and the operators' reads."""
-    sink: EventSink
+    sink: ExpectingSink
     topology: Topology
     """The subjects the sink stores events on."""
     clock: list[datetime]
 
-    def knowledge(self) -> Knowledge:
-        """The knowledge operations over this backend, at the backend's clock."""
-        return Knowledge(self.reads, self.sink, lambda: self.clock[0])
+    def knowledge(self, sink: ExpectingSink | None = None) -> Knowledge:
+        """The knowledge operations over this backend (publishing to ``sink`` when given), at the
+        backend's clock."""
+        sink = sink or self.sink
+        return Knowledge(self.reads, sink, lambda: self.clock[0], appends=sink)
 
 
 class _Projected:
@@ -54,15 +56,22 @@ class _Projected:
         self._harness = harness
         self._publisher = EventPublisher(harness.nc, harness.topology)
 
-    async def publish(self, events: Sequence[Event]) -> int:
-        seq = await self._publisher.publish(events)
-
+    async def _applied(self, seq: int) -> int:
         async def applied() -> bool:
             async with self._harness.pool.acquire() as conn:
                 return await ReadModelProjection().position(conn) >= seq
 
         await assert_eventually(applied)
         return seq
+
+    async def publish(self, events: Sequence[Event]) -> int:
+        return await self._applied(await self._publisher.publish(events))
+
+    async def last_on_subject(self, like: Event) -> tuple[int, Event] | None:
+        return await self._publisher.last_on_subject(like)
+
+    async def publish_expecting(self, event: Event, expected_last: int) -> int:
+        return await self._applied(await self._publisher.publish_expecting(event, expected_last))
 
 
 @pytest.fixture(params=["memory", pytest.param("postgres", marks=pytest.mark.integration)])

@@ -1,7 +1,7 @@
 """In-memory adapters: the knowledge read model (:class:`InMemoryKnowledge`), memory records for
 memory operations and the operators' reads (:class:`InMemoryRecords`, :class:`InMemoryReads`, over
-the same tables) and an event stream (:class:`InMemoryEventStream`) that stores events in order
-and applies each at once to the read models it feeds — a
+the same tables) and an event stream (:class:`InMemoryEventStream`) that stores events in order,
+with optimistic appends on a subject, and applies each at once to the read models it feeds — a
 publisher, a JetStream stream and a caught-up projector in one, so the application's rules run in
 milliseconds without servers (the fast test tier).
 
