@@ -1,18 +1,75 @@
-"""Test helpers: bounded waiting instead of sleeps."""
+"""Test helpers: bounded waiting instead of sleeps, and events as the workers publish them."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 
 from noema.adapters.postgres.voices import RecallFilters, RecallStore
 from noema.application.search import Recall, SearchResult
+from noema.ids import new_id
+from noema_events import (
+    AttentionDecided,
+    AttentionDecidedPayload,
+    AttentionDecision,
+    MemoryCreated,
+    MemoryCreatedPayload,
+)
 
-__all__ = ["assert_eventually", "keyword_search"]
+__all__ = [
+    "T0",
+    "assert_eventually",
+    "attention_decided",
+    "envelope",
+    "keyword_search",
+    "memory_created",
+]
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+"""The application clock of the in-memory and contract tests."""
+
+
+def envelope(
+    workspace: str = "acme", mind: str = "ops", at: datetime = T0, actor: str = "attend"
+) -> dict[str, Any]:
+    """The envelope of an event that starts its own correlation."""
+    event_id = new_id()
+    return {
+        "id": event_id,
+        "workspace": workspace,
+        "mind": mind,
+        "occurred_at": at,
+        "correlation_id": event_id,
+        "actor": actor,
+    }
+
+
+def memory_created(
+    content: str,
+    *,
+    workspace: str = "acme",
+    mind: str = "ops",
+    at: datetime = T0,
+    memory_id: str | None = None,
+    **payload: Any,
+) -> MemoryCreated:
+    """A ``memory.created`` as attend publishes it (an episodic observation unless told)."""
+    fields = {"kind": "episodic", "epistemic_kind": "observation", **payload}
+    return MemoryCreated(
+        **envelope(workspace, mind, at),
+        payload=MemoryCreatedPayload(memory_id=memory_id or new_id(), content=content, **fields),
+    )
+
+
+def attention_decided(decisions: Sequence[AttentionDecision], workspace: str = "acme") -> AttentionDecided:
+    """An attention cycle's outcome as attend publishes it."""
+    payload = AttentionDecidedPayload(decisions=list(decisions), threshold=0.5, capacity=7)
+    return AttentionDecided(**envelope(workspace), payload=payload)
 
 
 async def assert_eventually(

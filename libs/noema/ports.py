@@ -5,10 +5,10 @@ The application services (:mod:`noema.application.knowledge`, :mod:`noema.applic
 :mod:`noema.application.reads`, :mod:`noema.application.upkeep`, :mod:`noema.application.curation`) read
 the read model and publish
 events through these, never through a driver: the PostgreSQL adapter
-(:mod:`noema.adapters.postgres.knowledge`, :mod:`noema.adapters.postgres.memories`) holds every SQL
+(:mod:`noema.adapters.postgres.knowledge`, :mod:`noema.adapters.postgres.queries`) holds every SQL
 statement they need, and the in-memory adapter (:mod:`noema.adapters.memory`) implements the same
-knowledge ports by applying the same events, so the knowledge, access and preamble rules are tested
-in milliseconds. A contract suite per port (``tests/contract``) runs against both.
+ports by applying the same events, so the knowledge, access, preamble, notes and operator-read rules
+are tested in milliseconds. A contract suite per port (``tests/contract``) runs against both.
 
 Rows are plain mappings keyed by column name: the adapters agree on the keys each method documents.
 Every "current" read takes ``at``, the application clock's now: a fact is current while it is
@@ -30,9 +30,12 @@ if TYPE_CHECKING:  # the filters are the recall adapter's; only their type is ne
 
 __all__ = [
     "AccessReads",
+    "ConcurrentWrite",
     "EventSink",
+    "ExpectingSink",
     "FactReads",
     "KnowledgeReadModel",
+    "MemoryOrder",
     "MemoryReads",
     "MemoryRecords",
     "NoteReads",
@@ -51,6 +54,27 @@ class EventSink(Protocol):
 
     async def publish(self, events: Sequence[Event]) -> int:
         """Store ``events`` all-or-nothing, in order; returns the highest stream sequence stored."""
+        ...
+
+
+class ConcurrentWrite(RuntimeError):
+    """Someone else published on the subject since it was read (optimistic concurrency)."""
+
+
+class ExpectingSink(EventSink, Protocol):
+    """An event sink with optimistic concurrency on one subject (an event's workspace, mind and
+    type): read the last event there, then publish only if nothing was published since
+    (:class:`noema.adapters.jetstream.EventPublisher`; an agent's notes are appended so)."""
+
+    async def last_on_subject(self, like: Event) -> tuple[int, Event] | None:
+        """The stream sequence and the event last stored on the subject ``like`` is published on,
+        None when there is none."""
+        ...
+
+    async def publish_expecting(self, event: Event, expected_last: int) -> int:
+        """Store ``event`` only if the last sequence on its subject is still ``expected_last`` (0:
+        nothing yet); returns its stream sequence. Raises :class:`ConcurrentWrite` when another
+        writer got there first: the caller re-reads and retries."""
         ...
 
 
@@ -278,15 +302,26 @@ class MemoryRecords(Protocol):
         ...
 
 
+MemoryOrder = Literal["newest", "happened_asc", "happened_desc"]
+"""How a page of memories is ordered: ``newest`` recorded first (``created_at``), or by when things
+happened (``happened_at``, else ``created_at``); ties in stream order, the same way round."""
+
+
 class MemoryReads(MemoryRecords, Protocol):
     """The operators' reads: listings, one memory's detail, the audit log
-    (:class:`noema.adapters.postgres.queries.MemoryQueries`; PostgreSQL only for now)."""
+    (:class:`noema.adapters.postgres.queries.MemoryQueries`, :class:`noema.adapters.memory.InMemoryReads`).
+
+    Memory rows have the columns of :data:`noema.adapters.postgres.queries.MEMORY_FIELDS`; event
+    rows those of :data:`~noema.adapters.postgres.queries.EVENT_FIELDS`, the payload as JSON text.
+    """
 
     async def get(self, full_id: str) -> Row | None:
-        """One memory with ``origin``, ``relationships`` and ``embeddings``."""
+        """One memory with ``origin`` (its event row), ``relationships`` (id, relation, from_id,
+        to_id, confidence, source, created_at, direction ``in``/``out``, other_content; by
+        created_at, id) and ``embeddings`` (model, dimensions, created_at; by model)."""
         ...
 
-    async def page(self, filters: RecallFilters, order: str, limit: int, offset: int) -> list[Row]:
+    async def page(self, filters: RecallFilters, order: MemoryOrder, limit: int, offset: int) -> list[Row]:
         """One page of memory rows matching ``filters`` in ``order``."""
         ...
 

@@ -1,8 +1,9 @@
 """The backends every contract suite runs against: the in-memory adapter (the fast tier, no servers)
 and PostgreSQL fed by the real projector from real JetStream (marked ``integration``).
 
-A suite asks for ``backend``: a read model, and a sink whose ``publish`` returns once the events are
-applied (in memory at once; through NATS and the projector, by waiting for the projection position).
+A suite asks for ``backend``: a read model, the memory records and operators' reads, and a sink whose
+``publish`` (and optimistic ``publish_expecting``) returns once the events are applied (in memory at
+once; through NATS and the projector, by waiting for the projection position).
 State is made with the application's own operations (:class:`noema.application.knowledge.Knowledge` over that
 sink), then the port is read directly, so the suite checks the adapter and not a hand-made fixture.
 """
@@ -11,22 +12,21 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 import pytest
 
 from noema.adapters.jetstream import EventPublisher
-from noema.adapters.memory import InMemoryEventStream, InMemoryKnowledge, InMemoryRecords
+from noema.adapters.memory import InMemoryEventStream, InMemoryKnowledge, InMemoryReads
 from noema.adapters.postgres import MemoryQueries, ReadModelProjection
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.application.knowledge import Knowledge
-from noema.ports import EventSink, KnowledgeReadModel, MemoryRecords
+from noema.ports import ExpectingSink, KnowledgeReadModel, MemoryReads
+from noema.runtime.topology import Topology
 from noema_events import Event
 from tests.conftest import Harness
+from tests.support import T0 as T0  # the clock of every contract test
 from tests.support import assert_eventually
-
-T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
-"""The application clock of every contract test."""
 
 
 @dataclass
@@ -35,13 +35,18 @@ class Backend:
 
     name: str
     reads: KnowledgeReadModel
-    records: MemoryRecords
-    sink: EventSink
+    records: MemoryReads
+    """The memory records and the operators' reads."""
+    sink: ExpectingSink
+    topology: Topology
+    """The subjects the sink stores events on."""
     clock: list[datetime]
 
-    def knowledge(self) -> Knowledge:
-        """The knowledge operations over this backend, at the backend's clock."""
-        return Knowledge(self.reads, self.sink, lambda: self.clock[0])
+    def knowledge(self, sink: ExpectingSink | None = None) -> Knowledge:
+        """The knowledge operations over this backend (publishing to ``sink`` when given), at the
+        backend's clock."""
+        sink = sink or self.sink
+        return Knowledge(self.reads, sink, lambda: self.clock[0], appends=sink)
 
 
 class _Projected:
@@ -51,15 +56,22 @@ class _Projected:
         self._harness = harness
         self._publisher = EventPublisher(harness.nc, harness.topology)
 
-    async def publish(self, events: Sequence[Event]) -> int:
-        seq = await self._publisher.publish(events)
-
+    async def _applied(self, seq: int) -> int:
         async def applied() -> bool:
             async with self._harness.pool.acquire() as conn:
                 return await ReadModelProjection().position(conn) >= seq
 
         await assert_eventually(applied)
         return seq
+
+    async def publish(self, events: Sequence[Event]) -> int:
+        return await self._applied(await self._publisher.publish(events))
+
+    async def last_on_subject(self, like: Event) -> tuple[int, Event] | None:
+        return await self._publisher.last_on_subject(like)
+
+    async def publish_expecting(self, event: Event, expected_last: int) -> int:
+        return await self._applied(await self._publisher.publish_expecting(event, expected_last))
 
 
 @pytest.fixture(params=["memory", pytest.param("postgres", marks=pytest.mark.integration)])
@@ -78,12 +90,14 @@ async def backend(servers_if_needed: Harness | None) -> AsyncIterator[Backend]:
     clock = [T0]
     if servers_if_needed is None:
         reads = InMemoryKnowledge()
-        yield Backend("memory", reads, InMemoryRecords(reads.tables), InMemoryEventStream(reads), clock)
+        stream = InMemoryEventStream(reads)
+        yield Backend("memory", reads, InMemoryReads(reads.tables), stream, stream.topology, clock)
         return
     from noema_projector.service import build as build_projector
 
     await servers_if_needed.start(build_projector)
     pool = servers_if_needed.pool
+    sink = _Projected(servers_if_needed)
     yield Backend(
-        "postgres", PostgresKnowledge(pool), MemoryQueries(pool), _Projected(servers_if_needed), clock
+        "postgres", PostgresKnowledge(pool), MemoryQueries(pool), sink, servers_if_needed.topology, clock
     )

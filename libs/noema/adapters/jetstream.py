@@ -35,10 +35,11 @@ from noema.adapters.liveness import track
 from noema.adapters.published import note_published
 from noema.adapters.pull import Puller
 from noema.adapters.vector_cache import vector_stream_config
+from noema.ports import ConcurrentWrite
 from noema.runtime.identities import inbox_prefix
 from noema.runtime.settings import NatsAuth
 from noema.runtime.topology import Topology
-from noema_events import Event, encode_event
+from noema_events import Event, decode_event, encode_event
 
 __all__ = [
     "FAILED",
@@ -418,7 +419,8 @@ async def publish_batch(
 
 
 class EventPublisher:
-    """Publishes events on their subjects with ``Nats-Msg-Id`` = event id, as atomic batches."""
+    """Publishes events on their subjects with ``Nats-Msg-Id`` = event id, as atomic batches; with
+    optimistic concurrency on one subject (:class:`noema.ports.ExpectingSink`) one at a time."""
 
     def __init__(self, nc: NATS, topology: Topology) -> None:
         self._nc = nc
@@ -436,13 +438,20 @@ class EventPublisher:
         note_published(seq)
         return seq
 
+    async def last_on_subject(self, like: Event) -> tuple[int, Event] | None:
+        """The sequence and the event last stored on ``like``'s subject (None when there is none)."""
+        subject = self._topology.event_subject(like)
+        last = await last_on_subject(self._js, self._topology.event_stream, subject)
+        return None if last is None else (last[0], decode_event(last[1]))
+
+    async def publish_expecting(self, event: Event, expected_last: int) -> int:
+        """Publish ``event`` only if its subject's last sequence is still ``expected_last`` (0: no
+        message yet); raises :class:`ConcurrentWrite` when another writer got there first."""
+        return await publish_expecting(self._js, event, self._topology, expected_last)
+
 
 WRONG_LAST_SEQUENCE = 10071
 """JetStream's error code when ``Nats-Expected-Last-Subject-Sequence`` does not hold."""
-
-
-class ConcurrentWrite(RuntimeError):
-    """Someone else published on the subject since it was read (optimistic concurrency)."""
 
 
 async def last_on_subject(js: JetStreamContext, stream: str, subject: str) -> tuple[int, bytes] | None:

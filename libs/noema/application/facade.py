@@ -115,9 +115,7 @@ class Noema:
         """The dead-letter stream: list, show, retry, drop (JetStream only, no read model)."""
         self.memories: MemoryReads = MemoryQueries(pool)
         """The operators' reads of the read model (:class:`~noema.ports.MemoryReads`)."""
-        self.knowledge = Knowledge(
-            PostgresKnowledge(pool), self.publisher, clock, nc=nc, topology=self.topology
-        )
+        self.knowledge = Knowledge(PostgresKnowledge(pool), self.publisher, clock, appends=self.publisher)
         self.access: AccessControl = self.knowledge.access_control
         self._store = store
         self._embedder: Embedder | None = None

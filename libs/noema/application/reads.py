@@ -30,7 +30,7 @@ from noema.application.views import (
     TimelineQuery,
 )
 from noema.ids import short_prefix_hint
-from noema.ports import MemoryReads, Row
+from noema.ports import MemoryOrder, MemoryReads, Row
 from noema_events import EVENT_TYPES
 
 __all__ = [
@@ -61,7 +61,7 @@ def _events(rows: list[Row]) -> list[EventRecord]:
 
 
 async def _page(
-    reads: MemoryReads, filters: RecallFilters, order: str, limit: int, offset: int
+    reads: MemoryReads, filters: RecallFilters, order: MemoryOrder, limit: int, offset: int
 ) -> MemoryPage:
     rows = await reads.page(filters, order, limit, offset)
     return MemoryPage(items=_memories(rows), limit=limit, offset=offset)
@@ -86,16 +86,15 @@ async def list_memories(reads: MemoryReads, q: ListQuery) -> MemoryPage:
         until=q.until,
         include_expired=True,
     )
-    return await _page(reads, filters, "created_at DESC, origin_seq DESC", q.limit, q.offset)
+    return await _page(reads, filters, "newest", q.limit, q.offset)
 
 
 async def timeline(reads: MemoryReads, q: TimelineQuery) -> MemoryPage:
-    """A workspace's memories in the order things happened (the ``memories_recent`` index serves it)."""
+    """A workspace's memories in the order things happened."""
     filters = RecallFilters(
         workspace=q.workspace, mind=q.mind, statuses=(), since=q.since, until=q.until, include_expired=True
     )
-    direction = "ASC" if q.order == "asc" else "DESC"
-    order = f"coalesce(happened_at, created_at) {direction}, origin_seq {direction}"
+    order: MemoryOrder = "happened_asc" if q.order == "asc" else "happened_desc"
     return await _page(reads, filters, order, q.limit, q.offset)
 
 

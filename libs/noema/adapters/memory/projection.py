@@ -1,19 +1,30 @@
-"""The in-memory read model's state and how each event changes it: what the projector's handlers
-(:mod:`noema.adapters.postgres.handlers`, :mod:`noema.adapters.postgres.knowledge_handlers`) do to
-the tables, for the tables the ports read. New memory rows are built by the handlers' own column
-mappings, so both read models hold the same values."""
+"""The in-memory read model's state and how each event changes it: what the projector
+(:mod:`noema.adapters.postgres.projection` and its handlers, :mod:`noema.adapters.postgres.handlers`,
+:mod:`noema.adapters.postgres.knowledge_handlers`) does to the tables, for the tables the ports read.
+New memory rows and the audit copy of each event are built by the projector's own column mappings,
+and activation follows the same formulas (:mod:`noema.domain.dynamics`), so both read models hold the
+same values."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import msgspec
 
-from noema.adapters.postgres.handlers import created_columns, memory_columns
+from noema.adapters.postgres.handlers import Projected, created_columns, memory_columns
 from noema.adapters.postgres.knowledge_handlers import proposed_columns
-from noema.domain.dynamics import CONFIDENCE_CAP, mention_rate
+from noema.adapters.postgres.projection import EVENT_COLUMNS, event_row
+from noema.domain.dynamics import (
+    CONFIDENCE_CAP,
+    RECALL_BOOST,
+    decay_activation,
+    mention_rate,
+    reinforce_activation,
+)
 from noema_events import (
+    ActivationDecayed,
     ConflictRecorded,
     DomainCreated,
     Event,
@@ -22,6 +33,8 @@ from noema_events import (
     GrantChanged,
     MemoryCreated,
     MemoryEmbedded,
+    MemoryReinforced,
+    MemoryRetrieved,
     MemorySuperseded,
     NotesUpdated,
     OperatorAction,
@@ -38,6 +51,11 @@ Row = dict[str, Any]
 _STATUS_BY_ACTION = {"retract": "retracted", "archive": "archived", "restore": "active"}
 
 
+def _days(later: datetime, earlier: datetime) -> float:
+    """Days between two instants (the projector's ``noema_days``)."""
+    return (later - earlier).total_seconds() / 86400.0
+
+
 @dataclass
 class Tables:
     """The rows, keyed as the PostgreSQL tables' primary keys."""
@@ -51,8 +69,10 @@ class Tables:
     working_memory: dict[tuple[str, str], Row] = field(default_factory=dict)
     conflicts: dict[str, Row] = field(default_factory=dict)
     relationships: dict[str, Row] = field(default_factory=dict)
-    embeddings: dict[tuple[str, str], int] = field(default_factory=dict)
-    """(memory id, model) → dimensions."""
+    embeddings: dict[tuple[str, str], Row] = field(default_factory=dict)
+    """(memory id, model) → model, dimensions, created_at (the vector itself is not kept)."""
+    events: dict[int, Row] = field(default_factory=dict)
+    """Sequence → the audit copy of the event stored there (``events``), in stream order."""
     position: int = 0
     """The last stream sequence applied."""
 
@@ -60,11 +80,36 @@ class Tables:
         """A new memory (a re-published creation of an existing id changes nothing)."""
         self.memories.setdefault(str(row["id"]), {**row, "superseded_by": None})
 
-    def apply(self, ev: Event, seq: int) -> None:
-        """Apply one event stored at ``seq`` (an already-applied sequence changes nothing)."""
+    def _reinforce(self, memory_id: str, at: datetime, boost: float, recalls: int) -> None:
+        """Decay to ``at``, then boost (the projector's recall and reinforcement update)."""
+        m = self.memories.get(memory_id)
+        if m is None:
+            return
+        decayed = decay_activation(m["activation"], _days(at, m["activation_at"]), m["importance"])
+        m["activation"] = reinforce_activation(decayed, boost)
+        m["activation_at"] = max(m["activation_at"], at)
+        m["recall_count"] += recalls
+        m["updated_at"] = max(m["updated_at"], at)
+
+    def _refused(self, ev: Event) -> bool:
+        """Whether PostgreSQL refuses the event (the projector then skips it whole, its audit copy
+        too): an edge whose ends are not two memories of the edge's own mind (the foreign keys)."""
+        if not isinstance(ev, RelationshipAdded):
+            return False
+        p = ev.payload
+        ends = [self.memories.get(p.from_id), self.memories.get(p.to_id)]
+        inside = all(m is not None and (m["workspace"], m["mind"]) == (ev.workspace, ev.mind) for m in ends)
+        return p.from_id == p.to_id or not inside
+
+    def apply(self, item: Projected) -> None:
+        """Apply one stored event (an already-applied sequence changes nothing)."""
+        ev, seq = item.event, item.seq
         if seq <= self.position:
             return
         self.position = seq
+        if self._refused(ev):
+            return
+        self.events[seq] = dict(zip(EVENT_COLUMNS, event_row(item), strict=True))
         match ev:
             case MemoryCreated(payload=p):
                 self._insert(memory_columns(ev, seq, **created_columns(ev)))
@@ -152,24 +197,35 @@ class Tables:
                     "updated_at": ev.occurred_at,
                 }
             case RelationshipAdded(payload=p):
-                ends = [self.memories.get(p.from_id), self.memories.get(p.to_id)]
-                # PostgreSQL's foreign keys refuse an edge across minds or to a missing memory.
-                if all(
-                    m is not None and (m["workspace"], m["mind"]) == (ev.workspace, ev.mind) for m in ends
-                ):
-                    self.relationships.setdefault(
-                        p.relationship_id,
-                        {
-                            "id": p.relationship_id,
-                            "from_id": p.from_id,
-                            "to_id": p.to_id,
-                            "relation": p.relation,
-                            "confidence": p.confidence,
-                            "source": p.source,
-                            "created_at": ev.occurred_at,
-                        },
-                    )
-            case MemoryEmbedded(payload=p) if p.memory_id in self.memories:
-                self.embeddings[(p.memory_id, p.model)] = p.dimensions
+                self.relationships.setdefault(
+                    p.relationship_id,
+                    {
+                        "id": p.relationship_id,
+                        "from_id": p.from_id,
+                        "to_id": p.to_id,
+                        "relation": p.relation,
+                        "confidence": p.confidence,
+                        "source": p.source,
+                        "created_at": ev.occurred_at,
+                    },
+                )
+            # A vector of the wrong size is skipped, as the projector skips it (with a warning).
+            case MemoryEmbedded(payload=p) if p.memory_id in self.memories and len(p.vector) == p.dimensions:
+                self.embeddings.setdefault(
+                    (p.memory_id, p.model),
+                    {"model": p.model, "dimensions": p.dimensions, "created_at": ev.occurred_at},
+                )
+            case MemoryRetrieved(payload=p):
+                self._reinforce(p.memory_id, ev.occurred_at, p.boost if p.boost > 0 else RECALL_BOOST, 1)
+            case MemoryReinforced(payload=p):
+                self._reinforce(p.memory_id, ev.occurred_at, min(1.0, max(0.0, p.amount)), 0)
+            case ActivationDecayed(payload=p):
+                for m in self.memories.values():
+                    if m["workspace"] == ev.workspace and m["activation_at"] < p.tick_at:
+                        days = _days(p.tick_at, m["activation_at"])
+                        m["activation"] = decay_activation(
+                            m["activation"], days, m["importance"], p.half_life_days
+                        )
+                        m["activation_at"] = p.tick_at
             case _:
-                pass  # events that change nothing the knowledge ports read
+                pass  # events that change nothing the ports read (their audit copy is kept)

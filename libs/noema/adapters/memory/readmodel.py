@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from noema.adapters.memory.projection import Tables
 from noema.adapters.memory.records import matching_ids
+from noema.adapters.postgres.handlers import Projected
 
 # The rows mirror the tables' columns, so a fact's view is built the one way the tables' rows are.
 from noema.adapters.postgres.knowledge import fact_view
@@ -124,10 +124,10 @@ class InMemoryKnowledge:
     def __init__(self, tables: Tables | None = None) -> None:
         self.tables = tables or Tables()
 
-    def apply(self, events: Sequence[Any], first_seq: int) -> None:
-        """Apply ``events`` stored from sequence ``first_seq`` on."""
-        for n, ev in enumerate(events):
-            self.tables.apply(ev, first_seq + n)
+    def apply(self, batch: Sequence[Projected]) -> None:
+        """Apply stored events in stream order, as the projector does."""
+        for item in batch:
+            self.tables.apply(item)
 
     def _memories(self, workspace: str | None = None) -> list[Row]:
         rows = [m for m in self.tables.memories.values() if workspace is None or m["workspace"] == workspace]

@@ -21,6 +21,7 @@ from noema.adapters.postgres.registry import Handler, Handlers, Projected
 from noema_events import Event
 
 __all__ = [
+    "EVENT_COLUMNS",
     "POISON",
     "PROJECTED_TABLES",
     "PROJECTION_HANDLERS",
@@ -28,6 +29,7 @@ __all__ = [
     "ReadModelProjection",
     "Refused",
     "checksum",
+    "event_row",
 ]
 
 PROJECTED_TABLES: tuple[str, ...] = (
@@ -49,7 +51,7 @@ PROJECTION_HANDLERS = Handlers.joined(HANDLERS, KNOWLEDGE_HANDLERS)
 """Event type → handler of every type the projection applies (a type two modules handle fails the
 import); the other events are only kept in ``events``."""
 
-_EVENT_COLUMNS = (
+EVENT_COLUMNS = (
     "seq",
     "id",
     "type",
@@ -62,7 +64,30 @@ _EVENT_COLUMNS = (
     "subject",
     "payload",
 )
+"""The columns of the ``events`` table, the audit copy of the stream."""
 _json = msgspec.json.Encoder()
+
+
+def event_row(p: Projected) -> tuple[object, ...]:
+    """The ``events`` row of a projected event in :data:`EVENT_COLUMNS` order, the payload as JSON
+    text (the in-memory adapter keeps the same rows)."""
+    ev = p.event
+    payload = _json.encode(ev.payload).decode()  # type: ignore[attr-defined]
+    return (
+        p.seq,
+        ev.id,
+        ev.type,
+        ev.workspace,
+        ev.mind,
+        ev.occurred_at,
+        ev.causation_id,
+        ev.correlation_id,
+        ev.actor,
+        p.subject,
+        payload,
+    )
+
+
 POISON: tuple[type[BaseException], ...] = (
     asyncpg.DataError,
     asyncpg.IntegrityConstraintViolationError,
@@ -164,24 +189,7 @@ class ReadModelProjection:
     async def _project(self, conn: asyncpg.Connection, fresh: Sequence[Projected]) -> None:
         """Write the audit copy of each event, then apply each same-type run in order."""
         await conn.copy_records_to_table(
-            "events",
-            columns=_EVENT_COLUMNS,
-            records=[
-                (
-                    p.seq,
-                    p.event.id,
-                    p.event.type,
-                    p.event.workspace,
-                    p.event.mind,
-                    p.event.occurred_at,
-                    p.event.causation_id,
-                    p.event.correlation_id,
-                    p.event.actor,
-                    p.subject,
-                    _json.encode(p.event.payload).decode(),  # type: ignore[attr-defined]
-                )
-                for p in fresh
-            ],
+            "events", columns=EVENT_COLUMNS, records=[event_row(p) for p in fresh]
         )
         for event_type, run in groupby(fresh, key=lambda p: type(p.event)):
             handler = self._handlers.get(event_type)

@@ -11,6 +11,7 @@ import asyncpg
 
 from noema.adapters.postgres.voices import RecallFilters
 from noema.ids import id_prefix
+from noema.ports import MemoryOrder
 
 __all__ = ["EVENT_FIELDS", "MEMORY_FIELDS", "MemoryQueries", "resolve_id"]
 
@@ -24,6 +25,12 @@ EVENT_FIELDS = (
     "seq, id, type, workspace, mind, occurred_at, causation_id, correlation_id, actor, subject, "
     "payload::text AS payload"
 )
+_ORDER_BY: dict[MemoryOrder, str] = {
+    "newest": "created_at DESC, origin_seq DESC",
+    # The memories_recent index serves these.
+    "happened_asc": "coalesce(happened_at, created_at) ASC, origin_seq ASC",
+    "happened_desc": "coalesce(happened_at, created_at) DESC, origin_seq DESC",
+}
 
 
 async def resolve_id(
@@ -80,9 +87,7 @@ class MemoryQueries:
             return None
         memory = dict(row)
         origin = await self._pool.fetchrow(
-            "SELECT seq, id, type, workspace, mind, occurred_at, causation_id, correlation_id, actor, "
-            "subject, payload::text AS payload FROM events WHERE seq = $1",
-            memory["origin_seq"],
+            f"SELECT {EVENT_FIELDS} FROM events WHERE seq = $1", memory["origin_seq"]
         )
         memory["origin"] = dict(origin) if origin else None
         memory["relationships"] = [
@@ -115,13 +120,14 @@ class MemoryQueries:
             )
         )
 
-    async def page(self, filters: RecallFilters, order: str, limit: int, offset: int) -> list[dict[str, Any]]:
-        """Memory rows (:data:`MEMORY_FIELDS`) matching ``filters`` in ``order`` (an ORDER BY from
-        code only), one page."""
+    async def page(
+        self, filters: RecallFilters, order: MemoryOrder, limit: int, offset: int
+    ) -> list[dict[str, Any]]:
+        """Memory rows (:data:`MEMORY_FIELDS`) matching ``filters`` in ``order``, one page."""
         args: list[Any] = []
         where = filters.where("m", args)
         rows = await self._pool.fetch(
-            f"SELECT {MEMORY_FIELDS} FROM memories m WHERE {where} ORDER BY {order} "
+            f"SELECT {MEMORY_FIELDS} FROM memories m WHERE {where} ORDER BY {_ORDER_BY[order]} "
             f"LIMIT ${len(args) + 1} OFFSET ${len(args) + 2}",
             *args,
             limit,

@@ -42,7 +42,7 @@ from noema.application.knowledge.facts import FactOutcome, Facts
 from noema.application.knowledge.maintenance import ConsolidateReport, HarmonizeReport, Maintenance
 from noema.application.knowledge.notes import Notes
 from noema.application.knowledge.policies import Policies
-from noema.ports import EventSink, KnowledgeReadModel
+from noema.ports import EventSink, ExpectingSink, KnowledgeReadModel
 from noema.runtime.topology import Topology
 
 __all__ = [
@@ -63,8 +63,9 @@ class Knowledge:
     """The knowledge operations over one read model and event stream.
 
     ``reads`` and ``publisher`` are ports (:mod:`noema.ports`): PostgreSQL and JetStream in
-    production (:meth:`connected`), the in-memory adapter in the fast tests. ``nc`` and ``topology``
-    are needed only by ``record_observation`` (an optimistic append on the notes' subject).
+    production (:meth:`connected`), the in-memory adapter in the fast tests. ``appends`` (an
+    :class:`~noema.ports.ExpectingSink`, usually the publisher itself) is needed only by
+    ``record_observation`` (an optimistic append on the notes' subject).
     Each operation is the bound method of the concern that owns it, so its signature and docstring
     are that method's.
     """
@@ -75,10 +76,9 @@ class Knowledge:
         publisher: EventSink,
         clock: Callable[[], datetime] = utcnow,
         *,
-        nc: NATS | None = None,
-        topology: Topology | None = None,
+        appends: ExpectingSink | None = None,
     ) -> None:
-        ctx = KnowledgeContext(reads, publisher, AccessControl(reads), clock, nc, topology)
+        ctx = KnowledgeContext(reads, publisher, AccessControl(reads), clock, appends)
         self.reads = reads
         self.access_control = ctx.access_control
         domains = Domains(ctx)
@@ -122,4 +122,5 @@ class Knowledge:
         cls, pool: asyncpg.Pool, nc: NATS, topology: Topology, clock: Callable[[], datetime] = utcnow
     ) -> Knowledge:
         """The operations over the PostgreSQL read model and the JetStream event stream."""
-        return cls(PostgresKnowledge(pool), EventPublisher(nc, topology), clock, nc=nc, topology=topology)
+        publisher = EventPublisher(nc, topology)
+        return cls(PostgresKnowledge(pool), publisher, clock, appends=publisher)

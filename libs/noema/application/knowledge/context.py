@@ -9,14 +9,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypedDict, cast
 
-from nats.aio.client import Client as NATS
-
 from noema.application.access import AccessControl, Caller, InsufficientMemoryPermission
 from noema.application.upkeep import InvalidQuery, NotFound, OperationError
 from noema.domain.knowledge import DomainRef
 from noema.ids import derive_id, new_id, short_prefix_hint
-from noema.ports import EventSink, KnowledgeReadModel
-from noema.runtime.topology import Topology
+from noema.ports import EventSink, ExpectingSink, KnowledgeReadModel
 from noema_events import Event, OperatorAction, OperatorActionPayload
 
 __all__ = ["Audit", "Envelope", "KnowledgeContext", "domain_ref", "require_operator", "utcnow"]
@@ -62,9 +59,8 @@ class KnowledgeContext:
     publisher: EventSink
     access_control: AccessControl
     clock: Callable[[], datetime]
-    nc: NATS | None = None
-    """The bus itself, for what needs JetStream beyond publishing (notes' optimistic appends)."""
-    topology: Topology | None = None
+    appends: ExpectingSink | None = None
+    """Where optimistic appends go (notes' ``record_observation``): usually the publisher itself."""
 
     async def publish(
         self,

@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from noema.adapters.jetstream import ConcurrentWrite, last_on_subject, publish_expecting
 from noema.application.access import Caller, InsufficientMemoryPermission
 from noema.application.knowledge.context import KnowledgeContext, require_operator
 from noema.application.upkeep import OperationError
-from noema_events import NotesUpdated, NotesUpdatedPayload, decode_event
+from noema.ports import ConcurrentWrite
+from noema_events import NotesUpdated, NotesUpdatedPayload
 
 __all__ = ["MAX_NOTES", "Notes"]
 
@@ -43,25 +43,22 @@ class Notes:
         content = content.strip()
         if not content:
             raise OperationError("content must not be blank")
-        if self._ctx.nc is None or self._ctx.topology is None:
+        appends = self._ctx.appends
+        if appends is None:
             raise OperationError("recording an observation needs the event stream itself (JetStream)")
-        js = self._ctx.nc.jetstream()
         probe = self._notes_event(caller.workspace, caller.agent, "", caller.actor)
-        subject = self._ctx.topology.event_subject(probe)
         line = f"- {self._ctx.clock():%Y-%m-%d %H:%M} {content}"
         for _ in range(attempts):
-            last = await last_on_subject(js, self._ctx.topology.event_stream, subject)
+            last = await appends.last_on_subject(probe)
             current = ""
             if last is not None:
-                previous = decode_event(last[1])
+                previous = last[1]
                 assert isinstance(previous, NotesUpdated)
                 current = previous.payload.notes
             notes = f"{current}\n{line}" if current else line
             try:
-                await publish_expecting(
-                    js,
+                await appends.publish_expecting(
                     self._notes_event(caller.workspace, caller.agent, notes, caller.actor),
-                    self._ctx.topology,
                     last[0] if last else 0,
                 )
                 return line
