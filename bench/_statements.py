@@ -65,7 +65,7 @@ class Statements:
     async def reset(self) -> None:
         conn = await asyncpg.connect(self._url)
         try:
-            await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements SCHEMA public")
             await conn.execute("SELECT pg_stat_statements_reset()")
         finally:
             await conn.close()
