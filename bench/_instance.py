@@ -133,7 +133,11 @@ def running_instance(
     data_dir, runtime, log = base / "var", base / "run", base / "up.log"
     runtime.mkdir(mode=0o700)
     if prepare is not None:
-        prepare(data_dir)
+        try:
+            prepare(data_dir)
+        except BaseException:
+            shutil.rmtree(base, ignore_errors=True)
+            raise
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOEMA_")}
     env.update(
         NOEMA_DATA_DIR=str(data_dir),

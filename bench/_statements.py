@@ -26,28 +26,33 @@ TOP = 12
 def preload(data_dir: Path) -> None:
     """Initialise the embedded PostgreSQL of ``data_dir`` with ``pg_stat_statements`` preloaded
     (it takes effect when `up` starts the server)."""
-    runtime = data_dir.parent / "run"
-    saved = os.environ.get("XDG_RUNTIME_DIR")
+    saved = os.environ.get("XDG_RUNTIME_DIR")  # the embedded server's start sets its own
     pg = EmbeddedPostgres(data_dir)
     pg.start()
     try:
-
-        async def configure() -> None:
-            conn = await asyncpg.connect(pg.url)
-            try:
-                await conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
-                await conn.execute("ALTER SYSTEM SET pg_stat_statements.track = 'all'")
-            finally:
-                await conn.close()
-
-        asyncio.run(configure())
+        asyncio.run(
+            _execute(
+                pg.url,
+                "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'",
+                "ALTER SYSTEM SET pg_stat_statements.track = 'all'",
+            )
+        )
     finally:
         pg.stop()
         if saved is None:
             os.environ.pop("XDG_RUNTIME_DIR", None)
         else:
             os.environ["XDG_RUNTIME_DIR"] = saved
-        runtime.mkdir(mode=0o700, exist_ok=True)
+
+
+async def _execute(url: str, *statements: str) -> None:
+    """Run ``statements`` in order on one connection of ``url``."""
+    conn = await asyncpg.connect(url)
+    try:
+        for statement in statements:
+            await conn.execute(statement)
+    finally:
+        await conn.close()
 
 
 def superuser_url(owner_url: str, data_dir: Path) -> str:
@@ -63,12 +68,11 @@ class Statements:
         self._url = superuser_url(owner_url, data_dir)
 
     async def reset(self) -> None:
-        conn = await asyncpg.connect(self._url)
-        try:
-            await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements SCHEMA public")
-            await conn.execute("SELECT pg_stat_statements_reset()")
-        finally:
-            await conn.close()
+        await _execute(
+            self._url,
+            "CREATE EXTENSION IF NOT EXISTS pg_stat_statements SCHEMA public",
+            "SELECT pg_stat_statements_reset()",
+        )
 
     async def top(self) -> dict[str, Any]:
         """The total execution time, and the ``TOP`` statements by it (with their share)."""
