@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 import numpy as np
 
-from noema.adapters.postgres.textsearch import BROAD_CANDIDATES, TermStats, selective_query
+from noema.adapters.postgres.textsearch import BROAD_CANDIDATES, TermStats, TextQuery, selective_query
 from noema.domain.ranking import Candidate
 
 __all__ = ["RecallFilters", "RecallStore"]
@@ -140,65 +140,65 @@ class RecallStore:
         """
         async with self._pool.acquire() as conn:
             args: list[Any] = []
-            bounded = False
-            lexemes: list[str] = []
             if strict:
                 args.append(query)
-                tsq = "websearch_to_tsquery('english', $1)"
-            else:
-                text_query = await selective_query(conn, query, f.workspace, max_terms)
-                if text_query is None:
-                    return []
-                if text_query.broad and not broad:
-                    return []
-                args.append(text_query.tsquery)
-                lexemes = list(text_query.lexemes)
-                bounded = text_query.broad
-                tsq = "to_tsquery('simple', $1)"
-            where = f.where("m", args)
-            source = "memories"
-            if bounded:
-                # Common words only: rank the newest matches rather than every one of them (walking
-                # the recency index, which finds them fast precisely because they are common).
-                source = f"""(SELECT m.* FROM memories m, {tsq} q WHERE m.search @@ q AND {where}
-                             ORDER BY coalesce(m.happened_at, m.created_at) DESC
-                             LIMIT {BROAD_CANDIDATES})"""
-            if strict:
+                where = f.where("m", args)
                 args.append(limit)
                 rows = await conn.fetch(
                     f"""SELECT m.id, ts_rank_cd(m.search, q, 1) AS score
-                        FROM {source} m, {tsq} q
+                        FROM memories m, websearch_to_tsquery('english', $1) q
                         WHERE m.search @@ q AND {where}
                         ORDER BY score DESC, m.id LIMIT ${len(args)}""",
                     *args,
                 )
             else:
+                text_query = await selective_query(conn, query, f.workspace, max_terms)
+                if text_query is None or (text_query.broad and not broad):
+                    return []
                 n, avgdl = await self.term_stats.scope(conn, f.workspace)
-                args += [lexemes, n, avgdl, limit]
-                k = len(args)
-                # BM25 (k1 1.2, b 0.75) over the matching memories: a word's weight is its rarity in
-                # the scope (document frequency counted among the matches, which hold every memory
-                # with the word); participants' names (weight B) count 0.4 of a content word. The scope
-                # size is cached and the store grows meanwhile: never count fewer memories than match,
-                # or a word's weight turns negative.
-                rows = await conn.fetch(
-                    f"""WITH hits AS (
-                            SELECT m.id, m.search FROM {source} m, {tsq} q
-                            WHERE m.search @@ q AND {where}),
-                        terms AS (
-                            SELECT h.id, u.lexeme, length(h.search) AS dl,
-                                   coalesce(array_length(u.positions, 1), 1)
-                                   * CASE WHEN 'A' = ANY(u.weights) THEN 1.0 ELSE 0.4 END AS tf
-                            FROM hits h, unnest(h.search) u WHERE u.lexeme = ANY(${k - 3}::text[])),
-                        df AS (SELECT lexeme, count(DISTINCT id) AS n FROM terms GROUP BY lexeme)
-                        SELECT t.id, sum(ln(1 + (greatest(${k - 2}, df.n) - df.n + 0.5) / (df.n + 0.5))
-                                         * t.tf * 2.2
-                                         / (t.tf + 1.2 * (0.25 + 0.75 * t.dl / ${k - 1}))) AS score
-                        FROM terms t JOIN df USING (lexeme)
-                        GROUP BY t.id ORDER BY score DESC, t.id LIMIT ${k}""",
-                    *args,
-                )
+                rows = await conn.fetch(self.bm25_sql(text_query, f, args, n, avgdl, limit), *args)
         return [(r["id"], float(r["score"])) for r in rows]
+
+    @staticmethod
+    def bm25_sql(
+        text_query: TextQuery, f: RecallFilters, args: list[Any], n: float, avgdl: float, limit: int
+    ) -> str:
+        """The text voice's BM25 statement (k1 1.2, b 0.75) for a selective query; ``args`` gets its
+        values. A word's weight is its rarity in the scope (its memories counted among the matches,
+        which hold every memory of the scope with the word); a participant's name counts 0.4 of a
+        content word. ``n`` (the scope's size, cached while the store grows) never counts fewer
+        memories than match, or a word's weight would turn negative.
+
+        Each word's memories come from ``memory_postings`` (migration 0009) by primary key: the cost
+        is the query's words' postings, not every matching memory's whole text. A query of common
+        words only (``broad``) ranks the newest ``BROAD_CANDIDATES`` memories that hold its word
+        (walking the recency index, which finds them fast precisely because they are common). The
+        arithmetic is float8: with integer counts and decimal literals PostgreSQL computes in
+        numeric, whose ln() was half of the statement's time."""
+        args.append(list(text_query.lexemes))
+        lexemes = f"${len(args)}::text[]"
+        where = f.where("m", args)
+        if text_query.broad:
+            args.append(text_query.tsquery)
+            terms = f"""SELECT p.memory_id AS id, p.lexeme, p.tf, p.dl
+                FROM (SELECT m.id, m.workspace FROM memories m
+                      WHERE m.search @@ to_tsquery('simple', ${len(args)}) AND {where}
+                      ORDER BY coalesce(m.happened_at, m.created_at) DESC LIMIT {BROAD_CANDIDATES}) h
+                JOIN memory_postings p
+                  ON p.lexeme = ANY({lexemes}) AND p.workspace = h.workspace AND p.memory_id = h.id"""
+        else:
+            terms = f"""SELECT p.memory_id AS id, p.lexeme, p.tf, p.dl
+                FROM memory_postings p JOIN memories m ON m.id = p.memory_id AND m.workspace = p.workspace
+                WHERE p.lexeme = ANY({lexemes}) AND {where}"""
+        args += [n, avgdl, limit]
+        k = len(args)
+        return f"""WITH terms AS ({terms}),
+            df AS (SELECT lexeme, count(*)::float8 AS n FROM terms GROUP BY lexeme)
+            SELECT t.id, sum(ln(1 + (greatest(${k - 2}::float8, df.n) - df.n + 0.5) / (df.n + 0.5))
+                             * t.tf * 2.2
+                             / (t.tf + 1.2 * (0.25 + 0.75 * t.dl::float8 / ${k - 1}::float8))) AS score
+            FROM terms t JOIN df USING (lexeme)
+            GROUP BY t.id ORDER BY score DESC, t.id LIMIT ${k}"""
 
     async def semantic(
         self, vector: Sequence[float], model: str, f: RecallFilters, limit: int
