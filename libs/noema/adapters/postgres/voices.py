@@ -187,9 +187,17 @@ class RecallStore:
                 JOIN memory_postings p
                   ON p.lexeme = ANY({lexemes}) AND p.workspace = h.workspace AND p.memory_id = h.id"""
         else:
+            # Each posting's memory is read by its primary key (OFFSET 0 keeps the filters out of
+            # the lateral read): otherwise, in a large store, the planner hashes the whole scope to
+            # join a few hundred postings.
+            scope = "m.workspace"
+            if f.workspace is not None:
+                args.append(f.workspace)
+                scope = f"${len(args)}"
             terms = f"""SELECT p.memory_id AS id, p.lexeme, p.tf, p.dl
-                FROM memory_postings p JOIN memories m ON m.id = p.memory_id AND m.workspace = p.workspace
-                WHERE p.lexeme = ANY({lexemes}) AND {where}"""
+                FROM memory_postings p
+                CROSS JOIN LATERAL (SELECT * FROM memories WHERE id = p.memory_id OFFSET 0) m
+                WHERE p.lexeme = ANY({lexemes}) AND p.workspace = {scope} AND {where}"""
         args += [n, avgdl, limit]
         k = len(args)
         return f"""WITH terms AS ({terms}),

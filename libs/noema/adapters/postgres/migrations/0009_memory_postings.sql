@@ -11,8 +11,11 @@ CREATE TABLE memory_postings (
     memory_id text NOT NULL,
     tf        float8 NOT NULL,
     dl        integer NOT NULL,
-    PRIMARY KEY (lexeme, workspace, memory_id)
+    PRIMARY KEY (lexeme, workspace, memory_id) INCLUDE (tf, dl)
 );
+-- The key includes tf and dl, so a query's postings are read from the index alone (once vacuum has
+-- marked the pages visible): the heap holds them in the order memories were written, one page per
+-- posting of a word.
 
 -- A memory's postings: each lexeme of its search column with the term frequency BM25 uses.
 CREATE FUNCTION noema_postings_of(search tsvector) RETURNS TABLE (lexeme text, tf float8, dl integer)
