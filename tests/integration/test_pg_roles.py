@@ -421,6 +421,8 @@ async def test_a_recall_connection_keeps_its_scope_default_and_vector_settings_a
             with workspace_scope("other"):
                 assert await pool.fetchval("SELECT count(*) FROM memories") == 0
             assert await pool.fetchval("SELECT count(*) FROM memories") == 2
+            # Each statement planned for its own values, never a prepared statement's generic plan.
+            assert await pool.fetchval("SHOW plan_cache_mode") == "force_custom_plan"
             if await pool.fetchval("SELECT 1 FROM pg_extension WHERE extname = 'vector'"):
                 assert await pool.fetchval("SHOW hnsw.ef_search") == "200"
     finally:
