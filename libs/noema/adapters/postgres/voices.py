@@ -299,15 +299,21 @@ class RecallStore:
         return [(r["id"], float(r["score"])) for r in rows]
 
     async def candidates(self, ids: Sequence[str], model: str | None) -> dict[str, Candidate]:
-        """What scoring needs of each memory (and its vector, for MMR)."""
+        """What scoring needs of each memory (and its vector under ``model``, for MMR), in one
+        round trip."""
+        vectors = bool(model and self.has_vectors)
         rows = await self._pool.fetch(
-            """SELECT id, content, memory_type, activation, importance, credibility, created_at, repo,
-                      happened_at
-               FROM memories WHERE id = ANY($1::text[])""",
-            list(ids),
+            f"""SELECT m.id, m.content, m.memory_type, m.activation, m.importance, m.credibility,
+                       m.created_at, m.repo, m.happened_at,
+                       {"e.embedding" if vectors else "NULL::text AS embedding"}
+                FROM memories m
+                {"LEFT JOIN memory_embeddings e ON e.memory_id = m.id AND e.model = $2" if vectors else ""}
+                WHERE m.id = ANY($1::text[])""",
+            *([list(ids), model] if vectors else [list(ids)]),
         )
-        out = {
-            r["id"]: Candidate(
+        out: dict[str, Candidate] = {}
+        for r in rows:
+            c = Candidate(
                 id=r["id"],
                 content=r["content"],
                 memory_type=r["memory_type"],
@@ -318,19 +324,12 @@ class RecallStore:
                 repo=r["repo"],
                 happened_at=r["happened_at"],
             )
-            for r in rows
-        }
-        if model and self.has_vectors and out:
-            for r in await self._pool.fetch(
-                "SELECT memory_id, embedding FROM memory_embeddings "
-                "WHERE model = $1 AND memory_id = ANY($2::text[])",
-                model,
-                list(out),
-            ):
-                vec = r["embedding"]
+            vec = r["embedding"]
+            if vec is not None:
                 if isinstance(vec, str):  # a pool without the pgvector codec
                     vec = np.asarray(json.loads(vec), dtype=np.float32)
-                out[r["memory_id"]].vector = vec.to_numpy() if hasattr(vec, "to_numpy") else vec
+                c.vector = vec.to_numpy() if hasattr(vec, "to_numpy") else vec
+            out[c.id] = c
         return out
 
     async def details(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
