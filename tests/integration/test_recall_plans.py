@@ -9,9 +9,11 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 
+from noema.adapters.postgres import voices
 from noema.adapters.postgres.voices import RecallFilters, RecallStore
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
@@ -74,3 +76,50 @@ async def test_each_neighbour_is_read_by_its_primary_key_before_any_statistics(h
             assert reads, explained
             for read in reads:
                 assert read.get("Index Cond") == "(id = e.memory_id)", json.dumps(read, indent=1)
+
+
+async def test_a_small_workspace_in_a_large_store_gets_its_true_nearest_neighbours(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The HNSW scan is bounded (hnsw.max_scan_tuples): walking a store where one workspace holds a
+    # few percent of the vectors, it meets only a few of that workspace's memories. Scaled down
+    # here (a bound of 200 over 1,040 vectors, as 2,000 over 100,000 in a real store).
+    monkeypatch.setattr(voices, "EF_SEARCH", 20)
+    monkeypatch.setattr(voices, "MAX_SCAN_TUPLES", 200)
+    await harness.start(build_projector)
+    embedder = RandomUnit()
+    others = [msgspec.structs.replace(memory(f"note {i}"), workspace="globex") for i in range(1000)]
+    await given(
+        harness, *others, *(memory(f"acme note {i}") for i in range(40)), embed=True, embedder=embedder
+    )
+    await harness.pool.execute("ANALYZE memory_embeddings")
+    pool = await RecallStore.create_pool(
+        harness.settings.database_url, harness.settings.db_schema, workspace="*", min_size=1, max_size=1
+    )
+    try:
+        store = await RecallStore.open(pool)
+        query = embedder.embed_query("a note")
+        f = RecallFilters(workspace="acme")
+        got = await store.semantic(query, embedder.name, f, 20)
+        async with pool.acquire() as conn:
+            await conn.execute("SET enable_indexscan = off")  # every acme vector compared: the oracle
+            args: list[Any] = ["[" + ",".join(map(repr, query)) + "]"]
+            exact = await conn.fetch(
+                store.semantic_sql(embedder.dimensions, embedder.name, f, args, 20), *args
+            )
+            await conn.execute("RESET enable_indexscan")
+            assert await conn.fetchval("SHOW hnsw.max_scan_tuples") == "200"
+    finally:
+        await pool.close()
+    assert len(got) == 20
+    assert [i for i, _ in got] == [r["id"] for r in exact]
+    assert [s for _, s in got] == pytest.approx([r["score"] for r in exact])
+
+
+def test_the_semantic_voice_compares_exactly_only_a_small_share_of_a_large_store() -> None:
+    assert voices.searched_exactly(300, 100_000, 50)  # 6 of its memories in a 2,000-tuple scan
+    assert voices.searched_exactly(4_000, 100_000, 50)  # 80 < 100
+    assert not voices.searched_exactly(5_000, 100_000, 50)  # 100: the scan meets enough of them
+    assert not voices.searched_exactly(6_000, 1_000_000, 50)  # too many to compare one by one
+    assert not voices.searched_exactly(300, 1_500, 50)  # the scan can see the whole index
+    assert not voices.searched_exactly(300, 0, 50)  # no statistics yet

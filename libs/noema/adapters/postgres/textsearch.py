@@ -49,8 +49,8 @@ BM25."""
 
 
 class TermStats:
-    """The size of each scope for BM25 (memories, average distinct lexemes per memory), cached for
-    ``ttl`` seconds."""
+    """The sizes recall plans and scores by, cached for ``ttl`` seconds: each scope's (memories,
+    average distinct lexemes per memory) for BM25, and the store's vectors for the semantic voice."""
 
     def __init__(self, ttl: float = 300.0, schema: str | None = None) -> None:
         self._ttl = ttl
@@ -75,6 +75,20 @@ class TermStats:
         )
         value = (max(1.0, float(row["n"])), max(1.0, float(row["avgdl"])))
         self._scopes[key] = (time.monotonic(), value)
+        return value
+
+    async def stored_vectors(self, conn: asyncpg.Connection) -> float:
+        """How many vectors the store holds, every model and workspace alike (PostgreSQL's estimate,
+        which row security does not narrow: what an HNSW scan walks through); 0 while unknown."""
+        key = f"{await self._schema_of(conn)}/vectors"
+        hit = self._scopes.get(key)
+        if hit is not None and time.monotonic() - hit[0] < self._ttl:
+            return hit[1][0]
+        tuples = await conn.fetchval(
+            "SELECT reltuples FROM pg_class WHERE oid = to_regclass('memory_embeddings')"
+        )
+        value = max(0.0, float(tuples or 0))
+        self._scopes[key] = (time.monotonic(), (value, 0.0))
         return value
 
 

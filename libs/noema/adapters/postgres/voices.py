@@ -23,6 +23,27 @@ __all__ = ["RecallFilters", "RecallStore"]
 
 _MODEL = re.compile(r"^[\w./:-]{1,200}$")
 
+EF_SEARCH = 200
+"""The HNSW scan's candidate list (``hnsw.ef_search``)."""
+
+MAX_SCAN_TUPLES = 2000
+"""How far an HNSW scan may go when filters drop neighbours (``hnsw.max_scan_tuples``)."""
+
+EXACT_SCOPE_MAX = 5000
+"""The most memories the semantic voice compares one by one (see :func:`searched_exactly`)."""
+
+
+def searched_exactly(scope_memories: float, stored_vectors: float, limit: int) -> bool:
+    """Whether the semantic voice compares the scope's vectors one by one instead of walking the
+    HNSW index: when the index's bounded scan (``MAX_SCAN_TUPLES`` of ``stored_vectors``, every
+    workspace's) would be expected to meet fewer than twice ``limit`` of the scope's memories —
+    a small workspace in a large shared store, where the index would return only a few of its
+    neighbours — and the scope has at most ``EXACT_SCOPE_MAX`` memories, so that comparing them
+    all stays cheap (about 10 µs each)."""
+    if stored_vectors <= MAX_SCAN_TUPLES or scope_memories > EXACT_SCOPE_MAX:
+        return False  # the bounded scan can see the whole index, or the scope is too large
+    return scope_memories * MAX_SCAN_TUPLES / stored_vectors < 2 * limit
+
 
 @dataclass(frozen=True)
 class RecallFilters:
@@ -106,9 +127,9 @@ class RecallStore:
         # undo a SET after a connection's first use; it restores these.
         hnsw = {
             "hnsw.iterative_scan": "relaxed_order",
-            "hnsw.ef_search": "200",
+            "hnsw.ef_search": str(EF_SEARCH),
             # Bound how far an iterative scan may go when filters drop neighbours (tail latency).
-            "hnsw.max_scan_tuples": "2000",
+            "hnsw.max_scan_tuples": str(MAX_SCAN_TUPLES),
             # Plan every statement for its own values. asyncpg prepares each statement once per
             # connection, and after five runs PostgreSQL may switch a prepared statement to a
             # generic plan, blind to how common the query's words are or how large its workspace
@@ -219,19 +240,25 @@ class RecallStore:
     async def semantic(
         self, vector: Sequence[float], model: str, f: RecallFilters, limit: int
     ) -> list[tuple[str, float]]:
-        """Nearest neighbours by cosine under one model (HNSW index of that model when present)."""
+        """Nearest neighbours by cosine under one model: through the model's HNSW index, or exactly
+        for a small scope in a large store (:func:`searched_exactly`)."""
         if not self.has_vectors or not _MODEL.match(model):
             return []
         # Sent as pgvector's text form, so any pool works (with or without the binary codec).
         args: list[Any] = ["[" + ",".join(repr(float(x)) for x in vector) + "]"]
-        sql = self.semantic_sql(len(vector), model, f, args, limit)
-        rows = await self._pool.fetch(sql, *args)
+        async with self._pool.acquire() as conn:
+            exact = False
+            if f.workspace is not None:
+                scope, _ = await self.term_stats.scope(conn, f.workspace)
+                exact = searched_exactly(scope, await self.term_stats.stored_vectors(conn), limit)
+            build = self.exact_semantic_sql if exact else self.semantic_sql
+            rows = await conn.fetch(build(len(vector), model, f, args, limit), *args)
         return [(r["id"], float(r["score"])) for r in rows]
 
     @staticmethod
     def semantic_sql(dims: int, model: str, f: RecallFilters, args: list[Any], limit: int) -> str:
-        """The semantic voice's statement; ``args`` holds the query vector's text form first and
-        gets the filters' and the limit's values appended."""
+        """The semantic voice's statement through the HNSW index; ``args`` holds the query vector's
+        text form first and gets the filters' and the limit's values appended."""
         where = f.where("m", args)
         args.append(limit)
         # The model is inlined (validated by the caller) so the planner can use the model's partial
@@ -245,6 +272,21 @@ class RecallStore:
             FROM q, memory_embeddings e
             CROSS JOIN LATERAL (SELECT * FROM memories WHERE id = e.memory_id OFFSET 0) m
             WHERE e.model = '{model}' AND {where}
+            ORDER BY e.embedding::vector({dims}) <=> q.v LIMIT ${len(args)}"""
+
+    @staticmethod
+    def exact_semantic_sql(dims: int, model: str, f: RecallFilters, args: list[Any], limit: int) -> str:
+        """The semantic voice's statement comparing every memory of the scope: the scope's memories
+        first, each one's vector by its primary key (OFFSET 0: never through the model's HNSW
+        index, which cannot answer a lookup by memory)."""
+        where = f.where("m", args)
+        args.append(limit)
+        return f"""WITH q AS (SELECT $1::text::vector({dims}) AS v)
+            SELECT m.id, 1 - (e.embedding::vector({dims}) <=> q.v) AS score
+            FROM q, memories m
+            CROSS JOIN LATERAL (SELECT embedding FROM memory_embeddings
+                                WHERE memory_id = m.id AND model = '{model}' OFFSET 0) e
+            WHERE {where}
             ORDER BY e.embedding::vector({dims}) <=> q.v LIMIT ${len(args)}"""
 
     async def recent(self, f: RecallFilters, limit: int) -> list[tuple[str, float]]:
