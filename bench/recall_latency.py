@@ -11,8 +11,11 @@ queries (default 300; lookups, "when…", "why…" and quoted phrases alike) per
 with the
 query vector given — the query embedding is timed separately with the real offline embedder.
 The preamble is timed over 60 policies (40 active) and 200 agents' notes.
+Then a workspace of 300 memories is added to the same store (copies, with their vectors) and
+timed the same way: a small tenant of a large shared store, which the semantic voice compares
+exactly.
 Prints JSON {"keyword"|"semantic"|"hybrid": {"p50_ms", "p99_ms"}, "preamble": {...},
-"query_embedding": {...}}.
+"small_workspace": {"semantic", "hybrid", "semantic_found_of_50"}, "query_embedding": {...}}.
 """
 
 from __future__ import annotations
@@ -288,6 +291,54 @@ async def build(db_url: str, schema: str, n: int) -> dict[str, float]:
     return timings
 
 
+SMALL = 300
+"""Memories of the small workspace timed beside the large one (``small_workspace`` in the JSON)."""
+
+
+async def _small_workspace(
+    db_url: str, schema: str, recall: Recall, mix: list[str], vectors: np.ndarray
+) -> dict[str, Any]:
+    """A workspace of ``SMALL`` memories (copies of the large one's first, with their vectors) in
+    the same store: the semantic voice compares it exactly (``voices.searched_exactly``), where
+    the HNSW scan's bound would meet only a few of its memories. Semantic and hybrid latency, and
+    how many of the 50 neighbours asked the semantic voice found (its median and minimum)."""
+    conn = await asyncpg.connect(db_url, server_settings={"search_path": f"{schema}, public"})
+    try:
+        await conn.execute(
+            f"""INSERT INTO memories (id, workspace, mind, kind, epistemic_kind, content, domain,
+                    memory_type, confidence, importance, salience, credibility, activation,
+                    activation_at, status, origin_event, origin_seq, created_at, updated_at)
+                SELECT 'small-' || id, 'small', mind, kind, epistemic_kind, content, domain,
+                       memory_type, confidence, importance, salience, credibility, activation,
+                       activation_at, status, origin_event, origin_seq, created_at, updated_at
+                FROM memories WHERE workspace = 'bench' ORDER BY id LIMIT {SMALL}"""
+        )
+        await conn.execute(
+            """INSERT INTO memory_embeddings (memory_id, model, dimensions, embedding, origin_event,
+                    origin_seq, created_at)
+               SELECT m.id, e.model, e.dimensions, e.embedding, e.origin_event, e.origin_seq, e.created_at
+               FROM memories m JOIN memory_embeddings e ON e.memory_id = substr(m.id, 7)
+               WHERE m.workspace = 'small'"""
+        )
+        await conn.execute("VACUUM ANALYZE memories, memory_embeddings, memory_postings")
+    finally:
+        await conn.close()
+    f = RecallFilters(workspace="small")
+    out: dict[str, Any] = {"memories": SMALL}
+    found = []
+    for v in vectors:
+        found.append(len(await recall.store.semantic(list(v), MODEL, f, 50)))
+    out["semantic_found_of_50"] = {"median": statistics.median(found), "min": min(found)}
+    for mode in ("semantic", "hybrid"):
+        times = []
+        for q, v in zip(mix, vectors, strict=True):
+            t = time.perf_counter()
+            await recall.search(q, f, mode=mode, query_vector=list(v))
+            times.append((time.perf_counter() - t) * 1000)
+        out[mode] = _percentiles(times)
+    return out
+
+
 def _percentiles(values: list[float]) -> dict[str, float]:
     q = statistics.quantiles(values, n=100)
     return {"p50_ms": round(q[49], 2), "p99_ms": round(q[98], 2), "n": len(values)}
@@ -331,6 +382,7 @@ async def run(n: int, queries: int) -> dict[str, Any]:
                 await build_preamble(reads, "bench", "agent", task)
                 times.append((time.perf_counter() - t) * 1000)
             out["preamble"] = _percentiles(times)
+            out["small_workspace"] = await _small_workspace(db_url, schema, recall, mix, vectors)
         finally:
             await pool.close()
             conn = await asyncpg.connect(db_url)
