@@ -168,3 +168,8 @@ async def test_the_cache_is_a_cache_a_miss_or_an_absent_stream_is_no_vector(harn
     nowhere = VectorCache(harness.nc, Topology(f"{harness.topology.prefix}x"), "m", 3)  # no such stream
     await nowhere.put_many(["a"], [[1.0, 1.0, 1.0]])  # nowhere to go, and no error
     assert await nowhere.get_many(["a"]) == [None]
+    # Bytes of the right length that are not a vector (NaN, infinity) are a miss, not a vector.
+    await cache.put_many(["nan", "inf"], [[0.5, float("nan"), 1.0], [float("inf"), 0.0, 1.0]])
+    await cache.put_many(["fine"], [[0.0, 0.0, 1.0]])
+    await assert_eventually(lambda: cache.get_many(["fine"]))
+    assert await cache.get_many(["nan", "inf"]) == [None, None]

@@ -25,6 +25,7 @@ import array
 import asyncio
 import contextlib
 import hashlib
+import math
 import time
 from collections.abc import Sequence
 
@@ -120,7 +121,10 @@ class VectorCache:
         data = await self._read(self._topology.vector_subject(cache_key(self._model, document)))
         if data is None or len(data) != self._size:  # a miss, or not one of ours
             return None
-        return array.array("f", data).tolist()
+        vector = array.array("f", data).tolist()
+        # Anything a publisher left of the right length is not yet a vector: NaN or infinity would
+        # make its memory's embedding event refused downstream. Such an entry is a miss.
+        return vector if all(map(math.isfinite, vector)) else None
 
     async def _read(self, subject: str) -> bytes | None:
         try:
