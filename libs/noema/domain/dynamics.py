@@ -42,14 +42,19 @@ CONFIDENCE_CAP = 0.99
 
 
 def decay_activation(
-    activation: float, dt_days: float, importance: float, half_life_days: float = HALF_LIFE_DAYS
+    activation: float,
+    dt_days: float,
+    importance: float,
+    half_life_days: float = HALF_LIFE_DAYS,
+    floor: float = ACTIVATION_FLOOR,
 ) -> float:
-    """Activation after ``dt_days`` without retrieval (no change for ``dt_days <= 0``)."""
+    """Activation after ``dt_days`` without retrieval (no change for ``dt_days <= 0``), never below
+    ``floor``."""
     if dt_days <= 0:
         return activation
     # The exponent is bounded as in SQL (where power() would underflow); the floor applies long before.
     exponent = max(-1000.0, -dt_days / (half_life_days * (1.0 + importance)))
-    return max(ACTIVATION_FLOOR, activation * math.pow(2.0, exponent))
+    return max(floor, activation * math.pow(2.0, exponent))
 
 
 def reinforce_activation(activation: float, boost: float = RECALL_BOOST) -> float:
