@@ -18,9 +18,11 @@ from noema.application import upkeep
 from noema.application.replay import drop_schema, replay_into
 from noema.client import publish_observation
 from noema.domain.dynamics import (
+    CONFIDENCE_CAP,
     decay_activation,
     initial_confidence,
     mention_confidence,
+    mention_rate,
     reinforce_activation,
 )
 from noema.ids import new_id
@@ -210,7 +212,11 @@ async def test_lifecycle_dynamics_and_vectors_replay_to_identical_rows(harness: 
                 correlation_id="m",
                 actor="t",
                 payload=FactMentionedPayload(
-                    memory_id=lint, veracity="inferred", source_observation_ids=["o2"]
+                    memory_id=lint,
+                    veracity="inferred",
+                    source_observation_ids=["o2"],
+                    rate=mention_rate("inferred"),
+                    confidence_cap=CONFIDENCE_CAP,
                 ),
             ),
             OperatorAction(
