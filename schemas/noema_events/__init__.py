@@ -5,16 +5,19 @@ This package depends only on msgspec so that publishers and SDKs can use it with
 
 from .catalog import *  # noqa: F403
 from .catalog import __all__ as _catalog_all
-from .codec import EventDecodeError, decode_event, encode_event, upcast
+from .codec import KNOWN_TAGS, EventDecodeError, Recorded, decode_event, decode_recorded, encode_event, upcast
 from .envelope import NAME_PATTERN, Event, Name
 
 __all__ = [
     *_catalog_all,
+    "KNOWN_TAGS",
     "NAME_PATTERN",
     "Event",
     "EventDecodeError",
     "Name",
+    "Recorded",
     "decode_event",
+    "decode_recorded",
     "encode_event",
     "upcast",
 ]

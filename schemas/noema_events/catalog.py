@@ -2,6 +2,14 @@
 
 Evolve additively: a new field gets a default. Anything else is a new version (a new class with a
 ``.v2`` tag) plus a pure upcaster in :mod:`noema_events.upcasting`; old events are never rewritten.
+
+Events record decisions, not recipes: every value the projection applies (a recall's boost, the
+half-life and floor of a decay, a mention's confidence rate and cap, a fact's credibility) is in the
+event, set by the worker that decided it, so a replay reproduces the state that was held whatever
+today's constants. A field added to record such a value gets as its default the value that was in
+force before it was recorded — a literal, never the live constant — so older events read as they
+were applied; a value that was derived from other fields needs a new version, whose upcaster derives
+it with the values of that time.
 """
 
 from __future__ import annotations
@@ -72,6 +80,10 @@ RecordedContent = Annotated[str, msgspec.Meta(min_length=1, max_length=32_000)]
 is still read, because attend turned blank observations into memories before ``Content`` refused
 them, and replay must decode every event ever recorded."""
 Label = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+HalfLife = Annotated[float, msgspec.Meta(gt=0.0)]
+"""A half-life in days."""
+Boost = Annotated[float, msgspec.Meta(gt=0.0)]
+"""A share of the distance to activation 1 that a reinforcement adds."""
 
 
 class _Payload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=False, omit_defaults=True):
@@ -193,17 +205,24 @@ class MemoryEmbedded(Event, frozen=True, kw_only=True, tag="memory.embedded.v1")
 
 
 class MemoryRetrievedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
-    """An admitted recall, with the scoring components that made it win."""
+    """An admitted recall, with the scoring components that made it win and the reinforcement it
+    decided: the memory decays to the recall time with ``half_life_days`` (never below
+    ``activation_floor``), then gains ``boost`` of what it lacks to activation 1."""
 
     memory_id: str
     query: str = ""
     score: float = 0.0
     components: dict[str, float] = msgspec.field(default_factory=dict)
-    boost: float = 0.0
+    boost: Boost
+    half_life_days: HalfLife
+    activation_floor: Unit
 
 
-class MemoryRetrieved(Event, frozen=True, kw_only=True, tag="memory.retrieved.v1"):
-    """A memory was recalled and admitted; the projector reinforces it (activation, recall_count)."""
+class MemoryRetrieved(Event, frozen=True, kw_only=True, tag="memory.retrieved.v2"):
+    """A memory was recalled and admitted; the projector reinforces it (activation, recall_count)
+    with the values the event records. v1 did not record the half-life and floor, and a boost only
+    when a publisher set one (the projector then used its own): its upcaster fills the values then
+    in force."""
 
     payload: MemoryRetrievedPayload
 
@@ -231,11 +250,16 @@ class RecallProposed(Event, frozen=True, kw_only=True, tag="recall.proposed.v1")
 
 
 class MemoryReinforcedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
-    """An explicit reinforcement not caused by recall (e.g. an operator pinning a memory)."""
+    """An explicit reinforcement not caused by recall (e.g. an operator pinning a memory): like a
+    recall's, with ``amount`` (bounded to [0, 1]) as the boost."""
 
     memory_id: str
     amount: float
     reason: str = ""
+    half_life_days: HalfLife = 14.0
+    """The half-life the memory decays with up to the reinforcement (14 days before it was recorded)."""
+    activation_floor: Unit = 1e-6
+    """The activation it never decays below (1e-6 before it was recorded)."""
 
 
 class MemoryReinforced(Event, frozen=True, kw_only=True, tag="memory.reinforced.v1"):
@@ -249,6 +273,8 @@ class ActivationDecayedPayload(_Payload, frozen=True, kw_only=True, omit_default
 
     tick_at: datetime
     half_life_days: float = 14.0
+    activation_floor: Unit = 1e-6
+    """The activation no memory decays below (1e-6 before it was recorded)."""
 
 
 class ActivationDecayed(Event, frozen=True, kw_only=True, tag="activation.decayed.v1"):
@@ -309,10 +335,16 @@ class FactProposedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=Tru
     source_observation_ids: list[str] = msgspec.field(default_factory=list)
     supersedes: str | None = None
     """Set by ``supersede_fact``: the fact this one explicitly replaces."""
+    credibility: Unit
+    """The weight of its veracity, decided with it."""
+    importance: Unit
+    salience: Unit
 
 
-class FactProposed(Event, frozen=True, kw_only=True, tag="fact.proposed.v1"):
-    """A fact was proposed (conflict detection runs against it)."""
+class FactProposed(Event, frozen=True, kw_only=True, tag="fact.proposed.v2"):
+    """A fact was proposed (conflict detection runs against it). v1 did not record credibility,
+    importance and salience (the projector derived them): its upcaster fills the values then in
+    force."""
 
     payload: FactProposedPayload
 
@@ -328,10 +360,16 @@ class FactMentionedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=Tr
     reason: str = ""
     mentions: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 1
     """How many mentions this event stands for: a merge counts each merged fact."""
+    rate: Unit
+    """The share of the remaining doubt (1 − confidence) these mentions remove, decided from their
+    veracity and number."""
+    confidence_cap: Unit
+    """The confidence the fact never rises above."""
 
 
-class FactMentioned(Event, frozen=True, kw_only=True, tag="fact.mentioned.v1"):
-    """An existing fact was mentioned again."""
+class FactMentioned(Event, frozen=True, kw_only=True, tag="fact.mentioned.v2"):
+    """An existing fact was mentioned again. v1 did not record the rate and cap (the projector
+    derived them): its upcaster fills the values then in force."""
 
     payload: FactMentionedPayload
 

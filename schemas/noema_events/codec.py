@@ -3,32 +3,42 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from itertools import accumulate
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
 from .catalog import EVENT_TYPES, AnyEvent
 from .envelope import Event
+from .upcasting import EARLIER_TYPES, UPCASTERS
 
 __all__ = [
+    "KNOWN_TAGS",
     "MAX_DEPTH",
     "MAX_EVENT_BYTES",
     "UPCASTERS",
     "EventDecodeError",
+    "Recorded",
     "decode_event",
+    "decode_recorded",
     "encode_event",
     "upcast",
 ]
 
-Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
-UPCASTERS: dict[str, Upcaster] = {}
-"""Old tag → pure function turning that version's dict into the next version's dict (with its tag).
+KNOWN_TAGS: frozenset[str] = frozenset({*EVENT_TYPES, *EARLIER_TYPES})
+"""Every tag a stream may hold and the audit copy keeps: the current versions and the earlier ones
+still read."""
 
-Chains are followed until a current tag is reached. Old events on the stream are never rewritten.
-"""
+
+class Recorded(NamedTuple):
+    """An event as the stream holds it, when that is an earlier version than the one it is read as:
+    its tag and its payload as JSON, encoded as the code of that version encoded it (what the audit
+    copy keeps, so that it stays a copy of what was recorded)."""
+
+    type: str
+    payload: str
+
 
 _decoder = msgspec.json.Decoder(AnyEvent)
 _encoder = msgspec.json.Encoder()
@@ -97,6 +107,12 @@ def decode_event(data: bytes | str) -> Event:
     UTF-8, numbers out of range, wrong types, and text with a NUL character, which PostgreSQL cannot
     store (such an event would stall the projector).
     """
+    return decode_recorded(data)[0]
+
+
+def decode_recorded(data: bytes | str) -> tuple[Event, Recorded | None]:
+    """Like :func:`decode_event`, and the event as recorded when it was upcast (None when the bytes
+    are of the current version)."""
     raw_bytes = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
     _check_bounds(raw_bytes)
     try:
@@ -109,9 +125,9 @@ def decode_event(data: bytes | str) -> Event:
         raise EventDecodeError(str(exc) or type(exc).__name__) from exc
 
 
-def _decode(data: bytes) -> Event:
+def _decode(data: bytes) -> tuple[Event, Recorded | None]:
     try:
-        return _decoder.decode(data)
+        return _decoder.decode(data), None
     except msgspec.ValidationError as exc:
         first_error: Exception = exc
     except msgspec.DecodeError as exc:
@@ -119,9 +135,19 @@ def _decode(data: bytes) -> Event:
     raw = msgspec.json.decode(data)
     if not isinstance(raw, dict):
         raise EventDecodeError("an event must be a JSON object")
-    if raw.get("type") in EVENT_TYPES:
+    tag = raw.get("type")
+    if tag in EVENT_TYPES:
         raise EventDecodeError(str(first_error)) from first_error
     try:
-        return msgspec.convert(upcast(raw), AnyEvent)  # type: ignore[no-any-return]
+        earlier = EARLIER_TYPES.get(tag) if isinstance(tag, str) else None
+        if earlier is not None:
+            # Decoded as its own version first: refused exactly when its own code refused it, and
+            # its payload re-encoded exactly as that code encoded it.
+            old: Any = msgspec.json.decode(data, type=earlier)
+            recorded = Recorded(str(tag), _encoder.encode(old.payload).decode())
+            raw = msgspec.to_builtins(old)
+        else:
+            recorded = Recorded(str(tag), _encoder.encode(raw.get("payload")).decode())
+        return msgspec.convert(upcast(raw), AnyEvent), recorded
     except msgspec.ValidationError as exc:
         raise EventDecodeError(str(exc)) from exc

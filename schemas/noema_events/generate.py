@@ -2,6 +2,8 @@
 
 Run with ``python -m noema_events.generate [--check]`` (``make schemas``). ``--check`` exits non-zero
 when the committed files differ from what the code generates, so stale schemas fail the build.
+``json/`` has a schema for every version a stream may hold (earlier versions included, as readers of
+old events need them); the AsyncAPI document lists the current versions, the ones to publish.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 import msgspec
 
 from .catalog import EVENT_TYPES
+from .upcasting import EARLIER_TYPES
 
 __all__ = ["generate", "main"]
 
@@ -33,7 +36,7 @@ def _dump(doc: Any) -> str:
 def generate() -> dict[Path, str]:
     """Return every generated file (path → text); pure, so ``--check`` can compare."""
     files: dict[Path, str] = {}
-    for tag, cls in sorted(EVENT_TYPES.items()):
+    for tag, cls in sorted({**EVENT_TYPES, **EARLIER_TYPES}.items()):
         (schema,), components = msgspec.json.schema_components([cls], ref_template="#/$defs/{name}")
         doc = {
             "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -104,9 +104,8 @@ class ProjectorHandler:
         for msg in fresh:
             seq = msg.metadata.sequence.stream
             try:
-                batch.append(
-                    Projected(seq, msg.subject, self._topology.event_on_subject(msg.data, msg.subject))
-                )
+                event, recorded = self._topology.recorded_on_subject(msg.data, msg.subject)
+                batch.append(Projected(seq, msg.subject, event, recorded))
             except EventDecodeError as exc:
                 # Kept with its reason and skipped, the same way on every replay, so live and
                 # replayed read models stay equal. Written before the skip is committed.

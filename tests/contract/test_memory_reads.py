@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
 import pytest
 
 from noema.adapters.memory.reads import MEMORY_KEYS
@@ -18,7 +19,13 @@ from noema.adapters.postgres.voices import RecallFilters
 from noema.application import curation, reads, upkeep
 from noema.application.upkeep import InvalidQuery, NotFound
 from noema.application.views import AuditQuery, ListQuery, TimelineQuery
-from noema.domain.dynamics import decay_activation, reinforce_activation
+from noema.domain.dynamics import (
+    ACTIVATION_FLOOR,
+    HALF_LIFE_DAYS,
+    RECALL_BOOST,
+    decay_activation,
+    reinforce_activation,
+)
 from noema.ids import new_id
 from noema_events import (
     ActivationDecayed,
@@ -150,9 +157,10 @@ async def test_a_memory_s_detail_gives_its_provenance_edges_vectors_and_citing_e
         payload=MemoryEmbeddedPayload(memory_id=m, model="broken", dimensions=4, vector=[0.1, 0.2, 0.3]),
     )
     recalled_at = T0 + timedelta(days=1)
-    recalled = MemoryRetrieved(
-        **envelope(at=recalled_at, actor="retrieve"), payload=MemoryRetrievedPayload(memory_id=m)
+    recall = MemoryRetrievedPayload(
+        memory_id=m, boost=RECALL_BOOST, half_life_days=HALF_LIFE_DAYS, activation_floor=ACTIVATION_FLOOR
     )
+    recalled = MemoryRetrieved(**envelope(at=recalled_at, actor="retrieve"), payload=recall)
     # Another workspace's event naming the memory is not among its citing events.
     foreign = attention_decided(
         [AttentionDecision(candidate_id="obs-1", memory_id=m, admitted=True, score=1.0)], "globex"
@@ -191,7 +199,7 @@ async def test_a_memory_s_detail_gives_its_provenance_edges_vectors_and_citing_e
     assert [(e.model, e.dimensions) for e in detail.embeddings] == [("tiny", 3)], "wrong size skipped"
     cited = detail.citing_events
     assert [e.type for e in cited] == [
-        "memory.retrieved.v1",
+        "memory.retrieved.v2",
         "memory.embedded.v1",
         "memory.embedded.v1",
         "relationship.added.v1",
@@ -201,7 +209,7 @@ async def test_a_memory_s_detail_gives_its_provenance_edges_vectors_and_citing_e
     ]
     assert [e.seq for e in cited] == sorted((e.seq for e in cited), reverse=True)
     assert (cited[0].id, cited[-1].id) == (recalled.id, made.id)
-    assert cited[0].payload == {"memory_id": m}
+    assert cited[0].payload == msgspec.to_builtins(recall), "the reinforcement recorded with it"
 
     row = await backend.records.get(m)
     assert row is not None
@@ -221,7 +229,9 @@ async def test_recall_reinforcement_and_decay_move_activation_as_the_projector_d
         [
             MemoryRetrieved(
                 **envelope(at=T0 + day, actor="retrieve"),
-                payload=MemoryRetrievedPayload(memory_id=_id(kept), boost=0.5),
+                payload=MemoryRetrievedPayload(
+                    memory_id=_id(kept), boost=0.5, half_life_days=HALF_LIFE_DAYS, activation_floor=1e-6
+                ),
             ),
             MemoryReinforced(
                 **envelope(at=T0 + 2 * day, actor=ACTOR),

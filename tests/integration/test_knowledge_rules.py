@@ -119,7 +119,13 @@ async def test_facts_and_policies_are_superseded_by_a_unique_prefix_of_their_id(
                     correlation_id=memory_id,
                     actor="alice",
                     payload=FactProposedPayload(
-                        memory_id=memory_id, domain="ops", topic=f"topic-{n}", content=f"Fact number {n}"
+                        memory_id=memory_id,
+                        domain="ops",
+                        topic=f"topic-{n}",
+                        content=f"Fact number {n}",
+                        credibility=1.0,
+                        importance=0.5,
+                        salience=0.5,
                     ),
                 )
                 for n, memory_id in enumerate(ids)

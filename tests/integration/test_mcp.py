@@ -181,7 +181,7 @@ async def test_every_tool_runs_as_the_configured_agent(
         )
         assert fridays["outcome"] == "proposed"
         await settled(harness)
-        [proposed] = await events(harness, type="fact.proposed.v1")
+        [proposed] = await events(harness, type="fact.proposed.v2")
         assert (proposed["actor"], proposed["payload"]["memory_id"]) == ("alice", fridays["memory_id"])
         tuesdays = ok(
             await mcp.call_tool(
@@ -316,13 +316,13 @@ async def test_every_tool_runs_as_the_configured_agent(
     actors = {e["actor"] for e in await events(harness)}
     assert actors == {"alice", "bob", "operator:root", "conflicts"}
     assert {e["type"] for e in await events(harness, actor="alice")} >= {
-        "fact.proposed.v1",
+        "fact.proposed.v2",
         "memory.superseded.v1",
         "policy.proposed.v1",
         "policy.superseded.v1",
         "notes.updated.v1",
         "memory.created.v1",
-        "fact.mentioned.v1",
+        "fact.mentioned.v2",
     }
 
 

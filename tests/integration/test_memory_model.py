@@ -18,9 +18,11 @@ from noema.application import upkeep
 from noema.application.replay import drop_schema, replay_into
 from noema.client import publish_observation
 from noema.domain.dynamics import (
+    CONFIDENCE_CAP,
     decay_activation,
     initial_confidence,
     mention_confidence,
+    mention_rate,
     reinforce_activation,
 )
 from noema.ids import new_id
@@ -158,6 +160,12 @@ async def test_decay_in_sql_matches_the_documented_formula(harness: Harness) -> 
     for a, dt, imp in [(1.0, 14.0, 0.0), (0.73, 3.25, 0.4), (0.2, 400.0, 1.0), (1.0, 1e6, 0.0)]:
         sql = await harness.pool.fetchval("SELECT noema_decay($1, $2, $3, 14)", a, dt, imp)
         assert math.isclose(sql, decay_activation(a, dt, imp), rel_tol=1e-12)
+        # The projector's form takes the floor each event recorded: with the floor migration 0002
+        # wrote in, the very same float8, so replaying old events changes no activation.
+        given = await harness.pool.fetchval("SELECT noema_decay($1, $2, $3, 14, $4)", a, dt, imp, 1e-6)
+        assert given == sql
+        floor = await harness.pool.fetchval("SELECT noema_decay($1, $2, $3, 9, 0.25)", a, dt, imp)
+        assert math.isclose(floor, decay_activation(a, dt, imp, 9.0, 0.25), rel_tol=1e-12)
     later, earlier = T0 + timedelta(days=3, seconds=7, microseconds=11), T0
     days = await harness.pool.fetchval("SELECT noema_days($1, $2)", later, earlier)
     assert days == (later - earlier).total_seconds() / 86400
@@ -204,7 +212,11 @@ async def test_lifecycle_dynamics_and_vectors_replay_to_identical_rows(harness: 
                 correlation_id="m",
                 actor="t",
                 payload=FactMentionedPayload(
-                    memory_id=lint, veracity="inferred", source_observation_ids=["o2"]
+                    memory_id=lint,
+                    veracity="inferred",
+                    source_observation_ids=["o2"],
+                    rate=mention_rate("inferred"),
+                    confidence_cap=CONFIDENCE_CAP,
                 ),
             ),
             OperatorAction(

@@ -17,7 +17,13 @@ from noema.adapters.pull import Puller
 from noema.application.search import Recall, SearchResponse
 from noema.client import InvalidObservation, build_observation, publish_observation
 from noema.domain.attention import memory_id_for
-from noema.domain.dynamics import decay_activation, reinforce_activation
+from noema.domain.dynamics import (
+    ACTIVATION_FLOOR,
+    HALF_LIFE_DAYS,
+    RECALL_BOOST,
+    decay_activation,
+    reinforce_activation,
+)
 from noema.ids import new_id
 from noema.runtime.worker import PullWorker
 from noema_attend.service import build as build_attend
@@ -71,7 +77,7 @@ async def test_a_new_observation_recalls_and_reinforces_a_related_memory(harness
     assert math.isclose(after["activation"], reinforce_activation(decayed), rel_tol=1e-12)
     assert after["activation"] > decayed
     retrieved = await harness.pool.fetchrow(
-        "SELECT payload FROM events WHERE type = 'memory.retrieved.v1' AND payload->>'memory_id' = $1", key
+        "SELECT payload FROM events WHERE type = 'memory.retrieved.v2' AND payload->>'memory_id' = $1", key
     )
     import json
 
@@ -80,6 +86,12 @@ async def test_a_new_observation_recalls_and_reinforces_a_related_memory(harness
     assert payload["components"]["lexical_rank"] == 1
     assert payload["components"]["final"] > 0
     assert "attention_salience" in payload["components"]
+    # The reinforcement it decided, as applied above.
+    assert (payload["boost"], payload["half_life_days"], payload["activation_floor"]) == (
+        RECALL_BOOST,
+        HALF_LIFE_DAYS,
+        ACTIVATION_FLOOR,
+    )
     decisions = await harness.pool.fetch(
         "SELECT d FROM events e, jsonb_array_elements(e.payload->'decisions') d "
         "WHERE e.type = 'attention.decided.v1' AND d->>'candidate_kind' = 'recall'"

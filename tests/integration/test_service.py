@@ -103,7 +103,7 @@ async def test_every_agent_operation_round_trips_through_the_sdk_with_its_events
         await settled(harness)
         tuesday = await bob.propose_fact("ops", "deploy-day", "Deploys happen on Tuesdays", veracity="stated")
         await settled(harness)
-        proposed = await events(harness, "fact.proposed.v1")
+        proposed = await events(harness, "fact.proposed.v2")
         assert [(e["actor"], e["memory_id"]) for e in proposed] == [
             ("alice", friday.memory_id),
             ("bob", tuesday.memory_id),
@@ -122,7 +122,7 @@ async def test_every_agent_operation_round_trips_through_the_sdk_with_its_events
         )
         await settled(harness)
         assert wednesday.outcome == "proposed"
-        last = (await events(harness, "fact.proposed.v1"))[-1]
+        last = (await events(harness, "fact.proposed.v2"))[-1]
         assert (last["actor"], last["memory_id"], last["supersedes"]) == (
             "alice",
             wednesday.memory_id,

@@ -93,7 +93,7 @@ def test_a_mixed_cycle_yields_these_events_in_this_order() -> None:
     assert [(e.type, e.mind, e.id) for e in events] == [
         ("attention.decided.v1", "ops", derive_id("attention.decided", *ops)),
         ("memory.created.v1", "ops", derive_id("memory.created", "obs-1")),
-        ("memory.retrieved.v1", "ops", derive_id("memory.retrieved", "rec-3")),
+        ("memory.retrieved.v2", "ops", derive_id("memory.retrieved", "rec-3")),
         ("memory.created.v1", "ops", derive_id("memory.created", "obs-8")),
         ("working_memory.updated.v1", "ops", derive_id("working_memory.updated", "acme", "ops", *ops)),
         ("relationship.added.v1", "ops", derive_id("episodic_next", "m-earlier", m1)),

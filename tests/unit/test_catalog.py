@@ -122,9 +122,9 @@ def test_undecodable_input_raises_a_readable_reason(data: bytes, reason: str) ->
 
 
 def test_the_envelope_reports_name_and_version() -> None:
-    event = decode_event((GOLDEN_DIR / "fact.proposed.v1.json").read_bytes())
+    event = decode_event((GOLDEN_DIR / "fact.proposed.v2.json").read_bytes())
     assert isinstance(event, Event)
-    assert (event.name, event.version) == ("fact.proposed", 1)
+    assert (event.name, event.version) == ("fact.proposed", 2)
 
 
 @pytest.mark.parametrize("tag", ["observation.recorded.v1", "fact.proposed.v1"])

@@ -31,7 +31,7 @@ from noema.application.views import (
 )
 from noema.ids import short_prefix_hint
 from noema.ports import MemoryOrder, MemoryReads, Row
-from noema_events import EVENT_TYPES
+from noema_events import KNOWN_TAGS
 
 __all__ = [
     "CITING_LIMIT",
@@ -160,18 +160,19 @@ async def memory_detail(reads: MemoryReads, id_or_prefix: str, workspace: str | 
 
 
 def event_types(given: str) -> list[str]:
-    """The versioned event types ``given`` names (``operator.action`` → every version of it).
+    """The versioned event types ``given`` names (``operator.action`` → every version of it, earlier
+    ones included: the audit copy keeps each event as recorded).
 
     Raises :class:`InvalidQuery` listing the known names when it names none.
     """
     if _VERSIONED.search(given):
-        if given in EVENT_TYPES:
+        if given in KNOWN_TAGS:
             return [given]
         tags = []
     else:
-        tags = [tag for tag in EVENT_TYPES if _VERSIONED.sub("", tag) == given]
+        tags = sorted(tag for tag in KNOWN_TAGS if _VERSIONED.sub("", tag) == given)
     if not tags:
-        names = sorted({_VERSIONED.sub("", t) for t in EVENT_TYPES})
+        names = sorted({_VERSIONED.sub("", t) for t in KNOWN_TAGS})
         raise InvalidQuery(f"unknown event type {given!r}; one of: {', '.join(names)}")
     return tags
 

@@ -70,8 +70,8 @@ async def replay_into(
             batch = []
             for msg in msgs:
                 try:
-                    event = topology.event_on_subject(msg.data, msg.subject)
-                    batch.append(Projected(msg.metadata.sequence.stream, msg.subject, event))
+                    event, recorded = topology.recorded_on_subject(msg.data, msg.subject)
+                    batch.append(Projected(msg.metadata.sequence.stream, msg.subject, event, recorded))
                 except EventDecodeError:
                     continue  # skipped exactly as the live projector skips (and dead-letters) it
             applied += await _apply(projection, conn, batch, msgs[-1].metadata.sequence.stream)

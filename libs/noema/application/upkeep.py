@@ -14,7 +14,7 @@ from noema.adapters.embedders import Embedder
 from noema.adapters.vector_cache import VectorCache
 from noema.application.vectors import PassageVectors, passage_vectors
 from noema.domain.documents import memory_document
-from noema.domain.dynamics import HALF_LIFE_DAYS
+from noema.domain.dynamics import ACTIVATION_FLOOR, HALF_LIFE_DAYS, RECALL_BOOST
 from noema.errors import Kind, NoemaError
 from noema.ids import derive_id, new_id
 from noema.ports import EventSink, MemoryRecords
@@ -232,7 +232,9 @@ async def decay_tick(
                 occurred_at=tick_at,
                 correlation_id=derive_id("decay-tick", stamp),
                 actor="decay",
-                payload=ActivationDecayedPayload(tick_at=tick_at, half_life_days=HALF_LIFE_DAYS),
+                payload=ActivationDecayedPayload(
+                    tick_at=tick_at, half_life_days=HALF_LIFE_DAYS, activation_floor=ACTIVATION_FLOOR
+                ),
             )
             for ws in workspaces
         ]
@@ -267,7 +269,13 @@ async def record_retrieval(
                 correlation_id=cause or event_id,
                 actor="retrieve",
                 payload=MemoryRetrievedPayload(
-                    memory_id=memory_id, query=query, score=score, components=dict(components or {})
+                    memory_id=memory_id,
+                    query=query,
+                    score=score,
+                    components=dict(components or {}),
+                    boost=RECALL_BOOST,
+                    half_life_days=HALF_LIFE_DAYS,
+                    activation_floor=ACTIVATION_FLOOR,
                 ),
             )
         ]

@@ -20,7 +20,7 @@ import msgspec.inspect
 from noema.application.upkeep import InvalidQuery
 from noema.inputs import InvalidInput, convert
 from noema.instants import Instant
-from noema_events import EVENT_TYPES
+from noema_events import KNOWN_TAGS
 from noema_events.envelope import NAME_PATTERN
 from noema_events.vocabulary import EpistemicKind, MemoryKind, MemoryStatus
 
@@ -46,7 +46,7 @@ MindName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{0,64}$")]
 Label = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 Limit = Annotated[int, msgspec.Meta(ge=1, le=200)]
 Offset = Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]
-_EVENT_NAMES = sorted({*EVENT_TYPES, *(t.rsplit(".v", 1)[0] for t in EVENT_TYPES)})
+_EVENT_NAMES = sorted({*KNOWN_TAGS, *(t.rsplit(".v", 1)[0] for t in KNOWN_TAGS)})
 EventType = Annotated[
     str,
     msgspec.Meta(

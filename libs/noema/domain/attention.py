@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, NamedTuple
 
-from noema.domain.dynamics import initial_confidence
+from noema.domain.dynamics import ACTIVATION_FLOOR, HALF_LIFE_DAYS, RECALL_BOOST, initial_confidence
 from noema.domain.knowledge import DEFAULT_WM_CAPACITY, WorkingMemory, WorkingMemoryEntry, context_relevance
 from noema.ids import derive_id
 from noema_events import (
@@ -173,7 +173,13 @@ def _memory_retrieved(proposal: RecallProposed, scored: Scored, now: datetime) -
         correlation_id=proposal.correlation_id,
         actor=ACTOR,
         payload=MemoryRetrievedPayload(
-            memory_id=p.memory_id, query=p.query, score=p.score, components={**p.components, **attention}
+            memory_id=p.memory_id,
+            query=p.query,
+            score=p.score,
+            components={**p.components, **attention},
+            boost=RECALL_BOOST,
+            half_life_days=HALF_LIFE_DAYS,
+            activation_floor=ACTIVATION_FLOOR,
         ),
     )
 

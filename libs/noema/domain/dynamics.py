@@ -12,6 +12,11 @@ Confidence, in [0, 1): seeded with the veracity weight ``w`` (stated 1.0 → cap
 each re-mention adds ``MENTION_RATE · w · (1 − c)``: bounded below 1, larger for better sources.
 ``n`` mentions at once (a merge of ``n`` facts) do what ``n`` single ones would: ``(1 − c)`` shrinks by
 ``(1 − MENTION_RATE · w)^n``.
+
+These constants are today's policy, read where a decision is made (attend, retrieve, decay, the
+knowledge operations, the conflicts worker), and each decision records the values it used in its
+event; the projection applies the recorded values and reads none of them, so changing one changes
+future decisions, never history.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from noema_events.vocabulary import MEMORY_TYPES, VERACITY_WEIGHT
 __all__ = [
     "ACTIVATION_FLOOR",
     "CONFIDENCE_CAP",
+    "FACT_IMPORTANCE",
+    "FACT_SALIENCE",
     "HALF_LIFE_DAYS",
     "MENTION_RATE",
     "RECALL_BOOST",
@@ -39,17 +46,25 @@ ACTIVATION_FLOOR = 1e-6
 RECALL_BOOST = 0.3
 MENTION_RATE = 0.25
 CONFIDENCE_CAP = 0.99
+FACT_IMPORTANCE = 0.5
+FACT_SALIENCE = 0.5
+"""The importance and salience of a fact written to a domain (a fact has no observation to weigh)."""
 
 
 def decay_activation(
-    activation: float, dt_days: float, importance: float, half_life_days: float = HALF_LIFE_DAYS
+    activation: float,
+    dt_days: float,
+    importance: float,
+    half_life_days: float = HALF_LIFE_DAYS,
+    floor: float = ACTIVATION_FLOOR,
 ) -> float:
-    """Activation after ``dt_days`` without retrieval (no change for ``dt_days <= 0``)."""
+    """Activation after ``dt_days`` without retrieval (no change for ``dt_days <= 0``), never below
+    ``floor``."""
     if dt_days <= 0:
         return activation
     # The exponent is bounded as in SQL (where power() would underflow); the floor applies long before.
     exponent = max(-1000.0, -dt_days / (half_life_days * (1.0 + importance)))
-    return max(ACTIVATION_FLOOR, activation * math.pow(2.0, exponent))
+    return max(floor, activation * math.pow(2.0, exponent))
 
 
 def reinforce_activation(activation: float, boost: float = RECALL_BOOST) -> float:

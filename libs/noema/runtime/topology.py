@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from noema_events import Event, EventDecodeError, decode_event
+from noema_events import Event, EventDecodeError, Recorded, decode_recorded
 
 __all__ = ["Topology"]
 
@@ -103,11 +103,16 @@ class Topology:
         """Decode an event read from the event stream, refusing one stored under another subject
         than its own (a body naming another workspace, mind or type than its subject would bypass
         every subject-based permission and filter). Raises ``EventDecodeError`` with the reason."""
-        event = decode_event(data)
+        return self.recorded_on_subject(data, subject)[0]
+
+    def recorded_on_subject(self, data: bytes, subject: str) -> tuple[Event, Recorded | None]:
+        """Like :meth:`event_on_subject`, and the event as recorded when it was an earlier version
+        (:func:`noema_events.decode_recorded`), which the projection's audit copy keeps."""
+        event, recorded = decode_recorded(data)
         expected = self.event_subject(event)
         if subject != expected:
             raise EventDecodeError(f"subject {subject} does not match the event's own subject {expected}")
-        return event
+        return event, recorded
 
     def dead_letter_subject(self, source: str) -> str:
         """Subject for messages rejected by ``source`` (e.g. ``attend``)."""

@@ -2,8 +2,8 @@
 (:mod:`noema.adapters.postgres.projection` and its handlers, :mod:`noema.adapters.postgres.handlers`,
 :mod:`noema.adapters.postgres.knowledge_handlers`) does to the tables, for the tables the ports read.
 New memory rows and the audit copy of each event are built by the projector's own column mappings,
-and activation follows the same formulas (:mod:`noema.domain.dynamics`), so both read models hold the
-same values."""
+and activation and confidence follow the same formulas (:mod:`noema.domain.dynamics`) with the values
+each event recorded, so both read models hold the same values."""
 
 from __future__ import annotations
 
@@ -16,13 +16,7 @@ import msgspec
 from noema.adapters.postgres.handlers import Projected, created_columns, memory_columns
 from noema.adapters.postgres.knowledge_handlers import proposed_columns
 from noema.adapters.postgres.projection import EVENT_COLUMNS, event_row
-from noema.domain.dynamics import (
-    CONFIDENCE_CAP,
-    RECALL_BOOST,
-    decay_activation,
-    mention_rate,
-    reinforce_activation,
-)
+from noema.domain.dynamics import decay_activation, reinforce_activation
 from noema_events import (
     ActivationDecayed,
     ConflictRecorded,
@@ -80,12 +74,16 @@ class Tables:
         """A new memory (a re-published creation of an existing id changes nothing)."""
         self.memories.setdefault(str(row["id"]), {**row, "superseded_by": None})
 
-    def _reinforce(self, memory_id: str, at: datetime, boost: float, recalls: int) -> None:
-        """Decay to ``at``, then boost (the projector's recall and reinforcement update)."""
-        m = self.memories.get(memory_id)
+    def _reinforce(self, ev: MemoryRetrieved | MemoryReinforced, boost: float, recalls: int) -> None:
+        """Decay to the event's time, then boost (the projector's recall and reinforcement update)."""
+        p, at = ev.payload, ev.occurred_at
+        m = self.memories.get(p.memory_id)
         if m is None:
             return
-        decayed = decay_activation(m["activation"], _days(at, m["activation_at"]), m["importance"])
+        days = _days(at, m["activation_at"])
+        decayed = decay_activation(
+            m["activation"], days, m["importance"], p.half_life_days, p.activation_floor
+        )
         m["activation"] = reinforce_activation(decayed, boost)
         m["activation_at"] = max(m["activation_at"], at)
         m["recall_count"] += recalls
@@ -117,8 +115,7 @@ class Tables:
                 self._insert(memory_columns(ev, seq, **proposed_columns(ev)))
             case FactMentioned(payload=p) if p.memory_id in self.memories:
                 m = self.memories[p.memory_id]
-                rate = mention_rate(p.veracity, p.mentions)
-                m["confidence"] = min(CONFIDENCE_CAP, m["confidence"] + rate * (1 - m["confidence"]))
+                m["confidence"] = min(p.confidence_cap, m["confidence"] + p.rate * (1 - m["confidence"]))
                 m["mention_count"] += p.mentions
                 m["source_observation_ids"] = [*m["source_observation_ids"], *p.source_observation_ids]
                 m["updated_at"] = max(m["updated_at"], ev.occurred_at)
@@ -216,15 +213,15 @@ class Tables:
                     {"model": p.model, "dimensions": p.dimensions, "created_at": ev.occurred_at},
                 )
             case MemoryRetrieved(payload=p):
-                self._reinforce(p.memory_id, ev.occurred_at, p.boost if p.boost > 0 else RECALL_BOOST, 1)
+                self._reinforce(ev, p.boost, 1)
             case MemoryReinforced(payload=p):
-                self._reinforce(p.memory_id, ev.occurred_at, min(1.0, max(0.0, p.amount)), 0)
+                self._reinforce(ev, min(1.0, max(0.0, p.amount)), 0)
             case ActivationDecayed(payload=p):
                 for m in self.memories.values():
                     if m["workspace"] == ev.workspace and m["activation_at"] < p.tick_at:
                         days = _days(p.tick_at, m["activation_at"])
                         m["activation"] = decay_activation(
-                            m["activation"], days, m["importance"], p.half_life_days
+                            m["activation"], days, m["importance"], p.half_life_days, p.activation_floor
                         )
                         m["activation_at"] = p.tick_at
             case _:

@@ -2,9 +2,11 @@
 
 Each handler registers for one event type (:mod:`noema.adapters.postgres.registry`) and gets a run
 of consecutive events of that type, in stream order, inside the projector's transaction. Formulas
-are those of :mod:`noema.domain.dynamics` (SQL functions from migration 0002), so replaying the same
-events reproduces every value exactly. A handler never deletes a memory: status changes are new
-values with the old record kept.
+are those of :mod:`noema.domain.dynamics` (SQL functions from migrations 0002 and 0010), applied to
+the values each event recorded — a boost, a half-life, a floor, a confidence rate and cap — and to
+no constant of the code, so replaying the same events reproduces every value exactly, whatever the
+release that replays them. A handler never deletes a memory: status changes are new values with the
+old record kept.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import asyncpg
 import structlog
 
 from noema.adapters.postgres.registry import Handler, Handlers, Projected, Run
-from noema.domain.dynamics import CONFIDENCE_CAP, HALF_LIFE_DAYS, RECALL_BOOST, mention_rate
 from noema_events import (
     ActivationDecayed,
     Event,
@@ -172,8 +173,8 @@ async def insert_memories(conn: asyncpg.Connection, rows: Sequence[tuple[object,
 
 _REINFORCE = """
     UPDATE memories SET
-        activation = noema_decay(activation, noema_days($2, activation_at), importance, $4)
-                     + $3 * (1 - noema_decay(activation, noema_days($2, activation_at), importance, $4)),
+        activation = noema_decay(activation, noema_days($2, activation_at), importance, $4, $6)
+                     + $3 * (1 - noema_decay(activation, noema_days($2, activation_at), importance, $4, $6)),
         activation_at = greatest(activation_at, $2),
         recall_count = recall_count + $5,
         updated_at = greatest(updated_at, $2)
@@ -183,21 +184,22 @@ _REINFORCE = """
 
 @HANDLERS.register(MemoryRetrieved)
 async def memory_retrieved(conn: asyncpg.Connection, run: Run[MemoryRetrieved]) -> None:
-    """A recall: decay to the recall time, then boost; recall_count + 1."""
+    """A recall: decay to the recall time, then the recorded boost; recall_count + 1."""
     args = []
     for _, ev in run:
-        boost = ev.payload.boost if ev.payload.boost > 0 else RECALL_BOOST
-        args.append((ev.payload.memory_id, ev.occurred_at, boost, HALF_LIFE_DAYS, 1))
+        p = ev.payload
+        args.append((p.memory_id, ev.occurred_at, p.boost, p.half_life_days, 1, p.activation_floor))
     await conn.executemany(_REINFORCE, args)
 
 
 @HANDLERS.register(MemoryReinforced)
 async def memory_reinforced(conn: asyncpg.Connection, run: Run[MemoryReinforced]) -> None:
     """An explicit reinforcement: like a recall, without counting as one."""
-    args = [
-        (ev.payload.memory_id, ev.occurred_at, min(1.0, max(0.0, ev.payload.amount)), HALF_LIFE_DAYS, 0)
-        for _, ev in run
-    ]
+    args = []
+    for _, ev in run:
+        p = ev.payload
+        boost = min(1.0, max(0.0, p.amount))
+        args.append((p.memory_id, ev.occurred_at, boost, p.half_life_days, 0, p.activation_floor))
     await conn.executemany(_REINFORCE, args)
 
 
@@ -207,12 +209,13 @@ async def activation_decayed(conn: asyncpg.Connection, run: Run[ActivationDecaye
     for _, ev in run:
         await conn.execute(
             """UPDATE memories SET
-                   activation = noema_decay(activation, noema_days($2, activation_at), importance, $3),
+                   activation = noema_decay(activation, noema_days($2, activation_at), importance, $3, $4),
                    activation_at = $2
                WHERE workspace = $1 AND activation_at < $2""",
             ev.workspace,
             ev.payload.tick_at,
             ev.payload.half_life_days,
+            ev.payload.activation_floor,
         )
 
 
@@ -244,14 +247,13 @@ async def operator_action(conn: asyncpg.Connection, run: Run[OperatorAction]) ->
 
 @HANDLERS.register(FactMentioned)
 async def fact_mentioned(conn: asyncpg.Connection, run: Run[FactMentioned]) -> None:
-    """A repeated mention raises confidence (sized by veracity, bounded) and mention_count, once per
-    mention the event stands for (a merge: one per merged fact)."""
+    """A repeated mention raises confidence by the recorded rate, up to the recorded cap, and
+    mention_count by the mentions the event stands for (a merge: one per merged fact)."""
     args = []
     for _, ev in run:
         p = ev.payload
-        rate = mention_rate(p.veracity, p.mentions)
         sources = list(p.source_observation_ids)
-        args.append((p.memory_id, rate, CONFIDENCE_CAP, sources, ev.occurred_at, p.mentions))
+        args.append((p.memory_id, p.rate, p.confidence_cap, sources, ev.occurred_at, p.mentions))
     await conn.executemany(
         """UPDATE memories SET
                confidence = least($3, confidence + $2 * (1 - confidence)),

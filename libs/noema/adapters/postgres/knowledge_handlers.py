@@ -1,8 +1,8 @@
 """Projection handlers of workspace knowledge: facts, domains, grants, workspace settings, policies,
 conflicts, working memory and agent notes (requirements §5, §7).
 
-Like every handler, these only insert rows or set new values from events; replaying the same
-events reproduces the same tables.
+Like every handler, these only insert rows or set new values from events (values the events
+recorded, never a constant of the code); replaying the same events reproduces the same tables.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from noema_events import (
     WorkingMemoryUpdated,
     WorkspaceConfigured,
 )
-from noema_events.vocabulary import VERACITY_WEIGHT
 
 __all__ = ["KNOWLEDGE_HANDLERS"]
 
@@ -35,7 +34,8 @@ KNOWLEDGE_HANDLERS = Handlers()
 
 def proposed_columns(ev: FactProposed) -> dict[str, object]:
     """The columns a ``fact.proposed`` sets beyond the envelope's: a semantic memory of its domain
-    and topic, held by the proposing agent (its mind)."""
+    and topic, held by the proposing agent (its mind), with the credibility, importance and salience
+    decided with it."""
     p = ev.payload
     return {
         "id": p.memory_id,
@@ -46,9 +46,9 @@ def proposed_columns(ev: FactProposed) -> dict[str, object]:
         "topic": p.topic,
         "repo": p.repo,
         "confidence": p.confidence,
-        "importance": 0.5,
-        "salience": 0.5,
-        "credibility": VERACITY_WEIGHT[p.veracity],
+        "importance": p.importance,
+        "salience": p.salience,
+        "credibility": p.credibility,
         "veracity": p.veracity,
         "memory_type": p.memory_type,
         "source_observation_ids": list(p.source_observation_ids),

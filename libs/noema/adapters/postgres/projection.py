@@ -70,13 +70,13 @@ _json = msgspec.json.Encoder()
 
 def event_row(p: Projected) -> tuple[object, ...]:
     """The ``events`` row of a projected event in :data:`EVENT_COLUMNS` order, the payload as JSON
-    text (the in-memory adapter keeps the same rows)."""
+    text (the in-memory adapter keeps the same rows); an event upcast on read is kept as recorded."""
     ev = p.event
-    payload = _json.encode(ev.payload).decode()  # type: ignore[attr-defined]
+    tag, payload = p.recorded or (ev.type, _json.encode(ev.payload).decode())  # type: ignore[attr-defined]
     return (
         p.seq,
         ev.id,
-        ev.type,
+        tag,
         ev.workspace,
         ev.mind,
         ev.occurred_at,

@@ -23,7 +23,7 @@ from typing import TypeVar
 
 import asyncpg
 
-from noema_events import Event
+from noema_events import Event, Recorded
 
 __all__ = ["Handler", "Handlers", "Projected", "Run", "TypedHandler"]
 
@@ -37,6 +37,9 @@ class Projected:
     seq: int
     subject: str
     event: Event
+    recorded: Recorded | None = None
+    """The event as the stream holds it, when that is an earlier version than ``event`` (which was
+    upcast on read): the audit copy keeps what was recorded, as the code of its time stored it."""
 
 
 Run = Sequence[tuple[Projected, E]]

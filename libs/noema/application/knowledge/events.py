@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import cast
 
+from noema.domain.dynamics import CONFIDENCE_CAP, mention_rate
 from noema.domain.knowledge import FactView, Verdict
 from noema.ids import derive_id, new_id
 from noema_events import (
@@ -37,7 +38,7 @@ def mention_event(
     mentions: int = 1,
 ) -> FactMentioned:
     """``fact`` mentioned again, ``mentions`` times (confidence and mention_count rise in the
-    projection once per mention)."""
+    projection once per mention), with the confidence rate and cap decided here."""
     event_id = event_id or new_id()
     return FactMentioned(
         id=event_id,
@@ -53,6 +54,8 @@ def mention_event(
             merged_from=list(merged_from),
             reason=reason,
             mentions=mentions,
+            rate=mention_rate(veracity, mentions),
+            confidence_cap=CONFIDENCE_CAP,
         ),
     )
 

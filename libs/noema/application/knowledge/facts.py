@@ -14,7 +14,7 @@ from noema.application.knowledge.context import KnowledgeContext, domain_ref
 from noema.application.knowledge.domains import Domains
 from noema.application.knowledge.events import mention_event
 from noema.application.upkeep import Conflict, NotFound, OperationError
-from noema.domain.dynamics import initial_confidence
+from noema.domain.dynamics import FACT_IMPORTANCE, FACT_SALIENCE, initial_confidence
 from noema.domain.knowledge import equivalent
 from noema.ids import derive_id, new_id
 from noema_events import FactProposed, FactProposedPayload
@@ -114,6 +114,9 @@ class Facts:
                     valid_until=valid_until,
                     source_observation_ids=list(source_observation_ids),
                     supersedes=supersedes,
+                    credibility=VERACITY_WEIGHT[veracity],
+                    importance=FACT_IMPORTANCE,
+                    salience=FACT_SALIENCE,
                 ),
             )
         )
