@@ -141,6 +141,36 @@ async def test_an_application_role_with_another_workspace_set_reads_nothing_from
     assert await _counts(role_urls["projector"], schema, "other") == seeded_rows
 
 
+async def test_every_table_that_names_a_workspace_is_scoped_by_row_security(
+    harness: Harness, role_urls: dict[DbRole, str], seeded: None
+) -> None:
+    # Derived tables too (word counts, BM25 postings), not only the projected ones.
+    schema, reader = harness.settings.db_schema, role_urls["reader"]
+    tables = [
+        r["table_name"]
+        for r in await harness.pool.fetch(
+            """SELECT c.table_name FROM information_schema.columns c
+               JOIN information_schema.tables t USING (table_schema, table_name)
+               WHERE c.table_schema = $1 AND c.column_name = 'workspace' AND t.table_type = 'BASE TABLE'
+               ORDER BY 1""",
+            schema,
+        )
+    ]
+    assert {"memories", "memory_terms", "memory_postings"} <= set(tables)
+
+    async def counts(workspace: str) -> dict[str, int]:
+        conn = await connect(reader, schema, workspace=workspace)
+        try:
+            return {t: int(await conn.fetchval(f"SELECT count(*) FROM {t}")) for t in tables}
+        finally:
+            await conn.close()
+
+    acme = await counts("acme")
+    assert acme["memory_terms"] > 0
+    assert acme["memory_postings"] > 0
+    assert await counts("other") == dict.fromkeys(tables, 0)
+
+
 async def test_a_scoped_block_narrows_a_pool_even_for_a_query_that_forgets_the_workspace(
     harness: Harness, role_urls: dict[DbRole, str], seeded: None
 ) -> None:

@@ -13,9 +13,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from noema.adapters.postgres import voices
+from noema.adapters.postgres import textsearch, voices
+from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.textsearch import BROAD_CANDIDATES, selective_query
 from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.application.preamble import build_preamble
 from noema_events import MemoryCreated
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
@@ -53,6 +55,18 @@ async def test_postings_stay_exact_through_inserts_edits_moves_and_deletes(harne
     assert await rows(POSTINGS) == await rows(REPOST)
     await harness.pool.execute("DELETE FROM memories WHERE id = $1", third)
     assert await rows(POSTINGS) == await rows(REPOST)
+    await harness.pool.execute("UPDATE memories SET participants = ARRAY['Bob'] WHERE id = $1", first)
+    await harness.pool.execute(  # a multi-row INSERT … SELECT (one statement, many memories)
+        """INSERT INTO memories (id, workspace, mind, kind, epistemic_kind, content, memory_type,
+                                 confidence, importance, salience, credibility, activation, activation_at,
+                                 status, origin_event, origin_seq, created_at, updated_at)
+           SELECT id || '-copy', 'initech', mind, kind, epistemic_kind, content || ' again', memory_type,
+                  confidence, importance, salience, credibility, activation, activation_at, status,
+                  origin_event, origin_seq, created_at, updated_at FROM memories"""
+    )
+    assert await rows(POSTINGS) == await rows(REPOST)
+    await harness.pool.execute("TRUNCATE memories CASCADE")
+    assert await rows(POSTINGS) == []
 
 
 def oracle(
@@ -153,3 +167,27 @@ async def test_a_query_of_common_words_only_ranks_the_newest_matches_from_postin
     assert {i for i, _ in got} <= set(ids[:100])
     assert [i for i, _ in got] == [i for i, _ in expected]
     assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-12)
+
+
+async def test_a_compound_word_matches_as_the_lexeme_it_is_indexed_as(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "on-call" is indexed as the lexeme 'on-cal' (with 'call'); parsed again by to_tsquery it
+    # became a phrase of its parts that no stemmed content holds, so it matched nothing.
+    await harness.start(build_projector)
+    on_call = await given(harness, *(memory(f"the on-call rota {i} is in the wiki") for i in range(4)))
+    await given(harness, *(memory(f"call the vendor about invoice {i}") for i in range(3)))
+    store = await RecallStore.open(harness.pool)
+    f = RecallFilters(workspace="acme")
+    assert {i for i, _ in await store.lexical("who is on-call", f, 10)} >= set(on_call)
+    # And the dispatch preamble's facts.
+    reads = PostgresKnowledge(harness.pool)
+    preamble = await build_preamble(reads, "acme", "ops-agent", "check who is on-call this week")
+    assert "the on-call rota" in preamble.text
+    # The same word when it is too common to match on by itself: the newest memories holding it.
+    monkeypatch.setattr(textsearch, "COMMON_ROWS", 2)
+    async with harness.pool.acquire() as conn:
+        text_query = await selective_query(conn, "on-call", "acme")
+    assert text_query is not None
+    assert (text_query.broad, text_query.lexemes) == (True, ("on-cal",))
+    assert {i for i, _ in await store.lexical("on-call", f, 10)} == set(on_call)

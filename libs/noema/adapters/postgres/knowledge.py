@@ -399,8 +399,10 @@ class PostgresKnowledge:
             facts: list[tuple[str | None, str]] = []
             query = query_of_counts(row["terms"])
             if query is not None and not query.broad:
+                # The query's lexemes as they are (cast, not parsed again: to_tsquery would split
+                # "on-call" into a phrase of its parts, which the stemmed content never holds).
                 rows: list[Any] = await conn.fetch(
-                    f"""SELECT m.domain, m.content FROM memories m, to_tsquery('simple', $2) q
+                    f"""SELECT m.domain, m.content FROM memories m, CAST($2 AS tsquery) q
                        WHERE m.workspace = $1 AND m.kind = 'semantic' AND {current_fact("$6", "m")}
                          AND m.search @@ q AND ($5::text[] IS NULL OR m.domain = ANY($5::text[]))
                        ORDER BY (m.repo IS NOT DISTINCT FROM $3) DESC, ts_rank_cd(m.search, q, 1) DESC, m.id

@@ -57,6 +57,8 @@ class TermStats:
         self._schema = schema
         """The schema every connection given uses (None: asked of each connection)."""
         self._scopes: dict[str, tuple[float, tuple[float, float]]] = {}
+        self._vectors: dict[str, tuple[float, float]] = {}
+        """schema → (when read, the store's vectors)."""
 
     async def _schema_of(self, conn: asyncpg.Connection) -> str:
         return self._schema or str(await conn.fetchval("SELECT current_schema()"))
@@ -78,17 +80,22 @@ class TermStats:
         return value
 
     async def stored_vectors(self, conn: asyncpg.Connection) -> float:
-        """How many vectors the store holds, every model and workspace alike (PostgreSQL's estimate,
-        which row security does not narrow: what an HNSW scan walks through); 0 while unknown."""
-        key = f"{await self._schema_of(conn)}/vectors"
-        hit = self._scopes.get(key)
+        """How many vectors the store holds, every model and workspace alike (what an HNSW scan
+        walks through; PostgreSQL's own counts, which row security does not narrow): the larger of
+        the last analyse's estimate and the live count the statistics collector keeps between
+        analyses (a replayed or restored store is large before it is first analysed); 0 while
+        neither knows."""
+        schema = await self._schema_of(conn)
+        hit = self._vectors.get(schema)
         if hit is not None and time.monotonic() - hit[0] < self._ttl:
-            return hit[1][0]
+            return hit[1]
         tuples = await conn.fetchval(
-            "SELECT reltuples FROM pg_class WHERE oid = to_regclass('memory_embeddings')"
+            """SELECT greatest(c.reltuples, coalesce(s.n_live_tup, 0)) FROM pg_class c
+               LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
+               WHERE c.oid = to_regclass('memory_embeddings')"""
         )
         value = max(0.0, float(tuples or 0))
-        self._scopes[key] = (time.monotonic(), (value, 0.0))
+        self._vectors[schema] = (time.monotonic(), value)
         return value
 
 

@@ -26,6 +26,12 @@ _MODEL = re.compile(r"^[\w./:-]{1,200}$")
 EF_SEARCH = 200
 """The HNSW scan's candidate list (``hnsw.ef_search``)."""
 
+def _inlined(model: str) -> None:
+    """Refuse a model name that could not be inlined in SQL safely (callers check it first)."""
+    if not _MODEL.fullmatch(model):
+        raise ValueError(f"invalid model name {model!r}")
+
+
 MAX_SCAN_TUPLES = 2000
 """How far an HNSW scan may go when filters drop neighbours (``hnsw.max_scan_tuples``)."""
 
@@ -208,10 +214,12 @@ class RecallStore:
         if text_query.broad:
             # The candidates' postings by primary key, one each (OFFSET 0): joined otherwise, the
             # planner reads all of the common word's postings (86,000 at 100,000 memories).
+            # The lexeme is cast, not parsed again: to_tsquery would split "on-call" into a phrase
+            # of its parts, which the stemmed content never holds.
             args.append(text_query.tsquery)
             terms = f"""SELECT p.memory_id AS id, p.lexeme, p.tf, p.dl
                 FROM (SELECT m.id, m.workspace FROM memories m
-                      WHERE m.search @@ to_tsquery('simple', ${len(args)}) AND {where}
+                      WHERE m.search @@ ${len(args)}::tsquery AND {where}
                       ORDER BY coalesce(m.happened_at, m.created_at) DESC LIMIT {BROAD_CANDIDATES}) h
                 CROSS JOIN LATERAL (SELECT * FROM memory_postings p WHERE p.lexeme = ANY({lexemes})
                                       AND p.workspace = h.workspace AND p.memory_id = h.id OFFSET 0) p"""
@@ -242,7 +250,7 @@ class RecallStore:
     ) -> list[tuple[str, float]]:
         """Nearest neighbours by cosine under one model: through the model's HNSW index, or exactly
         for a small scope in a large store (:func:`searched_exactly`)."""
-        if not self.has_vectors or not _MODEL.match(model):
+        if not self.has_vectors or not _MODEL.fullmatch(model):
             return []
         # Sent as pgvector's text form, so any pool works (with or without the binary codec).
         args: list[Any] = ["[" + ",".join(repr(float(x)) for x in vector) + "]"]
@@ -259,6 +267,7 @@ class RecallStore:
     def semantic_sql(dims: int, model: str, f: RecallFilters, args: list[Any], limit: int) -> str:
         """The semantic voice's statement through the HNSW index; ``args`` holds the query vector's
         text form first and gets the filters' and the limit's values appended."""
+        _inlined(model)
         where = f.where("m", args)
         args.append(limit)
         # The model is inlined (validated by the caller) so the planner can use the model's partial
@@ -279,6 +288,7 @@ class RecallStore:
         """The semantic voice's statement comparing every memory of the scope: the scope's memories
         first, each one's vector by its primary key (OFFSET 0: never through the model's HNSW
         index, which cannot answer a lookup by memory)."""
+        _inlined(model)
         where = f.where("m", args)
         args.append(limit)
         return f"""WITH q AS (SELECT $1::text::vector({dims}) AS v)

@@ -10,12 +10,8 @@ CREATE TABLE memory_postings (
     workspace text NOT NULL,
     memory_id text NOT NULL,
     tf        float8 NOT NULL,
-    dl        integer NOT NULL,
-    PRIMARY KEY (lexeme, workspace, memory_id) INCLUDE (tf, dl)
+    dl        integer NOT NULL
 );
--- The key includes tf and dl, so a query's postings are read from the index alone (once vacuum has
--- marked the pages visible): the heap holds them in the order memories were written, one page per
--- posting of a word.
 
 -- A memory's postings: each lexeme of its search column with the term frequency BM25 uses.
 CREATE FUNCTION noema_postings_of(search tsvector) RETURNS TABLE (lexeme text, tf float8, dl integer)
@@ -73,8 +69,16 @@ CREATE TRIGGER memory_postings_update AFTER UPDATE OF content, participants, wor
 CREATE TRIGGER memory_postings_truncate AFTER TRUNCATE ON memories
     FOR EACH STATEMENT EXECUTE FUNCTION noema_postings_truncated();
 
+-- The existing memories' postings, in key order, before the key exists (one sort and one index
+-- build instead of a key lookup per row, inside this migration's lock on memories).
 INSERT INTO memory_postings (lexeme, workspace, memory_id, tf, dl)
-SELECT p.lexeme, m.workspace, m.id, p.tf, p.dl FROM memories m, noema_postings_of(m.search) p;
+SELECT p.lexeme, m.workspace, m.id, p.tf, p.dl FROM memories m, noema_postings_of(m.search) p
+ORDER BY 1, 2, 3;
+
+-- The key includes tf and dl, so a query's postings are read from the index alone (once vacuum has
+-- marked the pages visible): the heap holds them in the order memories were written, one page per
+-- posting of a word.
+ALTER TABLE memory_postings ADD PRIMARY KEY (lexeme, workspace, memory_id) INCLUDE (tf, dl);
 
 -- The rows name other tenants' words: under row security (migration 0006 where present) they are
 -- scoped like the memories they index.
