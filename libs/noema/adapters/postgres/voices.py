@@ -26,6 +26,7 @@ _MODEL = re.compile(r"^[\w./:-]{1,200}$")
 EF_SEARCH = 200
 """The HNSW scan's candidate list (``hnsw.ef_search``)."""
 
+
 def _inlined(model: str) -> None:
     """Refuse a model name that could not be inlined in SQL safely (callers check it first)."""
     if not _MODEL.fullmatch(model):
