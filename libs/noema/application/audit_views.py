@@ -16,6 +16,8 @@ import msgspec
 from noema.application.views import EventRecord, Name
 
 __all__ = [
+    "POINT_FORMS",
+    "POINT_PATTERN",
     "AuditDiff",
     "Change",
     "ChangeGroup",
@@ -34,7 +36,23 @@ POINT_FORMS = (
 )
 """What a point of ``audit diff`` may be, as written in messages and help."""
 
-Point = Annotated[str, msgspec.Meta(min_length=1, max_length=64, description=f"A point: {POINT_FORMS}.")]
+POINT_PATTERN = (
+    "^([0-9]{1,18}|[1-9][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])[Tt ]([01][0-9]|2[0-3]):[0-5][0-9]"
+    "(:[0-5][0-9](\\.[0-9]{1,9})?)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9]))$"
+)
+"""The points the OpenAPI document declares: every one is read, and the server reads a few more
+(days past the 28th, which a pattern cannot tell from impossible ones; longer sequences). Only the
+document has it: the server's own refusal (:func:`noema.application.changes.stream_point`) says
+what to write."""
+Point = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=64,
+        description=f"A point: {POINT_FORMS}.",
+        extra_json_schema={"pattern": POINT_PATTERN},
+    ),
+]
 StepKind = Literal["event", "observation", "recall", "cause"]
 Subject = Literal["event", "memory", "fact", "policy", "observation", "recall", "reference"]
 
@@ -97,7 +115,8 @@ class Why(_Out, frozen=True, kw_only=True):
 
 class DiffQuery(_In, frozen=True, kw_only=True):
     """The changes after ``from`` up to ``to`` (included): each a stream sequence or a time with its
-    zone (a time is compared with each event's ``occurred_at``)."""
+    zone (a time is compared with each event's ``occurred_at``). A ``from`` at or after ``to`` has
+    nothing between them."""
 
     from_: Point = msgspec.field(name="from")
     to: Point

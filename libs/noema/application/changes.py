@@ -57,14 +57,9 @@ def stream_point(given: str, name: str) -> StreamPoint:
 
 
 def diff_points(q: DiffQuery) -> tuple[StreamPoint, StreamPoint]:
-    """The two points of a diff, read by :func:`stream_point`; ``from`` must come before ``to``
-    when both are sequences or both times (an :class:`InvalidQuery` otherwise)."""
-    after, through = stream_point(q.from_, "from"), stream_point(q.to, "to")
-    if after.seq is not None and through.seq is not None and after.seq >= through.seq:
-        raise InvalidQuery(f"from ({after.seq}) must come before to ({through.seq})")
-    if after.at is not None and through.at is not None and after.at >= through.at:
-        raise InvalidQuery(f"from ({after.at.isoformat()}) must come before to ({through.at.isoformat()})")
-    return after, through
+    """The two points of a diff, read by :func:`stream_point` (an :class:`InvalidQuery` names the
+    one it cannot read). A ``from`` at or after ``to`` is no error: nothing is between them."""
+    return stream_point(q.from_, "from"), stream_point(q.to, "to")
 
 
 # --- what each event changes --------------------------------------------------------------------
@@ -187,13 +182,16 @@ def _responsible(e: EventRecord) -> Responsible:
 
 class _Explanations:
     """The events that explain others' changes, indexed: the operator action recorded with a change
-    (it causes, or is caused by, the event that makes it) and the conflict behind a supersession."""
+    (it causes, or is caused by, the event that makes it; a correction explains the supersession of
+    its target) and the conflict behind a supersession."""
 
     def __init__(self, events: Sequence[EventRecord]) -> None:
         self._actions: dict[str, EventRecord] = {}
         """Action id → the action (what it caused follows from it)."""
         self._recording: dict[str, list[EventRecord]] = {}
         """Event id → the actions caused by it (they record who made its change)."""
+        self._corrections: dict[str, list[EventRecord]] = {}
+        """Memory id → the operator's corrections of it (a supersession it asked for)."""
         self._losers: dict[str, list[EventRecord]] = {}
         for e in events:
             name = name_of(e.type)
@@ -201,6 +199,8 @@ class _Explanations:
                 self._actions[e.id] = e
                 if e.causation_id:
                     self._recording.setdefault(e.causation_id, []).append(e)
+                if e.payload.get("action") == "correct" and e.payload.get("target_id"):
+                    self._corrections.setdefault(str(e.payload["target_id"]), []).append(e)
             elif name == "conflict.recorded":
                 self._losers.setdefault(str(e.payload.get("loser_id")), []).append(e)
 
@@ -210,7 +210,8 @@ class _Explanations:
         if e.causation_id in self._actions:
             found.append(self._actions[e.causation_id])
         if name_of(e.type) == "memory.superseded":
-            found += self._losers.get(str(e.payload.get("memory_id")), [])
+            superseded = str(e.payload.get("memory_id"))
+            found += [*self._corrections.get(superseded, []), *self._losers.get(superseded, [])]
         unique = {x.seq: x for x in found if x.seq != e.seq}
         return [unique[seq] for seq in sorted(unique)]
 
