@@ -8,6 +8,7 @@ queries checked by the same rules; ``--json`` prints what the API answers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +31,15 @@ audit_app = typer.Typer(
 )
 
 
-def _query(struct: type[Any], values: dict[str, Any]) -> Any:
+def _query(struct: type[Any], values: dict[str, Any], check: Callable[[Any], object] | None = None) -> Any:
+    """The query, checked (also by ``check``) before connecting: bad input is exit 2."""
     try:
-        return parse(struct, values)
+        query = parse(struct, values)
+        if check is not None:
+            check(query)
     except InvalidQuery as exc:
         fail(str(exc), 2)
+    return query
 
 
 @audit_app.callback(invoke_without_command=True)
@@ -87,11 +92,8 @@ def diff(
     Example: noemactl audit diff 0 2026-03-01T09:30:00Z -w acme
     """
     use(data_dir)
-    query = _query(DiffQuery, {"from": start, "to": end, "workspace": workspace, "limit": limit})
-    try:  # refused before connecting, as every other bad input
-        diff_points(query)
-    except InvalidQuery as exc:
-        fail(str(exc), 2)
+    values = {"from": start, "to": end, "workspace": workspace, "limit": limit}
+    query = _query(DiffQuery, values, check=diff_points)
     found = run_app(lambda app: app.audit_diff(query))
     if as_json:
         print_record(found)

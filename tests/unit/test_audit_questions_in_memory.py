@@ -6,56 +6,35 @@ beat it and the rule that decided; a memory back to its observation and on to it
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from noema.adapters.memory import InMemoryEventStream, InMemoryKnowledge, InMemoryReads
+from noema.adapters.memory import InMemoryReads
 from noema.application import curation
-from noema.application.access import Caller
 from noema.application.audit_views import POINT_PATTERN, DiffQuery, Why, WhyStep
 from noema.application.changes import audit_diff, stream_point
-from noema.application.knowledge import Knowledge
 from noema.application.lineage import why
 from noema.application.upkeep import InvalidQuery, NotFound
 from noema.client import build_observation
 from noema.domain.attention import AttentionConfig, decide_cycle, memory_id_for
 from noema.ids import derive_id
-from noema_conflicts.service import ConflictsHandler
-from noema_events import Event, FactProposed, RecallProposed, RecallProposedPayload
+from noema_events import FactProposed, RecallProposed, RecallProposedPayload
 from tests.support import T0
+from tests.unit.test_knowledge_in_memory import ALICE, BOB, OPERATOR, World, world
 
-ALICE = Caller("acme", "alice", "engineer")
-BOB = Caller("acme", "bob", "engineer")
-OPERATOR = Caller("acme", "root", operator=True)
-
-
-@dataclass
-class World:
-    k: Knowledge
-    stream: InMemoryEventStream
-    reads: InMemoryReads
-    clock: list[datetime]
-
-    def tick(self) -> None:
-        self.clock[0] += timedelta(minutes=1)
+__all__ = ["world"]  # the fixture, imported for pytest
 
 
-@pytest.fixture
-def world() -> World:
-    clock = [T0]
-    model = InMemoryKnowledge()
-    stream = InMemoryEventStream(model)
-    worker = ConflictsHandler(None, stream, clock=lambda: clock[0], facts=model)
+def records(w: World) -> InMemoryReads:
+    """The operators' reads over the world's read model."""
+    return InMemoryReads(w.reads.tables)
 
-    async def settle(ev: Event) -> Sequence[Event]:
-        return await worker.decide(ev) if isinstance(ev, FactProposed) else ()
 
-    stream.reactions.append(settle)
-    return World(Knowledge(model, stream, lambda: clock[0]), stream, InMemoryReads(model.tables), clock)
+def tick(w: World) -> None:
+    w.clock[0] += timedelta(minutes=1)
 
 
 def _types(steps: Sequence[WhyStep]) -> list[str]:
@@ -71,10 +50,10 @@ async def test_why_a_superseded_fact_shows_its_proposal_the_rule_and_the_proposa
     world: World,
 ) -> None:
     old = await world.k.propose_fact(ALICE, "ops", "deploy-day", "Deploys happen on Fridays")
-    world.tick()
+    tick(world)
     new = await world.k.propose_fact(BOB, "ops", "deploy-day", "Deploys happen on Tuesdays")
 
-    found = await why(world.reads, old.memory_id)
+    found = await why(records(world), old.memory_id)
 
     assert (found.subject, found.workspace, found.truncated) == ("fact", "acme", False)
     assert _types(found.steps) == [
@@ -101,13 +80,13 @@ async def test_why_a_superseded_fact_shows_its_proposal_the_rule_and_the_proposa
 
 async def test_why_an_event_shows_what_it_caused_and_not_its_causes_other_effects(world: World) -> None:
     old = await world.k.propose_fact(ALICE, "ops", "deploy-day", "Deploys happen on Fridays")
-    world.tick()
+    tick(world)
     new = await world.k.propose_fact(BOB, "ops", "deploy-day", "Deploys happen on Tuesdays")
     [proposal] = [
         e for e in world.stream.events if isinstance(e, FactProposed) and e.payload.memory_id == new.memory_id
     ]
 
-    found = await why(world.reads, proposal.id)
+    found = await why(records(world), proposal.id)
 
     assert found.subject == "event"
     assert _types(found.steps) == ["fact.proposed.v1", "memory.superseded.v1", "conflict.recorded.v1"]
@@ -142,7 +121,7 @@ async def test_why_a_memory_shows_the_observation_and_attention_decision_and_its
     )
     await world.stream.publish(decide_cycle([question, recall], T0 + timedelta(minutes=1), config))
 
-    found = await why(world.reads, key)
+    found = await why(records(world), key)
 
     assert found.subject == "memory"
     by_id = {s.id: s for s in found.steps}
@@ -167,7 +146,7 @@ async def test_why_a_memory_shows_the_observation_and_attention_decision_and_its
     order = [s.id for s in found.steps]
     assert order.index(seen.id) < order.index(created.id) < order.index(recall.id) < order.index(retrieved.id)
 
-    from_observation = await why(world.reads, seen.id)
+    from_observation = await why(records(world), seen.id)
     assert from_observation.subject == "observation"
     assert created.id in {s.id for s in from_observation.steps}
 
@@ -175,31 +154,31 @@ async def test_why_a_memory_shows_the_observation_and_attention_decision_and_its
 async def test_why_refuses_an_unknown_id_and_resolves_a_memory_prefix(world: World) -> None:
     fact = await world.k.propose_fact(ALICE, "ops", "deploy-day", "Deploys happen on Fridays")
     with pytest.raises(NotFound, match="nothing is recorded about no-such-id"):
-        await why(world.reads, "no-such-id")
+        await why(records(world), "no-such-id")
     with pytest.raises(NotFound, match="in workspace globex"):
-        await why(world.reads, fact.memory_id, "globex")
-    assert (await why(world.reads, fact.memory_id[:8])).id == fact.memory_id
+        await why(records(world), fact.memory_id, "globex")
+    assert (await why(records(world), fact.memory_id[:8])).id == fact.memory_id
 
 
 async def test_audit_diff_lists_exactly_the_changes_between_two_points(world: World) -> None:
     before = await world.k.propose_fact(ALICE, "ops", "deploy-day", "Deploys happen on Fridays")
     start, since = len(world.stream.events), world.clock[0]
-    world.tick()
+    tick(world)
     winner = await world.k.propose_fact(BOB, "ops", "deploy-day", "Deploys happen on Tuesdays")
-    world.tick()
+    tick(world)
     entry = curation.KnowledgeEntry(workspace="acme", content="The on-call phone is 555-0100")
     now = world.clock[0]
     made = await curation.create_memory(world.stream, entry, actor="operator:root", reason="runbook", now=now)
     await curation.retract(
-        world.reads, world.stream, made.memory_id, actor="operator:root", reason="no", now=now
+        records(world), world.stream, made.memory_id, actor="operator:root", reason="no", now=now
     )
-    world.tick()
+    tick(world)
     await world.k.set_access_mode(OPERATOR, "strict", reason="audit")
     end, until = len(world.stream.events), world.clock[0]
-    world.tick()
+    tick(world)
     await world.k.propose_fact(OPERATOR, "ops", "freeze", "The release freeze holds")
 
-    found = await audit_diff(world.reads, DiffQuery(from_=str(start), to=str(end)))
+    found = await audit_diff(records(world), DiffQuery(from_=str(start), to=str(end)))
 
     kinds = {g.kind: [c.target for c in g.changes] for g in found.groups}
     [conflict] = kinds["conflict.recorded"]
@@ -223,7 +202,7 @@ async def test_audit_diff_lists_exactly_the_changes_between_two_points(world: Wo
         ("operator.action.v1", "operator:root"),
     ]
     # The same two points written as times (compared with each event's occurred_at).
-    by_time = await audit_diff(world.reads, DiffQuery(from_=since.isoformat(), to=until.isoformat()))
+    by_time = await audit_diff(records(world), DiffQuery(from_=since.isoformat(), to=until.isoformat()))
     assert by_time.groups == found.groups
 
 
@@ -244,9 +223,9 @@ def test_points_are_read_as_sequences_and_zoned_times() -> None:
 
 async def test_nothing_is_between_a_from_and_an_earlier_to(world: World) -> None:
     await world.k.propose_fact(ALICE, "ops", "deploy-day", "Deploys happen on Fridays")
-    found = await audit_diff(world.reads, DiffQuery(from_="2", to="1"))
+    found = await audit_diff(records(world), DiffQuery(from_="2", to="1"))
     assert (found.groups, found.first_seq, found.last_seq) == ([], None, None)
-    assert (await audit_diff(world.reads, DiffQuery(from_="1", to="2"))).last_seq == 2
+    assert (await audit_diff(records(world), DiffQuery(from_="1", to="2"))).last_seq == 2
 
 
 @settings(max_examples=300, deadline=None)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from noema.application.audit_views import (
     POINT_FORMS,
@@ -73,39 +74,33 @@ def _clip(text: object, width: int = 80) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def _memory(e: EventRecord) -> tuple[str, str]:
-    return str(e.payload["memory_id"]), _clip(f"{e.payload.get('kind', '')}: {e.payload.get('content', '')}")
+class _Blank(dict[str, Any]):
+    """A payload for a summary's template: a field it leaves out reads as empty."""
+
+    def __missing__(self, key: str) -> str:
+        return ""
 
 
-def _status(e: EventRecord) -> tuple[str, str]:
-    return str(e.payload.get("target_id") or ""), _clip(e.payload.get("reason"))
+def _about(key: str, template: str, **defaults: Any) -> Describe:
+    """Describes a change by the payload's ``key`` and a summary filled from the payload (where
+    ``defaults`` say what a payload leaves out when it is the default)."""
+
+    def describe(e: EventRecord) -> tuple[str, str]:
+        return str(e.payload.get(key) or ""), _clip(template.format_map(_Blank({**defaults, **e.payload})))
+
+    return describe
 
 
-def _superseded(e: EventRecord) -> tuple[str, str]:
-    p = e.payload
-    return str(p["memory_id"]), _clip(f"superseded by {p.get('superseded_by')}: {p.get('reason', '')}")
+_memory = _about("memory_id", "{kind}: {content}")
+_status = _about("target_id", "{reason}")
+_superseded = _about("memory_id", "superseded by {superseded_by}: {reason}")
+_fact = _about("memory_id", "{domain} / {topic}: {content}")
+_mention = _about("memory_id", "{mentions} mention(s) {reason}", mentions=1)
+_conflict = _about("conflict_id", "{rule}: {winner_id} kept over {loser_id}")
+_policy = _about("policy_id", "{domain}: {rule}")
 
 
-def _fact(e: EventRecord) -> tuple[str, str]:
-    p = e.payload
-    return str(p["memory_id"]), _clip(f"{p['domain']} / {p['topic']}: {p['content']}")
-
-
-def _mention(e: EventRecord) -> tuple[str, str]:
-    p = e.payload
-    return str(p["memory_id"]), _clip(f"{p.get('mentions', 1)} mention(s) {p.get('reason', '')}")
-
-
-def _conflict(e: EventRecord) -> tuple[str, str]:
-    p = e.payload
-    return str(p["conflict_id"]), _clip(f"{p['rule']}: {p['winner_id']} kept over {p['loser_id']}")
-
-
-def _policy(e: EventRecord) -> tuple[str, str]:
-    return str(e.payload["policy_id"]), _clip(f"{e.payload['domain']}: {e.payload['rule']}")
-
-
-def _policy_superseded(e: EventRecord) -> tuple[str, str]:
+def _retired(e: EventRecord) -> tuple[str, str]:
     p, by = e.payload, e.payload.get("superseded_by")
     return str(p["policy_id"]), _clip(
         f"{f'superseded by {by}' if by else 'deactivated'}: {p.get('reason', '')}"
@@ -149,11 +144,7 @@ KINDS = (
     ChangeKind("conflict.recorded", "conflicts recorded", "conflict.recorded", None, _conflict),
     ChangeKind("policy.proposed", "policies proposed", "policy.proposed", None, _policy),
     ChangeKind(
-        "policy.superseded",
-        "policies superseded or deactivated",
-        "policy.superseded",
-        None,
-        _policy_superseded,
+        "policy.superseded", "policies superseded or deactivated", "policy.superseded", None, _retired
     ),
     ChangeKind("domain.created", "domains created", "domain.created", None, _domain),
     ChangeKind("grant.changed", "grants changed", "grant.changed", None, _grant),
