@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from noema.application.audit_views import StepKind, Subject, Why, WhyStep
 from noema.application.reads import event_records
@@ -33,6 +33,8 @@ from noema.ids import id_prefix
 from noema.ports import MemoryReads
 
 __all__ = ["MAX_HOPS", "lineage", "name_of", "subject_of", "why"]
+
+Link = Literal["causation", "correlation"]
 
 MAX_HOPS = 16
 """How many causes up, and effects down, are followed from the events that name the id."""
@@ -170,7 +172,7 @@ def _candidates(events: Sequence[EventRecord]) -> dict[str, _Candidate]:
 @dataclass(frozen=True)
 class _Parent:
     id: str
-    link: str
+    link: Link
     cause: StepKind | None
     """Set when the parent is no event: the kind of step it is."""
 
@@ -225,13 +227,13 @@ def lineage(ref: str, named: Sequence[EventRecord], others: Sequence[EventRecord
     graph = _Graph([*named, *others])
     effects = [e.id for e in others if _descends(graph, e, {n.id for n in named} | {ref})]
     kept = _kept(graph, named, effects)
-    steps: list[tuple[tuple[int, int], WhyStep]] = []
+    steps: list[tuple[tuple[int, int, str], WhyStep]] = []
     causes: dict[str, tuple[StepKind, int, str]] = {}
     """A cause that is no event → its kind, and the sequence and correlation of its first effect."""
     for event_id in kept:
         e = graph.events[event_id]
         up = graph.parent(e)
-        steps.append(((e.seq, 0), _event_step(e, up)))
+        steps.append(((e.seq, 0, e.id), _event_step(e, up)))
         if up is not None and up.cause is not None:
             first = causes.get(up.id)
             if first is None or e.seq < first[1]:
@@ -243,7 +245,7 @@ def lineage(ref: str, named: Sequence[EventRecord], others: Sequence[EventRecord
         candidate = graph.candidates.get(cause_id)
         steps.append(
             (
-                (seq, -1),
+                (seq, -1, cause_id),
                 _cause_step(cause_id, kind, _cause_parent(cause_id, correlation, kept, causes), candidate),
             )
         )
@@ -292,7 +294,7 @@ def _event_step(e: EventRecord, up: _Parent | None) -> WhyStep:
         id=e.id,
         kind="event",
         parent=up.id if up else None,
-        link="correlation" if up and up.link == "correlation" else ("causation" if up else None),
+        link=up.link if up else None,
         event=e,
         decision=None,
     )
