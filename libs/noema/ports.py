@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the filters are the recall adapter's; only their type is ne
 __all__ = [
     "AccessReads",
     "ConcurrentWrite",
+    "EventReads",
     "EventSink",
     "ExpectingSink",
     "FactReads",
@@ -43,6 +44,7 @@ __all__ = [
     "PreambleParts",
     "PreambleReads",
     "Row",
+    "StreamPoint",
 ]
 
 Row = dict[str, Any]
@@ -302,13 +304,65 @@ class MemoryRecords(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class StreamPoint:
+    """A point of the event stream: just after stream sequence ``seq``, or (``at``) after every event
+    that occurred at or before that instant. Exactly one of the two is set."""
+
+    seq: int | None = None
+    at: datetime | None = None
+
+
+class EventReads(Protocol):
+    """The audit copy of the stream read by reference, by causation and correlation, and by range:
+    what ``why`` and ``audit diff`` read (:mod:`noema.application.lineage`,
+    :mod:`noema.application.changes`). Rows have the columns of
+    :data:`~noema.adapters.postgres.queries.EVENT_FIELDS`, the payload as JSON text, in stream order.
+    """
+
+    async def events_naming(self, workspace: str | None, ref: str, limit: int) -> list[Row]:
+        """The first ``limit`` events of ``workspace`` (of every workspace when None) whose id,
+        causation id or correlation id is ``ref``, or whose payload holds ``ref`` as a whole JSON
+        string."""
+        ...
+
+    async def events_with_ids(self, workspace: str, ids: Sequence[str]) -> list[Row]:
+        """The events of ``workspace`` whose id is one of ``ids``."""
+        ...
+
+    async def correlation_starts(self, workspace: str, ids: Sequence[str]) -> list[Row]:
+        """The first event of each correlation of ``workspace`` whose id is one of ``ids``."""
+        ...
+
+    async def events_caused_by(self, workspace: str, ids: Sequence[str], limit: int) -> list[Row]:
+        """The first ``limit`` events of ``workspace`` whose causation id is one of ``ids``."""
+        ...
+
+    async def reference_workspaces(self, ref: str) -> list[str]:
+        """The workspaces (at most 2, sorted) where ``ref`` is an event's id, causation or
+        correlation id, or a memory's or a policy's id: indexed lookups only, no payload is read."""
+        ...
+
+    async def events_between(
+        self,
+        workspace: str | None,
+        types: Sequence[str],
+        after: StreamPoint,
+        through: StreamPoint,
+        limit: int,
+    ) -> list[Row]:
+        """The first ``limit`` events of ``types`` (of ``workspace`` when given) after ``after`` and
+        at or before ``through``."""
+        ...
+
+
 MemoryOrder = Literal["newest", "happened_asc", "happened_desc"]
 """How a page of memories is ordered: ``newest`` recorded first (``created_at``), or by when things
 happened (``happened_at``, else ``created_at``); ties in stream order, the same way round."""
 
 
-class MemoryReads(MemoryRecords, Protocol):
-    """The operators' reads: listings, one memory's detail, the audit log
+class MemoryReads(MemoryRecords, EventReads, Protocol):
+    """The operators' reads: listings, one memory's detail, the audit log and its questions
     (:class:`noema.adapters.postgres.queries.MemoryQueries`, :class:`noema.adapters.memory.InMemoryReads`).
 
     Memory rows have the columns of :data:`noema.adapters.postgres.queries.MEMORY_FIELDS`; event

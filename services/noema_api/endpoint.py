@@ -151,7 +151,8 @@ def parse_query(request: Request, struct: type[msgspec.Struct] | None, after_seq
     params = query_params(request.scope.get("query_string", b""))
     if after_seq:
         params.pop(AFTER_SEQ, None)
-    unknown = set(params) - set(struct.__struct_fields__ if struct else ())
+    # The names on the wire (a field may be renamed, e.g. a diff's ``from``).
+    unknown = set(params) - set(struct.__struct_encode_fields__ if struct else ())
     if unknown:
         raise ApiError(Kind.MALFORMED, f"unknown query parameters: {', '.join(sorted(unknown))}")
     if struct is None:

@@ -1,8 +1,9 @@
 """Request and response bodies of the operator API (msgspec Structs: the OpenAPI schemas' source).
 
 Inputs forbid unknown fields; outputs list every field they may carry. The filters and records of
-the operators' reads (listing, timeline, detail, audit) are the application layer's own
-(:mod:`noema.application.views`), shared with ``noemactl``; they are re-exported here.
+the operators' reads (listing, timeline, detail, audit, why, audit diff) are the application
+layer's own (:mod:`noema.application.views`, :mod:`noema.application.audit_views`), shared with
+``noemactl``; they are re-exported here.
 """
 
 from __future__ import annotations
@@ -11,6 +12,16 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from noema.application.audit_views import (
+    AuditDiff,
+    Change,
+    ChangeGroup,
+    DiffQuery,
+    Responsible,
+    Why,
+    WhyQuery,
+    WhyStep,
+)
 from noema.application.curation import KnowledgeEntry
 from noema.application.views import (
     AuditPage,
@@ -33,9 +44,13 @@ from noema.runtime.backlog import WorkerLoad
 from noema_events.vocabulary import EpistemicKind, MemoryKind, MemoryStatus
 
 __all__ = [
+    "AuditDiff",
     "AuditPage",
     "AuditQuery",
+    "Change",
+    "ChangeGroup",
     "CorrectBody",
+    "DiffQuery",
     "Embedding",
     "EventRecord",
     "Health",
@@ -49,6 +64,7 @@ __all__ = [
     "ReasonBody",
     "Relationship",
     "ReplayStatus",
+    "Responsible",
     "SearchHit",
     "SearchQuery",
     "SearchResults",
@@ -56,6 +72,9 @@ __all__ = [
     "StatusCheck",
     "SystemStatus",
     "TimelineQuery",
+    "Why",
+    "WhyQuery",
+    "WhyStep",
     "WorkerLoad",
 ]
 

@@ -21,7 +21,7 @@ from noema.application.facade import SearchOptions
 from noema.runtime.logging import configure_logging
 from noema.runtime.settings import WORKERS, Settings, SettingsError
 
-from . import agent_cmd, api_cmd, commands, dlq_cmd, knowledge_cmd, mcp_cmd, operator_cmd, search
+from . import agent_cmd, api_cmd, audit_cmd, commands, dlq_cmd, knowledge_cmd, mcp_cmd, operator_cmd, search
 from .argv import Utf8Group
 from .common import (
     DataDir,
@@ -428,6 +428,7 @@ def status(
 knowledge_cmd.register(app)
 register_memory_reads(memory_app)
 operator_cmd.register(app, memory_app)
+audit_cmd.register(app)
 mcp_cmd.register(app)
 
 

@@ -1,8 +1,8 @@
-"""``noemactl`` operator changes to memory (add, retract, correct, archive, restore) and the audit log.
+"""``noemactl`` operator changes to memory (add, retract, correct, archive, restore).
 
 Each change goes through :mod:`noema.application.curation` — the same operations as the HTTP API — and is
 recorded as an ``operator.action`` event naming the operator (``operator:$USER``) and the reason.
-The audit log is the application layer's (:meth:`noema.application.facade.Noema.audit`), as the API's is.
+The audit log and its questions are :mod:`noema_cli.audit_cmd`'s.
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ import typer
 from noema.application import curation
 from noema.application.facade import Noema, StatusAction
 from noema.application.upkeep import InvalidQuery
-from noema.application.views import AuditQuery, parse
+from noema.application.views import parse
 
 from .common import DataDir, JsonOption, err, fail, operator_name, out, print_json, run_app, use
 from .memory_cmd import INSTANT, KINDS
-from .render import event_table, print_page
 
 __all__ = ["register"]
 
@@ -146,37 +145,6 @@ def add(
         err.print("note: --valid-until is already past: the memory is recorded as expired (out of recall)")
 
 
-def audit(
-    workspace: str | None = typer.Option(None, "--workspace", "-w", help="Workspace (default: all)."),
-    event_type: str | None = typer.Option(
-        None, "--type", help="Event type, e.g. operator.action (every version) or operator.action.v1."
-    ),
-    actor: str | None = typer.Option(None, help="Only events of this actor, e.g. operator:alice."),
-    before: int | None = typer.Option(None, help="Only events before this stream sequence (the next page)."),
-    limit: int = typer.Option(50, help="At most this many (1-200)."),
-    data_dir: Path | None = DataDir(),
-    as_json: bool = JsonOption(),
-) -> None:
-    """The audit log: events newest first (who changed what, when, why, caused by what).
-
-    The same log as the API's GET /v1/audit; an unknown --type is refused with the known ones.
-
-    Example: noemactl audit --type operator.action -w acme
-    """
-    use(data_dir)
-    try:
-        query = parse(
-            AuditQuery,
-            {"workspace": workspace, "type": event_type, "actor": actor, "before": before, "limit": limit},
-        )
-    except InvalidQuery as exc:
-        fail(str(exc), 2)
-    page = run_app(lambda app: app.audit(query))
-    print_page(page, as_json, event_table(page.items), "no matching events")
-    if page.next_before is not None and not as_json:
-        out.print(f"older events: --before {page.next_before}", highlight=False)
-
-
 def register(app: typer.Typer, memory_app: typer.Typer) -> None:
     """Add the operator commands to ``noemactl`` and ``noemactl memory``."""
     memory_app.command("retract")(_status_command("retract", "retract", "retracted"))
@@ -184,4 +152,3 @@ def register(app: typer.Typer, memory_app: typer.Typer) -> None:
     memory_app.command("restore")(_status_command("restore", "restore", "restored"))
     memory_app.command("correct")(correct)
     memory_app.command("add")(add)
-    app.command()(audit)

@@ -198,6 +198,14 @@ async def test_an_operator_searches_opens_a_memory_marks_it_inaccurate_and_reads
         await expect(action.locator("summary")).to_contain_text("by operator:alice")
         await action.locator("summary").click()
         await expect(action.locator("pre")).to_contain_text(f'"target_id": "{window}"')
+
+        # Why: the memory's history as a timeline, its creation and then the retraction.
+        await detail.get_by_role("button", name="Why?").click()
+        steps = view.locator("ol.timeline li")
+        await expect(steps).to_have_count(2)
+        await expect(steps.nth(0)).to_contain_text("memory.created.v1 #1 by test")
+        await expect(steps.nth(1)).to_contain_text("operator.action.v1 #4 by operator:alice")
+        await expect(steps.nth(1)).to_contain_text("reason the window moved to wednesdays")
         await expect(page.locator("#error")).to_be_hidden()
 
 

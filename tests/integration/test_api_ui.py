@@ -98,7 +98,7 @@ def test_every_call_of_the_explorer_is_a_documented_api_operation() -> None:
     assert calls <= documented(), calls - documented()
     # What requirements §10 asks of the explorer: search with the breakdown, timeline, operator entry,
     # detail with provenance, the "inaccurate" correction, and the facts, policies, conflicts and
-    # grants tabs.
+    # grants tabs; and why an id is what it is (issue 18), as a timeline.
     assert {
         ("GET", "/v1/memories/search"),
         ("GET", "/v1/timeline"),
@@ -112,6 +112,7 @@ def test_every_call_of_the_explorer_is_a_documented_api_operation() -> None:
         ("GET", "/v1/conflicts"),
         ("GET", "/v1/grants"),
         ("PUT", "/v1/grants"),
+        ("GET", "/v1/why/{}"),
     } <= calls
 
 

@@ -4,7 +4,8 @@ service hold one :class:`Noema` and call its methods, so none re-implements logi
 It owns one PostgreSQL pool (pgvector-aware, for recall) and one NATS connection, and composes the
 operations: recall (search), the dispatch preamble, observations, knowledge (facts, policies,
 grants, notes, hot tier, maintenance), access control and the operators' reads (listing, timeline,
-memory detail, audit log). Agents' reads honour their grants in strict mode; writes go through events.
+memory detail, audit log, why, audit diff). Agents' reads honour their grants in strict mode;
+writes go through events.
 """
 
 from __future__ import annotations
@@ -28,9 +29,12 @@ from noema.adapters.postgres.tenancy import NO_WORKSPACE
 from noema.adapters.postgres.voices import RecallFilters, RecallStore
 from noema.application import curation, upkeep
 from noema.application.access import AccessControl, Caller, InsufficientMemoryPermission
+from noema.application.audit_views import AuditDiff, DiffQuery, Why
+from noema.application.changes import audit_diff
 from noema.application.curation import KnowledgeEntry, OperatorReceipt, create_memory
 from noema.application.deadletters import DeadLetters
 from noema.application.knowledge import Knowledge
+from noema.application.lineage import why
 from noema.application.preamble import Preamble, build_preamble
 from noema.application.reads import (
     audit,
@@ -260,6 +264,17 @@ class Noema:
     async def audit(self, query: AuditQuery) -> AuditPage:
         """Operators: the audit log, newest first (an unknown event type is an InvalidQuery)."""
         return await audit(self.memories, query)
+
+    async def why(self, ref: str, workspace: str | None = None, limit: int = 500) -> Why:
+        """Operators: the chain of events behind an event, memory, fact, policy or observation id
+        (in ``workspace`` when given, else the one that has it), through causation and correlation
+        ids (:func:`noema.application.lineage.why`; NotFound when nothing names it)."""
+        return await why(self.memories, ref, workspace, limit)
+
+    async def audit_diff(self, query: DiffQuery) -> AuditDiff:
+        """Operators: what changed between two points of the stream, with the events responsible
+        (:func:`noema.application.changes.audit_diff`; a point it cannot read is an InvalidQuery)."""
+        return await audit_diff(self.memories, query)
 
     def writer(self) -> EventPublisher:
         """The publisher every write goes through; while NATS is not connected a write is

@@ -36,6 +36,7 @@ from noema_events import KNOWN_TAGS
 __all__ = [
     "CITING_LIMIT",
     "audit",
+    "event_records",
     "event_types",
     "list_memories",
     "memory_detail",
@@ -53,7 +54,7 @@ def _memories(rows: list[Row]) -> list[Memory]:
     return [msgspec.convert(dict(r), Memory) for r in rows]
 
 
-def _events(rows: list[Row]) -> list[EventRecord]:
+def event_records(rows: list[Row]) -> list[EventRecord]:
     """Event rows (payload as JSON text) as EventRecord structs."""
     return [
         msgspec.convert({**dict(r), "payload": msgspec.json.decode(r["payload"])}, EventRecord) for r in rows
@@ -100,7 +101,7 @@ async def timeline(reads: MemoryReads, q: TimelineQuery) -> MemoryPage:
 
 async def _citing_events(reads: MemoryReads, memory_id: str, workspace: str) -> list[EventRecord]:
     """Events whose payload names the memory (newest first, at most ``CITING_LIMIT``)."""
-    return _events(await reads.citing_events(memory_id, workspace, CITING_LIMIT))
+    return event_records(await reads.citing_events(memory_id, workspace, CITING_LIMIT))
 
 
 def _source_observations(observation_ids: list[str], cited: list[EventRecord]) -> list[SourceObservation]:
@@ -151,7 +152,7 @@ async def memory_detail(reads: MemoryReads, id_or_prefix: str, workspace: str | 
     cited = await _citing_events(reads, memory.id, memory.workspace)
     return MemoryDetail(
         memory=memory,
-        origin=_events([found["origin"]])[0] if found["origin"] else None,
+        origin=event_records([found["origin"]])[0] if found["origin"] else None,
         source_observations=_source_observations(memory.source_observation_ids, cited),
         relationships=msgspec.convert(found["relationships"], list[Relationship]),
         citing_events=cited,
@@ -181,5 +182,5 @@ async def audit(reads: MemoryReads, q: AuditQuery) -> AuditPage:
     """Events matching the filters, newest first (keyset-paged by ``before``): who changed what,
     when, why and from which event."""
     rows = await reads.audit(q.workspace, event_types(q.type) if q.type else None, q.actor, q.before, q.limit)
-    items = _events(rows)
+    items = event_records(rows)
     return AuditPage(items=items, next_before=items[-1].seq if len(items) == q.limit else None)

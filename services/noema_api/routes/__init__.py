@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from ..endpoint import Endpoint
-from . import deadletters, explorer, knowledge, memories, operator, system
+from . import audit, deadletters, explorer, knowledge, memories, operator, system
 
 __all__ = ["ENDPOINTS"]
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     *system.ENDPOINTS,
+    *audit.ENDPOINTS,
     *memories.ENDPOINTS,
     *explorer.ENDPOINTS,
     *operator.ENDPOINTS,

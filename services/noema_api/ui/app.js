@@ -17,6 +17,7 @@ import { policiesView } from "./policies.js";
 import { searchView } from "./search.js";
 import { state } from "./state.js";
 import { timelineView } from "./timeline.js";
+import { whyView } from "./why.js";
 
 const VIEWS = {
   search: searchView,
@@ -27,6 +28,7 @@ const VIEWS = {
   grants: grantsView,
   graph: graphView,
   audit: auditView,
+  why: whyView,
   add: addView,
 };
 

@@ -28,7 +28,8 @@ export async function openDetail(id) {
   const m = detail.memory;
   fill(panel,
     h("div", { class: "actions" }, h("button", { onclick: () => { panel.hidden = true; } }, "Close"),
-      h("button", { onclick: () => { state.graphRoot = m.id; nav.switchTab("graph"); } }, "Show in graph")),
+      h("button", { onclick: () => { state.graphRoot = m.id; nav.switchTab("graph"); } }, "Show in graph"),
+      h("button", { onclick: () => { state.whyId = m.id; nav.switchTab("why"); } }, "Why?")),
     h("h2", {}, m.content),
     memoryMeta(m),
     statusNotice(m, detail.citing_events),

@@ -6,6 +6,7 @@ export const state = {
   workspace: localStorage.getItem("noema.workspace") || "",
   tab: "search",
   graphRoot: "",
+  whyId: "",
   // The newest event-stream sequence this tab's writes stored: every read asks the API to wait
   // until the read model has applied it (after_seq), so a change shows at once, without sleeps.
   seenSeq: 0,

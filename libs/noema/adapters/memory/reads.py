@@ -1,7 +1,7 @@
 """The operators' reads in memory (:class:`noema.ports.MemoryReads`): listings, the timeline, one
-memory's detail with its provenance, and the audit log, answered from :class:`~.projection.Tables`
-as :class:`noema.adapters.postgres.queries.MemoryQueries` answers them from the tables: the same
-filters (:func:`admits` holds a memory to every condition of
+memory's detail with its provenance, and the audit log and its questions, answered from
+:class:`~.projection.Tables` as :class:`noema.adapters.postgres.queries.MemoryQueries` answers them
+from the tables: the same filters (:func:`admits` holds a memory to every condition of
 :meth:`~noema.adapters.postgres.voices.RecallFilters.where`), the same orders, the same columns."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from itertools import islice
 from typing import Any
 
+from noema.adapters.memory.events import InMemoryEvents
 from noema.adapters.memory.projection import Tables
 from noema.adapters.memory.records import InMemoryRecords
 from noema.adapters.postgres.queries import MEMORY_FIELDS
@@ -61,8 +62,9 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class InMemoryReads(InMemoryRecords):
-    """The operators' reads held in memory, over the tables of the memory records.
+class InMemoryReads(InMemoryRecords, InMemoryEvents):
+    """The operators' reads held in memory, over the tables of the memory records (the event reads
+    of ``why`` and ``audit diff`` are :class:`~noema.adapters.memory.events.InMemoryEvents`').
 
     ``clock`` stands for PostgreSQL's ``now()``: what "expired" is judged against when a filter
     leaves expired memories out.

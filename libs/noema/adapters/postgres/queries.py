@@ -1,5 +1,5 @@
-"""Read queries over the memory read model (listing, detail with provenance, the audit log, and the
-checks of memory operations): :class:`noema.ports.MemoryReads` over PostgreSQL; search is
+"""Read queries over the memory read model (listing, detail with provenance, the audit log and its
+questions, and the checks of memory operations): :class:`noema.ports.MemoryReads` over PostgreSQL; search is
 ``noema.application.search``."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 import asyncpg
 
+from noema.adapters.postgres.events import EVENT_FIELDS, EventQueries
 from noema.adapters.postgres.voices import RecallFilters
 from noema.ids import id_prefix
 from noema.ports import MemoryOrder
@@ -20,10 +21,6 @@ MEMORY_FIELDS = (
     "salience, credibility, veracity, memory_type, activation, activation_at, status, superseded_by, "
     "valid_until, recall_count, mention_count, source_observation_ids, origin_event, origin_seq, channel, "
     "source, participants, steps, preconditions, outcomes, session, happened_at, created_at, updated_at"
-)
-EVENT_FIELDS = (
-    "seq, id, type, workspace, mind, occurred_at, causation_id, correlation_id, actor, subject, "
-    "payload::text AS payload"
 )
 _ORDER_BY: dict[MemoryOrder, str] = {
     "newest": "created_at DESC, origin_seq DESC",
@@ -65,8 +62,9 @@ async def resolve_id(
     return str(rows[0]["id"]) if rows else None
 
 
-class MemoryQueries:
-    """Queries against one schema's read model through a connection pool."""
+class MemoryQueries(EventQueries):
+    """Queries against one schema's read model through a connection pool (the event reads of ``why``
+    and ``audit diff`` are :class:`~noema.adapters.postgres.events.EventQueries`')."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
