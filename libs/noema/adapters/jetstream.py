@@ -486,7 +486,9 @@ async def publish_expecting(
 async def read_stream(
     nc: NATS, stream: str, subjects: str, start_seq: int, end_seq: int, batch: int = 1000
 ) -> AsyncIterator[list[Msg]]:
-    """Yield the messages of ``stream`` from ``start_seq`` to ``end_seq`` in batches, in order.
+    """Yield the messages of ``stream`` from ``start_seq`` to ``end_seq`` in order, in batches of
+    ``batch`` (the last one shorter): a reader such as replay then applies full batches, whatever
+    sizes the server delivers them in.
 
     Uses an ephemeral pull consumer with no acks: reading never changes any durable state.
     """
@@ -507,14 +509,17 @@ async def read_stream(
     puller = await Puller(nc, stream, info.name, batch).start()
     try:
         seen = start_seq - 1
+        pending: list[Msg] = []
         while seen < end_seq:
             msgs = await puller.fetch(timeout=10.0)
             if not msgs:
                 raise RuntimeError(f"stream {stream} stopped delivering at seq {seen} (wanted {end_seq})")
-            msgs = [m for m in msgs if m.metadata.sequence.stream <= end_seq]
-            if msgs:
-                seen = msgs[-1].metadata.sequence.stream
-                yield msgs
+            pending += [m for m in msgs if m.metadata.sequence.stream <= end_seq]
+            if pending:
+                seen = pending[-1].metadata.sequence.stream
+            if len(pending) >= batch or (pending and seen >= end_seq):
+                yield pending
+                pending = []
     finally:
         await puller.stop()
         with contextlib.suppress(NotFoundError):
