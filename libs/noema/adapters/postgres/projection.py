@@ -9,12 +9,12 @@ event always sees the effects of earlier ones and batch boundaries never change 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Awaitable, Callable, Sequence
 
 import asyncpg
 import msgspec
 
+from noema.adapters.postgres import digests
 from noema.adapters.postgres.commuting import Footprint, footprint, segments
 from noema.adapters.postgres.handlers import HANDLERS
 from noema.adapters.postgres.knowledge_handlers import KNOWLEDGE_HANDLERS
@@ -205,11 +205,6 @@ class ReadModelProjection:
 
 
 async def checksum(conn: asyncpg.Connection, tables: Sequence[str] = PROJECTED_TABLES) -> str:
-    """A digest of every projected row (order-independent), equal for equal read models."""
-    digest = hashlib.sha256()
-    for table in tables:
-        value = await conn.fetchval(
-            f"SELECT md5(coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), '')) FROM {table} t"
-        )
-        digest.update(f"{table}:{value}\n".encode())
-    return digest.hexdigest()
+    """A digest of every projected row (order-independent), equal for equal read models
+    (:mod:`~noema.adapters.postgres.digests`)."""
+    return await digests.checksum(conn, tables)
