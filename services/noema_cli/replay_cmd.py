@@ -26,7 +26,11 @@ def replay(
         "back; the events' occurred_at can).",
     ),
     until_seq: int | None = typer.Option(None, "--until-seq", min=1, help="The same as --until SEQ."),
-    keep: bool = typer.Option(False, help="Keep the rebuilt schema instead of dropping it."),
+    keep: bool = typer.Option(
+        False,
+        help="Keep the rebuilt schema, with its indexes, instead of dropping it (its tables are "
+        "unlogged: a scratch copy, emptied if PostgreSQL crashes).",
+    ),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:

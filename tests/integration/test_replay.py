@@ -15,10 +15,10 @@ from noema.adapters.pull import Puller
 from noema.application.replay import verify_replay
 from noema.client import publish_observation
 from noema_attend.service import build as build_attend
-from noema_events import Event
+from noema_events import Event, MemoryEmbedded, MemoryEmbeddedPayload
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
-from tests.support import assert_eventually, memory_created
+from tests.support import assert_eventually, envelope, memory_created
 
 pytestmark = pytest.mark.integration
 
@@ -127,6 +127,30 @@ async def test_replay_until_a_time_stops_at_the_last_event_the_stream_had_stored
 
     by_seq = await verify_replay(harness.settings, harness.nc, until=early + 1)
     assert (by_seq["last_seq"], by_seq["until"]) == (early + 1, {"seq": early + 1})
+
+
+async def test_a_vector_the_live_index_refused_is_refused_by_replay_too(harness: Harness) -> None:
+    memory = memory_created("a memory with two vectors of one model")
+    vectors = [
+        MemoryEmbedded(
+            **envelope(),
+            payload=MemoryEmbeddedPayload(
+                memory_id=memory.payload.memory_id, model="tiny", dimensions=dims, vector=[0.5] * dims
+            ),
+        )
+        for dims in (3, 4)  # the model's index is made for 3 dimensions: the 4-dimensional one is refused
+    ]
+    last = await _published(harness, [memory, *vectors])
+    await harness.start(build_projector)
+    await assert_eventually(lambda: _position_is(harness, last), what="the projector at the last event")
+    assert await harness.pool.fetchval("SELECT count(*) FROM memory_embeddings") == 1
+
+    report = await verify_replay(harness.settings, harness.nc)
+    assert report["match"] is True, report.get("differences")
+
+
+async def _position_is(harness: Harness, seq: int) -> bool:
+    return await _position(harness) == seq
 
 
 async def test_the_stream_is_read_in_full_batches_whatever_the_server_delivers(

@@ -10,21 +10,25 @@ stored by then), and compares nothing.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import asyncpg
+import structlog
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from noema.adapters.errors import TRANSIENT
 from noema.adapters.jetstream import last_seq_at, read_stream, stream_last_seq
 from noema.adapters.postgres import PROJECTED_TABLES, ReadModelProjection, connect, database, migrate
+from noema.adapters.postgres.bulkload import BulkLoad, DeferredIndexRefused
 from noema.adapters.postgres.digests import combined, snapshot, table_digests
 from noema.adapters.postgres.projection import Projected
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
@@ -36,10 +40,13 @@ from noema_events import EventDecodeError
 
 __all__ = ["ReplayResult", "drop_schema", "live_position", "replay_into", "seq_at", "verify_replay"]
 
+log = structlog.get_logger("noema.replay")
+
 _REPLAY_SCHEMA = re.compile(r"^replay_[a-z0-9_]{1,50}$")
 
-REPLAY_BATCH = 1000
-"""Events applied per transaction."""
+REPLAY_BATCH = 2000
+"""Events applied per transaction: the projection applies a batch's commuting events in one
+statement per type, so larger batches mean fewer statements (and commits)."""
 
 
 @dataclass(frozen=True)
@@ -68,29 +75,80 @@ async def replay_into(
     schema: str,
     until_seq: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    *,
+    indexes: bool = True,
 ) -> ReplayResult:
-    """Project the event stream from seq 1 to ``until_seq`` (default: its end) into ``schema``."""
-    await drop_schema(url, schema)
-    await migrate(url, schema)
+    """Project the event stream from seq 1 to ``until_seq`` (default: its end) into ``schema``,
+    loaded in bulk (:class:`~noema.adapters.postgres.bulkload.BulkLoad`); ``indexes=False`` only
+    checks the vector indexes instead of building them, for a schema that is compared and dropped.
+
+    When an index the bulk load deferred refuses a row (the live projection skipped that event),
+    the stream is replayed again with every index maintained, as live."""
     last = await stream_last_seq(nc.jetstream(), topology.event_stream)
     if until_seq is not None:
         last = min(last, until_seq)
+    try:
+        return await _replay(nc, url, topology, schema, last, progress, indexes, bulk=True)
+    except DeferredIndexRefused as exc:
+        log.warning("an index refuses a replayed row; replaying with indexes maintained", reason=str(exc))
+        return await _replay(nc, url, topology, schema, last, progress, indexes, bulk=False)
+
+
+async def _replay(
+    nc: NATS,
+    url: str,
+    topology: Topology,
+    schema: str,
+    last: int,
+    progress: Callable[[int, int], None] | None,
+    indexes: bool,
+    bulk: bool,
+) -> ReplayResult:
+    await drop_schema(url, schema)
+    await migrate(url, schema)
     projection = ReadModelProjection()
     conn = await connect(url, schema, app="noema-replay")
     applied = 0
     try:
-        stream = read_stream(nc, topology.event_stream, topology.event_subjects, 1, last, REPLAY_BATCH)
-        async for msgs in stream:
-            through = msgs[-1].metadata.sequence.stream
-            applied += await _apply(projection, conn, _decode(topology, msgs), through)
+        load = await BulkLoad.prepare(conn, schema) if bulk else None
+        async for batch, through in _decoded(nc, topology, last):
+            applied += await _apply(projection, conn, batch, through)
             if progress:
                 progress(through, last)
+        if load is not None:
+            await load.finish(conn, build_indexes=indexes)
         digests = await table_digests(conn, PROJECTED_TABLES)
     finally:
         await conn.close()
     return ReplayResult(
         schema=schema, events=applied, last_seq=last, checksum=combined(digests), digests=digests
     )
+
+
+async def _decoded(nc: NATS, topology: Topology, last: int) -> AsyncIterator[tuple[list[Projected], int]]:
+    """The stream's events to ``last`` in batches, each with the last sequence it covers; the next
+    batch is read and decoded while the caller applies this one."""
+    ready: asyncio.Queue[tuple[list[Projected], int] | Exception | None] = asyncio.Queue(maxsize=1)
+
+    async def read() -> None:
+        try:
+            stream = read_stream(nc, topology.event_stream, topology.event_subjects, 1, last, REPLAY_BATCH)
+            async for msgs in stream:
+                await ready.put((_decode(topology, msgs), msgs[-1].metadata.sequence.stream))
+            await ready.put(None)
+        except Exception as exc:  # handed to the caller, who raises it
+            await ready.put(exc)
+
+    reader = asyncio.create_task(read(), name="replay-read")
+    try:
+        while (item := await ready.get()) is not None:
+            if isinstance(item, Exception):
+                raise item
+            yield item
+    finally:
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
 
 
 def _decode(topology: Topology, msgs: list[Msg]) -> list[Projected]:
@@ -156,7 +214,9 @@ async def verify_replay(
     try:
         if until is not None:
             seq = await seq_at(nc, topology, until)
-            result = await replay_into(nc, settings.database_url, topology, schema, seq, progress)
+            result = await replay_into(
+                nc, settings.database_url, topology, schema, seq, progress, indexes=keep
+            )
             return {**_summary(result), "until": _point(until, seq)}
         return await _compared(settings, nc, topology, schema, keep, progress)
     finally:
@@ -179,7 +239,9 @@ async def _compared(
         async with snapshot(live):
             position = await ReadModelProjection().position(live)
             expected = await table_digests(live, PROJECTED_TABLES)
-            result = await replay_into(nc, settings.database_url, topology, schema, position, progress)
+            result = await replay_into(
+                nc, settings.database_url, topology, schema, position, progress, indexes=keep
+            )
             differing = [t for t in PROJECTED_TABLES if expected[t] != result.digests.get(t)]
             rows = await _rows_that_differ(settings, schema, live, differing) if differing else None
     finally:

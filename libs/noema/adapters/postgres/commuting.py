@@ -119,24 +119,12 @@ def footprint(event: Event) -> Footprint:
     return ANYTHING
 
 
-def _overlap(a: Footprint, b: Footprint) -> bool:
-    if a == frozenset() or b == frozenset():
-        return False  # touching nothing commutes with everything, a barrier included
-    if a is None or b is None:
-        return True
-    return not a.isdisjoint(b)
-
-
-def _union(a: Footprint, b: Footprint) -> Footprint:
-    return None if a is None or b is None else a | b
-
-
 class _Segment:
-    """Runs by type, each with the union footprint of its events, and where each run goes."""
+    """Runs by type, each with the rows its events touch (None: any), and where each run goes."""
 
     def __init__(self) -> None:
         self.runs: dict[type[Event], list[Projected]] = {}
-        self.touched: dict[type[Event], Footprint] = {}
+        self.touched: dict[type[Event], set[Hashable] | None] = {}
         self._slot: dict[type[Event], tuple[int, int]] = {}
 
     def _slot_of(self, kind: type[Event]) -> tuple[int, int]:
@@ -145,14 +133,25 @@ class _Segment:
     def admits(self, kind: type[Event], keys: Footprint) -> bool:
         """Whether an event of ``kind`` touching ``keys`` may join: it is moved ahead of the runs
         placed after its type's, so it must touch none of their rows."""
+        if keys == frozenset():
+            return True  # touching nothing commutes with everything, a barrier included
         slot = self._slot_of(kind)
-        return not any(_overlap(keys, self.touched[other]) for other, at in self._slot.items() if at > slot)
+        for other, at in self._slot.items():
+            if at > slot:
+                touched = self.touched[other]
+                if touched is None or (touched and (keys is None or not keys.isdisjoint(touched))):
+                    return False
+        return True
 
     def add(self, item: Projected, keys: Footprint) -> None:
         kind = type(item.event)
         self._slot[kind] = self._slot_of(kind)
         self.runs.setdefault(kind, []).append(item)
-        self.touched[kind] = _union(self.touched.get(kind, frozenset()), keys)
+        touched = self.touched.setdefault(kind, set())
+        if keys is None:
+            self.touched[kind] = None
+        elif touched is not None:
+            touched.update(keys)
 
     def in_order(self) -> list[list[Projected]]:
         """The runs in the order they are applied."""
