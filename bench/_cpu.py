@@ -10,9 +10,10 @@ __all__ = ["CpuMeter"]
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _stats() -> dict[int, tuple[int, float]]:
-    """pid → (parent pid, user + system CPU seconds) for every live process (none without /proc)."""
-    out: dict[int, tuple[int, float]] = {}
+def _stats() -> dict[int, tuple[int, float, float]]:
+    """pid → (parent pid, user + system CPU seconds, those of its children that exited and were
+    waited for) for every live process (none without /proc)."""
+    out: dict[int, tuple[int, float, float]] = {}
     if not CpuMeter.available():
         return out
     for entry in Path("/proc").iterdir():
@@ -22,19 +23,22 @@ def _stats() -> dict[int, tuple[int, float]]:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except (FileNotFoundError, ProcessLookupError, IndexError):
             continue
-        out[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK)
+        own, reaped = int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14])
+        out[int(entry.name)] = (int(fields[1]), own / _TICK, reaped / _TICK)
     return out
 
 
-def _tree_seconds(stats: dict[int, tuple[int, float]], root: int) -> float:
+def _tree_seconds(stats: dict[int, tuple[int, float, float]], root: int) -> float:
+    """The CPU time of ``root`` and its descendants, living or exited (a PostgreSQL backend that
+    closed before the measurement's end counts: the postmaster waited for it)."""
     children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in stats.items():
+    for pid, (ppid, _, _) in stats.items():
         children.setdefault(ppid, []).append(pid)
     total, todo = 0.0, [root]
     while todo:
         pid = todo.pop()
         if pid in stats:
-            total += stats[pid][1]
+            total += stats[pid][1] + stats[pid][2]
         todo.extend(children.get(pid, ()))
     return total
 
@@ -42,9 +46,10 @@ def _tree_seconds(stats: dict[int, tuple[int, float]], root: int) -> float:
 class CpuMeter:
     """CPU seconds used by named processes between start and stop.
 
-    ``trees`` maps a name to a process id counted with its live descendants (a server and its
-    backends), ``processes`` to one counted alone; None means not measurable (an external server).
-    A process that exits before ``stop`` takes its CPU time with it, so measure long-lived ones.
+    ``trees`` maps a name to a process id counted with its descendants (a server and its backends,
+    those that exited meanwhile included), ``processes`` to one counted alone; None means not
+    measurable (an external server). A process counted alone that exits before ``stop`` takes its
+    CPU time with it, so measure long-lived ones.
     """
 
     def __init__(self, trees: dict[str, int | None], processes: dict[str, int | None] | None = None) -> None:
@@ -59,7 +64,7 @@ class CpuMeter:
     def _read(self) -> dict[str, float]:
         stats = _stats()
         out = {name: _tree_seconds(stats, pid) for name, pid in self._trees.items()}
-        out.update({name: stats.get(pid, (0, 0.0))[1] for name, pid in self._alone.items()})
+        out.update({name: stats.get(pid, (0, 0.0, 0.0))[1] for name, pid in self._alone.items()})
         return out
 
     def start(self) -> None:

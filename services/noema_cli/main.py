@@ -21,7 +21,18 @@ from noema.application.facade import SearchOptions
 from noema.runtime.logging import configure_logging
 from noema.runtime.settings import WORKERS, Settings, SettingsError
 
-from . import agent_cmd, api_cmd, audit_cmd, commands, dlq_cmd, knowledge_cmd, mcp_cmd, operator_cmd, search
+from . import (
+    agent_cmd,
+    api_cmd,
+    audit_cmd,
+    commands,
+    dlq_cmd,
+    knowledge_cmd,
+    mcp_cmd,
+    operator_cmd,
+    replay_cmd,
+    search,
+)
 from .argv import Utf8Group
 from .common import (
     DataDir,
@@ -322,37 +333,6 @@ def decay_tick(
 
 
 @app.command()
-def replay(
-    until_seq: int | None = typer.Option(None, min=1, help="Stop at this stream sequence (point-in-time)."),
-    keep: bool = typer.Option(False, help="Keep the rebuilt schema instead of dropping it."),
-    data_dir: Path | None = DataDir(),
-    as_json: bool = JsonOption(),
-) -> None:
-    """Rebuild the read model from the event stream into fresh tables and compare checksums.
-
-    Prints the number of events applied and the checksum of the projected rows; without
-    --until-seq it also prints the live read model's checksum, which must be equal.
-
-    Example: noemactl replay
-    """
-    use(data_dir)
-    with progress_bar("replaying", disable=as_json) as report:
-        result = run_app(lambda app: app.replay(until_seq, keep, report))
-    if as_json:
-        print_json(result)
-    else:
-        out.print(f"events replayed: {result['events']} (through seq {result['last_seq']})")
-        out.print(f"replay checksum: {result['checksum']}")
-        if result.get("live_checksum"):
-            out.print(f"live checksum:   {result['live_checksum']} (live position {result['live_position']})")
-            out.print("match: " + ("yes" if result["match"] else "NO"))
-        if keep:
-            out.print(f"kept in schema {result['schema']}")
-    if result.get("live_checksum") and not result["match"]:
-        raise typer.Exit(1)
-
-
-@app.command()
 def prepare(
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
@@ -427,6 +407,7 @@ def status(
 
 knowledge_cmd.register(app)
 register_memory_reads(memory_app)
+replay_cmd.register(app)
 operator_cmd.register(app, memory_app)
 audit_cmd.register(app)
 mcp_cmd.register(app)

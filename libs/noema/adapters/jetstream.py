@@ -55,6 +55,7 @@ __all__ = [
     "dead_letter_stream_config",
     "ensure_streams",
     "last_on_subject",
+    "last_seq_at",
     "msg_id_header",
     "publish_batch",
     "publish_each",
@@ -277,6 +278,29 @@ async def stream_last_seq(js: JetStreamContext, stream: str) -> int:
     return int(info.state.last_seq)
 
 
+async def last_seq_at(js: JetStreamContext, stream: str, subjects: str, when: datetime) -> int:
+    """The sequence of the last message on ``subjects`` that ``stream`` stored at or before ``when``
+    (0 when none), by the stream's own clock: the time JetStream stored each message, which never
+    goes back as sequences go up (unlike the events' ``occurred_at``, each from its producer's
+    clock). Stream times are compared to the microsecond. A binary search, a message read per step.
+    """
+    info = await js.stream_info(stream)
+    low, high = int(info.state.first_seq) - 1, int(info.state.last_seq)
+    # The answer is in [low, high]: low is 0 or a message stored at or before `when`.
+    while low < high:
+        middle = (low + high + 1) // 2
+        try:  # the first message on the subjects from `middle` on (gaps are possible)
+            msg = await js.get_msg(stream, seq=middle, subject=subjects, next=True)
+            seq, stored = int(msg.seq or 0), msg.time
+        except NotFoundError:
+            seq, stored = high + 1, None
+        if seq <= high and stored is not None and stored <= when:
+            low = seq
+        else:
+            high = middle - 1
+    return low
+
+
 INVALID = "invalid"
 """Dead-letter kind: the message can never be processed (undecodable, wrong subject, refused by the
 database). Fix the publisher; retrying the same bytes fails the same way."""
@@ -486,7 +510,9 @@ async def publish_expecting(
 async def read_stream(
     nc: NATS, stream: str, subjects: str, start_seq: int, end_seq: int, batch: int = 1000
 ) -> AsyncIterator[list[Msg]]:
-    """Yield the messages of ``stream`` from ``start_seq`` to ``end_seq`` in batches, in order.
+    """Yield the messages of ``stream`` from ``start_seq`` to ``end_seq`` in order, in batches of
+    ``batch`` (the last one shorter): a reader such as replay then applies full batches, whatever
+    sizes the server delivers them in.
 
     Uses an ephemeral pull consumer with no acks: reading never changes any durable state.
     """
@@ -507,14 +533,19 @@ async def read_stream(
     puller = await Puller(nc, stream, info.name, batch).start()
     try:
         seen = start_seq - 1
+        pending: list[Msg] = []
         while seen < end_seq:
             msgs = await puller.fetch(timeout=10.0)
             if not msgs:
                 raise RuntimeError(f"stream {stream} stopped delivering at seq {seen} (wanted {end_seq})")
-            msgs = [m for m in msgs if m.metadata.sequence.stream <= end_seq]
-            if msgs:
-                seen = msgs[-1].metadata.sequence.stream
-                yield msgs
+            pending += [m for m in msgs if m.metadata.sequence.stream <= end_seq]
+            if pending:
+                seen = pending[-1].metadata.sequence.stream
+            while len(pending) >= batch:
+                yield pending[:batch]
+                pending = pending[batch:]
+            if pending and seen >= end_seq:
+                yield pending
     finally:
         await puller.stop()
         with contextlib.suppress(NotFoundError):

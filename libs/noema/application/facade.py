@@ -55,6 +55,7 @@ from noema.ports import MemoryReads
 from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
 from noema.runtime.wiring import connect_nats, open_pool
+from noema.stream_points import StreamPoint
 from noema_events import Event, ObservationRecorded
 
 __all__ = [
@@ -353,10 +354,11 @@ class Noema:
 
     async def replay(
         self,
-        until_seq: int | None = None,
+        until: StreamPoint | None = None,
         keep: bool = False,
         progress: Callable[[int, int], None] | None = None,
     ) -> dict[str, Any]:
-        """Rebuild the read model from the event stream into fresh tables and compare checksums
+        """Rebuild the read model from the event stream into fresh tables and compare it with the
+        live one at one stream sequence, or build the state as of ``until`` (a sequence or a time)
         (see :func:`noema.application.replay.verify_replay`)."""
-        return await verify_replay(self.settings, self.nc, until_seq, keep, progress)
+        return await verify_replay(self.settings, self.nc, until, keep, progress)

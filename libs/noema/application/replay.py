@@ -1,34 +1,52 @@
 """Replay: rebuild the read model from the event stream into fresh tables (requirements §11).
 
-The result is compared with the live read model by checksum; ``until_seq`` gives the state as of a
-stream sequence (point-in-time).
+``verify_replay`` compares the result with the live read model at one stream sequence: it reads the
+live model's position and its rows in one snapshot (the projector commits both together), replays
+exactly to that position, and compares table by table; when they differ it names the rows. On a
+busy system the projector keeps going meanwhile, which changes nothing of the comparison.
+``until`` builds the state as of a sequence, or as of a time (the last sequence the stream had
+stored by then), and compares nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import asyncpg
+import structlog
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 
 from noema.adapters.errors import TRANSIENT
-from noema.adapters.jetstream import read_stream, stream_last_seq
-from noema.adapters.postgres import ReadModelProjection, checksum, connect, database, migrate
+from noema.adapters.jetstream import last_seq_at, read_stream, stream_last_seq
+from noema.adapters.postgres import PROJECTED_TABLES, ReadModelProjection, connect, database, migrate
+from noema.adapters.postgres.bulkload import BulkLoad, DeferredIndexRefused
+from noema.adapters.postgres.digests import combined, snapshot, table_digests
 from noema.adapters.postgres.projection import Projected
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
+from noema.application.divergence import divergent_rows
 from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
+from noema.stream_points import StreamPoint
 from noema_events import EventDecodeError
 
-__all__ = ["ReplayResult", "drop_schema", "live_position", "replay_into", "verify_replay"]
+__all__ = ["ReplayResult", "drop_schema", "live_position", "replay_into", "seq_at", "verify_replay"]
+
+log = structlog.get_logger("noema.replay")
 
 _REPLAY_SCHEMA = re.compile(r"^replay_[a-z0-9_]{1,50}$")
+
+REPLAY_BATCH = 2000
+"""Events applied per transaction: the projection applies a batch's commuting events in one
+statement per type, so larger batches mean fewer statements (and commits)."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +57,8 @@ class ReplayResult:
     events: int
     last_seq: int
     checksum: str
+    digests: dict[str, str] = field(default_factory=dict)
+    """Table → digest of its rows (:func:`noema.adapters.postgres.digests.table_digests`)."""
 
 
 async def drop_schema(url: str, schema: str) -> None:
@@ -55,32 +75,91 @@ async def replay_into(
     schema: str,
     until_seq: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    *,
+    indexes: bool = True,
 ) -> ReplayResult:
-    """Project the event stream from seq 1 to ``until_seq`` (default: its end) into ``schema``."""
-    await drop_schema(url, schema)
-    await migrate(url, schema)
+    """Project the event stream from seq 1 to ``until_seq`` (default: its end) into ``schema``,
+    loaded in bulk (:class:`~noema.adapters.postgres.bulkload.BulkLoad`); ``indexes=False`` only
+    checks the vector indexes instead of building them, for a schema that is compared and dropped.
+
+    When an index the bulk load deferred refuses a row (the live projection skipped that event),
+    the stream is replayed again with every index maintained, as live."""
     last = await stream_last_seq(nc.jetstream(), topology.event_stream)
     if until_seq is not None:
         last = min(last, until_seq)
+    try:
+        return await _replay(nc, url, topology, schema, last, progress, indexes, bulk=True)
+    except DeferredIndexRefused as exc:
+        log.warning("an index refuses a replayed row; replaying with indexes maintained", reason=str(exc))
+        return await _replay(nc, url, topology, schema, last, progress, indexes, bulk=False)
+
+
+async def _replay(
+    nc: NATS,
+    url: str,
+    topology: Topology,
+    schema: str,
+    last: int,
+    progress: Callable[[int, int], None] | None,
+    indexes: bool,
+    bulk: bool,
+) -> ReplayResult:
+    await drop_schema(url, schema)
+    await migrate(url, schema)
     projection = ReadModelProjection()
     conn = await connect(url, schema, app="noema-replay")
     applied = 0
     try:
-        async for msgs in read_stream(nc, topology.event_stream, topology.event_subjects, 1, last):
-            batch = []
-            for msg in msgs:
-                try:
-                    event, recorded = topology.recorded_on_subject(msg.data, msg.subject)
-                    batch.append(Projected(msg.metadata.sequence.stream, msg.subject, event, recorded))
-                except EventDecodeError:
-                    continue  # skipped exactly as the live projector skips (and dead-letters) it
-            applied += await _apply(projection, conn, batch, msgs[-1].metadata.sequence.stream)
+        load = await BulkLoad.prepare(conn, schema) if bulk else None
+        async for batch, through in _decoded(nc, topology, last):
+            applied += await _apply(projection, conn, batch, through)
             if progress:
-                progress(msgs[-1].metadata.sequence.stream, last)
-        digest = await checksum(conn)
+                progress(through, last)
+        if load is not None:
+            await load.finish(conn, build_indexes=indexes)
+        digests = await table_digests(conn, PROJECTED_TABLES)
     finally:
         await conn.close()
-    return ReplayResult(schema=schema, events=applied, last_seq=last, checksum=digest)
+    return ReplayResult(
+        schema=schema, events=applied, last_seq=last, checksum=combined(digests), digests=digests
+    )
+
+
+async def _decoded(nc: NATS, topology: Topology, last: int) -> AsyncIterator[tuple[list[Projected], int]]:
+    """The stream's events to ``last`` in batches, each with the last sequence it covers; the next
+    batch is read and decoded while the caller applies this one."""
+    ready: asyncio.Queue[tuple[list[Projected], int] | Exception | None] = asyncio.Queue(maxsize=1)
+
+    async def read() -> None:
+        try:
+            stream = read_stream(nc, topology.event_stream, topology.event_subjects, 1, last, REPLAY_BATCH)
+            async for msgs in stream:
+                await ready.put((_decode(topology, msgs), msgs[-1].metadata.sequence.stream))
+            await ready.put(None)
+        except Exception as exc:  # handed to the caller, who raises it
+            await ready.put(exc)
+
+    reader = asyncio.create_task(read(), name="replay-read")
+    try:
+        while (item := await ready.get()) is not None:
+            if isinstance(item, Exception):
+                raise item
+            yield item
+    finally:
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
+
+
+def _decode(topology: Topology, msgs: list[Msg]) -> list[Projected]:
+    batch = []
+    for msg in msgs:
+        try:
+            event, recorded = topology.recorded_on_subject(msg.data, msg.subject)
+        except EventDecodeError:
+            continue  # skipped exactly as the live projector skips (and dead-letters) it
+        batch.append(Projected(msg.metadata.sequence.stream, msg.subject, event, recorded))
+    return batch
 
 
 async def _apply(
@@ -113,46 +192,94 @@ async def live_position(settings: Located) -> int:
         await conn.close()
 
 
+async def seq_at(nc: NATS, topology: Topology, point: StreamPoint) -> int:
+    """The stream sequence a point names: a sequence itself, a time the last event stored by then."""
+    if isinstance(point, datetime):
+        return await last_seq_at(nc.jetstream(), topology.event_stream, topology.event_subjects, point)
+    return point
+
+
 async def verify_replay(
     settings: Located,
     nc: NATS,
-    until_seq: int | None = None,
+    until: StreamPoint | None = None,
     keep: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Replay into a fresh schema; without ``until_seq``, compare its checksum with the live read
-    model's once that reached the same sequence (waiting up to 30 s for the projector). The schema
-    is dropped afterwards unless ``keep``."""
+    """Replay into a fresh schema. Without ``until``, compare it with the live read model at the
+    live model's position (see the module docstring): ``match``, and the rows that differ. With
+    ``until``, replay to that point only. The schema is dropped afterwards unless ``keep``."""
     schema = f"replay_{settings.db_schema}_{os.getpid()}_{int(time.time())}"
-    result = await replay_into(
-        nc, settings.database_url, Topology(settings.prefix), schema, until_seq=until_seq, progress=progress
+    topology = Topology(settings.prefix)
+    try:
+        if until is not None:
+            seq = await seq_at(nc, topology, until)
+            result = await replay_into(
+                nc, settings.database_url, topology, schema, seq, progress, indexes=keep
+            )
+            return {**_summary(result), "until": _point(until, seq)}
+        return await _compared(settings, nc, topology, schema, keep, progress)
+    finally:
+        if not keep:
+            await drop_schema(settings.database_url, schema)
+
+
+async def _compared(
+    settings: Located,
+    nc: NATS,
+    topology: Topology,
+    schema: str,
+    keep: bool,
+    progress: Callable[[int, int], None] | None,
+) -> dict[str, Any]:
+    live = await connect(
+        settings.database_url_for("reader"), settings.db_schema, app="noema-replay", workspace=ALL_WORKSPACES
     )
-    report: dict[str, Any] = {
-        "schema": schema,
+    try:
+        async with snapshot(live):
+            position = await ReadModelProjection().position(live)
+            expected = await table_digests(live, PROJECTED_TABLES)
+            result = await replay_into(
+                nc, settings.database_url, topology, schema, position, progress, indexes=keep
+            )
+            differing = [t for t in PROJECTED_TABLES if expected[t] != result.digests.get(t)]
+            rows = await _rows_that_differ(settings, schema, live, differing) if differing else None
+    finally:
+        await live.close()
+    report = {
+        **_summary(result),
+        "live_checksum": combined(expected),
+        "live_position": position,
+        "match": not differing and result.last_seq == position,
+        "differences": rows or {"count": {}, "rows": []},
+    }
+    if result.last_seq != position:
+        report["problem"] = (
+            f"the event stream ends at seq {result.last_seq}, "
+            f"before the live read model's position {position}"
+        )
+    return report
+
+
+async def _rows_that_differ(
+    settings: Located, schema: str, live: asyncpg.Connection, tables: list[str]
+) -> dict[str, Any]:
+    replayed = await connect(settings.database_url, schema, app="noema-replay")
+    try:
+        return await divergent_rows(live, replayed, tables)
+    finally:
+        await replayed.close()
+
+
+def _summary(result: ReplayResult) -> dict[str, Any]:
+    return {
+        "schema": result.schema,
         "events": result.events,
         "last_seq": result.last_seq,
         "checksum": result.checksum,
     }
-    try:
-        if until_seq is None:
-            # The live projector may still be applying the tail of the stream: wait (bounded) for it.
-            deadline = time.monotonic() + 30
-            position = await live_position(settings)
-            while position < result.last_seq and time.monotonic() < deadline:
-                await asyncio.sleep(0.1)
-                position = await live_position(settings)
-            conn = await connect(
-                settings.database_url_for("reader"),
-                settings.db_schema,
-                app="noema-replay",
-                workspace=ALL_WORKSPACES,
-            )
-            try:
-                live = await checksum(conn)
-            finally:
-                await conn.close()
-            report.update(live_checksum=live, live_position=position, match=live == result.checksum)
-    finally:
-        if not keep:
-            await drop_schema(settings.database_url, schema)
-    return report
+
+
+def _point(point: StreamPoint, seq: int) -> dict[str, Any]:
+    """How ``until`` was read: the sequence it names, and the time it was given as (if any)."""
+    return {"seq": seq, **({"time": point.isoformat()} if isinstance(point, datetime) else {})}

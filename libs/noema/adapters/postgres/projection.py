@@ -1,20 +1,21 @@
 """The read-model projection: applies events from the stream to PostgreSQL tables.
 
 Rows and the tracking position are written in one transaction and the position only advances, so a
-redelivered batch is a no-op; the caller acks the JetStream messages after the commit. Consecutive
-events of one type are applied together in bulk (COPY / set-based SQL) but runs are applied in
-stream order, so a later event always sees the effects of earlier ones.
+redelivered batch is a no-op; the caller acks the JetStream messages after the commit. Events of
+one type are applied together in bulk (COPY / set-based SQL), as far as that gives the same rows as
+applying them one by one in stream order (:mod:`~noema.adapters.postgres.commuting`), so a later
+event always sees the effects of earlier ones and batch boundaries never change the result.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Awaitable, Callable, Sequence
-from itertools import groupby
 
 import asyncpg
 import msgspec
 
+from noema.adapters.postgres import digests
+from noema.adapters.postgres.commuting import Footprint, footprint, segments
 from noema.adapters.postgres.handlers import HANDLERS
 from noema.adapters.postgres.knowledge_handlers import KNOWLEDGE_HANDLERS
 from noema.adapters.postgres.registry import Handler, Handlers, Projected
@@ -187,22 +188,23 @@ class ReadModelProjection:
         return refused
 
     async def _project(self, conn: asyncpg.Connection, fresh: Sequence[Projected]) -> None:
-        """Write the audit copy of each event, then apply each same-type run in order."""
+        """Write the audit copy of each event, then apply the batch's runs in order (one handler
+        call per run; :func:`~noema.adapters.postgres.commuting.segments`)."""
         await conn.copy_records_to_table(
             "events", columns=EVENT_COLUMNS, records=[event_row(p) for p in fresh]
         )
-        for event_type, run in groupby(fresh, key=lambda p: type(p.event)):
-            handler = self._handlers.get(event_type)
-            if handler is not None:
-                await handler(conn, list(run))
+        for segment in segments(fresh, self._footprint):
+            for run in segment:
+                handler = self._handlers.get(type(run[0].event))
+                if handler is not None:
+                    await handler(conn, run)
+
+    def _footprint(self, event: Event) -> Footprint:
+        """What ``event``'s handler touches; nothing when no handler applies it."""
+        return footprint(event) if type(event) in self._handlers else frozenset()
 
 
 async def checksum(conn: asyncpg.Connection, tables: Sequence[str] = PROJECTED_TABLES) -> str:
-    """A digest of every projected row (order-independent), equal for equal read models."""
-    digest = hashlib.sha256()
-    for table in tables:
-        value = await conn.fetchval(
-            f"SELECT md5(coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), '')) FROM {table} t"
-        )
-        digest.update(f"{table}:{value}\n".encode())
-    return digest.hexdigest()
+    """A digest of every projected row (order-independent), equal for equal read models
+    (:mod:`~noema.adapters.postgres.digests`)."""
+    return await digests.checksum(conn, tables)

@@ -1,0 +1,113 @@
+"""Digests of a read model: equal for equal rows, and when they differ, which rows do.
+
+A row's digest is the md5 of the row as PostgreSQL writes it as text, each JSON value written as
+its hash (``jsonb_hash_extended``, equal for equal values: writing the events' payloads out as text
+would cost more than the rest of the digest). A table's digest is its row count and the sums of the
+two halves of its rows' digests: order-independent, so no sort, and no one string of the whole
+table (which a large ``events`` table would push past PostgreSQL's 1 GB value limit). Tables are
+compared by digest; only those whose digests differ are read row by row, by primary key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+
+__all__ = ["checksum", "combined", "key_columns", "row_digests", "rows_by_key", "snapshot", "table_digests"]
+
+_TABLE_DIGEST = """
+    SELECT count(*) AS n,
+           coalesce(sum(('x' || substr(h, 1, 16))::bit(64)::bigint::numeric), 0) AS a,
+           coalesce(sum(('x' || substr(h, 17, 16))::bit(64)::bigint::numeric), 0) AS b
+    FROM (SELECT {row} AS h FROM {table} t) rows
+"""
+
+
+async def _row_digest(conn: asyncpg.Connection, table: str) -> str:
+    """The SQL expression of a row's digest in ``table`` (aliased ``t``)."""
+    columns = await conn.fetch(
+        """SELECT attname, atttypid = 'jsonb'::regtype AS json FROM pg_attribute
+           WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum""",
+        table,
+    )
+    values = [
+        f'jsonb_hash_extended(t."{c["attname"]}", 0)' if c["json"] else f't."{c["attname"]}"' for c in columns
+    ]
+    return f"md5(ROW({', '.join(values)})::text)"
+
+
+async def table_digests(conn: asyncpg.Connection, tables: Sequence[str]) -> dict[str, str]:
+    """Table → digest of its rows (see the module docstring)."""
+    out = {}
+    async with conn.transaction():
+        # A digest reads every row once and sums: the planner's costs would keep all but the largest
+        # tables to one process, where parallel workers share the reading.
+        for setting in ("parallel_setup_cost", "parallel_tuple_cost", "min_parallel_table_scan_size"):
+            await conn.execute(f"SET LOCAL {setting} = 0")
+        for table in tables:
+            row = await conn.fetchrow(_TABLE_DIGEST.format(table=table, row=await _row_digest(conn, table)))
+            assert row is not None
+            out[table] = f"{row['n']}:{row['a']}:{row['b']}"
+    return out
+
+
+def combined(digests: dict[str, str]) -> str:
+    """One checksum of every table's digest, in the order given."""
+    digest = hashlib.sha256()
+    for table, value in digests.items():
+        digest.update(f"{table}:{value}\n".encode())
+    return digest.hexdigest()
+
+
+async def checksum(conn: asyncpg.Connection, tables: Sequence[str]) -> str:
+    """A digest of every row of ``tables`` (order-independent), equal for equal read models."""
+    return combined(await table_digests(conn, tables))
+
+
+async def key_columns(conn: asyncpg.Connection, table: str) -> list[str]:
+    """The primary key's columns of ``table`` (resolved on the search path), in key order."""
+    rows = await conn.fetch(
+        """SELECT a.attname FROM pg_index i
+           JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+           WHERE i.indrelid = $1::regclass AND i.indisprimary
+           ORDER BY array_position(i.indkey::int2[], a.attnum)""",
+        table,
+    )
+    return [r["attname"] for r in rows]
+
+
+async def row_digests(conn: asyncpg.Connection, table: str) -> dict[tuple[str, ...], str]:
+    """Primary key (as text) → md5 of the row, for every row of ``table``."""
+    keys = await key_columns(conn, table)
+    key = ", ".join(f"{column}::text" for column in keys)
+    digest = await _row_digest(conn, table)
+    rows = await conn.fetch(f"SELECT ARRAY[{key}] AS key, {digest} AS h FROM {table} t")
+    return {tuple(r["key"]): r["h"] for r in rows}
+
+
+async def rows_by_key(
+    conn: asyncpg.Connection, table: str, keys: Sequence[tuple[str, ...]]
+) -> dict[tuple[str, ...], dict[str, Any]]:
+    """The rows of ``table`` with these primary keys (as text), each as a column → JSON value map."""
+    columns = await key_columns(conn, table)
+    key = ", ".join(f"{column}::text" for column in columns)
+    rows = await conn.fetch(
+        f"""SELECT ARRAY[{key}] AS key, to_jsonb(t)::text AS row FROM {table} t
+            WHERE to_jsonb(ARRAY[{key}]) = ANY ($1::jsonb[])""",
+        [json.dumps(list(k)) for k in keys],
+    )
+    return {tuple(r["key"]): json.loads(r["row"]) for r in rows}
+
+
+@asynccontextmanager
+async def snapshot(conn: asyncpg.Connection) -> AsyncIterator[None]:
+    """Every read inside sees the database as of the first one (a read-only, repeatable-read
+    transaction): the projector commits its rows and its position together, so a position read
+    inside matches the rows read inside, however far the projector goes meanwhile."""
+    async with conn.transaction(isolation="repeatable_read", readonly=True):
+        yield
