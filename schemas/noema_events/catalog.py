@@ -64,6 +64,7 @@ __all__ = [
     "RecallProposedPayload",
     "RelationshipAdded",
     "RelationshipAddedPayload",
+    "SessionHead",
     "WorkingMemoryItem",
     "WorkingMemoryUpdated",
     "WorkingMemoryUpdatedPayload",
@@ -476,11 +477,23 @@ class WorkingMemoryItem(_Payload, frozen=True, kw_only=True, omit_defaults=True)
     """The start of the item's content, for attention's context-relevance feature."""
 
 
+class SessionHead(_Payload, frozen=True, kw_only=True):
+    """The latest memory of one of a mind's sessions, so that its next episode follows it."""
+
+    session: str
+    """The session's digest (:func:`noema.domain.knowledge.session_digest`), not its name."""
+    memory_id: str
+
+
 class WorkingMemoryUpdatedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
     """The full new content of a mind's working memory (small, so the state is carried whole)."""
 
     items: list[WorkingMemoryItem]
     capacity: int = 9
+    sessions: list[SessionHead] = msgspec.field(default_factory=list)
+    """The latest memory of each of the mind's most recently continued sessions, oldest first (at
+    most 64). Whoever decides the mind's next cycle (a restarted or another attend instance) takes
+    its episode chains up from here. Absent in events recorded before it existed."""
 
 
 class WorkingMemoryUpdated(Event, frozen=True, kw_only=True, tag="working_memory.updated.v1"):

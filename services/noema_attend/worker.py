@@ -32,8 +32,8 @@ from noema.adapters.jetstream import (
     last_on_subject,
     stream_last_seq,
 )
-from noema.domain.attention import AttentionConfig, decide_cycle
-from noema.domain.knowledge import WorkingMemory, WorkingMemoryEntry
+from noema.domain.attention import AttentionConfig, decide_cycle, working_memory_of
+from noema.domain.knowledge import WorkingMemory
 from noema.runtime.topology import Topology
 from noema.runtime.worker import decode_each
 from noema_events import (
@@ -50,10 +50,11 @@ __all__ = ["AttendHandler", "decided_through"]
 
 log = structlog.get_logger("noema.attend")
 
-MAX_SESSIONS = 100_000
+MAX_MINDS = 100_000
+"""Minds whose working memory is kept in process; one seen again after that is reloaded."""
 
 Candidate = ObservationRecorded | RecallProposed
-Decided = tuple[list[Event], dict[tuple[str, str], WorkingMemory], dict[tuple[str, str, str], str]]
+Decided = tuple[list[Event], dict[tuple[str, str], WorkingMemory]]
 
 
 def _utcnow() -> datetime:
@@ -95,11 +96,9 @@ class AttendHandler:
         self._clock = clock
         self._publisher = EventPublisher(nc, topology)
         self._dead_letters = DeadLetters(self._js, topology, "attend")
-        # Latest memory per session, to chain episodes. In memory only: after a restart a session's
-        # next episode starts a new chain (edges are derived from events, so replay is unaffected).
-        self._heads: OrderedDict[tuple[str, str, str], str] = OrderedDict()
-        # Each mind's working memory. Loaded on first sight from the last working_memory.updated
-        # event of that mind on the stream (so it survives restarts exactly), then kept here.
+        # Each mind's working memory, with the latest memory of each of its recent sessions (to
+        # chain episodes). Loaded on first sight from the last working_memory.updated event of that
+        # mind on the stream (so it survives restarts and changes of owner exactly), then kept here.
         self._memories: OrderedDict[tuple[str, str], WorkingMemory] = OrderedDict()
         self._decided_through = decided  # None: read from the stream on the first batch
 
@@ -110,12 +109,7 @@ class AttendHandler:
             return WorkingMemory(capacity=self._config.wm_capacity)
         event = decode_event(last[1])
         assert isinstance(event, WorkingMemoryUpdated)
-        items = tuple(
-            WorkingMemoryEntry(i.memory_id, i.weight, i.entered_at, i.gist) for i in event.payload.items
-        )
-        # The configured capacity, not the one recorded: a changed NOEMA_WM_CAPACITY applies to every
-        # mind from its next admission (which trims a set over the new capacity, in a recorded event).
-        return WorkingMemory(items, event.occurred_at, self._config.wm_capacity)
+        return working_memory_of(event, self._config.wm_capacity)
 
     def _validate(self, msg: Msg) -> Candidate:
         event = decode_event(msg.data)
@@ -134,23 +128,20 @@ class AttendHandler:
         await self._dead_letters.reject(msg, reason, kind)
 
     def _decide(self, good: Sequence[Candidate], through: int) -> Decided:
-        """One cycle's events and the working memories and session heads they leave, applied to
-        nothing yet: they are kept only once the events are stored (a retried cycle then starts
-        from the same state)."""
+        """One cycle's events and the working memories they leave, applied to nothing yet: they are
+        kept only once the events are stored (a retried cycle then starts from the same state)."""
         staged: dict[tuple[str, str], WorkingMemory] = {}
-        heads: dict[tuple[str, str, str], str] = {}
         events = decide_cycle(
             good,
             self._clock(),
             self._config,
-            ChainMap(heads, self._heads),  # reads fall through; writes stay staged
-            ChainMap(staged, self._memories),
+            ChainMap(staged, self._memories),  # reads fall through; writes stay staged
             through_seq=through,
         )
-        return events, staged, heads
+        return events, staged
 
     async def _run_cycle(self, cycle: Sequence[tuple[Msg, Candidate]], through: int) -> list[Event]:
-        events, staged, heads = self._decide([c for _, c in cycle], through)
+        events, staged = self._decide([c for _, c in cycle], through)
         if len(events) > MAX_ATOMIC_BATCH and len(cycle) > 1:
             # Too many events to store atomically: two smaller cycles, in stream order.
             half = len(cycle) // 2
@@ -159,10 +150,7 @@ class AttendHandler:
         await self._publisher.publish(events)
         self._decided_through = max(self._decided_through or 0, through)
         self._memories.update(staged)
-        self._heads.update(heads)
-        while len(self._heads) > MAX_SESSIONS:  # bounded: the oldest sessions are forgotten first
-            self._heads.popitem(last=False)
-        while len(self._memories) > MAX_SESSIONS:  # reloaded from the stream when seen again
+        while len(self._memories) > MAX_MINDS:  # reloaded from the stream when seen again
             self._memories.popitem(last=False)
         return events
 

@@ -7,6 +7,7 @@ restarted worker must recognise them as decided and store nothing new for them.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 import pytest
@@ -15,7 +16,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from noema.adapters.pull import Puller, durable_puller
 from noema.client import publish_observation
-from noema.domain.attention import AttentionConfig
+from noema.domain.attention import AttentionConfig, memory_id_for
 from noema_attend.service import build as build_attend
 from noema_attend.worker import AttendHandler
 from noema_events import decode_event
@@ -145,3 +146,37 @@ async def _decided_candidates(h: Harness) -> Counter[str]:
         if event.type == "attention.decided.v1":
             decided.update(d.candidate_id for d in event.payload.decisions)  # type: ignore[attr-defined]
     return decided
+
+
+async def test_a_restarted_attend_continues_each_sessions_episode_chain(harness: Harness) -> None:
+    """Session heads live in the mind's working_memory.updated events, so a new attend instance (a
+    restart, or another instance taking the mind over) chains a session's next episode onto the
+    last one decided before it, as one instance that never stopped would."""
+    sessions = ["standup", "retro", "standup", "standup", "retro", "standup", "retro", "standup"]
+    ids = []
+    for i, session in enumerate(sessions):
+        ids.append(f"turn-{i}")
+        await publish_observation(
+            harness.js,
+            f"turn {i} of the {session}: the deploy key rotates on day {i}",
+            workspace="acme",
+            mind="ops",
+            session=session,
+            observation_id=f"turn-{i}",
+            topology=harness.topology,
+        )
+    config = AttentionConfig(threshold=0.0, capacity=50)
+    await AttendHandler(harness.nc, harness.topology, config)(await _read(harness, 1, 4))
+    await AttendHandler(harness.nc, harness.topology, config)(await _read(harness, 5, 4))
+
+    edges = set()
+    for seq in range(1, (await harness.js.stream_info(harness.topology.event_stream)).state.last_seq + 1):
+        event = decode_event((await harness.js.get_msg(harness.topology.event_stream, seq)).data or b"")
+        if event.type == "relationship.added.v1":
+            edges.add((event.payload.from_id, event.payload.to_id))  # type: ignore[attr-defined]
+    memory = {i: memory_id_for(f"turn-{i}") for i in range(len(sessions))}
+    expected = set()
+    for session in ("standup", "retro"):
+        turns = [memory[i] for i, s in enumerate(sessions) if s == session]
+        expected |= set(itertools.pairwise(turns))
+    assert edges == expected, "a session's chain is unbroken across the change of instance"

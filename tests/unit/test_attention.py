@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 
 from noema.client import build_observation
 from noema.domain.attention import (
     AttentionConfig,
-    SessionHeads,
     decide_cycle,
     estimate_salience,
     memory_id_for,
 )
 from noema.domain.documents import memory_document, observation_document
-from noema.domain.knowledge import WorkingMemory, WorkingMemoryEntry
+from noema.domain.knowledge import SESSION_HEADS, WorkingMemory, WorkingMemoryEntry, session_digest
 from noema_events import (
     AttentionDecided,
     MemoryCreated,
@@ -114,9 +114,9 @@ def test_derived_ids_are_standard_uuid5s() -> None:
 def test_admitted_episodes_of_a_session_are_chained_across_cycles() -> None:
     from noema_events import RelationshipAdded
 
-    heads: SessionHeads = {}
+    memories: dict[tuple[str, str], WorkingMemory] = {}
     first = [obs(f"turn {i} of the standup meeting", session="s1") for i in range(3)]
-    events = decide_cycle(first, NOW, AttentionConfig(threshold=0.0), heads)
+    events = decide_cycle(first, NOW, AttentionConfig(threshold=0.0), memories)
     edges = [e.payload for e in events if isinstance(e, RelationshipAdded)]
     ids = [memory_id_for(o.id) for o in first]
     assert [(p.from_id, p.to_id, p.relation) for p in edges] == [
@@ -125,11 +125,73 @@ def test_admitted_episodes_of_a_session_are_chained_across_cycles() -> None:
     ]
     later = obs("turn 3 of the standup meeting", session="s1")
     events = decide_cycle(
-        [later, obs("unrelated note without a session")], NOW, AttentionConfig(threshold=0.0), heads
+        [later, obs("unrelated note without a session")], NOW, AttentionConfig(threshold=0.0), memories
     )
     edges = [e.payload for e in events if isinstance(e, RelationshipAdded)]
     assert [(p.from_id, p.to_id) for p in edges] == [(ids[2], memory_id_for(later.id))]
     assert events.index(next(e for e in events if isinstance(e, RelationshipAdded))) == len(events) - 1
+
+
+def test_a_mind_decided_from_its_last_recorded_working_memory_continues_exactly() -> None:
+    """Whoever decides a mind next (attend restarted, or another instance that took the mind over)
+    starts from its last working_memory.updated: the events it makes are byte-identical to those of
+    the instance that kept the mind in memory, episode chains included."""
+    from noema.domain.attention import working_memory_of
+    from noema_events import Event, RelationshipAdded, encode_event
+
+    config = AttentionConfig(threshold=0.0)
+    cycles = [
+        [obs(f"turn {i} of the standup meeting", session="standup") for i in range(3)],
+        [
+            obs("a note from the retro", session="retro"),
+            obs("turn 3 of the standup meeting", session="standup"),
+        ],
+        [obs("turn 4 of the standup meeting", session="standup"), obs("retro action items", session="retro")],
+    ]
+    kept: dict[tuple[str, str], WorkingMemory] = {}
+    kept_events = [decide_cycle(c, NOW, config, kept) for c in cycles]
+
+    reloaded_events: list[list[Event]] = []
+    for cycle in cycles:
+        last = None  # each cycle by a fresh instance, which knows only the stream
+        for earlier in reloaded_events:
+            last = next((e for e in reversed(earlier) if isinstance(e, WorkingMemoryUpdated)), last)
+        memories = {} if last is None else {("acme", "ops"): working_memory_of(last, config.wm_capacity)}
+        reloaded_events.append(decide_cycle(cycle, NOW, config, memories))
+
+    assert [[encode_event(e) for e in c] for c in reloaded_events] == [
+        [encode_event(e) for e in c] for c in kept_events
+    ]
+    edges = [
+        (e.payload.from_id, e.payload.to_id)
+        for c in reloaded_events
+        for e in c
+        if isinstance(e, RelationshipAdded)
+    ]
+    standup = [memory_id_for(o.id) for o in (*cycles[0], cycles[1][1], cycles[2][0])]
+    retro = [memory_id_for(cycles[1][0].id), memory_id_for(cycles[2][1].id)]
+    assert set(edges) == {*itertools.pairwise(standup), (retro[0], retro[1])}
+
+
+def test_a_mind_keeps_the_heads_of_its_most_recent_sessions_only() -> None:
+    wm = WorkingMemory()
+    for n in range(SESSION_HEADS + 2):
+        wm = wm.continued([(session_digest(f"s{n}"), f"m{n}")])
+    assert len(wm.sessions) == SESSION_HEADS
+    assert wm.head(session_digest("s0")) is None
+    assert wm.head(session_digest("s1")) is None
+    assert wm.head(session_digest("s2")) == "m2"
+    # Continuing an old session moves it to the end, so it is the last to be forgotten.
+    wm = wm.continued([(session_digest("s2"), "m2b"), (session_digest("new"), "mnew")])
+    assert wm.sessions[-2:] == ((session_digest("s2"), "m2b"), (session_digest("new"), "mnew"))
+    assert wm.head(session_digest("s3")) is None
+
+
+def test_a_session_is_recorded_by_digest_whatever_its_name() -> None:
+    long = "x" * 10_000
+    events = decide_cycle([obs("the first turn", session=long)], NOW, AttentionConfig(threshold=0.0))
+    (updated,) = [e for e in events if isinstance(e, WorkingMemoryUpdated)]
+    assert [(h.session, len(h.session)) for h in updated.payload.sessions] == [(session_digest(long), 16)]
 
 
 def recall_proposal(query: str, content: str = "") -> RecallProposed:

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from noema.client import build_observation
-from noema.domain.attention import AttentionConfig, SessionHeads, decide_cycle, memory_id_for
-from noema.domain.knowledge import WorkingMemory, WorkingMemoryEntry
+from noema.domain.attention import AttentionConfig, decide_cycle, memory_id_for
+from noema.domain.knowledge import WorkingMemory, WorkingMemoryEntry, session_digest
 from noema.ids import derive_id
 from noema_events import Event, ObservationRecorded, RecallProposed, RecallProposedPayload, encode_event
 
@@ -75,19 +75,19 @@ def batch() -> list[ObservationRecorded | RecallProposed]:
     ]
 
 
-def decide() -> tuple[list[Event], SessionHeads, dict[tuple[str, str], WorkingMemory]]:
-    heads: SessionHeads = {("acme", "ops", "s1"): "m-earlier"}
+def decide() -> tuple[list[Event], dict[tuple[str, str], WorkingMemory]]:
     earlier = NOW - timedelta(minutes=10)
     held = WorkingMemoryEntry(
         memory_id="m-held", weight=1.0, entered_at=earlier, gist="vault credentials rotation"
     )
-    memories = {("acme", "ops"): WorkingMemory().admit([held], earlier)}
-    events = decide_cycle(batch(), NOW, CONFIG, heads, memories, through_seq=42)
-    return events, heads, memories
+    ops = WorkingMemory(sessions=((session_digest("s0"), "m-s0"), (session_digest("s1"), "m-earlier")))
+    memories = {("acme", "ops"): ops.admit([held], earlier)}
+    events = decide_cycle(batch(), NOW, CONFIG, memories, through_seq=42)
+    return events, memories
 
 
 def test_a_mixed_cycle_yields_these_events_in_this_order() -> None:
-    events, heads, memories = decide()
+    events, memories = decide()
     ops = sorted(["obs-1", "rec-3", "obs-4", "obs-5", "rec-6", "obs-8", "obs-9"])
     m1, m2, m7, m8 = (memory_id_for(f"obs-{n}") for n in (1, 2, 7, 8))
     assert [(e.type, e.mind, e.id) for e in events] == [
@@ -118,7 +118,9 @@ def test_a_mixed_cycle_yields_these_events_in_this_order() -> None:
         ("obs-8", "observation", m8, "admitted"),
         ("obs-9", "observation", None, "over capacity"),
     ]
-    assert heads == {("acme", "ops", "s1"): m8, ("acme", "dev", "s2"): m7}
+    # Each mind's sessions, most recently continued last: s1 moved on to m8, s0 stayed where it was.
+    assert memories[("acme", "ops")].sessions == ((session_digest("s0"), "m-s0"), (session_digest("s1"), m8))
+    assert memories[("acme", "dev")].sessions == ((session_digest("s2"), m7),)
     assert [i.memory_id for i in memories[("acme", "ops")].items] == ["m-vault", m1, m8, "m-held"]
     assert [i.memory_id for i in memories[("acme", "dev")].items] == [m7, m2]
 
@@ -129,7 +131,7 @@ def golden_text(events: list[Event]) -> str:
 
 
 def test_a_mixed_cycle_yields_exactly_the_golden_events() -> None:
-    events, _, _ = decide()
+    events, _ = decide()
     assert golden_text(events) == GOLDEN.read_text()
 
 

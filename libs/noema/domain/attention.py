@@ -12,13 +12,19 @@ redelivered observation yields the same events and JetStream's duplicate window 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, NamedTuple
 
 from noema.domain.dynamics import ACTIVATION_FLOOR, HALF_LIFE_DAYS, RECALL_BOOST, initial_confidence
-from noema.domain.knowledge import DEFAULT_WM_CAPACITY, WorkingMemory, WorkingMemoryEntry, context_relevance
+from noema.domain.knowledge import (
+    DEFAULT_WM_CAPACITY,
+    WorkingMemory,
+    WorkingMemoryEntry,
+    context_relevance,
+    session_digest,
+)
 from noema.ids import derive_id
 from noema_events import (
     AttentionDecided,
@@ -33,6 +39,7 @@ from noema_events import (
     RecallProposed,
     RelationshipAdded,
     RelationshipAddedPayload,
+    SessionHead,
     WorkingMemoryItem,
     WorkingMemoryUpdated,
     WorkingMemoryUpdatedPayload,
@@ -48,6 +55,7 @@ __all__ = [
     "memory_id_for",
     "score",
     "score_recall",
+    "working_memory_of",
 ]
 
 ACTOR = "attend"
@@ -239,12 +247,20 @@ def _working_memory_updated(
                 for i in wm.items
             ],
             capacity=wm.capacity,
+            sessions=[SessionHead(session=s, memory_id=m) for s, m in wm.sessions],
         ),
     )
 
 
-SessionHeads = MutableMapping[tuple[str, str, str], str]
-"""(workspace, mind, session) → id of the latest memory admitted in that session."""
+def working_memory_of(event: WorkingMemoryUpdated, capacity: int) -> WorkingMemory:
+    """A mind's working memory, with its sessions' heads, as its last ``working_memory.updated``
+    recorded it: what whoever decides the mind's next cycle starts from. ``capacity`` is the one
+    configured now, not the one recorded: a changed capacity applies from the mind's next admission
+    (which trims a set over it, in a recorded event)."""
+    p = event.payload
+    items = tuple(WorkingMemoryEntry(i.memory_id, i.weight, i.entered_at, i.gist) for i in p.items)
+    sessions = tuple((h.session, h.memory_id) for h in p.sessions)
+    return WorkingMemory(items, event.occurred_at, capacity, sessions)
 
 
 def _episodic_next(prev: str, new: str, obs: Candidate, now: datetime) -> RelationshipAdded:
@@ -415,22 +431,24 @@ def _held_after(held: WorkingMemory, admitted: Sequence[_Entrant], now: datetime
 
 
 def _chain_episodes(
-    admitted: Sequence[_Entrant], heads: Mapping[tuple[str, str, str], str], now: datetime
-) -> tuple[list[RelationshipAdded], dict[tuple[str, str, str], str]]:
-    """The ``episodic_next`` edges from each session's latest memory through the admitted observations
-    of that session, in input order; and the sessions' new latest memories."""
+    admitted: Sequence[_Entrant], held: WorkingMemory, now: datetime
+) -> tuple[list[RelationshipAdded], list[tuple[str, str]]]:
+    """The ``episodic_next`` edges from each session's latest memory (as the mind's working memory
+    holds it) through the admitted observations of that session, in input order; and the moves of
+    the sessions' heads, in order (session digest, new latest memory)."""
     edges: list[RelationshipAdded] = []
-    moved: dict[tuple[str, str, str], str] = {}
+    moved: list[tuple[str, str]] = []
+    latest: dict[str, str] = {}
     for e in admitted:
         if not e.traits.session:
             continue
-        candidate = e.scored.observation
-        head = (candidate.workspace, candidate.mind, e.traits.session)
+        session = session_digest(e.traits.session)
         new = e.traits.memory_id
-        prev = moved.get(head, heads.get(head))
+        prev = latest.get(session) or held.head(session)
         if prev is not None and prev != new:
-            edges.append(_episodic_next(prev, new, candidate, now))
-        moved[head] = new
+            edges.append(_episodic_next(prev, new, e.scored.observation, now))
+        latest[session] = new
+        moved.append((session, new))
     return edges, moved
 
 
@@ -440,21 +458,20 @@ class _GroupDecision:
 
     events: list[Event]
     held: WorkingMemory | None
-    """The mind's working memory after the cycle; ``None`` if nothing entered it (left as it was)."""
-    heads: dict[tuple[str, str, str], str]
-    """The sessions whose latest memory changed, and that memory."""
+    """The mind's working memory after the cycle, with its sessions' heads; ``None`` if nothing
+    entered it (left as it was)."""
 
 
 def _decide_group(
     group: Sequence[Candidate],
     held: WorkingMemory,
-    heads: Mapping[tuple[str, str, str], str],
     now: datetime,
     config: AttentionConfig,
     through_seq: int | None,
 ) -> _GroupDecision:
     """Score one mind's candidates, admit the best, and record it: the decision, a memory event per
-    admission (in input order), the new working memory, the session edges."""
+    admission (in input order), the new working memory (with its sessions' heads), the session
+    edges."""
     entrants = _score_group(group, held, config)
     verdicts = _admit(entrants, config)
     admitted = [e for e, ok in zip(entrants, verdicts, strict=True) if ok]
@@ -462,20 +479,19 @@ def _decide_group(
     decisions = [_decision(e, ok, config) for e, ok in zip(entrants, verdicts, strict=True)]
     events: list[Event] = [_attention_decided(group, decisions, ids, config, now, through_seq)]
     events += [_admission(e, now) for e in admitted]
-    after: WorkingMemory | None = None
-    if admitted:
-        after = _held_after(held, admitted, now)
-        first = group[0]
-        events.append(_working_memory_updated(first.workspace, first.mind, after, ids, first, now))
-    edges, moved = _chain_episodes(admitted, heads, now)
-    return _GroupDecision([*events, *edges], after, moved)
+    if not admitted:
+        return _GroupDecision(events, None)
+    edges, moved = _chain_episodes(admitted, held, now)
+    after = _held_after(held, admitted, now).continued(moved)
+    first = group[0]
+    events.append(_working_memory_updated(first.workspace, first.mind, after, ids, first, now))
+    return _GroupDecision([*events, *edges], after)
 
 
 def decide_cycle(
     observations: Sequence[Candidate],
     now: datetime,
     config: AttentionConfig,
-    heads: SessionHeads | None = None,
     memories: MutableMapping[tuple[str, str], WorkingMemory] | None = None,
     through_seq: int | None = None,
 ) -> list[Event]:
@@ -484,18 +500,17 @@ def decide_cycle(
     Observations and recall candidates compete for the same admissions. An admitted observation
     becomes a memory; an admitted recall becomes a ``memory.retrieved`` (reinforcement). Admitted
     observations of a session are chained with ``episodic_next`` edges (temporal adjacency
-    of episodes); ``heads`` carries each session's latest memory across cycles and is updated.
-    ``memories`` holds each mind's working memory across cycles (updated, and published whole).
+    of episodes). ``memories`` holds each mind's working memory across cycles, with the latest
+    memory of each of its recent sessions (updated, and published whole, so a restarted or another
+    instance continues exactly from the last ``working_memory.updated``).
     ``through_seq`` (the highest stream sequence of the cycle's input) is recorded on its decisions.
     """
-    heads = {} if heads is None else heads
     memories = {} if memories is None else memories
     events: list[Event] = []
     for key, group in _by_mind(observations).items():
         held = memories.get(key, WorkingMemory(capacity=config.wm_capacity)).decayed(now)
-        decided = _decide_group(group, held, heads, now, config, through_seq)
+        decided = _decide_group(group, held, now, config, through_seq)
         events += decided.events
         if decided.held is not None:
             memories[key] = decided.held
-        heads.update(decided.heads)
     return events

@@ -8,6 +8,7 @@ these functions what to do, and publishes the events they imply.
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,6 +22,7 @@ __all__ = [
     "DEFAULT_WM_CAPACITY",
     "EQUIVALENT_SIMILARITY",
     "NEAR_DUPLICATE_SIMILARITY",
+    "SESSION_HEADS",
     "WM_FLOOR",
     "WM_HALF_LIFE_MINUTES",
     "DomainRef",
@@ -35,6 +37,7 @@ __all__ = [
     "decide_conflict",
     "effective_access",
     "equivalent",
+    "session_digest",
     "similarity",
     "slot_relation",
 ]
@@ -48,6 +51,9 @@ DEFAULT_WM_CAPACITY = 9
 WM_HALF_LIFE_MINUTES = 30.0
 WM_FLOOR = 0.05
 """A working-memory item whose weight decays below this is dropped."""
+SESSION_HEADS = 64
+"""A mind continues the episode chains of its 64 most recently continued sessions; a session that
+waited longer than that starts a new chain."""
 
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._ -]{0,99}$")
@@ -382,13 +388,37 @@ class WorkingMemoryEntry:
     gist: str = ""
 
 
+def session_digest(session: str) -> str:
+    """A session's short, fixed-size key (16 hex characters of its SHA-256), however long its name."""
+    return hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class WorkingMemory:
-    """A capacity-limited, decaying set of items (capacity 9 by default)."""
+    """A capacity-limited, decaying set of items (capacity 9 by default), and where the mind's
+    sessions are: the latest memory of each of its most recently continued sessions."""
 
     items: tuple[WorkingMemoryEntry, ...] = ()
     at: datetime | None = None
     capacity: int = DEFAULT_WM_CAPACITY
+    sessions: tuple[tuple[str, str], ...] = ()
+    """(session digest, latest memory id), oldest first, at most :data:`SESSION_HEADS`. Carried
+    whole in ``working_memory.updated``, so whoever decides the mind next continues its chains."""
+
+    def head(self, session: str) -> str | None:
+        """The latest memory of a session (by digest), if the mind still knows it."""
+        return next((m for s, m in reversed(self.sessions) if s == session), None)
+
+    def continued(self, moved: Sequence[tuple[str, str]]) -> WorkingMemory:
+        """The sessions after these moved on (in order): each goes to the end with its new memory;
+        the oldest beyond :data:`SESSION_HEADS` are forgotten."""
+        if not moved:
+            return self
+        sessions = list(self.sessions)
+        for session, memory in moved:
+            sessions = [(s, m) for s, m in sessions if s != session]
+            sessions.append((session, memory))
+        return replace(self, sessions=tuple(sessions[-SESSION_HEADS:]))
 
     @functools.cached_property
     def gist_words(self) -> tuple[tuple[frozenset[str], float], ...]:
@@ -417,7 +447,7 @@ class WorkingMemory:
             if old is None or e.weight > old.weight:
                 current[e.memory_id] = replace(e, entered_at=old.entered_at if old else e.entered_at)
         ranked = sorted(current.values(), key=lambda i: (-i.weight, i.entered_at, i.memory_id))
-        return WorkingMemory(tuple(ranked[: self.capacity]), now, self.capacity)
+        return replace(self, items=tuple(ranked[: self.capacity]), at=now)
 
 
 def context_relevance(content: str, wm: WorkingMemory) -> float:
