@@ -17,9 +17,11 @@ How the new fact relates to each one is :func:`noema.domain.knowledge.slot_relat
 
 The worker is the single decider: its durable consumer delivers one fact at a time
 (``max_ack_pending=1``, so replicas never decide concurrently), and before deciding it waits until
-the read model has applied everything stored when the fact was delivered (the stream's last
-sequence then), which includes every earlier decision, its own or another replica's. Two agents
-racing to write contradicting facts therefore get exactly one winner. Decision events have ids
+the read model has applied everything of the fact's workspace stored when the fact was delivered
+(the last sequence on the workspace's subjects then), which includes every earlier decision about
+it, its own or another replica's. A slot belongs to one workspace, so nothing another workspace
+stores can change the decision, and a busy tenant's backlog does not hold up another's facts.
+Two agents racing to write contradicting facts therefore get exactly one winner. Decision events have ids
 derived from the facts involved, so a redelivered fact yields the same events, stored once.
 """
 
@@ -36,7 +38,7 @@ import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from noema.adapters.jetstream import DeadLetters, EventPublisher, stream_last_seq
+from noema.adapters.jetstream import DeadLetters, EventPublisher, last_on_subject
 from noema.adapters.postgres import ReadModelProjection, migrate
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
@@ -46,6 +48,7 @@ from noema.domain.knowledge import Verdict, decide_conflict, slot_relation
 from noema.ids import derive_id
 from noema.ports import EventSink, FactReads
 from noema.runtime.settings import Located
+from noema.runtime.topology import Topology
 from noema.runtime.wiring import open_bus, open_pool
 from noema.runtime.worker import PullWorker, decode_each
 from noema_events import Event, FactProposed
@@ -66,7 +69,7 @@ class ConflictsHandler:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         wait_timeout: float = 60.0,
         js: JetStreamContext | None = None,
-        stream: str = "",
+        topology: Topology | None = None,
         dead_letters: DeadLetters | None = None,
         facts: FactReads | None = None,
     ) -> None:
@@ -76,7 +79,7 @@ class ConflictsHandler:
         self._facts = facts
         self._js = js
         self._dead_letters = dead_letters
-        self._stream = stream
+        self._topology = topology
         self._pool = pool
         self._publisher = publisher
         self._clock = clock
@@ -96,6 +99,14 @@ class ConflictsHandler:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the read model did not reach seq {seq} in {self._wait_timeout:.0f} s")
             await asyncio.sleep(0.02)
+
+    async def _workspace_last_seq(self, workspace: str) -> int:
+        """The stream sequence of the last event stored for ``workspace`` (0 without a stream)."""
+        if self._js is None or self._topology is None:
+            return 0
+        t = self._topology
+        last = await last_on_subject(self._js, t.event_stream, t.workspace_event_subjects(workspace))
+        return 0 if last is None else last[0]
 
     async def decide(self, ev: FactProposed) -> list[Event]:
         """The events that settle ``ev`` against its slot (none when nothing conflicts)."""
@@ -155,9 +166,10 @@ class ConflictsHandler:
             await msg.ack()  # the projector, owner of the event stream, dead-letters it
         for msg, ev in decoded:
             if isinstance(ev, FactProposed):
-                # Everything stored before this fact was delivered — including decisions another
-                # replica (or this one before a restart) published — must be in the read model.
-                last = await stream_last_seq(self._js, self._stream) if self._js is not None else 0
+                # Everything of its workspace stored before this fact was delivered — including
+                # decisions another replica (or this one before a restart) published — must be in
+                # the read model; other workspaces' events are not waited for.
+                last = await self._workspace_last_seq(ev.workspace)
                 await self._caught_up(max(msg.metadata.sequence.stream, self._published_seq, last))
                 events = await self.decide(ev)
                 if events:
@@ -193,7 +205,7 @@ async def build(settings: Located, stack: AsyncExitStack) -> PullWorker:
         pool,
         EventPublisher(nc, topology),
         js=js,
-        stream=topology.event_stream,
+        topology=topology,
         dead_letters=DeadLetters(js, topology, "conflicts"),
     )
     return PullWorker("conflicts", puller, handler, 1)

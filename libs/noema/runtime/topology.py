@@ -95,6 +95,10 @@ class Topology:
         """Subject an event is published on."""
         return self.event_subject_for(event.workspace, event.mind, event.name)
 
+    def workspace_event_subjects(self, workspace: str) -> str:
+        """Wildcard over every event subject of one workspace."""
+        return f"{self.prefix}.evt.{workspace}.>"
+
     def event_subject_for(self, workspace: str, mind: str, name: str) -> str:
         """Subject of events named ``name`` (e.g. ``working_memory.updated``) of one mind."""
         return f"{self.prefix}.evt.{workspace}.{mind or '_'}.{name.replace('.', '_')}"
