@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from nats.aio.client import Client as NATS
+from nats.js.api import ClusterInfo
 from nats.js.errors import NotFoundError
 
 from noema.runtime.backlog import RATE_WINDOW_S, Sample, WorkerLoad, drain_estimate, format_drain, rate_since
@@ -37,6 +38,7 @@ __all__ = [
     "assess",
     "assess_consumer",
     "assess_heartbeats",
+    "assess_stream",
     "consumer_rate",
     "problems",
     "system_status",
@@ -108,6 +110,44 @@ class ConsumerState:
 
 
 T = TypeVar("T")
+
+REPLICA_SILENT_S = 10.0
+"""A stream replica its leader has not heard from for this long is counted as down."""
+
+
+def assess_stream(name: str, messages: int, cluster: ClusterInfo | None) -> Check:
+    """Is stream ``name`` fully served? On a NATS cluster (``cluster``: the stream's placement as
+    its leader reports it) it needs a leader — a majority of its servers answering — and every
+    replica's server up: a replica whose server is offline or silent for :data:`REPLICA_SILENT_S`
+    fails the check, naming the server (the stream still works on the others, but one more loss
+    stops it). A replica that is up and catching up (after its server came back) is fine, and said.
+    """
+    label = f"stream {name}"
+    detail = f"{messages} messages"
+    if cluster is None or not cluster.replicas:
+        return Check(label, True, detail)  # one copy: nothing more to judge (or to be read)
+    if not cluster.leader:
+        return Check(label, False, f"{detail}; no leader: fewer than a majority of its servers answer")
+    down: list[str] = []
+    behind: list[str] = []
+    for peer in cluster.replicas or []:
+        silent_s = None if peer.active is None else peer.active / 1e9  # nanoseconds since last seen
+        if peer.offline or (not peer.current and (silent_s is None or silent_s > REPLICA_SILENT_S)):
+            down.append(peer.name or "?")
+        elif not peer.current:
+            behind.append(peer.name or "?")
+    servers = 1 + len(cluster.replicas or [])
+    if down:
+        where = ", ".join(sorted(down))
+        return Check(
+            label,
+            False,
+            f"{detail}; replica on server {where} down ({servers - len(down)} of {servers} servers "
+            f"serve it, leader {cluster.leader})",
+        )
+    catching_up = f"; catching up on {', '.join(sorted(behind))}" if behind else ""
+    return Check(label, True, f"{detail}; {servers} replicas, leader {cluster.leader}{catching_up}")
+
 
 LABELS = {"service": "agent service"}
 """How a worker kind is named in a check (the rest by their own name)."""
@@ -326,7 +366,7 @@ async def _nats_checks(
         except NotFoundError:
             checks.append(Check(f"stream {stream}", False, "missing (run `noemactl up` or a worker once)"))
             continue
-        checks.append(Check(f"stream {stream}", True, f"{info.state.messages} messages"))
+        checks.append(assess_stream(stream, int(info.state.messages), info.cluster))
         if stream == topology.event_stream:
             last_seq = int(info.state.last_seq)
     try:
