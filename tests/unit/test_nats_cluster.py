@@ -23,7 +23,7 @@ def peer(
     name: str, *, current: bool = True, offline: bool | None = None, seen_s: float | None = 0.2
 ) -> PeerInfo:
     return PeerInfo(
-        name=name, current=current, offline=offline, active=None if seen_s is None else seen_s * 1e9
+        name=name, current=current, offline=offline, active=None if seen_s is None else int(seen_s * 1e9)
     )
 
 
