@@ -14,7 +14,7 @@ from noema.runtime.credentials import CredentialStore, redact_url, url_with_cred
 from noema.runtime.embedded import ClusterNode, EmbeddedNats
 from noema.runtime.readiness import assess_stream
 from noema.runtime.settings import Settings, SettingsError
-from noema_cli.supervisor import _down, _embedded_nats, _Server
+from noema_cli.supervisor import Supervisor, _down, _embedded_nats, _Server
 
 THREE = "nats://127.0.0.1:4222,nats://127.0.0.1:4223,nats://127.0.0.1:4224"
 
@@ -109,6 +109,20 @@ def test_reloading_after_an_agent_is_added_rewrites_every_server_of_a_cluster(tm
     assert not reload_embedded_nats(tmp_path), "no server runs to load it"
     assert all("agent.acme.alice" in node.conf.read_text() for node in cluster.nodes)
     assert not (tmp_path / "nats.conf").exists(), "a single server's configuration is not made up"
+
+
+def test_every_process_up_starts_is_given_every_server_of_the_cluster_and_its_own_identity(
+    tmp_path: Path,
+) -> None:
+    # So that a worker (re)started while one server is down connects to another.
+    supervisor = Supervisor(Settings(nats_nodes=3, stream_replicas=3))
+    cluster = EmbeddedCluster(tmp_path, 3)
+    supervisor._nats = cluster
+    env = supervisor._child_env("attend", {"NOEMA_NATS_URL": "nats://elsewhere:4222"})
+    assert env["NOEMA_NATS_URL"] == cluster.url
+    assert nats_servers(env["NOEMA_NATS_URL"]) == [node.url for node in cluster.nodes]
+    assert env["NOEMA_NATS_USER"] == "noema-attend"
+    assert env["NOEMA_NATS_PASSWORD"] == cluster.credentials.password("attend")
 
 
 def test_services_wait_for_nats_only_when_every_server_of_the_cluster_is_down() -> None:
