@@ -12,7 +12,7 @@ from noema.adapters.jetstream import auth_options, nats_servers
 from noema.runtime.cluster import EmbeddedCluster, reload_embedded_nats
 from noema.runtime.credentials import CredentialStore, redact_url, url_with_credentials
 from noema.runtime.embedded import ClusterNode, EmbeddedNats
-from noema.runtime.readiness import assess_stream
+from noema.runtime.readiness import Check, assess_stream, problems, unready
 from noema.runtime.settings import Settings, SettingsError
 from noema_cli.supervisor import Supervisor, _down, _embedded_nats, _Server
 
@@ -177,3 +177,13 @@ def test_a_stream_without_a_leader_fails() -> None:
     check = assess_stream("NOEMA_EVENTS", 12, placed(None, peer("noema-2"), peer("noema-3")))
     assert not check.ok
     assert "no leader" in check.detail
+
+
+def test_a_replica_down_fails_status_but_leaves_the_api_ready() -> None:
+    degraded = assess_stream(
+        "NOEMA_EVENTS", 12, placed("noema-1", peer("noema-2", offline=True), peer("noema-3"))
+    )
+    down = Check("postgres", False, "no answer within 2 s")
+    assert problems([degraded, down]) == [degraded.line, down.line]
+    assert unready([degraded, down]) == [down.line]
+    assert unready([degraded]) == []

@@ -42,6 +42,7 @@ __all__ = [
     "consumer_rate",
     "problems",
     "system_status",
+    "unready",
 ]
 
 
@@ -53,7 +54,8 @@ class Check:
     ok: bool
     detail: str
     state: str = ""
-    """For a consumer check, the word for it: idle, working, lagging, behind, stalled or missing."""
+    """For a consumer check, the word for it: idle, working, lagging, behind, stalled or missing;
+    ``degraded`` for a problem that leaves every part working (a stream replica's server down)."""
 
     @property
     def line(self) -> str:
@@ -111,6 +113,9 @@ class ConsumerState:
 
 T = TypeVar("T")
 
+DEGRADED = "degraded"
+"""The state of a failed check that leaves the system working, with less to spare."""
+
 REPLICA_SILENT_S = 10.0
 """A stream replica its leader has not heard from for this long is counted as down."""
 
@@ -119,8 +124,9 @@ def assess_stream(name: str, messages: int, cluster: ClusterInfo | None) -> Chec
     """Is stream ``name`` fully served? On a NATS cluster (``cluster``: the stream's placement as
     its leader reports it) it needs a leader — a majority of its servers answering — and every
     replica's server up: a replica whose server is offline or silent for :data:`REPLICA_SILENT_S`
-    fails the check, naming the server (the stream still works on the others, but one more loss
-    stops it). A replica that is up and catching up (after its server came back) is fine, and said.
+    fails the check, naming the server, as :data:`DEGRADED` (the stream still works on the others,
+    but one more loss stops it). A replica that is up and catching up (after its server came back)
+    is fine, and said.
     """
     label = f"stream {name}"
     detail = f"{messages} messages"
@@ -144,6 +150,7 @@ def assess_stream(name: str, messages: int, cluster: ClusterInfo | None) -> Chec
             False,
             f"{detail}; replica on server {where} down ({servers - len(down)} of {servers} servers "
             f"serve it, leader {cluster.leader})",
+            DEGRADED,
         )
     catching_up = f"; catching up on {', '.join(sorted(behind))}" if behind else ""
     return Check(label, True, f"{detail}; {servers} replicas, leader {cluster.leader}{catching_up}")
@@ -446,3 +453,10 @@ async def system_status(
 def problems(checks: Sequence[Check]) -> list[str]:
     """The lines of the failed checks."""
     return [c.line for c in checks if not c.ok]
+
+
+def unready(checks: Sequence[Check]) -> list[str]:
+    """The lines of the failed checks that make the system unready: all but the :data:`DEGRADED`
+    ones. A readiness probe that failed while a NATS server of a cluster restarts (a rolling
+    upgrade) would take every API pod out of its Service although each one works."""
+    return [c.line for c in checks if not c.ok and c.state != DEGRADED]
