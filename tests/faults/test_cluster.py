@@ -191,6 +191,9 @@ async def test_a_killed_stream_leader_on_a_three_server_cluster_loses_and_duplic
     await wait_all_memories(pool, acked, 180)
     counts = await assert_exactly_once(pool, acked, attempted)
     report = await cluster.assert_replay_matches()
+    # Closed while a server answers: a client left reconnecting to three stopped servers was seen
+    # to outlive its cancellation (its reconnect loop kept the event loop from closing).
+    await cluster.close_clients()
     stop_s = cluster.stop()
     record(
         "nats-cluster-leader-sigkill",
