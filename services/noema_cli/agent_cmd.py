@@ -18,8 +18,9 @@ import nats
 import nats.errors
 import typer
 
+from noema.runtime.cluster import reload_embedded_nats
 from noema.runtime.credentials import AgentRecord, CredentialStore
-from noema.runtime.embedded import EmbeddedNats, resolve_data_dir
+from noema.runtime.embedded import resolve_data_dir
 from noema.runtime.identities import inbox_prefix
 from noema.runtime.locate import read_state
 from noema.runtime.topology import Topology
@@ -80,7 +81,7 @@ async def _accepted(url: str, record: AgentRecord, timeout: float = 10.0) -> boo
     while time.monotonic() < deadline:
         try:
             nc = await nats.connect(
-                url,
+                url.split(","),
                 user=record.user,
                 password=record.password,
                 inbox_prefix=inbox_prefix(record.user),
@@ -102,7 +103,7 @@ async def _quiet(_: Exception) -> None:
 
 def _apply(data_dir: Path) -> bool:
     """Rewrite the server's config; True when a running server reloaded it."""
-    return EmbeddedNats(data_dir, prefix=state.settings.prefix).reload()
+    return reload_embedded_nats(data_dir, prefix=state.settings.prefix)
 
 
 @agent_app.command("add")

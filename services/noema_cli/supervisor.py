@@ -30,6 +30,7 @@ import structlog
 
 from noema.adapters.postgres import migrate
 from noema.adapters.postgres.roles import DbRole, prepare_database
+from noema.runtime.cluster import EmbeddedCluster
 from noema.runtime.credentials import redact_url
 from noema.runtime.embedded import EmbeddedNats, EmbeddedPostgres, die_with_parent, resolve_data_dir
 from noema.runtime.identities import service_user
@@ -150,6 +151,32 @@ class _Server:
     attempts: int = 0
     backoff: Backoff = field(default_factory=lambda: Backoff(cap=SERVER_BACKOFF_CAP_S, stable_after=1e9))
 
+    @property
+    def kind(self) -> str:
+        """What the services need it as: ``nats`` (each server of a cluster, ``nats-<i>``, too)."""
+        return self.name.partition("-")[0]
+
+
+def _down(servers: list[_Server]) -> frozenset[str]:
+    """The kinds of server that are down: NATS only when every server of a cluster is."""
+    down = {s.name for s in servers if s.down_since is not None}
+    nats = [s for s in servers if s.kind == "nats"]
+    if nats and all(s.name in down for s in nats):
+        down.add("nats")
+    return frozenset(down)
+
+
+def _embedded_nats(settings: Settings, data_dir: Path) -> EmbeddedNats | EmbeddedCluster:
+    """The embedded NATS ``up`` runs: one server, or a cluster of ``NOEMA_NATS_NODES``."""
+    if settings.stream_replicas > settings.nats_nodes:
+        raise RuntimeError(
+            f"NOEMA_STREAM_REPLICAS={settings.stream_replicas} needs as many NATS servers; the embedded "
+            f"NATS has {settings.nats_nodes} (NOEMA_NATS_NODES)"
+        )
+    if settings.nats_nodes > 1:
+        return EmbeddedCluster(data_dir, settings.nats_nodes, prefix=settings.prefix)
+    return EmbeddedNats(data_dir, prefix=settings.prefix)
+
 
 class Supervisor:
     """Owns the embedded servers and the worker processes of one data folder."""
@@ -161,7 +188,7 @@ class Supervisor:
         self.services = services
         # A plain flag: a signal handler must not take locks (threading.Event.set can deadlock there).
         self._stop_requested = False
-        self._nats: EmbeddedNats | None = None
+        self._nats: EmbeddedNats | EmbeddedCluster | None = None
         self._pg: EmbeddedPostgres | None = None
         self._children: list[_Child] = []
         self._servers: list[_Server] = []
@@ -222,7 +249,7 @@ class Supervisor:
         try:
             if embedded:
                 if settings.nats_url is None:
-                    self._nats = EmbeddedNats(data_dir, prefix=settings.prefix)
+                    self._nats = _embedded_nats(settings, data_dir)
                     self._nats.start()
                 self._pg = EmbeddedPostgres(data_dir)
                 self._pg.start()
@@ -248,7 +275,12 @@ class Supervisor:
                 return self._child_env(name, child_env(base, located, name))
 
             if self._nats is not None and self._pg is not None:
-                self._servers = [_Server("nats", self._nats), _Server("postgres", self._pg)]
+                nats_servers = (
+                    [_Server(n.stem, n) for n in self._nats.nodes]
+                    if isinstance(self._nats, EmbeddedCluster)
+                    else [_Server("nats", self._nats)]
+                )
+                self._servers = [*nats_servers, _Server("postgres", self._pg)]
             self._children = [
                 _Child(name, module, NEEDS.get(name, ("nats", "postgres")))
                 for name, module in self.services.items()
@@ -293,7 +325,7 @@ class Supervisor:
                 if self._stop_requested:
                     break
                 self._check_server(server, now)
-            down = frozenset(s.name for s in self._servers if s.down_since is not None)
+            down = _down(self._servers)
             for child in self._children:
                 if self._stop_requested:
                     break
@@ -333,7 +365,7 @@ class Supervisor:
         server.down_since, server.attempts = None, 0
         server.backoff.reset()
         for child in self._children:
-            if server.name in child.needs:
+            if server.kind in child.needs:
                 child.backoff.reset()  # their exits were the server's fault
 
     def _check_child(self, child: _Child, env_of: EnvOf, now: float, down: frozenset[str]) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import asyncpg
 import nats
@@ -24,10 +25,10 @@ import psutil
 from nats.aio.client import Client as NATS
 from nats.js.errors import NotFoundError
 
-from noema.client import build_observation
+from noema.adapters.jetstream import nats_servers
+from noema.client import build_observation, send_observation
 from noema.runtime.embedded import free_port
 from noema.runtime.topology import Topology
-from noema_events import encode_event
 from tests.support import assert_eventually
 
 NOEMACTL = [sys.executable, "-m", "noema_cli.main"]
@@ -41,6 +42,21 @@ FIGURES_FILE = os.environ.get("NOEMA_FAULT_FIGURES")
 
 async def _quiet(error: Exception) -> None:
     """The test's own clients see the outages too; their reconnect attempts need no traceback."""
+
+
+async def client(url: str) -> NATS:
+    """The test's own connection to ``url`` — one server or a cluster's list — reconnecting forever
+    (to any server of a cluster: the credentials in the URL are given to each)."""
+    servers = nats_servers(url)
+    first = urlsplit(servers[0])
+    credentials = (
+        {"user": unquote(first.username), "password": unquote(first.password)}
+        if first.username and first.password
+        else {}
+    )
+    return await nats.connect(
+        servers, max_reconnect_attempts=-1, reconnect_time_wait=0.5, error_cb=_quiet, **credentials
+    )
 
 
 def record(scenario: str, **figures: Any) -> None:
@@ -112,9 +128,7 @@ class Instance:
 
         await eventually(state_written, timeout, 0.2, "noemactl up writing its state")
         state = self.state()
-        self.nc = await nats.connect(
-            state["nats_url"], max_reconnect_attempts=-1, reconnect_time_wait=0.5, error_cb=_quiet
-        )
+        self.nc = await client(state["nats_url"])
         self.pool = await asyncpg.create_pool(
             state["database_url"], min_size=1, max_size=2, server_settings={"search_path": SCHEMA}
         )
@@ -299,13 +313,20 @@ def temporary_root() -> Iterator[Path]:
 class Publisher:
     """Publishes observations at a steady pace and remembers which ones JetStream acknowledged."""
 
-    def __init__(self, nats_url: str, rate: float = 50.0, workspace: str = "acme") -> None:
+    def __init__(
+        self, nats_url: str, rate: float = 50.0, workspace: str = "acme", *, retry: bool = False
+    ) -> None:
         self._url = nats_url
         self._pause = 1.0 / rate
         self._workspace = workspace
+        self._retry = retry
+        """Publish an observation that was not acknowledged again, with the same id, until it is
+        (as a client should): JetStream stores it once whether or not the first try was stored."""
         self.attempted: list[str] = []
         self.acked: dict[str, float] = {}  # observation id -> when it was acknowledged (monotonic)
         self.failures = 0
+        self.duplicates = 0
+        """Retries JetStream acknowledged as already stored (the failed try had been stored)."""
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -320,9 +341,7 @@ class Publisher:
             await self._task
 
     async def _run(self) -> None:
-        nc = await nats.connect(
-            self._url, max_reconnect_attempts=-1, reconnect_time_wait=0.5, error_cb=_quiet
-        )
+        nc = await client(self._url)
         js = nc.jetstream()
         i = 0
         try:
@@ -334,19 +353,19 @@ class Publisher:
                 )
                 i += 1
                 self.attempted.append(obs.id)
-                try:
-                    await js.publish(
-                        TOPOLOGY.observation_subject(self._workspace, obs.mind),
-                        encode_event(obs),
-                        timeout=2.0,
-                        headers={"Nats-Msg-Id": obs.id},
-                    )
-                except Exception:  # not acknowledged: it may or may not be stored; never counted
-                    self.failures += 1
-                    await asyncio.sleep(0.2)
-                    continue
-                self.acked[obs.id] = time.monotonic()
-                await asyncio.sleep(self._pause)
+                while True:
+                    try:
+                        stored = await send_observation(js, obs, topology=TOPOLOGY, timeout=2.0)
+                    except Exception:  # not acknowledged: it may or may not be stored; never counted
+                        self.failures += 1
+                        await asyncio.sleep(0.2)
+                        if self._retry and not self._stop.is_set():
+                            continue
+                        break
+                    self.duplicates += stored.duplicate
+                    self.acked[obs.id] = time.monotonic()
+                    await asyncio.sleep(self._pause)
+                    break
         finally:
             await nc.close()
 

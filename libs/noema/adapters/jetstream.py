@@ -57,6 +57,7 @@ __all__ = [
     "last_on_subject",
     "last_seq_at",
     "msg_id_header",
+    "nats_servers",
     "publish_batch",
     "publish_each",
     "publish_expecting",
@@ -81,10 +82,16 @@ def auth_options(url: str, auth: NatsAuth | None) -> dict[str, object]:
     (the server lets each identity subscribe below its own prefix only)."""
     auth = auth or NatsAuth()
     options: dict[str, object] = {}
-    user = auth.user or urlsplit(url.split(",")[0]).username
+    first = urlsplit(nats_servers(url)[0])
+    user = auth.user or first.username
     if auth.user and auth.password:
         options["user"] = auth.user
         options["password"] = auth.password
+    elif first.username and first.password:
+        # Credentials in the URL: given as options too, so that they also sign in to the servers
+        # of a cluster the client learns of from the server (those come without credentials).
+        options["user"] = unquote(first.username)
+        options["password"] = unquote(first.password)
     if auth.creds:
         options["user_credentials"] = str(auth.creds)
     if user:
@@ -97,6 +104,16 @@ def auth_options(url: str, auth: NatsAuth | None) -> dict[str, object]:
     return options
 
 
+def nats_servers(url: str) -> list[str]:
+    """The servers of ``url``: one URL, or a comma-separated list of a cluster's servers
+    (``nats://a:4222,nats://b:4222``, the form ``NOEMA_NATS_URL`` takes). The client connects to
+    one of them and, when it goes away, reconnects to another."""
+    servers = [one.strip() for one in url.split(",") if one.strip()]
+    if not servers:
+        raise ValueError("no NATS server URL given")
+    return servers
+
+
 async def _log_error(exc: Exception) -> None:
     # nats-py reports a permissions violation here only (the refused request then times out):
     # say which subject was refused, so a missing grant is found from the log.
@@ -107,7 +124,12 @@ async def connect(url: str, name: str, *, auth: NatsAuth | None = None, **kwargs
     """Connect to NATS as ``auth`` (or as the credentials in ``url``). The first connect gives up
     after a few attempts (a wrong URL fails in seconds); once connected, the client reconnects
     forever, so a NATS restart of any length never leaves a process alive without a connection (see
-    :mod:`noema.adapters.liveness`)."""
+    :mod:`noema.adapters.liveness`).
+
+    ``url`` may list several servers of one cluster, comma-separated (:func:`nats_servers`): the
+    first connect tries each, and a lost server is replaced by any other that answers (besides
+    those listed, the client learns the cluster's other servers from the one it is connected to).
+    """
     options: dict[str, object] = {
         "connect_timeout": 5,
         "allow_reconnect": True,
@@ -117,7 +139,7 @@ async def connect(url: str, name: str, *, auth: NatsAuth | None = None, **kwargs
         **auth_options(url, auth),
         **kwargs,  # the caller's choice wins
     }
-    nc = await nats.connect(url, name=name, **options)
+    nc = await nats.connect(nats_servers(url), name=name, **options)
     if "max_reconnect_attempts" not in kwargs:
         # nats-py reads this option on every reconnect attempt; -1 is its documented "never stop".
         nc.options["max_reconnect_attempts"] = -1

@@ -49,7 +49,9 @@ def write_private(path: Path, text: str) -> None:
 
 def url_with_credentials(url: str, user: str, password: str) -> str:
     """``url`` carrying ``user`` and ``password`` (``nats://user:password@host:port``), which every
-    NATS client understands."""
+    NATS client understands; a comma-separated list of servers (a cluster) gets them on each."""
+    if "," in url:
+        return ",".join(url_with_credentials(one, user, password) for one in url.split(","))
     parts = urlsplit(url)
     host = parts.hostname or ""
     netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{host}"
@@ -118,6 +120,14 @@ class CredentialStore:
 
     def _save(self) -> None:
         write_private(self.path, json.dumps(self._data, indent=2))
+
+    def route_password(self) -> str:
+        """The password the servers of an embedded cluster use on their routes to one another
+        (created on first use; no client identity has it)."""
+        if "cluster_routes" not in self._data:
+            self._data["cluster_routes"] = secrets.token_urlsafe(24)
+            self._save()
+        return str(self._data["cluster_routes"])
 
     def password(self, name: str) -> str:
         """The password of a service (or of the operator)."""

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,14 @@ from noema.runtime.credentials import CredentialStore, write_private
 from noema.runtime.identities import OPERATOR, Identity, render_authorization
 from noema.runtime.topology import Topology
 
-__all__ = ["EmbeddedNats", "EmbeddedPostgres", "die_with_parent", "free_port", "resolve_data_dir"]
+__all__ = [
+    "ClusterNode",
+    "EmbeddedNats",
+    "EmbeddedPostgres",
+    "die_with_parent",
+    "free_port",
+    "resolve_data_dir",
+]
 
 
 def free_port() -> int:
@@ -106,6 +114,51 @@ def _nats_binary() -> str:
     return found
 
 
+@dataclass(frozen=True)
+class ClusterNode:
+    """The place of one embedded nats-server in a JetStream cluster on loopback
+    (:class:`noema.runtime.cluster.EmbeddedCluster`).
+
+    The servers route to one another on 127.0.0.1 only, and each route signs in with a password
+    of its own (no client identity has it), so no client can pose as a server.
+    """
+
+    index: int
+    """1-based: the server is named ``noema-<index>`` and keeps its files as ``nats-<index>*``."""
+    route_ports: tuple[int, ...]
+    """Every server's route port, this one's at ``index - 1``."""
+    route_password: str = field(repr=False)
+    cluster_name: str = "noema"
+
+    @property
+    def name(self) -> str:
+        """The server's name (JetStream's peer name: stream leaders and replicas are named by it)."""
+        return f"noema-{self.index}"
+
+    @property
+    def stem(self) -> str:
+        """How its files in the data folder begin."""
+        return f"nats-{self.index}"
+
+    def config(self) -> str:
+        """The ``cluster {}`` block of its configuration."""
+        user = "noema-route"
+        own = self.route_ports[self.index - 1]
+        routes = ", ".join(
+            f'"nats-route://{user}:{self.route_password}@127.0.0.1:{port}"'
+            for port in self.route_ports
+            if port != own
+        )
+        return (
+            "cluster {\n"
+            f'  name: "{self.cluster_name}"\n'
+            f'  listen: "127.0.0.1:{own}"\n'
+            f'  authorization {{ user: "{user}", password: "{self.route_password}" }}\n'
+            f"  routes: [{routes}]\n"
+            "}\n"
+        )
+
+
 class EmbeddedNats:
     """A nats-server with JetStream, bound to 127.0.0.1, storing in ``<data_dir>/nats``.
 
@@ -116,6 +169,10 @@ class EmbeddedNats:
     with ``noemactl agent add`` has a user of its own (:mod:`noema.runtime.identities`), with passwords kept
     in ``<data_dir>/nats-auth.json``. ``extra`` adds identities (tests add one that may do anything;
     nothing shipped does). The monitoring port is off: nothing of Noema's needs it.
+
+    With ``node``, it is one server of a cluster on this machine: its files are ``nats-<i>.conf``,
+    ``nats-<i>.log``, ``nats-<i>.pid`` and the store ``nats-<i>/``; the identities (and so the
+    configured users) are those of the data folder, the same on every server.
     """
 
     def __init__(
@@ -125,10 +182,13 @@ class EmbeddedNats:
         *,
         prefix: str = "noema",
         extra: Sequence[Identity] = (),
+        node: ClusterNode | None = None,
     ) -> None:
         self.data_dir = data_dir
-        conf = data_dir / "nats.conf"
-        self.port = port or _previous_port(conf, "listen") or free_port()
+        self.node = node
+        self.stem = "nats" if node is None else node.stem
+        self.conf = data_dir / f"{self.stem}.conf"
+        self.port = port or _previous_port(self.conf, "listen") or free_port()
         self.topology = Topology(prefix)
         self.extra = tuple(extra)
         self._proc: subprocess.Popen[bytes] | None = None
@@ -152,34 +212,45 @@ class EmbeddedNats:
         """The client URL with the operator's credentials (``noemactl``, the README's examples)."""
         return self.url_for(OPERATOR)
 
+    @property
+    def log_path(self) -> Path:
+        """The server's log (it names users and refused subjects: private)."""
+        return self.data_dir / f"{self.stem}.log"
+
+    @property
+    def pid_path(self) -> Path:
+        """Where the server writes its pid."""
+        return self.data_dir / f"{self.stem}.pid"
+
     def _config(self) -> str:
-        store = self.data_dir / "nats"
+        store = self.data_dir / self.stem
         identities = [*self.credentials.identities(self.topology), *self.extra]
+        name = "noema-embedded" if self.node is None else self.node.name
         # sync_interval: always — fsync every write; the default (2 min) can lose acknowledged
         # events on an OS crash or power loss, and the event stream is the source of truth.
         return (
             f'listen: "127.0.0.1:{self.port}"\n'
-            f'server_name: "noema-embedded"\n'
-            f'pid_file: "{self.data_dir / "nats.pid"}"\n'
+            f'server_name: "{name}"\n'
+            f'pid_file: "{self.pid_path}"\n'
             "max_payload: 8MB\n"
             "jetstream {\n"
             f'  store_dir: "{store}"\n'
             "  sync_interval: always\n"
-            "}\n" + render_authorization(identities)
+            "}\n" + ("" if self.node is None else self.node.config()) + render_authorization(identities)
         )
 
     def reload(self) -> bool:
         """Rewrite the config (e.g. after an agent was added) and make a running server of this data
         folder load it (SIGHUP); False when no server of this data folder is running."""
-        listening = _previous_port(self.data_dir / "nats.conf", "listen", free=False)
+        listening = _previous_port(self.conf, "listen", free=False)
         if listening is not None:
             self.port = listening
-        write_private(self.data_dir / "nats.conf", self._config())
+        write_private(self.conf, self._config())
         try:
-            pid = int((self.data_dir / "nats.pid").read_text().strip())
+            pid = int(self.pid_path.read_text().strip())
             # A stale pid file may name another process by now: signal only our own server.
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            if b"nats-server" not in cmdline or str(self.data_dir / "nats.conf").encode() not in cmdline:
+            if b"nats-server" not in cmdline or str(self.conf).encode() not in cmdline:
                 return False
             os.kill(pid, signal.SIGHUP)
         except (OSError, ValueError):
@@ -189,10 +260,10 @@ class EmbeddedNats:
     def start(self, timeout: float = 15.0) -> None:
         """Start the server and wait until it accepts connections."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        conf = self.data_dir / "nats.conf"
+        conf = self.conf
         write_private(conf, self._config())
         # The log names users and refused subjects: private like the rest of the server's files.
-        log_fd = os.open(self.data_dir / "nats.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(log_fd, "ab") as log:
             self._proc = subprocess.Popen(
                 [_nats_binary(), "-c", str(conf), "-js", "-a", "127.0.0.1"],
@@ -204,14 +275,12 @@ class EmbeddedNats:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise RuntimeError(
-                    f"nats-server exited with {self._proc.returncode}; see {self.data_dir / 'nats.log'}"
-                )
+                raise RuntimeError(f"nats-server exited with {self._proc.returncode}; see {self.log_path}")
             if _says_info(self.port):
                 return
             time.sleep(0.05)
         self.stop()
-        raise RuntimeError(f"nats-server did not start within {timeout}s; see {self.data_dir / 'nats.log'}")
+        raise RuntimeError(f"nats-server did not start within {timeout}s; see {self.log_path}")
 
     @property
     def pid(self) -> int | None:
@@ -231,6 +300,11 @@ class EmbeddedNats:
     def restart(self) -> None:
         """Start the server again after it exited, on the same ports (clients keep their URL)."""
         self.start()
+
+    def terminate(self) -> None:
+        """Ask the server to stop (SIGTERM) without waiting; :meth:`stop` then waits."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the server gracefully (SIGTERM flushes JetStream), killing it after ``timeout``."""

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from nats.aio.client import Client as NATS
+from nats.js.api import ClusterInfo
 from nats.js.errors import NotFoundError
 
 from noema.runtime.backlog import RATE_WINDOW_S, Sample, WorkerLoad, drain_estimate, format_drain, rate_since
@@ -37,9 +38,11 @@ __all__ = [
     "assess",
     "assess_consumer",
     "assess_heartbeats",
+    "assess_stream",
     "consumer_rate",
     "problems",
     "system_status",
+    "unready",
 ]
 
 
@@ -51,7 +54,8 @@ class Check:
     ok: bool
     detail: str
     state: str = ""
-    """For a consumer check, the word for it: idle, working, lagging, behind, stalled or missing."""
+    """For a consumer check, the word for it: idle, working, lagging, behind, stalled or missing;
+    ``degraded`` for a problem that leaves every part working (a stream replica's server down)."""
 
     @property
     def line(self) -> str:
@@ -108,6 +112,49 @@ class ConsumerState:
 
 
 T = TypeVar("T")
+
+DEGRADED = "degraded"
+"""The state of a failed check that leaves the system working, with less to spare."""
+
+REPLICA_SILENT_S = 10.0
+"""A stream replica its leader has not heard from for this long is counted as down."""
+
+
+def assess_stream(name: str, messages: int, cluster: ClusterInfo | None) -> Check:
+    """Is stream ``name`` fully served? On a NATS cluster (``cluster``: the stream's placement as
+    its leader reports it) it needs a leader — a majority of its servers answering — and every
+    replica's server up: a replica whose server is offline or silent for :data:`REPLICA_SILENT_S`
+    fails the check, naming the server, as :data:`DEGRADED` (the stream still works on the others,
+    but one more loss stops it). A replica that is up and catching up (after its server came back)
+    is fine, and said.
+    """
+    label = f"stream {name}"
+    detail = f"{messages} messages"
+    if cluster is None or not cluster.replicas:
+        return Check(label, True, detail)  # one copy: nothing more to judge (or to be read)
+    if not cluster.leader:
+        return Check(label, False, f"{detail}; no leader: fewer than a majority of its servers answer")
+    down: list[str] = []
+    behind: list[str] = []
+    for peer in cluster.replicas or []:
+        silent_s = None if peer.active is None else peer.active / 1e9  # nanoseconds since last seen
+        if peer.offline or (not peer.current and (silent_s is None or silent_s > REPLICA_SILENT_S)):
+            down.append(peer.name or "?")
+        elif not peer.current:
+            behind.append(peer.name or "?")
+    servers = 1 + len(cluster.replicas or [])
+    if down:
+        where = ", ".join(sorted(down))
+        return Check(
+            label,
+            False,
+            f"{detail}; replica on server {where} down ({servers - len(down)} of {servers} servers "
+            f"serve it, leader {cluster.leader})",
+            DEGRADED,
+        )
+    catching_up = f"; catching up on {', '.join(sorted(behind))}" if behind else ""
+    return Check(label, True, f"{detail}; {servers} replicas, leader {cluster.leader}{catching_up}")
+
 
 LABELS = {"service": "agent service"}
 """How a worker kind is named in a check (the rest by their own name)."""
@@ -326,7 +373,7 @@ async def _nats_checks(
         except NotFoundError:
             checks.append(Check(f"stream {stream}", False, "missing (run `noemactl up` or a worker once)"))
             continue
-        checks.append(Check(f"stream {stream}", True, f"{info.state.messages} messages"))
+        checks.append(assess_stream(stream, int(info.state.messages), info.cluster))
         if stream == topology.event_stream:
             last_seq = int(info.state.last_seq)
     try:
@@ -406,3 +453,10 @@ async def system_status(
 def problems(checks: Sequence[Check]) -> list[str]:
     """The lines of the failed checks."""
     return [c.line for c in checks if not c.ok]
+
+
+def unready(checks: Sequence[Check]) -> list[str]:
+    """The lines of the failed checks that make the system unready: all but the :data:`DEGRADED`
+    ones. A readiness probe that failed while a NATS server of a cluster restarts (a rolling
+    upgrade) would take every API pod out of its Service although each one works."""
+    return [c.line for c in checks if not c.ok and c.state != DEGRADED]

@@ -125,7 +125,11 @@ class Settings:
 
     data_dir: Path = field(default_factory=lambda: Path("var"))
     nats_url: str | None = field(default=None, repr=False)
-    """May carry credentials (``nats://user:password@host:port``): never log it unredacted."""
+    """May carry credentials (``nats://user:password@host:port``): never log it unredacted. The
+    servers of a cluster are listed comma-separated (``nats://a:4222,nats://b:4222``)."""
+    nats_nodes: int = 1
+    """How many nats-servers ``noemactl up`` embeds (without ``nats_url``): 1, or a JetStream cluster
+    of that many on loopback, for trying and testing a cluster on one machine."""
     nats_auth: NatsAuth = field(default_factory=NatsAuth)
     database_url: str | None = None
     database_url_projector: str | None = None
@@ -193,6 +197,7 @@ class Settings:
             data_dir=Path(env.get("NOEMA_DATA_DIR") or "var"),
             nats_url=env.get("NOEMA_NATS_URL") or None,
             nats_auth=_nats_auth(env),
+            nats_nodes=_int(env, "NOEMA_NATS_NODES", 1, 1, 5),
             database_url=env.get("NOEMA_DATABASE_URL") or None,
             database_url_projector=env.get("NOEMA_DATABASE_URL_PROJECTOR") or None,
             database_url_reader=env.get("NOEMA_DATABASE_URL_READER") or None,
@@ -272,6 +277,7 @@ class Settings:
             "NOEMA_BACKGROUND_NICE": str(self.background_nice),
             "NOEMA_DUPLICATE_WINDOW": str(self.duplicate_window_s),
             "NOEMA_STREAM_REPLICAS": str(self.stream_replicas),
+            "NOEMA_NATS_NODES": str(self.nats_nodes),
             "NOEMA_LOG_FORMAT": self.log_format,
             "NOEMA_LOG_LEVEL": self.log_level,
             "NOEMA_EMBEDDER": self.embedder,

@@ -15,7 +15,7 @@ from noema.adapters.jetstream import stream_last_seq
 from noema.adapters.postgres import ReadModelProjection
 from noema.errors import Kind
 from noema.runtime import readiness
-from noema.runtime.readiness import problems, system_status
+from noema.runtime.readiness import system_status, unready
 
 from ..endpoint import Endpoint, Req, json_response
 from ..errors import ApiError
@@ -43,8 +43,10 @@ async def _system(req: Req[None, None]) -> readiness.SystemStatus:
 async def readyz(req: Req[None, None]) -> Response:
     """Readiness of the whole system: the checks of ``noemactl status`` (NATS and the streams,
     PostgreSQL, the projector's lag, every process's heartbeat and consumer progress); 503 with a
-    line per problem while any part is down, stalled, lagging or behind."""
-    found = problems((await _system(req)).checks)
+    line per problem while any part is down, stalled, lagging or behind. Lost redundancy alone (a
+    stream replica's server down, the stream served by the others) is not unready: ``status`` and
+    ``GET /v1/status`` report it."""
+    found = unready((await _system(req)).checks)
     if found:
         return json_response(Health(status="unavailable", problems=found), 503)
     return json_response(Health(status="ok"))
