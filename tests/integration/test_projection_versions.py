@@ -16,7 +16,7 @@ import asyncpg
 import pytest
 
 from noema.adapters.postgres import versions as pv
-from noema.adapters.postgres.roles import DbRole
+from noema.adapters.postgres.roles import DbRole, prepare_database
 from noema.application.replay import replay_into
 from noema.client import publish_observation
 from noema_attend.service import build as build_attend
@@ -35,16 +35,24 @@ FACT = {"workspace": "acme", "domain": "ops", "topic": "deploy-day", "reason": "
 
 @pytest.fixture
 async def versioned(harness: Harness, role_urls: dict[DbRole, str]) -> AsyncIterator[Harness]:
-    """The projector writes as its role and readers read as theirs (as `up` runs them); the
-    versions' schemas and the registry are dropped afterwards."""
+    """Every process signed in as its role, as `up` runs them: the schema handed to the owner
+    role, which runs the projection commands (as it runs replay); the projector writes as its role,
+    readers read as theirs. The versions' schemas and the registry are dropped afterwards."""
+    superuser = harness.settings.database_url
+    conn = await asyncpg.connect(superuser)
+    try:
+        await prepare_database(conn, harness.settings.db_schema)
+    finally:
+        await conn.close()
     harness.settings = replace(
         harness.settings,
+        database_url=role_urls["owner"],
         database_url_projector=role_urls["projector"],
         database_url_reader=role_urls["reader"],
     )
     yield harness
     live = harness.settings.db_schema
-    conn = await asyncpg.connect(harness.settings.database_url)
+    conn = await asyncpg.connect(superuser)
     try:
         for row in await conn.fetch(
             "SELECT nspname FROM pg_namespace WHERE nspname LIKE $1 OR nspname LIKE 'replay_pv%'",
@@ -193,7 +201,7 @@ async def test_bad_versions_are_refused_with_their_exit_codes(versioned: Harness
     assert (await ctl(api, "projection", "drop", "1")).code == 5
 
     # A rebuild that stopped half-way (its process killed): the version is still building.
-    conn = await asyncpg.connect(h.settings.database_url)
+    conn = await asyncpg.connect(h.settings.database_url)  # the owner's
     try:
         await pv.ensure_registry(conn, live)
         await pv.add_version(conn, live, 2, "replay_pv2_halfway")
@@ -210,3 +218,14 @@ async def test_bad_versions_are_refused_with_their_exit_codes(versioned: Harness
     )
     assert (await ctl(api, "projection", "drop", "2")).code == 0
     assert await h.pool.fetchval("SELECT to_regnamespace('replay_pv2_halfway')") is None
+
+    # One rebuild, switch or drop at a time; status reads beside them.
+    busy = await asyncpg.connect(h.settings.database_url)
+    try:
+        assert await pv.try_lock_versions(busy, live)
+        second = await ctl(api, "projection", "rebuild")
+        assert (second.code, "another `noemactl projection`" in second.stderr) == (5, True)
+        listed = await ctl_json(api, "projection", "status")
+        assert [(v["version"], v["state"], v["lag"]) for v in listed["versions"]] == [(1, "active", 0)]
+    finally:
+        await busy.close()

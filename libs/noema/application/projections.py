@@ -13,7 +13,8 @@ model, rebuilt from the event stream into a schema of its own and switched in on
 - :func:`status` lists the versions, each with its position and lag; :func:`drop` removes one that
   is not active.
 
-Only one of these commands runs at a time per read model (a second one is refused as a conflict).
+Only one rebuild, switch or drop runs at a time per read model (a second one is refused as a
+conflict); ``status`` reads beside them (a rebuild's progress shows as its version's position).
 They connect as the schema owner, as replay does.
 """
 
@@ -46,11 +47,12 @@ _PASSES = 20
 
 
 @contextlib.asynccontextmanager
-async def _owner(settings: Located) -> AsyncIterator[asyncpg.Connection]:
-    """The schema owner's connection, holding the lock that lets one projection command run."""
+async def _owner(settings: Located, exclusive: bool = True) -> AsyncIterator[asyncpg.Connection]:
+    """The schema owner's connection; ``exclusive``: holding the lock that lets one projection
+    command that changes something run at a time (``status`` reads beside them)."""
     conn = await asyncpg.connect(settings.database_url)
     try:
-        if not await pv.try_lock_versions(conn, settings.db_schema):
+        if exclusive and not await pv.try_lock_versions(conn, settings.db_schema):
             raise Conflict(
                 f"another `noemactl projection` rebuild, switch or drop of {settings.db_schema} is "
                 "running; wait for it (or stop it) and try again"
@@ -116,7 +118,7 @@ async def status(settings: Located, nc: NATS) -> dict[str, Any]:
     """Every version with its state, schema, position and lag (events the stream holds beyond it)."""
     live = settings.db_schema
     last = await stream_last_seq(nc.jetstream(), Topology(settings.prefix).event_stream)
-    async with _owner(settings) as conn:
+    async with _owner(settings, exclusive=False) as conn:
         rows = []
         for v in await pv.versions(conn, live):
             position = await pv.position_of(conn, v.schema)
@@ -170,22 +172,39 @@ async def switch(settings: Located, nc: NATS, version: int) -> dict[str, Any]:
             )
         [current] = [v for v in await pv.versions(conn, live) if v.state == "active"]
         await _follow(settings, nc, conn, target.schema)
-        async with conn.transaction():
-            position = await pv.lock_live_position(conn, live, SWITCH_LOCK_TIMEOUT_S)
-            topology = Topology(settings.prefix)
-            reached = await catch_up(nc, settings.database_url, topology, target.schema, position)
-            if reached != position:
-                raise Conflict(
-                    f"projection version {version} has not caught up: it reached seq {reached}, "
-                    f"the live read model is at {position}"
-                )
-            await pv.activate(conn, live, current.version, version)
+        try:
+            position = await _swap(settings, nc, conn, target, current.version)
+        except asyncpg.LockNotAvailableError:
+            raise Conflict(
+                f"the live read model's position stayed locked for {SWITCH_LOCK_TIMEOUT_S:g} s "
+                "(a projector transaction that long?): nothing was switched; try again"
+            ) from None
     return {
         "version": version,
         "schema": live,
         "position": position,
         "previous": {"version": current.version, "schema": pv.resting_schema(live, current.version)},
     }
+
+
+async def _swap(
+    settings: Located, nc: NATS, conn: asyncpg.Connection, target: pv.ProjectionVersion, current: int
+) -> int:
+    """The switch proper: the projector held off, the last events applied, the names swapped."""
+    live, version = settings.db_schema, target.version
+    async with conn.transaction():
+        position = await pv.lock_live_position(conn, live, SWITCH_LOCK_TIMEOUT_S)
+        topology = Topology(settings.prefix)
+        reached = await catch_up(nc, settings.database_url, topology, target.schema, position)
+        # Ahead is fine (rebuilt to the stream's end while the projector lagged): the projector
+        # skips what the position row says is applied.
+        if reached < position:
+            raise Conflict(
+                f"projection version {version} has not caught up: it reached seq {reached}, "
+                f"the live read model is at {position}"
+            )
+        await pv.activate(conn, live, current, version)
+    return position
 
 
 async def drop(settings: Located, version: int) -> dict[str, Any]:

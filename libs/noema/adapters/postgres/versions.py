@@ -213,6 +213,12 @@ async def promote(conn: asyncpg.Connection, live: str, version: int, scratch: st
     target = resting_schema(version=version, live=live)
     async with conn.transaction():
         await make_durable(conn, scratch)
+        # A bulk load leaves no planner statistics: without them the first searches after the
+        # switch would be planned blind until autovacuum came by.
+        for table in await conn.fetch(
+            "SELECT relname FROM pg_class WHERE relnamespace = $1::regnamespace AND relkind = 'r'", scratch
+        ):
+            await conn.execute(f'ANALYZE "{scratch}"."{table["relname"]}"')
         await rename_schema(conn, scratch, target)
         await grant_roles(conn, target)
         await conn.execute(
