@@ -128,8 +128,42 @@ async def reads(a: ApiHarness, fact_id: str) -> dict[str, Any]:
     return answers
 
 
+async def assert_secured_like_live(h: Harness, role_urls: dict[DbRole, str], retired: str) -> None:
+    """The version switched in has the row-level security, grants and function search paths of
+    the one switched out (each function's path names its own schema)."""
+    live = h.settings.db_schema
+
+    async def security(schema: str) -> list[tuple[str, ...]]:
+        rows = await h.pool.fetch(
+            """SELECT tablename, policyname, qual FROM pg_policies WHERE schemaname = $1
+               UNION ALL SELECT table_name, grantee, privilege_type
+                         FROM information_schema.role_table_grants WHERE table_schema = $1
+               ORDER BY 1, 2, 3""",
+            schema,
+        )
+        # A policy's expression names a function of a schema off the search path with its schema.
+        return [tuple(str(v).replace(f"{schema}.", "") for v in r) for r in rows]
+
+    assert await security(live) == await security(retired)
+    assert len(await security(live)) > 20
+    paths = await h.pool.fetch(
+        """SELECT n.nspname, array_to_string(p.proconfig, ',') AS config FROM pg_proc p
+           JOIN pg_namespace n ON n.oid = p.pronamespace
+           WHERE n.nspname = ANY($1::text[]) AND p.proconfig IS NOT NULL""",
+        [live, retired],
+    )
+    assert len(paths) == 4
+    assert all(r["config"] == f"search_path={r['nspname']}, public" for r in paths), paths
+    reader = await asyncpg.connect(role_urls["reader"], server_settings={"search_path": live})
+    try:  # a reader's connection that names no workspace sees none of it
+        assert await reader.fetchval("SELECT count(*) FROM memories") == 0
+        assert await h.pool.fetchval("SELECT count(*) FROM memories") > 0
+    finally:
+        await reader.close()
+
+
 async def test_a_version_rebuilt_while_ingesting_switches_in_and_back_and_replay_matches(
-    versioned: Harness, api: ApiHarness
+    versioned: Harness, api: ApiHarness, role_urls: dict[DbRole, str]
 ) -> None:
     h = versioned
     await h.start(build_attend)
@@ -152,6 +186,8 @@ async def test_a_version_rebuilt_while_ingesting_switches_in_and_back_and_replay
     assert (switched["version"], switched["schema"]) == (2, h.settings.db_schema)
     assert switched["previous"] == {"version": 1, "schema": f"{h.settings.db_schema}_v1"}
     assert await reads(api, old["memory_id"]) == before, "every read answers the same across the switch"
+
+    await assert_secured_like_live(h, role_urls, f"{h.settings.db_schema}_v1")
 
     status = await ctl_json(api, "projection", "status")
     assert [(v["version"], v["state"], v["schema"]) for v in status["versions"]] == [
