@@ -57,6 +57,19 @@ def test_a_version_switched_in_under_up_is_followed_by_the_running_projector(dat
         while facts(data_dir) != expected and time.monotonic() < deadline:
             time.sleep(0.2)
         assert facts(data_dir) == expected
+
+        # Vectors embedded after the switch land in the new version and its model's index (the
+        # projector creates it through the version's own noema_ensure_vector_index).
+        def by_vector() -> set[str]:
+            found = ctl(
+                data_dir, "memory", "search", "host 6 patched", "-w", "acme", "--mode", "vector", "--json"
+            )
+            return {r["content"] for r in json.loads(found.stdout)["results"]}
+
+        deadline = time.monotonic() + 60
+        while "Host 6 is patched" not in by_vector() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert "Host 6 is patched" in by_vector()
         replayed = json.loads(ctl(data_dir, "replay", "--json").stdout)
         assert replayed["match"] is True
         wait_healthy(data_dir, up, timeout=30)
