@@ -332,7 +332,7 @@ async def test_a_slow_operation_times_out_and_a_stopping_service_still_answers_i
         return {"text": f"for {who.agent}", "policies": [], "notes": None, "facts": []}
 
     op = operations.OPERATIONS["get_preamble"]
-    monkeypatch.setitem(operations.OPERATIONS, "get_preamble", operations.Operation(op.name, "", {}, slow))
+    monkeypatch.setitem(operations.OPERATIONS, "get_preamble", replace(op, run=slow))
     service: AgentService = await harness.start(build_service)
     async with client(harness) as alice:
         with pytest.raises(RequestTimeout):
@@ -357,7 +357,9 @@ async def test_a_bug_is_a_500_that_names_its_log_entry_and_leaks_nothing(
         raise RuntimeError("secret internals")
 
     monkeypatch.setitem(
-        operations.OPERATIONS, "update_my_notes", operations.Operation("update_my_notes", "", {}, broken)
+        operations.OPERATIONS,
+        "update_my_notes",
+        replace(operations.OPERATIONS["update_my_notes"], run=broken),
     )
     await harness.start(build_service)
     async with client(harness) as alice:
