@@ -1,5 +1,7 @@
 """The bus contract as an AsyncAPI 3 document: every channel, who sends and who receives on it, the
 rule tying a body to its subject, the dead letters and the agent service's requests and replies.
+An event channel carries the current version, which is published, and the earlier versions still on
+the stream, which readers receive (and upcast).
 
 Pure: :func:`asyncapi` takes the agent service's endpoints as :class:`Endpoint` values, so this
 package keeps depending on msgspec only; :mod:`noema_events.generate` reads them from the service.
@@ -16,6 +18,7 @@ import msgspec
 from .catalog import EVENT_TYPES
 from .datetimes import with_datetimes
 from .envelope import NAME_PATTERN
+from .upcasting import EARLIER_TYPES
 
 __all__ = [
     "DEAD_LETTER_HEADERS",
@@ -182,27 +185,37 @@ def _merge(*parts: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _event_message(tag: str, cls: type) -> dict[str, Any]:
+    summary = (cls.__doc__ or "").strip().splitlines()[0]
+    if tag not in EVENT_TYPES:
+        summary = f"An earlier version, still on the stream (read and upcast, no longer published): {summary}"
+    return {
+        "name": tag,
+        "title": cls.__name__,
+        "summary": summary,
+        "contentType": "application/json",
+        "headers": _strings({"Nats-Msg-Id": ("the event's id: a retried publish is stored once", True)}),
+        "payload": {"$ref": f"#/components/schemas/{cls.__name__}"},
+    }
+
+
 def _events(messages: dict[str, Any], channels: dict[str, Any], operations: dict[str, Any]) -> None:
+    earlier: dict[str, list[str]] = {}
+    for tag in sorted(EARLIER_TYPES):
+        earlier.setdefault(tag.rsplit(".", 1)[0], []).append(tag)
     for tag, cls in sorted(EVENT_TYPES.items()):
         name = tag.rsplit(".", 1)[0]
-        messages[tag] = {
-            "name": tag,
-            "title": cls.__name__,
-            "summary": (cls.__doc__ or "").strip().splitlines()[0],
-            "contentType": "application/json",
-            "headers": _strings({"Nats-Msg-Id": ("the event's id: a retried publish is stored once", True)}),
-            "payload": {"$ref": f"#/components/schemas/{cls.__name__}"},
-        }
-        address = channel_address(tag)
+        read = [*earlier.get(name, []), tag]
+        for version in read:
+            messages[version] = _event_message(version, EARLIER_TYPES.get(version, cls))
         owner = OWNERS.get(name, "the projector")
         channels[name] = {
-            "address": address,
+            "address": channel_address(tag),
             "description": SUBJECT_RULE.replace("{owner}", owner),
             "parameters": _parameters("prefix", "workspace", "mind", located=True),
-            "messages": {tag: {"$ref": f"#/components/messages/{tag}"}},
+            "messages": {v: {"$ref": f"#/components/messages/{v}"} for v in read},
         }
         ref = {"$ref": f"#/channels/{name}"}
-        msgs = [{"$ref": f"#/channels/{name}/messages/{tag}"}]
         producers = PRODUCERS[name]
         consumers = CONSUMERS.get(name, ("projector",))
         operations[f"publish.{name}"] = {
@@ -210,14 +223,15 @@ def _events(messages: dict[str, Any], channels: dict[str, Any], operations: dict
             "channel": ref,
             "summary": f"{', '.join(producers)} publish {tag}",
             "tags": [{"name": p} for p in producers],
-            "messages": msgs,
+            "messages": [{"$ref": f"#/channels/{name}/messages/{tag}"}],
         }
         operations[f"consume.{name}"] = {
             "action": "receive",
             "channel": ref,
-            "summary": f"{', '.join(consumers)} read {name}",
+            "summary": f"{', '.join(consumers)} read {name}"
+            + (f" (every version on the stream: {', '.join(read)})" if len(read) > 1 else ""),
             "tags": [{"name": c} for c in consumers],
-            "messages": msgs,
+            "messages": [{"$ref": f"#/channels/{name}/messages/{v}"} for v in read],
         }
 
 
@@ -378,7 +392,7 @@ def asyncapi(endpoints: Sequence[Endpoint], error_codes: Sequence[int]) -> dict[
     _events(messages, channels, operations)
     _dead_letters(messages, channels, operations)
     service_schemas = _service(endpoints, error_codes, messages, channels, operations)
-    classes = [EVENT_TYPES[t] for t in sorted(EVENT_TYPES)]
+    classes = [cls for _, cls in sorted({**EVENT_TYPES, **EARLIER_TYPES}.items())]
     schemas = _merge(with_datetimes(_components(classes), classes), service_schemas)
     return {
         "asyncapi": "3.0.0",

@@ -4,7 +4,8 @@ Run with ``python -m noema_events.generate [--check]`` (``make schemas``). ``--c
 when the committed files differ from what the code generates, so stale schemas fail the build.
 ``json/`` has a schema for every version a stream may hold (earlier versions included, as readers of
 old events need them); the AsyncAPI document (:mod:`noema_events.asyncapi`) lists the current
-versions, the ones to publish, the dead letters and the agent service's requests and replies.
+versions to publish, the earlier ones readers still receive, the dead letters and the agent service's
+requests and replies.
 """
 
 from __future__ import annotations
