@@ -11,6 +11,7 @@ from typing import Literal, TypedDict
 import msgspec
 
 __all__ = [
+    "AsOf",
     "Channel",
     "Conflict",
     "ConflictDecision",
@@ -69,6 +70,14 @@ class _Result(msgspec.Struct, frozen=True, kw_only=True):
     """Base of results."""
 
 
+class AsOf(_Result, frozen=True, kw_only=True):
+    """The past point an answer given ``as_of`` reflects: the state after event-stream sequence
+    ``seq``, read with ``time`` as now."""
+
+    seq: int
+    time: datetime
+
+
 class SearchHit(_Result, frozen=True, kw_only=True):
     """One recalled memory; ``components`` (each score voice) only with ``explain=True``."""
 
@@ -93,6 +102,8 @@ class SearchResult(_Result, frozen=True, kw_only=True):
     results: list[SearchHit]
     intent: str | None = None
     weights: dict[str, float] | None = None
+    as_of: AsOf | None = None
+    """With ``as_of``: the point the answer reflects."""
 
 
 class FactOutcome(_Result, frozen=True, kw_only=True):
@@ -205,6 +216,8 @@ class Preamble(_Result, frozen=True, kw_only=True):
     policies: list[str] = []
     notes: str | None = None
     facts: list[str] = []
+    as_of: AsOf | None = None
+    """With ``as_of``: the point the answer reflects."""
 
 
 class ObservationReceipt(_Result, frozen=True, kw_only=True):
