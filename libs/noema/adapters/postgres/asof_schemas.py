@@ -78,11 +78,16 @@ async def exists(owner_url: str, schema: str) -> bool:
 
 
 async def publish(owner_url: str, building: str, schema: str, seq: int, now: datetime) -> None:
-    """Give the reader role read access to the finished build ``building`` (the projector none: the
-    state of a past point is never written) and rename it ``schema``, in one transaction."""
+    """Analyse the finished build ``building``, give the reader role read access to it (the
+    projector none: the state of a past point is never written) and rename it ``schema``, in one
+    transaction."""
     reader = DB_ROLES["reader"]
     conn = await asyncpg.connect(owner_url)
     try:
+        # Statistics first: a bulk-loaded schema has none, and the planner would read a memory's
+        # citing events by scanning them all (200 ms instead of a few at 10,000 events).
+        for table in await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = $1", building):
+            await conn.execute(f'ANALYZE "{building}"."{table["tablename"]}"')
         async with conn.transaction():
             if await conn.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", reader):
                 await conn.execute(f"GRANT USAGE ON SCHEMA {building} TO {reader}")
