@@ -375,3 +375,30 @@ async def test_a_workspace_token_sees_no_other_workspace_as_of_and_one_point_is_
     assert (
         await world.acme.get("/v1/facts", params={"workspace": "globex", "as_of": str(seq)})
     ).status_code == 403
+
+
+async def test_a_server_reading_as_the_reader_role_answers_from_built_points_and_names_the_build_for_others(
+    world: World, role_urls: dict[DbRole, str]
+) -> None:
+    seq = await world.publish(memory("the deploy key rotates on Fridays"))
+    # As `up` runs the API: its only database URL is the read-only role's.
+    reader = replace(world.h.settings, database_url=role_urls["reader"])
+    pool = await RecallStore.create_pool(role_urls["reader"], reader.db_schema, min_size=1, max_size=2)
+    world.h.stack.push_async_callback(pool.close)
+    app = Noema(reader, pool, world.h.nc, await RecallStore.open(pool))
+    world.h.stack.push_async_callback(app.close_views)
+    transport = httpx.ASGITransport(app=create_app(Api(app, world.tokens)))
+    async with httpx.AsyncClient(transport=transport, base_url="http://n", headers=_bearer(ADMIN)) as api:
+        refused = await api.get("/v1/memories", params={"workspace": "acme", "as_of": str(seq)})
+        assert refused.status_code == 409, refused.text
+        assert f"noemactl asof build {seq}" in refused.json()["error"]
+        assert await world.app.asof_schemas.kept() == []  # nothing half-built left behind
+
+        built = await _ctl_json(world, "asof", "build", str(seq))
+        assert built["seq"] == seq
+        answer = await api.get("/v1/memories", params={"workspace": "acme", "as_of": str(seq)})
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["Noema-As-Of-Seq"] == str(seq)
+        assert len(answer.json()["items"]) == 1
+    assert [k["seq"] for k in await _ctl_json(world, "asof", "list")] == [seq]
+    assert (await _ctl_json(world, "asof", "drop"))["dropped"] == [built["schema"]]
