@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg
 
 from noema.adapters.postgres.position import wait_for_projection
+from noema.application.audit_views import POINT_PATTERN
 from noema.errors import Kind
 
 from .errors import ApiError
@@ -81,9 +82,11 @@ AS_OF_PARAMETER: dict[str, Any] = {
     "stored by then). The state then, read with that moment as now, by the same code as the present "
     "(built by replay on first use, then kept). `Noema-As-Of-Seq` and `Noema-As-Of-Time` say which "
     "point the answer reflects. A point before the first event, beyond the stream's end or in the "
-    "future is a 422; a point not built yet, asked of a server that reads as the read-only role "
-    "(as `noemactl up` runs it), is a 409 naming the `noemactl asof build` that builds it.",
-    "schema": {"type": "string", "examples": ["1200", "2026-03-02T10:32:00Z"]},
+    "future names no state: 404; a point not built yet, asked of a server that reads as the "
+    "read-only role (as `noemactl up` runs it), is a 409 naming the `noemactl asof build` that "
+    "builds it.",
+    # Sequences from 1 (the server reads a few more forms; see audit_views.POINT_PATTERN).
+    "schema": {"type": "string", "pattern": "^([1-9][0-9]{0,17}|" + POINT_PATTERN.split("|", 1)[1]},
 }
 """The parameter every read of memory and knowledge declares in the OpenAPI document."""
 AS_OF_HEADERS: dict[str, Any] = {

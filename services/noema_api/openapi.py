@@ -171,7 +171,7 @@ def _operation(endpoint: Endpoint, components: dict[str, Any]) -> dict[str, Any]
         {400}
         | ({401, 403} if not endpoint.public else set())
         | ({413, 422} if endpoint.body else set())
-        | ({409, 422} if endpoint.reads_as_of else set())  # a point it cannot answer for (as_of)
+        | ({404, 409, 422} if endpoint.reads_as_of else set())  # as_of: no such point, not built
     )
     for status in sorted(implied | set(endpoint.errors)):
         responses[str(status)] = {"description": _REASONS[status], "content": _json(_ref(ErrorBody))}

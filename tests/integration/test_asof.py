@@ -5,8 +5,9 @@ One scenario (memories, a recall, a decay tick, a fact superseded by the conflic
 notes, a retraction, the workspace made strict with a grant), its points recorded as it goes; at
 each, search, show and the preamble through the HTTP API, ``noemactl``, MCP and the NATS service
 (the SDK), and every other read of memory and knowledge through the API and ``noemactl``, answer
-what the oracle answers. Points the stream cannot answer for are refused as bad input everywhere,
-and a workspace's token sees no other workspace through as-of.
+what the oracle answers. A point with no state (beyond the end, in the future) is not found and one
+that is no point at all is invalid, on every surface; a workspace's token sees no other workspace
+through as-of; a server reading as the read-only role answers from the points the operator built.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from noema_events import (
     MemoryRetrievedPayload,
 )
 from noema_projector.service import build as build_projector
-from noema_sdk import InvalidRequest
+from noema_sdk import InvalidRequest, NotFound
 from noema_service.service import build as build_service
 from tests.conftest import Harness
 from tests.integration.api_harness import ACME, ADMIN, memory
@@ -331,28 +332,38 @@ async def test_as_of_reads_on_every_surface_equal_the_replayed_oracle(
     assert [r["id"] for r in live["results"]] == seen[points[-1]]
 
 
-async def test_a_point_the_stream_cannot_answer_for_is_bad_input_on_every_surface(
+async def test_a_point_with_no_state_is_not_found_and_one_that_is_no_point_invalid_everywhere(
     world: World, tmp_path: Path
 ) -> None:
     last = await world.publish(memory("the deploy key rotates on Fridays"))
     beyond, zoneless, future = str(last + 5), "2026-03-02T10:32:00", "2999-01-01T00:00:00Z"
 
-    for point, says in ((beyond, f"ends at seq {last}"), (zoneless, "has no time zone"), (future, "future")):
+    # No state at the point (beyond the end, in the future): 404 / exit 4, as an id naming nothing.
+    for point, says in ((beyond, f"ends at seq {last}"), (future, "in the future")):
+        answer = await world.admin.get("/v1/memories", params={"workspace": "acme", "as_of": point})
+        assert answer.status_code == 404, answer.text
+        assert says in answer.json()["error"]
+        ran = await _ctl(world, "memory", "list", "-w", "acme", "--as-of", point)
+        assert (ran.code, says in ran.stderr, "Traceback" in ran.stderr) == (4, True, False), ran
+    # Not a point at all: 422 / exit 2, saying what to write.
+    for point, says in ((zoneless, "has no time zone"), ("yesterday", "is not a stream sequence")):
         answer = await world.admin.get("/v1/memories", params={"workspace": "acme", "as_of": point})
         assert answer.status_code == 422, answer.text
         assert says in answer.json()["error"]
-        ran = await _ctl(world, "memory", "list", "-w", "acme", "--as-of", point)
+        ran = await _ctl(world, "memory", "search", "deploy", "--as-of", point)
         assert (ran.code, says in ran.stderr, "Traceback" in ran.stderr) == (2, True, False), ran
-    ran = await _ctl(world, "memory", "search", "deploy", "--as-of", "yesterday")
-    assert (ran.code, "is not a stream sequence" in ran.stderr) == (2, True), ran
 
     async with client(world.h) as sdk:
-        with pytest.raises(InvalidRequest, match=f"ends at seq {last}"):
+        with pytest.raises(NotFound, match=f"ends at seq {last}"):
             await sdk.search_memory("deploy", as_of=last + 5)
+        with pytest.raises(InvalidRequest, match="has no time zone"):
+            await sdk.get_preamble("x", as_of=zoneless)  # as a raw caller may
     async with over_stdio(world.h, tmp_path / "mcp.log") as mcp:
-        assert "has no time zone" in error(
-            await mcp.call_tool("get_preamble", {"task": "x", "as_of": zoneless})
-        )
+        refused = error(await mcp.call_tool("get_preamble", {"task": "x", "as_of": zoneless}))
+        assert refused.startswith("invalid:")
+        assert "has no time zone" in refused
+        refused = error(await mcp.call_tool("search_memory", {"query": "x", "as_of": last + 5}))
+        assert refused.startswith("not_found:")
 
 
 async def test_a_workspace_token_sees_no_other_workspace_as_of_and_one_point_is_built_once(

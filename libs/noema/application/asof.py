@@ -32,7 +32,7 @@ from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
 from noema.stream_points import EXAMPLES, StreamPoint
 
-__all__ = ["AsOf", "AsOfNotBuilt", "AsOfSchemas", "InvalidAsOf", "resolve"]
+__all__ = ["AsOf", "AsOfNotBuilt", "AsOfSchemas", "PointNotInStream", "resolve"]
 
 log = structlog.get_logger("noema.asof")
 
@@ -45,11 +45,13 @@ class AsOfNotBuilt(NoemaError):
     kind = Kind.CONFLICT
 
 
-class InvalidAsOf(NoemaError, ValueError):
-    """The point is not one the stream can answer for (before its first event, beyond its end,
-    in the future); the message says what to write."""
+class PointNotInStream(NoemaError, LookupError):
+    """The point names no state the stream holds (before its first event, beyond its end, in the
+    future): ``not_found``, as a well-formed id that names nothing is; the message says what to
+    write. (A point that is no sequence or zoned time at all is
+    :class:`~noema.stream_points.InvalidStreamPoint`, ``invalid``.)"""
 
-    kind = Kind.INVALID
+    kind = Kind.NOT_FOUND
 
 
 @dataclass(frozen=True)
@@ -66,31 +68,31 @@ class AsOf:
 
 
 async def resolve(nc: NATS, topology: Topology, point: StreamPoint, now: datetime) -> AsOf:
-    """The sequence and time ``point`` names (:class:`InvalidAsOf` when it names none)."""
+    """The sequence and time ``point`` names (:class:`PointNotInStream` when it names none)."""
     js = nc.jetstream()
     last = await stream_last_seq(js, topology.event_stream)
     if isinstance(point, datetime):
         if point > now:
-            raise InvalidAsOf(
+            raise PointNotInStream(
                 f"as of {point.isoformat()}: that is in the future (now is {now.isoformat()}); "
                 f"write a past time or a sequence up to {last}"
             )
         seq = await last_seq_at(js, topology.event_stream, topology.event_subjects, point)
         if seq == 0:
-            raise InvalidAsOf(
+            raise PointNotInStream(
                 f"as of {point.isoformat()}: the event stream had stored nothing by then; "
                 f"write a later time or a sequence from 1 to {last}"
             )
         return AsOf(seq, point)
     if point > last:
-        raise InvalidAsOf(
+        raise PointNotInStream(
             f"as of seq {point}: the event stream ends at seq {last}; write {EXAMPLES}, "
             f"a sequence from 1 to {last}"
         )
     try:
         msg = await js.get_msg(topology.event_stream, seq=point)
     except NotFoundError:
-        raise InvalidAsOf(f"as of seq {point}: the event stream no longer holds it") from None
+        raise PointNotInStream(f"as of seq {point}: the event stream no longer holds it") from None
     assert msg.time is not None
     return AsOf(point, msg.time)
 

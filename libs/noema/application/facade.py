@@ -170,7 +170,7 @@ class Noema:
         what it answered then (:mod:`noema.application.asof`): the same code over the as-of schema
         at the point's sequence (built on first use), its clock pinned to the point's time, its
         vectors compared exactly. Its :attr:`point` says which sequence and time it reflects; a
-        point the stream cannot answer for is an :class:`~noema.application.asof.InvalidAsOf`."""
+        point the stream holds no state for is a :class:`~noema.application.asof.PointNotInStream`."""
         at = await resolve(self.nc, self.topology, point, self.clock())
         for _ in range(2):
             schema = await self.asof_schemas.ensure(at.seq, self.clock())
