@@ -30,7 +30,7 @@ from noema.adapters.postgres.tenancy import NO_WORKSPACE
 from noema.adapters.postgres.voices import RecallFilters, RecallStore
 from noema.application import curation, upkeep
 from noema.application.access import AccessControl, Caller, InsufficientMemoryPermission
-from noema.application.asof import AsOf, AsOfSchemas, resolve
+from noema.application.asof import AsOf, AsOfNotBuilt, AsOfSchemas, resolve
 from noema.application.audit_views import AuditDiff, DiffQuery, Why
 from noema.application.changes import audit_diff
 from noema.application.curation import KnowledgeEntry, OperatorReceipt, create_memory
@@ -179,7 +179,14 @@ class Noema:
                 return Noema(self.settings, pool, self.nc, store, lambda: at.time, point=at, parent=self)
             # Dropped meanwhile, or emptied by a crash of PostgreSQL (its tables are unlogged).
             await self._close_view(schema)
-            await asof_schemas.drop(self.settings.database_url, schema)
+            try:
+                await asof_schemas.drop(self.settings.database_url, schema)
+            except asyncpg.InsufficientPrivilegeError:
+                raise AsOfNotBuilt(
+                    f"the state as of seq {at.seq} was lost (a crash of PostgreSQL empties it) and this "
+                    f"process may not rebuild it: run `noemactl asof drop {at.seq}` and "
+                    f"`noemactl asof build {at.seq}`"
+                ) from None
         raise Unavailable(f"the state as of seq {at.seq} could not be built; retry")
 
     async def _view_store(self, schema: str) -> tuple[asyncpg.Pool, RecallStore]:
