@@ -173,7 +173,9 @@ class Noema:
         point the stream holds no state for is a :class:`~noema.application.asof.PointNotInStream`."""
         at = await resolve(self.nc, self.topology, point, self.clock())
         for _ in range(2):
-            schema = await self.asof_schemas.ensure(at.seq, self.clock())
+            schema = self.asof_schemas.name(at.seq)
+            if schema not in self._views:  # a kept pool's schema is checked by holds() below
+                await self.asof_schemas.ensure(at.seq, self.clock())
             pool, store = await self._view_store(schema)
             if await asof_schemas.holds(pool, at.seq):
                 return Noema(self.settings, pool, self.nc, store, lambda: at.time, point=at, parent=self)
