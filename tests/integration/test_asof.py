@@ -7,15 +7,18 @@ each, search, show and the preamble through the HTTP API, ``noemactl``, MCP and 
 (the SDK), and every other read of memory and knowledge through the API and ``noemactl``, answer
 what the oracle answers. A point with no state (beyond the end, in the future) is not found and one
 that is no point at all is invalid, on every surface; a workspace's token sees no other workspace
-through as-of; a server reading as the read-only role answers from the points the operator built.
+through as-of; a server reading as the read-only role answers from the points the operator built;
+with a query embedder, semantic and hybrid search as of a point compare the vectors held then.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import json
-from collections.abc import AsyncIterator
+import math
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -42,6 +45,9 @@ from noema_events import (
     ActivationDecayed,
     ActivationDecayedPayload,
     Event,
+    MemoryCreated,
+    MemoryEmbedded,
+    MemoryEmbeddedPayload,
     MemoryRetrieved,
     MemoryRetrievedPayload,
 )
@@ -413,3 +419,75 @@ async def test_a_server_reading_as_the_reader_role_answers_from_built_points_and
         assert len(answer.json()["items"]) == 1
     assert [k["seq"] for k in await _ctl_json(world, "asof", "list")] == [seq]
     assert (await _ctl_json(world, "asof", "drop"))["dropped"] == [built["schema"]]
+
+
+class WordsEmbedder:
+    """A deterministic 8-dimension embedder (hashed words, normalised) for the semantic voice."""
+
+    name = "words8"
+    dimensions = 8
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self.embed_query(text) for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        vector = [0.0] * self.dimensions
+        for word in text.lower().split():
+            vector[int(hashlib.sha256(word.encode()).hexdigest(), 16) % self.dimensions] += 1.0
+        norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+        return [x / norm for x in vector]
+
+
+def _with_embedder(app: Noema, embedder: WordsEmbedder) -> None:
+    app._embedder, app._embedder_loaded = embedder, True  # as loaded from NOEMA_EMBEDDER
+
+
+async def test_as_of_search_compares_the_vectors_held_then_exactly(
+    world: World, oracles: dict[int, Oracle]
+) -> None:
+    embedder = WordsEmbedder()
+    _with_embedder(world.app, embedder)
+    texts = [
+        "the deploy key rotates on fridays",
+        "rotate the signing key before a release",
+        "the pager rotates on mondays",
+        "billing runs its deploy on tuesdays",
+    ]
+    created = [memory(text) for text in texts]
+    points = [await world.publish(*created)]
+
+    def embedded(event: MemoryCreated) -> MemoryEmbedded:
+        payload = MemoryEmbeddedPayload(
+            memory_id=event.payload.memory_id,
+            model=embedder.name,
+            dimensions=embedder.dimensions,
+            vector=embedder.embed_passages([event.payload.content])[0],
+        )
+        return MemoryEmbedded(**_envelope(datetime.now(UTC)), payload=payload)
+
+    points.append(await world.publish(*(embedded(e) for e in created[:2])))  # half have vectors
+    points.append(await world.publish(*(embedded(e) for e in created[2:])))  # all of them
+
+    for seq in points:
+        oracle = await _oracle(world, seq, oracles)
+        _with_embedder(oracle.app, embedder)
+        for mode in ("semantic", "hybrid"):
+            params = {"q": "rotate the deploy key", "workspace": "acme", "mode": mode, "explain": "true"}
+            asked = await world.admin.get("/v1/memories/search", params={**params, "as_of": str(seq)})
+            expected = await oracle.api.get("/v1/memories/search", params=params)
+            assert asked.status_code == expected.status_code == 200, asked.text
+            assert asked.json() == expected.json(), (seq, mode)
+            assert asked.json()["results"], (seq, mode)
+    # The vectors held then: none at first, all at the end.
+    first = await world.admin.get(
+        "/v1/memories/search",
+        params={"q": "rotate the deploy key", "workspace": "acme", "mode": "semantic", "explain": "true",
+                "as_of": str(points[0])},
+    )  # fmt: skip
+    last = await world.admin.get(
+        "/v1/memories/search",
+        params={"q": "rotate the deploy key", "workspace": "acme", "mode": "semantic", "explain": "true",
+                "as_of": str(points[-1])},
+    )  # fmt: skip
+    assert {r["components"].get("semantic_available") for r in first.json()["results"]} <= {None, 0.0}
+    assert {r["components"].get("semantic_available") for r in last.json()["results"]} == {1.0}
