@@ -40,7 +40,7 @@ def parse_stream_point(text: str, name: str) -> StreamPoint:
             raise InvalidStreamPoint(f"{name} {text!r}: stream sequences start at 1; write {EXAMPLES}")
         return seq
     try:
-        when = datetime.fromisoformat(value)
+        when = datetime.fromisoformat(value.upper())  # ISO 8601 allows a lower-case t and z
     except ValueError:
         raise InvalidStreamPoint(f"{name} {text!r} is not {EXAMPLES}") from None
     if when.tzinfo is None:

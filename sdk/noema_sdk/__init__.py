@@ -17,6 +17,7 @@ from .errors import (
     ServiceUnavailable,
 )
 from .models import (
+    AsOf,
     Conflict,
     ConflictDecision,
     ConsolidateReport,
@@ -42,6 +43,7 @@ from .models import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsOf",
     "Conflict",
     "ConflictDecision",
     "ConsolidateReport",

@@ -197,11 +197,14 @@ class NoemaClient:
         until: datetime | None = None,
         repo: str | None = None,
         explain: bool = False,
+        as_of: int | datetime | None = None,
         timeout: float | None = None,
     ) -> SearchResult:
         """Recall memories of the workspace relevant to ``query`` (hybrid by default); with
         ``explain`` each hit carries its score components. ``statuses`` widens the search beyond
-        active memories (e.g. ``["retracted"]``); ``epistemic_kinds`` narrows it (e.g. ``["fact"]``)."""
+        active memories (e.g. ``["retracted"]``); ``epistemic_kinds`` narrows it (e.g. ``["fact"]``).
+        ``as_of`` (a stream sequence or an aware time) answers as of that past point; the result's
+        ``as_of`` then says which sequence and time it reflects."""
         args = {
             "query": query,
             "mode": mode,
@@ -215,6 +218,7 @@ class NoemaClient:
             "until": until,
             "repo": repo,
             "explain": explain,
+            "as_of": _point(as_of),
         }
         return await self._call("search_memory", args, SearchResult, timeout)
 
@@ -319,10 +323,15 @@ class NoemaClient:
         return await self._call("harmonize_memory", {"domain": domain}, HarmonizeReport, timeout)
 
     async def list_memory_conflicts(
-        self, *, domain: str | None = None, limit: int = 50, timeout: float | None = None
+        self,
+        *,
+        domain: str | None = None,
+        limit: int = 50,
+        as_of: int | datetime | None = None,
+        timeout: float | None = None,
     ) -> list[Conflict]:
-        """Recorded conflicts, newest first."""
-        args = {"domain": domain, "limit": limit}
+        """Recorded conflicts, newest first (``as_of``: as recorded by that past point)."""
+        args = {"domain": domain, "limit": limit, "as_of": _point(as_of)}
         return (await self._call("list_memory_conflicts", args, _Conflicts, timeout)).conflicts
 
     async def record_observation(self, content: str, *, timeout: float | None = None) -> RecordedObservation:
@@ -335,10 +344,17 @@ class NoemaClient:
         return await self._call("update_my_notes", {"notes": notes}, NotesUpdate, timeout)
 
     async def get_preamble(
-        self, task: str, *, repo: str | None = None, timeout: float | None = None
+        self,
+        task: str,
+        *,
+        repo: str | None = None,
+        as_of: int | datetime | None = None,
+        timeout: float | None = None,
     ) -> Preamble:
-        """The dispatch preamble for ``task``: active policies, your notes, matching facts."""
-        return await self._call("get_preamble", {"task": task, "repo": repo}, Preamble, timeout)
+        """The dispatch preamble for ``task``: active policies, your notes, matching facts
+        (``as_of``: the preamble you would have been given at that past point)."""
+        args = {"task": task, "repo": repo, "as_of": _point(as_of)}
+        return await self._call("get_preamble", args, Preamble, timeout)
 
     async def why(self, id: str, *, limit: int = 500, timeout: float | None = None) -> Why:
         """Why ``id`` (a memory's, fact's, policy's, observation's or event's of your workspace) is
@@ -392,6 +408,15 @@ class NoemaClient:
                 f"JetStream refused the observation: {exc}", operation="publish_observation"
             ) from None
         return ObservationReceipt(observation_id=obs_id, seq=int(ack.seq), duplicate=bool(ack.duplicate))
+
+
+def _point(as_of: int | datetime | None) -> int | str | None:
+    """An ``as_of`` as the service reads it: a sequence, or an aware time in ISO 8601."""
+    if isinstance(as_of, datetime):
+        if as_of.tzinfo is None:
+            raise ValueError("as_of: give the time with its zone (e.g. datetime.now(UTC))")
+        return as_of.isoformat()
+    return as_of
 
 
 def _redact(url: str) -> str:

@@ -11,6 +11,7 @@ from typing import Any, Literal, TypedDict
 import msgspec
 
 __all__ = [
+    "AsOf",
     "Channel",
     "Conflict",
     "ConflictDecision",
@@ -72,6 +73,14 @@ class _Result(msgspec.Struct, frozen=True, kw_only=True):
     """Base of results."""
 
 
+class AsOf(_Result, frozen=True, kw_only=True):
+    """The past point an answer given ``as_of`` reflects: the state after event-stream sequence
+    ``seq``, read with ``time`` as now."""
+
+    seq: int
+    time: datetime
+
+
 class SearchHit(_Result, frozen=True, kw_only=True):
     """One recalled memory; ``components`` (each score voice) only with ``explain=True``."""
 
@@ -96,6 +105,8 @@ class SearchResult(_Result, frozen=True, kw_only=True):
     results: list[SearchHit]
     intent: str | None = None
     weights: dict[str, float] | None = None
+    as_of: AsOf | None = None
+    """With ``as_of``: the point the answer reflects."""
 
 
 class FactOutcome(_Result, frozen=True, kw_only=True):
@@ -208,6 +219,8 @@ class Preamble(_Result, frozen=True, kw_only=True):
     policies: list[str] = []
     notes: str | None = None
     facts: list[str] = []
+    as_of: AsOf | None = None
+    """With ``as_of``: the point the answer reflects."""
 
 
 class WhyEvent(_Result, frozen=True, kw_only=True):

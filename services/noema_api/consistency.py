@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg
 
 from noema.adapters.postgres.position import wait_for_projection
+from noema.application.audit_views import POINT_PATTERN
 from noema.errors import Kind
 
 from .errors import ApiError
@@ -25,6 +26,11 @@ __all__ = [
     "AFTER_SEQ",
     "AFTER_SEQ_PARAMETER",
     "AFTER_SEQ_WAIT",
+    "AS_OF",
+    "AS_OF_HEADERS",
+    "AS_OF_PARAMETER",
+    "AS_OF_SEQ_HEADER",
+    "AS_OF_TIME_HEADER",
     "CAUGHT_UP_HEADER",
     "READ_HEADERS",
     "READ_SEQ_HEADER",
@@ -64,6 +70,37 @@ READ_HEADERS: dict[str, Any] = {
         "schema": {"type": "string", "enum": ["true", "false"]},
     },
 }
+AS_OF = "as_of"
+AS_OF_SEQ_HEADER = "Noema-As-Of-Seq"
+AS_OF_TIME_HEADER = "Noema-As-Of-Time"
+AS_OF_PARAMETER: dict[str, Any] = {
+    "name": AS_OF,
+    "in": "query",
+    "required": False,
+    "description": "Answer as of this past point: an event-stream sequence (e.g. `1200`) or an ISO-8601 "
+    "time with its zone (e.g. `2026-03-02T10:32:00Z`; a time means the last event the stream had "
+    "stored by then). The state then, read with that moment as now, by the same code as the present "
+    "(built by replay on first use, then kept). `Noema-As-Of-Seq` and `Noema-As-Of-Time` say which "
+    "point the answer reflects. A point before the first event, beyond the stream's end or in the "
+    "future names no state: 404; a point not built yet, asked of a server that reads as the "
+    "read-only role (as `noemactl up` runs it), is a 409 naming the `noemactl asof build` that "
+    "builds it.",
+    # Sequences from 1 (the server reads a few more forms; see audit_views.POINT_PATTERN).
+    "schema": {"type": "string", "pattern": "^([1-9][0-9]{0,17}|" + POINT_PATTERN.split("|", 1)[1]},
+}
+"""The parameter every read of memory and knowledge declares in the OpenAPI document."""
+AS_OF_HEADERS: dict[str, Any] = {
+    AS_OF_SEQ_HEADER: {
+        "description": "With `as_of`: the event-stream sequence whose state the answer reflects.",
+        "schema": _SEQ,
+    },
+    AS_OF_TIME_HEADER: {
+        "description": "With `as_of`: the time the answer was read as of (the time asked, or the time "
+        "the stream stored that event), ISO 8601.",
+        "schema": {"type": "string", "format": "date-time"},
+    },
+}
+
 WRITE_HEADERS: dict[str, Any] = {
     SEQ_HEADER: {
         "description": "The highest event-stream sequence this write stored (absent when it stored "

@@ -31,9 +31,18 @@ from noema.application.upkeep import InvalidQuery, NotFound
 from noema.application.views import parse
 from noema.errors import SURFACES, Kind, kind_of, public_message
 from noema.inputs import InvalidInput, convert
+from noema.stream_points import StreamPoint, parse_stream_point
 
 from .auth import Principal, Tokens
-from .consistency import AFTER_SEQ, SEQ_HEADER, caught_up, parse_after_seq
+from .consistency import (
+    AFTER_SEQ,
+    AS_OF,
+    AS_OF_SEQ_HEADER,
+    AS_OF_TIME_HEADER,
+    SEQ_HEADER,
+    caught_up,
+    parse_after_seq,
+)
 from .errors import ApiError, ErrorBody
 from .urls import check_path, query_params
 
@@ -109,6 +118,11 @@ class Endpoint:
         return self.method == "GET" and not self.public
 
     @property
+    def reads_as_of(self) -> bool:
+        """Whether the endpoint takes ``as_of`` (every read of memory and knowledge does)."""
+        return self.reads_after and self.tag in ("memories", "knowledge")
+
+    @property
     def path_params(self) -> list[str]:
         """Names of the ``{placeholders}`` in the path."""
         return _PATH_PARAM.findall(self.path)
@@ -144,13 +158,17 @@ def _clean(value: Any) -> None:
             _clean(v)
 
 
-def parse_query(request: Request, struct: type[msgspec.Struct] | None, after_seq: bool = False) -> Any:
+def parse_query(
+    request: Request, struct: type[msgspec.Struct] | None, after_seq: bool = False, as_of: bool = False
+) -> Any:
     """The query string as ``struct`` (unknown or repeated parameters, malformed escapes and text
-    that is not UTF-8 are refused); with ``after_seq``, that parameter is left for
-    :mod:`noema_api.consistency`."""
+    that is not UTF-8 are refused); with ``after_seq`` and ``as_of``, those parameters are left for
+    :mod:`noema_api.consistency` and :func:`_past`."""
     params = query_params(request.scope.get("query_string", b""))
     if after_seq:
         params.pop(AFTER_SEQ, None)
+    if as_of:
+        params.pop(AS_OF, None)
     # The names on the wire (a field may be renamed, e.g. a diff's ``from``).
     unknown = set(params) - set(struct.__struct_encode_fields__ if struct else ())
     if unknown:
@@ -186,6 +204,26 @@ async def parse_body(request: Request, struct: type[msgspec.Struct] | None) -> A
         raise ApiError(Kind.INVALID, f"invalid body: {exc}") from None
 
 
+def _as_of(request: Request) -> StreamPoint | None:
+    """The ``as_of`` query parameter (None when absent)."""
+    given = query_params(request.scope.get("query_string", b"")).get(AS_OF)
+    if given is None:
+        return None
+    if len(given) > 1:
+        raise ApiError(Kind.MALFORMED, f"query parameters given more than once: {AS_OF}")
+    _clean(given[0])
+    return parse_stream_point(given[0], AS_OF)
+
+
+async def _past(api: Api, point: StreamPoint, headers: dict[str, str]) -> Api:
+    """The API over the state as of ``point``; ``headers`` get the point it reflects."""
+    view = await api.app.as_of(point)
+    assert view.point is not None
+    headers[AS_OF_SEQ_HEADER] = str(view.point.seq)
+    headers[AS_OF_TIME_HEADER] = view.point.time.isoformat()
+    return Api(view, api.tokens)
+
+
 def _serve(endpoint: Endpoint, api: Api) -> Callable[[Request], Awaitable[Response]]:
     """The request handler that checks input, calls the endpoint's handler and encodes its answer."""
 
@@ -204,13 +242,9 @@ def _serve(endpoint: Endpoint, api: Api) -> Callable[[Request], Awaitable[Respon
                 if endpoint.reads_after
                 else None
             )
-            req: Req[Any, Any] = Req(
-                api,
-                principal,
-                parse_query(request, endpoint.query, endpoint.reads_after),
-                await parse_body(request, endpoint.body),
-                path,
-            )
+            as_of = _as_of(request) if endpoint.reads_as_of else None
+            query = parse_query(request, endpoint.query, endpoint.reads_after, endpoint.reads_as_of)
+            body = await parse_body(request, endpoint.body)
             # Row-level security sees what the token may: its workspace, every one for an
             # all-workspace token, none for a public endpoint (defence in depth under the checks).
             with (
@@ -218,7 +252,8 @@ def _serve(endpoint: Endpoint, api: Api) -> Callable[[Request], Awaitable[Respon
                 recording_published() as published,
             ):
                 headers = await caught_up(api.pool, after_seq) if after_seq is not None else {}
-                result = await endpoint.handler(req)
+                past = api if as_of is None else await _past(api, as_of, headers)
+                result = await endpoint.handler(Req(past, principal, query, body, path))
             if published.seq:
                 headers[SEQ_HEADER] = str(published.seq)
         except ApiError as exc:

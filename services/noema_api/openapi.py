@@ -15,7 +15,7 @@ import msgspec
 
 from noema.ids import ID_PREFIX_MIN
 
-from .consistency import AFTER_SEQ_PARAMETER, READ_HEADERS, WRITE_HEADERS
+from .consistency import AFTER_SEQ_PARAMETER, AS_OF_HEADERS, AS_OF_PARAMETER, READ_HEADERS, WRITE_HEADERS
 from .endpoint import Endpoint
 from .errors import ErrorBody
 from .models import SPACE
@@ -143,6 +143,8 @@ def _parameters(endpoint: Endpoint, components: dict[str, Any]) -> list[dict[str
             params.append({**param, "schema": _not_null(prop)})
     if endpoint.reads_after:
         params.append(AFTER_SEQ_PARAMETER)
+    if endpoint.reads_as_of:
+        params.append(AS_OF_PARAMETER)
     return params
 
 
@@ -159,13 +161,17 @@ def _operation(endpoint: Endpoint, components: dict[str, Any]) -> dict[str, Any]
         }
     }
     if endpoint.reads_after:
-        responses[str(endpoint.status)]["headers"] = READ_HEADERS
+        headers = {**READ_HEADERS, **(AS_OF_HEADERS if endpoint.reads_as_of else {})}
+        responses[str(endpoint.status)]["headers"] = headers
     elif endpoint.method != "GET":
         responses[str(endpoint.status)]["headers"] = WRITE_HEADERS
     for status, body in endpoint.other:
         responses[str(status)] = {"description": _REASONS[status], "content": _json(_ref(body))}
     implied = (
-        {400} | ({401, 403} if not endpoint.public else set()) | ({413, 422} if endpoint.body else set())
+        {400}
+        | ({401, 403} if not endpoint.public else set())
+        | ({413, 422} if endpoint.body else set())
+        | ({404, 409, 422} if endpoint.reads_as_of else set())  # as_of: no such point, not built
     )
     for status in sorted(implied | set(endpoint.errors)):
         responses[str(status)] = {"description": _REASONS[status], "content": _json(_ref(ErrorBody))}

@@ -26,10 +26,12 @@ from noema.application.upkeep import OperationError
 from noema.errors import SURFACES, Kind, NoemaError, kind_of, public_message
 from noema.runtime.locate import locate
 from noema.runtime.settings import Located, Settings
+from noema.stream_points import EXAMPLES, InvalidStreamPoint, parse_stream_point
 
 from . import commands
 
 __all__ = [
+    "AsOfOption",
     "DataDir",
     "JsonOption",
     "caller",
@@ -73,6 +75,8 @@ class _State:
     settings: Settings
     json: bool = False
     """--json was given: errors, too, are printed as JSON (on stderr)."""
+    as_of: dict[str, Any] | None = None
+    """The point a read given --as-of answered for (``{"seq", "time"}``): JSON answers carry it."""
 
 
 state = _State()
@@ -120,7 +124,27 @@ def run(factory: Callable[[Located], Coroutine[Any, Any, T]], identity: str = "o
 
 
 def print_json(data: Any) -> None:
+    """Print ``data`` as JSON; the answer of a read given --as-of says the point it reflects (an
+    object gains ``as_of``, a list becomes ``{"as_of", "items"}``)."""
+    if state.as_of is not None:
+        data = (
+            {**data, "as_of": state.as_of}
+            if isinstance(data, dict)
+            else {"as_of": state.as_of, "items": data}
+        )
     out.print_json(json.dumps(data, default=lambda o: o.isoformat() if isinstance(o, datetime) else str(o)))
+
+
+AS_OF_HELP = (
+    f"Answer as of this point: {EXAMPLES}. The state after that stream sequence (a time: the last "
+    "event stored by then), read with that moment as now; built by replay on first use, then kept "
+    "(noemactl asof list)."
+)
+
+
+def AsOfOption() -> Any:
+    """The ``--as-of TIME|SEQ`` option of every read."""
+    return typer.Option(None, "--as-of", metavar="TIME|SEQ", help=AS_OF_HELP)
 
 
 @contextlib.contextmanager
@@ -160,19 +184,37 @@ def JsonOption() -> Any:
     )
 
 
-def run_app(work: Callable[[Noema], Coroutine[Any, Any, T]]) -> T:
-    """Run ``work`` against the running instance's application layer."""
+def run_app(work: Callable[[Noema], Coroutine[Any, Any, T]], as_of: str | None = None) -> T:
+    """Run ``work`` against the running instance's application layer; with ``as_of`` (a --as-of
+    value), against its state as of that point (:meth:`noema.application.facade.Noema.as_of`),
+    saying which point in front of a table and in the JSON."""
+    point = None
+    if as_of is not None:
+        try:
+            point = parse_stream_point(as_of, "--as-of")
+        except InvalidStreamPoint as exc:
+            fail(str(exc), 2)
 
     async def go(settings: Located) -> T:
         # The operator's own CLI reads every workspace (each command names the one it asks about).
         async with Noema.open(settings, name="noemactl", pool_size=2, workspace=ALL_WORKSPACES) as app:
-            return await work(app)
+            if point is None:
+                return await work(app)
+            view = await app.as_of(point)
+            assert view.point is not None
+            state.as_of = view.point.describe()
+            if not state.json:
+                out.print(f"as of seq {view.point.seq} ({view.point.time.isoformat()})", highlight=False)
+            return await work(view)
 
     return run(go)
 
 
 def run_read(
-    read: Callable[[Noema], Coroutine[Any, Any, T]], workspace: str | None, empty: Callable[[T], bool]
+    read: Callable[[Noema], Coroutine[Any, Any, T]],
+    workspace: str | None,
+    empty: Callable[[T], bool],
+    as_of: str | None = None,
 ) -> tuple[T, str]:
     """Run a read like :func:`run_app`; also returns what to add to an empty answer when nothing
     was ever recorded in ``workspace`` (a typo looks like lost data otherwise), else ``""``."""
@@ -183,7 +225,7 @@ def run_read(
             return result, ""
         return result, f" (nothing was ever recorded in workspace {workspace}: is the name right?)"
 
-    return run_app(go)
+    return run_app(go, as_of)
 
 
 def operator_name() -> str:

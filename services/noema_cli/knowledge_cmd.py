@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from . import search
-from .common import DataDir, JsonOption, caller, clip, err, out, print_json, run_app, use
+from .common import AsOfOption, DataDir, JsonOption, caller, clip, err, out, print_json, run_app, use
 
 __all__ = ["register"]
 
@@ -166,6 +166,7 @@ def fact_list(
     agent: str | None = Agent(),
     role: str | None = Role(),
     limit: int = typer.Option(100, min=1, max=1000),
+    as_of: str | None = AsOfOption(),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
@@ -178,7 +179,8 @@ def fact_list(
     rows = run_app(
         lambda app: app.knowledge.list_facts(
             who, domain=domain, topic=topic, repo=repo, include_inactive=include_inactive, limit=limit
-        )
+        ),
+        as_of,
     )
     if as_json:
         print_json(rows)
@@ -253,6 +255,7 @@ def policy_list(
     include_inactive: bool = typer.Option(False, "--all", help="Also superseded policies."),
     agent: str | None = Agent(),
     role: str | None = Role(),
+    as_of: str | None = AsOfOption(),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
@@ -262,7 +265,7 @@ def policy_list(
     """
     use(data_dir)
     who = caller(workspace, agent, role)
-    rows = run_app(lambda app: app.knowledge.list_policies(who, include_inactive=include_inactive))
+    rows = run_app(lambda app: app.knowledge.list_policies(who, include_inactive=include_inactive), as_of)
     if as_json:
         print_json(rows)
         return
@@ -316,7 +319,10 @@ def grant_set(
 
 @grant_app.command("list")
 def grant_list(
-    workspace: str = Workspace(), data_dir: Path | None = DataDir(), as_json: bool = JsonOption()
+    workspace: str = Workspace(),
+    as_of: str | None = AsOfOption(),
+    data_dir: Path | None = DataDir(),
+    as_json: bool = JsonOption(),
 ) -> None:
     """List grants and the workspace's access mode.
 
@@ -330,7 +336,7 @@ def grant_list(
             "grants": await app.knowledge.list_grants(workspace),
         }
 
-    result = run_app(work)
+    result = run_app(work, as_of)
     if as_json:
         print_json(result)
         return
@@ -362,6 +368,7 @@ def domains(
     workspace: str = Workspace(),
     agent: str | None = Agent(),
     role: str | None = Role(),
+    as_of: str | None = AsOfOption(),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
@@ -371,7 +378,7 @@ def domains(
     """
     use(data_dir)
     who = caller(workspace, agent, role)
-    rows = run_app(lambda app: app.knowledge.list_domains(who))
+    rows = run_app(lambda app: app.knowledge.list_domains(who), as_of)
     if as_json:
         print_json(rows)
     else:
@@ -385,6 +392,7 @@ def conflicts(
     ),
     agent: str | None = Agent(),
     role: str | None = Role(),
+    as_of: str | None = AsOfOption(),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
@@ -394,7 +402,7 @@ def conflicts(
     """
     use(data_dir)
     who = caller(workspace, agent, role)
-    rows = run_app(lambda app: app.knowledge.list_conflicts(who, domain))
+    rows = run_app(lambda app: app.knowledge.list_conflicts(who, domain), as_of)
     if as_json:
         print_json(rows)
         return
@@ -409,6 +417,7 @@ def conflicts(
 def notes_show(
     workspace: str = Workspace(),
     agent: str = typer.Option(..., "--agent", "-a", help="Whose notes."),
+    as_of: str | None = AsOfOption(),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
@@ -418,7 +427,7 @@ def notes_show(
     """
     use(data_dir)
     who = caller(workspace)
-    notes = run_app(lambda app: app.knowledge.get_notes(who, agent))
+    notes = run_app(lambda app: app.knowledge.get_notes(who, agent), as_of)
     if as_json:
         print_json({"agent": agent, "notes": notes})
     else:
@@ -452,6 +461,7 @@ def wm_show(
     mind: str = typer.Option(
         ..., "--mind", "-m", help="The mind (an agent's or a service's stream of experience)."
     ),
+    as_of: str | None = AsOfOption(),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
@@ -460,7 +470,7 @@ def wm_show(
     Example: noemactl wm show -w acme -m ops
     """
     use(data_dir)
-    wm = run_app(lambda app: app.knowledge.working_memory(workspace, mind))
+    wm = run_app(lambda app: app.knowledge.working_memory(workspace, mind), as_of)
     if as_json:
         print_json(wm)
         return

@@ -36,6 +36,7 @@ from . import (
 )
 from .argv import Utf8Group
 from .common import (
+    AsOfOption,
     DataDir,
     JsonOption,
     caller,
@@ -181,6 +182,7 @@ def memory_search(
     role: str | None = typer.Option(
         None, "--role", "-r", help="Search with this role's grants (strict mode)."
     ),
+    as_of: str | None = AsOfOption(),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
@@ -209,7 +211,7 @@ def memory_search(
     who = caller(workspace, agent, role) if (agent or role) and workspace else None
 
     found, note = run_read(
-        lambda app: app.search(who, query, options, workspace), workspace, lambda r: not r.results
+        lambda app: app.search(who, query, options, workspace), workspace, lambda r: not r.results, as_of
     )
     response = dataclasses.asdict(found)
     if as_json:
@@ -299,6 +301,7 @@ def preamble(
         "agent", "--role", "-r", help="The agent's role (its grants apply in strict mode)."
     ),
     repo: str | None = typer.Option(None, help="Current repository: its facts rank first."),
+    as_of: str | None = AsOfOption(),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
@@ -308,7 +311,7 @@ def preamble(
     """
     use(data_dir)
     who = caller(workspace, agent, role)
-    result = dataclasses.asdict(run_app(lambda app: app.preamble(who, task, repo)))
+    result = dataclasses.asdict(run_app(lambda app: app.preamble(who, task, repo), as_of))
     if as_json:
         print_json(result)
     else:

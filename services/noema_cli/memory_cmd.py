@@ -17,7 +17,7 @@ from noema.application.upkeep import InvalidQuery
 from noema.application.views import ListQuery, MemoryDetail, TimelineQuery, parse
 from noema.instants import FORMS
 
-from .common import DataDir, JsonOption, clip, fail, out, run_app, run_read, use
+from .common import AsOfOption, DataDir, JsonOption, clip, fail, out, run_app, run_read, use
 from .render import event_table, memory_table, print_page, print_record, when
 
 __all__ = ["register"]
@@ -51,6 +51,7 @@ def memory_list(
     ),
     limit: int = typer.Option(50, help="At most this many (1-200)."),
     offset: int = typer.Option(0, help="Skip this many (the next page)."),
+    as_of: str | None = AsOfOption(),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
@@ -75,7 +76,7 @@ def memory_list(
         offset=offset,
     )
 
-    page, note = run_read(lambda app: app.list_memories(query), workspace, lambda p: not p.items)
+    page, note = run_read(lambda app: app.list_memories(query), workspace, lambda p: not p.items, as_of)
     print_page(page, as_json, memory_table(page.items), f"no matching memories{note}")
 
 
@@ -91,6 +92,7 @@ def memory_timeline(
     order: str = typer.Option("desc", help="desc (latest first) or asc (oldest first)."),
     limit: int = typer.Option(50, help="At most this many (1-200)."),
     offset: int = typer.Option(0, help="Skip this many (the next page)."),
+    as_of: str | None = AsOfOption(),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
@@ -112,7 +114,7 @@ def memory_timeline(
         offset=offset,
     )
 
-    page, note = run_read(lambda app: app.timeline(query), workspace, lambda p: not p.items)
+    page, note = run_read(lambda app: app.timeline(query), workspace, lambda p: not p.items, as_of)
     period = " in this period" if since or until else ""
     empty = f"no memories in workspace {workspace}{f' / mind {mind}' if mind else ''}{period}{note}"
     print_page(page, as_json, memory_table(page.items, happened=True), empty)
@@ -169,6 +171,7 @@ def _show(detail: MemoryDetail) -> None:
 
 def memory_show(
     memory_id: str = typer.Argument(..., help="Memory id, or a unique prefix of it (at least 6 characters)."),
+    as_of: str | None = AsOfOption(),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
@@ -180,7 +183,7 @@ def memory_show(
     Example: noemactl memory show 3f0c1a2b
     """
     use(data_dir)
-    detail = run_app(lambda app: app.memory(memory_id))
+    detail = run_app(lambda app: app.memory(memory_id), as_of)
     if as_json:
         print_record(detail)
     else:

@@ -99,6 +99,84 @@ def differences(found: dict[str, Any]) -> list[str]:
     return lines
 
 
+asof_app = typer.Typer(
+    help="The states as of past points that reads given --as-of answer from: build, list, drop.",
+    no_args_is_help=True,
+)
+
+
+def _seq(value: str) -> int:
+    try:
+        point = parse_stream_point(value, "POINT")
+    except InvalidStreamPoint as exc:
+        fail(str(exc), 2)
+    return (
+        point if isinstance(point, int) else fail("give a stream sequence (noemactl asof list shows them)", 2)
+    )
+
+
+@asof_app.command("build")
+def asof_build(
+    point: str = typer.Argument(..., metavar="TIME|SEQ", help=f"The point: {EXAMPLES}."),
+    data_dir: Path | None = DataDir(),
+    as_json: bool = JsonOption(),
+) -> None:
+    """Build (or find built) the state as of a point, so that reads given --as-of there answer at once
+    — also on the API and the agent service, which read as the read-only role and may not build.
+
+    Example: noemactl asof build 2026-03-02T10:32:00+01:00
+    """
+    use(data_dir)
+
+    async def work(app: Any) -> dict[str, Any]:
+        view = await app.as_of(parse_stream_point(point, "POINT"))
+        return {**view.point.describe(), "schema": app.asof_schemas.name(view.point.seq)}
+
+    result = run_app(work)
+    if as_json:
+        print_json(result)
+    else:
+        out.print(f"as of seq {result['seq']} ({result['time']}): schema {result['schema']}", highlight=False)
+
+
+@asof_app.command("list")
+def asof_list(data_dir: Path | None = DataDir(), as_json: bool = JsonOption()) -> None:
+    """List the kept as-of states, oldest build first (NOEMA_ASOF_KEEP are kept; building another
+    drops the oldest).
+
+    Example: noemactl asof list
+    """
+    use(data_dir)
+    rows = run_app(lambda app: app.asof_schemas.kept())
+    if as_json:
+        print_json(rows)
+        return
+    for row in rows or []:
+        out.print(f"seq {row['seq']}: {row['schema']} (built {row['built_at']})", highlight=False)
+    if not rows:
+        out.print("no as-of states kept")
+
+
+@asof_app.command("drop")
+def asof_drop(
+    seq: str | None = typer.Argument(None, metavar="[SEQ]", help="Only the state at this sequence."),
+    data_dir: Path | None = DataDir(),
+    as_json: bool = JsonOption(),
+) -> None:
+    """Drop the kept as-of state at a sequence, or every one (the next read as of it rebuilds it).
+
+    Example: noemactl asof drop 1200
+    """
+    use(data_dir)
+    number = None if seq is None else _seq(seq)
+    dropped = run_app(lambda app: app.asof_schemas.drop(number))
+    if as_json:
+        print_json({"dropped": dropped})
+    else:
+        out.print(f"dropped {len(dropped)} as-of state(s)")
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``replay`` to ``noemactl``."""
+    """Add ``replay`` and ``asof`` to ``noemactl``."""
     app.command("replay")(replay)
+    app.add_typer(asof_app, name="asof")

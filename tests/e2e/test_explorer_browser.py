@@ -190,6 +190,19 @@ async def test_an_operator_searches_opens_a_memory_marks_it_inaccurate_and_reads
             "the deploy window is tuesday mornings"
         )
 
+        # As of seq 3, before the retraction (#4): the same timeline, nothing retracted yet; the
+        # page names the point the API answered for. Emptied: the present again.
+        as_of = page.locator("#as-of")
+        await as_of.fill("3")
+        await as_of.press("Tab")
+        await expect(page.locator("#as-of-shown")).to_contain_text("as of seq 3 (")
+        await expect(view.locator(".card")).to_have_count(2)
+        await expect(view.locator(".card.retracted")).to_have_count(0)
+        await as_of.fill("")
+        await as_of.press("Tab")
+        await expect(view.locator(".card.retracted")).to_have_count(1)
+        await expect(page.locator("#as-of-shown")).to_have_text("")
+
         # The audit: acme's events, the operator's action among them, its payload on demand.
         await page.locator("#tabs").get_by_role("button", name="Audit").click()
         events = view.locator("details")

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -260,6 +261,7 @@ def test_knowledge_commands_facts_conflicts_grants_policies_notes(data_dir: Path
             "-t",
             "pay",
         )
+        before_strict = datetime.now(UTC).isoformat()  # the hr fact is stored by then
         ctl(data_dir, "grant", "mode", "strict", "-w", "acme")
         ctl(data_dir, "grant", "set", "intern", "ops", "read", "-w", "acme")
         grants = _eventually_json(
@@ -275,6 +277,12 @@ def test_knowledge_commands_facts_conflicts_grants_policies_notes(data_dir: Path
         }
         seen = json.loads(ctl(data_dir, "fact", "list", "-w", "acme", "--role", "intern", "--json").stdout)
         assert {f["domain"] for f in seen} == {"ops"}, "strict mode: hr is invisible to an intern"
+        # As of just before strict mode (README's audit questions): the intern read every domain.
+        asked = ("fact", "list", "-w", "acme", "--role", "intern", "--as-of", before_strict, "--json")
+        then = json.loads(ctl(data_dir, *asked).stdout)
+        assert {f["domain"] for f in then["items"]} == {"ops", "hr"}
+        assert then["as_of"]["time"] == before_strict
+        assert json.loads(ctl(data_dir, "asof", "list", "--json").stdout)[0]["seq"] == then["as_of"]["seq"]
 
         refused = ctl(
             data_dir,

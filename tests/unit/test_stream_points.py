@@ -27,6 +27,16 @@ def test_a_time_with_its_zone_is_read_in_utc() -> None:
     )
 
 
+def test_a_lower_case_t_and_z_are_read_as_iso_8601_allows() -> None:
+    assert parse_stream_point("2026-03-02t10:32z", "--as-of") == datetime(2026, 3, 2, 10, 32, tzinfo=UTC)
+
+
+def test_memory_search_as_of_a_zoneless_time_exits_2_before_reaching_any_server() -> None:
+    ran = CliRunner().invoke(app, ["memory", "search", "deploy", "--as-of", "2026-03-02T10:32:00"])
+    assert ran.exit_code == 2
+    assert "has no time zone" in ran.output
+
+
 @pytest.mark.parametrize("text", ["2026-03-02T10:32:00", "2026-03-02"])
 def test_a_time_without_a_zone_is_refused_with_the_zone_to_add(text: str) -> None:
     with pytest.raises(InvalidStreamPoint) as refused:

@@ -23,12 +23,14 @@ from nats.aio.client import Client as NATS
 
 from noema.adapters.embedders import Embedder, create_embedder
 from noema.adapters.jetstream import EventPublisher
+from noema.adapters.postgres import asof_schemas
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.queries import MemoryQueries
 from noema.adapters.postgres.tenancy import NO_WORKSPACE
 from noema.adapters.postgres.voices import RecallFilters, RecallStore
 from noema.application import curation, upkeep
 from noema.application.access import AccessControl, Caller, InsufficientMemoryPermission
+from noema.application.asof import AsOf, AsOfNotBuilt, AsOfSchemas, resolve
 from noema.application.audit_views import AuditDiff, DiffQuery, Why
 from noema.application.changes import audit_diff
 from noema.application.curation import KnowledgeEntry, OperatorReceipt, create_memory
@@ -108,6 +110,9 @@ class Noema:
         nc: NATS,
         store: RecallStore,
         clock: Callable[[], datetime] = _utcnow,
+        *,
+        point: AsOf | None = None,
+        parent: Noema | None = None,
     ) -> None:
         self.settings = settings
         self.pool = pool
@@ -126,6 +131,14 @@ class Noema:
         self._embedder: Embedder | None = None
         self._embedder_loaded = False
         self._embedder_lock = asyncio.Lock()
+        self.point = point
+        """For a view as of a past point (:meth:`as_of`): the point it reads; None: the present."""
+        self._parent = parent
+        self.workspace = NO_WORKSPACE
+        """What this instance's connections see by default under row-level security."""
+        self.asof_schemas = AsOfSchemas(settings, nc)
+        self._views: dict[str, tuple[asyncpg.Pool, RecallStore]] = {}
+        self._views_lock = asyncio.Lock()
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -147,10 +160,69 @@ class Noema:
                 create=RecallStore.create_pool,
             )
             nc = await connect_nats(settings, stack, name)
-            yield cls(settings, pool, nc, await RecallStore.open(pool))
+            app = cls(settings, pool, nc, await RecallStore.open(pool))
+            app.workspace = workspace
+            stack.push_async_callback(app.close_views)
+            yield app
+
+    async def as_of(self, point: StreamPoint) -> Noema:
+        """A read-only view of the state as of ``point``, on which every read of this class answers
+        what it answered then (:mod:`noema.application.asof`): the same code over the as-of schema
+        at the point's sequence (built on first use), its clock pinned to the point's time, its
+        vectors compared exactly. Its :attr:`point` says which sequence and time it reflects; a
+        point the stream holds no state for is a :class:`~noema.application.asof.PointNotInStream`."""
+        at = await resolve(self.nc, self.topology, point, self.clock())
+        for _ in range(2):
+            schema = self.asof_schemas.name(at.seq)
+            if schema not in self._views:  # a kept pool's schema is checked by holds() below
+                await self.asof_schemas.ensure(at.seq, self.clock())
+            pool, store = await self._view_store(schema)
+            if await asof_schemas.holds(pool, at.seq):
+                return Noema(self.settings, pool, self.nc, store, lambda: at.time, point=at, parent=self)
+            # Dropped meanwhile, or emptied by a crash of PostgreSQL (its tables are unlogged).
+            await self._close_view(schema)
+            try:
+                await asof_schemas.drop(self.settings.database_url, schema)
+            except asyncpg.InsufficientPrivilegeError:
+                raise AsOfNotBuilt(
+                    f"the state as of seq {at.seq} was lost (a crash of PostgreSQL empties it) and this "
+                    f"process may not rebuild it: run `noemactl asof drop {at.seq}` and "
+                    f"`noemactl asof build {at.seq}`"
+                ) from None
+        raise Unavailable(f"the state as of seq {at.seq} could not be built; retry")
+
+    async def _view_store(self, schema: str) -> tuple[asyncpg.Pool, RecallStore]:
+        async with self._views_lock:
+            if schema in self._views:
+                self._views[schema] = self._views.pop(schema)  # most recently used last
+                return self._views[schema]
+            while len(self._views) >= self.settings.asof_keep:
+                await self._close_view(next(iter(self._views)))
+            pool = await RecallStore.create_pool(
+                self.settings.database_url_for("reader"),
+                schema,
+                app="noema-asof",
+                workspace=self.workspace,
+                min_size=0,
+                max_size=2,
+            )
+            self._views[schema] = (pool, await RecallStore.open(pool, exact=True))
+            return self._views[schema]
+
+    async def _close_view(self, schema: str) -> None:
+        found = self._views.pop(schema, None)
+        if found is not None:
+            await found[0].close()
+
+    async def close_views(self) -> None:
+        """Close the connections of the as-of views (:meth:`open` does it on exit)."""
+        for schema in list(self._views):
+            await self._close_view(schema)
 
     async def embedder(self) -> Embedder | None:
         """The query embedder (loaded on first use; None when NOEMA_EMBEDDER=none)."""
+        if self._parent is not None:
+            return await self._parent.embedder()
         async with self._embedder_lock:
             if not self._embedder_loaded:
                 self._embedder = await asyncio.to_thread(create_embedder, self.settings.embedder)
@@ -175,6 +247,7 @@ class Noema:
             until=options.until,
             include_expired=options.include_inactive,
             readable_domains=readable,
+            now=self.clock(),
         )
         embedder = await self.embedder() if options.mode != "keyword" else None
         recall = Recall(self._store, embedder)
@@ -280,6 +353,8 @@ class Noema:
     def writer(self) -> EventPublisher:
         """The publisher every write goes through; while NATS is not connected a write is
         :class:`~noema.errors.Unavailable` (instead of hanging until the client gives up)."""
+        if self.point is not None:
+            raise OperationError(f"the state as of seq {self.point.seq} is read-only: write without as_of")
         if not self.nc.is_connected:
             raise Unavailable("not connected to NATS; writes are unavailable (retry later)")
         return self.publisher

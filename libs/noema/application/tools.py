@@ -23,6 +23,7 @@ from noema.application.facade import Noema, SearchOptions
 from noema.errors import Kind, NoemaError
 from noema.inputs import InvalidInput, convert, text_dates
 from noema.instants import FORMS, Instant
+from noema.stream_points import parse_stream_point
 from noema_events.vocabulary import EpistemicKind, MemoryStatus
 
 __all__ = ["TOOLS", "Tool", "ToolInputError", "call_tool", "decode", "decode_input", "input_schema"]
@@ -43,6 +44,12 @@ VERACITY = (
     "or imported; it seeds the confidence and decides contradictions (stated > inferred > imported > tool)."
 )
 REASON = "Why (kept with the change and shown in the audit log)."
+AS_OF = (
+    "Answer as of this past point: an event-stream sequence (e.g. 1200) or a time with its zone "
+    "(e.g. '2026-03-02T10:32:00Z'): what was held then, ranked with that moment as now. The answer "
+    "carries as_of {seq, time}. Leave it out for the present."
+)
+AsOfPoint = Annotated[int | str | None, Meta(description=AS_OF)]
 
 
 class _Input(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
@@ -87,6 +94,7 @@ class SearchMemoryInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields
     explain: Annotated[
         bool, Meta(description="Include every score component of each result, the intent and weights.")
     ] = False
+    as_of: AsOfPoint = None
 
 
 class ProposeFactInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -197,6 +205,7 @@ class ListConflictsInput(_Input, frozen=True, kw_only=True, forbid_unknown_field
 
     domain: Annotated[Short | None, Meta(description="Only this domain's conflicts.")] = None
     limit: Annotated[int, Meta(ge=1, le=500, description="At most this many, newest first.")] = 50
+    as_of: AsOfPoint = None
 
 
 class RecordObservationInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -220,6 +229,7 @@ class PreambleInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     repo: Annotated[
         Short | None, Meta(description="Current repository slug: its facts and policies rank first.")
     ] = None
+    as_of: AsOfPoint = None
 
 
 class WhyInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -538,4 +548,11 @@ async def call_tool(app: Noema, who: Caller, name: str, raw: bytes | dict[str, A
     """Run tool ``name`` for ``who``; returns JSON-able data. Raises ToolInputError, OperationError
     (incl. InsufficientMemoryPermission) or KeyError for an unknown tool."""
     tool = TOOLS[name]
-    return _plain(await tool.run(app, who, decode_input(tool, raw)))
+    args = decode_input(tool, raw)
+    as_of = getattr(args, "as_of", None)
+    if as_of is None:
+        return _plain(await tool.run(app, who, args))
+    # A read as of a past point: the same tool over the state then (a bad point is ``invalid``).
+    view = await app.as_of(parse_stream_point(str(as_of), f"{name}: as_of"))
+    assert view.point is not None
+    return {**_plain(await tool.run(view, who, args)), "as_of": view.point.describe()}

@@ -171,6 +171,9 @@ class Settings:
     """Dead letters older than this are discarded (0: never)."""
     dlq_max_bytes: int = DEFAULT_MAX_BYTES
     """The dead-letter stream keeps at most this many bytes, the oldest discarded first (0: no limit)."""
+    asof_keep: int = 8
+    """As-of schemas kept for reads as of a past point (``--as-of``); building another drops the
+    oldest beyond this many."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -224,6 +227,7 @@ class Settings:
             status_workers=_workers(env),
             dlq_max_age_s=_float(env, "NOEMA_DLQ_MAX_AGE", DEFAULT_MAX_AGE_S, 0.0, 3650 * 86400.0),
             dlq_max_bytes=_int(env, "NOEMA_DLQ_MAX_BYTES", DEFAULT_MAX_BYTES, 0, 1 << 50),
+            asof_keep=_int(env, "NOEMA_ASOF_KEEP", 8, 1, 1000),
         )
 
     @property

@@ -5,6 +5,9 @@ import { showError } from "./dom.js";
 import { nav } from "./nav.js";
 import { ApiError, state } from "./state.js";
 
+// The reads that take as_of: memory and knowledge (not the audit log, why, dead letters, status).
+const AS_OF_READS = /^\/v1\/(memories|timeline|facts|policies|conflicts|grants|domains|working-memory|notes)(\/|$)/;
+
 /** Call the operator API; `params` become the query string (empty values left out). */
 export async function api(method, path, { params = {}, body } = {}) {
   const query = new URLSearchParams();
@@ -12,6 +15,8 @@ export async function api(method, path, { params = {}, body } = {}) {
     if (value !== undefined && value !== null && value !== "" && value !== false) query.set(key, String(value));
   }
   if (method === "GET" && state.seenSeq > 0 && path.startsWith("/v1/") && path !== "/v1/vocabulary") query.set("after_seq", String(state.seenSeq));
+  const past = method === "GET" && state.asOf && AS_OF_READS.test(path);
+  if (past) query.set("as_of", state.asOf);
   const url = path + (query.toString() ? `?${query}` : "");
   const headers = { Accept: "application/json" };
   if (state.token) headers.Authorization = `Bearer ${state.token}`;
@@ -25,6 +30,10 @@ export async function api(method, path, { params = {}, body } = {}) {
     throw new ApiError(data.error || "sign in with an operator token");
   }
   if (!response.ok) throw new ApiError(data.error || `${response.status} ${response.statusText}`);
+  if (past) {
+    const seq = response.headers.get("Noema-As-Of-Seq");
+    document.querySelector("#as-of-shown").textContent = seq ? `as of seq ${seq} (${response.headers.get("Noema-As-Of-Time")})` : "";
+  }
   const stored = Number(response.headers.get("Noema-Stream-Seq") || 0);
   if (stored > state.seenSeq) state.seenSeq = stored;
   if (response.headers.get("Noema-Caught-Up") === "false") {

@@ -67,6 +67,12 @@ async function start() {
     // Tabs that list on their own reload; a form being filled in (search, entry) is left alone.
     if (LISTING_TABS.has(state.tab)) switchTab(state.tab);
   });
+  const asOf = $("#as-of");
+  asOf.addEventListener("change", () => {
+    state.asOf = asOf.value.trim();
+    if (!state.asOf) $("#as-of-shown").textContent = "";
+    refreshListing(); // the search or listing shown, again as of the new point
+  });
   $("#scope").addEventListener("submit", (event) => event.preventDefault());
   $("#signin").addEventListener("click", () => {
     if (state.token) {

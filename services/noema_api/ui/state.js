@@ -10,6 +10,9 @@ export const state = {
   // The newest event-stream sequence this tab's writes stored: every read asks the API to wait
   // until the read model has applied it (after_seq), so a change shows at once, without sleeps.
   seenSeq: 0,
+  // A past point every read of memory and knowledge is asked as of (as_of): a stream sequence or a
+  // time with its zone; empty for now. The API says which sequence and time it answered for.
+  asOf: "",
   vocabulary: null,
 };
 

@@ -72,6 +72,9 @@ class RecallFilters:
     """Strict access mode: only memories without a domain or in these domains (None: no limit)."""
     exclude_ids: Sequence[str] = ()
     """Memories that are not candidates at all (they neither appear nor shift the normalisation)."""
+    now: datetime | None = None
+    """The time a memory's ``valid_until`` is compared with (the application's clock; None: the
+    database's ``now()``). A read as of a past point passes that point's time."""
 
     def where(self, alias: str, args: list[Any]) -> str:
         """SQL conditions on ``alias`` (memories), appending their parameters to ``args``."""
@@ -107,17 +110,28 @@ class RecallFilters:
         if self.until is not None:
             conds.append(f"coalesce({m}.happened_at, {m}.created_at) < {p(self.until)}")
         if not self.include_expired:
-            conds.append(f"({m}.valid_until IS NULL OR {m}.valid_until > now())")
+            now = "now()" if self.now is None else p(self.now)
+            conds.append(f"({m}.valid_until IS NULL OR {m}.valid_until > {now})")
         return " AND ".join(conds)
 
 
 class RecallStore:
     """Runs the voices against one schema's read model."""
 
-    def __init__(self, pool: asyncpg.Pool, has_vectors: bool, term_stats: TermStats | None = None) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        has_vectors: bool,
+        term_stats: TermStats | None = None,
+        *,
+        exact: bool = False,
+    ) -> None:
         self._pool = pool
         self.has_vectors = has_vectors
         self.term_stats = term_stats or TermStats()
+        self.exact = exact
+        """Compare every vector of the scope, never through the HNSW index (whose answers are
+        approximate): the reads of an as-of schema are exact, like the oracle they are held to."""
 
     @staticmethod
     async def create_pool(url: str, schema: str, app: str = "noema-recall", **kwargs: Any) -> asyncpg.Pool:
@@ -147,15 +161,16 @@ class RecallStore:
         return await create_pool(url, schema, app=app, settings=hnsw, init=init, **kwargs)
 
     @classmethod
-    async def open(cls, pool: asyncpg.Pool) -> RecallStore:
+    async def open(cls, pool: asyncpg.Pool, *, exact: bool = False) -> RecallStore:
         """Detect whether vectors are stored as pgvector (else the semantic voice is off) and which
-        schema the pool reads (its text statistics are cached under that name)."""
+        schema the pool reads (its text statistics are cached under that name); ``exact``: see
+        :attr:`exact`."""
         row = await pool.fetchrow(
             "SELECT format_type(atttypid, atttypmod) AS kind, current_schema() AS schema FROM pg_attribute "
             "WHERE attrelid = 'memory_embeddings'::regclass AND attname = 'embedding'"
         )
         assert row is not None, "the read model has no memory_embeddings.embedding column"
-        return cls(pool, row["kind"] == "vector", TermStats(schema=row["schema"]))
+        return cls(pool, row["kind"] == "vector", TermStats(schema=row["schema"]), exact=exact)
 
     async def lexical(
         self,
@@ -260,8 +275,8 @@ class RecallStore:
         # Sent as pgvector's text form, so any pool works (with or without the binary codec).
         args: list[Any] = ["[" + ",".join(repr(float(x)) for x in vector) + "]"]
         async with self._pool.acquire() as conn:
-            exact = False
-            if f.workspace is not None:
+            exact = self.exact
+            if f.workspace is not None and not exact:
                 scope, _ = await self.term_stats.scope(conn, f.workspace)
                 exact = searched_exactly(scope, await self.term_stats.stored_vectors(conn), limit)
             build = self.exact_semantic_sql if exact else self.semantic_sql
