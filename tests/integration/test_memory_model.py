@@ -19,6 +19,7 @@ from noema.application.replay import drop_schema, replay_into
 from noema.client import publish_observation
 from noema.domain.dynamics import (
     CONFIDENCE_CAP,
+    current_activation,
     decay_activation,
     initial_confidence,
     mention_confidence,
@@ -169,6 +170,16 @@ async def test_decay_in_sql_matches_the_documented_formula(harness: Harness) -> 
     later, earlier = T0 + timedelta(days=3, seconds=7, microseconds=11), T0
     days = await harness.pool.fetchval("SELECT noema_days($1, $2)", later, earlier)
     assert days == (later - earlier).total_seconds() / 86400
+    # What reads compute: the stored activation decayed to the read's time with the recorded values.
+    for a, imp, half_life, floor in [(0.73, 0.4, 14.0, 1e-6), (1.0, 0.0, 9.0, 0.25), (0.5, 1.0, 3.0, 1e-6)]:
+        sql = await harness.pool.fetchval(
+            "SELECT noema_activation($1, $2, $3, $4, $5, $6)", a, earlier, imp, half_life, floor, later
+        )
+        assert math.isclose(sql, current_activation(a, earlier, imp, half_life, floor, later), rel_tol=1e-12)
+        before = await harness.pool.fetchval(
+            "SELECT noema_activation($1, $2, $3, $4, $5, $6)", a, later, imp, half_life, floor, earlier
+        )
+        assert before == a, "a time before the stored activation's reads it unchanged"
 
 
 async def test_lifecycle_dynamics_and_vectors_replay_to_identical_rows(harness: Harness) -> None:
@@ -243,13 +254,19 @@ async def test_lifecycle_dynamics_and_vectors_replay_to_identical_rows(harness: 
     await assert_eventually(lambda: _caught_up(harness))
 
     k, li, w = await _row(harness, key), await _row(harness, lint), await _row(harness, wrong)
-    expected = decay_activation(
-        reinforce_activation(decay_activation(decay_activation(1.0, 7, 0.9), 1, 0.9)), 13, 0.9
+    # The ticks rewrote nothing: the row keeps the recall's activation, and reads decay it to their time.
+    recalled = reinforce_activation(decay_activation(1.0, 8, 0.9))
+    assert math.isclose(k["activation"], recalled, rel_tol=1e-12)
+    assert li["activation"] == 1.0
+    at_tick2 = MemoryQueries(harness.pool, lambda: tick2)
+    key_now, lint_now = (
+        (await at_tick2.get(key) or {})["activation"],
+        (await at_tick2.get(lint) or {})["activation"],
     )
-    assert math.isclose(k["activation"], expected, rel_tol=1e-12)
+    assert math.isclose(key_now, decay_activation(recalled, 13, 0.9), rel_tol=1e-12)
     assert k["recall_count"] == 1
-    assert li["activation"] < k["activation"]  # less important and never recalled
-    assert li["activation"] > 0  # decayed, never gone
+    assert lint_now < key_now  # less important and never recalled
+    assert lint_now > 0  # decayed, never gone
     assert li["mention_count"] == 2
     assert li["confidence"] == mention_confidence(initial_confidence(None), "inferred")
     assert li["source_observation_ids"][-1] == "o2"
