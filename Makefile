@@ -11,7 +11,8 @@ help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
 
 # Packages are listed so that adding one re-runs the editable install (its import map is static).
-$(STAMP): requirements.lock pyproject.toml $(wildcard libs/*/__init__.py schemas/*/__init__.py services/*/__init__.py sdk/*/__init__.py)
+# requirements.lock installs the SDK (sdk/, its own distribution) editable from this tree.
+$(STAMP): requirements.lock pyproject.toml sdk/pyproject.toml $(wildcard libs/*/__init__.py schemas/*/__init__.py services/*/__init__.py sdk/*/__init__.py)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.lock
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
@@ -74,8 +75,14 @@ deploy-auth: $(STAMP) ## Regenerate deploy/nats/auth.conf and auth-values.yaml f
 golden: $(STAMP) ## Write golden samples for event versions that have none (never overwrites)
 	$(BIN)/python -m noema_events.golden
 
-lock: ## Re-pin requirements.lock from pyproject.toml
+# requirements-runtime.lock: the runtime dependencies alone (what the image installs beside the two
+# wheels), at the versions of requirements.lock (its pins are the constraints), without the SDK,
+# which comes as a wheel.
+lock: ## Re-pin requirements.lock (development) and requirements-runtime.lock (the image) from pyproject.toml
 	$(BIN)/uv pip compile pyproject.toml --extra dev -o requirements.lock --python-version 3.11
+	grep -v '^-e ' requirements.lock > $(VENV)/lock-constraints.txt
+	$(BIN)/uv pip compile pyproject.toml -c $(VENV)/lock-constraints.txt --no-emit-package noema-sdk \
+		--no-annotate --custom-compile-command "make lock" -o requirements-runtime.lock --python-version 3.11
 
 bench-ingest: $(STAMP) ## Ingest benchmark (end-to-end vs raw pipe), prints JSON
 	$(BIN)/python -m bench.ingest --out bench/results/ingest.json

@@ -3,7 +3,9 @@
 Run with ``python -m noema_events.generate [--check]`` (``make schemas``). ``--check`` exits non-zero
 when the committed files differ from what the code generates, so stale schemas fail the build.
 ``json/`` has a schema for every version a stream may hold (earlier versions included, as readers of
-old events need them); the AsyncAPI document lists the current versions, the ones to publish.
+old events need them); the AsyncAPI document (:mod:`noema_events.asyncapi`) lists the current
+versions to publish, the earlier ones readers still receive, the dead letters and the agent service's
+requests and replies.
 """
 
 from __future__ import annotations
@@ -15,22 +17,33 @@ from typing import Any
 
 import msgspec
 
+from .asyncapi import Endpoint, asyncapi
 from .catalog import EVENT_TYPES
+from .datetimes import with_datetimes
 from .upcasting import EARLIER_TYPES
 
-__all__ = ["generate", "main"]
+__all__ = ["generate", "main", "service_endpoints"]
 
 SCHEMAS_DIR = Path(__file__).resolve().parent.parent
-
-SUBJECTS = {
-    "observation.recorded": "{prefix}.obs.{workspace}.{mind}",
-    "recall.proposed": "{prefix}.obs.{workspace}.{mind}.recall",
-}
-EVENT_SUBJECT = "{prefix}.evt.{workspace}.{mind}.{event}"
 
 
 def _dump(doc: Any) -> str:
     return msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n"
+
+
+def service_endpoints() -> tuple[list[Endpoint], list[int]]:
+    """The agent service's operations and its reply codes, read from the service itself.
+
+    Imported here, not at the top: :mod:`noema_events` is the msgspec-only catalog that publishers
+    use, and only this build step (run in the repository, where the server is installed) needs the
+    service's definitions to publish its request and reply schemas.
+    """
+    from noema.errors import SURFACES
+    from noema_service.operations import OPERATIONS
+
+    endpoints = [Endpoint(op.name, op.description, op.input, op.result) for op in OPERATIONS.values()]
+    codes = sorted({s.nats for s in SURFACES.values() if s.nats is not None})
+    return endpoints, codes
 
 
 def generate() -> dict[Path, str]:
@@ -43,49 +56,10 @@ def generate() -> dict[Path, str]:
             "$id": f"https://noema.dev/schemas/{tag}.json",
             "title": tag,
             **schema,
-            "$defs": components,
+            "$defs": with_datetimes(components, [cls]),
         }
         files[SCHEMAS_DIR / "json" / f"{tag}.json"] = _dump(doc)
-
-    classes = [EVENT_TYPES[t] for t in sorted(EVENT_TYPES)]
-    _, components = msgspec.json.schema_components(classes, ref_template="#/components/schemas/{name}")
-    messages = {}
-    channels: dict[str, Any] = {}
-    for tag, cls in sorted(EVENT_TYPES.items()):
-        name = tag.rsplit(".", 1)[0]
-        messages[tag] = {
-            "name": tag,
-            "title": cls.__name__,
-            "summary": (cls.__doc__ or "").strip().splitlines()[0],
-            "contentType": "application/json",
-            "headers": {
-                "type": "object",
-                "properties": {"Nats-Msg-Id": {"type": "string", "description": "the event id"}},
-            },
-            "payload": {"$ref": f"#/components/schemas/{cls.__name__}"},
-        }
-        address = SUBJECTS.get(name, EVENT_SUBJECT.replace("{event}", name.replace(".", "_")))
-        channels[name] = {
-            "address": address,
-            "messages": {tag: {"$ref": f"#/components/messages/{tag}"}},
-        }
-    asyncapi = {
-        "asyncapi": "3.0.0",
-        "info": {
-            "title": "Noema events",
-            "version": "1",
-            "description": (
-                "Every state change of Noema is an event on NATS JetStream. Observations go to the "
-                "observation stream, everything else to the event stream. Publish with the header "
-                "Nats-Msg-Id set to the event id so a retried publish is stored once. {prefix} is "
-                "'noema' by default; {mind} is '_' for workspace-wide events."
-            ),
-        },
-        "defaultContentType": "application/json",
-        "channels": channels,
-        "components": {"messages": messages, "schemas": components},
-    }
-    files[SCHEMAS_DIR / "asyncapi.json"] = _dump(asyncapi)
+    files[SCHEMAS_DIR / "asyncapi.json"] = _dump(asyncapi(*service_endpoints()))
     return files
 
 

@@ -34,6 +34,9 @@ from .models import (
     RecordedObservation,
     SearchHit,
     SearchResult,
+    Why,
+    WhyEvent,
+    WhyStep,
 )
 
 __version__ = "0.1.0"
@@ -64,4 +67,7 @@ __all__ = [
     "SearchResult",
     "ServerError",
     "ServiceUnavailable",
+    "Why",
+    "WhyEvent",
+    "WhyStep",
 ]

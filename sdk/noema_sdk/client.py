@@ -36,6 +36,7 @@ from .models import (
     Preamble,
     RecordedObservation,
     SearchResult,
+    Why,
 )
 from .observations import build_observation_event
 from .protocol import ERROR_CODE_HEADER, ERROR_HEADER, Reply, agent_subject, observation_subject
@@ -338,6 +339,12 @@ class NoemaClient:
     ) -> Preamble:
         """The dispatch preamble for ``task``: active policies, your notes, matching facts."""
         return await self._call("get_preamble", {"task": task, "repo": repo}, Preamble, timeout)
+
+    async def why(self, id: str, *, limit: int = 500, timeout: float | None = None) -> Why:
+        """Why ``id`` (a memory's, fact's, policy's, observation's or event's of your workspace) is
+        what it is: the events naming it with their causes and effects, each with its recorded
+        decision; what your role may not read is shown as a bare ``cause`` step."""
+        return await self._call("why", {"id": id, "limit": limit}, Why, timeout)
 
     # --- observations ---------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ Unknown fields are ignored, so an older SDK keeps working against a newer servic
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
 import msgspec
 
@@ -31,6 +31,9 @@ __all__ = [
     "RecordedObservation",
     "SearchHit",
     "SearchResult",
+    "Why",
+    "WhyEvent",
+    "WhyStep",
 ]
 
 
@@ -205,6 +208,46 @@ class Preamble(_Result, frozen=True, kw_only=True):
     policies: list[str] = []
     notes: str | None = None
     facts: list[str] = []
+
+
+class WhyEvent(_Result, frozen=True, kw_only=True):
+    """An event of a ``why`` answer, as the audit copy of the stream keeps it."""
+
+    seq: int
+    id: str
+    type: str
+    workspace: str
+    mind: str
+    occurred_at: datetime
+    causation_id: str | None = None
+    correlation_id: str
+    actor: str
+    subject: str
+    payload: dict[str, Any] = {}
+    """Every decision and score the event records (e.g. a conflict's ``rule``)."""
+
+
+class WhyStep(_Result, frozen=True, kw_only=True):
+    """One step of an id's history: an event, or a cause that is no event (``observation``,
+    ``recall`` with attention's decision about it; ``cause``: an id nothing you may read explains)."""
+
+    id: str
+    kind: Literal["event", "observation", "recall", "cause"]
+    parent: str | None = None
+    """The step it follows from (None: a first cause): the steps form a tree."""
+    link: Literal["causation", "correlation"] | None = None
+    event: WhyEvent | None = None
+    decision: dict[str, Any] | None = None
+
+
+class Why(_Result, frozen=True, kw_only=True):
+    """Why an id is what it is: the events naming it, their causes and effects, in stream order."""
+
+    id: str
+    subject: Literal["event", "memory", "fact", "policy", "observation", "recall", "reference"]
+    workspace: str
+    steps: list[WhyStep] = []
+    truncated: bool = False
 
 
 class ObservationReceipt(_Result, frozen=True, kw_only=True):

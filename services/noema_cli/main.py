@@ -30,6 +30,7 @@ from . import (
     knowledge_cmd,
     mcp_cmd,
     operator_cmd,
+    projection_cmd,
     replay_cmd,
     search,
 )
@@ -410,6 +411,7 @@ def status(
 knowledge_cmd.register(app)
 register_memory_reads(memory_app)
 replay_cmd.register(app)
+projection_cmd.register(app)
 operator_cmd.register(app, memory_app)
 audit_cmd.register(app)
 mcp_cmd.register(app)

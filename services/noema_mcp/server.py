@@ -111,7 +111,8 @@ def _instructions(caller: Caller) -> str:
         f"{caller.workspace!r}. Start a task with get_preamble (or read {PREAMBLE_URI}/<task>): it "
         "carries the active policies, your private notes and matching facts. search_memory recalls; "
         "propose_fact / propose_policy record knowledge; record_observation and update_my_notes keep "
-        "your own context. Your identity comes from this server's configuration, not from arguments."
+        "your own context; why tells how a memory or fact came to be what it is. Your identity "
+        "comes from this server's configuration, not from arguments."
     )
 
 

@@ -16,20 +16,51 @@ from noema.application.facade import Noema
 from noema.application.tools import TOOLS, call_tool, decode, input_schema
 from noema.inputs import text_dates
 from noema.instants import FORMS, Instant
+from noema_sdk import models
 
-__all__ = ["OPERATIONS", "ObserveInput", "Operation"]
+__all__ = ["OPERATIONS", "ConflictList", "ObserveInput", "Operation"]
 
 _Short = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
 
 @dataclass(frozen=True)
 class Operation:
-    """One endpoint: its name, what it is for, its input's JSON Schema and how to run it."""
+    """One endpoint: its name, what it is for, its input's JSON Schema and how to run it; ``input``
+    and ``result`` are the request's and the reply result's Structs, which the bus contract
+    (``schemas/asyncapi.json``) publishes."""
 
     name: str
     description: str
     schema: dict[str, Any]
     run: Callable[[Noema, Caller, bytes], Awaitable[Any]]
+    input: type[msgspec.Struct]
+    result: type[msgspec.Struct]
+
+
+class ConflictList(msgspec.Struct, frozen=True, kw_only=True):
+    """list_memory_conflicts' result: the recorded conflicts, newest first."""
+
+    conflicts: list[models.Conflict]
+
+
+RESULTS: dict[str, type[msgspec.Struct]] = {
+    "search_memory": models.SearchResult,
+    "propose_fact": models.FactOutcome,
+    "supersede_fact": models.FactOutcome,
+    "propose_policy": models.PolicyOutcome,
+    "supersede_policy": models.PolicyChange,
+    "remember": models.FactOutcome,
+    "consolidate_memory": models.ConsolidateReport,
+    "harmonize_memory": models.HarmonizeReport,
+    "list_memory_conflicts": ConflictList,
+    "record_observation": models.RecordedObservation,
+    "update_my_notes": models.NotesUpdate,
+    "get_preamble": models.Preamble,
+    "why": models.Why,
+    "observe": models.ObservationReceipt,
+}
+"""What each operation's reply carries as ``result``: the SDK's result types (the agent side's
+reading of it, so the published contract and the client cannot drift apart)."""
 
 
 class ObserveInput(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -89,7 +120,7 @@ def _tool(name: str) -> Operation:
     async def run(app: Noema, who: Caller, raw: bytes) -> Any:
         return await call_tool(app, who, name, raw)
 
-    return Operation(name, tool.description, input_schema(tool), run)
+    return Operation(name, tool.description, input_schema(tool), run, tool.input, RESULTS[name])
 
 
 OPERATIONS: dict[str, Operation] = {
@@ -100,6 +131,8 @@ OPERATIONS: dict[str, Operation] = {
         "a retry with the same observation_id is stored once.",
         text_dates(msgspec.json.schema(ObserveInput)),
         _observe,
+        ObserveInput,
+        RESULTS["observe"],
     ),
 }
 """Every endpoint by name."""

@@ -5,6 +5,7 @@ docs/errors.md (parsed: the document, not the code, is what these tests hold the
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import sys
@@ -130,7 +131,9 @@ async def test_the_nats_service_answers_each_kind_with_its_error_code(
         raise KeyError("secret internals")
 
     monkeypatch.setitem(
-        operations.OPERATIONS, "update_my_notes", operations.Operation("update_my_notes", "", {}, bug)
+        operations.OPERATIONS,
+        "update_my_notes",
+        dataclasses.replace(operations.OPERATIONS["update_my_notes"], run=bug),
     )
     service: AgentService = await api.h.start(build_service)
 

@@ -9,8 +9,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
+import jsonschema
 import msgspec
 import pytest
+import referencing
+import referencing.jsonschema
 
 from noema.adapters.jetstream import stream_last_seq
 from noema.adapters.postgres.roles import DbRole
@@ -20,6 +23,7 @@ from noema.application.knowledge import Knowledge
 from noema.application.tools import TOOLS
 from noema_conflicts.service import build as build_conflicts
 from noema_events import ObservationRecorded, decode_event
+from noema_events.generate import SCHEMAS_DIR
 from noema_projector.service import build as build_projector
 from noema_sdk import (
     InvalidRequest,
@@ -332,7 +336,7 @@ async def test_a_slow_operation_times_out_and_a_stopping_service_still_answers_i
         return {"text": f"for {who.agent}", "policies": [], "notes": None, "facts": []}
 
     op = operations.OPERATIONS["get_preamble"]
-    monkeypatch.setitem(operations.OPERATIONS, "get_preamble", operations.Operation(op.name, "", {}, slow))
+    monkeypatch.setitem(operations.OPERATIONS, "get_preamble", replace(op, run=slow))
     service: AgentService = await harness.start(build_service)
     async with client(harness) as alice:
         with pytest.raises(RequestTimeout):
@@ -357,7 +361,9 @@ async def test_a_bug_is_a_500_that_names_its_log_entry_and_leaks_nothing(
         raise RuntimeError("secret internals")
 
     monkeypatch.setitem(
-        operations.OPERATIONS, "update_my_notes", operations.Operation("update_my_notes", "", {}, broken)
+        operations.OPERATIONS,
+        "update_my_notes",
+        replace(operations.OPERATIONS["update_my_notes"], run=broken),
     )
     await harness.start(build_service)
     async with client(harness) as alice:
@@ -410,3 +416,52 @@ def test_errors_map_to_codes_and_only_bugs_are_500() -> None:
     assert classify(ConnectionRefusedError())[0] == 503
     assert classify(KeyError("bug")) == (500, "internal error")
     assert classify(msgspec.ValidationError("bug"))[0] == 500
+
+
+async def test_every_reply_of_the_service_is_valid_under_the_published_bus_contract(
+    harness: Harness, pipeline: AgentService
+) -> None:
+    document = json.loads((SCHEMAS_DIR / "asyncapi.json").read_text())
+    registry: referencing.Registry[Any] = referencing.Registry().with_resource(
+        "urn:noema:asyncapi", referencing.jsonschema.DRAFT7.create_resource(document)
+    )
+
+    called: set[str] = set()
+
+    async def call(operation: str, args: dict[str, Any]) -> dict[str, Any]:
+        called.add(operation)
+        subject = agent_subject(harness.topology.prefix, "acme", "engineer", "alice", operation)
+        request = f"#/components/messages/{operation}.request/payload"
+        reply = f"#/components/messages/{operation}.reply/payload"
+        request_schema = jsonschema.Draft7Validator(
+            {"$ref": "urn:noema:asyncapi" + request}, registry=registry
+        )
+        assert request_schema.is_valid(args), operation
+        msg = await harness.nc.request(subject, json.dumps(args).encode(), timeout=30)
+        body: dict[str, Any] = json.loads(msg.data)
+        errors = jsonschema.Draft7Validator({"$ref": "urn:noema:asyncapi" + reply}, registry=registry)
+        assert [e.message for e in errors.iter_errors(body)] == [], (operation, body)
+        return body
+
+    fact = (await call("propose_fact", {"domain": "ops", "topic": "deploy-day", "content": "Fridays"}))[
+        "result"
+    ]
+    await call("remember", {"session": "s1", "content": "the deploy key rotates", "importance": 0.9})
+    await call("observe", {"content": "the build is red", "observation_id": "contract-1"})
+    policy = (await call("propose_policy", {"domain": "ops", "rule": "Roll back first"}))["result"]
+    await call("update_my_notes", {"notes": "halfway"})
+    await call("record_observation", {"content": "saw a flaky test"})
+    await settled(harness)
+    await call("search_memory", {"query": "Fridays", "mode": "keyword", "explain": True})
+    await call("get_preamble", {"task": "deploy on Friday"})
+    await call("list_memory_conflicts", {})
+    await call("why", {"id": fact["memory_id"]})
+    await call("supersede_fact", {"fact_id": fact["memory_id"], "content": "Tuesdays", "reason": "moved"})
+    await call("supersede_policy", {"policy_id": policy["policy_id"], "reason": "obsolete"})
+    await settled(harness)
+    await call("consolidate_memory", {"stale_after_hours": 0})
+    await call("harmonize_memory", {})
+    refused = await call("why", {"id": "no-such-id-anywhere"})
+    assert refused["ok"] is False
+    published = {m.split(".")[0] for m in document["components"]["messages"] if m.endswith(".reply")}
+    assert called == published == ENDPOINTS

@@ -38,7 +38,15 @@ from noema.runtime.topology import Topology
 from noema.stream_points import StreamPoint
 from noema_events import EventDecodeError
 
-__all__ = ["ReplayResult", "drop_schema", "live_position", "replay_into", "seq_at", "verify_replay"]
+__all__ = [
+    "ReplayResult",
+    "catch_up",
+    "drop_schema",
+    "live_position",
+    "replay_into",
+    "seq_at",
+    "verify_replay",
+]
 
 log = structlog.get_logger("noema.replay")
 
@@ -125,14 +133,33 @@ async def _replay(
     )
 
 
-async def _decoded(nc: NATS, topology: Topology, last: int) -> AsyncIterator[tuple[list[Projected], int]]:
-    """The stream's events to ``last`` in batches, each with the last sequence it covers; the next
-    batch is read and decoded while the caller applies this one."""
+async def catch_up(nc: NATS, url: str, topology: Topology, schema: str, until_seq: int) -> int:
+    """Apply the stream's events after ``schema``'s position up to ``until_seq`` to that (already
+    built) read model, as :func:`replay_into` applies them, with every index maintained; returns
+    the position reached. A projection version follows the stream this way until it is switched in
+    (:mod:`noema.application.projections`)."""
+    projection = ReadModelProjection()
+    conn = await connect(url, schema, app="noema-projection")
+    try:
+        position = await projection.position(conn)
+        async for batch, through in _decoded(nc, topology, until_seq, first=position + 1):
+            await _apply(projection, conn, batch, through)
+        return await projection.position(conn)
+    finally:
+        await conn.close()
+
+
+async def _decoded(
+    nc: NATS, topology: Topology, last: int, first: int = 1
+) -> AsyncIterator[tuple[list[Projected], int]]:
+    """The stream's events from ``first`` to ``last`` in batches, each with the last sequence it
+    covers; the next batch is read and decoded while the caller applies this one."""
     ready: asyncio.Queue[tuple[list[Projected], int] | Exception | None] = asyncio.Queue(maxsize=1)
 
     async def read() -> None:
         try:
-            stream = read_stream(nc, topology.event_stream, topology.event_subjects, 1, last, REPLAY_BATCH)
+            subjects = topology.event_subjects
+            stream = read_stream(nc, topology.event_stream, subjects, first, last, REPLAY_BATCH)
             async for msgs in stream:
                 await ready.put((_decode(topology, msgs), msgs[-1].metadata.sequence.stream))
             await ready.put(None)

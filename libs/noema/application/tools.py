@@ -18,6 +18,7 @@ import msgspec
 from msgspec import Meta
 
 from noema.application.access import Caller
+from noema.application.agent_lineage import why_for
 from noema.application.facade import Noema, SearchOptions
 from noema.errors import Kind, NoemaError
 from noema.inputs import InvalidInput, convert, text_dates
@@ -221,6 +222,24 @@ class PreambleInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     ] = None
 
 
+class WhyInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """why arguments."""
+
+    id: Annotated[
+        str,
+        Meta(
+            min_length=6,
+            max_length=200,
+            pattern=r"^[^\s/\x00]+$",
+            description="An id of your workspace: a memory's or fact's (or 6+ characters of a memory's), "
+            "a policy's, an observation's or an event's.",
+        ),
+    ]
+    limit: Annotated[
+        int, Meta(ge=1, le=5_000, description="At most this many events name the id (and as many follow).")
+    ] = 500
+
+
 class ToolInputError(NoemaError, ValueError):
     """The input does not match the tool's schema; the message says where."""
 
@@ -341,6 +360,10 @@ async def _preamble(app: Noema, who: Caller, a: PreambleInput) -> Any:
     return {"text": p.text, "policies": p.policies, "notes": p.notes, "facts": p.facts}
 
 
+async def _why(app: Noema, who: Caller, a: WhyInput) -> Any:
+    return msgspec.to_builtins(await why_for(app.memories, app.access, who, a.id, a.limit))
+
+
 @dataclass(frozen=True)
 class Tool:
     """One agent tool: its name, what it is for, its input type and what it does."""
@@ -448,6 +471,16 @@ TOOLS: dict[str, Tool] = {
             "The dispatch preamble for a task: active policies, your notes and up to five matching facts.",
             PreambleInput,
             _preamble,
+            False,
+        ),
+        Tool(
+            "why",
+            "Why an id is what it is: the events that name it, in stream order, with the causes they "
+            "follow from and what they caused (each with its actor, time and recorded decision: "
+            "attention scores, recall components, the conflict rule that superseded a fact). Only "
+            "your workspace, and only what your role may read.",
+            WhyInput,
+            _why,
             False,
         ),
     )

@@ -219,7 +219,10 @@ class RecallStore:
         words only (``broad``) ranks the newest ``BROAD_CANDIDATES`` memories that hold its word
         (walking the recency index, which finds them fast precisely because they are common). The
         arithmetic is float8: with integer counts and decimal literals PostgreSQL computes in
-        numeric, whose ln() was half of the statement's time."""
+        numeric, whose ln() was half of the statement's time. A memory's words are summed in one
+        order (float addition is not associative): otherwise equal scores could differ in their
+        last bit with the order rows are read in, and ties rank differently in a read model of the
+        same rows laid out otherwise (a rebuilt projection version, a replay)."""
         args.append(list(text_query.lexemes))
         lexemes = f"${len(args)}::text[]"
         where = f.where("m", args)
@@ -253,7 +256,8 @@ class RecallStore:
             df AS (SELECT lexeme, count(*)::float8 AS n FROM terms GROUP BY lexeme)
             SELECT t.id, sum(ln(1 + (greatest(${k - 2}::float8, df.n) - df.n + 0.5) / (df.n + 0.5))
                              * t.tf * 2.2
-                             / (t.tf + 1.2 * (0.25 + 0.75 * t.dl::float8 / ${k - 1}::float8))) AS score
+                             / (t.tf + 1.2 * (0.25 + 0.75 * t.dl::float8 / ${k - 1}::float8))
+                             ORDER BY t.lexeme) AS score
             FROM terms t JOIN df USING (lexeme)
             GROUP BY t.id ORDER BY score DESC, t.id LIMIT ${k}"""
 
