@@ -58,7 +58,7 @@ class _AnActivation:
     memories were made) and the CLI at the real time, and a read computes activation at its time."""
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, float) and 0.0 < other <= 1.0
+        return isinstance(other, _AnActivation) or (isinstance(other, float) and 0.0 < other <= 1.0)
 
     def __repr__(self) -> str:
         return "<an activation>"
