@@ -35,6 +35,7 @@ __all__ = [
     "EventSink",
     "ExpectingSink",
     "FactReads",
+    "Fading",
     "KnowledgeReadModel",
     "MemoryOrder",
     "MemoryReads",
@@ -261,6 +262,18 @@ class KnowledgeReadModel(AccessReads, FactReads, PolicyReads, NoteReads, Preambl
     """Everything :class:`noema.application.knowledge.Knowledge` and the preamble read."""
 
 
+@dataclass(frozen=True)
+class Fading:
+    """What a decay tick reports for one workspace (:meth:`MemoryRecords.fading`)."""
+
+    faded: list[str]
+    """The first ids, by id, of the memories that faded below the threshold."""
+    faded_total: int
+    expired: list[str]
+    """The first ids, by id, of the memories whose ``valid_until`` passed."""
+    expired_total: int
+
+
 class MemoryRecords(Protocol):
     """Single memories, their scope and edges: what memory operations check before publishing
     (:mod:`noema.application.curation`, :mod:`noema.application.upkeep`) and how a surface finds an id's
@@ -284,6 +297,14 @@ class MemoryRecords(Protocol):
 
     async def memory_workspaces(self) -> list[str]:
         """Every workspace that has memories."""
+        ...
+
+    async def fading(
+        self, workspace: str, since: datetime, until: datetime, threshold: float, limit: int
+    ) -> Fading:
+        """The active memories of ``workspace`` whose activation fell below ``threshold`` in
+        (``since``, ``until``] (above it at ``since`` or at their later reinforcement, below at
+        ``until``), and those whose ``valid_until`` fell in it; the first ``limit`` ids of each."""
         ...
 
     async def count_unembedded(self, model: str) -> int:

@@ -182,6 +182,10 @@ class MemoryCreatedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=Tr
     session: str | None = None
     tier: Literal["long", "hot"] = "long"
     """``hot``: a session-scoped item written by ``remember``, which ``consolidate_memory`` may promote."""
+    half_life_days: HalfLife = 14.0
+    """The half-life the memory decays with until its first reinforcement (14 days before it was
+    recorded)."""
+    activation_floor: Unit = 1e-6
 
 
 class MemoryCreated(Event, frozen=True, kw_only=True, tag="memory.created.v1"):
@@ -270,16 +274,36 @@ class MemoryReinforced(Event, frozen=True, kw_only=True, tag="memory.reinforced.
 
 
 class ActivationDecayedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
-    """One decay tick for a whole workspace: the projector applies it to every memory in bulk."""
+    """One decay tick for a whole workspace. Activation is computed where it is read, in closed form
+    from each memory's last reinforcement (docs/memory-model.md), so a tick rewrites no memory: it
+    records which memories faded below ``fade_threshold`` and which passed their ``valid_until``
+    between ``since`` and ``tick_at`` (at most ``LISTED`` of each; the totals count them all).
+
+    ``rewrite``: the tick of an earlier release (``activation.decayed.v1``, read through its
+    upcaster), which decayed every memory of the workspace to ``tick_at`` with ``half_life_days``
+    and ``activation_floor``; the projector still applies those as recorded, so replay reproduces
+    the read models they built."""
 
     tick_at: datetime
-    half_life_days: float = 14.0
+    half_life_days: HalfLife = 14.0
     activation_floor: Unit = 1e-6
     """The activation no memory decays below (1e-6 before it was recorded)."""
+    rewrite: bool = False
+    since: datetime | None = None
+    """The previous tick (None: a tick of an earlier release)."""
+    fade_threshold: Unit = 0.05
+    faded: list[str] = msgspec.field(default_factory=list)
+    """Active memories whose activation fell below ``fade_threshold`` in (since, tick_at]."""
+    faded_total: int = 0
+    expired: list[str] = msgspec.field(default_factory=list)
+    """Active memories whose ``valid_until`` fell in (since, tick_at]."""
+    expired_total: int = 0
 
 
-class ActivationDecayed(Event, frozen=True, kw_only=True, tag="activation.decayed.v1"):
-    """Activation decayed up to ``tick_at`` (one event per workspace per tick, not one per memory)."""
+class ActivationDecayed(Event, frozen=True, kw_only=True, tag="activation.decayed.v2"):
+    """A workspace's decay tick: which memories faded or expired since the previous one (one event
+    per workspace per tick, not one per memory). v1 ticks rewrote every memory's activation; their
+    upcaster marks them ``rewrite``."""
 
     payload: ActivationDecayedPayload
 
@@ -340,6 +364,10 @@ class FactProposedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=Tru
     """The weight of its veracity, decided with it."""
     importance: Unit
     salience: Unit
+    half_life_days: HalfLife = 14.0
+    """The half-life the fact decays with until its first reinforcement (14 days before it was
+    recorded)."""
+    activation_floor: Unit = 1e-6
 
 
 class FactProposed(Event, frozen=True, kw_only=True, tag="fact.proposed.v2"):

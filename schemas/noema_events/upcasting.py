@@ -25,6 +25,8 @@ from .vocabulary import EpistemicKind, MemoryType, Veracity
 __all__ = [
     "EARLIER_TYPES",
     "UPCASTERS",
+    "ActivationDecayedV1",
+    "ActivationDecayedV1Payload",
     "FactMentionedV1",
     "FactMentionedV1Payload",
     "FactProposedV1",
@@ -173,10 +175,36 @@ def fact_mentioned_v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "type": "fact.mentioned.v2", "payload": payload}
 
 
+# --- activation.decayed.v1 ----------------------------------------------------------------------
+
+
+class ActivationDecayedV1Payload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
+    """One decay tick for a whole workspace: the projector applies it to every memory in bulk."""
+
+    tick_at: datetime
+    half_life_days: Annotated[float, msgspec.Meta(gt=0.0)] = 14.0
+    activation_floor: _Unit = 1e-6
+    """The activation no memory decays below (1e-6 before it was recorded)."""
+
+
+class ActivationDecayedV1(Event, frozen=True, kw_only=True, tag="activation.decayed.v1"):
+    """Activation decayed up to ``tick_at`` (v1: the projector rewrote every memory of the
+    workspace, decayed to the tick)."""
+
+    payload: ActivationDecayedV1Payload
+
+
+def activation_decayed_v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
+    """A v1 tick is one that rewrites: the projector decays every memory of the workspace to it, as
+    the projector of its time did (a v2 tick lists what faded and rewrites nothing)."""
+    return {**raw, "type": "activation.decayed.v2", "payload": {**raw["payload"], "rewrite": True}}
+
+
 # --- the registry -------------------------------------------------------------------------------
 
 EARLIER_TYPES: dict[str, type[Event]] = {
-    str(cls.__struct_config__.tag): cls for cls in (MemoryRetrievedV1, FactProposedV1, FactMentionedV1)
+    str(cls.__struct_config__.tag): cls
+    for cls in (MemoryRetrievedV1, FactProposedV1, FactMentionedV1, ActivationDecayedV1)
 }
 """Tag → class of every earlier version kept to decode old events as published."""
 
@@ -184,6 +212,7 @@ UPCASTERS: dict[str, Upcaster] = {
     "memory.retrieved.v1": memory_retrieved_v1_to_v2,
     "fact.proposed.v1": fact_proposed_v1_to_v2,
     "fact.mentioned.v1": fact_mentioned_v1_to_v2,
+    "activation.decayed.v1": activation_decayed_v1_to_v2,
 }
 """Old tag → pure function turning that version's dict into the next version's dict (with its tag).
 

@@ -324,7 +324,9 @@ def decay_tick(
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
-    """Publish an activation-decay tick now (the decay worker does this every NOEMA_DECAY_INTERVAL).
+    """Publish a decay tick now: the memories that faded below the threshold or passed valid_until
+    in the last NOEMA_DECAY_INTERVAL (the decay worker does this every interval; a tick changes no
+    activation, which reads compute at their time).
 
     Example: noemactl decay-tick --workspace acme
     """

@@ -1,4 +1,6 @@
-"""Composition root of the decay worker: a scheduler that publishes ``activation.decayed`` ticks.
+"""Composition root of the decay worker: a scheduler that publishes ``activation.decayed`` ticks,
+each listing the memories of a workspace that faded below the threshold or expired in the interval
+before it (found by a read; a tick rewrites no row, activation being computed where it is read).
 
 Tick ids are derived from (workspace, tick time rounded down to the interval), so several decay
 processes, or a restart within an interval, produce each tick once.
@@ -9,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from contextlib import AsyncExitStack
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import structlog
@@ -48,7 +50,8 @@ class DecayWorker:
         """One tick now (aligned down to the interval)."""
         now = self._clock()
         aligned = datetime.fromtimestamp(now.timestamp() // self._interval * self._interval, UTC)
-        workspaces = await decay_tick(MemoryQueries(self._pool), self._publisher, aligned)
+        since = aligned - timedelta(seconds=self._interval)
+        workspaces = await decay_tick(MemoryQueries(self._pool), self._publisher, aligned, since=since)
         log.info("decay tick", tick_at=aligned.isoformat(), workspaces=len(workspaces))
         return workspaces
 

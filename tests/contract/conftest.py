@@ -91,7 +91,9 @@ async def backend(servers_if_needed: Harness | None) -> AsyncIterator[Backend]:
     if servers_if_needed is None:
         reads = InMemoryKnowledge()
         stream = InMemoryEventStream(reads)
-        yield Backend("memory", reads, InMemoryReads(reads.tables), stream, stream.topology, clock)
+        # Activations are read at the backend's clock (the facade's), as PostgreSQL's are below.
+        records = InMemoryReads(reads.tables, lambda: clock[0])
+        yield Backend("memory", reads, records, stream, stream.topology, clock)
         return
     from noema_projector.service import build as build_projector
 
@@ -99,5 +101,10 @@ async def backend(servers_if_needed: Harness | None) -> AsyncIterator[Backend]:
     pool = servers_if_needed.pool
     sink = _Projected(servers_if_needed)
     yield Backend(
-        "postgres", PostgresKnowledge(pool), MemoryQueries(pool), sink, servers_if_needed.topology, clock
+        "postgres",
+        PostgresKnowledge(pool),
+        MemoryQueries(pool, lambda: clock[0]),
+        sink,
+        servers_if_needed.topology,
+        clock,
     )

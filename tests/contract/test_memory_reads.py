@@ -8,6 +8,7 @@ sources an observation gives), operators' changes through the application's own 
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,6 +28,7 @@ from noema.domain.dynamics import (
     reinforce_activation,
 )
 from noema.ids import new_id
+from noema.ports import Fading
 from noema_events import (
     ActivationDecayed,
     ActivationDecayedPayload,
@@ -216,7 +218,7 @@ async def test_a_memory_s_detail_gives_its_provenance_edges_vectors_and_citing_e
     assert set(row) == {*MEMORY_KEYS, "origin", "relationships", "embeddings"}
 
 
-async def test_recall_reinforcement_and_decay_move_activation_as_the_projector_does(
+async def test_recall_reinforcement_and_an_earlier_release_s_tick_move_activation_as_the_projector_does(
     backend: Backend,
 ) -> None:
     kept, elsewhere = (
@@ -237,9 +239,10 @@ async def test_recall_reinforcement_and_decay_move_activation_as_the_projector_d
                 **envelope(at=T0 + 2 * day, actor=ACTOR),
                 payload=MemoryReinforcedPayload(memory_id=_id(kept), amount=0.2),
             ),
+            # A v1 tick (read as one that rewrites) decays the workspace's rows as its projector did.
             ActivationDecayed(
                 **envelope(mind="", at=T0 + 5 * day, actor="decay"),
-                payload=ActivationDecayedPayload(tick_at=T0 + 5 * day, half_life_days=7.0),
+                payload=ActivationDecayedPayload(tick_at=T0 + 5 * day, half_life_days=7.0, rewrite=True),
             ),
         ]
     )
@@ -255,6 +258,96 @@ async def test_recall_reinforcement_and_decay_move_activation_as_the_projector_d
     )
     assert (row["activation_at"], row["updated_at"]) == (T0 + 5 * day, T0 + 2 * day)
     assert (other["activation"], other["activation_at"]) == (1.0, T0), "the tick is the workspace's"
+    assert (row["half_life_days"], other["half_life_days"]) == (7.0, HALF_LIFE_DAYS), (
+        "it decays on with the tick's"
+    )
+
+
+async def test_activation_is_read_at_the_clock_from_the_last_reinforcement_and_a_tick_rewrites_nothing(
+    backend: Backend,
+) -> None:
+    kept, plain = memory_created("Kept in mind", importance=0.9), memory_created("Plain", importance=0.0)
+    day = timedelta(days=1)
+    reinforced = MemoryReinforced(
+        **envelope(at=T0 + day, actor=ACTOR),
+        payload=MemoryReinforcedPayload(memory_id=_id(kept), amount=0.2, half_life_days=7.0),
+    )
+    tick = ActivationDecayed(
+        **envelope(mind="", at=T0 + 5 * day, actor="decay"),
+        payload=ActivationDecayedPayload(tick_at=T0 + 5 * day, since=T0 + 4 * day),
+    )
+    await backend.sink.publish([kept, plain, reinforced, tick])
+
+    stored = await backend.records.memory(_id(kept))
+    assert stored is not None
+    at_reinforcement = reinforce_activation(decay_activation(1.0, 1.0, 0.9, 7.0), 0.2)
+    assert (stored["activation"], stored["activation_at"], stored["half_life_days"]) == (
+        pytest.approx(at_reinforcement, rel=1e-12),
+        T0 + day,
+        7.0,
+    ), "the tick changed no row"
+
+    backend.clock[0] = T0 + 30 * day
+    expected = decay_activation(at_reinforcement, 29.0, 0.9, 7.0)
+    assert (await reads.memory_detail(backend.records, _id(kept))).memory.activation == pytest.approx(
+        expected
+    )
+    listed = {
+        m["id"]: m["activation"] for m in await backend.records.page(RecallFilters("acme"), "newest", 9, 0)
+    }
+    assert listed == {
+        _id(kept): pytest.approx(expected),
+        _id(plain): pytest.approx(decay_activation(1.0, 30.0, 0.0)),
+    }
+    backend.clock[0] = T0 + 3000 * day
+    assert (await reads.memory_detail(backend.records, _id(plain))).memory.activation == pytest.approx(
+        ACTIVATION_FLOOR
+    ), "never below the floor"
+
+
+async def test_a_tick_finds_the_memories_that_faded_or_expired_since_the_previous_one(
+    backend: Backend,
+) -> None:
+    day = timedelta(days=1)
+    # At importance 0 activation falls below 0.05 after 14 · log2(20) ≈ 60.5 days; at 1, twice that.
+    old, important = memory_created("Old news", importance=0.0), memory_created("Important", importance=1.0)
+    expiring = memory_created("The offer ends", importance=1.0, valid_until=T0 + 10 * day)
+    await backend.sink.publish([old, important, expiring])
+
+    assert await backend.records.fading("acme", T0 + 60 * day, T0 + 61 * day, 0.05, 10) == Fading(
+        [_id(old)], 1, [], 0
+    )
+    assert await backend.records.fading("acme", T0 + 61 * day, T0 + 62 * day, 0.05, 10) == Fading(
+        [], 0, [], 0
+    ), "faded before this interval"
+    assert await backend.records.fading("acme", T0 + 9 * day, T0 + 10 * day, 0.05, 10) == Fading(
+        [], 0, [_id(expiring)], 1
+    )
+    assert await backend.records.fading("globex", T0, T0 + 999 * day, 0.05, 10) == Fading([], 0, [], 0)
+    listed = await backend.records.fading("acme", T0, T0 + 200 * day, 0.05, 1)
+    assert (listed.faded_total, len(listed.faded)) == (3, 1), "at most `limit` ids, all counted"
+
+    # The decay worker publishes that as its tick (which rewrites no row).
+    await upkeep.decay_tick(backend.records, backend.sink, T0 + 61 * day, ["acme"], since=T0 + 60 * day)
+    ticks = await backend.records.audit("acme", ["activation.decayed.v2"], None, None, 5)
+    payloads = [json.loads(t["payload"]) if isinstance(t["payload"], str) else t["payload"] for t in ticks]
+    assert [(p["faded"], p["faded_total"], p["since"]) for p in payloads] == [
+        ([_id(old)], 1, (T0 + 60 * day).isoformat().replace("+00:00", "Z"))
+    ]
+
+    # Recalled after it faded, it is above the threshold again and fades anew later.
+    await backend.sink.publish(
+        [
+            MemoryReinforced(
+                **envelope(at=T0 + 62 * day, actor=ACTOR),
+                payload=MemoryReinforcedPayload(memory_id=_id(old), amount=1.0),
+            )
+        ]
+    )
+    assert await backend.records.fading(
+        "acme", T0 + 61 * day, T0 + 62 * day + timedelta(hours=1), 0.05, 10
+    ) == Fading([], 0, [], 0)
+    assert _id(old) in (await backend.records.fading("acme", T0 + 100 * day, T0 + 130 * day, 0.05, 10)).faded
 
 
 async def test_an_unknown_or_ambiguous_memory_is_refused(backend: Backend) -> None:

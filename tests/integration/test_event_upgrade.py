@@ -50,7 +50,16 @@ async def test_the_v2_projector_over_a_v1_stream_holds_what_the_v1_projector_bui
 
     async with harness.pool.acquire() as conn:
         assert await table_rows(conn, V1_ROWS) == sorted_rows(V1_ROWS)
-    assert {"memory.retrieved.v1", "fact.proposed.v1", "fact.mentioned.v1"} <= await _types(harness)
+    assert {
+        "memory.retrieved.v1",
+        "fact.proposed.v1",
+        "fact.mentioned.v1",
+        "activation.decayed.v1",
+    } <= await _types(harness)
+    # What migration 0012 gives the rows of a read model built before it, as defaults, is what
+    # projecting the stream writes: so a replay after upgrading still matches, with no rebuild.
+    decays_with = await harness.pool.fetch("SELECT DISTINCT half_life_days, activation_floor FROM memories")
+    assert [tuple(r) for r in decays_with] == [(14.0, 1e-6)]
 
 
 async def test_v2_events_written_beside_v1_ones_replay_to_the_live_read_model(harness: Harness) -> None:
@@ -70,7 +79,12 @@ async def test_v2_events_written_beside_v1_ones_replay_to_the_live_read_model(ha
     await _caught_up(harness)
     await knowledge.propose_fact(ann, "boxes", "where", "the old box is in the attic", veracity="tool")
     await _caught_up(harness)
-    assert {"memory.retrieved.v2", "fact.proposed.v2", "fact.mentioned.v2"} <= await _types(harness)
+    assert {
+        "memory.retrieved.v2",
+        "fact.proposed.v2",
+        "fact.mentioned.v2",
+        "activation.decayed.v2",
+    } <= await _types(harness)
 
     async with harness.pool.acquire() as conn:
         live = await checksum(conn)

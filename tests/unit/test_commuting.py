@@ -60,7 +60,7 @@ def working(seq: int, mind: str) -> Projected:
 
 
 def tick(seq: int) -> Projected:
-    payload = ActivationDecayedPayload(tick_at=T0)
+    payload = ActivationDecayedPayload(tick_at=T0, rewrite=True)  # an earlier release's tick
     return Projected(seq, "s", ActivationDecayed(**_envelope(seq, ""), actor="decay", payload=payload))
 
 
@@ -114,6 +114,16 @@ def test_an_event_never_moves_ahead_of_an_earlier_one_on_the_same_memory() -> No
 def test_events_after_a_workspace_tick_wait_for_it_but_audit_only_events_do_not() -> None:
     batch = [created(1, "m0"), tick(2), decided(3), created(4, "m1")]
     assert shape(batch) == [[[1], [2], [3]], [[4]]]
+
+
+def test_a_tick_that_rewrites_nothing_holds_up_nothing() -> None:
+    listing = Projected(
+        2,
+        "s",
+        ActivationDecayed(**_envelope(2, ""), actor="decay", payload=ActivationDecayedPayload(tick_at=T0)),
+    )
+    assert footprint(listing.event) == frozenset()
+    assert shape([created(1, "m0"), listing, created(3, "m1")]) == [[[1, 3], [2]]]
 
 
 def test_consecutive_events_of_one_type_are_one_run_even_when_they_touch_the_same_row() -> None:

@@ -13,6 +13,7 @@ from noema.domain.dynamics import (
     CONFIDENCE_CAP,
     FACT_IMPORTANCE,
     FACT_SALIENCE,
+    FADE_THRESHOLD,
     HALF_LIFE_DAYS,
     RECALL_BOOST,
     mention_rate,
@@ -22,6 +23,7 @@ from noema_events import (
     ActivationDecayed,
     FactMentioned,
     FactProposed,
+    MemoryCreated,
     MemoryRetrieved,
     decode_event,
     decode_recorded,
@@ -53,15 +55,19 @@ async def test_every_producer_records_the_values_it_decided_with() -> None:
                 )
             case ActivationDecayed(payload=p):
                 assert (p.half_life_days, p.activation_floor) == (HALF_LIFE_DAYS, ACTIVATION_FLOOR)
+                assert (p.fade_threshold, p.rewrite) == (FADE_THRESHOLD, False)
             case FactProposed(payload=p):
                 assert (p.credibility, p.importance, p.salience) == (
                     VERACITY_WEIGHT[p.veracity],
                     FACT_IMPORTANCE,
                     FACT_SALIENCE,
                 )
+                assert (p.half_life_days, p.activation_floor) == (HALF_LIFE_DAYS, ACTIVATION_FLOOR)
+            case MemoryCreated(payload=p):
+                assert (p.half_life_days, p.activation_floor) == (HALF_LIFE_DAYS, ACTIVATION_FLOOR)
             case FactMentioned(payload=p):
                 assert (p.rate, p.confidence_cap) == (mention_rate(p.veracity, p.mentions), CONFIDENCE_CAP)
-    assert {MemoryRetrieved, ActivationDecayed, FactProposed, FactMentioned} <= seen
+    assert {MemoryRetrieved, ActivationDecayed, FactProposed, FactMentioned, MemoryCreated} <= seen
 
 
 @pytest.mark.parametrize("change", sorted(CONSTANT_CHANGES))

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from noema.application.upkeep import Conflict, NotFound, OperationError
+from noema.domain.dynamics import ACTIVATION_FLOOR, HALF_LIFE_DAYS
 from noema.ids import new_id
 from noema.instants import Instant
 from noema.ports import EventSink, MemoryRecords, Row
@@ -240,6 +241,8 @@ async def correct(
         **_caused_by(action),
         payload=MemoryCreatedPayload(
             memory_id=new_memory,
+            half_life_days=HALF_LIFE_DAYS,
+            activation_floor=ACTIVATION_FLOOR,
             kind=row["kind"],
             epistemic_kind=row["epistemic_kind"],
             content=content,
@@ -291,6 +294,8 @@ async def create_memory(
         **_caused_by(action),
         payload=MemoryCreatedPayload(
             memory_id=memory_id,
+            half_life_days=HALF_LIFE_DAYS,
+            activation_floor=ACTIVATION_FLOOR,
             kind=entry.kind,
             epistemic_kind=entry.epistemic_kind,
             content=entry.content.strip(),

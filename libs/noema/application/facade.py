@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import asyncpg
@@ -123,7 +123,7 @@ class Noema:
         self.publisher = EventPublisher(nc, self.topology)
         self.dead_letters = DeadLetters(nc, self.topology, self.publisher)
         """The dead-letter stream: list, show, retry, drop (JetStream only, no read model)."""
-        self.memories: MemoryReads = MemoryQueries(pool)
+        self.memories: MemoryReads = MemoryQueries(pool, clock)
         """The operators' reads of the read model (:class:`~noema.ports.MemoryReads`)."""
         self.knowledge = Knowledge(PostgresKnowledge(pool), self.publisher, clock, appends=self.publisher)
         self.access: AccessControl = self.knowledge.access_control
@@ -411,8 +411,11 @@ class Noema:
         )
 
     async def decay_tick(self, workspaces: Sequence[str] | None = None) -> list[str]:
-        """Publish an activation-decay tick now for ``workspaces`` (every one with memories)."""
-        return await upkeep.decay_tick(self.memories, self.writer(), self.clock(), workspaces)
+        """Publish a decay tick now for ``workspaces`` (every one with memories): what faded or
+        expired in the last ``NOEMA_DECAY_INTERVAL``."""
+        now = self.clock()
+        since = now - timedelta(seconds=self.settings.decay_interval_s)
+        return await upkeep.decay_tick(self.memories, self.writer(), now, workspaces, since=since)
 
     async def embed_missing(
         self, *, batch: int = 64, progress: Callable[[int, int], None] | None = None

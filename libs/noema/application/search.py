@@ -136,7 +136,7 @@ class Recall:
         ranked, intent, weights = await self._rank(
             query, filters, mode, profile, limit, strict, repo, now, vector, model, depth, text_terms
         )
-        shown = await self.store.details([s.candidate.id for s in ranked]) if details else {}
+        shown = await self.store.details([s.candidate.id for s in ranked], now) if details else {}
         timings["search"] = (time.perf_counter() - t) * 1000
         results = [
             SearchResult(
@@ -186,7 +186,7 @@ class Recall:
             # Semantic mode loads the vectors to know which memories the vector voice could judge.
             fair = mode == "semantic" and bool(semantic)
             cands = await self._candidates(
-                {"lexical": lexical, "semantic": semantic}, (), model if fair else None
+                {"lexical": lexical, "semantic": semantic}, (), model if fair else None, now
             )
             found = list(cands.values())
             if mode == "semantic":
@@ -212,7 +212,7 @@ class Recall:
         graph = await self.store.graph(seeds, f, depth)
         recent = await self.store.recent(f, 10) if intent == "temporal" else []
         cands = await self._candidates(
-            {"lexical": lexical, "semantic": semantic, "graph": graph}, [m for m, _ in recent], model
+            {"lexical": lexical, "semantic": semantic, "graph": graph}, [m for m, _ in recent], model, now
         )
         by_recency = sorted(cands.values(), key=lambda c: (c.happened_at or c.created_at, c.id), reverse=True)
         for rank, c in enumerate(by_recency, start=1):
@@ -230,11 +230,15 @@ class Recall:
         )
 
     async def _candidates(
-        self, voices: dict[str, list[tuple[str, float]]], extra: Sequence[str], model: str | None
+        self,
+        voices: dict[str, list[tuple[str, float]]],
+        extra: Sequence[str],
+        model: str | None,
+        now: datetime,
     ) -> dict[str, Candidate]:
         """The memories the voices found (and ``extra`` ones), each with every voice's rank and score."""
         ids = dict.fromkeys([m for hits in voices.values() for m, _ in hits] + list(extra))
-        cands = await self.store.candidates(list(ids), model)
+        cands = await self.store.candidates(list(ids), model, now)
         for name, hits in voices.items():
             for rank, (mid, raw) in enumerate(hits, start=1):
                 if mid in cands:

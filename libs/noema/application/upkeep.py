@@ -7,14 +7,14 @@ reproduces every effect. Used by the CLI, the workers and (later) the API alike.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from noema.adapters.embedders import Embedder
 from noema.adapters.vector_cache import VectorCache
 from noema.application.vectors import PassageVectors, passage_vectors
 from noema.domain.documents import memory_document
-from noema.domain.dynamics import ACTIVATION_FLOOR, HALF_LIFE_DAYS, RECALL_BOOST
+from noema.domain.dynamics import ACTIVATION_FLOOR, FADE_THRESHOLD, HALF_LIFE_DAYS, RECALL_BOOST
 from noema.errors import Kind, NoemaError
 from noema.ids import derive_id, new_id
 from noema.ports import EventSink, MemoryRecords
@@ -31,6 +31,8 @@ from noema_events import (
 from noema_events.vocabulary import RELATIONS, Relation
 
 __all__ = [
+    "DEFAULT_TICK_INTERVAL",
+    "TICK_LISTED",
     "Conflict",
     "InvalidQuery",
     "NotFound",
@@ -217,15 +219,33 @@ async def embed_missing(
             progress(done, total)
 
 
+TICK_LISTED = 1000
+"""The most memory ids a tick lists of each kind (faded, expired); its totals count them all."""
+
+DEFAULT_TICK_INTERVAL = timedelta(hours=1)
+"""What a tick covers when no previous tick time is given (``NOEMA_DECAY_INTERVAL``'s default)."""
+
+
 async def decay_tick(
-    reads: MemoryRecords, publisher: EventSink, tick_at: datetime, workspaces: Sequence[str] | None = None
+    reads: MemoryRecords,
+    publisher: EventSink,
+    tick_at: datetime,
+    workspaces: Sequence[str] | None = None,
+    *,
+    since: datetime | None = None,
 ) -> list[str]:
-    """Publish one activation-decay tick per workspace (all that have memories, by default)."""
+    """Publish one decay tick per workspace (all that have memories, by default): which memories
+    faded below :data:`~noema.domain.dynamics.FADE_THRESHOLD` and which passed their
+    ``valid_until`` between ``since`` (the previous tick; by default an interval before) and
+    ``tick_at``. A tick rewrites no memory: activation is computed where it is read."""
     if workspaces is None:
         workspaces = await reads.memory_workspaces()
+    since = since if since is not None else tick_at - DEFAULT_TICK_INTERVAL
     stamp = tick_at.isoformat()
-    await publisher.publish(
-        [
+    events = []
+    for ws in workspaces:
+        found = await reads.fading(ws, since, tick_at, FADE_THRESHOLD, TICK_LISTED)
+        events.append(
             ActivationDecayed(
                 id=derive_id("activation.decayed", ws, stamp),
                 workspace=ws,
@@ -233,12 +253,19 @@ async def decay_tick(
                 correlation_id=derive_id("decay-tick", stamp),
                 actor="decay",
                 payload=ActivationDecayedPayload(
-                    tick_at=tick_at, half_life_days=HALF_LIFE_DAYS, activation_floor=ACTIVATION_FLOOR
+                    tick_at=tick_at,
+                    half_life_days=HALF_LIFE_DAYS,
+                    activation_floor=ACTIVATION_FLOOR,
+                    since=since,
+                    fade_threshold=FADE_THRESHOLD,
+                    faded=found.faded,
+                    faded_total=found.faded_total,
+                    expired=found.expired,
+                    expired_total=found.expired_total,
                 ),
             )
-            for ws in workspaces
-        ]
-    )
+        )
+    await publisher.publish(events)
     return list(workspaces)
 
 

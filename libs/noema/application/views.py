@@ -166,6 +166,8 @@ class MemorySummary(_Out, frozen=True, kw_only=True):
     memory_type: str
     confidence: float
     activation: float
+    """At the time of the read (the facade's clock; as of a point, its time), computed from the
+    stored value (docs/memory-model.md#activation)."""
     importance: float
     credibility: float
     recall_count: int
@@ -182,6 +184,7 @@ class Memory(MemorySummary, frozen=True, kw_only=True):
     salience: float
     veracity: str | None
     activation_at: datetime
+    """When the stored activation was set: the memory's creation or last reinforcement."""
     superseded_by: str | None
     valid_until: datetime | None
     mention_count: int

@@ -209,6 +209,8 @@ def _memory_created(obs: ObservationRecorded, scored: Scored, now: datetime) -> 
         actor=ACTOR,
         payload=MemoryCreatedPayload(
             memory_id=memory_id_for(obs.id),
+            half_life_days=HALF_LIFE_DAYS,
+            activation_floor=ACTIVATION_FLOOR,
             # An operator's change to a mind is part of that mind's own history.
             kind="autobiographical" if p.channel == "operator" else "episodic",
             epistemic_kind=p.epistemic_kind,

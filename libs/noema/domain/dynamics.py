@@ -8,6 +8,12 @@ Activation (accessibility), in (0, 1]:
   so importance 1 doubles the half-life; never below ``ACTIVATION_FLOOR`` (never zero, never deleted).
 - retrieval: decay to the retrieval time, then ``A + RECALL_BOOST · (1 − A)``.
 
+Nothing rewrites activation as time passes: a memory stores the activation its last reinforcement
+(or its creation) left and the half-life and floor that event recorded, and a read computes the
+activation at its own ``now`` in closed form (:func:`current_activation`, SQL ``noema_activation``).
+One decay per interval between reinforcements means the floor composes trivially, and a new
+half-life takes effect from each memory's next recorded reinforcement or creation.
+
 Confidence, in [0, 1): seeded with the veracity weight ``w`` (stated 1.0 → capped to ``CONFIDENCE_CAP``);
 each re-mention adds ``MENTION_RATE · w · (1 − c)``: bounded below 1, larger for better sources.
 ``n`` mentions at once (a merge of ``n`` facts) do what ``n`` single ones would: ``(1 − c)`` shrinks by
@@ -22,6 +28,7 @@ future decisions, never history.
 from __future__ import annotations
 
 import math
+from datetime import datetime
 
 from noema_events.vocabulary import MEMORY_TYPES, VERACITY_WEIGHT
 
@@ -30,9 +37,11 @@ __all__ = [
     "CONFIDENCE_CAP",
     "FACT_IMPORTANCE",
     "FACT_SALIENCE",
+    "FADE_THRESHOLD",
     "HALF_LIFE_DAYS",
     "MENTION_RATE",
     "RECALL_BOOST",
+    "current_activation",
     "decay_activation",
     "initial_confidence",
     "mention_confidence",
@@ -46,6 +55,9 @@ ACTIVATION_FLOOR = 1e-6
 RECALL_BOOST = 0.3
 MENTION_RATE = 0.25
 CONFIDENCE_CAP = 0.99
+FADE_THRESHOLD = 0.05
+"""A decay tick lists the memories whose activation fell below this since the previous tick (about
+two months without recall at importance 0, four at importance 1)."""
 FACT_IMPORTANCE = 0.5
 FACT_SALIENCE = 0.5
 """The importance and salience of a fact written to a domain (a fact has no observation to weigh)."""
@@ -65,6 +77,21 @@ def decay_activation(
     # The exponent is bounded as in SQL (where power() would underflow); the floor applies long before.
     exponent = max(-1000.0, -dt_days / (half_life_days * (1.0 + importance)))
     return max(floor, activation * math.pow(2.0, exponent))
+
+
+def current_activation(
+    activation: float,
+    activation_at: datetime,
+    importance: float,
+    half_life_days: float,
+    floor: float,
+    at: datetime,
+) -> float:
+    """A memory's activation at ``at``, from the activation stored at ``activation_at`` (its last
+    reinforcement or creation) and the half-life and floor recorded with it: what every read shows."""
+    return decay_activation(
+        activation, (at - activation_at).total_seconds() / 86400.0, importance, half_life_days, floor
+    )
 
 
 def reinforce_activation(activation: float, boost: float = RECALL_BOOST) -> float:

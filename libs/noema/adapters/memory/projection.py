@@ -86,6 +86,7 @@ class Tables:
         )
         m["activation"] = reinforce_activation(decayed, boost)
         m["activation_at"] = max(m["activation_at"], at)
+        m["half_life_days"], m["activation_floor"] = p.half_life_days, p.activation_floor
         m["recall_count"] += recalls
         m["updated_at"] = max(m["updated_at"], at)
 
@@ -216,7 +217,7 @@ class Tables:
                 self._reinforce(ev, p.boost, 1)
             case MemoryReinforced(payload=p):
                 self._reinforce(ev, min(1.0, max(0.0, p.amount)), 0)
-            case ActivationDecayed(payload=p):
+            case ActivationDecayed(payload=p) if p.rewrite:  # an earlier release's tick (v1)
                 for m in self.memories.values():
                     if m["workspace"] == ev.workspace and m["activation_at"] < p.tick_at:
                         days = _days(p.tick_at, m["activation_at"])
@@ -224,5 +225,6 @@ class Tables:
                             m["activation"], days, m["importance"], p.half_life_days, p.activation_floor
                         )
                         m["activation_at"] = p.tick_at
+                        m["half_life_days"], m["activation_floor"] = p.half_life_days, p.activation_floor
             case _:
                 pass  # events that change nothing the ports read (their audit copy is kept)

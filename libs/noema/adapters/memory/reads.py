@@ -16,12 +16,22 @@ from noema.adapters.memory.projection import Tables
 from noema.adapters.memory.records import InMemoryRecords
 from noema.adapters.postgres.queries import MEMORY_FIELDS
 from noema.adapters.postgres.voices import RecallFilters
+from noema.domain.dynamics import current_activation
 from noema.ports import MemoryOrder, Row
 
 __all__ = ["MEMORY_KEYS", "InMemoryReads", "admits"]
 
 MEMORY_KEYS = tuple(MEMORY_FIELDS.split(", "))
 """The columns of a memory row, as the PostgreSQL adapter selects them."""
+
+
+def _row(m: Row, now: datetime) -> Row:
+    """A memory row as reads answer it: its activation at ``now`` (``noema_activation``)."""
+    row = {k: m[k] for k in MEMORY_KEYS}
+    row["activation"] = current_activation(
+        m["activation"], m["activation_at"], m["importance"], m["half_life_days"], m["activation_floor"], now
+    )
+    return row
 
 
 def _when(m: Row) -> datetime:
@@ -67,7 +77,7 @@ class InMemoryReads(InMemoryRecords, InMemoryEvents):
     of ``why`` and ``audit diff`` are :class:`~noema.adapters.memory.events.InMemoryEvents`').
 
     ``clock`` stands for PostgreSQL's ``now()``: what "expired" is judged against when a filter
-    leaves expired memories out.
+    leaves expired memories out, and the time activations are read at.
     """
 
     def __init__(self, tables: Tables, clock: Callable[[], datetime] = _utcnow) -> None:
@@ -81,7 +91,7 @@ class InMemoryReads(InMemoryRecords, InMemoryEvents):
             return None
         origin = self.tables.events.get(m["origin_seq"])
         return {
-            **{k: m[k] for k in MEMORY_KEYS},
+            **_row(m, self._clock()),
             "origin": None if origin is None else dict(origin),
             "relationships": self._relationships(full_id),
             "embeddings": [
@@ -106,7 +116,7 @@ class InMemoryReads(InMemoryRecords, InMemoryEvents):
         key, descending = _ORDER[order]
         rows = [m for m in self.tables.memories.values() if admits(filters, m, now)]
         rows.sort(key=key, reverse=descending)
-        return [{k: m[k] for k in MEMORY_KEYS} for m in rows[offset : offset + limit]]
+        return [_row(m, now) for m in rows[offset : offset + limit]]
 
     async def workspace_exists(self, workspace: str) -> bool:
         """Whether any event names ``workspace``."""

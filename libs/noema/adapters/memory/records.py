@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Literal
 
 from noema.adapters.memory.projection import Tables
+from noema.domain.dynamics import current_activation
 from noema.ids import id_prefix
-from noema.ports import Row
+from noema.ports import Fading, Row
 
 __all__ = ["InMemoryRecords", "matching_ids"]
 
@@ -61,6 +63,34 @@ class InMemoryRecords:
     async def memory_workspaces(self) -> list[str]:
         """Every workspace that has memories."""
         return sorted({m["workspace"] for m in self.tables.memories.values()})
+
+    async def fading(
+        self, workspace: str, since: datetime, until: datetime, threshold: float, limit: int
+    ) -> Fading:
+        """The memories of ``workspace`` that faded below ``threshold`` or expired in (since, until]."""
+
+        def at(m: Row, when: datetime) -> float:
+            return current_activation(
+                m["activation"],
+                m["activation_at"],
+                m["importance"],
+                m["half_life_days"],
+                m["activation_floor"],
+                when,
+            )
+
+        active = [
+            m
+            for m in self.tables.memories.values()
+            if m["workspace"] == workspace and m["status"] == "active"
+        ]
+        faded = sorted(
+            m["id"] for m in active if at(m, until) < threshold <= at(m, max(since, m["activation_at"]))
+        )
+        expired = sorted(
+            m["id"] for m in active if m["valid_until"] is not None and since < m["valid_until"] <= until
+        )
+        return Fading(faded[:limit], len(faded), expired[:limit], len(expired))
 
     def _unembedded(self, model: str) -> list[Row]:
         rows = [m for m in self.tables.memories.values() if (m["id"], model) not in self.tables.embeddings]

@@ -23,6 +23,7 @@ from collections.abc import Callable, Hashable, Sequence
 
 from noema.adapters.postgres.registry import Projected
 from noema_events import (
+    ActivationDecayed,
     ConflictRecorded,
     DomainCreated,
     Event,
@@ -77,8 +78,8 @@ _RANK = {kind: rank for rank, kind in enumerate(ORDER)}
 
 def footprint(event: Event) -> Footprint:
     """The rows the read-model handler of ``event`` reads or writes (:data:`ANYTHING` when not
-    declared: an activation tick updates a whole workspace, and a new handler is a barrier until
-    its footprint is written here).
+    declared: a tick of an earlier release rewrites a whole workspace, and a new handler is a
+    barrier until its footprint is written here).
 
     A memory's key stands for its row and everything hanging off it that a handler checks: its
     vectors (which need it to exist), the edges whose ends it is (a foreign key reads it).
@@ -116,6 +117,8 @@ def footprint(event: Event) -> Footprint:
             return frozenset({("policy", event.payload.policy_id)})
         case ConflictRecorded():
             return frozenset({("conflict", event.payload.conflict_id)})
+        case ActivationDecayed() if not event.payload.rewrite:
+            return frozenset()  # a tick only lists what faded: no row changes
     return ANYTHING
 
 

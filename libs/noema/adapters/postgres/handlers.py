@@ -70,6 +70,8 @@ MEMORY_COLUMNS = (
     "memory_type",
     "activation",
     "activation_at",
+    "half_life_days",
+    "activation_floor",
     "status",
     "recall_count",
     "mention_count",
@@ -147,6 +149,8 @@ def created_columns(ev: MemoryCreated) -> dict[str, object]:
         "happened_at": p.happened_at,
         "valid_until": p.valid_until,
         "tier": p.tier,
+        "half_life_days": p.half_life_days,
+        "activation_floor": p.activation_floor,
     }
 
 
@@ -181,6 +185,8 @@ _REINFORCE = """
                      + r.amount * (1 - noema_decay(m.activation, noema_days(r.at, m.activation_at),
                                                    m.importance, r.half_life, r.floor)),
         activation_at = greatest(m.activation_at, r.at),
+        half_life_days = r.half_life,
+        activation_floor = r.floor,
         recall_count = m.recall_count + r.recalls,
         updated_at = greatest(m.updated_at, r.at)
     FROM unnest($1::text[], $2::timestamptz[], $3::float8[], $4::float8[], $5::integer[], $6::float8[])
@@ -232,12 +238,19 @@ async def memory_reinforced(conn: asyncpg.Connection, run: Run[MemoryReinforced]
 
 @HANDLERS.register(ActivationDecayed)
 async def activation_decayed(conn: asyncpg.Connection, run: Run[ActivationDecayed]) -> None:
-    """A workspace tick: every memory of the workspace decays up to the tick time, in one statement."""
+    """A tick changes no row: activation is computed where it is read. Only a tick of an earlier
+    release (``rewrite``, an upcast v1) is applied as its projector did — every memory of the
+    workspace decayed up to the tick time, in one statement, which then decays from there with the
+    tick's half-life and floor — so replay reproduces the read models those ticks built."""
     for _, ev in run:
+        if not ev.payload.rewrite:
+            continue
         await conn.execute(
             """UPDATE memories SET
                    activation = noema_decay(activation, noema_days($2, activation_at), importance, $3, $4),
-                   activation_at = $2
+                   activation_at = $2,
+                   half_life_days = $3,
+                   activation_floor = $4
                WHERE workspace = $1 AND activation_at < $2""",
             ev.workspace,
             ev.payload.tick_at,

@@ -61,6 +61,8 @@ def proposed_columns(ev: FactProposed) -> dict[str, object]:
         "session": None,
         "happened_at": None,
         "valid_until": p.valid_until,
+        "half_life_days": p.half_life_days,
+        "activation_floor": p.activation_floor,
     }
 
 

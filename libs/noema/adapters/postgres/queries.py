@@ -4,15 +4,16 @@ questions, and the checks of memory operations): :class:`noema.ports.MemoryReads
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import asyncpg
 
 from noema.adapters.postgres.events import EVENT_FIELDS, EventQueries
-from noema.adapters.postgres.voices import RecallFilters
+from noema.adapters.postgres.voices import RecallFilters, activation_sql
 from noema.ids import id_prefix
-from noema.ports import MemoryOrder
+from noema.ports import Fading, MemoryOrder
 
 __all__ = ["EVENT_FIELDS", "MEMORY_FIELDS", "MemoryQueries", "resolve_id"]
 
@@ -22,6 +23,18 @@ MEMORY_FIELDS = (
     "valid_until, recall_count, mention_count, source_observation_ids, origin_event, origin_seq, channel, "
     "source, participants, steps, preconditions, outcomes, session, happened_at, created_at, updated_at"
 )
+"""The columns of a memory row as reads answer them; ``activation`` is the memory's activation at the
+read's time (:func:`activation_sql`), ``activation_at`` the time its stored activation refers to (its
+creation or last reinforcement)."""
+
+
+def _memory_select(at: str) -> str:
+    """:data:`MEMORY_FIELDS` as a select list, with the activation at ``at``."""
+    return MEMORY_FIELDS.replace(
+        "activation, activation_at", f"{activation_sql(at)} AS activation, activation_at"
+    )
+
+
 _ORDER_BY: dict[MemoryOrder, str] = {
     "newest": "created_at DESC, origin_seq DESC",
     # The memories_recent index serves these.
@@ -66,8 +79,10 @@ class MemoryQueries(EventQueries):
     """Queries against one schema's read model through a connection pool (the event reads of ``why``
     and ``audit diff`` are :class:`~noema.adapters.postgres.events.EventQueries`')."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self._pool = pool
+        self._clock = clock
+        """The time activations are read at (the application's clock; as of a point, its time)."""
 
     async def resolve(self, id_or_prefix: str, workspace: str | None = None) -> str | None:
         """The full id of a memory given its id or a unique prefix (at least 6 characters), looked
@@ -80,7 +95,9 @@ class MemoryQueries(EventQueries):
     async def get(self, full_id: str) -> dict[str, Any] | None:
         """One memory by its full id (:meth:`resolve` turns a prefix into one) with provenance,
         relationships and vectors."""
-        row = await self._pool.fetchrow(f"SELECT {MEMORY_FIELDS} FROM memories WHERE id = $1", full_id)
+        row = await self._pool.fetchrow(
+            f"SELECT {_memory_select('$2')} FROM memories WHERE id = $1", full_id, self._clock()
+        )
         if row is None:
             return None
         memory = dict(row)
@@ -125,11 +142,12 @@ class MemoryQueries(EventQueries):
         args: list[Any] = []
         where = filters.where("m", args)
         rows = await self._pool.fetch(
-            f"SELECT {MEMORY_FIELDS} FROM memories m WHERE {where} ORDER BY {_ORDER_BY[order]} "
-            f"LIMIT ${len(args) + 1} OFFSET ${len(args) + 2}",
+            f"SELECT {_memory_select(f'${len(args) + 3}')} FROM memories m WHERE {where} "
+            f"ORDER BY {_ORDER_BY[order]} LIMIT ${len(args) + 1} OFFSET ${len(args) + 2}",
             *args,
             limit,
             offset,
+            self._clock(),
         )
         return [dict(r) for r in rows]
 
@@ -205,6 +223,39 @@ class MemoryQueries(EventQueries):
             r["workspace"]
             for r in await self._pool.fetch("SELECT DISTINCT workspace FROM memories ORDER BY 1")
         ]
+
+    async def fading(
+        self, workspace: str, since: datetime, until: datetime, threshold: float, limit: int
+    ) -> Fading:
+        """The memories of ``workspace`` that faded below ``threshold`` or expired in (since, until]:
+        a read of the workspace's rows (never a write), off the projector."""
+        faded = await self._pool.fetch(
+            f"""SELECT id, count(*) OVER () AS total FROM memories
+                WHERE workspace = $1 AND status = 'active'
+                  AND {activation_sql("$3")} < $4
+                  AND {activation_sql("greatest($2, activation_at)")} >= $4
+                ORDER BY id LIMIT $5""",
+            workspace,
+            since,
+            until,
+            threshold,
+            limit,
+        )
+        expired = await self._pool.fetch(
+            """SELECT id, count(*) OVER () AS total FROM memories
+               WHERE workspace = $1 AND status = 'active' AND valid_until > $2 AND valid_until <= $3
+               ORDER BY id LIMIT $4""",
+            workspace,
+            since,
+            until,
+            limit,
+        )
+        return Fading(
+            [r["id"] for r in faded],
+            faded[0]["total"] if faded else 0,
+            [r["id"] for r in expired],
+            expired[0]["total"] if expired else 0,
+        )
 
     async def count_unembedded(self, model: str) -> int:
         """How many memories have no vector for ``model``."""

@@ -19,7 +19,7 @@ import numpy as np
 from noema.adapters.postgres.textsearch import BROAD_CANDIDATES, TermStats, TextQuery, selective_query
 from noema.domain.ranking import Candidate
 
-__all__ = ["RecallFilters", "RecallStore"]
+__all__ = ["RecallFilters", "RecallStore", "activation_sql"]
 
 _MODEL = re.compile(r"^[\w./:-]{1,200}$")
 
@@ -50,6 +50,17 @@ def searched_exactly(scope_memories: float, stored_vectors: float, limit: int) -
     if stored_vectors <= MAX_SCAN_TUPLES or scope_memories > EXACT_SCOPE_MAX:
         return False  # the bounded scan can see the whole index, or the scope is too large
     return scope_memories * MAX_SCAN_TUPLES / stored_vectors < 2 * limit
+
+
+def activation_sql(at: str, alias: str = "") -> str:
+    """The SQL expression of a memory's activation at ``at`` (an SQL parameter or expression), in
+    closed form from its stored activation (``noema_activation``, migration 0012); ``alias``: the
+    memories table's alias, if any."""
+    m = f"{alias}." if alias else ""
+    return (
+        f"noema_activation({m}activation, {m}activation_at, {m}importance, {m}half_life_days, "
+        f"{m}activation_floor, {at})"
+    )
 
 
 @dataclass(frozen=True)
@@ -370,18 +381,19 @@ class RecallStore:
         )
         return [(r["id"], float(r["score"])) for r in rows]
 
-    async def candidates(self, ids: Sequence[str], model: str | None) -> dict[str, Candidate]:
+    async def candidates(self, ids: Sequence[str], model: str | None, now: datetime) -> dict[str, Candidate]:
         """What scoring needs of each memory (and its vector under ``model``, for MMR), in one
-        round trip."""
+        round trip; activation as of ``now`` (the search's time)."""
         vectors = bool(model and self.has_vectors)
         rows = await self._pool.fetch(
-            f"""SELECT m.id, m.content, m.memory_type, m.activation, m.importance, m.credibility,
+            f"""SELECT m.id, m.content, m.memory_type, {activation_sql("$2", "m")} AS activation,
+                       m.importance, m.credibility,
                        m.created_at, m.repo, m.happened_at,
                        {"e.embedding" if vectors else "NULL::text AS embedding"}
                 FROM memories m
-                {"LEFT JOIN memory_embeddings e ON e.memory_id = m.id AND e.model = $2" if vectors else ""}
+                {"LEFT JOIN memory_embeddings e ON e.memory_id = m.id AND e.model = $3" if vectors else ""}
                 WHERE m.id = ANY($1::text[])""",
-            *([list(ids), model] if vectors else [list(ids)]),
+            *([list(ids), now, model] if vectors else [list(ids), now]),
         )
         out: dict[str, Candidate] = {}
         for r in rows:
@@ -404,14 +416,16 @@ class RecallStore:
             out[c.id] = c
         return out
 
-    async def details(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """Display fields of result memories."""
+    async def details(self, ids: Sequence[str], now: datetime) -> dict[str, dict[str, Any]]:
+        """Display fields of result memories (activation as of ``now``)."""
         rows = await self._pool.fetch(
-            """SELECT id, workspace, mind, kind, epistemic_kind, content, domain, topic, repo, status,
-                      memory_type, confidence, activation, importance, credibility, recall_count,
+            f"""SELECT id, workspace, mind, kind, epistemic_kind, content, domain, topic, repo, status,
+                      memory_type, confidence, {activation_sql("$2")} AS activation, importance,
+                      credibility, recall_count,
                       participants,
                       happened_at, created_at, origin_event, origin_seq
                FROM memories WHERE id = ANY($1::text[])""",
             list(ids),
+            now,
         )
         return {r["id"]: dict(r) for r in rows}

@@ -14,7 +14,13 @@ from noema.application.knowledge.context import KnowledgeContext, domain_ref
 from noema.application.knowledge.domains import Domains
 from noema.application.knowledge.events import mention_event
 from noema.application.upkeep import Conflict, NotFound, OperationError
-from noema.domain.dynamics import FACT_IMPORTANCE, FACT_SALIENCE, initial_confidence
+from noema.domain.dynamics import (
+    ACTIVATION_FLOOR,
+    FACT_IMPORTANCE,
+    FACT_SALIENCE,
+    HALF_LIFE_DAYS,
+    initial_confidence,
+)
 from noema.domain.knowledge import equivalent
 from noema.ids import derive_id, new_id
 from noema_events import FactProposed, FactProposedPayload
@@ -102,6 +108,8 @@ class Facts:
                 actor=caller.actor,
                 payload=FactProposedPayload(
                     memory_id=memory_id,
+                    half_life_days=HALF_LIFE_DAYS,
+                    activation_floor=ACTIVATION_FLOOR,
                     domain=ref.key,
                     topic=topic,
                     content=content,

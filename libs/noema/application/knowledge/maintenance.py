@@ -14,6 +14,7 @@ from noema.application.knowledge.context import KnowledgeContext, domain_ref
 from noema.application.knowledge.events import conflict_events, mention_event, superseded_event
 from noema.application.knowledge.facts import FactOutcome, Facts
 from noema.application.upkeep import OperationError
+from noema.domain.dynamics import ACTIVATION_FLOOR, HALF_LIFE_DAYS
 from noema.domain.hot_tier import (
     PROMOTE_IMPORTANCE,
     STALE_REASON,
@@ -96,6 +97,8 @@ class Maintenance:
                     actor=caller.actor,
                     payload=MemoryCreatedPayload(
                         memory_id=memory_id,
+                        half_life_days=HALF_LIFE_DAYS,
+                        activation_floor=ACTIVATION_FLOOR,
                         kind="episodic",
                         epistemic_kind="memory",
                         content=content,
