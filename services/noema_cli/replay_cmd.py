@@ -42,7 +42,7 @@ def replay(
     differ, exits 1 and names the rows that differ (table, key, columns). With --until, builds the
     state as of that point and compares nothing (--keep to query it).
 
-    Example: noemactl replay --until 2026-03-02T10:32:00+01:00 --keep
+    Example: noemactl replay --until 10 --keep   (or --until 2026-03-02T10:32:00+01:00)
     """
     use(data_dir)
     if until is not None and until_seq is not None:

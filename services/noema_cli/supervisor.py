@@ -235,8 +235,12 @@ class Supervisor:
         running = read_state(data_dir)
         if running is not None:
             log.error("already running", data_dir=str(data_dir), pid=running.get("pid"))
-            print(f"Noema is already running from {data_dir} (pid {running.get('pid')})", file=sys.stderr)
-            return 1
+            print(
+                f"Noema is already running from {data_dir} (pid {running.get('pid')}); stop it first, "
+                "or give another data folder (--data-dir or NOEMA_DATA_DIR)",
+                file=sys.stderr,
+            )
+            return 5  # conflict (docs/errors.md): the data folder is in use
         data_dir.mkdir(parents=True, exist_ok=True)
         self._data_dir = data_dir
         settings = Settings(**{**self.settings.__dict__, "data_dir": data_dir})

@@ -123,7 +123,7 @@ def test_up_observe_search_replay_status_and_a_clean_stop(data_dir: Path) -> Non
         second = subprocess.run(
             [*NOEMACTL, "up"], env=_env(data_dir), capture_output=True, text=True, timeout=60
         )
-        assert second.returncode != 0
+        assert second.returncode == 5  # conflict: the data folder is in use
         assert "already running" in second.stderr
         nats_url = json.loads((data_dir / "noema.json").read_text())["nats_url"]
     finally:

@@ -351,6 +351,8 @@ async def test_a_point_with_no_state_is_not_found_and_one_that_is_no_point_inval
         assert says in answer.json()["error"]
         ran = await _ctl(world, "memory", "list", "-w", "acme", "--as-of", point)
         assert (ran.code, says in ran.stderr, "Traceback" in ran.stderr) == (4, True, False), ran
+        ran = await _ctl(world, "replay", "--until", point, "--keep")  # builds nothing either
+        assert (ran.code, says in ran.stderr, "Traceback" in ran.stderr) == (4, True, False), ran
     # Not a point at all: 422 / exit 2, saying what to write.
     for point, says in ((zoneless, "has no time zone"), ("yesterday", "is not a stream sequence")):
         answer = await world.admin.get("/v1/memories", params={"workspace": "acme", "as_of": point})

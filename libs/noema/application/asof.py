@@ -30,7 +30,7 @@ from noema.application.replay import replay_into
 from noema.errors import Kind, NoemaError
 from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
-from noema.stream_points import EXAMPLES, StreamPoint
+from noema.stream_points import StreamPoint
 
 __all__ = ["AsOf", "AsOfNotBuilt", "AsOfSchemas", "PointNotInStream", "resolve"]
 
@@ -86,8 +86,8 @@ async def resolve(nc: NATS, topology: Topology, point: StreamPoint, now: datetim
         return AsOf(seq, point)
     if point > last:
         raise PointNotInStream(
-            f"as of seq {point}: the event stream ends at seq {last}; write {EXAMPLES}, "
-            f"a sequence from 1 to {last}"
+            f"as of seq {point}: the event stream ends at seq {last}; write a sequence from 1 to "
+            f"{last}, or a past time with its zone (e.g. 2026-03-02T10:32:00Z)"
         )
     try:
         msg = await js.get_msg(topology.event_stream, seq=point)

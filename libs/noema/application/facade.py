@@ -438,5 +438,9 @@ class Noema:
     ) -> dict[str, Any]:
         """Rebuild the read model from the event stream into fresh tables and compare it with the
         live one at one stream sequence, or build the state as of ``until`` (a sequence or a time)
-        (see :func:`noema.application.replay.verify_replay`)."""
+        (see :func:`noema.application.replay.verify_replay`). A point the stream holds no state
+        for (before its first event, beyond its end, in the future) is refused as ``--as-of``
+        refuses it (:class:`~noema.application.asof.PointNotInStream`)."""
+        if until is not None:
+            await resolve(self.nc, self.topology, until, self.clock())
         return await verify_replay(self.settings, self.nc, until, keep, progress)
