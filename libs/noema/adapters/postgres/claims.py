@@ -26,7 +26,7 @@ import structlog
 
 from noema.runtime.claims import ClaimLost, ClaimState
 
-__all__ = ["AdvisoryClaim", "claim_key"]
+__all__ = ["CHECK_TIMEOUT_S", "KEEPALIVE_SQL", "AdvisoryClaim", "claim_key"]
 
 log = structlog.get_logger("noema.claims")
 
@@ -38,6 +38,13 @@ SELECT EXISTS (
       AND objid = $2::bigint::oid AND objsubid = 2
 )
 """
+
+
+CHECK_TIMEOUT_S = 5.0
+"""A check the server does not answer in this long counts as a lost claim: an owner cut off from
+PostgreSQL stops itself within this (plus the check interval), before the server, seeing no TCP
+keepalive answer for :data:`KEEPALIVE_SQL`'s 5 + 3 × 2 = 11 s, ends its session and frees the lock."""
+KEEPALIVE_SQL = "SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3"
 
 
 def _closed(conn: asyncpg.Connection) -> bool:
@@ -80,6 +87,8 @@ class AdvisoryClaim:
             if await conn.fetchval(
                 "SELECT pg_try_advisory_lock(hashtext($1), $2)", self._key, self._partition
             ):
+                # The server notices a vanished owner host this soon (a dead process at once).
+                await conn.execute(KEEPALIVE_SQL)
                 self._state = "owner"
                 return True
             with contextlib.suppress(TimeoutError):
@@ -96,7 +105,10 @@ class AdvisoryClaim:
     async def check(self) -> None:
         """Raise :class:`ClaimLost` unless this session still holds the lock."""
         async with self.connection() as conn:
-            held = await conn.fetchval(_HELD_SQL, self._key, self._partition)
+            try:
+                held = await conn.fetchval(_HELD_SQL, self._key, self._partition, timeout=CHECK_TIMEOUT_S)
+            except TimeoutError as exc:
+                raise self._lose(f"PostgreSQL did not answer in {CHECK_TIMEOUT_S:g} s") from exc
         if not held:
             raise self._lose("the lock is no longer held by this session")
 
