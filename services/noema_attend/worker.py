@@ -17,7 +17,7 @@ different decision, whatever was killed when.
 from __future__ import annotations
 
 from collections import ChainMap, OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
 import structlog
@@ -89,8 +89,12 @@ class AttendHandler:
         config: AttentionConfig,
         clock: Callable[[], datetime] = _utcnow,
         decided: int | None = None,
+        fence: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._js = nc.jetstream()
+        # Raises when this instance may no longer publish (noema.runtime.claims): a former owner
+        # whose claim was taken stops before storing a decision the new owner makes too.
+        self._fence = fence
         self._topology = topology
         self._config = config
         self._clock = clock
@@ -147,6 +151,8 @@ class AttendHandler:
             half = len(cycle) // 2
             first = await self._run_cycle(cycle[:half], cycle[half - 1][0].metadata.sequence.stream)
             return first + await self._run_cycle(cycle[half:], through)
+        if self._fence is not None:
+            await self._fence()
         await self._publisher.publish(events)
         self._decided_through = max(self._decided_through or 0, through)
         self._memories.update(staged)

@@ -39,7 +39,7 @@ from noema.runtime.settings import Located, Settings
 from noema.runtime.wiring import open_bus
 from noema_api.settings import prepare_tokens
 
-__all__ = ["NEEDS", "SERVICES", "Backoff", "Supervisor", "child_env", "prepare"]
+__all__ = ["CLAIMED", "NEEDS", "SERVICES", "Backoff", "Supervisor", "child_env", "kind_of", "prepare"]
 
 log = structlog.get_logger("noema.up")
 
@@ -55,8 +55,19 @@ SERVICES: dict[str, str] = {
 }
 """Every process ``up`` runs: name → module (``python -m <module>``); embed only with an embedder."""
 
-NEEDS: dict[str, tuple[str, ...]] = {"attend": ("nats",), "embed": ("nats",)}
-"""The servers a service cannot work without, when not both (``nats`` and ``postgres``)."""
+NEEDS: dict[str, tuple[str, ...]] = {"embed": ("nats",)}
+"""The servers a service cannot work without, when not both (``nats`` and ``postgres``; attend
+needs PostgreSQL too: its claim is a lock there)."""
+
+CLAIMED = ("attend", "projector", "conflicts")
+"""The workers that run under a claim (noema.runtime.claims): ``NOEMA_REPLICAS`` runs that many of
+each (``attend``, ``attend-2``, ...), one working and the others standing by."""
+
+
+def kind_of(child: str) -> str:
+    """The service a child is an instance of (``attend-2`` → ``attend``)."""
+    return child.partition("-")[0]
+
 
 BACKOFF_INITIAL_S = 0.5
 BACKOFF_CAP_S = 30.0
@@ -215,7 +226,7 @@ class Supervisor:
         # die_with_parent: a killed supervisor does not leave workers behind.
         child.proc = subprocess.Popen(
             [sys.executable, "-m", child.module],
-            env=env_of(child.name),
+            env=env_of(kind_of(child.name)),
             start_new_session=True,
             preexec_fn=die_with_parent,
         )
@@ -288,6 +299,11 @@ class Supervisor:
             self._children = [
                 _Child(name, module, NEEDS.get(name, ("nats", "postgres")))
                 for name, module in self.services.items()
+            ] + [
+                _Child(f"{name}-{i}", self.services[name])
+                for name in CLAIMED
+                if name in self.services
+                for i in range(2, settings.replicas + 1)
             ]
             for child in self._children:
                 self._spawn(child, env_of)

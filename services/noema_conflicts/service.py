@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 
@@ -40,6 +40,7 @@ from nats.js import JetStreamContext
 
 from noema.adapters.jetstream import DeadLetters, EventPublisher, last_on_subject
 from noema.adapters.postgres import ReadModelProjection, migrate
+from noema.adapters.postgres.claims import AdvisoryClaim
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.adapters.pull import durable_puller
@@ -47,6 +48,7 @@ from noema.application.knowledge import conflict_events, mention_event, supersed
 from noema.domain.knowledge import Verdict, decide_conflict, slot_relation
 from noema.ids import derive_id
 from noema.ports import EventSink, FactReads
+from noema.runtime.claims import ClaimedService
 from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
 from noema.runtime.wiring import open_bus, open_pool
@@ -72,11 +74,14 @@ class ConflictsHandler:
         topology: Topology | None = None,
         dead_letters: DeadLetters | None = None,
         facts: FactReads | None = None,
+        fence: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         if facts is None:
             assert pool is not None, "the facts are read from the pool's read model unless given"
             facts = PostgresKnowledge(pool)
         self._facts = facts
+        # Raises once this instance's claim is lost (noema.runtime.claims): checked before publishing.
+        self._fence = fence
         self._js = js
         self._dead_letters = dead_letters
         self._topology = topology
@@ -173,6 +178,8 @@ class ConflictsHandler:
                 await self._caught_up(max(msg.metadata.sequence.stream, self._published_seq, last))
                 events = await self.decide(ev)
                 if events:
+                    if self._fence is not None:
+                        await self._fence()
                     self._published_seq = max(self._published_seq, await self._publisher.publish(events))
                     log.info("fact settled", memory_id=ev.payload.memory_id, events=[e.type for e in events])
             await msg.ack()
@@ -184,28 +191,35 @@ class ConflictsHandler:
         await msg.ack()
 
 
-async def build(settings: Located, stack: AsyncExitStack) -> PullWorker:
+async def build(settings: Located, stack: AsyncExitStack) -> ClaimedService:
     """Connect, migrate, bind the durable ``conflicts`` consumer (fact.proposed events only)."""
     await migrate(settings.database_url, settings.db_schema)
     # Read-only; it settles facts of every workspace, so it sees them all under row security.
+    # One more connection than it reads with: the claim's, held while this instance owns it.
     pool = await open_pool(
-        settings, stack, "reader", app="noema-conflicts", workspace=ALL_WORKSPACES, max_size=2
+        settings, stack, "reader", app="noema-conflicts", workspace=ALL_WORKSPACES, max_size=3
     )
     nc, js, topology = await open_bus(settings, stack, "noema-conflicts")
-    puller = await durable_puller(
-        nc,
-        topology.event_stream,
-        topology.durable("conflicts"),
-        f"{topology.prefix}.evt.*.*.fact_proposed",
-        1,
-        ack_wait=120.0,
-        max_ack_pending=1,
-    )
-    handler = ConflictsHandler(
-        pool,
-        EventPublisher(nc, topology),
-        js=js,
-        topology=topology,
-        dead_letters=DeadLetters(js, topology, "conflicts"),
-    )
-    return PullWorker("conflicts", puller, handler, 1)
+    claim = AdvisoryClaim(pool, settings.db_schema, "conflicts")
+
+    async def start() -> PullWorker:
+        puller = await durable_puller(
+            nc,
+            topology.event_stream,
+            topology.durable("conflicts"),
+            f"{topology.prefix}.evt.*.*.fact_proposed",
+            1,
+            ack_wait=120.0,
+            max_ack_pending=1,
+        )
+        handler = ConflictsHandler(
+            pool,
+            EventPublisher(nc, topology),
+            js=js,
+            topology=topology,
+            dead_letters=DeadLetters(js, topology, "conflicts"),
+            fence=claim.check,
+        )
+        return PullWorker("conflicts", puller, handler, 1)
+
+    return ClaimedService("conflicts", nc, claim, start)

@@ -10,6 +10,8 @@ committed position.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 import asyncpg
 import structlog
@@ -72,8 +74,11 @@ class ProjectorHandler:
         topology: Topology,
         projection: ReadModelProjection,
         position: int,
+        connection: Callable[[], AbstractAsyncContextManager[asyncpg.Connection]] | None = None,
     ) -> None:
-        self._pool = pool
+        # Writes go through ``connection`` (default: the pool's): the claim's own connection when
+        # several instances run, so only the session holding the claim can commit (fencing).
+        self._connection = connection or pool.acquire
         self._topology = topology
         self._projection = projection
         self._dead_letters = DeadLetters(js, topology, "projector")
@@ -115,7 +120,7 @@ class ProjectorHandler:
             await self._dead_letters.write(by_seq[projected.seq], reason)
 
         through = fresh[-1].metadata.sequence.stream
-        async with self._pool.acquire() as conn:
+        async with self._connection() as conn:
             applied = await self._projection.apply(conn, batch, through_seq=through, on_refused=refused)
         self._expected = through + 1
         await msgs[-1].ack()
@@ -128,7 +133,7 @@ class ProjectorHandler:
             if seq > self._expected:
                 raise StreamGap(f"cannot skip seq {seq}: the position is at {self._expected - 1}")
             await self._dead_letters.write(msg, reason, kind)
-            async with self._pool.acquire() as conn:
+            async with self._connection() as conn:
                 await self._projection.apply(conn, [], through_seq=seq)
             self._expected = seq + 1
         await msg.ack()

@@ -164,3 +164,25 @@ def test_the_expected_workers_are_every_kind_unless_configured() -> None:
     assert Settings.from_env(picked.to_env()) == picked
     with pytest.raises(SettingsError, match="unknown processes attnd"):
         Settings.from_env({"NOEMA_STATUS_WORKERS": "attnd"})
+
+
+def test_a_claimed_worker_names_its_owner_and_shows_the_other_instance_standing_by() -> None:
+    owner = beat("projector", claim="owner")
+    standby = beat("projector", claim="standby", pid=42, instance=instance_name("host-a", 42))
+    check = assess_heartbeats("projector", [owner, standby], LIMITS, NOW)
+    assert check.ok
+    assert "owner pid 41 on host-a" in check.detail
+    assert "1 standing by (pid 42)" in check.detail
+
+
+def test_live_instances_of_which_none_owns_the_claim_are_a_problem() -> None:
+    check = assess_heartbeats("attend", [beat(claim="standby"), beat(claim="lost", pid=42)], LIMITS, NOW)
+    assert not check.ok
+    assert "none owns the claim" in check.detail
+
+
+def test_a_standby_beside_a_working_owner_is_not_a_stall() -> None:
+    owner = beat(claim="owner", progress_at=NOW - 1, ack_floor=10)
+    standby = beat(claim="standby", pid=42, progress_at=NOW - 1, ack_floor=10)
+    check = assess_consumer("attend", consumer(pending=5), [owner, standby], LIMITS, NOW, "noema_attend")
+    assert check.ok, check.detail

@@ -83,6 +83,9 @@ class HeartbeatRecord(msgspec.Struct, frozen=True, kw_only=True):
     last_error_at: float | None = None
     stopped: bool = False
     """The last record of a process that crashed (``last_error`` says why)."""
+    claim: str | None = None
+    """For a worker that runs under a claim (:mod:`noema.runtime.claims`): ``owner`` (this instance
+    works), ``standby`` (another one does; this one takes over when it goes) or ``lost``."""
 
 
 @dataclass(frozen=True)
@@ -169,8 +172,10 @@ class Heartbeat:
         clock: Callable[[], float] = time.time,
         host: str | None = None,
         pid: int | None = None,
+        claim: Callable[[], str] | None = None,
     ) -> None:
         self._nc = nc
+        self._claim = claim
         self._topology = topology
         self._consumer = watched_consumer(worker, topology)
         self._interval = interval_s
@@ -229,6 +234,7 @@ class Heartbeat:
             last_error=error[0] if error else None,
             last_error_at=error[1] if error else None,
             stopped=stopped,
+            claim=self._claim() if self._claim is not None else None,
         )
 
     async def beat(self, stopped: bool = False) -> bool:

@@ -180,6 +180,9 @@ def assess_heartbeats(
         newest = max(live, key=lambda r: r.beat_at)
         silent = len(mine) - len(live)
         beat = _ago(now, newest.beat_at)
+        claimed = [r for r in live if r.claim is not None]
+        if claimed:
+            return _assess_claim(label, claimed, silent, now, last_error)
         detail = f"{len(live)} live (pid {newest.pid} on {newest.host}, heartbeat {beat})"
         if silent:
             detail += f"; {silent} earlier instance(s) silent, ignored"
@@ -193,6 +196,27 @@ def assess_heartbeats(
         f"pid {newest.pid} on {newest.host} {state}"
     )
     return Check(label, False, detail + last_error)
+
+
+def _assess_claim(
+    label: str, live: Sequence[HeartbeatRecord], silent: int, now: float, last_error: str
+) -> Check:
+    """The heartbeat check of a worker run under a claim (:mod:`noema.runtime.claims`): which live
+    instance owns it, how many stand by; failing while none owns it (nothing works meanwhile)."""
+    owners = [r for r in live if r.claim == "owner"]
+    standby = [r for r in live if r.claim == "standby"]
+    waiting = f"{len(standby)} standing by" + (
+        f" (pid {', '.join(str(r.pid) for r in standby)})" if standby else ""
+    )
+    tail = (f"; {silent} earlier instance(s) silent, ignored" if silent else "") + last_error
+    if not owners:
+        return Check(label, False, f"{len(live)} live, none owns the claim yet: {waiting}" + tail)
+    owner = max(owners, key=lambda r: r.beat_at)
+    beat = _ago(now, owner.beat_at)
+    detail = f"{len(live)} live: owner pid {owner.pid} on {owner.host} (heartbeat {beat}), {waiting}"
+    if len(owners) > 1:  # a former owner's last beats, before it noticed the loss and exited
+        detail += f"; {len(owners) - 1} other(s) still report ownership"
+    return Check(label, True, detail + tail)
 
 
 def _counts(consumer: ConsumerState) -> str:

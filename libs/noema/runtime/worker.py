@@ -345,6 +345,13 @@ class Service(Protocol):
         ...
 
 
+def _claim_state_of(service: object) -> Callable[[], str] | None:
+    state = getattr(type(service), "claim_state", None)
+    if not isinstance(state, property):
+        return None
+    return lambda: str(getattr(service, "claim_state", ""))
+
+
 def serve(
     build: Callable[[Located, AsyncExitStack], Awaitable[Service]], *, background: bool = False
 ) -> None:
@@ -376,6 +383,8 @@ def serve(
                         str(getattr(service, "name", "worker")),
                         interval_s=located.heartbeat_interval_s,
                         errors=errors,
+                        # owner or standby, for a worker run under a claim (noema.runtime.claims)
+                        claim=_claim_state_of(service),
                     )
                 )
             else:

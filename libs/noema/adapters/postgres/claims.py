@@ -1,0 +1,146 @@
+"""A claim as a PostgreSQL session advisory lock (:class:`noema.runtime.claims.Claim`).
+
+The lock is taken on a connection the owner holds from its pool for as long as it works. It ends
+with the session: when the owner's process dies (SIGKILL, a crash, a lost host once TCP keepalive
+notices) PostgreSQL ends the session and a standby's next try takes the lock. A standby tries every
+``poll_s`` (non-blocking, so it stops at once when asked to).
+
+Fencing: the projector writes its rows and its position *on the claim's connection*
+(:meth:`AdvisoryClaim.connection`), so every write happens in the session that holds the lock — a
+former owner whose session was ended cannot commit anything. :meth:`AdvisoryClaim.check` asks the
+server whether this session still holds the lock (``pg_locks``), for the workers that write
+elsewhere (to NATS).
+
+Keys are ``hashtext('noema-claim:<schema>:<worker>')`` and the partition, so instances on another
+schema of the same database (tests, projection versions) never contend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import asyncpg
+import structlog
+
+from noema.runtime.claims import ClaimLost, ClaimState
+
+__all__ = ["KEEPALIVE_SQL", "AdvisoryClaim", "claim_key"]
+
+log = structlog.get_logger("noema.claims")
+
+_HELD_SQL = """
+SELECT EXISTS (
+    SELECT 1 FROM pg_locks
+    WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()
+      AND classid = ((hashtext($1)::bigint + 4294967296) % 4294967296)::oid
+      AND objid = $2::bigint::oid AND objsubid = 2
+)
+"""
+
+
+# A vanished owner *host* frees the lock once 5 + 3 x 2 = 11 s of TCP keepalive go unanswered
+# (ignored on a Unix socket; a dead process frees it at once either way).
+KEEPALIVE_SQL = "SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3"
+
+
+def _closed(conn: asyncpg.Connection) -> bool:
+    """Whether the session is gone (the pool releases a connection of a terminated session itself)."""
+    try:
+        return bool(conn.is_closed())
+    except asyncpg.InterfaceError:
+        return True
+
+
+def claim_key(schema: str, worker: str) -> str:
+    """The text whose hash is the lock's first key (the partition is the second)."""
+    return f"noema-claim:{schema}:{worker}"
+
+
+class AdvisoryClaim:
+    """One partition's claim among the instances of ``worker``, held on a connection of ``pool``."""
+
+    def __init__(
+        self, pool: asyncpg.Pool, schema: str, worker: str, partition: int = 0, *, poll_s: float = 0.5
+    ) -> None:
+        self._pool = pool
+        self._key = claim_key(schema, worker)
+        self._partition = partition
+        self._poll_s = poll_s
+        self._conn: asyncpg.Connection | None = None
+        self._state: ClaimState = "standby"
+        # One statement at a time on the held connection: the watcher's check and the owner's writes.
+        self._lock = asyncio.Lock()
+
+    @property
+    def state(self) -> ClaimState:
+        """``standby``, ``owner`` or ``lost``."""
+        return self._state
+
+    async def acquire(self, stopping: asyncio.Event) -> bool:
+        """Try the lock every ``poll_s`` on a held connection until it is ours or ``stopping``."""
+        conn = self._conn = await self._pool.acquire()
+        while not stopping.is_set():
+            if await conn.fetchval(
+                "SELECT pg_try_advisory_lock(hashtext($1), $2)", self._key, self._partition
+            ):
+                # The server notices a vanished owner host this soon (a dead process at once).
+                await conn.execute(KEEPALIVE_SQL)
+                self._state = "owner"
+                return True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), self._poll_s)
+        await self._give_back()
+        return False
+
+    def _lose(self, reason: str) -> ClaimLost:
+        if self._state == "owner":
+            log.error("claim lost", claim=self._key, partition=self._partition, reason=reason)
+        self._state = "lost"
+        return ClaimLost(f"claim {self._key}/{self._partition} lost: {reason}")
+
+    async def check(self) -> None:
+        """Raise :class:`ClaimLost` unless this session still holds the lock."""
+        async with self.connection() as conn:
+            held = await conn.fetchval(_HELD_SQL, self._key, self._partition)
+        if not held:
+            raise self._lose("the lock is no longer held by this session")
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+        """The claim's own connection, for writes that must come from the owner (one user at a time).
+
+        Raises :class:`ClaimLost` before, or instead of any error from the body, once the session is
+        gone: whatever the body wrote in a transaction there was rolled back with it."""
+        async with self._lock:
+            conn = self._conn
+            if self._state != "owner" or conn is None:
+                raise self._lose(f"not the owner ({self._state})")
+            if _closed(conn):
+                raise self._lose("its connection is closed")
+            try:
+                yield conn
+            except (asyncpg.PostgresConnectionError, asyncpg.InterfaceError, OSError) as exc:
+                if _closed(conn) or isinstance(exc, asyncpg.PostgresConnectionError):
+                    raise self._lose(f"{type(exc).__name__}: {exc}") from exc
+                raise
+            except asyncpg.AdminShutdownError as exc:  # pg_terminate_backend, or a server shutdown
+                raise self._lose(f"{type(exc).__name__}: {exc}") from exc
+
+    async def release(self) -> None:
+        """Unlock and give the connection back to the pool (a clean stop)."""
+        if self._state == "owner" and self._conn is not None and not _closed(self._conn):
+            with contextlib.suppress(Exception):
+                async with self._lock:
+                    await self._conn.fetchval(
+                        "SELECT pg_advisory_unlock(hashtext($1), $2)", self._key, self._partition
+                    )
+        self._state = "lost"
+        await self._give_back()
+
+    async def _give_back(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await self._pool.release(conn)

@@ -1,0 +1,210 @@
+"""Claims with failover (issue 13, one partition): one owner at a time, a standby takes over when
+the owner's session ends, and the former owner can no longer write — neither attend's decisions to
+NATS nor the projector's rows to PostgreSQL.
+
+The owner's "death" is its claim session ended by the server (``pg_terminate_backend``), which is
+what PostgreSQL does on its own when the owner's process dies; its process, here, goes on and
+tries to write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from noema.adapters.jetstream import stream_last_seq
+from noema.adapters.postgres import ReadModelProjection, create_pool
+from noema.adapters.postgres.claims import AdvisoryClaim
+from noema.adapters.postgres.tenancy import ALL_WORKSPACES
+from noema.adapters.pull import Puller
+from noema.client import publish_observation
+from noema.domain.attention import AttentionConfig
+from noema.runtime.claims import ClaimedService, ClaimLost
+from noema_attend.worker import AttendHandler
+from noema_projector.worker import ProjectorHandler
+from tests.conftest import Harness
+from tests.support import assert_eventually
+
+pytestmark = pytest.mark.integration
+
+TAKEOVER_S = 10.0
+
+
+async def _read(h: Harness, stream: str, subjects: str, count: int) -> list[Msg]:
+    """The first ``count`` messages of ``stream`` as a fresh consumer delivers them."""
+    info = await h.js.add_consumer(
+        stream,
+        ConsumerConfig(
+            deliver_policy=DeliverPolicy.ALL,
+            ack_policy=AckPolicy.EXPLICIT,
+            filter_subject=subjects,
+            inactive_threshold=30,
+        ),
+    )
+    assert info.name is not None
+    puller = await Puller(h.nc, stream, info.name, count).start()
+    msgs: list[Msg] = []
+    while len(msgs) < count:
+        got = await puller.fetch(timeout=5)
+        assert got, f"the stream stopped delivering after {len(msgs)} of {count}"
+        msgs += got
+    await puller.stop()
+    return msgs[:count]
+
+
+async def _backend_of(claim: AdvisoryClaim) -> int:
+    async with claim.connection() as conn:
+        return int(await conn.fetchval("SELECT pg_backend_pid()"))
+
+
+@pytest.fixture
+async def pools(harness: Harness) -> AsyncIterator[tuple[asyncpg.Pool, asyncpg.Pool]]:
+    """Two instances' pools, as the projector opens them (its role, every workspace)."""
+    made = [
+        await create_pool(
+            harness.settings.database_url_for("projector"),
+            harness.settings.db_schema,
+            app=f"noema-test-{i}",
+            workspace=ALL_WORKSPACES,
+            min_size=1,
+            max_size=2,
+        )
+        for i in (1, 2)
+    ]
+    yield made[0], made[1]
+    for pool in made:
+        pool.terminate()  # claims hold connections to the end, as a process does until it exits
+
+
+async def _owner_and_standby(
+    harness: Harness, pools: tuple[asyncpg.Pool, asyncpg.Pool], worker: str
+) -> tuple[AdvisoryClaim, AdvisoryClaim, asyncio.Task[bool], asyncio.Event]:
+    stopping = asyncio.Event()
+    first = AdvisoryClaim(pools[0], harness.settings.db_schema, worker, poll_s=0.1)
+    second = AdvisoryClaim(pools[1], harness.settings.db_schema, worker, poll_s=0.1)
+    assert await first.acquire(stopping)
+    standing_by = asyncio.create_task(second.acquire(stopping))
+    done, _ = await asyncio.wait({standing_by}, timeout=1.0)
+    assert not done, "a second instance took a claim that was held"
+    assert (first.state, second.state) == ("owner", "standby")
+    return first, second, standing_by, stopping
+
+
+async def _take_over(harness: Harness, first: AdvisoryClaim, standing_by: asyncio.Task[bool]) -> float:
+    """End the owner's claim session as the server would on its death; the standby's takeover time."""
+    backend = await _backend_of(first)
+    killed = time.monotonic()
+    assert await harness.pool.fetchval("SELECT pg_terminate_backend($1)", backend)
+    assert await asyncio.wait_for(standing_by, TAKEOVER_S)
+    return time.monotonic() - killed
+
+
+async def test_a_standby_owns_the_claim_once_the_owners_session_ends_and_attend_fenced_cannot_publish(
+    harness: Harness, pools: tuple[asyncpg.Pool, asyncpg.Pool]
+) -> None:
+    t = harness.topology
+    for i in range(5):
+        await publish_observation(
+            harness.js, f"the deploy key rotates on day {i}", workspace="acme", mind="ops", topology=t
+        )
+    msgs = await _read(harness, t.observation_stream, t.observation_subjects, 5)
+    config = AttentionConfig(threshold=0.0, capacity=50)
+    first, second, standing_by, _ = await _owner_and_standby(harness, pools, "attend")
+
+    takeover_s = await _take_over(harness, first, standing_by)
+    print(f"takeover_s={takeover_s:.2f}")
+    assert second.state == "owner"
+
+    # The former owner's process runs on and decides a cycle: the fence stops it before publishing.
+    with pytest.raises(ClaimLost):
+        await AttendHandler(harness.nc, t, config, fence=first.check)(msgs)
+    assert first.state == "lost"
+    assert await stream_last_seq(harness.js, t.event_stream) == 0, "a former owner published"
+
+    # The new owner decides the same observations and publishes.
+    await AttendHandler(harness.nc, t, config, fence=second.check)(msgs)
+    assert await stream_last_seq(harness.js, t.event_stream) > 0
+
+
+async def test_a_former_projector_owner_cannot_commit_rows_or_its_position(
+    harness: Harness, pools: tuple[asyncpg.Pool, asyncpg.Pool]
+) -> None:
+    t = harness.topology
+    for i in range(3):
+        await publish_observation(
+            harness.js, f"the backup ran at {i} am", workspace="acme", mind="ops", topology=t
+        )
+    observations = await _read(harness, t.observation_stream, t.observation_subjects, 3)
+    await AttendHandler(harness.nc, t, AttentionConfig(threshold=0.0, capacity=50))(observations)
+    events = await _read(
+        harness, t.event_stream, t.event_subjects, await stream_last_seq(harness.js, t.event_stream)
+    )
+    first, second, standing_by, _ = await _owner_and_standby(harness, pools, "projector")
+    projection = ReadModelProjection()
+
+    def handler(pool: asyncpg.Pool, claim: AdvisoryClaim) -> ProjectorHandler:
+        return ProjectorHandler(harness.js, pool, t, projection, 0, connection=claim.connection)
+
+    await _take_over(harness, first, standing_by)
+    with pytest.raises(ClaimLost):
+        await handler(pools[0], first)(events)
+    async with harness.pool.acquire() as conn:
+        assert await projection.position(conn) == 0, "a former owner moved the position"
+        assert await conn.fetchval("SELECT count(*) FROM memories") == 0, "a former owner wrote rows"
+
+    await handler(pools[1], second)(events)
+    async with harness.pool.acquire() as conn:
+        assert await projection.position(conn) == events[-1].metadata.sequence.stream
+        assert await conn.fetchval("SELECT count(*) FROM memories") == 3
+
+
+async def test_a_claimed_worker_stops_with_claim_lost_when_its_session_ends(
+    harness: Harness, pools: tuple[asyncpg.Pool, asyncpg.Pool]
+) -> None:
+    claim = AdvisoryClaim(pools[0], harness.settings.db_schema, "conflicts", poll_s=0.1)
+    started = asyncio.Event()
+
+    class Idle:
+        name = "idle"
+
+        def __init__(self) -> None:
+            self._stop = asyncio.Event()
+
+        async def run(self) -> None:
+            started.set()
+            await self._stop.wait()
+
+        def shutdown(self) -> None:
+            self._stop.set()
+
+    async def start() -> Idle:
+        return Idle()
+
+    service = ClaimedService("conflicts", harness.nc, claim, start, check_s=0.1)
+    running = asyncio.create_task(service.run())
+    await asyncio.wait_for(started.wait(), 5)
+    assert service.claim_state == "owner"
+    async with harness.pool.acquire() as conn:
+        await assert_eventually(
+            lambda: _terminated(conn, "noema-test-1"), 5, what="the claim session terminated"
+        )
+    with pytest.raises(ClaimLost):
+        await asyncio.wait_for(running, TAKEOVER_S)
+    assert str(service.claim_state) == "lost"  # (mypy narrowed it to "owner" above)
+
+
+async def _terminated(conn: asyncpg.Connection, app: str) -> bool:
+    """End every session of ``app`` that holds an advisory lock; True once one was ended."""
+    return bool(
+        await conn.fetchval(
+            "SELECT bool_or(pg_terminate_backend(a.pid)) FROM pg_stat_activity a JOIN pg_locks l USING (pid) "
+            "WHERE l.locktype = 'advisory' AND a.application_name = $1",
+            app,
+        )
+    )
