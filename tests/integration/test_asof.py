@@ -493,3 +493,15 @@ async def test_as_of_search_compares_the_vectors_held_then_exactly(
     )  # fmt: skip
     assert {r["components"].get("semantic_available") for r in first.json()["results"]} <= {None, 0.0}
     assert {r["components"].get("semantic_available") for r in last.json()["results"]} == {1.0}
+    # A workspace's token reads the vectors through row security's visibility function, which must
+    # look in the as-of schema under its final name (it was created in the build's).
+    scoped = await world.acme.get(
+        "/v1/memories/search",
+        params={"q": "rotate the deploy key", "mode": "hybrid", "as_of": str(points[-1])},
+    )
+    assert scoped.status_code == 200, scoped.text
+    assert {r["id"] for r in scoped.json()["results"]} == {e.payload.memory_id for e in created}
+    shown = await world.acme.get(
+        f"/v1/memories/{created[0].payload.memory_id}", params={"as_of": str(points[-1])}
+    )
+    assert shown.status_code == 200, shown.text

@@ -21,6 +21,7 @@ import asyncpg
 
 from noema.adapters.postgres.position import projected_seq
 from noema.adapters.postgres.roles import DB_ROLES
+from noema.adapters.postgres.versions import rename_schema
 
 __all__ = ["KeptSchema", "build_lock", "drop", "exists", "holds", "kept", "prefix", "publish", "schema_name"]
 
@@ -92,7 +93,9 @@ async def publish(owner_url: str, building: str, schema: str, seq: int, now: dat
             if await conn.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", reader):
                 await conn.execute(f"GRANT USAGE ON SCHEMA {building} TO {reader}")
                 await conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {building} TO {reader}")
-            await conn.execute(f"ALTER SCHEMA {building} RENAME TO {schema}")
+            # With the search path its functions were created with: row security's visibility
+            # function would otherwise look for the build's name, gone after the rename.
+            await rename_schema(conn, building, schema)
             note = f"noema as-of seq {seq} built {now.astimezone(UTC).isoformat()}"
             await conn.execute(f"COMMENT ON SCHEMA {schema} IS '{note}'")
     finally:
