@@ -179,13 +179,15 @@ class Noema:
             pool, store = await self._view_store(schema)
             if await asof_schemas.holds(pool, at.seq):
                 return Noema(self.settings, pool, self.nc, store, lambda: at.time, point=at, parent=self)
-            # Dropped meanwhile, or emptied by a crash of PostgreSQL (its tables are unlogged).
+            # Dropped meanwhile, emptied by a crash of PostgreSQL (its tables are unlogged), or
+            # built by an earlier release (its read model lacks a migration of this one's).
             await self._close_view(schema)
             try:
                 await asof_schemas.drop(self.settings.database_url, schema)
             except asyncpg.InsufficientPrivilegeError:
                 raise AsOfNotBuilt(
-                    f"the state as of seq {at.seq} was lost (a crash of PostgreSQL empties it) and this "
+                    f"the state as of seq {at.seq} was lost (a crash of PostgreSQL empties it) or was "
+                    f"built by an earlier release, and this "
                     f"process may not rebuild it: run `noemactl asof drop {at.seq}` and "
                     f"`noemactl asof build {at.seq}`"
                 ) from None

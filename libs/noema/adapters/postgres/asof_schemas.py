@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 
 import asyncpg
 
+from noema.adapters.postgres.database import migrations
 from noema.adapters.postgres.position import projected_seq
 from noema.adapters.postgres.roles import DB_ROLES
 from noema.adapters.postgres.versions import rename_schema
@@ -49,12 +50,17 @@ def schema_name(live_schema: str, seq: int) -> str:
 
 
 async def holds(pool: asyncpg.Pool, seq: int) -> bool:
-    """Whether the schema ``pool`` reads still holds the state at ``seq`` (it may have been dropped
-    meanwhile, or emptied by a crash)."""
+    """Whether the schema ``pool`` reads still holds the state at ``seq`` as this release builds it
+    (it may have been dropped meanwhile, emptied by a crash, or built by an earlier release whose
+    read model lacked a migration of this one's: such a state is rebuilt, not read with today's
+    code, which would fail on what it lacks)."""
     try:
-        return await projected_seq(pool) == seq
+        if await projected_seq(pool) != seq:
+            return False
+        applied = await pool.fetchval("SELECT max(version) FROM schema_migrations")
     except (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError):
         return False
+    return bool(applied == migrations()[-1][0])
 
 
 @contextlib.asynccontextmanager
