@@ -15,6 +15,7 @@ read of the same point answers at once; ``noemactl asof list|drop`` shows and dr
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -105,6 +106,7 @@ class AsOfSchemas:
         self.settings = settings
         self.nc = nc
         self.topology = Topology(settings.prefix)
+        self._one_build = asyncio.Semaphore(1)
 
     @property
     def _owner(self) -> str:
@@ -119,7 +121,10 @@ class AsOfSchemas:
         schema = self.name(seq)
         if await asof_schemas.exists(self._owner, schema):
             return schema
-        async with asof_schemas.build_lock(self._owner, schema):
+        # One build at a time per application (a process has one): each is a replay to its point
+        # (minutes at a hundred thousand memories), so requests for many points queue instead of
+        # taking every core.
+        async with self._one_build, asof_schemas.build_lock(self._owner, schema):
             if await asof_schemas.exists(self._owner, schema):
                 return schema  # another request built it while this one waited
             building = f"{schema}_b"
