@@ -155,7 +155,9 @@ class AttendHandler:
             await self._fence()
         await self._publisher.publish(events)
         self._decided_through = max(self._decided_through or 0, through)
-        self._memories.update(staged)
+        for key, held in staged.items():  # most recently decided last, so evicted last
+            self._memories[key] = held
+            self._memories.move_to_end(key)
         while len(self._memories) > MAX_MINDS:  # reloaded from the stream when seen again
             self._memories.popitem(last=False)
         return events
