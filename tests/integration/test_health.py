@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 
 import pytest
+from nats.js.api import AckPolicy, ConsumerConfig
 
 from noema.adapters.jetstream import connect
 from noema.adapters.postgres import ReadModelProjection
@@ -111,8 +112,17 @@ async def test_without_nats_the_check_says_so_and_postgres_is_still_checked(harn
 async def test_a_connected_worker_whose_consumer_does_not_progress_while_work_waits_is_stalled(
     harness: Harness,
 ) -> None:
-    # attend's consumer exists and its process beats, but nothing fetches: a hung handler.
-    await build_attend(harness.settings, harness.stack)
+    # attend's consumer exists (as its owner creates it) and its process beats, but nothing
+    # fetches: a hung handler.
+    t = harness.topology
+    await harness.js.add_consumer(
+        t.observation_stream,
+        ConsumerConfig(
+            durable_name=t.durable("attend"),
+            ack_policy=AckPolicy.EXPLICIT,
+            filter_subject=t.observation_subjects,
+        ),
+    )
     await harness.stack.enter_async_context(Heartbeat(harness.nc, harness.topology, "attend", interval_s=0.1))
     settings = dataclasses.replace(harness.settings, status_workers=("attend",), stall_after_s=1.0)
     for i in range(2):
