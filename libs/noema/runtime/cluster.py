@@ -20,8 +20,8 @@ import nats
 from nats.errors import Error as NatsError
 
 from noema.runtime.credentials import CredentialStore
-from noema.runtime.embedded import ClusterNode, EmbeddedNats, free_port
-from noema.runtime.identities import OPERATOR, Identity
+from noema.runtime.embedded import ClusterNode, EmbeddedNats, _Credentialed, free_port
+from noema.runtime.identities import Identity
 
 __all__ = ["EmbeddedCluster", "reload_embedded_nats"]
 
@@ -36,7 +36,7 @@ def _previous_route_port(conf: Path) -> int | None:
     return int(found[1]) if found else None
 
 
-class EmbeddedCluster:
+class EmbeddedCluster(_Credentialed):
     """``size`` embedded nats-servers forming one JetStream cluster, ``noema-1`` … ``noema-<size>``.
 
     Its :attr:`url` lists every server, comma-separated (the form ``NOEMA_NATS_URL`` takes); each
@@ -61,20 +61,6 @@ class EmbeddedCluster:
     def url(self) -> str:
         """Every server's client URL (without credentials), comma-separated."""
         return ",".join(node.url for node in self.nodes)
-
-    @property
-    def credentials(self) -> CredentialStore:
-        """The identities' passwords of this data folder (the same on every server)."""
-        return CredentialStore(self.data_dir)
-
-    def url_for(self, name: str) -> str:
-        """:attr:`url` with the credentials of service ``name`` (or ``operator``) on each server."""
-        return self.credentials.service_url(self.url, name)
-
-    @property
-    def operator_url(self) -> str:
-        """:attr:`url` with the operator's credentials."""
-        return self.url_for(OPERATOR)
 
     def start(self, timeout: float = 60.0) -> None:
         """Start every server and wait until the cluster has elected its JetStream meta leader

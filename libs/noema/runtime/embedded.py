@@ -159,7 +159,32 @@ class ClusterNode:
         )
 
 
-class EmbeddedNats:
+class _Credentialed:
+    """Client URLs with credentials, for whatever has a data folder and a :attr:`url` (one server's,
+    or a cluster's comma-separated list): the identities are the same on every server."""
+
+    data_dir: Path
+
+    @property
+    def url(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def credentials(self) -> CredentialStore:
+        """The identities' passwords of this data folder (created on first use)."""
+        return CredentialStore(self.data_dir)
+
+    def url_for(self, name: str) -> str:
+        """:attr:`url` with the credentials of service ``name`` (or ``operator``) on each server."""
+        return self.credentials.service_url(self.url, name)
+
+    @property
+    def operator_url(self) -> str:
+        """:attr:`url` with the operator's credentials (``noemactl``, the README's examples)."""
+        return self.url_for(OPERATOR)
+
+
+class EmbeddedNats(_Credentialed):
     """A nats-server with JetStream, bound to 127.0.0.1, storing in ``<data_dir>/nats``.
 
     Without an explicit ``port`` it listens where the same data folder's server listened last time
@@ -197,20 +222,6 @@ class EmbeddedNats:
     def url(self) -> str:
         """Client URL (without credentials)."""
         return f"nats://127.0.0.1:{self.port}"
-
-    @property
-    def credentials(self) -> CredentialStore:
-        """The identities' passwords of this data folder (created on first use)."""
-        return CredentialStore(self.data_dir)
-
-    def url_for(self, name: str) -> str:
-        """The client URL with the credentials of service ``name`` (or ``operator``)."""
-        return self.credentials.service_url(self.url, name)
-
-    @property
-    def operator_url(self) -> str:
-        """The client URL with the operator's credentials (``noemactl``, the README's examples)."""
-        return self.url_for(OPERATOR)
 
     @property
     def log_path(self) -> Path:
