@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from nats.js.errors import NotFoundError
 
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection, checksum
@@ -42,9 +43,12 @@ async def settled(harness: Harness) -> None:
         last = await stream_last_seq(harness.js, harness.topology.event_stream)
         async with harness.pool.acquire() as conn:
             position = await ReadModelProjection().position(conn)
-        info = await harness.js.consumer_info(
-            harness.topology.event_stream, harness.topology.durable("conflicts")
-        )
+        try:
+            info = await harness.js.consumer_info(
+                harness.topology.event_stream, harness.topology.durable("conflicts")
+            )
+        except NotFoundError:  # conflicts creates its consumer once it owns its claim
+            return False
         return position == last and info.num_pending == 0 and info.num_ack_pending == 0
 
     await assert_eventually(check)

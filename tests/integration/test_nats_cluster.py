@@ -9,7 +9,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from nats.errors import NoServersError
+from nats.aio.client import Client
+from nats.errors import NoRespondersError, NoServersError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.errors import ServiceUnavailableError
 
 from noema.adapters.jetstream import connect
 from noema.runtime.cluster import EmbeddedCluster
@@ -35,6 +38,20 @@ def _kill(cluster: EmbeddedCluster, index: int) -> None:
     node._proc.wait(10)
 
 
+async def _jetstream_answers(nc: Client) -> None:
+    """JetStream answers through ``nc``: the killed server may have led JetStream's meta group,
+    and electing a new leader takes the others a few seconds."""
+
+    async def answers() -> bool:
+        try:
+            await nc.jetstream(timeout=2).account_info()
+        except (NatsTimeoutError, ServiceUnavailableError, NoRespondersError):
+            return False
+        return True
+
+    await assert_eventually(answers, 30, 0.5, "JetStream answering through the servers left")
+
+
 async def test_a_process_starting_while_one_server_is_down_connects_to_another(
     cluster: EmbeddedCluster,
 ) -> None:
@@ -46,7 +63,7 @@ async def test_a_process_starting_while_one_server_is_down_connects_to_another(
     try:
         assert nc.connected_url is not None
         assert nc.connected_url.port != urlsplit(dead).port
-        await nc.jetstream().account_info()  # JetStream answers
+        await _jetstream_answers(nc)
     finally:
         await nc.close()
 
@@ -68,6 +85,7 @@ async def test_credentials_in_the_url_sign_in_to_the_servers_the_cluster_announc
             return nc.is_connected and url is not None and url.port != cluster.nodes[1].port
 
         await assert_eventually(elsewhere, 30, 0.2, "a reconnect to another server of the cluster")
-        await nc.jetstream().account_info()
+
+        await _jetstream_answers(nc)
     finally:
         await nc.close()
