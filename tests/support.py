@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
+from nats.js.client import JetStreamContext
+from nats.js.errors import NotFoundError
 
 from noema.adapters.postgres.voices import RecallFilters, RecallStore
 from noema.application.search import Recall, SearchResult
@@ -88,6 +90,16 @@ async def assert_eventually(
             return last
         await asyncio.sleep(interval)
     raise AssertionError(f"{what} not met within {timeout}s (last value: {last!r})")
+
+
+async def consumer_drained(js: JetStreamContext, stream: str, durable: str) -> bool:
+    """The durable consumer exists and has nothing pending or unacknowledged (the claimed workers
+    create theirs only once they own their claim, so a missing one is not drained yet)."""
+    try:
+        info = await js.consumer_info(stream, durable)
+    except NotFoundError:
+        return False
+    return bool(info.num_pending == 0 and info.num_ack_pending == 0)
 
 
 async def keyword_search(pool: asyncpg.Pool, query: str, workspace: str | None = None) -> list[SearchResult]:

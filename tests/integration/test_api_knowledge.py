@@ -10,7 +10,7 @@ from noema.application.access import Caller
 from noema.application.knowledge import Knowledge
 from noema_conflicts.service import build as build_conflicts
 from tests.integration.api_harness import ApiHarness, api
-from tests.support import assert_eventually
+from tests.support import assert_eventually, consumer_drained
 
 pytestmark = pytest.mark.integration
 __all__ = ["api"]
@@ -18,9 +18,8 @@ __all__ = ["api"]
 
 async def settled(api: ApiHarness) -> None:
     async def check() -> bool:
-        info = await api.h.js.consumer_info(api.h.topology.event_stream, api.h.topology.durable("conflicts"))
-        pending: int = info.num_pending + info.num_ack_pending
-        return pending == 0
+        t = api.h.topology
+        return await consumer_drained(api.h.js, t.event_stream, t.durable("conflicts"))
 
     for _ in range(2):
         await assert_eventually(check)

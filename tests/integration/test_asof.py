@@ -60,7 +60,7 @@ from tests.integration.api_harness import ACME, ADMIN, memory
 from tests.integration.test_cli_reads import NOEMACTL, Ran
 from tests.integration.test_mcp import error, ok, over_stdio
 from tests.integration.test_service import client
-from tests.support import assert_eventually
+from tests.support import assert_eventually, consumer_drained
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -86,12 +86,12 @@ class World:
 
         async def check() -> bool:
             last = await stream_last_seq(self.h.js, self.h.topology.event_stream)
-            info = await self.h.js.consumer_info(
-                self.h.topology.event_stream, self.h.topology.durable("conflicts")
+            drained = await consumer_drained(
+                self.h.js, self.h.topology.event_stream, self.h.topology.durable("conflicts")
             )
             async with self.h.pool.acquire() as conn:
                 position = await ReadModelProjection().position(conn)
-            return position == last and info.num_pending + info.num_ack_pending == 0
+            return position == last and drained
 
         for _ in range(2):
             await assert_eventually(check)

@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from nats.js.errors import NotFoundError
 
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection, checksum
@@ -27,7 +26,7 @@ from noema_attend.service import build as build_attend
 from noema_conflicts.service import build as build_conflicts
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
-from tests.support import assert_eventually
+from tests.support import assert_eventually, consumer_drained
 
 pytestmark = pytest.mark.integration
 
@@ -43,13 +42,10 @@ async def settled(harness: Harness) -> None:
         last = await stream_last_seq(harness.js, harness.topology.event_stream)
         async with harness.pool.acquire() as conn:
             position = await ReadModelProjection().position(conn)
-        try:
-            info = await harness.js.consumer_info(
-                harness.topology.event_stream, harness.topology.durable("conflicts")
-            )
-        except NotFoundError:  # conflicts creates its consumer once it owns its claim
-            return False
-        return position == last and info.num_pending == 0 and info.num_ack_pending == 0
+        drained = await consumer_drained(
+            harness.js, harness.topology.event_stream, harness.topology.durable("conflicts")
+        )
+        return position == last and drained
 
     await assert_eventually(check)
     await assert_eventually(check)  # decisions published by the last fact are projected too
