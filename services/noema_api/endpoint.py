@@ -29,7 +29,7 @@ from noema.adapters.published import recording_published
 from noema.application.facade import Noema
 from noema.application.upkeep import InvalidQuery, NotFound
 from noema.application.views import parse
-from noema.errors import SURFACES, Kind, kind_of, public_message
+from noema.errors import PROBLEM_JSON, Kind, kind_of, public_message
 from noema.inputs import InvalidInput, convert
 from noema.stream_points import StreamPoint, parse_stream_point
 
@@ -43,7 +43,7 @@ from .consistency import (
     caught_up,
     parse_after_seq,
 )
-from .errors import ApiError, ErrorBody
+from .errors import ApiError, Problem
 from .urls import check_path, query_params
 
 __all__ = ["Api", "Endpoint", "Req", "error_response", "json_response", "routes"]
@@ -106,7 +106,7 @@ class Endpoint:
     body: type[msgspec.Struct] | None = None
     status: int = 200
     errors: tuple[int, ...] = ()
-    """Statuses answered with an ErrorBody (401 and 403 are implied unless ``public``)."""
+    """Statuses answered with a Problem (401 and 403 are implied unless ``public``)."""
     other: tuple[tuple[int, Any], ...] = ()
     """Other statuses with their own body type."""
     public: bool = False
@@ -133,9 +133,12 @@ def json_response(data: Any, status: int = 200) -> Response:
     return Response(_encoder.encode(data), status_code=status, media_type="application/json")
 
 
-def error_response(kind: Kind, message: str, headers: Mapping[str, str] | None = None) -> Response:
-    """``{"error": message, "code": kind}`` with ``kind``'s status (and ``headers``)."""
-    response = json_response(ErrorBody(message, kind), SURFACES[kind].http)
+def error_response(
+    kind: Kind, message: str, headers: Mapping[str, str] | None = None, *, status: int | None = None
+) -> Response:
+    """``kind``'s status (or ``status``) and problem, ``message`` its detail (and ``headers``)."""
+    problem = Problem.of(kind, message, status)
+    response = Response(_encoder.encode(problem), status_code=problem.status, media_type=PROBLEM_JSON)
     response.headers.update(headers or {})
     return response
 

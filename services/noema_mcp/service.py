@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import json
 from typing import Any, Literal
 
 import uvicorn
@@ -15,10 +14,10 @@ from mcp.server.stdio import stdio_server
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from noema.adapters.asgi import BodyLimit
+from noema.adapters.asgi import BodyLimit, JsonBodies, problem_response
 from noema.application.access import Caller
 from noema.application.facade import Noema
-from noema.errors import SURFACES, Kind
+from noema.errors import Kind
 from noema.runtime.settings import Located
 
 from . import DEFAULT_PORT, HTTP_PATH
@@ -54,24 +53,12 @@ class BearerToken:
         if scope["type"] == "http":
             given = dict(scope["headers"]).get(b"authorization", b"")
             if not hmac.compare_digest(given, self._expected):
-                body = json.dumps(
-                    {
-                        "error": "missing or wrong bearer token "
-                        "(send Authorization: Bearer <NOEMA_MCP_TOKEN>)",
-                        "code": Kind.UNAUTHENTICATED,
-                    }
-                ).encode()
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": SURFACES[Kind.UNAUTHENTICATED].mcp,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"www-authenticate", b'Bearer realm="noema-mcp"'),
-                        ],
-                    }
+                await problem_response(
+                    send,
+                    Kind.UNAUTHENTICATED,
+                    "missing or wrong bearer token (send Authorization: Bearer <NOEMA_MCP_TOKEN>)",
+                    [(b"www-authenticate", b'Bearer realm="noema-mcp"')],
                 )
-                await send({"type": "http.response.body", "body": body})
                 return
         await self._app(scope, receive, send)
 
@@ -79,9 +66,10 @@ class BearerToken:
 def http_app(server: Server[Any], host: str, token: str | None = None) -> ASGIApp:
     """The streamable HTTP ASGI app (stateful sessions; DNS-rebinding protection on loopback hosts),
     behind :class:`BearerToken` when ``token`` is given. Request bodies above 1 MiB are refused (413)
-    before they are read (the SDK would buffer any size); without the token none is read at all."""
+    before they are read (the SDK would buffer any size), and bodies that are not JSON with 415;
+    without the token none is read at all."""
     app: Starlette = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
-    limited = BodyLimit(app)
+    limited = JsonBodies(BodyLimit(app))
     return BearerToken(limited, token) if token else limited
 
 
