@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
+from urllib.parse import urlencode
 
 import asyncpg
 import msgspec
@@ -46,7 +47,7 @@ from .consistency import (
 from .errors import ApiError, Problem
 from .urls import check_path, query_params
 
-__all__ = ["Api", "Endpoint", "Req", "error_response", "json_response", "routes"]
+__all__ = ["CURSORS", "Api", "Endpoint", "Req", "error_response", "is_paged", "json_response", "routes"]
 
 log = structlog.get_logger("noema.api")
 
@@ -126,6 +127,33 @@ class Endpoint:
     def path_params(self) -> list[str]:
         """Names of the ``{placeholders}`` in the path."""
         return _PATH_PARAM.findall(self.path)
+
+
+CURSORS = {"next_offset": "offset", "next_before": "before"}
+"""A page's cursor member → the query parameter it is passed back in for the next page."""
+
+
+def is_paged(response: Any) -> bool:
+    """Whether an endpoint's answer is a page with a ``next`` link (filled by :func:`_with_next`)."""
+    fields = getattr(response, "__struct_fields__", ())
+    return "next" in fields and any(cursor in fields for cursor in CURSORS)
+
+
+def _with_next(result: Any, request: Request, headers: dict[str, str]) -> Any:
+    """A page with its ``next`` link: this request's path and query with the page's cursor in its
+    parameter (every other parameter kept, so the next page has the same filters and point), also
+    sent as an RFC 8288 ``Link`` header. Unchanged on the last page."""
+    if not is_paged(type(result)):
+        return result
+    found = [(param, getattr(result, cursor)) for cursor, param in CURSORS.items() if hasattr(result, cursor)]
+    param, value = found[0]
+    if value is None:
+        return result
+    params = query_params(request.scope.get("query_string", b""))
+    params[param] = [str(value)]
+    link = f"{request.url.path}?{urlencode([(k, v) for k, values in params.items() for v in values])}"
+    headers["Link"] = f'<{link}>; rel="next"'
+    return msgspec.structs.replace(result, next=link)
 
 
 def json_response(data: Any, status: int = 200) -> Response:
@@ -256,7 +284,9 @@ def _serve(endpoint: Endpoint, api: Api) -> Callable[[Request], Awaitable[Respon
             ):
                 headers = await caught_up(api.pool, after_seq) if after_seq is not None else {}
                 past = api if as_of is None else await _past(api, as_of, headers)
-                result = await endpoint.handler(Req(past, principal, query, body, path))
+                result = _with_next(
+                    await endpoint.handler(Req(past, principal, query, body, path)), request, headers
+                )
             if published.seq:
                 headers[SEQ_HEADER] = str(published.seq)
         except ApiError as exc:

@@ -17,7 +17,7 @@ from noema.errors import PROBLEM_JSON
 from noema.ids import ID_PREFIX_MIN
 
 from .consistency import AFTER_SEQ_PARAMETER, AS_OF_HEADERS, AS_OF_PARAMETER, READ_HEADERS, WRITE_HEADERS
-from .endpoint import Endpoint
+from .endpoint import Endpoint, is_paged
 from .errors import Problem
 from .models import SPACE
 
@@ -97,6 +97,12 @@ SERVERS = [
 ]
 LICENSE = {"name": "Apache-2.0", "identifier": "Apache-2.0"}
 
+
+_NEXT_LINK = {
+    "description": 'The next page, as the body\'s `next`: `<URL>; rel="next"` (RFC 8288); absent on the '
+    "last page.",
+    "schema": {"type": "string"},
+}
 
 _CHALLENGE = {
     "description": 'The scheme to authenticate with: `Bearer realm="noema"`, with `error="invalid_token"` '
@@ -220,6 +226,8 @@ def _operation(endpoint: Endpoint, components: dict[str, Any]) -> dict[str, Any]
     }
     if endpoint.reads_after:
         headers = {**READ_HEADERS, **(AS_OF_HEADERS if endpoint.reads_as_of else {})}
+        if is_paged(endpoint.response):
+            headers["Link"] = _NEXT_LINK
         responses[str(endpoint.status)]["headers"] = headers
     elif endpoint.method != "GET":
         responses[str(endpoint.status)]["headers"] = WRITE_HEADERS
