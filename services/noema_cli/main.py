@@ -98,6 +98,9 @@ def up(data_dir: Path | None = DataDir()) -> None:
     configure_logging(state.settings.log_format, state.settings.log_level)
     try:
         code = Supervisor(state.settings).run()
+    except SettingsError as exc:
+        fail(str(exc), 2)
+        return
     except RuntimeError as exc:
         fail(str(exc))
         return

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import pytest
 import structlog
+from typer.testing import CliRunner
 
 from noema.runtime.logging import configure_logging
 from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Settings, SettingsError
+from noema_cli.main import app
 from noema_cli.supervisor import _assign_metrics_ports, _Child
 
 
@@ -76,3 +79,11 @@ def test_stdlib_loggers_write_json_lines_into_a_json_log(capsys: pytest.CaptureF
     ]
     assert lines[0]["logger"] == "uvicorn.error"
     assert "timestamp" in lines[0]
+
+
+def test_up_refuses_a_metrics_port_range_that_does_not_fit_before_starting_anything(tmp_path: Path) -> None:
+    env = {"NOEMA_METRICS_PORT": "65535", "NOEMA_DATA_DIR": str(tmp_path / "var")}
+    result = CliRunner().invoke(app, ["up"], env=env)
+    assert result.exit_code == 2
+    assert "NOEMA_METRICS_PORT=65535 leaves too few ports for every service" in result.output
+    assert not (tmp_path / "var" / "noema.json").exists()  # nothing was started
