@@ -21,7 +21,15 @@ import structlog
 from noema.errors import PROBLEM_JSON, SURFACES, Kind, problem
 from noema.runtime.metrics import Metrics
 
-__all__ = ["DEFAULT_MAX_BODY", "BodyLimit", "JsonBodies", "RequestLog", "is_json", "problem_response"]
+__all__ = [
+    "DEFAULT_MAX_BODY",
+    "BodyLimit",
+    "JsonBodies",
+    "MetricsEndpoint",
+    "RequestLog",
+    "is_json",
+    "problem_response",
+]
 
 DEFAULT_MAX_BODY = 1024 * 1024
 """1 MiB: the largest body an operator action or an MCP tool call needs is a few tens of KB
@@ -216,3 +224,26 @@ class RequestLog:
                 duration_ms=round(seconds * 1000, 2),
                 client=client[0] if client else None,
             )
+
+
+class MetricsEndpoint:
+    """Answer ``GET /metrics`` with ``metrics`` (Prometheus text, or OpenMetrics when asked), before
+    ``app`` sees it: a server whose app has no routes of ours (the MCP SDK's) still exports its
+    metrics. No credentials are asked for: the values are counts and durations, never content."""
+
+    def __init__(self, app: App, metrics: Metrics) -> None:
+        self._app = app
+        self._metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope.get("path") != "/metrics"
+            or scope.get("method") not in ("GET", "HEAD")
+        ):
+            await self._app(scope, receive, send)
+            return
+        body, content_type = self._metrics.exposition(_header(scope, b"accept"))
+        headers = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body if scope["method"] == "GET" else b""})
