@@ -13,7 +13,7 @@ from noema.adapters.pull import durable_puller
 from noema.domain.attention import AttentionConfig
 from noema.runtime.claims import ClaimedService
 from noema.runtime.settings import Located
-from noema.runtime.wiring import open_bus, open_pool
+from noema.runtime.wiring import open_bus, open_pool, sealer
 from noema.runtime.worker import PullWorker
 
 from .worker import AttendHandler, decided_through
@@ -25,8 +25,9 @@ async def build(settings: Located, stack: AsyncExitStack) -> ClaimedService:
     """Connect; once this instance owns attend's claim, ensure the durable consumer and work (a
     standby until then); resources are owned by ``stack``."""
     nc, js, topology = await open_bus(settings, stack, "noema-attend")
-    # Only the claim's connection: attend reads and writes NATS, PostgreSQL only says who decides.
-    pool = await open_pool(settings, stack, "reader", app="noema-attend", max_size=1)
+    # The claim's connection and one for the keyring: attend reads and writes NATS; PostgreSQL says
+    # who decides and holds the keys content is sealed under (noema.application.sealing).
+    pool = await open_pool(settings, stack, "reader", app="noema-attend", max_size=2)
     claim = AdvisoryClaim(pool, settings.db_schema, "attend")
 
     async def start() -> PullWorker:
@@ -55,7 +56,7 @@ async def build(settings: Located, stack: AsyncExitStack) -> ClaimedService:
             wm_capacity=settings.wm_capacity,
         )
         # Fenced: the claim is checked right before each cycle's events are published.
-        handler = AttendHandler(nc, topology, config, decided=through, fence=claim.check)
+        handler = AttendHandler(nc, topology, config, decided=through, fence=claim.check, sealer=sealer(pool))
         return PullWorker("attend", puller, handler, settings.batch_size)
 
     return ClaimedService("attend", nc, claim, start)

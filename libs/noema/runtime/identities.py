@@ -228,6 +228,9 @@ def service_identity(name: str, password: str, topology: Topology) -> Identity:
             *(f"$JS.API.DIRECT.GET.{s}" for s in streams),
             *(f"$JS.API.DIRECT.GET.{s}.>" for s in streams),
             f"$JS.API.STREAM.MSG.DELETE.{topology.dead_letter_stream}",
+            # noemactl erase: the erased observations go, and the vector cache is emptied.
+            f"$JS.API.STREAM.MSG.DELETE.{topology.observation_stream}",
+            f"$JS.API.STREAM.PURGE.{topology.vector_stream}",
             # noemactl dlq upgrade: the dead-letter stream is recreated through a temporary copy.
             f"$JS.API.STREAM.DELETE.{topology.dead_letter_stream}",
             *(f"$JS.API.STREAM.{verb}.{move}" for verb in ("CREATE", "UPDATE", "INFO", "DELETE")),
