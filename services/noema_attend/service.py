@@ -12,6 +12,7 @@ from noema.adapters.postgres.claims import AdvisoryClaim
 from noema.adapters.pull import durable_puller
 from noema.domain.attention import AttentionConfig
 from noema.runtime.claims import ClaimedService
+from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema.runtime.wiring import open_bus, open_pool, sealer
 from noema.runtime.worker import PullWorker
@@ -21,7 +22,9 @@ from .worker import AttendHandler, decided_through
 __all__ = ["build"]
 
 
-async def build(settings: Located, stack: AsyncExitStack) -> ClaimedService:
+async def build(
+    settings: Located, stack: AsyncExitStack, *, metrics: Metrics | None = None
+) -> ClaimedService:
     """Connect; once this instance owns attend's claim, ensure the durable consumer and work (a
     standby until then); resources are owned by ``stack``."""
     nc, js, topology = await open_bus(settings, stack, "noema-attend")
@@ -56,7 +59,9 @@ async def build(settings: Located, stack: AsyncExitStack) -> ClaimedService:
             wm_capacity=settings.wm_capacity,
         )
         # Fenced: the claim is checked right before each cycle's events are published.
-        handler = AttendHandler(nc, topology, config, decided=through, fence=claim.check, sealer=sealer(pool))
-        return PullWorker("attend", puller, handler, settings.batch_size)
+        handler = AttendHandler(
+            nc, topology, config, decided=through, fence=claim.check, sealer=sealer(pool), metrics=metrics
+        )
+        return PullWorker("attend", puller, handler, settings.batch_size, metrics=metrics)
 
     return ClaimedService("attend", nc, claim, start)

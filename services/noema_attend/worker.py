@@ -36,6 +36,7 @@ from noema.adapters.jetstream import (
 from noema.application.sealing import Sealer
 from noema.domain.attention import AttentionConfig, decide_cycle, working_memory_of
 from noema.domain.knowledge import WorkingMemory
+from noema.runtime.metrics import Metrics
 from noema.runtime.topology import Topology
 from noema.runtime.worker import decode_each
 from noema_events import (
@@ -94,6 +95,7 @@ class AttendHandler:
         decided: int | None = None,
         fence: Callable[[], Awaitable[None]] | None = None,
         sealer: Sealer | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._js = nc.jetstream()
         self._sealer = sealer
@@ -104,7 +106,7 @@ class AttendHandler:
         self._config = config
         self._clock = clock
         self._publisher = EventPublisher(nc, topology, sealer)
-        self._dead_letters = DeadLetters(self._js, topology, "attend")
+        self._dead_letters = DeadLetters(self._js, topology, "attend", metrics)
         # Each mind's working memory, with the latest memory of each of its recent sessions (to
         # chain episodes). Loaded on first sight from the last working_memory.updated event of that
         # mind on the stream (so it survives restarts and changes of owner exactly), then kept here.

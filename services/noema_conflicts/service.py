@@ -50,6 +50,7 @@ from noema.domain.knowledge import Verdict, decide_conflict, slot_relation
 from noema.ids import derive_id
 from noema.ports import EventSink, FactReads
 from noema.runtime.claims import ClaimedService
+from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
 from noema.runtime.wiring import open_bus, open_pool, sealer
@@ -197,7 +198,9 @@ class ConflictsHandler:
         await msg.ack()
 
 
-async def build(settings: Located, stack: AsyncExitStack) -> ClaimedService:
+async def build(
+    settings: Located, stack: AsyncExitStack, *, metrics: Metrics | None = None
+) -> ClaimedService:
     """Connect, migrate, bind the durable ``conflicts`` consumer (fact.proposed events only)."""
     await migrate(settings.database_url, settings.db_schema)
     # Read-only; it settles facts of every workspace, so it sees them all under row security.
@@ -225,9 +228,9 @@ async def build(settings: Located, stack: AsyncExitStack) -> ClaimedService:
             sealer=seals,
             js=js,
             topology=topology,
-            dead_letters=DeadLetters(js, topology, "conflicts"),
+            dead_letters=DeadLetters(js, topology, "conflicts", metrics),
             fence=claim.check,
         )
-        return PullWorker("conflicts", puller, handler, 1)
+        return PullWorker("conflicts", puller, handler, 1, metrics=metrics)
 
     return ClaimedService("conflicts", nc, claim, start)

@@ -18,6 +18,7 @@ from noema.adapters.vector_cache import VectorCache
 from noema.application.upkeep import embed_memories
 from noema.domain.attention import memory_id_for
 from noema.domain.documents import memory_document
+from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema.runtime.stopping import StopFlag, StopsHandler, release
 from noema.runtime.wiring import open_bus, open_pool, sealer
@@ -51,8 +52,12 @@ class EmbedHandler:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         stopping: StopFlag | None = None,
         cache: VectorCache | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._publisher = publisher
+        embedded = (metrics or Metrics()).embedded
+        self._computed = embedded.labels(embedder.name, "computed")
+        self._cached = embedded.labels(embedder.name, "cache")
         self._cache = cache
         self._impatient_until = 0.0
         self._dead_letters = dead_letters
@@ -87,6 +92,8 @@ class EmbedHandler:
                 log.info("retrieve's vectors did not come; embedding without waiting", seconds=IMPATIENT_S)
             count += len(done.vectors)
             computed += done.embedded
+            self._computed.inc(done.embedded)
+            self._cached.inc(len(done.vectors) - done.embedded)
             for msg in chunk:
                 await msg.ack()
         # computed: texts embedded here; the others' vectors came from the cache (retrieve's).
@@ -120,7 +127,13 @@ class EmbedHandler:
         await self._dead_letters.reject(msg, reason, kind)
 
 
-async def build(settings: Located, stack: AsyncExitStack, embedder: Embedder | None = None) -> StopsHandler:
+async def build(
+    settings: Located,
+    stack: AsyncExitStack,
+    embedder: Embedder | None = None,
+    *,
+    metrics: Metrics | None = None,
+) -> StopsHandler:
     """Connect and bind the durable ``embed`` consumer (memory.created and fact.proposed events)."""
     embedder = embedder or create_embedder(settings.embedder)
     if embedder is None:
@@ -143,8 +156,9 @@ async def build(settings: Located, stack: AsyncExitStack, embedder: Embedder | N
     handler = EmbedHandler(
         EventPublisher(nc, topology, sealer(pool)),
         embedder,
-        DeadLetters(js, topology, "embed"),
+        DeadLetters(js, topology, "embed", metrics),
         stopping=stopping,
         cache=VectorCache(nc, topology, embedder.name, embedder.dimensions),
+        metrics=metrics,
     )
-    return StopsHandler(PullWorker("embed", puller, handler, 64), stopping)
+    return StopsHandler(PullWorker("embed", puller, handler, 64, metrics=metrics), stopping)

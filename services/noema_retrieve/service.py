@@ -30,6 +30,7 @@ from noema.application.vectors import passage_vectors
 from noema.domain.attention import memory_id_for
 from noema.domain.documents import observation_document
 from noema.ids import derive_id
+from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema.runtime.stopping import StopFlag, StopsHandler, release
 from noema.runtime.tasks import cancel_and_wait
@@ -76,8 +77,10 @@ class RetrieveHandler:
         stopping: StopFlag | None = None,
         cache: VectorCache | None = None,
         sealer: Sealer | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._nc = nc
+        self._dead_letters = DeadLetters(nc.jetstream(), topology, "retrieve", metrics)
         self._cache = cache
         self._sealer = sealer
         self._recall = recall
@@ -165,7 +168,7 @@ class RetrieveHandler:
 
     async def reject(self, msg: Msg, reason: str, kind: str) -> None:
         """Dead-letter an observation recall keeps failing for (it still became memory), and ack it."""
-        await DeadLetters(self._nc.jetstream(), self._topology, "retrieve").reject(msg, reason, kind)
+        await self._dead_letters.reject(msg, reason, kind)
 
     async def _vectors(self, observations: list[ObservationRecorded]) -> list[list[float] | None]:
         embedder = self._recall.embedder
@@ -194,7 +197,13 @@ def _observations(msgs: list[Msg]) -> list[ObservationRecorded]:
     return [obs for _, obs in decode_each(msgs).events if isinstance(obs, ObservationRecorded)]
 
 
-async def build(settings: Located, stack: AsyncExitStack, embedder: Embedder | None = None) -> StopsHandler:
+async def build(
+    settings: Located,
+    stack: AsyncExitStack,
+    embedder: Embedder | None = None,
+    *,
+    metrics: Metrics | None = None,
+) -> StopsHandler:
     """Connect, open the read model for recall, bind the durable ``retrieve`` consumer (``embedder``:
     the one ``NOEMA_EMBEDDER`` names unless given)."""
     # Read-only; it recalls for observations of every workspace (each query names its workspace).
@@ -231,5 +240,7 @@ async def build(settings: Located, stack: AsyncExitStack, embedder: Embedder | N
         marking = asyncio.create_task(cache.announce_producer())
 
         stack.push_async_callback(cancel_and_wait, marking)
-    handler = RetrieveHandler(nc, recall, topology, stopping=stopping, cache=cache, sealer=sealer(pool))
-    return StopsHandler(PullWorker("retrieve", puller, handler, 32), stopping)
+    handler = RetrieveHandler(
+        nc, recall, topology, stopping=stopping, cache=cache, sealer=sealer(pool), metrics=metrics
+    )
+    return StopsHandler(PullWorker("retrieve", puller, handler, 32, metrics=metrics), stopping)

@@ -39,6 +39,7 @@ from noema.adapters.vector_cache import vector_stream_config
 from noema.application.sealing import Sealer
 from noema.ports import ConcurrentWrite
 from noema.runtime.identities import inbox_prefix
+from noema.runtime.metrics import Metrics
 from noema.runtime.settings import NatsAuth
 from noema.runtime.topology import Topology
 from noema_events import Event, decode_event, encode_event
@@ -377,14 +378,19 @@ async def dead_letter(
 class DeadLetters:
     """Rejects messages for one worker (``source``): a dead letter with the reason, then the ack."""
 
-    def __init__(self, js: JetStreamContext, topology: Topology, source: str) -> None:
+    def __init__(
+        self, js: JetStreamContext, topology: Topology, source: str, metrics: Metrics | None = None
+    ) -> None:
         self._js = js
         self._topology = topology
         self.source = source
+        self._metrics = metrics
 
     async def write(self, msg: Msg, reason: str, kind: str = INVALID) -> None:
         """Store the dead letter only (the caller acks, e.g. after committing its own skip)."""
         await dead_letter(self._js, self._topology, self.source, msg, reason, kind)
+        if self._metrics is not None:
+            self._metrics.dead_lettered.labels(self.source, kind).inc()
         log.warning(
             "message dead-lettered",
             source=self.source,

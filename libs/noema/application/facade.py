@@ -52,13 +52,14 @@ from noema.application.reads import (
 )
 from noema.application.replay import verify_replay
 from noema.application.sealing import Sealer
-from noema.application.search import Recall, SearchResponse
+from noema.application.search import MODES, Recall, SearchResponse
 from noema.application.upkeep import InvalidQuery, OperationError
 from noema.application.views import AuditPage, AuditQuery, ListQuery, MemoryDetail, MemoryPage, TimelineQuery
 from noema.client import Stored, build_observation, send_observation
 from noema.domain.knowledge import DomainRef
 from noema.errors import Unavailable
 from noema.ports import MemoryReads
+from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
 from noema.runtime.wiring import connect_nats, open_pool
@@ -118,8 +119,11 @@ class Noema:
         *,
         point: AsOf | None = None,
         parent: Noema | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings
+        self.metrics = metrics or Metrics()
+        """The process's metrics: searches are timed into it, and the surfaces count their requests."""
         self.pool = pool
         self.nc = nc
         self.clock = clock
@@ -148,7 +152,13 @@ class Noema:
     @classmethod
     @contextlib.asynccontextmanager
     async def open(
-        cls, settings: Located, *, name: str = "noema", pool_size: int = 4, workspace: str = NO_WORKSPACE
+        cls,
+        settings: Located,
+        *,
+        name: str = "noema",
+        pool_size: int = 4,
+        workspace: str = NO_WORKSPACE,
+        metrics: Metrics | None = None,
     ) -> AsyncIterator[Noema]:
         """Connect to the located servers as the read-only database role; closes everything on
         exit. ``workspace`` is what its connections see under row-level security unless a
@@ -165,7 +175,7 @@ class Noema:
                 create=RecallStore.create_pool,
             )
             nc = await connect_nats(settings, stack, name)
-            app = cls(settings, pool, nc, await RecallStore.open(pool))
+            app = cls(settings, pool, nc, await RecallStore.open(pool), metrics=metrics)
             app.workspace = workspace
             stack.push_async_callback(app.close_views)
             yield app
@@ -183,7 +193,16 @@ class Noema:
                 await self.asof_schemas.ensure(at.seq, self.clock())
             pool, store = await self._view_store(schema)
             if await asof_schemas.holds(pool, at.seq):
-                return Noema(self.settings, pool, self.nc, store, lambda: at.time, point=at, parent=self)
+                return Noema(
+                    self.settings,
+                    pool,
+                    self.nc,
+                    store,
+                    lambda: at.time,
+                    point=at,
+                    parent=self,
+                    metrics=self.metrics,
+                )
             # Dropped meanwhile, emptied by a crash of PostgreSQL (its tables are unlogged), or
             # built by an earlier release (its read model lacks a migration of this one's).
             await self._close_view(schema)
@@ -258,17 +277,20 @@ class Noema:
         )
         embedder = await self.embedder() if options.mode != "keyword" else None
         recall = Recall(self._store, embedder)
+        # The mode is the caller's text until Recall checks it: label an unknown one as such.
+        mode = options.mode if options.mode in MODES else "unknown"
         try:
-            return await recall.search(
-                query,
-                filters,
-                mode=options.mode,
-                profile=options.profile,
-                limit=options.limit,
-                strict=options.strict,
-                repo=options.repo,
-                now=self.clock(),
-            )
+            with self.metrics.timed_search(mode):
+                return await recall.search(
+                    query,
+                    filters,
+                    mode=options.mode,
+                    profile=options.profile,
+                    limit=options.limit,
+                    strict=options.strict,
+                    repo=options.repo,
+                    now=self.clock(),
+                )
         except asyncpg.PostgresSyntaxError as exc:
             raise InvalidQuery(f"query not understood: {exc}") from None
         except ValueError as exc:
