@@ -8,15 +8,18 @@ with the key set to NULL: ``ensure`` then answers None and nothing new is sealed
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Collection, Sequence
 from datetime import datetime
+from typing import Any
 
 import asyncpg
 
 from noema.application.sealing import KeyRequest
-from noema.domain.sealing import KeyBytes, new_key
+from noema.domain.sealing import KeyBytes, new_key, open_text, sealed_key_id
 
-__all__ = ["PostgresKeyring", "destroy_keys", "lookup_keys"]
+__all__ = ["PostgresKeyring", "destroy_keys", "lookup_keys", "opened_rows"]
 
 
 async def lookup_keys(conn: asyncpg.Connection, key_ids: Collection[str]) -> dict[str, KeyBytes]:
@@ -125,3 +128,35 @@ class PostgresKeyring:
     async def destroy(self, key_ids: Sequence[str], erasure_id: str, at: datetime) -> None:
         async with self._pool.acquire() as conn:
             await destroy_keys(conn, key_ids, erasure_id, at)
+
+
+_SEALED_VECTOR = re.compile(r'"sealed_vector": "(nsl1:[^"]*)"')
+_SEALED = re.compile(r'"(nsl1:[^"]*)"')
+
+
+async def opened_rows(pool: asyncpg.Pool, found: Sequence[asyncpg.Record]) -> list[dict[str, Any]]:
+    """Event rows (``payload`` as JSON text) as a reader is shown them: each sealed string opened
+    with its key, erased ones empty; a sealed vector is shown as ``"sealed"`` (or empty once erased),
+    not as its numbers."""
+    rows = [dict(r) for r in found]
+    ids = {
+        k
+        for r in rows
+        for m in _SEALED.finditer(r["payload"])
+        if (k := sealed_key_id(m.group(1))) is not None
+    }
+    if not ids:
+        return rows
+    async with pool.acquire() as conn:
+        keys = await lookup_keys(conn, ids)
+
+    def vector(m: re.Match[str]) -> str:
+        key = keys.get(sealed_key_id(m.group(1)) or "")
+        return f'"sealed_vector": "{"sealed" if key is not None else ""}"'
+
+    def text(m: re.Match[str]) -> str:
+        return json.dumps(open_text(m.group(1), keys), ensure_ascii=False)
+
+    for r in rows:
+        r["payload"] = _SEALED.sub(text, _SEALED_VECTOR.sub(vector, r["payload"]))
+    return rows
