@@ -84,7 +84,7 @@ async def test_erasing_a_subject_leaves_no_readable_copy_and_keeps_the_record(ap
     ]
 
     # Operators read the audit trail and `why` with the content opened (the keyring's keys).
-    audit = {"workspace": "acme", "limit": 100}
+    audit = {"workspace": "acme", "limit": "100"}
     assert MARKER in (await api.admin.get("/v1/audit", params=audit)).text
     why = await api.admin.get(f"/v1/why/{memory}", params={"workspace": "acme"})
     assert MARKER in why.text
