@@ -7,10 +7,13 @@ from pathlib import Path
 
 import typer
 
+from noema.adapters.postgres import compaction
 from noema.application.erasure import ErasureReport, ErasureRequest, Scope
 from noema.application.facade import Noema
+from noema.runtime.embedded import superuser_url
+from noema.runtime.settings import Located
 
-from .common import DataDir, JsonOption, fail, operator_name, out, print_json, run_app, use
+from .common import DataDir, JsonOption, fail, operator_name, out, print_json, run, run_app, use
 
 __all__ = ["register"]
 
@@ -83,5 +86,30 @@ def erase(
     out.print("to remove the old bytes from disk too: noemactl compact")
 
 
+def compact(data_dir: Path | None = DataDir(), as_json: bool = JsonOption()) -> None:
+    """Remove the bytes of erased content from disk: PostgreSQL's tables, indexes, statistics and
+    write-ahead log are rewritten (VACUUM FULL, checkpoints with WAL recycling off). JetStream already
+    overwrote the deleted observations and dead letters. Run it after `noemactl erase`; tables are
+    locked while they are rewritten (seconds to minutes by size), so expect a pause in projection.
+
+    Example: noemactl erase -w acme --subject person:4711 --reason "request #812" && noemactl compact
+    """
+    use(data_dir)
+
+    async def work(settings: Located) -> list[str]:
+        owner = settings.database_url
+        assert owner is not None, "located settings name the database"
+        superuser = superuser_url(owner)
+        return await compaction.compact(superuser or owner, superuser is not None)
+
+    done = run(work)
+    if as_json:
+        print_json({"done": done})
+        return
+    for step in done:
+        out.print(step)
+
+
 def register(app: typer.Typer) -> None:
     app.command("erase")(erase)
+    app.command("compact")(compact)
