@@ -61,6 +61,12 @@ async def test_erasing_a_subject_leaves_no_readable_copy_and_keeps_the_record(ap
     await h.nc.flush()
     dead = h.topology.dead_letter_stream, h.topology.dead_letter_subjects
     await assert_eventually(lambda: _stream_holds(api, *dead, MARKER.encode()), timeout=30)
+    fact = {"workspace": "acme", "domain": "people", "topic": "ann-phone", "reason": "from the call"}
+    proposed = await api.admin.post(
+        "/v1/facts", json={**fact, "content": f"Ann ({MARKER}) is on 555-0199", "subjects": [PERSON]}
+    )
+    assert proposed.status_code in (200, 202), proposed.text
+    fact_id = proposed.json()["memory_id"]
     await api.caught_up()
 
     # Sealed from the start: the events (stream and table) never held the text in the clear.
@@ -93,6 +99,7 @@ async def test_erasing_a_subject_leaves_no_readable_copy_and_keeps_the_record(ap
 
     assert erased["keys_destroyed"] is True
     assert memory in erased["memories"]
+    assert fact_id in erased["memories"]
     assert kept not in erased["memories"]
     assert erased["observations_deleted"] == 3  # the two tagged, and the broken bytes naming the subject
     assert erased["dead_letters_deleted"] == 1
@@ -114,6 +121,9 @@ async def test_erasing_a_subject_leaves_no_readable_copy_and_keeps_the_record(ap
     # Every surface: search finds nothing, show says erased, the kept memory is as it was.
     found = (await api.admin.get("/v1/memories/search", params=search)).json()
     assert found["results"] == []
+    facts = await api.admin.get("/v1/facts", params={"workspace": "acme"})
+    assert facts.status_code == 200
+    assert MARKER not in facts.text
     shown = await api.admin.get(f"/v1/memories/{memory}")
     assert shown.status_code == 200
     assert MARKER not in shown.text
