@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import typer
 
 from noema.adapters.postgres import compaction
@@ -59,18 +60,7 @@ def erase(
 
     report = run_app(work)
     if as_json:
-        print_json(
-            {
-                "erasure_id": report.erasure_id,
-                "seq": report.seq,
-                "memories": report.memory_ids,
-                "keys": len(report.key_ids),
-                "observations_deleted": report.observations_deleted,
-                "dead_letters_deleted": report.dead_letters_deleted,
-                "as_of_dropped": report.as_of_dropped,
-                "keys_destroyed": report.keys_destroyed,
-            }
-        )
+        print_json(msgspec.to_builtins(report))
         return
     out.print(
         f"erasure {report.erasure_id} recorded at seq {report.seq}: {len(report.memory_ids)} memories, "

@@ -16,7 +16,7 @@ from noema.domain.attention import memory_id_for
 from noema.ids import new_id
 from noema_attend.service import build as build_attend
 from noema_retrieve.service import build as build_retrieve
-from tests.integration.api_harness import ApiHarness, api
+from tests.integration.api_harness import ApiHarness, api, memory
 from tests.integration.test_cli_reads import ctl, ctl_json
 from tests.support import assert_eventually
 
@@ -98,9 +98,9 @@ async def test_erasing_a_subject_leaves_no_readable_copy_and_keeps_the_record(ap
     erased = await ctl_json(api, "erase", "-w", "acme", "--subject", PERSON, "--reason", "GDPR request 812")
 
     assert erased["keys_destroyed"] is True
-    assert memory in erased["memories"]
-    assert fact_id in erased["memories"]
-    assert kept not in erased["memories"]
+    assert memory in erased["memory_ids"]
+    assert fact_id in erased["memory_ids"]
+    assert kept not in erased["memory_ids"]
     assert erased["observations_deleted"] == 3  # the two tagged, and the broken bytes naming the subject
     assert erased["dead_letters_deleted"] == 1
     await api.caught_up()
@@ -160,3 +160,28 @@ async def test_erase_refuses_to_guess_what_to_erase(api: ApiHarness) -> None:
         ran = await ctl(api, "erase", "-w", "acme", *args, "--reason", "x")
         assert ran.code == 2, ran.stderr
         assert "exactly one of --subject" in ran.stderr
+
+
+async def test_operators_erase_through_the_api_within_their_workspace(api: ApiHarness) -> None:
+    [secret, kept] = await api.given(
+        memory(f"the staging password is {MARKER}"), memory("the deploy key rotates on Fridays")
+    )
+    [elsewhere] = await api.given(memory("a globex memory", workspace="globex"))
+    body = {"workspace": "acme", "memory": secret, "reason": "leaked credential"}
+
+    assert (await api.acme.post("/v1/erasures", json={**body, "workspace": "globex"})).status_code == 403
+    two = await api.admin.post("/v1/erasures", json={**body, "subject": PERSON})
+    assert two.status_code == 422
+    assert "exactly one of" in two.text
+    missing = await api.admin.post("/v1/erasures", json={**body, "memory": "no-such-memory"})
+    assert missing.status_code == 404
+    erased = await api.acme.post("/v1/erasures", json=body)
+
+    assert erased.status_code == 200, erased.text
+    assert (erased.json()["memory_ids"], erased.json()["keys_destroyed"]) == ([secret], True)
+    await api.caught_up()
+    shown = (await api.admin.get(f"/v1/memories/{secret}")).json()["memory"]
+    assert shown["content"] == ""
+    assert MARKER not in json.dumps(shown)
+    assert (await api.admin.get(f"/v1/memories/{kept}")).json()["memory"]["content"].endswith("Fridays")
+    assert (await api.admin.get(f"/v1/memories/{elsewhere}")).json()["memory"]["content"] == "a globex memory"

@@ -107,7 +107,8 @@ def test_the_chart_gets_every_user_and_its_password_from_the_servers_secret() ->
         assert name in server_secret["stringData"]
         allowed = user["permissions"]["publish"]["allow"]
         purgeable = {s.rsplit(".", 1)[1] for s in allowed if "STREAM.PURGE" in s}
-        assert purgeable == ({"NOEMA_VECTORS"} if name == OPERATOR else set())  # erasure: the cache
+        erasing = name in (OPERATOR, "api")  # an erasure empties the vector cache
+        assert purgeable == ({"NOEMA_VECTORS"} if erasing else set())
         # Deleting a stream: only the operator, only the dead-letter stream and its upgrade copy.
         deletable = {s.rsplit(".", 1)[1] for s in allowed if "STREAM.DELETE" in s}
         assert deletable == ({"NOEMA_DEADLETTER", "NOEMA_DEADLETTER_MOVE"} if name == OPERATOR else set())

@@ -19,10 +19,13 @@ derived from them (a memory consolidated from an erased one, a fact citing an er
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+import asyncpg
+import msgspec
+import structlog
 from nats.aio.client import Client as NATS
 
 from noema.adapters.erasure_streams import (
@@ -43,6 +46,8 @@ __all__ = ["ErasureReport", "ErasureRequest", "NothingToErase", "Scope", "erase"
 
 Scope = Literal["subject", "memory", "observation"]
 
+log = structlog.get_logger("noema.erasure")
+
 
 class NothingToErase(NoemaError):
     """Nothing in the workspace matches the erasure's target."""
@@ -59,20 +64,24 @@ class ErasureRequest:
     actor: str
 
 
-@dataclass(frozen=True, slots=True)
-class ErasureReport:
+class ErasureReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What an erasure did (``noemactl erase --json`` and ``POST /v1/erasures`` answer it)."""
+
     erasure_id: str
     seq: int
-    """The stream sequence of the ``content.erased`` event."""
+    """The stream sequence of the ``content.erased`` event (its audit record)."""
     key_ids: list[str]
+    """The data keys destroyed (item ids)."""
     memory_ids: list[str]
+    """The memories and facts whose content is erased."""
     observation_ids: list[str]
     dead_letters: list[str]
     observations_deleted: int = 0
     dead_letters_deleted: int = 0
-    as_of_dropped: list[str] = field(default_factory=list)
+    as_of_dropped: list[str] = msgspec.field(default_factory=list)
     keys_destroyed: bool = False
-    """Whether the projector applied the erasure (keys destroyed, read model blanked) in time."""
+    """Whether the projector applied the erasure (keys destroyed, read model blanked) in time; if
+    not, it does when it next runs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +125,15 @@ async def _find(keyring: PostgresKeyring, nc: NATS, topology: Topology, request:
         observation_seqs=[o.seq for o in observations],
         dead_letter_seqs=[d.seq for d in dead],
     )
+
+
+async def _dropped(drop_as_of: Callable[[], Awaitable[list[str]]]) -> list[str]:
+    """The built as-of states dropped; none when this process may not (it says so in its log)."""
+    try:
+        return await drop_as_of()
+    except (asyncpg.PostgresError, OSError) as exc:
+        log.warning("as-of states not dropped; run `noemactl asof drop`", error=str(exc))
+        return []
 
 
 async def erase(
@@ -167,6 +185,6 @@ async def erase(
         dead_letters=dead_letters,
         observations_deleted=observations,
         dead_letters_deleted=letters,
-        as_of_dropped=await drop_as_of(),
+        as_of_dropped=await _dropped(drop_as_of),
         keys_destroyed=await projected(seq),
     )
