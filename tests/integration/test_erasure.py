@@ -167,13 +167,13 @@ async def test_operators_erase_through_the_api_within_their_workspace(api: ApiHa
         memory(f"the staging password is {MARKER}"), memory("the deploy key rotates on Fridays")
     )
     [elsewhere] = await api.given(memory("a globex memory", workspace="globex"))
-    body = {"workspace": "acme", "memory": secret, "reason": "leaked credential"}
+    body = {"workspace": "acme", "scope": "memory", "target": secret, "reason": "leaked credential"}
 
     assert (await api.acme.post("/v1/erasures", json={**body, "workspace": "globex"})).status_code == 403
-    two = await api.admin.post("/v1/erasures", json={**body, "subject": PERSON})
-    assert two.status_code == 422
-    assert "exactly one of" in two.text
-    missing = await api.admin.post("/v1/erasures", json={**body, "memory": "no-such-memory"})
+    unknown = await api.admin.post("/v1/erasures", json={**body, "scope": "everything"})
+    assert unknown.status_code in (400, 422)
+    assert "scope" in unknown.text
+    missing = await api.admin.post("/v1/erasures", json={**body, "target": "no-such-memory"})
     assert missing.status_code == 404
     erased = await api.acme.post("/v1/erasures", json=body)
 
