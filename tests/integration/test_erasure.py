@@ -147,6 +147,8 @@ async def test_erasing_a_subject_leaves_no_readable_copy_and_keeps_the_record(ap
         "GDPR request 812",
     )
     assert MARKER not in record["payload"]
+    logged = await ctl_json(api, "audit", "--type", "content.erased", "-w", "acme")
+    assert [e["payload"]["target"] for e in logged["items"]] == [PERSON]
     # Replay opens what it still can and reads the rest as erased: the same read model.
     replayed = await ctl(api, "replay")
     assert replayed.code == 0, replayed.stdout + replayed.stderr
