@@ -13,7 +13,7 @@ from .errors import InvalidRequest
 from .models import Channel, EpistemicKind, MemoryType, ObservationFields
 from .protocol import NAME_PATTERN
 
-__all__ = ["build_observation_event"]
+__all__ = ["MAX_CONTENT", "build_observation_event"]
 
 _Unit = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
 MAX_CONTENT = 32_000

@@ -85,6 +85,7 @@ OPERATION_IDS: dict[tuple[str, str], str] = {
     ("GET", "/v1/dead-letters/{seq}"): "getDeadLetter",
     ("POST", "/v1/dead-letters/{seq}/retry"): "retryDeadLetter",
     ("POST", "/v1/dead-letters/{seq}/drop"): "dropDeadLetter",
+    ("POST", "/v1/erasures"): "eraseContent",
 }
 """Each operation's ``operationId``: what generated clients name their methods (``listMemories``,
 not ``get_v1_memories``); stable, so a client regenerated later keeps its names. A new endpoint

@@ -14,7 +14,7 @@ from noema.domain.attention import AttentionConfig
 from noema.runtime.claims import ClaimedService
 from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
-from noema.runtime.wiring import open_bus, open_pool
+from noema.runtime.wiring import open_bus, open_pool, sealer
 from noema.runtime.worker import PullWorker
 
 from .worker import AttendHandler, decided_through
@@ -28,8 +28,9 @@ async def build(
     """Connect; once this instance owns attend's claim, ensure the durable consumer and work (a
     standby until then); resources are owned by ``stack``."""
     nc, js, topology = await open_bus(settings, stack, "noema-attend")
-    # Only the claim's connection: attend reads and writes NATS, PostgreSQL only says who decides.
-    pool = await open_pool(settings, stack, "reader", app="noema-attend", max_size=1)
+    # The claim's connection and one for the keyring: attend reads and writes NATS; PostgreSQL says
+    # who decides and holds the keys content is sealed under (noema.application.sealing).
+    pool = await open_pool(settings, stack, "reader", app="noema-attend", max_size=2)
     claim = AdvisoryClaim(pool, settings.db_schema, "attend")
 
     async def start() -> PullWorker:
@@ -58,7 +59,9 @@ async def build(
             wm_capacity=settings.wm_capacity,
         )
         # Fenced: the claim is checked right before each cycle's events are published.
-        handler = AttendHandler(nc, topology, config, decided=through, fence=claim.check, metrics=metrics)
+        handler = AttendHandler(
+            nc, topology, config, decided=through, fence=claim.check, sealer=sealer(pool), metrics=metrics
+        )
         return PullWorker("attend", puller, handler, settings.batch_size, metrics=metrics)
 
     return ClaimedService("attend", nc, claim, start)

@@ -45,6 +45,7 @@ from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.adapters.pull import durable_puller
 from noema.application.knowledge import conflict_events, mention_event, superseded_event
+from noema.application.sealing import Sealer
 from noema.domain.knowledge import Verdict, decide_conflict, slot_relation
 from noema.ids import derive_id
 from noema.ports import EventSink, FactReads
@@ -52,7 +53,7 @@ from noema.runtime.claims import ClaimedService
 from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
-from noema.runtime.wiring import open_bus, open_pool
+from noema.runtime.wiring import open_bus, open_pool, sealer
 from noema.runtime.worker import PullWorker, decode_each
 from noema_events import Event, FactProposed
 
@@ -76,6 +77,7 @@ class ConflictsHandler:
         dead_letters: DeadLetters | None = None,
         facts: FactReads | None = None,
         fence: Callable[[], Awaitable[None]] | None = None,
+        sealer: Sealer | None = None,
     ) -> None:
         if facts is None:
             assert pool is not None, "the facts are read from the pool's read model unless given"
@@ -88,6 +90,7 @@ class ConflictsHandler:
         self._topology = topology
         self._pool = pool
         self._publisher = publisher
+        self._sealer = sealer
         self._clock = clock
         self._wait_timeout = wait_timeout
         self._published_seq = 0
@@ -170,7 +173,10 @@ class ConflictsHandler:
         decoded, undecodable = decode_each(msgs)
         for msg, _ in undecodable:
             await msg.ack()  # the projector, owner of the event stream, dead-letters it
-        for msg, ev in decoded:
+        facts = [ev for _, ev in decoded]
+        if self._sealer is not None:
+            facts = await self._sealer.open(facts)  # content comes sealed (docs/privacy.md)
+        for (msg, _), ev in zip(decoded, facts, strict=True):
             if isinstance(ev, FactProposed):
                 # Everything of its workspace stored before this fact was delivered — including
                 # decisions another replica (or this one before a restart) published — must be in
@@ -215,9 +221,11 @@ async def build(
             ack_wait=120.0,
             max_ack_pending=1,
         )
+        seals = sealer(pool)
         handler = ConflictsHandler(
             pool,
-            EventPublisher(nc, topology),
+            EventPublisher(nc, topology, seals),
+            sealer=seals,
             js=js,
             topology=topology,
             dead_letters=DeadLetters(js, topology, "conflicts", metrics),

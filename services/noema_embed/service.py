@@ -21,7 +21,7 @@ from noema.domain.documents import memory_document
 from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema.runtime.stopping import StopFlag, StopsHandler, release
-from noema.runtime.wiring import open_bus
+from noema.runtime.wiring import open_bus, open_pool, sealer
 from noema.runtime.worker import PullWorker, decode_each
 from noema_events import FactProposed, MemoryCreated
 
@@ -75,7 +75,7 @@ class EmbedHandler:
                 break
             chunk = msgs[start : start + CHUNK]
             now = self._clock()
-            todo, awaited = self._todo(chunk, now)
+            todo, awaited = await self._todo(chunk, now)
             patient = time.monotonic() >= self._impatient_until
             done = await embed_memories(
                 self._publisher,
@@ -99,8 +99,9 @@ class EmbedHandler:
         # computed: texts embedded here; the others' vectors came from the cache (retrieve's).
         log.info("batch embedded", memories=count, computed=computed, model=self._embedder.name)
 
-    @staticmethod
-    def _todo(msgs: list[Msg], now: datetime) -> tuple[list[tuple[str, str, str, str, str]], set[str]]:
+    async def _todo(
+        self, msgs: list[Msg], now: datetime
+    ) -> tuple[list[tuple[str, str, str, str, str]], set[str]]:
         """The memories to embed, and the documents of those retrieve embeds too (a new observation's
         memory, made by attend: retrieve embeds the observation as that very passage)."""
         todo, awaited = [], set()
@@ -108,15 +109,16 @@ class EmbedHandler:
         for msg, _ in undecodable:
             # The projector, which owns the event stream, dead-letters it (once, for everyone).
             log.warning("undecodable event skipped", seq=msg.metadata.sequence.stream)
-        for _, ev in events:
-            if isinstance(ev, MemoryCreated):
+        # Content comes sealed (docs/privacy.md); erased content has nothing left to embed.
+        for ev in await self._publisher.opened([ev for _, ev in events]):
+            if isinstance(ev, MemoryCreated) and ev.payload.content:
                 p = ev.payload
                 document = memory_document(p.content, p.participants, p.happened_at)
                 todo.append((p.memory_id, ev.workspace, ev.mind, document, ev.id))
                 recent = (now - ev.occurred_at).total_seconds() < AWAIT_HORIZON_S
                 if recent and any(p.memory_id == memory_id_for(o) for o in p.source_observation_ids):
                     awaited.add(document)
-            elif isinstance(ev, FactProposed):
+            elif isinstance(ev, FactProposed) and ev.payload.content:
                 todo.append((ev.payload.memory_id, ev.workspace, ev.mind, ev.payload.content, ev.id))
         return todo, awaited
 
@@ -137,6 +139,8 @@ async def build(
     if embedder is None:
         raise RuntimeError("the embed worker needs an embedder (NOEMA_EMBEDDER is 'none')")
     nc, js, topology = await open_bus(settings, stack, "noema-embed")
+    # Only for the keyring: the memories' text comes sealed in the events it embeds.
+    pool = await open_pool(settings, stack, "reader", app="noema-embed", max_size=1)
     durable = topology.durable("embed")
     # Small batches: embedding is the slow part (about 100 texts/s on 2 cores).
     puller = await durable_puller(
@@ -150,7 +154,7 @@ async def build(
     )
     stopping = StopFlag()
     handler = EmbedHandler(
-        EventPublisher(nc, topology),
+        EventPublisher(nc, topology, sealer(pool)),
         embedder,
         DeadLetters(js, topology, "embed", metrics),
         stopping=stopping,

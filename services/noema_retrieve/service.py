@@ -24,6 +24,7 @@ from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.adapters.postgres.voices import RecallFilters, RecallStore
 from noema.adapters.pull import durable_puller
 from noema.adapters.vector_cache import VectorCache
+from noema.application.sealing import Sealer
 from noema.application.search import Recall, SearchResult
 from noema.application.vectors import passage_vectors
 from noema.domain.attention import memory_id_for
@@ -34,7 +35,7 @@ from noema.runtime.settings import Located
 from noema.runtime.stopping import StopFlag, StopsHandler, release
 from noema.runtime.tasks import cancel_and_wait
 from noema.runtime.topology import Topology
-from noema.runtime.wiring import open_bus, open_pool
+from noema.runtime.wiring import open_bus, open_pool, sealer
 from noema.runtime.worker import PullWorker, decode_each
 from noema_events import (
     ObservationRecorded,
@@ -75,11 +76,13 @@ class RetrieveHandler:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         stopping: StopFlag | None = None,
         cache: VectorCache | None = None,
+        sealer: Sealer | None = None,
         metrics: Metrics | None = None,
     ) -> None:
         self._nc = nc
         self._dead_letters = DeadLetters(nc.jetstream(), topology, "retrieve", metrics)
         self._cache = cache
+        self._sealer = sealer
         self._recall = recall
         self._topology = topology
         self._clock = clock
@@ -112,6 +115,7 @@ class RetrieveHandler:
                         credibility=float(r.memory.get("credibility", 0.8)),
                         components={k: round(v, 6) for k, v in r.components.items()},
                         content=r.content[:CONTENT_CHARS],
+                        subjects=list(obs.payload.subjects),
                     ),
                 )
             )
@@ -148,10 +152,10 @@ class RetrieveHandler:
                 for obs, vector in zip(observations, vectors, strict=True):
                     results = await self._recall_for(obs, vector)
                     subject = self._topology.recall_subject(obs.workspace, obs.mind)
-                    outgoing += [
-                        Outgoing(subject, encode_event(p), p.id)
-                        for p in self.proposals(obs, results, self._clock())
-                    ]
+                    proposals = self.proposals(obs, results, self._clock())
+                    if self._sealer is not None:
+                        proposals = await self._sealer.seal(proposals)
+                    outgoing += [Outgoing(subject, encode_event(p), p.id) for p in proposals]
         finally:
             if upcoming is not None and not upcoming.done():
                 upcoming.cancel()  # a stop or a failure: the chunk is redelivered, embedded again
@@ -236,5 +240,7 @@ async def build(
         marking = asyncio.create_task(cache.announce_producer())
 
         stack.push_async_callback(cancel_and_wait, marking)
-    handler = RetrieveHandler(nc, recall, topology, stopping=stopping, cache=cache, metrics=metrics)
+    handler = RetrieveHandler(
+        nc, recall, topology, stopping=stopping, cache=cache, sealer=sealer(pool), metrics=metrics
+    )
     return StopsHandler(PullWorker("retrieve", puller, handler, 32, metrics=metrics), stopping)

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import TypeVar
 from urllib.parse import unquote, urlsplit
 
 import nats
@@ -35,12 +36,15 @@ from noema.adapters.liveness import track
 from noema.adapters.published import note_published
 from noema.adapters.pull import Puller
 from noema.adapters.vector_cache import vector_stream_config
+from noema.application.sealing import Sealer
 from noema.ports import ConcurrentWrite
 from noema.runtime.identities import inbox_prefix
 from noema.runtime.metrics import Metrics
 from noema.runtime.settings import NatsAuth
 from noema.runtime.topology import Topology
 from noema_events import Event, decode_event, encode_event
+
+E = TypeVar("E", bound=Event)
 
 __all__ = [
     "FAILED",
@@ -175,6 +179,9 @@ def _stream_configs(
             name=topology.observation_stream,
             subjects=[topology.observation_subjects],
             description="Noema observations",
+            # Not the source of truth (the events are): an erasure (docs/privacy.md) deletes the
+            # observations of what it erases, overwriting them on disk; only the operator may.
+            deny_delete=False,
         ),
         replace(
             base,
@@ -474,14 +481,26 @@ class EventPublisher:
     """Publishes events on their subjects with ``Nats-Msg-Id`` = event id, as atomic batches; with
     optimistic concurrency on one subject (:class:`noema.ports.ExpectingSink`) one at a time."""
 
-    def __init__(self, nc: NATS, topology: Topology) -> None:
+    def __init__(self, nc: NATS, topology: Topology, sealer: Sealer | None = None) -> None:
         self._nc = nc
         self._js = nc.jetstream(publish_async_max_pending=MAX_ATOMIC_BATCH * 2)
         self._topology = topology
+        self._sealer = sealer
+        """Seals content before it is published (:mod:`noema.application.sealing`); every process
+        with a database has one. Without it (the in-memory tier's tests) content goes as it is."""
+
+    async def sealed(self, events: Sequence[Event]) -> Sequence[Event]:
+        """``events`` as they are published: content sealed under its items' keys."""
+        return events if self._sealer is None else await self._sealer.seal(events)
+
+    async def opened(self, events: Sequence[E]) -> list[E]:
+        """``events`` read back with their sealed content opened (erased content empty)."""
+        return list(events) if self._sealer is None else await self._sealer.open(events)
 
     async def publish(self, events: Sequence[Event]) -> int:
         """Publish and wait until JetStream stored every event (duplicates are stored once);
         returns the highest stream sequence stored (also noted for :mod:`noema.adapters.published`)."""
+        events = await self.sealed(events)
         seq = await publish_batch(
             self._nc,
             self._js,
@@ -494,11 +513,17 @@ class EventPublisher:
         """The sequence and the event last stored on ``like``'s subject (None when there is none)."""
         subject = self._topology.event_subject(like)
         last = await last_on_subject(self._js, self._topology.event_stream, subject)
-        return None if last is None else (last[0], decode_event(last[1]))
+        if last is None:
+            return None
+        event = decode_event(last[1])
+        if self._sealer is not None:
+            (event,) = await self._sealer.open([event])
+        return last[0], event
 
     async def publish_expecting(self, event: Event, expected_last: int) -> int:
         """Publish ``event`` only if its subject's last sequence is still ``expected_last`` (0: no
         message yet); raises :class:`ConcurrentWrite` when another writer got there first."""
+        (event,) = await self.sealed([event])
         return await publish_expecting(self._js, event, self._topology, expected_last)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -24,17 +25,20 @@ from nats.aio.client import Client as NATS
 from noema.adapters.embedders import Embedder, create_embedder
 from noema.adapters.jetstream import EventPublisher
 from noema.adapters.postgres import asof_schemas
+from noema.adapters.postgres.keyring import PostgresKeyring
 from noema.adapters.postgres.knowledge import PostgresKnowledge
+from noema.adapters.postgres.projection import ReadModelProjection
 from noema.adapters.postgres.queries import MemoryQueries
-from noema.adapters.postgres.tenancy import NO_WORKSPACE
+from noema.adapters.postgres.tenancy import NO_WORKSPACE, workspace_scope
 from noema.adapters.postgres.voices import RecallFilters, RecallStore
-from noema.application import curation, upkeep
+from noema.application import curation, erasure, upkeep
 from noema.application.access import AccessControl, Caller, InsufficientMemoryPermission
 from noema.application.asof import AsOf, AsOfNotBuilt, AsOfSchemas, resolve
 from noema.application.audit_views import AuditDiff, DiffQuery, Why
 from noema.application.changes import audit_diff
 from noema.application.curation import KnowledgeEntry, OperatorReceipt, create_memory
 from noema.application.deadletters import DeadLetters
+from noema.application.erasure import ErasureReport, ErasureRequest
 from noema.application.knowledge import Knowledge
 from noema.application.lineage import why
 from noema.application.preamble import Preamble, build_preamble
@@ -47,6 +51,7 @@ from noema.application.reads import (
     workspace_exists,
 )
 from noema.application.replay import verify_replay
+from noema.application.sealing import Sealer
 from noema.application.search import MODES, Recall, SearchResponse
 from noema.application.upkeep import InvalidQuery, OperationError
 from noema.application.views import AuditPage, AuditQuery, ListQuery, MemoryDetail, MemoryPage, TimelineQuery
@@ -124,7 +129,7 @@ class Noema:
         self.clock = clock
         """The time every operation of this instance takes as "now" (tests pin it)."""
         self.topology = Topology(settings.prefix)
-        self.publisher = EventPublisher(nc, self.topology)
+        self.publisher = EventPublisher(nc, self.topology, Sealer(PostgresKeyring(pool)))
         self.dead_letters = DeadLetters(nc, self.topology, self.publisher)
         """The dead-letter stream: list, show, retry, drop (JetStream only, no read model)."""
         self.memories: MemoryReads = MemoryQueries(pool, clock)
@@ -382,6 +387,33 @@ class Noema:
         if not self.nc.is_connected:
             raise Unavailable("not connected to NATS; writes are unavailable (retry later)")
         return self.publisher
+
+    async def erase(self, request: ErasureRequest) -> ErasureReport:
+        """Operators: erase a subject's, a memory's or an observation's content for good, keeping
+        the record that it happened (:mod:`noema.application.erasure`, docs/privacy.md)."""
+        publisher = self.writer()
+        with workspace_scope(request.workspace):
+            return await erasure.erase(
+                PostgresKeyring(self.pool),
+                self.nc,
+                self.topology,
+                publisher,
+                request,
+                self.clock(),
+                self.asof_schemas.drop,
+                self._projected,
+            )
+
+    async def _projected(self, seq: int, timeout_s: float = 60.0) -> bool:
+        """Wait until the projector applied the stream through ``seq`` (False after ``timeout_s``)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            async with self.pool.acquire() as conn:
+                if await ReadModelProjection().position(conn) >= seq:
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.2)
 
     async def publish_observation(self, obs: ObservationRecorded) -> Stored:
         """Operators: publish a built observation as is (its actor and mind are the caller's own)."""

@@ -13,8 +13,10 @@ from nats.js import JetStreamContext
 
 from noema.adapters.jetstream import connect, ensure_streams
 from noema.adapters.postgres import create_pool
+from noema.adapters.postgres.keyring import PostgresKeyring
 from noema.adapters.postgres.roles import DbRole
 from noema.adapters.postgres.tenancy import NO_WORKSPACE
+from noema.application.sealing import Sealer
 from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
 
@@ -86,3 +88,9 @@ async def open_pool(
     )
     stack.push_async_callback(pool.close)
     return pool
+
+
+def sealer(pool: asyncpg.Pool) -> Sealer:
+    """What seals a process's events before it publishes them and opens those it reads
+    (:mod:`noema.application.sealing`), with the keyring in ``pool``'s database."""
+    return Sealer(PostgresKeyring(pool))
