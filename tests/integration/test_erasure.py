@@ -95,6 +95,9 @@ async def test_erasing_a_subject_leaves_no_readable_copy_and_keeps_the_record(ap
     why = await api.admin.get(f"/v1/why/{memory}", params={"workspace": "acme"})
     assert MARKER in why.text
 
+    kept_replay = await ctl(api, "replay", "--keep")  # a frozen copy of the read model
+    assert kept_replay.code == 0, kept_replay.stderr
+
     erased = await ctl_json(api, "erase", "-w", "acme", "--subject", PERSON, "--reason", "GDPR request 812")
 
     assert erased["keys_destroyed"] is True
@@ -105,6 +108,13 @@ async def test_erasing_a_subject_leaves_no_readable_copy_and_keeps_the_record(ap
     assert erased["dead_letters_deleted"] == 1
     await api.caught_up()
     assert await _memory_count(api, "content LIKE $1", f"%{MARKER}%") == 0
+    [copy] = erased["copies_blanked"]
+    assert copy.startswith("replay_")
+    assert (
+        await h.pool.fetchval(f"SELECT count(*) FROM {copy}.memories WHERE content LIKE $1", f"%{MARKER}%")
+        == 0
+    )
+    assert await h.pool.fetchval(f"SELECT count(*) FROM {copy}.memories WHERE erased_at IS NOT NULL") >= 2
     assert await _memory_count(api, "id = $1 AND erased_at IS NOT NULL AND content = ''", memory) == 1
     for stream, subjects in (
         events,
