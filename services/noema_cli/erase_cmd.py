@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import msgspec
@@ -13,6 +14,7 @@ from noema.application.erasure import ErasureReport, ErasureRequest, Scope
 from noema.application.facade import Noema
 from noema.runtime.embedded import superuser_url
 from noema.runtime.settings import Located
+from noema_events.catalog import SUBJECT_KEY_PATTERN
 
 from .common import DataDir, JsonOption, fail, operator_name, out, print_json, run, run_app, use
 
@@ -53,6 +55,8 @@ def erase(
     if not reason.strip():
         fail("--reason must say why (it is kept in the audit record)", 2)
     scope, target = given[0]
+    if not re.fullmatch(SUBJECT_KEY_PATTERN, target):
+        fail(f"--{scope} {target!r}: a key or id is 1-200 letters, digits and . _ : @ / + = -", 2)
     request = ErasureRequest(workspace, scope, target, reason.strip(), f"operator:{operator_name()}")
 
     async def work(app: Noema) -> ErasureReport:

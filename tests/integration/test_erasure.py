@@ -178,6 +178,9 @@ async def test_erase_refuses_to_guess_what_to_erase(api: ApiHarness) -> None:
         ran = await ctl(api, "erase", "-w", "acme", *args, "--reason", "x")
         assert ran.code == 2, ran.stderr
         assert "exactly one of --subject" in ran.stderr
+    spaced = await ctl(api, "erase", "-w", "acme", "--subject", "Ann Smith", "--reason", "x")
+    assert spaced.code == 2, spaced.stderr
+    assert "letters, digits" in spaced.stderr
 
 
 async def test_operators_erase_through_the_api_within_their_workspace(api: ApiHarness) -> None:
