@@ -23,6 +23,13 @@ it, its own or another replica's. A slot belongs to one workspace, so nothing an
 stores can change the decision, and a busy tenant's backlog does not hold up another's facts.
 Two agents racing to write contradicting facts therefore get exactly one winner. Decision events have ids
 derived from the facts involved, so a redelivered fact yields the same events, stored once.
+
+With partitions (``NOEMA_PARTITIONS`` > 1) each partition has a consumer and a claim of its own,
+shared among the instances (noema.runtime.partitions): the owner of partition p decides the facts of
+p's workspaces, in stream order, and acks the others undecided. The event stream's subjects carry no
+partition (the projector, replay and every reader use them as they are), so each partition's
+consumer reads every ``fact.proposed`` and skips the others' — facts are a small share of the
+events; observations, the bulk, are partitioned by the stream itself.
 """
 
 from __future__ import annotations
@@ -49,9 +56,10 @@ from noema.domain.knowledge import Verdict, decide_conflict, slot_relation
 from noema.ids import derive_id
 from noema.ports import EventSink, FactReads
 from noema.runtime.claims import ClaimedService
+from noema.runtime.partitions import PartitionedService
 from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
-from noema.runtime.wiring import open_bus, open_pool
+from noema.runtime.wiring import PartitionConsumer, open_bus, open_pool, partitioned_workers
 from noema.runtime.worker import PullWorker, decode_each
 from noema_events import Event, FactProposed
 
@@ -59,6 +67,9 @@ __all__ = ["ConflictsHandler", "build"]
 
 log = structlog.get_logger("noema.conflicts")
 ACTOR = "conflicts"
+PARTITION_BATCH = 32
+"""Facts fetched at once by a partition's consumer (decided one by one, in order; the other
+partitions' facts in the batch are only acked)."""
 
 
 class ConflictsHandler:
@@ -75,6 +86,7 @@ class ConflictsHandler:
         dead_letters: DeadLetters | None = None,
         facts: FactReads | None = None,
         fence: Callable[[], Awaitable[None]] | None = None,
+        partition: int | None = None,
     ) -> None:
         if facts is None:
             assert pool is not None, "the facts are read from the pool's read model unless given"
@@ -82,6 +94,7 @@ class ConflictsHandler:
         self._facts = facts
         # Raises once this instance's claim is lost (noema.runtime.claims): checked before publishing.
         self._fence = fence
+        self._partition = partition  # None: every workspace's facts
         self._js = js
         self._dead_letters = dead_letters
         self._topology = topology
@@ -164,13 +177,19 @@ class ConflictsHandler:
                 break
         return events
 
+    def _ours(self, workspace: str) -> bool:
+        """Whether this handler decides ``workspace``'s facts (its partition's, or all)."""
+        if self._partition is None or self._topology is None:
+            return True
+        return self._topology.partition(workspace) == self._partition
+
     async def __call__(self, msgs: list[Msg]) -> None:
         """Decide each fact in order; decisions are stored before the fact is acked."""
         decoded, undecodable = decode_each(msgs)
         for msg, _ in undecodable:
             await msg.ack()  # the projector, owner of the event stream, dead-letters it
         for msg, ev in decoded:
-            if isinstance(ev, FactProposed):
+            if isinstance(ev, FactProposed) and self._ours(ev.workspace):
                 # Everything of its workspace stored before this fact was delivered — including
                 # decisions another replica (or this one before a restart) published — must be in
                 # the read model; other workspaces' events are not waited for.
@@ -191,7 +210,7 @@ class ConflictsHandler:
         await msg.ack()
 
 
-async def build(settings: Located, stack: AsyncExitStack) -> ClaimedService:
+async def build(settings: Located, stack: AsyncExitStack) -> ClaimedService | PartitionedService:
     """Connect, migrate, bind the durable ``conflicts`` consumer (fact.proposed events only)."""
     await migrate(settings.database_url, settings.db_schema)
     # Read-only; it settles facts of every workspace, so it sees them all under row security.
@@ -200,6 +219,28 @@ async def build(settings: Located, stack: AsyncExitStack) -> ClaimedService:
         settings, stack, "reader", app="noema-conflicts", workspace=ALL_WORKSPACES, max_size=3
     )
     nc, js, topology = await open_bus(settings, stack, "noema-conflicts")
+    facts = topology.event_subject_for("*", "*", "fact.proposed")
+
+    def handler(fence: Callable[[], Awaitable[None]], partition: int | None = None) -> ConflictsHandler:
+        return ConflictsHandler(
+            pool,
+            EventPublisher(nc, topology),
+            js=js,
+            topology=topology,
+            dead_letters=DeadLetters(js, topology, "conflicts"),
+            fence=fence,
+            partition=partition,
+        )
+
+    if topology.partitioned:
+        consumer = PartitionConsumer(
+            topology.event_stream,
+            lambda _: facts,
+            PARTITION_BATCH,
+            ack_wait=120.0,
+            max_ack_pending=PARTITION_BATCH,
+        )
+        return partitioned_workers(settings, nc, pool, "conflicts", consumer, lambda p, f: handler(f, p))
     claim = AdvisoryClaim(pool, settings.db_schema, "conflicts")
 
     async def start() -> PullWorker:
@@ -207,19 +248,11 @@ async def build(settings: Located, stack: AsyncExitStack) -> ClaimedService:
             nc,
             topology.event_stream,
             topology.durable("conflicts"),
-            f"{topology.prefix}.evt.*.*.fact_proposed",
+            facts,
             1,
             ack_wait=120.0,
             max_ack_pending=1,
         )
-        handler = ConflictsHandler(
-            pool,
-            EventPublisher(nc, topology),
-            js=js,
-            topology=topology,
-            dead_letters=DeadLetters(js, topology, "conflicts"),
-            fence=claim.check,
-        )
-        return PullWorker("conflicts", puller, handler, 1)
+        return PullWorker("conflicts", puller, handler(claim.check), 1)
 
     return ClaimedService("conflicts", nc, claim, start)

@@ -212,7 +212,7 @@ async def build(settings: Located, stack: AsyncExitStack, embedder: Embedder | N
         nc,
         topology.observation_stream,
         durable,
-        topology.observations_only,
+        topology.stored_observations_only,
         32,
         # A crashed retrieve's observations come back after this: a batch takes seconds, not more.
         ack_wait=30.0,

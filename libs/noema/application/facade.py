@@ -55,7 +55,6 @@ from noema.domain.knowledge import DomainRef
 from noema.errors import Unavailable
 from noema.ports import MemoryReads
 from noema.runtime.settings import Located
-from noema.runtime.topology import Topology
 from noema.runtime.wiring import connect_nats, open_pool
 from noema.stream_points import StreamPoint
 from noema_events import Event, ObservationRecorded
@@ -119,7 +118,7 @@ class Noema:
         self.nc = nc
         self.clock = clock
         """The time every operation of this instance takes as "now" (tests pin it)."""
-        self.topology = Topology(settings.prefix)
+        self.topology = settings.topology
         self.publisher = EventPublisher(nc, self.topology)
         self.dead_letters = DeadLetters(nc, self.topology, self.publisher)
         """The dead-letter stream: list, show, retry, drop (JetStream only, no read model)."""

@@ -44,7 +44,6 @@ from noema.runtime.locate import locate
 from noema.runtime.logging import configure_logging
 from noema.runtime.settings import Located, Settings
 from noema.runtime.tasks import cancel_and_wait
-from noema.runtime.topology import Topology
 from noema_events import Event, EventDecodeError, decode_event
 
 __all__ = [
@@ -379,7 +378,7 @@ def serve(
                 await stack.enter_async_context(
                     Heartbeat(
                         nc,
-                        Topology(located.prefix),
+                        located.topology,
                         str(getattr(service, "name", "worker")),
                         interval_s=located.heartbeat_interval_s,
                         errors=errors,

@@ -26,7 +26,7 @@ import structlog
 
 from noema.runtime.claims import ClaimLost, ClaimState
 
-__all__ = ["KEEPALIVE_SQL", "AdvisoryClaim", "claim_key"]
+__all__ = ["KEEPALIVE_SQL", "AdvisoryClaim", "AdvisoryPartitions", "claim_key"]
 
 log = structlog.get_logger("noema.claims")
 
@@ -144,3 +144,89 @@ class AdvisoryClaim:
         if conn is not None:
             with contextlib.suppress(Exception):
                 await self._pool.release(conn)
+
+
+_LOCKS_SQL = """
+SELECT objid::bigint AS partition, mode, pid = pg_backend_pid() AS mine FROM pg_locks
+WHERE locktype = 'advisory' AND granted AND objsubid = 2
+  AND classid = ((hashtext($1)::bigint + 4294967296) % 4294967296)::oid
+"""
+
+
+class AdvisoryPartitions:
+    """The partitions of ``worker`` (:class:`noema.runtime.partitions.PartitionClaims`), all on one
+    connection of ``pool`` held from :meth:`join` to :meth:`leave`: membership is a shared lock on
+    ``<worker>-members``, ownership of partition p the exclusive lock an :class:`AdvisoryClaim` of
+    partition p takes (so with one partition both mechanisms exclude each other). A session that
+    ends — the process died, or its host vanished and TCP keepalive noticed — frees all of them."""
+
+    def __init__(self, pool: asyncpg.Pool, schema: str, worker: str) -> None:
+        self._pool = pool
+        self._key = claim_key(schema, worker)
+        self._members_key = claim_key(schema, f"{worker}-members")
+        self._conn: asyncpg.Connection | None = None
+        self._lock = asyncio.Lock()  # one statement at a time on the held connection
+
+    @contextlib.asynccontextmanager
+    async def _session(self) -> AsyncIterator[asyncpg.Connection]:
+        async with self._lock:
+            conn = self._conn
+            if conn is None or _closed(conn):
+                raise ClaimLost(f"claims {self._key}: the session holding them is gone")
+            try:
+                yield conn
+            except (asyncpg.PostgresConnectionError, asyncpg.InterfaceError, OSError) as exc:
+                if _closed(conn) or isinstance(exc, asyncpg.PostgresConnectionError):
+                    raise ClaimLost(f"claims {self._key} lost: {type(exc).__name__}: {exc}") from exc
+                raise
+            except asyncpg.AdminShutdownError as exc:
+                raise ClaimLost(f"claims {self._key} lost: {type(exc).__name__}: {exc}") from exc
+
+    async def join(self) -> None:
+        """Hold a connection and the members' shared lock."""
+        self._conn = await self._pool.acquire()
+        async with self._session() as conn:
+            await conn.execute(KEEPALIVE_SQL)
+            await conn.execute("SELECT pg_advisory_lock_shared(hashtext($1), 0)", self._members_key)
+
+    async def members(self) -> int:
+        """Sessions holding the members' lock (this one included)."""
+        async with self._session() as conn:
+            rows = await conn.fetch(_LOCKS_SQL, self._members_key)
+        return max(1, sum(1 for r in rows if r["mode"] == "ShareLock"))
+
+    async def try_claim(self, partition: int) -> bool:
+        """Take partition ``partition``'s lock if it is free."""
+        async with self._session() as conn:
+            return bool(
+                await conn.fetchval("SELECT pg_try_advisory_lock(hashtext($1), $2)", self._key, partition)
+            )
+
+    async def held(self) -> set[int]:
+        """The partitions whose lock this session holds."""
+        async with self._session() as conn:
+            rows = await conn.fetch(_LOCKS_SQL, self._key)
+        return {int(r["partition"]) for r in rows if r["mine"] and r["mode"] == "ExclusiveLock"}
+
+    async def check(self, partition: int) -> None:
+        """Raise :class:`ClaimLost` unless this session holds ``partition``'s lock."""
+        async with self._session() as conn:
+            held = await conn.fetchval(_HELD_SQL, self._key, partition)
+        if not held:
+            raise ClaimLost(f"claim {self._key}/{partition} lost: the lock is no longer held by this session")
+
+    async def release(self, partition: int) -> None:
+        """Unlock ``partition``."""
+        async with self._session() as conn:
+            await conn.fetchval("SELECT pg_advisory_unlock(hashtext($1), $2)", self._key, partition)
+
+    async def leave(self) -> None:
+        """Unlock everything and give the connection back."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        with contextlib.suppress(Exception):
+            if not _closed(conn):
+                async with self._lock:
+                    await conn.execute("SELECT pg_advisory_unlock_all()")
+            await self._pool.release(conn)
