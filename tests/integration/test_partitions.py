@@ -15,15 +15,19 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
+from nats.aio.msg import Msg
 
 from noema.adapters.jetstream import ensure_streams, read_stream, stream_last_seq
-from noema.adapters.postgres.claims import claim_key
+from noema.adapters.postgres import create_pool
+from noema.adapters.postgres.claims import AdvisoryClaim, AdvisoryPartitions, claim_key
+from noema.adapters.pull import Puller, durable_puller
 from noema.application.knowledge import Caller, Knowledge
 from noema.client import build_observation, publish_observation, send_observation
 from noema.runtime.claims import ClaimLost
 from noema.runtime.partitions import PartitionedService
 from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
+from noema.runtime.worker import ConsumerGap, PullWorker
 from noema_attend.service import build as build_attend
 from noema_conflicts.service import build as build_conflicts
 from noema_events import AttentionDecided, decode_event
@@ -225,3 +229,147 @@ async def test_two_conflicts_instances_share_the_partitions_and_every_race_has_o
     conflicts = await harness.pool.fetchval("SELECT count(*) FROM events WHERE type = 'conflict.recorded.v1'")
     assert conflicts == len(WORKSPACES)
     print(f"conflicts takeover_s={took:.2f}")
+
+
+async def test_turning_partitions_on_continues_from_the_unpartitioned_consumer_and_retires_it(
+    harness: Harness, instances: Callable[[Any], Any]
+) -> None:
+    one = replace(partitioned(harness), partitions=1)
+    t1, t4 = harness.topology, Topology(harness.topology.prefix, P)
+    order: dict[tuple[str, str], list[str]] = defaultdict(list)
+
+    async def publish(count: int, offset: int, topology: Topology) -> None:
+        for i in range(offset, offset + count):
+            ws, mind = WORKSPACES[i % len(WORKSPACES)], f"agent{i % 2}"
+            obs = build_observation(f"obs {i} of {ws}", workspace=ws, mind=mind)
+            await send_observation(harness.js, obs, topology=topology)
+            order[(ws, mind)].append(obs.id)
+
+    async def decided_count() -> int:
+        return sum(len(e.payload.decisions) for _, e in await decisions(harness))
+
+    single = await harness.start(lambda _settings, stack: build_attend(one, stack))
+    await publish(100, 0, t1)
+    await assert_eventually(lambda: _at_least(decided_count, 100), 60, 0.2, "100 decisions, unpartitioned")
+    single.shutdown()
+    [task] = [t for t in asyncio.all_tasks() if t.get_name() == "attend"]
+    await asyncio.wait_for(task, 10)
+    await publish(60, 100, t1)  # stored unpartitioned while no attend runs: the old consumer's backlog
+
+    async def old_backlog() -> bool:
+        info = await harness.js.consumer_info(t1.observation_stream, t1.durable("attend"))
+        return bool(info.num_pending == 60)
+
+    await assert_eventually(old_backlog, 10, 0.1, "60 observations waiting on the unpartitioned consumer")
+
+    await instances(build_attend)  # NOEMA_PARTITIONS=4 from here on
+    await instances(build_attend)
+    await publish(100, 160, t4)
+    await assert_eventually(lambda: _at_least(decided_count, 260), 120, 0.5, "260 decisions in all")
+
+    by_mind: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for _, event in await decisions(harness):
+        by_mind[(event.workspace, event.mind)] += [d.candidate_id for d in event.payload.decisions]
+    assert by_mind == order, "an observation was decided twice, not at all, or out of its mind's order"
+    names = {info.name for info in await harness.js.consumers_info(t1.observation_stream)}
+    assert names == {t4.partitioned_durable("attend", p) for p in range(P)}, "the old consumer is retired"
+
+
+async def _at_least(count: Callable[[], Any], wanted: int) -> bool:
+    return bool(await count() >= wanted)
+
+
+class Idle:
+    """A partition's worker that does nothing until shut down (only the claims are under test)."""
+
+    def __init__(self) -> None:
+        self._stop = asyncio.Event()
+
+    async def run(self) -> None:
+        await self._stop.wait()
+
+    def shutdown(self) -> None:
+        self._stop.set()
+
+
+async def test_instances_of_two_partition_counts_never_work_at_once(harness: Harness) -> None:
+    schema = harness.settings.db_schema
+    pools = [
+        await create_pool(
+            harness.settings.database_url, schema, app=f"noema-test-{i}", min_size=1, max_size=2
+        )
+        for i in (1, 2, 3)
+    ]
+    try:
+        unpartitioned = AdvisoryClaim(pools[0], schema, "attend", poll_s=0.1)
+        assert await unpartitioned.acquire(asyncio.Event())
+
+        async def idle(_: int) -> Idle:
+            return Idle()
+
+        claims = AdvisoryPartitions(pools[1], schema, "attend", P)
+        partitioned = PartitionedService("attend", None, claims, P, idle, poll_s=0.1)  # type: ignore[arg-type]
+        running = asyncio.create_task(partitioned.run())
+        await asyncio.sleep(1.5)  # rounds enough to claim, were it allowed
+        assert partitioned.owned == [], "a partitioned instance worked beside an unpartitioned owner"
+        assert await claims.others() == 1
+
+        await unpartitioned.release()  # the old instance is gone (a rollout replaced it)
+
+        async def all_owned() -> bool:
+            return partitioned.owned == list(range(P))
+
+        await assert_eventually(all_owned, 10, 0.05, "the partitioned instance owning every partition")
+        late = AdvisoryClaim(pools[2], schema, "attend", poll_s=0.1)
+        stopping = asyncio.Event()
+        waiting = asyncio.create_task(late.acquire(stopping))
+        await asyncio.sleep(1.0)
+        assert not waiting.done(), "an unpartitioned instance claimed beside partitioned ones"
+        partitioned.shutdown()
+        await asyncio.wait_for(running, 10)
+        assert await asyncio.wait_for(waiting, 10), "nobody works once the partitioned instance left"
+        await late.release()
+    finally:
+        for pool in pools:
+            pool.terminate()
+
+
+async def test_a_partition_worker_stops_on_a_gap_in_its_consumer_sequence(harness: Harness) -> None:
+    """A former owner still connected takes messages from the consumer the new owner re-created
+    under the same name: the new owner sees the gap (they would return only after the ack wait,
+    behind later ones) and stops, to re-create the consumer at its ack floor."""
+    t = harness.topology
+    for i in range(6):
+        await publish_observation(harness.js, f"note {i}", workspace="acme", mind="ops", topology=t)
+    puller = await durable_puller(
+        harness.nc,
+        t.observation_stream,
+        "gap_test",
+        t.observation_subjects,
+        2,
+        ack_wait=60,
+        max_ack_pending=10,
+    )
+    thief = await Puller(harness.nc, t.observation_stream, "gap_test", 2).start()
+
+    class Acking:
+        def __init__(self) -> None:
+            self.seen: list[int] = []
+
+        async def __call__(self, msgs: list[Msg]) -> None:
+            if not self.seen:
+                assert len(await thief.fetch(timeout=5)) == 2  # two deliveries go elsewhere
+            self.seen.extend(m.metadata.sequence.consumer for m in msgs)
+            for m in msgs:
+                await m.ack()
+
+        async def reject(self, msg: Msg, reason: str, kind: str) -> None:
+            raise AssertionError(reason)
+
+    handler = Acking()
+    worker = PullWorker("gap", puller, handler, 2, contiguous=True)
+    with pytest.raises(ConsumerGap, match="consumer delivery"):
+        await asyncio.wait_for(worker.run(), 30)
+    assert handler.seen[:2] == [1, 2]
+    assert handler.seen == list(range(1, len(handler.seen) + 1)), "the worker handled past the gap"
+    await thief.stop()

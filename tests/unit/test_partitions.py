@@ -12,6 +12,7 @@ from noema.runtime.claims import ClaimLost
 from noema.runtime.partitions import PartitionedService, claim_order, fair_share
 from noema.runtime.settings import Settings, SettingsError
 from noema.runtime.topology import Topology, partition_of
+from noema.runtime.worker import ConsumerGap
 
 # What nats-server 2.15.1 stored for `noema.obs.<ws>.m1` under the transform
 # `noema.obs.*.>` -> `noema.obsp.{{partition(4,1)}}.{{wildcard(1)}}.>` (run by hand; the integration
@@ -101,6 +102,7 @@ class Store:
     def __init__(self) -> None:
         self.members: set[int] = set()
         self.owners: dict[int, int] = {}
+        self.others = 0  # instances of another partition count
         self._ids = itertools.count(1)
 
     def session(self) -> Claims:
@@ -121,6 +123,9 @@ class Claims:
 
     async def members(self) -> int:
         return len(self.store.members)
+
+    async def others(self) -> int:
+        return self.store.others
 
     async def try_claim(self, partition: int) -> bool:
         return self.store.owners.setdefault(partition, self.session) == self.session
@@ -214,3 +219,22 @@ async def test_a_partition_worker_that_fails_ends_the_instance_loudly() -> None:
         await asyncio.wait_for(svc.run(), 5)
     assert store.owners == {}
     assert store.members == set()
+
+
+async def test_a_partition_whose_consumer_had_a_gap_is_given_up_and_claimed_again_afresh() -> None:
+    store = Store()
+    started: list[int] = []
+
+    class Gap(Worker):
+        async def run(self) -> None:
+            raise ConsumerGap("consumer delivery 5 after 2")
+
+    async def start(partition: int) -> Worker:
+        started.append(partition)
+        return (Gap if started.count(partition) == 1 else Worker)([], 0, partition)
+
+    svc = PartitionedService("w", None, store.session(), 2, start, poll_s=0.01)  # type: ignore[arg-type]
+    running = asyncio.create_task(svc.run())
+    await until(lambda: sorted(started) == [0, 0, 1, 1] and svc.owned == [0, 1])
+    svc.shutdown()
+    await running  # the gap ended only its partition's worker, not the instance

@@ -97,11 +97,20 @@ async def partition_puller(
         deliver_policy=DeliverPolicy.BY_START_SEQUENCE if start else DeliverPolicy.ALL,
         opt_start_seq=start + 1 if start else None,
     )
-    if layouts and len(set(current) | {durable}) == topology.partitions:
-        # Every partition of this layout reads on from the old consumers' floors: retire them.
-        for infos in layouts.values():
-            for info in infos:
-                with contextlib.suppress(NotFoundError):
-                    await js.delete_consumer(stream, info.name)
-        log.info("consumers of an earlier partition count retired", worker=worker, earlier=sorted(layouts))
+    if layouts:
+        await _retire_earlier(nc, topology, stream, worker)
     return puller
+
+
+async def _retire_earlier(nc: NATS, topology: Topology, stream: str, worker: str) -> None:
+    """Delete the consumers of earlier partition counts once every partition of this one has its
+    consumer (read after creating ours: of two owners creating theirs at once, the later sees both)."""
+    layouts = await _layouts(nc, stream, topology, worker)
+    if len(layouts.pop(topology.partitions, [])) < topology.partitions:
+        return
+    for infos in layouts.values():
+        for info in infos:
+            with contextlib.suppress(NotFoundError):
+                await nc.jetstream().delete_consumer(stream, info.name)
+    if layouts:
+        log.info("consumers of an earlier partition count retired", worker=worker, earlier=sorted(layouts))

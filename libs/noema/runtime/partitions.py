@@ -8,7 +8,9 @@ lock that says the instance is a member, one exclusive lock per partition it own
 
 **Balance.** Every ``poll_s`` an instance counts the live members N and works towards its fair
 share, ``ceil(P / N)`` partitions: below it, it claims free partitions (trying them in an order of
-its own, so standbys do not all race for the same one); above it (another instance joined), it
+its own, so standbys do not all race for the same one) — unless instances of another partition
+count still run (a rollout changing ``NOEMA_PARTITIONS``: their workspaces overlap ours, so nothing
+new is claimed until they are gone); above it (another instance joined), it
 hands one partition back per round — its worker is shut down gracefully, then the lock released —
 for the newcomer to claim. When an instance dies its session ends, its locks with it: the members
 fall to N - 1, the others' share rises, and they claim its partitions on their next round. The
@@ -36,7 +38,7 @@ from nats.aio.client import Client as NATS
 
 from noema.runtime.claims import ClaimLost
 from noema.runtime.tasks import cancel_and_wait
-from noema.runtime.worker import Service
+from noema.runtime.worker import ConsumerGap, Service
 
 __all__ = ["PartitionClaims", "PartitionedService", "claim_order", "fair_share"]
 
@@ -64,6 +66,10 @@ class PartitionClaims(Protocol):
 
     async def members(self) -> int:
         """Live members, this one included."""
+        ...
+
+    async def others(self) -> int:
+        """Live instances working another partition count (a rollout changing it is under way)."""
         ...
 
     async def try_claim(self, partition: int) -> bool:
@@ -149,19 +155,33 @@ class PartitionedService:
             await self._claims.leave()
 
     async def _round(self) -> None:
-        for partition, (_, work) in list(self._workers.items()):
-            if work.done():
-                del self._workers[partition]
-                work.result()  # a worker's failure ends the process, loudly
-                raise RuntimeError(f"the {self.name} worker of partition {partition} stopped on its own")
+        # Lost claims first: a former owner's worker may already have failed for that very reason
+        # (its consumer deleted by the partition's new owner), and the loss is what to report.
         lost = set(self._workers) - await self._claims.held()
         if lost:
             raise ClaimLost(f"{self.name}: partitions {sorted(lost)} are no longer this instance's")
+        for partition, (_, work) in list(self._workers.items()):
+            if work.done():
+                del self._workers[partition]
+                if isinstance(work.exception(), ConsumerGap):
+                    # Its consumer is re-created (at its ack floor) by whoever claims it next.
+                    log.warning(
+                        "partition restarted",
+                        worker=self.name,
+                        partition=partition,
+                        reason=str(work.exception()),
+                    )
+                    await self._claims.release(partition)
+                    continue
+                work.result()  # a worker's failure ends the process, loudly
+                raise RuntimeError(f"the {self.name} worker of partition {partition} stopped on its own")
         share = fair_share(self._partitions, await self._claims.members())
         if len(self._workers) > share:
             # Another instance joined: hand one partition back per round, for it to claim.
             await self._stop(max(self._workers), release=True)
             return
+        if len(self._workers) < share and await self._claims.others():
+            return  # instances of another partition count still work: never both at once
         for partition in self._order:
             if len(self._workers) >= share or self._stopping.is_set():
                 break

@@ -127,7 +127,7 @@ def partitioned_workers(
     own and handles it with ``handler(partition, fence)``, ``fence`` raising once the partition is no
     longer this instance's."""
     topology = located.topology
-    claims = AdvisoryPartitions(pool, located.db_schema, worker)
+    claims = AdvisoryPartitions(pool, located.db_schema, worker, topology.partitions)
 
     async def start(partition: int) -> PullWorker:
         puller = await partition_puller(
@@ -143,6 +143,13 @@ def partitioned_workers(
             old_filter=consumer.old_filter,
         )
         fence = functools.partial(claims.check, partition)
-        return PullWorker(f"{worker}-{partition}", puller, handler(partition, fence), consumer.batch)
+        return PullWorker(
+            f"{worker}-{partition}",
+            puller,
+            handler(partition, fence),
+            consumer.batch,
+            before_fetch=fence,
+            contiguous=True,
+        )
 
     return PartitionedService(worker, nc, claims, topology.partitions, start)

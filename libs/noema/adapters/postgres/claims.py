@@ -40,6 +40,22 @@ SELECT EXISTS (
 """
 
 
+_LOCKS_SQL = """
+SELECT objid::bigint AS partition, mode, pid, pid = pg_backend_pid() AS mine FROM pg_locks
+WHERE locktype = 'advisory' AND granted AND objsubid = 2
+  AND classid = ((hashtext($1)::bigint + 4294967296) % 4294967296)::oid
+"""
+
+_PARTITIONED_SQL = """
+SELECT EXISTS (
+    SELECT 1 FROM pg_locks
+    WHERE locktype = 'advisory' AND granted AND objsubid = 2
+      AND classid = ((hashtext($1)::bigint + 4294967296) % 4294967296)::oid
+)
+"""
+"""Whether any instance of the worker runs partitioned (holds a members' lock of any count)."""
+
+
 # A vanished owner *host* frees the lock once 5 + 3 x 2 = 11 s of TCP keepalive go unanswered
 # (ignored on a Unix socket; a dead process frees it at once either way).
 KEEPALIVE_SQL = "SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3"
@@ -66,6 +82,7 @@ class AdvisoryClaim:
     ) -> None:
         self._pool = pool
         self._key = claim_key(schema, worker)
+        self._members_key = claim_key(schema, f"{worker}-members")
         self._partition = partition
         self._poll_s = poll_s
         self._conn: asyncpg.Connection | None = None
@@ -82,9 +99,17 @@ class AdvisoryClaim:
         """Try the lock every ``poll_s`` on a held connection until it is ours or ``stopping``."""
         conn = self._conn = await self._pool.acquire()
         while not stopping.is_set():
-            if await conn.fetchval(
+            # Not while instances of a partitioned layout run (NOEMA_PARTITIONS changed, a rollout
+            # under way): they may own the other partitions, and would decide the same workspaces.
+            partitioned = await conn.fetchval(_PARTITIONED_SQL, self._members_key)
+            if not partitioned and await conn.fetchval(
                 "SELECT pg_try_advisory_lock(hashtext($1), $2)", self._key, self._partition
             ):
+                if await conn.fetchval(_PARTITIONED_SQL, self._members_key):  # one joined meanwhile
+                    await conn.fetchval(
+                        "SELECT pg_advisory_unlock(hashtext($1), $2)", self._key, self._partition
+                    )
+                    continue
                 # The server notices a vanished owner host this soon (a dead process at once).
                 await conn.execute(KEEPALIVE_SQL)
                 self._state = "owner"
@@ -146,22 +171,20 @@ class AdvisoryClaim:
                 await self._pool.release(conn)
 
 
-_LOCKS_SQL = """
-SELECT objid::bigint AS partition, mode, pid = pg_backend_pid() AS mine FROM pg_locks
-WHERE locktype = 'advisory' AND granted AND objsubid = 2
-  AND classid = ((hashtext($1)::bigint + 4294967296) % 4294967296)::oid
-"""
-
-
 class AdvisoryPartitions:
-    """The partitions of ``worker`` (:class:`noema.runtime.partitions.PartitionClaims`), all on one
-    connection of ``pool`` held from :meth:`join` to :meth:`leave`: membership is a shared lock on
-    ``<worker>-members``, ownership of partition p the exclusive lock an :class:`AdvisoryClaim` of
-    partition p takes (so with one partition both mechanisms exclude each other). A session that
-    ends — the process died, or its host vanished and TCP keepalive noticed — frees all of them."""
+    """The ``partitions`` partitions of ``worker`` (:class:`noema.runtime.partitions.PartitionClaims`),
+    all on one connection of ``pool`` held from :meth:`join` to :meth:`leave`: membership is a
+    shared lock on (``<worker>-members``, the partition count), ownership of partition p the
+    exclusive lock an :class:`AdvisoryClaim` of partition p takes. A session that ends — the
+    process died, or its host vanished and TCP keepalive noticed — frees all of them.
 
-    def __init__(self, pool: asyncpg.Pool, schema: str, worker: str) -> None:
+    Instances of another partition count (a rollout changing ``NOEMA_PARTITIONS``) are told apart:
+    members of another count, or an unpartitioned instance's claim (a partition lock held by no
+    member of this count) — :meth:`others`."""
+
+    def __init__(self, pool: asyncpg.Pool, schema: str, worker: str, partitions: int) -> None:
         self._pool = pool
+        self._partitions = partitions
         self._key = claim_key(schema, worker)
         self._members_key = claim_key(schema, f"{worker}-members")
         self._conn: asyncpg.Connection | None = None
@@ -187,13 +210,32 @@ class AdvisoryPartitions:
         self._conn = await self._pool.acquire()
         async with self._session() as conn:
             await conn.execute(KEEPALIVE_SQL)
-            await conn.execute("SELECT pg_advisory_lock_shared(hashtext($1), 0)", self._members_key)
+            await conn.execute(
+                "SELECT pg_advisory_lock_shared(hashtext($1), $2)", self._members_key, self._partitions
+            )
+
+    async def _members(self, conn: asyncpg.Connection) -> dict[int, set[int]]:
+        """The sessions (pids) holding the members' lock, by partition count."""
+        found: dict[int, set[int]] = {}
+        for r in await conn.fetch(_LOCKS_SQL, self._members_key):
+            if r["mode"] == "ShareLock":
+                found.setdefault(int(r["partition"]), set()).add(int(r["pid"]))
+        return found
 
     async def members(self) -> int:
-        """Sessions holding the members' lock (this one included)."""
+        """Sessions that are members of this partition count (this one included)."""
         async with self._session() as conn:
-            rows = await conn.fetch(_LOCKS_SQL, self._members_key)
-        return max(1, sum(1 for r in rows if r["mode"] == "ShareLock"))
+            return max(1, len((await self._members(conn)).get(self._partitions, set())))
+
+    async def others(self) -> int:
+        """Sessions working another partition count: its members, or the holder of an
+        unpartitioned claim (a partition lock of no member of this count)."""
+        async with self._session() as conn:
+            members = await self._members(conn)
+            ours = members.pop(self._partitions, set())
+            claims = await conn.fetch(_LOCKS_SQL, self._key)
+        strangers = {int(r["pid"]) for r in claims if r["mode"] == "ExclusiveLock"} - ours
+        return len(strangers.union(*members.values()))
 
     async def try_claim(self, partition: int) -> bool:
         """Take partition ``partition``'s lock if it is free."""
