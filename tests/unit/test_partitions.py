@@ -238,3 +238,21 @@ async def test_a_partition_whose_consumer_had_a_gap_is_given_up_and_claimed_agai
     await until(lambda: sorted(started) == [0, 0, 1, 1] and svc.owned == [0, 1])
     svc.shutdown()
     await running  # the gap ended only its partition's worker, not the instance
+
+
+async def test_a_partition_that_cannot_start_for_a_server_outage_is_tried_again() -> None:
+    store = Store()
+    tries: list[int] = []
+
+    async def start(partition: int) -> Worker:
+        tries.append(partition)
+        if len(tries) == 1:
+            raise TimeoutError("no stream leader yet")  # JetStream electing one after a server loss
+        return Worker([], 0, partition)
+
+    svc = PartitionedService("w", None, store.session(), 1, start, poll_s=0.01)  # type: ignore[arg-type]
+    running = asyncio.create_task(svc.run())
+    await until(lambda: svc.owned == [0])
+    assert tries == [0, 0]
+    svc.shutdown()
+    await running

@@ -36,6 +36,7 @@ from typing import Protocol
 import structlog
 from nats.aio.client import Client as NATS
 
+from noema.adapters.errors import TRANSIENT
 from noema.runtime.claims import ClaimLost
 from noema.runtime.tasks import cancel_and_wait
 from noema.runtime.worker import ConsumerGap, Service
@@ -192,6 +193,12 @@ class PartitionedService:
         began = time.monotonic()
         try:
             worker = await self._start(partition)
+        except TRANSIENT as exc:  # NATS electing a stream leader, a server restarting: next round
+            await self._claims.release(partition)
+            log.warning(
+                "partition not started; trying again", worker=self.name, partition=partition, error=str(exc)
+            )
+            return
         except BaseException:
             await self._claims.release(partition)
             raise
