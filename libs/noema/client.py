@@ -46,6 +46,7 @@ def build_observation(
     session: str | None = None,
     happened_at: datetime | None = None,
     metadata: Mapping[str, str] | None = None,
+    subjects: Sequence[str] = (),
 ) -> ObservationRecorded:
     """Build and validate an observation event (raises :class:`InvalidObservation`)."""
     if not content or not content.strip():
@@ -79,6 +80,7 @@ def build_observation(
             "session": session,
             "happened_at": happened_at,
             "metadata": dict(metadata or {}),
+            "subjects": list(subjects),
         },
     }
     try:

@@ -60,6 +60,7 @@ PRODUCERS: dict[str, tuple[str, ...]] = {
     "working_memory.updated": ("attend",),
     "notes.updated": ("service", "operator"),
     "operator.action": ("operator",),
+    "content.erased": ("operator",),
 }
 """Who publishes each event: ``agent`` (an agent's own credentials), ``service`` (the agent service
 acting for an agent: knowledge operations, ``observe``), ``operator`` (``noemactl`` and the HTTP API)
@@ -72,6 +73,7 @@ CONSUMERS: dict[str, tuple[str, ...]] = {
     "memory.created": ("projector", "embed"),
     "fact.proposed": ("projector", "embed", "conflicts"),
     "working_memory.updated": ("projector", "attend"),
+    "content.erased": ("projector",),
 }
 """Who reads each channel; every event channel is read by the projector (its owner)."""
 

@@ -32,6 +32,8 @@ __all__ = [
     "AttentionDecision",
     "ConflictRecorded",
     "ConflictRecordedPayload",
+    "ContentErased",
+    "ContentErasedPayload",
     "DomainCreated",
     "DomainCreatedPayload",
     "FactMentioned",
@@ -76,11 +78,20 @@ Unit = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
 Content = Annotated[str, msgspec.Meta(min_length=1, max_length=32_000, pattern=r"\S")]
 """Text that says something: not empty and not only whitespace (a blank observation is refused —
 dead-lettered by attend — instead of becoming a memory nobody can search for)."""
-RecordedContent = Annotated[str, msgspec.Meta(min_length=1, max_length=32_000)]
+RecordedContent = Annotated[str, msgspec.Meta(min_length=1, max_length=200_000)]
 """A memory's content as ``memory.created`` records it: like :data:`Content`, but whitespace-only text
 is still read, because attend turned blank observations into memories before ``Content`` refused
-them, and replay must decode every event ever recorded."""
+them, and replay must decode every event ever recorded. Sealed content is longer than its text (see
+:data:`SealedContent`)."""
 Label = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+SubjectKey = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^\S+$")]
+"""Who or what a piece of content is about, as its publisher tags it (e.g. ``person:4711``,
+``customer:acme-7``): what ``noemactl erase --subject`` finds it by. Use an opaque id, not a name —
+the key itself is kept in the erasure's audit record."""
+Subjects = Annotated[list[SubjectKey], msgspec.Meta(max_length=32)]
+SealedContent = Annotated[str, msgspec.Meta(min_length=1, max_length=200_000, pattern=r"\S")]
+"""Content as an event records it: plain, or sealed under its item's data key (docs/privacy.md),
+which makes it longer than the text it holds; the text's own limit is checked where it comes in."""
 HalfLife = Annotated[float, msgspec.Meta(gt=0.0)]
 """A half-life in days."""
 Boost = Annotated[float, msgspec.Meta(gt=0.0)]
@@ -110,6 +121,9 @@ class ObservationPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True
     happened_at: datetime | None = None
     """When the observed thing happened, if not when it was published (e.g. an imported transcript)."""
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
+    subjects: Subjects = msgspec.field(default_factory=list)
+    """Who or what this is about (:data:`SubjectKey`): erasing a subject erases what was observed
+    about it and every memory, vector, recall and fact derived from that."""
 
 
 class ObservationRecorded(Event, frozen=True, kw_only=True, tag="observation.recorded.v1"):
@@ -177,6 +191,8 @@ class MemoryCreatedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=Tr
     preconditions: list[str] = msgspec.field(default_factory=list)
     outcomes: list[str] = msgspec.field(default_factory=list)
     source_observation_ids: list[str] = msgspec.field(default_factory=list)
+    subjects: Subjects = msgspec.field(default_factory=list)
+    """The subjects of the observations it came from (erasure finds its key by them)."""
     happened_at: datetime | None = None
     valid_until: datetime | None = None
     session: str | None = None
@@ -200,7 +216,10 @@ class MemoryEmbeddedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=T
     memory_id: str
     model: str
     dimensions: int
-    vector: list[float]
+    vector: list[float] = msgspec.field(default_factory=list)
+    sealed_vector: str | None = None
+    """The vector sealed under its memory's data key (then ``vector`` is empty): a vector says
+    enough about its text to be erased with it."""
 
 
 class MemoryEmbedded(Event, frozen=True, kw_only=True, tag="memory.embedded.v1"):
@@ -244,6 +263,8 @@ class RecallProposedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=T
     credibility: Unit = 0.8
     components: dict[str, float] = msgspec.field(default_factory=dict)
     content: str = ""
+    subjects: Subjects = msgspec.field(default_factory=list)
+    """The subjects of the observation that asked (``query`` is its text)."""
     """The recalled memory's content (its beginning), which attention weighs and keeps as the gist;
     empty in proposals recorded before it was carried (attention then falls back to ``query``)."""
 
@@ -349,7 +370,7 @@ class FactProposedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=Tru
     memory_id: str
     domain: Label
     topic: Label
-    content: Content
+    content: SealedContent
     epistemic_kind: EpistemicKind = "fact"
     veracity: Veracity = "stated"
     memory_type: MemoryType = "fact"
@@ -358,6 +379,7 @@ class FactProposedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=Tru
     confidence: Unit = 1.0
     valid_until: datetime | None = None
     source_observation_ids: list[str] = msgspec.field(default_factory=list)
+    subjects: Subjects = msgspec.field(default_factory=list)
     supersedes: str | None = None
     """Set by ``supersede_fact``: the fact this one explicitly replaces."""
     credibility: Unit
@@ -562,6 +584,30 @@ class OperatorAction(Event, frozen=True, kw_only=True, tag="operator.action.v1")
     payload: OperatorActionPayload
 
 
+class ContentErasedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=True):
+    """An operator erased content for good (docs/privacy.md): the data keys of ``key_ids`` are
+    destroyed, so every sealed field under them reads as erased; the read model blanks the content of
+    ``memory_ids``. The record of the erasure — who (``actor``), when, why, what it covered — stays;
+    the content does not."""
+
+    erasure_id: str
+    scope: Literal["subject", "memory", "observation"]
+    target: Label
+    reason: Annotated[str, msgspec.Meta(min_length=1, max_length=2_000)]
+    key_ids: list[str] = msgspec.field(default_factory=list)
+    memory_ids: list[str] = msgspec.field(default_factory=list)
+    observation_ids: list[str] = msgspec.field(default_factory=list)
+    """Observations deleted from the observation stream (their messages overwritten)."""
+    dead_letters: list[str] = msgspec.field(default_factory=list)
+    """Dead letters deleted, as ``<stream>:<seq>``."""
+
+
+class ContentErased(Event, frozen=True, kw_only=True, tag="content.erased.v1"):
+    """Content erased by an operator; ``actor`` names them."""
+
+    payload: ContentErasedPayload
+
+
 AnyEvent = (
     ObservationRecorded
     | AttentionDecided
@@ -584,6 +630,7 @@ AnyEvent = (
     | WorkingMemoryUpdated
     | NotesUpdated
     | OperatorAction
+    | ContentErased
 )
 """Every current event version; decode with :func:`noema_events.codec.decode_event`."""
 

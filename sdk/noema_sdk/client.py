@@ -233,10 +233,12 @@ class NoemaClient:
         source_observation_ids: Sequence[str] = (),
         repo: str | None = None,
         valid_until: datetime | None = None,
+        subjects: Sequence[str] = (),
         timeout: float | None = None,
     ) -> FactOutcome:
         """Record a fact under ``domain``/``topic``; an equivalent one is strengthened instead, a
-        contradicting one is decided by the documented rules."""
+        contradicting one is decided by the documented rules. ``subjects``: who or what it is about
+        (opaque keys such as ``person:4711``), by which an operator can erase it."""
         args = {
             "domain": domain,
             "topic": topic,
@@ -246,6 +248,7 @@ class NoemaClient:
             "source_observation_ids": list(source_observation_ids),
             "repo": repo,
             "valid_until": valid_until,
+            "subjects": list(subjects),
         }
         return await self._call("propose_fact", args, FactOutcome, timeout)
 

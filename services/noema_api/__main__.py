@@ -13,6 +13,7 @@ from noema.application.facade import Noema
 from noema.runtime.health import ErrorTap, Heartbeat
 from noema.runtime.locate import locate
 from noema.runtime.logging import configure_logging
+from noema.runtime.metrics import Metrics
 from noema.runtime.worker import until_connection_lost
 
 from .app import create_app
@@ -31,10 +32,18 @@ async def main(api_settings: ApiSettings, errors: ErrorTap | None = None) -> Non
     tokens = load_tokens(api_settings.tokens_file)
     async with AsyncExitStack() as stack:
         await migrate(settings.database_url, settings.db_schema)
-        app = await stack.enter_async_context(Noema.open(settings, name="noema-api"))
+        metrics = Metrics()
+        app = await stack.enter_async_context(Noema.open(settings, name="noema-api", metrics=metrics))
         # The API's own heartbeat (through its connection), read by `noemactl status` and /readyz.
         await stack.enter_async_context(
-            Heartbeat(app.nc, app.topology, "api", interval_s=settings.heartbeat_interval_s, errors=errors)
+            Heartbeat(
+                app.nc,
+                app.topology,
+                "api",
+                interval_s=settings.heartbeat_interval_s,
+                errors=errors,
+                metrics=metrics,
+            )
         )
         await app.embedder()  # load it now: a bad NOEMA_EMBEDDER fails here, not on the first search
         config = uvicorn.Config(
@@ -42,7 +51,10 @@ async def main(api_settings: ApiSettings, errors: ErrorTap | None = None) -> Non
             host=settings.api_host,
             port=settings.api_port,
             log_level="warning",
+            # Requests are logged by the app (noema.adapters.asgi.RequestLog), in the process's log
+            # format; uvicorn's own handlers would write plain text into it, so it installs none.
             access_log=False,
+            log_config=None,
         )
         log.info("api serving", url=f"http://{settings.api_host}:{settings.api_port}")
         # NATS lost for good: stop serving and exit non-zero, so `up` restarts the API.

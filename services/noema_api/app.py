@@ -12,8 +12,9 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Route
 
-from noema.adapters.asgi import DEFAULT_MAX_BODY, BodyLimit
+from noema.adapters.asgi import DEFAULT_MAX_BODY, BodyLimit, RequestLog
 from noema.errors import KIND_BY_HTTP_STATUS, Kind
 
 from .endpoint import Api, json_response, routes
@@ -26,7 +27,13 @@ __all__ = ["Api", "create_app"]
 
 def create_app(api: Api, max_body: int = DEFAULT_MAX_BODY) -> Starlette:
     """The ASGI app over ``api``'s connections, tokens and clock; a request body larger than
-    ``max_body`` bytes is refused (413) before it is read."""
+    ``max_body`` bytes is refused (413) before it is read. Every request is logged and counted into
+    the application layer's metrics, which ``/metrics`` serves (no token: counts, no content)."""
+    metrics = api.app.metrics
+
+    async def scrape(request: Request) -> Response:
+        body, content_type = metrics.exposition(request.headers.get("accept"))
+        return Response(body, headers={"Content-Type": content_type})
 
     async def http_error(request: Request, exc: Exception) -> Response:
         # Routing errors (unknown path, wrong method) in the same JSON shape as everything else; a
@@ -38,7 +45,10 @@ def create_app(api: Api, max_body: int = DEFAULT_MAX_BODY) -> Starlette:
         return response
 
     return Starlette(
-        routes=[*routes(ENDPOINTS, api), *ui_routes()],
-        middleware=[Middleware(BodyLimit, max_bytes=max_body, setting="NOEMA_API_MAX_BODY")],
+        routes=[*routes(ENDPOINTS, api), *ui_routes(), Route("/metrics", scrape, methods=["GET"])],
+        middleware=[
+            Middleware(RequestLog, metrics=metrics),
+            Middleware(BodyLimit, max_bytes=max_body, setting="NOEMA_API_MAX_BODY"),
+        ],
         exception_handlers={HTTPException: http_error},
     )

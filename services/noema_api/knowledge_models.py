@@ -10,6 +10,7 @@ import msgspec
 
 from noema.application.views import Label, Limit, Name
 from noema.instants import Instant
+from noema_events.catalog import Subjects
 from noema_events.vocabulary import MemoryType
 
 from .models import Content, DomainName, Reason, RepoDomainName, _In, _Out
@@ -110,6 +111,9 @@ class FactBody(_In, frozen=True, kw_only=True):
     repo: Slug | None = None
     valid_until: Instant | None = None
     reason: Reason
+    subjects: Subjects = msgspec.field(default_factory=list)
+    """Who or what it is about (opaque keys such as ``person:4711``): ``noemactl erase --subject``
+    finds it by them."""
 
 
 class SupersedeFactBody(_In, frozen=True, kw_only=True):

@@ -15,9 +15,10 @@ from noema.adapters.postgres.claims import AdvisoryClaim
 from noema.adapters.pull import durable_puller
 from noema.domain.attention import AttentionConfig
 from noema.runtime.claims import ClaimedService
+from noema.runtime.metrics import Metrics
 from noema.runtime.partitions import PartitionedService
 from noema.runtime.settings import Located
-from noema.runtime.wiring import PartitionConsumer, open_bus, open_pool, partitioned_workers
+from noema.runtime.wiring import PartitionConsumer, open_bus, open_pool, partitioned_workers, sealer
 from noema.runtime.worker import PullWorker
 
 from .worker import AttendHandler, decided_through
@@ -25,20 +26,23 @@ from .worker import AttendHandler, decided_through
 __all__ = ["build", "build_partitioned"]
 
 
-async def build(settings: Located, stack: AsyncExitStack) -> ClaimedService | PartitionedService:
+async def build(
+    settings: Located, stack: AsyncExitStack, *, metrics: Metrics | None = None
+) -> ClaimedService | PartitionedService:
     """Connect; once this instance owns attend's claim, ensure the durable consumer and work (a
     standby until then); resources are owned by ``stack``. With partitions, one consumer and one
     worker per partition this instance owns (:func:`build_partitioned`)."""
     nc, js, topology = await open_bus(settings, stack, "noema-attend")
-    # Only the claim's connection: attend reads and writes NATS, PostgreSQL only says who decides.
-    pool = await open_pool(settings, stack, "reader", app="noema-attend", max_size=1)
+    # The claim's connection and one for the keyring: attend reads and writes NATS; PostgreSQL says
+    # who decides and holds the keys content is sealed under (noema.application.sealing).
+    pool = await open_pool(settings, stack, "reader", app="noema-attend", max_size=2)
     config = AttentionConfig(
         threshold=settings.attend_threshold,
         capacity=settings.attend_capacity,
         wm_capacity=settings.wm_capacity,
     )
     if topology.partitioned:
-        return build_partitioned(settings, nc, pool, config)
+        return build_partitioned(settings, nc, pool, config, metrics)
     claim = AdvisoryClaim(pool, settings.db_schema, "attend")
 
     async def start() -> PullWorker:
@@ -62,14 +66,16 @@ async def build(settings: Located, stack: AsyncExitStack) -> ClaimedService | Pa
             opt_start_seq=through + 1 if through else None,
         )
         # Fenced: the claim is checked right before each cycle's events are published.
-        handler = AttendHandler(nc, topology, config, decided=through, fence=claim.check)
-        return PullWorker("attend", puller, handler, settings.batch_size)
+        handler = AttendHandler(
+            nc, topology, config, decided=through, fence=claim.check, sealer=sealer(pool), metrics=metrics
+        )
+        return PullWorker("attend", puller, handler, settings.batch_size, metrics=metrics)
 
     return ClaimedService("attend", nc, claim, start)
 
 
 def build_partitioned(
-    settings: Located, nc: NATS, pool: asyncpg.Pool, config: AttentionConfig
+    settings: Located, nc: NATS, pool: asyncpg.Pool, config: AttentionConfig, metrics: Metrics | None = None
 ) -> PartitionedService:
     """attend with ``NOEMA_PARTITIONS`` > 1: the partitions are shared among the live instances, and
     the owner of a partition reads it with a consumer of its own (noema.adapters.partition_consumers);
@@ -84,7 +90,11 @@ def build_partitioned(
         old_filter=topology.stored_observation_subjects,
     )
 
-    def handler(partition: int, fence: Callable[[], Awaitable[None]]) -> AttendHandler:
-        return AttendHandler(nc, topology, config, fence=fence, partition=partition)
+    seal = sealer(pool)
 
-    return partitioned_workers(settings, nc, pool, "attend", consumer, handler)
+    def handler(partition: int, fence: Callable[[], Awaitable[None]]) -> AttendHandler:
+        return AttendHandler(
+            nc, topology, config, fence=fence, partition=partition, sealer=seal, metrics=metrics
+        )
+
+    return partitioned_workers(settings, nc, pool, "attend", consumer, handler, metrics)

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections import ChainMap, OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import structlog
 from nats.aio.client import Client as NATS
@@ -41,8 +42,10 @@ from noema.adapters.jetstream import (
     last_on_subject,
     stream_last_seq,
 )
+from noema.application.sealing import Sealer
 from noema.domain.attention import AttentionConfig, decide_cycle, working_memory_of
 from noema.domain.knowledge import WorkingMemory
+from noema.runtime.metrics import Metrics
 from noema.runtime.topology import Topology
 from noema.runtime.worker import decode_each
 from noema_events import (
@@ -63,6 +66,7 @@ MAX_MINDS = 100_000
 """Minds whose working memory is kept in process; one seen again after that is reloaded."""
 
 Candidate = ObservationRecorded | RecallProposed
+E = TypeVar("E", bound=Event)
 Decided = tuple[list[Event], dict[tuple[str, str], WorkingMemory]]
 
 
@@ -99,17 +103,20 @@ class AttendHandler:
         clock: Callable[[], datetime] = _utcnow,
         decided: int | None = None,
         fence: Callable[[], Awaitable[None]] | None = None,
+        sealer: Sealer | None = None,
+        metrics: Metrics | None = None,
         partition: int | None = None,
     ) -> None:
         self._js = nc.jetstream()
+        self._sealer = sealer
         # Raises when this instance may no longer publish (noema.runtime.claims): a former owner
         # whose claim was taken stops before storing a decision the new owner makes too.
         self._fence = fence
         self._topology = topology
         self._config = config
         self._clock = clock
-        self._publisher = EventPublisher(nc, topology)
-        self._dead_letters = DeadLetters(self._js, topology, "attend")
+        self._publisher = EventPublisher(nc, topology, sealer)
+        self._dead_letters = DeadLetters(self._js, topology, "attend", metrics)
         # Each mind's working memory, with the latest memory of each of its recent sessions (to
         # chain episodes). Loaded on first sight from the last working_memory.updated event of that
         # mind on the stream (so it survives restarts and changes of owner exactly), then kept here.
@@ -141,7 +148,7 @@ class AttendHandler:
         last = await last_on_subject(self._js, self._topology.event_stream, subject)
         if last is None:
             return WorkingMemory(capacity=self._config.wm_capacity)
-        event = decode_event(last[1])
+        (event,) = await self._opened([decode_event(last[1])])
         assert isinstance(event, WorkingMemoryUpdated)
         return working_memory_of(event, self._config.wm_capacity)
 
@@ -156,6 +163,11 @@ class AttendHandler:
         if self._topology.published_subject(msg.subject) != expected:
             raise EventDecodeError(f"subject {msg.subject} does not match the observation's scope {expected}")
         return event
+
+    async def _opened(self, events: list[E]) -> list[E]:
+        """``events`` with their sealed content opened (recall candidates and working memories
+        carry memories' text sealed, docs/privacy.md)."""
+        return events if self._sealer is None else await self._sealer.open(events)
 
     async def reject(self, msg: Msg, reason: str, kind: str) -> None:
         """Dead-letter a candidate that cannot be decided, and ack it."""
@@ -205,6 +217,7 @@ class AttendHandler:
             m for m in msgs if m.metadata.sequence.stream > self._decided_through and not self._elsewhere(m)
         ]
         good, malformed = decode_each(fresh, self._validate)
+        good = list(zip([m for m, _ in good], await self._opened([c for _, c in good]), strict=True))
         for msg, exc in malformed:  # attend owns the observation stream: it dead-letters them
             await self._dead_letters.write(msg, str(exc))
         for key in {(c.workspace, c.mind) for _, c in good} - self._memories.keys():

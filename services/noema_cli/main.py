@@ -27,6 +27,7 @@ from . import (
     audit_cmd,
     commands,
     dlq_cmd,
+    erase_cmd,
     knowledge_cmd,
     mcp_cmd,
     operator_cmd,
@@ -117,6 +118,13 @@ def observe(
     observation_id: str | None = typer.Option(
         None, "--id", help="Observation id (retries with the same id are stored once)."
     ),
+    subject: list[str] | None = typer.Option(
+        None,
+        "--subject",
+        "-s",
+        help="Who or what it is about, an opaque key such as person:4711 (repeat): "
+        "`noemactl erase --subject` erases it by that key (docs/privacy.md).",
+    ),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
@@ -136,6 +144,7 @@ def observe(
             salience=salience,
             importance=importance,
             observation_id=observation_id,
+            subjects=subject or (),
         )
     except InvalidObservation as exc:
         fail(f"invalid observation: {exc}", 2)
@@ -417,6 +426,7 @@ replay_cmd.register(app)
 projection_cmd.register(app)
 operator_cmd.register(app, memory_app)
 audit_cmd.register(app)
+erase_cmd.register(app)
 mcp_cmd.register(app)
 
 

@@ -35,7 +35,7 @@ from noema.runtime.credentials import redact_url
 from noema.runtime.embedded import EmbeddedNats, EmbeddedPostgres, die_with_parent, resolve_data_dir
 from noema.runtime.identities import service_user
 from noema.runtime.locate import read_state, state_path, write_state
-from noema.runtime.settings import Located, Settings
+from noema.runtime.settings import Located, Settings, SettingsError
 from noema.runtime.wiring import open_bus
 from noema_api.settings import prepare_tokens
 
@@ -144,6 +144,8 @@ class _Child:
     restarts: int = 0
     backoff: Backoff = field(default_factory=Backoff)
     waiting_for: frozenset[str] = frozenset()
+    metrics_port: int | None = None
+    """Its own metrics port (``NOEMA_METRICS_PORT`` and up, one per child); None: as configured."""
 
 
 class _Restartable(Protocol):
@@ -191,6 +193,27 @@ def _embedded_nats(settings: Settings, data_dir: Path) -> EmbeddedNats | Embedde
     return EmbeddedNats(data_dir, prefix=settings.prefix, partitions=settings.partitions)
 
 
+def _assign_metrics_ports(children: list[_Child], settings: Settings) -> dict[str, str]:
+    """With ``NOEMA_METRICS_PORT`` set to a port, each child but the API (which serves ``/metrics``
+    on its own port) gets one of its own, counting up from it, as they would all share one host;
+    returns where each child's metrics are (the API's included), for the state file."""
+    api = f"http://{settings.api_host}:{settings.api_port}/metrics"
+    if not settings.metrics_port:  # unset: none served; 0: each child takes a free port (logged)
+        return {"api": api}
+    where = {}
+    ports = iter(range(settings.metrics_port, 65536))
+    for child in children:
+        if kind_of(child.name) == "api":
+            continue
+        child.metrics_port = next(ports, None)
+        if child.metrics_port is None:
+            raise SettingsError(
+                f"NOEMA_METRICS_PORT={settings.metrics_port} leaves too few ports for every service"
+            )
+        where[child.name] = f"http://{settings.metrics_host}:{child.metrics_port}/metrics"
+    return {"api": api, **where}
+
+
 class Supervisor:
     """Owns the embedded servers and the worker processes of one data folder."""
 
@@ -226,9 +249,12 @@ class Supervisor:
     def _spawn(self, child: _Child, env_of: EnvOf) -> None:
         # Own session: Ctrl-C reaches only the supervisor, which then stops the children in order.
         # die_with_parent: a killed supervisor does not leave workers behind.
+        env = env_of(kind_of(child.name))
+        if child.metrics_port is not None:
+            env["NOEMA_METRICS_PORT"] = str(child.metrics_port)
         child.proc = subprocess.Popen(
             [sys.executable, "-m", child.module],
-            env=env_of(kind_of(child.name)),
+            env=env,
             start_new_session=True,
             preexec_fn=die_with_parent,
         )
@@ -247,11 +273,12 @@ class Supervisor:
         data_dir = resolve_data_dir(self.settings.data_dir)
         running = read_state(data_dir)
         if running is not None:
-            log.error("already running", data_dir=str(data_dir), pid=running.get("pid"))
-            print(
-                f"Noema is already running from {data_dir} (pid {running.get('pid')}); stop it first, "
-                "or give another data folder (--data-dir or NOEMA_DATA_DIR)",
-                file=sys.stderr,
+            # One line in the log's own format (JSON off a terminal): a plain-text line would break it.
+            log.error(
+                "already running",
+                data_dir=str(data_dir),
+                pid=running.get("pid"),
+                hint="stop it first, or give another data folder (--data-dir or NOEMA_DATA_DIR)",
             )
             return 5  # conflict (docs/errors.md): the data folder is in use
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -307,6 +334,7 @@ class Supervisor:
                 if name in self.services
                 for i in range(2, settings.replicas + 1)
             ]
+            metrics = _assign_metrics_ports(self._children, settings)
             for child in self._children:
                 self._spawn(child, env_of)
             write_state(
@@ -324,6 +352,7 @@ class Supervisor:
                     "api_url": f"http://{located.api_host}:{located.api_port}",
                     "embedded": embedded,
                     "services": {c.name: c.proc.pid for c in self._children if c.proc},
+                    "metrics": metrics,
                 },
             )
             log.info(
@@ -333,8 +362,8 @@ class Supervisor:
                 api=f"http://{located.api_host}:{located.api_port}",
                 api_tokens=str(tokens_file),
                 api_token_created=created,
+                api_token_hint="run `noemactl api token` to print it",
             )
-            print(f"HTTP API token: run `noemactl api token` (tokens kept in {tokens_file})", file=sys.stderr)
             return self._supervise(env_of)
         finally:
             self._shutdown(data_dir)

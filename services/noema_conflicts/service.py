@@ -52,14 +52,16 @@ from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.adapters.pull import durable_puller
 from noema.application.knowledge import conflict_events, mention_event, superseded_event
+from noema.application.sealing import Sealer
 from noema.domain.knowledge import Verdict, decide_conflict, slot_relation
 from noema.ids import derive_id
 from noema.ports import EventSink, FactReads
 from noema.runtime.claims import ClaimedService
+from noema.runtime.metrics import Metrics
 from noema.runtime.partitions import PartitionedService
 from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
-from noema.runtime.wiring import PartitionConsumer, open_bus, open_pool, partitioned_workers
+from noema.runtime.wiring import PartitionConsumer, open_bus, open_pool, partitioned_workers, sealer
 from noema.runtime.worker import PullWorker, decode_each
 from noema_events import Event, FactProposed
 
@@ -86,6 +88,7 @@ class ConflictsHandler:
         dead_letters: DeadLetters | None = None,
         facts: FactReads | None = None,
         fence: Callable[[], Awaitable[None]] | None = None,
+        sealer: Sealer | None = None,
         partition: int | None = None,
     ) -> None:
         if facts is None:
@@ -100,6 +103,7 @@ class ConflictsHandler:
         self._topology = topology
         self._pool = pool
         self._publisher = publisher
+        self._sealer = sealer
         self._clock = clock
         self._wait_timeout = wait_timeout
         self._published_seq = 0
@@ -188,7 +192,10 @@ class ConflictsHandler:
         decoded, undecodable = decode_each(msgs)
         for msg, _ in undecodable:
             await msg.ack()  # the projector, owner of the event stream, dead-letters it
-        for msg, ev in decoded:
+        facts = [ev for _, ev in decoded]
+        if self._sealer is not None:
+            facts = await self._sealer.open(facts)  # content comes sealed (docs/privacy.md)
+        for (msg, _), ev in zip(decoded, facts, strict=True):
             if isinstance(ev, FactProposed) and self._ours(ev.workspace):
                 # Everything of its workspace stored before this fact was delivered — including
                 # decisions another replica (or this one before a restart) published — must be in
@@ -210,7 +217,9 @@ class ConflictsHandler:
         await msg.ack()
 
 
-async def build(settings: Located, stack: AsyncExitStack) -> ClaimedService | PartitionedService:
+async def build(
+    settings: Located, stack: AsyncExitStack, *, metrics: Metrics | None = None
+) -> ClaimedService | PartitionedService:
     """Connect, migrate, bind the durable ``conflicts`` consumer (fact.proposed events only)."""
     await migrate(settings.database_url, settings.db_schema)
     # Read-only; it settles facts of every workspace, so it sees them all under row security.
@@ -220,14 +229,16 @@ async def build(settings: Located, stack: AsyncExitStack) -> ClaimedService | Pa
     )
     nc, js, topology = await open_bus(settings, stack, "noema-conflicts")
     facts = topology.event_subject_for("*", "*", "fact.proposed")
+    seals = sealer(pool)
 
     def handler(fence: Callable[[], Awaitable[None]], partition: int | None = None) -> ConflictsHandler:
         return ConflictsHandler(
             pool,
-            EventPublisher(nc, topology),
+            EventPublisher(nc, topology, seals),
+            sealer=seals,
             js=js,
             topology=topology,
-            dead_letters=DeadLetters(js, topology, "conflicts"),
+            dead_letters=DeadLetters(js, topology, "conflicts", metrics),
             fence=fence,
             partition=partition,
         )
@@ -240,7 +251,9 @@ async def build(settings: Located, stack: AsyncExitStack) -> ClaimedService | Pa
             ack_wait=120.0,
             max_ack_pending=PARTITION_BATCH,
         )
-        return partitioned_workers(settings, nc, pool, "conflicts", consumer, lambda p, f: handler(f, p))
+        return partitioned_workers(
+            settings, nc, pool, "conflicts", consumer, lambda p, f: handler(f, p), metrics
+        )
     claim = AdvisoryClaim(pool, settings.db_schema, "conflicts")
 
     async def start() -> PullWorker:
@@ -253,6 +266,6 @@ async def build(settings: Located, stack: AsyncExitStack) -> ClaimedService | Pa
             ack_wait=120.0,
             max_ack_pending=1,
         )
-        return PullWorker("conflicts", puller, handler(claim.check), 1)
+        return PullWorker("conflicts", puller, handler(claim.check), 1, metrics=metrics)
 
     return ClaimedService("conflicts", nc, claim, start)

@@ -20,6 +20,7 @@ from noema.adapters.jetstream import EventPublisher
 from noema.adapters.postgres import MemoryQueries
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.application.upkeep import decay_tick
+from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema.runtime.wiring import open_bus, open_pool
 
@@ -69,8 +70,9 @@ class DecayWorker:
         self._stopping.set()
 
 
-async def build(settings: Located, stack: AsyncExitStack) -> DecayWorker:
-    """Connect to NATS and the read model (to know the workspaces)."""
+async def build(settings: Located, stack: AsyncExitStack, *, metrics: Metrics | None = None) -> DecayWorker:
+    """Connect to NATS and the read model (to know the workspaces). ``metrics``: the process's
+    (nothing of the decay's own is counted: its ticks are events on the stream)."""
     # Read-only; a tick covers every workspace, so it sees them all under row security.
     pool = await open_pool(settings, stack, "reader", app="noema-decay", workspace=ALL_WORKSPACES, max_size=1)
     nc, _, topology = await open_bus(settings, stack, "noema-decay")

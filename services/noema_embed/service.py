@@ -18,9 +18,10 @@ from noema.adapters.vector_cache import VectorCache
 from noema.application.upkeep import embed_memories
 from noema.domain.attention import memory_id_for
 from noema.domain.documents import memory_document
+from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema.runtime.stopping import StopFlag, StopsHandler, release
-from noema.runtime.wiring import open_bus
+from noema.runtime.wiring import open_bus, open_pool, sealer
 from noema.runtime.worker import PullWorker, decode_each
 from noema_events import FactProposed, MemoryCreated
 
@@ -51,8 +52,12 @@ class EmbedHandler:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         stopping: StopFlag | None = None,
         cache: VectorCache | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._publisher = publisher
+        embedded = (metrics or Metrics()).embedded
+        self._computed = embedded.labels(embedder.name, "computed")
+        self._cached = embedded.labels(embedder.name, "cache")
         self._cache = cache
         self._impatient_until = 0.0
         self._dead_letters = dead_letters
@@ -70,7 +75,7 @@ class EmbedHandler:
                 break
             chunk = msgs[start : start + CHUNK]
             now = self._clock()
-            todo, awaited = self._todo(chunk, now)
+            todo, awaited = await self._todo(chunk, now)
             patient = time.monotonic() >= self._impatient_until
             done = await embed_memories(
                 self._publisher,
@@ -87,13 +92,16 @@ class EmbedHandler:
                 log.info("retrieve's vectors did not come; embedding without waiting", seconds=IMPATIENT_S)
             count += len(done.vectors)
             computed += done.embedded
+            self._computed.inc(done.embedded)
+            self._cached.inc(len(done.vectors) - done.embedded)
             for msg in chunk:
                 await msg.ack()
         # computed: texts embedded here; the others' vectors came from the cache (retrieve's).
         log.info("batch embedded", memories=count, computed=computed, model=self._embedder.name)
 
-    @staticmethod
-    def _todo(msgs: list[Msg], now: datetime) -> tuple[list[tuple[str, str, str, str, str]], set[str]]:
+    async def _todo(
+        self, msgs: list[Msg], now: datetime
+    ) -> tuple[list[tuple[str, str, str, str, str]], set[str]]:
         """The memories to embed, and the documents of those retrieve embeds too (a new observation's
         memory, made by attend: retrieve embeds the observation as that very passage)."""
         todo, awaited = [], set()
@@ -101,15 +109,16 @@ class EmbedHandler:
         for msg, _ in undecodable:
             # The projector, which owns the event stream, dead-letters it (once, for everyone).
             log.warning("undecodable event skipped", seq=msg.metadata.sequence.stream)
-        for _, ev in events:
-            if isinstance(ev, MemoryCreated):
+        # Content comes sealed (docs/privacy.md); erased content has nothing left to embed.
+        for ev in await self._publisher.opened([ev for _, ev in events]):
+            if isinstance(ev, MemoryCreated) and ev.payload.content:
                 p = ev.payload
                 document = memory_document(p.content, p.participants, p.happened_at)
                 todo.append((p.memory_id, ev.workspace, ev.mind, document, ev.id))
                 recent = (now - ev.occurred_at).total_seconds() < AWAIT_HORIZON_S
                 if recent and any(p.memory_id == memory_id_for(o) for o in p.source_observation_ids):
                     awaited.add(document)
-            elif isinstance(ev, FactProposed):
+            elif isinstance(ev, FactProposed) and ev.payload.content:
                 todo.append((ev.payload.memory_id, ev.workspace, ev.mind, ev.payload.content, ev.id))
         return todo, awaited
 
@@ -118,12 +127,20 @@ class EmbedHandler:
         await self._dead_letters.reject(msg, reason, kind)
 
 
-async def build(settings: Located, stack: AsyncExitStack, embedder: Embedder | None = None) -> StopsHandler:
+async def build(
+    settings: Located,
+    stack: AsyncExitStack,
+    embedder: Embedder | None = None,
+    *,
+    metrics: Metrics | None = None,
+) -> StopsHandler:
     """Connect and bind the durable ``embed`` consumer (memory.created and fact.proposed events)."""
     embedder = embedder or create_embedder(settings.embedder)
     if embedder is None:
         raise RuntimeError("the embed worker needs an embedder (NOEMA_EMBEDDER is 'none')")
     nc, js, topology = await open_bus(settings, stack, "noema-embed")
+    # Only for the keyring: the memories' text comes sealed in the events it embeds.
+    pool = await open_pool(settings, stack, "reader", app="noema-embed", max_size=1)
     durable = topology.durable("embed")
     # Small batches: embedding is the slow part (about 100 texts/s on 2 cores).
     puller = await durable_puller(
@@ -137,10 +154,11 @@ async def build(settings: Located, stack: AsyncExitStack, embedder: Embedder | N
     )
     stopping = StopFlag()
     handler = EmbedHandler(
-        EventPublisher(nc, topology),
+        EventPublisher(nc, topology, sealer(pool)),
         embedder,
-        DeadLetters(js, topology, "embed"),
+        DeadLetters(js, topology, "embed", metrics),
         stopping=stopping,
         cache=VectorCache(nc, topology, embedder.name, embedder.dimensions),
+        metrics=metrics,
     )
-    return StopsHandler(PullWorker("embed", puller, handler, 64), stopping)
+    return StopsHandler(PullWorker("embed", puller, handler, 64, metrics=metrics), stopping)

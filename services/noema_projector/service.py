@@ -8,6 +8,7 @@ from noema.adapters.postgres import ReadModelProjection, migrate
 from noema.adapters.postgres.claims import AdvisoryClaim
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.runtime.claims import ClaimedService
+from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema.runtime.wiring import open_bus, open_pool
 from noema.runtime.worker import PullWorker
@@ -17,7 +18,9 @@ from .worker import ProjectorHandler, subscribe_from_position
 __all__ = ["build"]
 
 
-async def build(settings: Located, stack: AsyncExitStack) -> ClaimedService:
+async def build(
+    settings: Located, stack: AsyncExitStack, *, metrics: Metrics | None = None
+) -> ClaimedService:
     """Migrate and connect; once this instance owns the projector's claim, resume from the
     committed position (a standby until then); resources are owned by ``stack``."""
     await migrate(settings.database_url, settings.db_schema)
@@ -35,7 +38,9 @@ async def build(settings: Located, stack: AsyncExitStack) -> ClaimedService:
         async with claim.connection() as conn:
             position = await projection.position(conn)
         puller = await subscribe_from_position(nc, topology, position, settings.batch_size)
-        handler = ProjectorHandler(js, pool, topology, projection, position, connection=claim.connection)
-        return PullWorker("projector", puller, handler, settings.batch_size)
+        handler = ProjectorHandler(
+            js, pool, topology, projection, position, connection=claim.connection, metrics=metrics
+        )
+        return PullWorker("projector", puller, handler, settings.batch_size, metrics=metrics)
 
     return ClaimedService("projector", nc, claim, start)

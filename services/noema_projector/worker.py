@@ -24,6 +24,7 @@ from nats.js.errors import NotFoundError
 from noema.adapters.jetstream import DeadLetters
 from noema.adapters.postgres.projection import Projected, ReadModelProjection
 from noema.adapters.pull import Puller
+from noema.runtime.metrics import Metrics
 from noema.runtime.topology import Topology
 from noema.runtime.worker import WorkerFatal
 from noema_events import EventDecodeError
@@ -75,13 +76,17 @@ class ProjectorHandler:
         projection: ReadModelProjection,
         position: int,
         connection: Callable[[], AbstractAsyncContextManager[asyncpg.Connection]] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         # Writes go through ``connection`` (default: the pool's): the claim's own connection when
         # several instances run, so only the session holding the claim can commit (fencing).
         self._connection = connection or pool.acquire
         self._topology = topology
         self._projection = projection
-        self._dead_letters = DeadLetters(js, topology, "projector")
+        self._dead_letters = DeadLetters(js, topology, "projector", metrics)
+        # The read model's position as committed (a gauge: where the projection is, for scraping).
+        self._position = (metrics or Metrics()).projection_position.labels(projection.name)
+        self._position.set(position)
         self._expected = position + 1
 
     def _in_order(self, msgs: list[Msg]) -> list[Msg]:
@@ -123,6 +128,7 @@ class ProjectorHandler:
         async with self._connection() as conn:
             applied = await self._projection.apply(conn, batch, through_seq=through, on_refused=refused)
         self._expected = through + 1
+        self._position.set(through)
         await msgs[-1].ack()
         log.info("batch projected", events=applied, last_seq=through)
 
@@ -136,6 +142,7 @@ class ProjectorHandler:
             async with self._connection() as conn:
                 await self._projection.apply(conn, [], through_seq=seq)
             self._expected = seq + 1
+            self._position.set(seq)
         await msg.ack()
 
 

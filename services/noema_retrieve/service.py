@@ -24,16 +24,18 @@ from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.adapters.postgres.voices import RecallFilters, RecallStore
 from noema.adapters.pull import durable_puller
 from noema.adapters.vector_cache import VectorCache
+from noema.application.sealing import Sealer
 from noema.application.search import Recall, SearchResult
 from noema.application.vectors import passage_vectors
 from noema.domain.attention import memory_id_for
 from noema.domain.documents import observation_document
 from noema.ids import derive_id
+from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema.runtime.stopping import StopFlag, StopsHandler, release
 from noema.runtime.tasks import cancel_and_wait
 from noema.runtime.topology import Topology
-from noema.runtime.wiring import open_bus, open_pool
+from noema.runtime.wiring import open_bus, open_pool, sealer
 from noema.runtime.worker import PullWorker, decode_each
 from noema_events import (
     ObservationRecorded,
@@ -74,9 +76,13 @@ class RetrieveHandler:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         stopping: StopFlag | None = None,
         cache: VectorCache | None = None,
+        sealer: Sealer | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._nc = nc
+        self._dead_letters = DeadLetters(nc.jetstream(), topology, "retrieve", metrics)
         self._cache = cache
+        self._sealer = sealer
         self._recall = recall
         self._topology = topology
         self._clock = clock
@@ -109,6 +115,7 @@ class RetrieveHandler:
                         credibility=float(r.memory.get("credibility", 0.8)),
                         components={k: round(v, 6) for k, v in r.components.items()},
                         content=r.content[:CONTENT_CHARS],
+                        subjects=list(obs.payload.subjects),
                     ),
                 )
             )
@@ -145,10 +152,10 @@ class RetrieveHandler:
                 for obs, vector in zip(observations, vectors, strict=True):
                     results = await self._recall_for(obs, vector)
                     subject = self._topology.recall_subject(obs.workspace, obs.mind)
-                    outgoing += [
-                        Outgoing(subject, encode_event(p), p.id)
-                        for p in self.proposals(obs, results, self._clock())
-                    ]
+                    proposals = self.proposals(obs, results, self._clock())
+                    if self._sealer is not None:
+                        proposals = await self._sealer.seal(proposals)
+                    outgoing += [Outgoing(subject, encode_event(p), p.id) for p in proposals]
         finally:
             if upcoming is not None and not upcoming.done():
                 upcoming.cancel()  # a stop or a failure: the chunk is redelivered, embedded again
@@ -161,7 +168,7 @@ class RetrieveHandler:
 
     async def reject(self, msg: Msg, reason: str, kind: str) -> None:
         """Dead-letter an observation recall keeps failing for (it still became memory), and ack it."""
-        await DeadLetters(self._nc.jetstream(), self._topology, "retrieve").reject(msg, reason, kind)
+        await self._dead_letters.reject(msg, reason, kind)
 
     async def _vectors(self, observations: list[ObservationRecorded]) -> list[list[float] | None]:
         embedder = self._recall.embedder
@@ -190,7 +197,13 @@ def _observations(msgs: list[Msg]) -> list[ObservationRecorded]:
     return [obs for _, obs in decode_each(msgs).events if isinstance(obs, ObservationRecorded)]
 
 
-async def build(settings: Located, stack: AsyncExitStack, embedder: Embedder | None = None) -> StopsHandler:
+async def build(
+    settings: Located,
+    stack: AsyncExitStack,
+    embedder: Embedder | None = None,
+    *,
+    metrics: Metrics | None = None,
+) -> StopsHandler:
     """Connect, open the read model for recall, bind the durable ``retrieve`` consumer (``embedder``:
     the one ``NOEMA_EMBEDDER`` names unless given)."""
     # Read-only; it recalls for observations of every workspace (each query names its workspace).
@@ -227,5 +240,7 @@ async def build(settings: Located, stack: AsyncExitStack, embedder: Embedder | N
         marking = asyncio.create_task(cache.announce_producer())
 
         stack.push_async_callback(cancel_and_wait, marking)
-    handler = RetrieveHandler(nc, recall, topology, stopping=stopping, cache=cache)
-    return StopsHandler(PullWorker("retrieve", puller, handler, 32), stopping)
+    handler = RetrieveHandler(
+        nc, recall, topology, stopping=stopping, cache=cache, sealer=sealer(pool), metrics=metrics
+    )
+    return StopsHandler(PullWorker("retrieve", puller, handler, 32, metrics=metrics), stopping)

@@ -94,6 +94,7 @@ class Dispatcher:
                 log.exception("request failed", operation=op.name, subject=request.subject, error_id=error_id)
             self._errors[op.name][code] += 1
             body, headers = encode_error(code, message)
+        self._app.metrics.agent_requests.labels(op.name, str(code)).inc()
         try:
             await request.respond(body, headers=headers)
         except ValueError:

@@ -1,8 +1,10 @@
-"""`noemactl api token` and `noemactl api serve`, as a user runs them, against real servers."""
+"""`noemactl api token` and `noemactl api serve`, as a user runs them, against real servers: the
+token opens the API, and the process logs every request as one JSON line in its JSON log."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -30,9 +32,11 @@ def _env(h: Harness) -> dict[str, str]:
 
 @pytest.fixture
 async def served(harness: Harness) -> AsyncIterator[str]:
-    """`noemactl api serve` on a free port of the harness's servers; yields its base URL."""
+    """`noemactl api serve` on a free port of the harness's servers; yields its base URL. Its log
+    (stderr) is kept in ``api.log`` of the data folder."""
     port = free_port()
-    proc = subprocess.Popen([*NOEMACTL, "api", "serve", "--port", str(port)], env=_env(harness))
+    log = (Path(harness.settings.data_dir) / "api.log").open("wb")
+    proc = subprocess.Popen([*NOEMACTL, "api", "serve", "--port", str(port)], env=_env(harness), stderr=log)
     url = f"http://127.0.0.1:{port}"
 
     async def ready() -> bool:
@@ -50,6 +54,7 @@ async def served(harness: Harness) -> AsyncIterator[str]:
     finally:
         proc.send_signal(signal.SIGTERM)
         await asyncio.to_thread(proc.wait, 30)
+        log.close()
 
 
 async def test_the_token_printed_by_noemactl_opens_the_served_api(harness: Harness, served: str) -> None:
@@ -72,3 +77,26 @@ async def test_the_token_printed_by_noemactl_opens_the_served_api(harness: Harne
     stored = [await harness.js.get_msg(harness.topology.event_stream, seq) for seq in (1, 2)]
     assert [decode_event(m.data or b"").type for m in stored] == ["operator.action.v1", "memory.created.v1"]
     assert {decode_event(m.data or b"").actor for m in stored} == {"operator:operator"}
+
+
+async def test_the_served_api_logs_each_request_as_json_and_counts_it_in_its_metrics(
+    harness: Harness, served: str
+) -> None:
+    async with httpx.AsyncClient(base_url=served) as client:
+        assert (await client.get("/v1/memories", params={"q": "secret words"})).status_code == 401
+        scraped = await client.get("/metrics")
+    assert scraped.status_code == 200
+    assert 'noema_http_requests_total{method="GET",route="/v1/memories",status="401"} 1.0' in scraped.text
+    assert 'route="/healthz",status="200"' in scraped.text  # the fixture's readiness probes
+
+    async def logged() -> list[dict[str, object]] | None:
+        text = (Path(harness.settings.data_dir) / "api.log").read_text()
+        # One format on the stream: every line is JSON (uvicorn's own lines included, if any).
+        lines = [json.loads(line) for line in text.splitlines()]
+        requests = [e for e in lines if e.get("event") == "request" and e.get("route") == "/v1/memories"]
+        return requests or None
+
+    [request] = await assert_eventually(logged)
+    assert (request["method"], request["path"], request["status"]) == ("GET", "/v1/memories", 401)
+    assert "secret words" not in json.dumps(request)
+    assert isinstance(request["duration_ms"], float)

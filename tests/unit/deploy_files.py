@@ -51,11 +51,12 @@ KNOWN_VARIABLES = (
         "NOEMA_DATABASE_URL_PROJECTOR",
         "NOEMA_DATABASE_URL_READER",
         "NOEMA_API_TOKENS",
+        "NOEMA_METRICS_PORT",
     }
     | NATS_AUTH_VARIABLES
 )
 """Every variable a Noema process reads (the settings, the server URLs, NATS credentials, the API's
-tokens file)."""
+tokens file, the metrics port, unset by default)."""
 PUBLIC_GET_PATHS = {e.path for e in ENDPOINTS if e.public and e.method == "GET"}
 """API paths answered without a token: the only ones a probe can use."""
 CLAIMED = {"noema_projector", "noema_attend", "noema_conflicts"}

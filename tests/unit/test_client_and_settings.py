@@ -50,6 +50,8 @@ def test_settings_read_prefixed_variables() -> None:
             "NOEMA_ATTEND_THRESHOLD": "0.7",
             "NOEMA_WM_CAPACITY": "5",
             "NOEMA_STREAM_REPLICAS": "3",
+            "NOEMA_METRICS_PORT": "9464",
+            "NOEMA_METRICS_HOST": "0.0.0.0",
         }
     )
     assert str(s.data_dir) == "/srv/n"
@@ -57,6 +59,14 @@ def test_settings_read_prefixed_variables() -> None:
     assert s.attend_threshold == 0.7
     assert (s.wm_capacity, Settings.from_env({}).wm_capacity) == (5, 9)
     assert (s.stream_replicas, Settings.from_env({}).stream_replicas) == (3, 1)
+    assert (s.metrics_port, s.metrics_host) == (9464, "0.0.0.0")
+    assert (
+        Settings.from_env({}).metrics_port,
+        Settings.from_env({"NOEMA_METRICS_PORT": "0"}).metrics_port,
+    ) == (
+        None,
+        0,
+    )
     assert Settings.from_env(s.to_env()) == s
 
 
@@ -71,6 +81,8 @@ def test_settings_read_prefixed_variables() -> None:
         ({"NOEMA_WM_CAPACITY": "0"}, r"NOEMA_WM_CAPACITY='0' must be between 1 and 100"),
         ({"NOEMA_WM_CAPACITY": "nine"}, r"NOEMA_WM_CAPACITY='nine' is not an integer"),
         ({"NOEMA_STREAM_REPLICAS": "0"}, r"NOEMA_STREAM_REPLICAS='0' must be between 1 and 5"),
+        ({"NOEMA_METRICS_PORT": "on"}, r"NOEMA_METRICS_PORT='on' is not an integer"),
+        ({"NOEMA_METRICS_PORT": "70000"}, r"NOEMA_METRICS_PORT='70000' must be between 0 and 65535"),
     ],
 )
 def test_malformed_settings_fail_fast_naming_the_variable(env: dict[str, str], message: str) -> None:

@@ -20,12 +20,13 @@ from noema.runtime.settings import Settings, SettingsError
 from noema.runtime.topology import Topology
 
 
-def test_only_the_dead_letter_stream_has_limits_and_allows_deleting_one_message() -> None:
+def test_only_the_dead_letter_stream_has_limits_and_the_events_alone_refuse_deleting_one_message() -> None:
     policy = DeadLetterPolicy(max_age_s=86400, max_bytes=0)
     configs = {c.name: c for c in _stream_configs(Topology("noema"), 120, 1, policy)}
-    for name in ("NOEMA_OBSERVATIONS", "NOEMA_EVENTS"):
-        c = configs[name]
-        assert (c.deny_delete, c.deny_purge, c.max_age, c.max_bytes) == (True, True, 0, -1), name
+    events, observations = configs["NOEMA_EVENTS"], configs["NOEMA_OBSERVATIONS"]
+    assert (events.deny_delete, events.deny_purge, events.max_age, events.max_bytes) == (True, True, 0, -1)
+    # an erasure deletes erased observations (docs/privacy.md); nothing else is removed from it
+    assert (observations.deny_delete, observations.deny_purge, observations.max_age) == (False, True, 0)
     dlq = configs["NOEMA_DEADLETTER"]
     assert (dlq.deny_delete, dlq.deny_purge, dlq.max_age, dlq.max_bytes) == (False, True, 86400, -1)
 

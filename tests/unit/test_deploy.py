@@ -128,18 +128,46 @@ def test_every_deployment_has_one_disruption_budget_that_never_blocks_a_drain() 
         assert any(selects(b["spec"]["selector"], pod_labels(d)) for d in kind("Deployment")), b
 
 
-def test_ingress_is_denied_except_to_the_api_port() -> None:
+def _ingress_ports(d: dict[str, Any]) -> set[int]:
+    """The ports the network policies let anything reach on ``d``'s pods."""
+    policies = [p for p in kind("NetworkPolicy") if "Ingress" in p["spec"]["policyTypes"]]
+    return {
+        q["port"]
+        for p in policies
+        if selects(p["spec"]["podSelector"], pod_labels(d))
+        for rule in p["spec"].get("ingress", [])
+        for q in rule["ports"]
+    }
+
+
+def test_ingress_is_denied_except_to_the_api_port_and_the_metrics_ports() -> None:
     policies = [p for p in kind("NetworkPolicy") if "Ingress" in p["spec"]["policyTypes"]]
     [deny] = [p for p in policies if p["spec"]["podSelector"] == {}]
     assert not deny["spec"].get("ingress")
-    api = by_module()["noema_api"]
-    for p in policies:
-        if p is not deny:
-            assert [d for d in kind("Deployment") if selects(p["spec"]["podSelector"], pod_labels(d))] == [
-                api
-            ]
-            ports = [q["port"] for rule in p["spec"]["ingress"] for q in rule["ports"]]
-            assert ports == [int(env(api)["NOEMA_API_PORT"])]
+    for module, d in by_module().items():
+        port = "NOEMA_API_PORT" if module == "noema_api" else "NOEMA_METRICS_PORT"
+        assert int(env(d)[port]) in _ingress_ports(d), module
+        assert _ingress_ports(d) <= {int(env(d)["NOEMA_METRICS_PORT"]), int(env(d).get("NOEMA_API_PORT", 0))}
+
+
+def test_every_pod_announces_where_prometheus_scrapes_its_metrics() -> None:
+    monitor = of_kind(documents(DEPLOY / "k8s" / "monitoring"), "PodMonitor")[0]["spec"]
+    for module, d in by_module().items():
+        annotations = d["spec"]["template"]["metadata"]["annotations"]
+        ports = {p["name"]: p["containerPort"] for p in container(d)["ports"]}
+        # The API serves them on its own port; every worker on NOEMA_METRICS_PORT, on every interface.
+        port = int(env(d)["NOEMA_API_PORT" if module == "noema_api" else "NOEMA_METRICS_PORT"])
+        if module != "noema_api":
+            assert env(d)["NOEMA_METRICS_HOST"] == "0.0.0.0"
+        assert annotations == {
+            "prometheus.io/scrape": "true",
+            "prometheus.io/port": str(port),
+            "prometheus.io/path": "/metrics",
+        }, module
+        assert port in ports.values(), module
+        assert selects(monitor["selector"], pod_labels(d)), module
+        scraped = [e for e in monitor["podMetricsEndpoints"] if e["port"] in ports]
+        assert [(ports[e["port"]], e["path"]) for e in scraped] == [(port, "/metrics")], module
 
 
 def test_noema_pods_reach_only_dns_nats_and_postgresql() -> None:

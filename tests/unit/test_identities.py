@@ -47,14 +47,19 @@ def test_no_shipped_identity_may_delete_or_purge_a_stream(identity) -> None:  # 
     assert identity.permissions is not None, "shipped identities are never unrestricted"
     for stream in ("NOEMA_EVENTS", "NOEMA_OBSERVATIONS", "NOEMA_DEADLETTER", "KV_NOEMA_HEALTH", "ANY"):
         assert not _may_publish(identity.permissions.publish, f"$JS.API.STREAM.PURGE.{stream}")
+    # An erasure (the operator's) empties the vector cache, a cache of vectors only.
+    may = _may_publish(identity.permissions.publish, "$JS.API.STREAM.PURGE.NOEMA_VECTORS")
+    assert may == (identity.user in ("noema-operator", "noema-api")), identity.user
     for stream in ("NOEMA_EVENTS", "NOEMA_OBSERVATIONS", "KV_NOEMA_HEALTH", "ANY"):
         assert not _may_publish(identity.permissions.publish, f"$JS.API.STREAM.DELETE.{stream}")
     # Only `noemactl dlq upgrade` (the operator) recreates the dead-letter stream, through a copy.
     for stream in ("NOEMA_DEADLETTER", "NOEMA_DEADLETTER_MOVE"):
         may = _may_publish(identity.permissions.publish, f"$JS.API.STREAM.DELETE.{stream}")
         assert may == (identity.user == "noema-operator"), identity.user
-    for stream in ("NOEMA_EVENTS", "NOEMA_OBSERVATIONS"):  # single messages: dead letters only
-        assert not _may_publish(identity.permissions.publish, f"$JS.API.STREAM.MSG.DELETE.{stream}")
+    # Single messages: never an event; an erased observation by the operator only (docs/privacy.md).
+    assert not _may_publish(identity.permissions.publish, "$JS.API.STREAM.MSG.DELETE.NOEMA_EVENTS")
+    may = _may_publish(identity.permissions.publish, "$JS.API.STREAM.MSG.DELETE.NOEMA_OBSERVATIONS")
+    assert may == (identity.user in ("noema-operator", "noema-api")), identity.user
     assert not any(fnmatch.fnmatch(p, "$JS.API.>") or p == ">" for p in identity.permissions.publish)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from noema.adapters.postgres.erasure_handlers import ERASURE_HANDLERS
 from noema.adapters.postgres.handlers import HANDLERS
 from noema.adapters.postgres.knowledge_handlers import KNOWLEDGE_HANDLERS
 from noema.adapters.postgres.projection import PROJECTION_HANDLERS, ReadModelProjection
@@ -120,4 +121,4 @@ async def test_the_projections_handlers_check_the_type_before_touching_the_datab
 def test_every_event_but_the_audit_only_ones_has_exactly_one_projection_handler() -> None:
     assert set(PROJECTION_HANDLERS) == set(EVENT_TYPES.values()) - AUDIT_ONLY
     assert not set(HANDLERS) & set(KNOWLEDGE_HANDLERS)
-    assert len(PROJECTION_HANDLERS) == len(HANDLERS) + len(KNOWLEDGE_HANDLERS)
+    assert len(PROJECTION_HANDLERS) == len(HANDLERS) + len(KNOWLEDGE_HANDLERS) + len(ERASURE_HANDLERS)

@@ -1,5 +1,5 @@
 """ASGI middleware shared by Noema's HTTP servers (the operator API and the MCP streamable HTTP
-transport): a request body limit.
+transport): a request body limit, and the access log with request metrics (:class:`RequestLog`).
 
 Starlette (and the MCP SDK on top of it) reads a whole request body into memory before looking at
 it, with no limit, so any client that reaches the port can make the server hold gigabytes. The limit
@@ -11,12 +11,16 @@ the limit and then cut off. Either way the answer is a 413 with a JSON message t
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from noema.errors import SURFACES, Kind
+import structlog
 
-__all__ = ["DEFAULT_MAX_BODY", "BodyLimit"]
+from noema.errors import SURFACES, Kind
+from noema.runtime.metrics import Metrics
+
+__all__ = ["DEFAULT_MAX_BODY", "BodyLimit", "RequestLog"]
 
 DEFAULT_MAX_BODY = 1024 * 1024
 """1 MiB: the largest body an operator action or an MCP tool call needs is a few tens of KB
@@ -118,3 +122,54 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
+
+
+UNMATCHED = "unmatched"
+"""The route label of a request no route matched: labelled by path, every scanner's guess would be
+a new time series."""
+
+
+class RequestLog:
+    """Log one line per HTTP request (through structlog, so in the process's one log format) and
+    count it into ``metrics`` by method, route template (``/v1/memories/{memory_id}``, never the
+    path itself: ids would make unbounded series) and status.
+
+    The query string is not logged: it carries search text, which may be anything an agent saw.
+    """
+
+    def __init__(self, app: App, metrics: Metrics, logger: str = "noema.access") -> None:
+        self._app = app
+        self._metrics = metrics
+        self._log = structlog.get_logger(logger)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500  # what the server answers when the app fails before starting a response
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self._app(scope, receive, sending)
+        finally:
+            seconds = time.perf_counter() - started
+            route = getattr(scope.get("route"), "path", None) or UNMATCHED
+            method = str(scope.get("method", ""))
+            self._metrics.http_requests.labels(method, route, str(status)).inc()
+            self._metrics.http_seconds.labels(method, route).observe(seconds)
+            client = scope.get("client")
+            self._log.info(
+                "request",
+                method=method,
+                path=scope.get("path", ""),
+                route=route,
+                status=status,
+                duration_ms=round(seconds * 1000, 2),
+                client=client[0] if client else None,
+            )

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import TypeVar
 from urllib.parse import unquote, urlsplit
 
 import nats
@@ -36,11 +37,15 @@ from noema.adapters.liveness import track
 from noema.adapters.published import note_published
 from noema.adapters.pull import Puller
 from noema.adapters.vector_cache import vector_stream_config
+from noema.application.sealing import Sealer
 from noema.ports import ConcurrentWrite
 from noema.runtime.identities import inbox_prefix
+from noema.runtime.metrics import Metrics
 from noema.runtime.settings import NatsAuth
 from noema.runtime.topology import Topology
 from noema_events import Event, decode_event, encode_event
+
+E = TypeVar("E", bound=Event)
 
 __all__ = [
     "FAILED",
@@ -178,6 +183,9 @@ def _stream_configs(
             # Partitions by workspace (P > 1): the stream stores each observation under its
             # workspace's partition, which NATS computes (Topology.observation_transform).
             subject_transform=_transform(topology.observation_transform),
+            # Not the source of truth (the events are): an erasure (docs/privacy.md) deletes the
+            # observations of what it erases, overwriting them on disk; only the operator may.
+            deny_delete=False,
         ),
         replace(
             base,
@@ -384,14 +392,19 @@ async def dead_letter(
 class DeadLetters:
     """Rejects messages for one worker (``source``): a dead letter with the reason, then the ack."""
 
-    def __init__(self, js: JetStreamContext, topology: Topology, source: str) -> None:
+    def __init__(
+        self, js: JetStreamContext, topology: Topology, source: str, metrics: Metrics | None = None
+    ) -> None:
         self._js = js
         self._topology = topology
         self.source = source
+        self._metrics = metrics
 
     async def write(self, msg: Msg, reason: str, kind: str = INVALID) -> None:
         """Store the dead letter only (the caller acks, e.g. after committing its own skip)."""
         await dead_letter(self._js, self._topology, self.source, msg, reason, kind)
+        if self._metrics is not None:
+            self._metrics.dead_lettered.labels(self.source, kind).inc()
         log.warning(
             "message dead-lettered",
             source=self.source,
@@ -482,14 +495,26 @@ class EventPublisher:
     """Publishes events on their subjects with ``Nats-Msg-Id`` = event id, as atomic batches; with
     optimistic concurrency on one subject (:class:`noema.ports.ExpectingSink`) one at a time."""
 
-    def __init__(self, nc: NATS, topology: Topology) -> None:
+    def __init__(self, nc: NATS, topology: Topology, sealer: Sealer | None = None) -> None:
         self._nc = nc
         self._js = nc.jetstream(publish_async_max_pending=MAX_ATOMIC_BATCH * 2)
         self._topology = topology
+        self._sealer = sealer
+        """Seals content before it is published (:mod:`noema.application.sealing`); every process
+        with a database has one. Without it (the in-memory tier's tests) content goes as it is."""
+
+    async def sealed(self, events: Sequence[Event]) -> Sequence[Event]:
+        """``events`` as they are published: content sealed under its items' keys."""
+        return events if self._sealer is None else await self._sealer.seal(events)
+
+    async def opened(self, events: Sequence[E]) -> list[E]:
+        """``events`` read back with their sealed content opened (erased content empty)."""
+        return list(events) if self._sealer is None else await self._sealer.open(events)
 
     async def publish(self, events: Sequence[Event]) -> int:
         """Publish and wait until JetStream stored every event (duplicates are stored once);
         returns the highest stream sequence stored (also noted for :mod:`noema.adapters.published`)."""
+        events = await self.sealed(events)
         seq = await publish_batch(
             self._nc,
             self._js,
@@ -502,11 +527,17 @@ class EventPublisher:
         """The sequence and the event last stored on ``like``'s subject (None when there is none)."""
         subject = self._topology.event_subject(like)
         last = await last_on_subject(self._js, self._topology.event_stream, subject)
-        return None if last is None else (last[0], decode_event(last[1]))
+        if last is None:
+            return None
+        event = decode_event(last[1])
+        if self._sealer is not None:
+            (event,) = await self._sealer.open([event])
+        return last[0], event
 
     async def publish_expecting(self, event: Event, expected_last: int) -> int:
         """Publish ``event`` only if its subject's last sequence is still ``expected_last`` (0: no
         message yet); raises :class:`ConcurrentWrite` when another writer got there first."""
+        (event,) = await self.sealed([event])
         return await publish_expecting(self._js, event, self._topology, expected_last)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -24,17 +25,20 @@ from nats.aio.client import Client as NATS
 from noema.adapters.embedders import Embedder, create_embedder
 from noema.adapters.jetstream import EventPublisher
 from noema.adapters.postgres import asof_schemas
+from noema.adapters.postgres.keyring import PostgresKeyring
 from noema.adapters.postgres.knowledge import PostgresKnowledge
+from noema.adapters.postgres.projection import ReadModelProjection
 from noema.adapters.postgres.queries import MemoryQueries
-from noema.adapters.postgres.tenancy import NO_WORKSPACE
+from noema.adapters.postgres.tenancy import NO_WORKSPACE, workspace_scope
 from noema.adapters.postgres.voices import RecallFilters, RecallStore
-from noema.application import curation, upkeep
+from noema.application import curation, erasure, upkeep
 from noema.application.access import AccessControl, Caller, InsufficientMemoryPermission
 from noema.application.asof import AsOf, AsOfNotBuilt, AsOfSchemas, resolve
 from noema.application.audit_views import AuditDiff, DiffQuery, Why
 from noema.application.changes import audit_diff
 from noema.application.curation import KnowledgeEntry, OperatorReceipt, create_memory
 from noema.application.deadletters import DeadLetters
+from noema.application.erasure import ErasureReport, ErasureRequest
 from noema.application.knowledge import Knowledge
 from noema.application.lineage import why
 from noema.application.preamble import Preamble, build_preamble
@@ -47,13 +51,15 @@ from noema.application.reads import (
     workspace_exists,
 )
 from noema.application.replay import verify_replay
-from noema.application.search import Recall, SearchResponse
+from noema.application.sealing import Sealer
+from noema.application.search import MODES, Recall, SearchResponse
 from noema.application.upkeep import InvalidQuery, OperationError
 from noema.application.views import AuditPage, AuditQuery, ListQuery, MemoryDetail, MemoryPage, TimelineQuery
 from noema.client import Stored, build_observation, send_observation
 from noema.domain.knowledge import DomainRef
 from noema.errors import Unavailable
 from noema.ports import MemoryReads
+from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema.runtime.wiring import connect_nats, open_pool
 from noema.stream_points import StreamPoint
@@ -112,14 +118,17 @@ class Noema:
         *,
         point: AsOf | None = None,
         parent: Noema | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings
+        self.metrics = metrics or Metrics()
+        """The process's metrics: searches are timed into it, and the surfaces count their requests."""
         self.pool = pool
         self.nc = nc
         self.clock = clock
         """The time every operation of this instance takes as "now" (tests pin it)."""
         self.topology = settings.topology
-        self.publisher = EventPublisher(nc, self.topology)
+        self.publisher = EventPublisher(nc, self.topology, Sealer(PostgresKeyring(pool)))
         self.dead_letters = DeadLetters(nc, self.topology, self.publisher)
         """The dead-letter stream: list, show, retry, drop (JetStream only, no read model)."""
         self.memories: MemoryReads = MemoryQueries(pool, clock)
@@ -142,7 +151,13 @@ class Noema:
     @classmethod
     @contextlib.asynccontextmanager
     async def open(
-        cls, settings: Located, *, name: str = "noema", pool_size: int = 4, workspace: str = NO_WORKSPACE
+        cls,
+        settings: Located,
+        *,
+        name: str = "noema",
+        pool_size: int = 4,
+        workspace: str = NO_WORKSPACE,
+        metrics: Metrics | None = None,
     ) -> AsyncIterator[Noema]:
         """Connect to the located servers as the read-only database role; closes everything on
         exit. ``workspace`` is what its connections see under row-level security unless a
@@ -159,7 +174,7 @@ class Noema:
                 create=RecallStore.create_pool,
             )
             nc = await connect_nats(settings, stack, name)
-            app = cls(settings, pool, nc, await RecallStore.open(pool))
+            app = cls(settings, pool, nc, await RecallStore.open(pool), metrics=metrics)
             app.workspace = workspace
             stack.push_async_callback(app.close_views)
             yield app
@@ -177,7 +192,16 @@ class Noema:
                 await self.asof_schemas.ensure(at.seq, self.clock())
             pool, store = await self._view_store(schema)
             if await asof_schemas.holds(pool, at.seq):
-                return Noema(self.settings, pool, self.nc, store, lambda: at.time, point=at, parent=self)
+                return Noema(
+                    self.settings,
+                    pool,
+                    self.nc,
+                    store,
+                    lambda: at.time,
+                    point=at,
+                    parent=self,
+                    metrics=self.metrics,
+                )
             # Dropped meanwhile, emptied by a crash of PostgreSQL (its tables are unlogged), or
             # built by an earlier release (its read model lacks a migration of this one's).
             await self._close_view(schema)
@@ -252,17 +276,20 @@ class Noema:
         )
         embedder = await self.embedder() if options.mode != "keyword" else None
         recall = Recall(self._store, embedder)
+        # The mode is the caller's text until Recall checks it: label an unknown one as such.
+        mode = options.mode if options.mode in MODES else "unknown"
         try:
-            return await recall.search(
-                query,
-                filters,
-                mode=options.mode,
-                profile=options.profile,
-                limit=options.limit,
-                strict=options.strict,
-                repo=options.repo,
-                now=self.clock(),
-            )
+            with self.metrics.timed_search(mode):
+                return await recall.search(
+                    query,
+                    filters,
+                    mode=options.mode,
+                    profile=options.profile,
+                    limit=options.limit,
+                    strict=options.strict,
+                    repo=options.repo,
+                    now=self.clock(),
+                )
         except asyncpg.PostgresSyntaxError as exc:
             raise InvalidQuery(f"query not understood: {exc}") from None
         except ValueError as exc:
@@ -359,6 +386,33 @@ class Noema:
         if not self.nc.is_connected:
             raise Unavailable("not connected to NATS; writes are unavailable (retry later)")
         return self.publisher
+
+    async def erase(self, request: ErasureRequest) -> ErasureReport:
+        """Operators: erase a subject's, a memory's or an observation's content for good, keeping
+        the record that it happened (:mod:`noema.application.erasure`, docs/privacy.md)."""
+        publisher = self.writer()
+        with workspace_scope(request.workspace):
+            return await erasure.erase(
+                PostgresKeyring(self.pool),
+                self.nc,
+                self.topology,
+                publisher,
+                request,
+                self.clock(),
+                self.asof_schemas.drop,
+                self._projected,
+            )
+
+    async def _projected(self, seq: int, timeout_s: float = 60.0) -> bool:
+        """Wait until the projector applied the stream through ``seq`` (False after ``timeout_s``)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            async with self.pool.acquire() as conn:
+                if await ReadModelProjection().position(conn) >= seq:
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.2)
 
     async def publish_observation(self, obs: ObservationRecorded) -> Stored:
         """Operators: publish a built observation as is (its actor and mind are the caller's own)."""

@@ -24,6 +24,7 @@ from noema.errors import Kind, NoemaError
 from noema.inputs import InvalidInput, convert, text_dates
 from noema.instants import FORMS, Instant
 from noema.stream_points import parse_stream_point
+from noema_events.catalog import Subjects
 from noema_events.vocabulary import EpistemicKind, MemoryStatus
 
 __all__ = ["TOOLS", "Tool", "ToolInputError", "call_tool", "decode", "decode_input", "input_schema"]
@@ -126,6 +127,13 @@ class ProposeFactInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=
         Instant | None,
         Meta(description=f"When it stops being true (it then leaves recall): {FORMS}."),
     ] = None
+    subjects: Annotated[
+        Subjects,
+        Meta(
+            description="Who or what it is about, as opaque keys (e.g. person:4711): an operator "
+            "can erase everything about a subject by its key."
+        ),
+    ] = []
 
 
 class SupersedeFactInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -318,6 +326,7 @@ async def _propose_fact(app: Noema, who: Caller, a: ProposeFactInput) -> Any:
         source_observation_ids=a.source_observation_ids,
         repo=a.repo,
         valid_until=a.valid_until,
+        subjects=a.subjects,
     )
 
 

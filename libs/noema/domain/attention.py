@@ -224,6 +224,7 @@ def _memory_created(obs: ObservationRecorded, scored: Scored, now: datetime) -> 
             source=p.source,
             participants=list(p.participants),
             source_observation_ids=[obs.id],
+            subjects=list(p.subjects),
             happened_at=p.happened_at or obs.occurred_at,
             session=p.session,
         ),

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     from noema.adapters.postgres.roles import DbRole
@@ -469,3 +470,19 @@ class EmbeddedPostgres:
         if self._server is not None:
             self._server.cleanup()
             self._server = None
+
+
+def superuser_url(owner_url: str) -> str | None:
+    """The embedded server's superuser URL beside one of its roles' URLs (the same socket, the
+    superuser's password file next to the role's); None for a server Noema did not start."""
+    parts = urlsplit(owner_url)
+    query = dict(parse_qsl(parts.query))
+    passfile = query.get("passfile")
+    if not passfile:
+        return None
+    superuser_file = Path(passfile).with_name(EmbeddedPostgres.SUPERUSER)
+    if not superuser_file.is_file():
+        return None
+    query["passfile"] = str(superuser_file)
+    netloc = f"{EmbeddedPostgres.SUPERUSER}@{parts.netloc.rsplit('@', 1)[-1]}"
+    return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query)))

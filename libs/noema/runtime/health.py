@@ -33,6 +33,7 @@ from nats.js.errors import NotFoundError
 
 from noema.adapters.pull import Puller
 from noema.runtime.backlog import RateWindow
+from noema.runtime.metrics import Metrics
 from noema.runtime.tasks import cancel_and_wait
 from noema.runtime.topology import Topology
 
@@ -204,7 +205,8 @@ def connection_of(service: object) -> NATS | None:
 
 class Heartbeat:
     """Writes this process's :class:`HeartbeatRecord` every ``interval_s`` while used as an async
-    context manager; a failed write is logged and retried at the next beat, never raised."""
+    context manager; a failed write is logged and retried at the next beat, never raised. What it
+    reads of its worker's consumer (lag, unacknowledged, ack floor) is also set in ``metrics``."""
 
     def __init__(
         self,
@@ -218,8 +220,10 @@ class Heartbeat:
         host: str | None = None,
         pid: int | None = None,
         claim: Callable[[], str] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._nc = nc
+        self._metrics = metrics
         self._claim = claim
         self._topology = topology
         self._consumer = watched_consumer(worker, topology)
@@ -252,6 +256,12 @@ class Heartbeat:
         self._floor = floor
         self._window.add(now, floor, backlog)
         self._consumer_seen = (delivered, floor, backlog)
+        if self._metrics is not None:
+            labels = (self.worker, self._consumer.durable)
+            self._metrics.consumer_pending.labels(*labels).set(figures.pending)
+            self._metrics.consumer_ack_pending.labels(*labels).set(figures.ack_pending)
+            self._metrics.consumer_backlog.labels(*labels).set(backlog)
+            self._metrics.consumer_ack_floor.labels(*labels).set(floor)
 
     def record(self, now: float, stopped: bool = False) -> HeartbeatRecord:
         """The record a beat at ``now`` writes."""

@@ -167,6 +167,14 @@ def _dead_letters_admin(topology: Topology) -> list[str]:
     ]
 
 
+def _erasure(topology: Topology) -> list[str]:
+    # An erasure (docs/privacy.md) deletes erased observations and empties the vector cache.
+    return [
+        f"$JS.API.STREAM.MSG.DELETE.{topology.observation_stream}",
+        f"$JS.API.STREAM.PURGE.{topology.vector_stream}",
+    ]
+
+
 def _ephemeral_reader(topology: Topology) -> list[str]:
     # read_stream (replay, dead-letter listing): an ephemeral consumer without acks, deleted after.
     out = []
@@ -220,6 +228,7 @@ def _service_publish(name: str, topology: Topology) -> list[str]:
     if name == "api":
         allowed += _all_consumers_info(topology)
         allowed += _dead_letters_admin(topology) + _ephemeral_reader(topology)
+        allowed += _erasure(topology)  # POST /v1/erasures
         allowed += [f"{p}.obs.>", f"{p}.evt.>"]  # re-publishing a dead letter on its subject
     return list(dict.fromkeys(allowed))  # once each, in order
 
@@ -249,6 +258,7 @@ def service_identity(name: str, password: str, topology: Topology) -> Identity:
             *(f"$JS.API.DIRECT.GET.{s}" for s in streams),
             *(f"$JS.API.DIRECT.GET.{s}.>" for s in streams),
             f"$JS.API.STREAM.MSG.DELETE.{topology.dead_letter_stream}",
+            *_erasure(topology),  # noemactl erase
             # noemactl dlq upgrade: the dead-letter stream is recreated through a temporary copy.
             f"$JS.API.STREAM.DELETE.{topology.dead_letter_stream}",
             *(f"$JS.API.STREAM.{verb}.{move}" for verb in ("CREATE", "UPDATE", "INFO", "DELETE")),

@@ -9,6 +9,8 @@ import structlog
 
 __all__ = ["configure_logging"]
 
+_HANDLER = "noema"
+
 
 class _Stderr:
     """Whatever ``sys.stderr`` is when a line is written, not when logging was configured: a stream
@@ -27,6 +29,8 @@ def configure_logging(
 ) -> None:
     """Configure structlog and the stdlib root logger; ``fmt`` is auto, json or console.
 
+    Records of stdlib loggers (uvicorn's, asyncio's, libraries') are rendered by the same renderer,
+    so a process writes one format to its stream: a JSON log has no plain-text line in it.
     ``observe`` sees every logged event before it is rendered (the heartbeat's last-error tap).
     """
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
@@ -34,12 +38,13 @@ def configure_logging(
         structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer()
     )
     numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
+    stamp = structlog.processors.TimeStamper(fmt="iso", utc=True)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             *([observe] if observe is not None else []),
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            stamp,
             structlog.processors.StackInfoRenderer(),
             structlog.processors.format_exc_info,
             renderer,
@@ -48,6 +53,21 @@ def configure_logging(
         logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
-    logging.basicConfig(
-        level=max(numeric, logging.WARNING), stream=sys.stderr, format="%(name)s: %(message)s"
+    handler = logging.StreamHandler(_Stderr())
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[structlog.stdlib.add_logger_name, structlog.processors.add_log_level, stamp],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,
+                renderer,
+            ],
+        )
     )
+    handler.set_name(_HANDLER)
+    root = logging.getLogger()
+    # Ours replaces the one an earlier call installed; others (a test runner's capture) are kept.
+    for old in [h for h in root.handlers if h.get_name() == _HANDLER]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(max(numeric, logging.WARNING))

@@ -179,6 +179,11 @@ class Settings:
     """Dead letters older than this are discarded (0: never)."""
     dlq_max_bytes: int = DEFAULT_MAX_BYTES
     """The dead-letter stream keeps at most this many bytes, the oldest discarded first (0: no limit)."""
+    metrics_port: int | None = None
+    """Where a worker serves its Prometheus metrics (``/metrics``; 0: any free port, logged); None
+    (unset): not served. The operator API serves them on its own port instead."""
+    metrics_host: str = "127.0.0.1"
+    """The address the metrics port listens on (``0.0.0.0`` where Prometheus scrapes pods)."""
     asof_keep: int = 8
     """As-of schemas kept for reads as of a past point (``--as-of``); building another drops the
     oldest beyond this many."""
@@ -238,6 +243,10 @@ class Settings:
             dlq_max_age_s=_float(env, "NOEMA_DLQ_MAX_AGE", DEFAULT_MAX_AGE_S, 0.0, 3650 * 86400.0),
             dlq_max_bytes=_int(env, "NOEMA_DLQ_MAX_BYTES", DEFAULT_MAX_BYTES, 0, 1 << 50),
             asof_keep=_int(env, "NOEMA_ASOF_KEEP", 8, 1, 1000),
+            metrics_port=_int(env, "NOEMA_METRICS_PORT", 0, 0, 65535)
+            if env.get("NOEMA_METRICS_PORT")
+            else None,
+            metrics_host=env.get("NOEMA_METRICS_HOST") or "127.0.0.1",
         )
 
     @property
@@ -310,7 +319,10 @@ class Settings:
             "NOEMA_MAX_DRAIN": str(self.max_drain_s),
             "NOEMA_DLQ_MAX_AGE": str(self.dlq_max_age_s),
             "NOEMA_DLQ_MAX_BYTES": str(self.dlq_max_bytes),
+            "NOEMA_METRICS_HOST": self.metrics_host,
         }
+        if self.metrics_port is not None:
+            env["NOEMA_METRICS_PORT"] = str(self.metrics_port)
         if self.status_workers is not None:
             env["NOEMA_STATUS_WORKERS"] = ",".join(self.status_workers)
         if self.nats_url:

@@ -85,6 +85,11 @@ class Topology:
             return self.observation_subjects
         return f"{self.partitioned_observations}.{partitions}.>"
 
+    def workspace_observations(self, workspace: str) -> list[str]:
+        """Filters over one workspace's stored observations (not its recall candidates): as
+        published, and as stored under any partition count."""
+        return [f"{self.prefix}.obs.{workspace}.*", f"{self.partitioned_observations}.*.*.{workspace}.*"]
+
     def published_subject(self, subject: str) -> str:
         """The subject a stored observation was published on (the partition tokens removed);
         any other subject unchanged."""

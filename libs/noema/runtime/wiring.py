@@ -16,8 +16,11 @@ from noema.adapters.jetstream import connect, ensure_streams
 from noema.adapters.partition_consumers import partition_puller
 from noema.adapters.postgres import create_pool
 from noema.adapters.postgres.claims import AdvisoryPartitions
+from noema.adapters.postgres.keyring import PostgresKeyring
 from noema.adapters.postgres.roles import DbRole
 from noema.adapters.postgres.tenancy import NO_WORKSPACE
+from noema.application.sealing import Sealer
+from noema.runtime.metrics import Metrics
 from noema.runtime.partitions import PartitionedService
 from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
@@ -31,6 +34,7 @@ __all__ = [
     "open_bus",
     "open_pool",
     "partitioned_workers",
+    "sealer",
 ]
 
 
@@ -101,6 +105,12 @@ async def open_pool(
     return pool
 
 
+def sealer(pool: asyncpg.Pool) -> Sealer:
+    """What seals a process's events before it publishes them and opens those it reads
+    (:mod:`noema.application.sealing`), with the keyring in ``pool``'s database."""
+    return Sealer(PostgresKeyring(pool))
+
+
 class PartitionConsumer(NamedTuple):
     """What a partitioned worker's consumer of one partition reads (noema.adapters.partition_consumers)."""
 
@@ -121,6 +131,7 @@ def partitioned_workers(
     worker: str,
     consumer: PartitionConsumer,
     handler: Callable[[int, Callable[[], Awaitable[None]]], BatchHandler],
+    metrics: Metrics | None = None,
 ) -> PartitionedService:
     """``worker`` with ``NOEMA_PARTITIONS`` > 1: the partitions shared among its live instances
     (claims on a connection of ``pool``); the owner of a partition reads it with a consumer of its
@@ -148,6 +159,7 @@ def partitioned_workers(
             puller,
             handler(partition, fence),
             consumer.batch,
+            metrics=metrics,
             before_fetch=fence,
             contiguous=True,
         )

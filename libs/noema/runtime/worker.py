@@ -42,6 +42,7 @@ from noema.adapters.pull import Puller, interrupt_all
 from noema.runtime.health import ErrorTap, Heartbeat, connection_of
 from noema.runtime.locate import locate
 from noema.runtime.logging import configure_logging
+from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located, Settings
 from noema.runtime.tasks import cancel_and_wait
 from noema_events import Event, EventDecodeError, decode_event
@@ -50,6 +51,7 @@ __all__ = [
     "MAX_ATTEMPTS",
     "MAX_DELIVER",
     "BatchHandler",
+    "Build",
     "ConsumerGap",
     "Decoded",
     "PullWorker",
@@ -153,10 +155,15 @@ class PullWorker:
         max_attempts: int = MAX_ATTEMPTS,
         max_deliver: int = MAX_DELIVER,
         backoff_base: float = 0.25,
+        metrics: Metrics | None = None,
         before_fetch: Callable[[], Awaitable[None]] | None = None,
         contiguous: bool = False,
     ) -> None:
         self.name = name
+        metrics = metrics or Metrics()
+        self._processed = metrics.processed.labels(name)
+        self._batch_seconds = metrics.batch_seconds.labels(name)
+        self._failures = {t: metrics.failures.labels(name, str(t).lower()) for t in (True, False)}
         # Raises when this worker may no longer fetch: a partition's former owner must not take
         # messages from the consumer its new owner re-created under the same name (they would come
         # back to the new owner only after their ack wait, behind later ones).
@@ -188,7 +195,8 @@ class PullWorker:
                     self._check_contiguous(msgs)
                 msgs = [m for m in msgs if not await self._exhausted(m)]
                 if msgs:
-                    await self._handle(msgs)
+                    with self._batch_seconds.time():
+                        await self._handle(msgs)
         finally:
             await self._puller.stop()
         self.log.info("worker stopped", worker=self.name)
@@ -211,6 +219,7 @@ class PullWorker:
         await self._reject(
             msg, f"delivered {delivered} times and never acknowledged (the worker stopped on it each time)"
         )
+        self._processed.inc()
         return True
 
     async def _handle(self, msgs: list[Msg]) -> None:
@@ -240,10 +249,12 @@ class PullWorker:
                 self._note(exc, msgs, "message failed", failures)
                 if failures >= self._max_attempts:
                     await self._reject(msgs[0], f"handling failed {failures} times: {_describe(exc)}")
+                    self._processed.inc()
                     return
                 delay = backoff(failures, self._backoff_base)
             else:
                 self.last_error = None
+                self._processed.inc(len(msgs))
                 return
             if self._stopping.is_set():
                 return
@@ -271,6 +282,7 @@ class PullWorker:
 
     def _note(self, exc: BaseException, msgs: list[Msg], what: str, attempt: int) -> None:
         self.last_error = _describe(exc)
+        self._failures[isinstance(exc, TRANSIENT)].inc()
         self.log.warning(
             what,
             worker=self.name,
@@ -379,16 +391,24 @@ def _claim_state_of(service: object) -> Callable[[], str] | None:
     return lambda: str(getattr(service, "claim_state", ""))
 
 
-def serve(
-    build: Callable[[Located, AsyncExitStack], Awaitable[Service]], *, background: bool = False
-) -> None:
+class Build(Protocol):
+    """A service's composition root: builds it from located settings, its resources owned by
+    ``stack``, instrumented into ``metrics``."""
+
+    def __call__(
+        self, settings: Located, stack: AsyncExitStack, *, metrics: Metrics
+    ) -> Awaitable[Service]: ...
+
+
+def serve(build: Build, *, background: bool = False) -> None:
     """The ``__main__`` of every worker: settings from the environment, logging, locate the running
     instance, build the service inside an exit stack, run it until SIGTERM/SIGINT (on uvloop).
 
     While it runs, the process records its heartbeat (:mod:`noema.runtime.health`) through the service's own
     NATS connection, named after the service's ``name``. A ``background`` worker (understanding that
     may lag: embed, retrieve, conflicts, decay) lowers its CPU priority by ``NOEMA_BACKGROUND_NICE``,
-    so that on busy cores searches, attention and the projector are served first.
+    so that on busy cores searches, attention and the projector are served first. With
+    ``NOEMA_METRICS_PORT`` set, the process serves its Prometheus metrics there.
     """
     settings = Settings.from_env()
     if background and settings.background_nice:
@@ -399,7 +419,13 @@ def serve(
     async def main() -> None:
         async with AsyncExitStack() as stack:
             located = locate(settings)
-            service = await build(located, stack)
+            metrics = Metrics()
+            service = await build(located, stack, metrics=metrics)
+            name = str(getattr(service, "name", "worker"))
+            if located.metrics_port is not None:
+                await stack.enter_async_context(
+                    metrics.serving(located.metrics_host, located.metrics_port, name)
+                )
             nc = connection_of(service)
             if nc is not None:
                 # Entered last, so it stops (and records a crash) before the connections close.
@@ -407,9 +433,10 @@ def serve(
                     Heartbeat(
                         nc,
                         located.topology,
-                        str(getattr(service, "name", "worker")),
+                        name,
                         interval_s=located.heartbeat_interval_s,
                         errors=errors,
+                        metrics=metrics,
                         # owner or standby, for a worker run under a claim (noema.runtime.claims)
                         claim=_claim_state_of(service),
                     )

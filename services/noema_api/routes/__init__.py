@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..endpoint import Endpoint
-from . import audit, deadletters, explorer, knowledge, memories, operator, system
+from . import audit, deadletters, erasure, explorer, knowledge, memories, operator, system
 
 __all__ = ["ENDPOINTS"]
 
@@ -15,5 +15,6 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     *operator.ENDPOINTS,
     *knowledge.ENDPOINTS,
     *deadletters.ENDPOINTS,
+    *erasure.ENDPOINTS,
 )
 """Every endpoint, in the order the OpenAPI document lists them."""

@@ -104,6 +104,7 @@ async def propose_fact(req: Req[None, FactBody]) -> FactResult:
         repo=b.repo,
         valid_until=b.valid_until,
         reason=b.reason,
+        subjects=b.subjects,
     )
     return msgspec.convert(out, FactResult, from_attributes=True)
 

@@ -11,6 +11,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
+from noema.adapters.postgres.keyring import opened_rows
 from noema.ports import StreamPoint
 
 __all__ = ["EVENT_FIELDS", "EventQueries", "quoted"]
@@ -25,10 +26,6 @@ def quoted(ref: str) -> str:
     """``ref`` as a JSON string: how a payload's text holds it as a value (ids are plain text, so
     a match of the quoted form is a whole value, never part of a longer one)."""
     return msgspec.json.encode(ref).decode()
-
-
-def _rows(found: Sequence[asyncpg.Record]) -> list[dict[str, Any]]:
-    return [dict(r) for r in found]
 
 
 class EventQueries:
@@ -49,7 +46,7 @@ class EventQueries:
             quoted(ref),
             limit,
         )
-        return _rows(found)
+        return await opened_rows(self._pool, found)
 
     async def events_with_ids(self, workspace: str, ids: Sequence[str]) -> list[dict[str, Any]]:
         """The events of ``workspace`` with these ids, in stream order."""
@@ -58,7 +55,7 @@ class EventQueries:
             workspace,
             list(ids),
         )
-        return _rows(found)
+        return await opened_rows(self._pool, found)
 
     async def correlation_starts(self, workspace: str, ids: Sequence[str]) -> list[dict[str, Any]]:
         """The first event of each of these correlations, in stream order."""
@@ -69,7 +66,7 @@ class EventQueries:
             workspace,
             list(ids),
         )
-        return _rows(found)
+        return await opened_rows(self._pool, found)
 
     async def events_caused_by(self, workspace: str, ids: Sequence[str], limit: int) -> list[dict[str, Any]]:
         """The first ``limit`` events caused by one of ``ids``, in stream order."""
@@ -80,7 +77,7 @@ class EventQueries:
             list(ids),
             limit,
         )
-        return _rows(found)
+        return await opened_rows(self._pool, found)
 
     async def reference_workspaces(self, ref: str) -> list[str]:
         """The workspaces (at most 2) where ``ref`` is an event's id, causation or correlation id, or
@@ -121,4 +118,4 @@ class EventQueries:
             through.at,
             limit,
         )
-        return _rows(found)
+        return await opened_rows(self._pool, found)

@@ -344,6 +344,8 @@ async def memory_embedded(conn: asyncpg.Connection, run: Run[MemoryEmbedded]) ->
     rows = []
     for item, ev in run:
         p = ev.payload
+        if not p.vector and p.sealed_vector is None:
+            continue  # sealed under a key that is destroyed: the vector was erased with its memory
         if len(p.vector) != p.dimensions:
             log.warning("embedding has the wrong dimensions; skipped", seq=item.seq, memory_id=p.memory_id)
             continue

@@ -16,10 +16,14 @@ import msgspec
 
 from noema.adapters.postgres import digests
 from noema.adapters.postgres.commuting import Footprint, footprint, segments
+from noema.adapters.postgres.erasure_handlers import ERASURE_HANDLERS
 from noema.adapters.postgres.handlers import HANDLERS
+from noema.adapters.postgres.keyring import lookup_keys
 from noema.adapters.postgres.knowledge_handlers import KNOWLEDGE_HANDLERS
 from noema.adapters.postgres.registry import Handler, Handlers, Projected
-from noema_events import Event
+from noema.application.sealing import is_sealed_event, key_ids_to_open, opened
+from noema.domain.sealing import KeyBytes
+from noema_events import ContentErased, Event
 
 __all__ = [
     "EVENT_COLUMNS",
@@ -48,7 +52,7 @@ PROJECTED_TABLES: tuple[str, ...] = (
 )
 """Tables the projection owns; replay rebuilds them and the checksum covers them."""
 
-PROJECTION_HANDLERS = Handlers.joined(HANDLERS, KNOWLEDGE_HANDLERS)
+PROJECTION_HANDLERS = Handlers.joined(HANDLERS, KNOWLEDGE_HANDLERS, ERASURE_HANDLERS)
 """Event type → handler of every type the projection applies (a type two modules handle fails the
 import); the other events are only kept in ``events``."""
 
@@ -108,6 +112,8 @@ class ReadModelProjection:
 
     def __init__(self) -> None:
         self._handlers = Handlers.joined(PROJECTION_HANDLERS)
+        self._keys: dict[str, KeyBytes] = {}
+        """Data keys read from the keyring (None: destroyed); an erasure evicts its keys."""
         self.refused: list[tuple[Projected, str]] = []
         """Events of the last :meth:`apply` the database refused (skipped, with the reason)."""
 
@@ -188,20 +194,60 @@ class ReadModelProjection:
         return refused
 
     async def _project(self, conn: asyncpg.Connection, fresh: Sequence[Projected]) -> None:
-        """Write the audit copy of each event, then apply the batch's runs in order (one handler
-        call per run; :func:`~noema.adapters.postgres.commuting.segments`)."""
+        """Write the audit copy of each event (sealed content as recorded), then apply the batch's
+        runs in order with their content opened (one handler call per run;
+        :func:`~noema.adapters.postgres.commuting.segments`). An erasure ends a part of the batch:
+        what follows it is opened only once its keys are destroyed."""
         await conn.copy_records_to_table(
             "events", columns=EVENT_COLUMNS, records=[event_row(p) for p in fresh]
         )
-        for segment in segments(fresh, self._footprint):
-            for run in segment:
-                handler = self._handlers.get(type(run[0].event))
-                if handler is not None:
-                    await handler(conn, run)
+        for part in _split_after_erasures(fresh):
+            for segment in segments(await self._opened(conn, part), self._footprint):
+                for run in segment:
+                    handler = self._handlers.get(type(run[0].event))
+                    if handler is not None:
+                        await handler(conn, run)
+            if isinstance(part[-1].event, ContentErased):
+                for key_id in part[-1].event.payload.key_ids:
+                    self._keys.pop(key_id, None)
+
+    async def _opened(self, conn: asyncpg.Connection, part: Sequence[Projected]) -> list[Projected]:
+        """The events with their sealed content opened by the keyring's keys (erased content
+        empty); the audit copy of each was written as recorded, before."""
+        needed = key_ids_to_open([p.event for p in part]) - self._keys.keys()
+        if needed:
+            if len(self._keys) > _KEY_CACHE:
+                self._keys.clear()
+            found = await lookup_keys(conn, needed)
+            self._keys.update({k: found.get(k) for k in needed})
+        out = []
+        for p in part:
+            if not is_sealed_event(p.event):
+                out.append(p)
+                continue
+            out.append(Projected(p.seq, p.subject, opened(p.event, self._keys), p.recorded))
+        return out
 
     def _footprint(self, event: Event) -> Footprint:
         """What ``event``'s handler touches; nothing when no handler applies it."""
         return footprint(event) if type(event) in self._handlers else frozenset()
+
+
+def _split_after_erasures(batch: Sequence[Projected]) -> list[Sequence[Projected]]:
+    """The batch in parts, each ending at a ``content.erased`` (or at the batch's end)."""
+    parts: list[Sequence[Projected]] = []
+    start = 0
+    for i, p in enumerate(batch):
+        if isinstance(p.event, ContentErased):
+            parts.append(batch[start : i + 1])
+            start = i + 1
+    if start < len(batch):
+        parts.append(batch[start:])
+    return parts
+
+
+_KEY_CACHE = 200_000
+"""Keys kept in process at most (about 100 bytes each); past that the cache starts over."""
 
 
 async def checksum(conn: asyncpg.Connection, tables: Sequence[str] = PROJECTED_TABLES) -> str:

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import asyncpg
 
 from noema.adapters.postgres.events import EVENT_FIELDS, EventQueries
+from noema.adapters.postgres.keyring import opened_rows
 from noema.adapters.postgres.voices import RecallFilters, activation_sql
 from noema.ids import id_prefix
 from noema.ports import Fading, MemoryOrder
@@ -104,7 +105,7 @@ class MemoryQueries(EventQueries):
         origin = await self._pool.fetchrow(
             f"SELECT {EVENT_FIELDS} FROM events WHERE seq = $1", memory["origin_seq"]
         )
-        memory["origin"] = dict(origin) if origin else None
+        memory["origin"] = (await opened_rows(self._pool, [origin]))[0] if origin else None
         memory["relationships"] = [
             dict(r)
             for r in await self._pool.fetch(
@@ -171,7 +172,7 @@ class MemoryQueries(EventQueries):
             f'"{memory_id}"',
             limit,
         )
-        return [dict(r) for r in rows]
+        return await opened_rows(self._pool, rows)
 
     async def audit(
         self,
@@ -193,7 +194,7 @@ class MemoryQueries(EventQueries):
             before,
             limit,
         )
-        return [dict(r) for r in rows]
+        return await opened_rows(self._pool, rows)
 
     async def memory(self, memory_id: str) -> dict[str, Any] | None:
         """Every column of one memory."""

@@ -149,4 +149,16 @@ async def grant_roles(conn: asyncpg.Connection, schema: str) -> list[str]:
         await conn.execute(f"REVOKE INSERT, UPDATE, DELETE ON {schema}.schema_migrations FROM {projector}")
         index_function = f"{schema}.noema_ensure_vector_index(text, text, integer)"
         await conn.execute(f"GRANT EXECUTE ON FUNCTION {index_function} TO {projector}")
+    await _grant_keyring(conn, existing)
     return sorted(existing)
+
+
+async def _grant_keyring(conn: asyncpg.Connection, existing: set[str]) -> None:
+    """The keyring (migration 0013): every writer of events seals content, so readers may add keys
+    and read them; only the projector (applying ``content.erased``) and the owner destroy them."""
+    if await conn.fetchval("SELECT to_regnamespace('noema_keyring') IS NULL"):
+        return
+    for role in existing:
+        await conn.execute(f"GRANT USAGE ON SCHEMA noema_keyring TO {role}")
+        rights = "SELECT, INSERT, UPDATE" if role == DB_ROLES["projector"] else "SELECT, INSERT"
+        await conn.execute(f"GRANT {rights} ON ALL TABLES IN SCHEMA noema_keyring TO {role}")

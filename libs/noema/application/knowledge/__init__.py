@@ -33,6 +33,7 @@ import asyncpg
 from nats.aio.client import Client as NATS
 
 from noema.adapters.jetstream import EventPublisher
+from noema.adapters.postgres.keyring import PostgresKeyring
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.application.access import AccessControl, Caller, InsufficientMemoryPermission
 from noema.application.knowledge.context import KnowledgeContext, utcnow
@@ -42,6 +43,7 @@ from noema.application.knowledge.facts import FactOutcome, Facts
 from noema.application.knowledge.maintenance import ConsolidateReport, HarmonizeReport, Maintenance
 from noema.application.knowledge.notes import Notes
 from noema.application.knowledge.policies import Policies
+from noema.application.sealing import Sealer
 from noema.ports import EventSink, ExpectingSink, KnowledgeReadModel
 from noema.runtime.topology import Topology
 
@@ -122,5 +124,5 @@ class Knowledge:
         cls, pool: asyncpg.Pool, nc: NATS, topology: Topology, clock: Callable[[], datetime] = utcnow
     ) -> Knowledge:
         """The operations over the PostgreSQL read model and the JetStream event stream."""
-        publisher = EventPublisher(nc, topology)
+        publisher = EventPublisher(nc, topology, Sealer(PostgresKeyring(pool)))
         return cls(PostgresKnowledge(pool), publisher, clock, appends=publisher)

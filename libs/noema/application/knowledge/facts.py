@@ -62,6 +62,7 @@ class Facts:
         supersedes: str | None = None,
         reason: str = "",
         mind: str | None = None,
+        subjects: Sequence[str] = (),
     ) -> FactOutcome:
         """Write a fact to domain/topic. An equivalent current fact there (active, not expired) is
         mentioned again (confidence and mention_count rise) instead of duplicated; a contradicting one
@@ -78,6 +79,8 @@ class Facts:
             raise OperationError(f"memory_type must be one of {', '.join(MEMORY_TYPES)}")
         if valid_until is not None and valid_until.tzinfo is None:
             raise OperationError("valid_until must carry a time zone")
+        if len(subjects) > 32 or any(not s or len(s) > 200 or any(c.isspace() for c in s) for s in subjects):
+            raise OperationError("subjects must be at most 32 keys of 1-200 characters without spaces")
         ref = domain_ref(domain, repo)
         if await self._ctx.access_mode(caller.workspace) == "strict":
             await self._ctx.require(caller, ref.key, "write", "writing a fact")
@@ -121,6 +124,7 @@ class Facts:
                     confidence=initial_confidence(veracity),
                     valid_until=valid_until,
                     source_observation_ids=list(source_observation_ids),
+                    subjects=list(subjects),
                     supersedes=supersedes,
                     credibility=VERACITY_WEIGHT[veracity],
                     importance=FACT_IMPORTANCE,

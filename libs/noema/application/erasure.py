@@ -1,0 +1,190 @@
+"""Erasure of personal data (docs/privacy.md): ``noemactl erase`` and ``Noema.erase``.
+
+An erasure finds everything held about a subject, a memory or an observation, records that it
+erases it (``content.erased``: who, when, why, which items — never the content), then
+
+1. has the projector apply it: in one transaction it destroys the items' data keys, so the sealed
+   content in the event stream and the ``events`` table can never be opened again, and blanks the
+   read model's copies (memories' text, vectors, working-memory gists). The erasure waits for that
+   (``keys_destroyed`` says whether it saw it; if the projector is down, it happens when it is back);
+2. deletes the erased observations and dead letters from their streams (overwritten on disk);
+3. empties the vector cache and drops the built as-of states (copies of past read models).
+
+Every step is idempotent, so an erasure that stopped half-way is finished by running it again.
+What is found: the observations tagged with the subject (or of that id), the memories, facts and
+recall records sealed under their keys, and — through the keyring's source links — everything
+derived from them (a memory consolidated from an erased one, a fact citing an erased observation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+import asyncpg
+import msgspec
+import structlog
+from nats.aio.client import Client as NATS
+
+from noema.adapters.erasure_streams import (
+    delete_messages,
+    find_dead_letters,
+    find_observations,
+    purge_vector_cache,
+)
+from noema.adapters.postgres.keyring import PostgresKeyring
+from noema.domain.attention import memory_id_for
+from noema.errors import Kind, NoemaError
+from noema.ids import new_id
+from noema.ports import EventSink
+from noema.runtime.topology import Topology
+from noema_events import ContentErased, ContentErasedPayload
+
+__all__ = ["ErasureReport", "ErasureRequest", "NothingToErase", "Scope", "erase"]
+
+Scope = Literal["subject", "memory", "observation"]
+
+log = structlog.get_logger("noema.erasure")
+
+
+class NothingToErase(NoemaError):
+    """Nothing in the workspace matches the erasure's target."""
+
+    kind = Kind.NOT_FOUND
+
+
+@dataclass(frozen=True, slots=True)
+class ErasureRequest:
+    workspace: str
+    scope: Scope
+    target: str
+    reason: str
+    actor: str
+
+
+class ErasureReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What an erasure did (``noemactl erase --json`` and ``POST /v1/erasures`` answer it)."""
+
+    erasure_id: str
+    seq: int
+    """The stream sequence of the ``content.erased`` event (its audit record)."""
+    key_ids: list[str]
+    """The data keys destroyed (item ids)."""
+    memory_ids: list[str]
+    """The memories and facts whose content is erased."""
+    observation_ids: list[str]
+    dead_letters: list[str]
+    observations_deleted: int = 0
+    dead_letters_deleted: int = 0
+    as_of_dropped: list[str] = msgspec.field(default_factory=list)
+    keys_destroyed: bool = False
+    """Whether the projector applied the erasure (keys destroyed, read model blanked) in time; if
+    not, it does when it next runs."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    key_ids: list[str]
+    memory_ids: list[str]
+    observation_ids: list[str]
+    observation_seqs: list[int]
+    dead_letter_seqs: list[int]
+
+
+async def _find(keyring: PostgresKeyring, nc: NATS, topology: Topology, request: ErasureRequest) -> _Found:
+    ws, target = request.workspace, request.target
+    subject = target if request.scope == "subject" else None
+    seeds: set[str] = set()
+    obs_ids: set[str] = set()
+    if request.scope == "subject":
+        seeds |= await keyring.linked(ws, "subject", [target])
+    elif request.scope == "observation":
+        obs_ids.add(target)
+        seeds.add(memory_id_for(target))
+    else:
+        seeds.add(target)
+        obs_ids |= set(await keyring.sources_of(ws, [target]))
+    observations = await find_observations(nc, topology, ws, subject, obs_ids)
+    obs_ids |= {o.observation_id for o in observations if o.observation_id}
+    seeds |= {memory_id_for(o) for o in obs_ids}
+    # Whatever was derived from what is erased goes with it (sources are observations or memories).
+    keys, frontier = set(seeds), set(seeds) | obs_ids
+    while frontier:
+        derived = await keyring.linked(ws, "source", frontier) - keys
+        keys |= derived
+        frontier = derived
+    stored = await keyring.existing(ws, keys)
+    memories = await keyring.memories(ws, keys)
+    dead = await find_dead_letters(nc, topology, ws, subject, obs_ids | {target})
+    return _Found(
+        key_ids=sorted(stored | set(memories)),
+        memory_ids=sorted(memories),
+        observation_ids=sorted(obs_ids & {o.observation_id for o in observations}),
+        observation_seqs=[o.seq for o in observations],
+        dead_letter_seqs=[d.seq for d in dead],
+    )
+
+
+async def _dropped(drop_as_of: Callable[[], Awaitable[list[str]]]) -> list[str]:
+    """The built as-of states dropped; none when this process may not (it says so in its log)."""
+    try:
+        return await drop_as_of()
+    except (asyncpg.PostgresError, OSError) as exc:
+        log.warning("as-of states not dropped; run `noemactl asof drop`", error=str(exc))
+        return []
+
+
+async def erase(
+    keyring: PostgresKeyring,
+    nc: NATS,
+    topology: Topology,
+    publisher: EventSink,
+    request: ErasureRequest,
+    now: datetime,
+    drop_as_of: Callable[[], Awaitable[list[str]]],
+    projected: Callable[[int], Awaitable[bool]],
+) -> ErasureReport:
+    """Erase what ``request`` covers; raises :class:`NothingToErase` when nothing matches."""
+    found = await _find(keyring, nc, topology, request)
+    if not (found.key_ids or found.observation_seqs or found.dead_letter_seqs):
+        raise NothingToErase(
+            f"nothing in workspace {request.workspace!r} is about {request.scope} {request.target!r}"
+        )
+    erasure_id = new_id()
+    dead_letters = [f"{topology.dead_letter_stream}:{s}" for s in found.dead_letter_seqs]
+    event = ContentErased(
+        id=erasure_id,
+        workspace=request.workspace,
+        mind="",
+        occurred_at=now,
+        correlation_id=erasure_id,
+        actor=request.actor,
+        payload=ContentErasedPayload(
+            erasure_id=erasure_id,
+            scope=request.scope,
+            target=request.target,
+            reason=request.reason,
+            key_ids=found.key_ids,
+            memory_ids=found.memory_ids,
+            observation_ids=found.observation_ids,
+            dead_letters=dead_letters,
+        ),
+    )
+    seq = await publisher.publish([event])
+    observations = await delete_messages(nc, topology.observation_stream, found.observation_seqs)
+    letters = await delete_messages(nc, topology.dead_letter_stream, found.dead_letter_seqs)
+    await purge_vector_cache(nc, topology)
+    return ErasureReport(
+        erasure_id=erasure_id,
+        seq=seq,
+        key_ids=found.key_ids,
+        memory_ids=found.memory_ids,
+        observation_ids=found.observation_ids,
+        dead_letters=dead_letters,
+        observations_deleted=observations,
+        dead_letters_deleted=letters,
+        as_of_dropped=await _dropped(drop_as_of),
+        keys_destroyed=await projected(seq),
+    )

@@ -1,0 +1,187 @@
+"""Erasure on real servers (docs/privacy.md): content observed about a subject becomes a memory, a
+recall and a dead letter; its text is sealed in the event stream from the start; ``noemactl erase
+--subject`` then leaves no readable copy in the read model, the events, the observation stream or the
+dead letters, keeps the audit record, leaves the rest of the workspace as it was, and a replay still
+matches the live read model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from noema.adapters.erasure_streams import scan
+from noema.client import publish_observation
+from noema.domain.attention import memory_id_for
+from noema.ids import new_id
+from noema_attend.service import build as build_attend
+from noema_retrieve.service import build as build_retrieve
+from tests.integration.api_harness import ApiHarness, api, memory
+from tests.integration.test_cli_reads import ctl, ctl_json
+from tests.support import assert_eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+__all__ = ["api"]
+
+MARKER = "zqxmarker4711"
+PERSON = "person:4711"
+
+
+async def _stream_holds(api: ApiHarness, stream: str, subjects: str, needle: bytes) -> int:
+    return sum([needle in m.data async for m in scan(api.h.nc, stream, subjects)])
+
+
+async def _memory_count(api: ApiHarness, where: str, *args: object) -> int:
+    return int(await api.h.pool.fetchval(f"SELECT count(*) FROM memories WHERE {where}", *args))
+
+
+async def test_erasing_a_subject_leaves_no_readable_copy_and_keeps_the_record(api: ApiHarness) -> None:
+    h = api.h
+    await h.start(build_attend)
+    about = new_id()
+    await publish_observation(
+        h.js, f"{MARKER}: Ann's phone number is 555-0199", workspace="acme", mind="ops",
+        observation_id=about, subjects=[PERSON], topology=h.topology,
+    )  # fmt: skip
+    other = new_id()
+    await publish_observation(
+        h.js, "the deploy key rotates on Fridays", workspace="acme", mind="ops",
+        observation_id=other, topology=h.topology,
+    )  # fmt: skip
+    memory, kept = memory_id_for(about), memory_id_for(other)
+    await assert_eventually(lambda: _memory_count(api, "id = ANY($1::text[])", [memory, kept]), timeout=30)
+    await h.start(build_retrieve)
+    await publish_observation(
+        h.js, f"what is the {MARKER} phone number again", workspace="acme", mind="ops",
+        subjects=[PERSON], topology=h.topology,
+    )  # fmt: skip
+    await assert_eventually(lambda: _memory_count(api, "id = $1 AND recall_count = 1", memory), timeout=30)
+    # Broken bytes that name the subject: attend dead-letters them as they are.
+    await h.nc.publish(f"{h.topology.prefix}.obs.acme.ops", f'{{"broken": "{MARKER} {PERSON}'.encode())
+    await h.nc.flush()
+    dead = h.topology.dead_letter_stream, h.topology.dead_letter_subjects
+    await assert_eventually(lambda: _stream_holds(api, *dead, MARKER.encode()), timeout=30)
+    fact = {"workspace": "acme", "domain": "people", "topic": "ann-phone", "reason": "from the call"}
+    proposed = await api.admin.post(
+        "/v1/facts", json={**fact, "content": f"Ann ({MARKER}) is on 555-0199", "subjects": [PERSON]}
+    )
+    assert proposed.status_code in (200, 202), proposed.text
+    fact_id = proposed.json()["memory_id"]
+    await api.caught_up()
+
+    # Sealed from the start: the events (stream and table) never held the text in the clear.
+    events = h.topology.event_stream, h.topology.event_subjects
+    assert await _stream_holds(api, *events, MARKER.encode()) == 0
+    assert (
+        await h.pool.fetchval("SELECT count(*) FROM events WHERE payload::text LIKE $1", f"%{MARKER}%") == 0
+    )
+    sealed = await h.pool.fetchval(
+        "SELECT payload->>'content' FROM events WHERE type = 'memory.created.v1' "
+        "AND payload->>'memory_id' = $1",
+        memory,
+    )
+    assert sealed.startswith(f"nsl1:{memory}:")
+    # … while the read model has it, readable, and so does the API.
+    assert await _memory_count(api, "content LIKE $1", f"%{MARKER}%") >= 1
+    before = (await api.admin.get(f"/v1/memories/{kept}")).json()
+    search = {"q": MARKER, "workspace": "acme"}
+    assert memory in [
+        r["id"] for r in (await api.admin.get("/v1/memories/search", params=search)).json()["results"]
+    ]
+
+    # Operators read the audit trail and `why` with the content opened (the keyring's keys).
+    audit = {"workspace": "acme", "limit": "100"}
+    assert MARKER in (await api.admin.get("/v1/audit", params=audit)).text
+    why = await api.admin.get(f"/v1/why/{memory}", params={"workspace": "acme"})
+    assert MARKER in why.text
+
+    erased = await ctl_json(api, "erase", "-w", "acme", "--subject", PERSON, "--reason", "GDPR request 812")
+
+    assert erased["keys_destroyed"] is True
+    assert memory in erased["memory_ids"]
+    assert fact_id in erased["memory_ids"]
+    assert kept not in erased["memory_ids"]
+    assert erased["observations_deleted"] == 3  # the two tagged, and the broken bytes naming the subject
+    assert erased["dead_letters_deleted"] == 1
+    await api.caught_up()
+    assert await _memory_count(api, "content LIKE $1", f"%{MARKER}%") == 0
+    assert await _memory_count(api, "id = $1 AND erased_at IS NOT NULL AND content = ''", memory) == 1
+    for stream, subjects in (
+        events,
+        dead,
+        (h.topology.observation_stream, h.topology.observation_subjects),
+    ):
+        assert await _stream_holds(api, stream, subjects, MARKER.encode()) == 0, stream
+    assert (
+        await h.pool.fetchval(
+            "SELECT count(*) FROM memory_terms WHERE workspace = 'acme' AND lexeme LIKE 'zqx%'"
+        )
+        == 0
+    )
+    # Every surface: search finds nothing, show says erased, the kept memory is as it was.
+    found = (await api.admin.get("/v1/memories/search", params=search)).json()
+    assert found["results"] == []
+    facts = await api.admin.get("/v1/facts", params={"workspace": "acme"})
+    assert facts.status_code == 200
+    assert MARKER not in facts.text
+    shown = await api.admin.get(f"/v1/memories/{memory}")
+    assert shown.status_code == 200
+    assert MARKER not in shown.text
+    # (the events citing it may also hold the erased memory's gist: that part is gone from them)
+    assert (await api.admin.get(f"/v1/memories/{kept}")).json()["memory"] == before["memory"]
+    after = await api.admin.get("/v1/audit", params=audit)
+    assert after.status_code == 200
+    assert MARKER not in after.text
+    assert "content.erased.v1" in after.text
+    why = await api.admin.get(f"/v1/why/{memory}", params={"workspace": "acme"})
+    assert why.status_code == 200
+    assert MARKER not in why.text
+    assert "memory.created.v1" in why.text  # the chain is still there, its text gone
+    # The record stays: who, why, what — without the content.
+    [record] = await h.pool.fetch("SELECT actor, payload FROM events WHERE type = 'content.erased.v1'")
+    payload = json.loads(record["payload"])
+    assert (record["actor"], payload["scope"], payload["target"], payload["reason"]) == (
+        "operator:carol",
+        "subject",
+        PERSON,
+        "GDPR request 812",
+    )
+    assert MARKER not in record["payload"]
+    # Replay opens what it still can and reads the rest as erased: the same read model.
+    replayed = await ctl(api, "replay")
+    assert replayed.code == 0, replayed.stdout + replayed.stderr
+    # A second erasure of the same subject finds nothing left to delete, and says so.
+    again = await ctl(api, "erase", "-w", "acme", "--subject", "person:nobody", "--reason", "x")
+    assert again.code == 4, again.stderr
+
+
+async def test_erase_refuses_to_guess_what_to_erase(api: ApiHarness) -> None:
+    for args in ([], ["--subject", "a", "--memory", "b"]):
+        ran = await ctl(api, "erase", "-w", "acme", *args, "--reason", "x")
+        assert ran.code == 2, ran.stderr
+        assert "exactly one of --subject" in ran.stderr
+
+
+async def test_operators_erase_through_the_api_within_their_workspace(api: ApiHarness) -> None:
+    [secret, kept] = await api.given(
+        memory(f"the staging password is {MARKER}"), memory("the deploy key rotates on Fridays")
+    )
+    [elsewhere] = await api.given(memory("a globex memory", workspace="globex"))
+    body = {"workspace": "acme", "memory": secret, "reason": "leaked credential"}
+
+    assert (await api.acme.post("/v1/erasures", json={**body, "workspace": "globex"})).status_code == 403
+    two = await api.admin.post("/v1/erasures", json={**body, "subject": PERSON})
+    assert two.status_code == 422
+    assert "exactly one of" in two.text
+    missing = await api.admin.post("/v1/erasures", json={**body, "memory": "no-such-memory"})
+    assert missing.status_code == 404
+    erased = await api.acme.post("/v1/erasures", json=body)
+
+    assert erased.status_code == 200, erased.text
+    assert (erased.json()["memory_ids"], erased.json()["keys_destroyed"]) == ([secret], True)
+    await api.caught_up()
+    shown = (await api.admin.get(f"/v1/memories/{secret}")).json()["memory"]
+    assert shown["content"] == ""
+    assert MARKER not in json.dumps(shown)
+    assert (await api.admin.get(f"/v1/memories/{kept}")).json()["memory"]["content"].endswith("Fridays")
+    assert (await api.admin.get(f"/v1/memories/{elsewhere}")).json()["memory"]["content"] == "a globex memory"
