@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from nats.aio.msg import Msg
 
+from noema.adapters.erasure_streams import find_observations
 from noema.adapters.jetstream import ensure_streams, read_stream, stream_last_seq
 from noema.adapters.postgres import create_pool
 from noema.adapters.postgres.claims import AdvisoryClaim, AdvisoryPartitions, claim_key
@@ -373,3 +374,22 @@ async def test_a_partition_worker_stops_on_a_gap_in_its_consumer_sequence(harnes
     assert handler.seen[:2] == [1, 2]
     assert handler.seen == list(range(1, len(handler.seen) + 1)), "the worker handled past the gap"
     await thief.stop()
+
+
+async def test_erasure_finds_a_workspaces_observations_stored_before_and_after_partitioning(
+    harness: Harness,
+) -> None:
+    t1, t4 = harness.topology, Topology(harness.topology.prefix, P)
+    ids = set()
+    for topology in (t1, t4):  # unpartitioned, then partitioned (the stream's transform set)
+        await ensure_streams(harness.js, topology, 120)
+        for ws in ("acme", "globex"):
+            obs = build_observation(f"a note of {ws}", workspace=ws, mind="ops")
+            await send_observation(harness.js, obs, topology=topology)
+            ids.add(obs.id)
+    found = await find_observations(harness.nc, t4, "acme", None, ids)
+    stored = [await harness.js.get_msg(t4.observation_stream, f.seq) for f in found]
+    assert [m.subject for m in stored] == [
+        t1.observation_subject("acme", "ops"),
+        f"{t4.prefix}.obs_part.{P}.{t4.partition('acme')}.acme.ops",
+    ]

@@ -45,10 +45,13 @@ def test_every_process_has_a_deployment_running_a_real_module() -> None:
     deployments = by_module()
     assert set(SERVICES.values()) == set(deployments)
     for module in CLAIMED:
-        # Two replicas under claims, rolled one at a time: a standby or a partition's new owner
-        # takes over from the replica that stops.
+        # Two replicas under claims: a standby or a partition's new owner takes over from the
+        # replica that stops. The projector rolls (its standby is ready); the partitioned workers are
+        # recreated (two partition counts never work at once: a new pod would wait, unready).
         assert deployments[module]["spec"]["replicas"] == 2, module
-        assert deployments[module]["spec"]["strategy"]["type"] == "RollingUpdate", module
+        rolls = module == "noema_projector"
+        strategy = deployments[module]["spec"]["strategy"]
+        assert strategy["type"] == ("RollingUpdate" if rolls else "Recreate"), module
 
 
 def test_every_process_runs_the_partition_count_the_nats_users_allow() -> None:
