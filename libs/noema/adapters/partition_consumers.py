@@ -26,9 +26,14 @@ from nats.js.errors import NotFoundError
 from noema.adapters.pull import Puller, durable_puller
 from noema.runtime.topology import Topology
 
-__all__ = ["partition_puller"]
+__all__ = ["API_TIMEOUT_S", "partition_puller"]
 
 log = structlog.get_logger("noema.partitions")
+
+API_TIMEOUT_S = 2.0
+"""How long a consumer request may wait for JetStream. After a server loss a stream has no leader
+for seconds; a shorter wait lets the owner ask again sooner (it gives the partition back and claims
+it again next round, see noema.runtime.partitions) instead of waiting out nats-py's 5 s."""
 
 
 def _filters(info: ConsumerInfo) -> list[str]:
@@ -43,7 +48,7 @@ def _floor(info: ConsumerInfo) -> int:
 async def _layouts(nc: NATS, stream: str, topology: Topology, worker: str) -> dict[int, list[ConsumerInfo]]:
     """The consumers of ``worker`` on ``stream``, by the partition count they were made for."""
     found: dict[int, list[ConsumerInfo]] = {}
-    for info in await nc.jetstream().consumers_info(stream):
+    for info in await nc.jetstream(timeout=API_TIMEOUT_S).consumers_info(stream):
         count = topology.layout_of_durable(worker, info.name)
         if count is not None:
             found.setdefault(count, []).append(info)
@@ -64,7 +69,7 @@ async def partition_puller(
     old_filter: Callable[[int], str] | None = None,
 ) -> Puller:
     """Open partition ``partition``'s consumer of ``worker`` (see the module doc) and pull from it."""
-    js = nc.jetstream()
+    js = nc.jetstream(timeout=API_TIMEOUT_S)
     durable = topology.partitioned_durable(worker, partition)
     layouts = await _layouts(nc, stream, topology, worker)
     current = {info.name: info for info in layouts.pop(topology.partitions, [])}
@@ -96,6 +101,7 @@ async def partition_puller(
         max_ack_pending=max_ack_pending,
         deliver_policy=DeliverPolicy.BY_START_SEQUENCE if start else DeliverPolicy.ALL,
         opt_start_seq=start + 1 if start else None,
+        api_timeout=API_TIMEOUT_S,
     )
     if layouts:
         await _retire_earlier(nc, topology, stream, worker)
@@ -111,6 +117,6 @@ async def _retire_earlier(nc: NATS, topology: Topology, stream: str, worker: str
     for infos in layouts.values():
         for info in infos:
             with contextlib.suppress(NotFoundError):
-                await nc.jetstream().delete_consumer(stream, info.name)
+                await nc.jetstream(timeout=API_TIMEOUT_S).delete_consumer(stream, info.name)
     if layouts:
         log.info("consumers of an earlier partition count retired", worker=worker, earlier=sorted(layouts))
