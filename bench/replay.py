@@ -72,8 +72,8 @@ TICK_EVERY = 20_000
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
 
-def _envelope(n: int, mind: str, at: datetime, actor: str) -> dict[str, Any]:
-    event_id = derive_id("bench.replay", str(n))
+def _envelope(n: int, mind: str, at: datetime, actor: str, kind: str = "bench.replay") -> dict[str, Any]:
+    event_id = derive_id(kind, str(n))
     return {
         "id": event_id,
         "workspace": WORKSPACE,
@@ -143,7 +143,9 @@ def events(n: int, seed: int = 7) -> Iterator[Event]:
         for event in batch:
             if made and made % TICK_EVERY == 0:
                 yield ActivationDecayed(
-                    **_envelope(made, "", at, "decay"), payload=ActivationDecayedPayload(tick_at=at)
+                    # ids of their own: the events around a tick were numbered before it moved them on
+                    **_envelope(made, "", at, "decay", "bench.replay.tick"),
+                    payload=ActivationDecayedPayload(tick_at=at),
                 )
                 made += 1
                 if made >= n:

@@ -84,7 +84,8 @@ is still read, because attend turned blank observations into memories before ``C
 them, and replay must decode every event ever recorded. Sealed content is longer than its text (see
 :data:`SealedContent`)."""
 Label = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
-SubjectKey = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^\S+$")]
+SUBJECT_KEY_PATTERN = r"^[A-Za-z0-9._:@/+=-]{1,200}$"
+SubjectKey = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=SUBJECT_KEY_PATTERN)]
 """Who or what a piece of content is about, as its publisher tags it (e.g. ``person:4711``,
 ``customer:acme-7``): what ``noemactl erase --subject`` finds it by. Use an opaque id, not a name —
 the key itself is kept in the erasure's audit record."""

@@ -11,6 +11,7 @@ import json
 import pytest
 
 from noema.adapters.erasure_streams import scan
+from noema.adapters.jetstream import stream_last_seq
 from noema.client import publish_observation
 from noema.domain.attention import memory_id_for
 from noema.ids import new_id
@@ -95,6 +96,10 @@ async def test_erasing_a_subject_leaves_no_readable_copy_and_keeps_the_record(ap
     why = await api.admin.get(f"/v1/why/{memory}", params={"workspace": "acme"})
     assert MARKER in why.text
 
+    before_erasure = await stream_last_seq(h.js, h.topology.event_stream)
+    kept_replay = await ctl(api, "replay", "--keep")  # a frozen copy of the read model
+    assert kept_replay.code == 0, kept_replay.stderr
+
     erased = await ctl_json(api, "erase", "-w", "acme", "--subject", PERSON, "--reason", "GDPR request 812")
 
     assert erased["keys_destroyed"] is True
@@ -105,6 +110,13 @@ async def test_erasing_a_subject_leaves_no_readable_copy_and_keeps_the_record(ap
     assert erased["dead_letters_deleted"] == 1
     await api.caught_up()
     assert await _memory_count(api, "content LIKE $1", f"%{MARKER}%") == 0
+    [copy] = erased["copies_blanked"]
+    assert copy.startswith("replay_")
+    assert (
+        await h.pool.fetchval(f"SELECT count(*) FROM {copy}.memories WHERE content LIKE $1", f"%{MARKER}%")
+        == 0
+    )
+    assert await h.pool.fetchval(f"SELECT count(*) FROM {copy}.memories WHERE erased_at IS NOT NULL") >= 2
     assert await _memory_count(api, "id = $1 AND erased_at IS NOT NULL AND content = ''", memory) == 1
     for stream, subjects in (
         events,
@@ -147,6 +159,12 @@ async def test_erasing_a_subject_leaves_no_readable_copy_and_keeps_the_record(ap
         "GDPR request 812",
     )
     assert MARKER not in record["payload"]
+    # As of a point before the erasure, the memory was there; now it reads as erased even then.
+    then = await ctl_json(api, "memory", "show", memory, "--as-of", str(before_erasure))
+    assert then["memory"]["content"] == ""
+    assert MARKER not in json.dumps(then)
+    logged = await ctl_json(api, "audit", "--type", "content.erased", "-w", "acme")
+    assert [e["payload"]["target"] for e in logged["items"]] == [PERSON]
     # Replay opens what it still can and reads the rest as erased: the same read model.
     replayed = await ctl(api, "replay")
     assert replayed.code == 0, replayed.stdout + replayed.stderr
@@ -167,13 +185,13 @@ async def test_operators_erase_through_the_api_within_their_workspace(api: ApiHa
         memory(f"the staging password is {MARKER}"), memory("the deploy key rotates on Fridays")
     )
     [elsewhere] = await api.given(memory("a globex memory", workspace="globex"))
-    body = {"workspace": "acme", "memory": secret, "reason": "leaked credential"}
+    body = {"workspace": "acme", "scope": "memory", "target": secret, "reason": "leaked credential"}
 
     assert (await api.acme.post("/v1/erasures", json={**body, "workspace": "globex"})).status_code == 403
-    two = await api.admin.post("/v1/erasures", json={**body, "subject": PERSON})
-    assert two.status_code == 422
-    assert "exactly one of" in two.text
-    missing = await api.admin.post("/v1/erasures", json={**body, "memory": "no-such-memory"})
+    unknown = await api.admin.post("/v1/erasures", json={**body, "scope": "everything"})
+    assert unknown.status_code in (400, 422)
+    assert "scope" in unknown.text
+    missing = await api.admin.post("/v1/erasures", json={**body, "target": "no-such-memory"})
     assert missing.status_code == 404
     erased = await api.acme.post("/v1/erasures", json=body)
 

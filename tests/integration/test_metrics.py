@@ -6,11 +6,12 @@ requests by route and status and its searches by mode."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from contextlib import AsyncExitStack
 from functools import partial
 from typing import Any
@@ -176,9 +177,22 @@ async def test_a_worker_process_serves_its_metrics_on_the_port_its_settings_give
         assert await asyncio.wait_for(proc.wait(), 30) == 0
 
 
+@contextlib.contextmanager
+def info_logs() -> Iterator[list[MutableMapping[str, Any]]]:
+    """The log entries of the block at every level: an earlier test may have configured logging
+    at a higher level (``capture_logs`` replaces the processors, not the level filter)."""
+    before = structlog.get_config()
+    structlog.reset_defaults()
+    try:
+        with structlog.testing.capture_logs() as logs:
+            yield logs
+    finally:
+        structlog.configure(**before)
+
+
 async def test_the_api_counts_requests_by_route_and_status_and_searches_by_mode(api: ApiHarness) -> None:
     await api.given(memory("the deploy runbook lives in the wiki"))
-    with structlog.testing.capture_logs() as logs:
+    with info_logs() as logs:
         assert (
             await api.admin.get("/v1/memories/search", params={"q": "runbook", "mode": "keyword"})
         ).is_success

@@ -238,3 +238,34 @@ async def test_a_batch_gives_the_rows_its_events_give_one_by_one(harness: Harnes
     finally:
         await drop_schema(url, one_by_one)
         await drop_schema(url, at_once)
+
+
+async def test_a_working_memory_the_database_refuses_is_refused_alone_within_its_run(
+    harness: Harness,
+) -> None:
+    # A run of one mind's states is written as its last state; a capacity the table's check
+    # refuses (here the middle one) must still be refused, alone, as when applied one by one.
+    states = [
+        Projected(
+            seq,
+            "noema.acme.x",
+            WorkingMemoryUpdated(
+                **envelope("acme", "ops", T0 + timedelta(minutes=seq)),
+                payload=WorkingMemoryUpdatedPayload(items=[], capacity=capacity),
+            ),
+        )
+        for seq, capacity in ((1, 9), (2, 0), (3, 5))
+    ]
+    url, schema = harness.settings.database_url, f"replay_{harness.settings.db_schema}_wm"
+    await drop_schema(url, schema)
+    await migrate(url, schema)
+    conn: asyncpg.Connection = await connect(url, schema)
+    try:
+        projection = ReadModelProjection()
+        assert await projection.apply(conn, states) == 2
+        assert [p.seq for p, _ in projection.refused] == [2]
+        assert await conn.fetchval("SELECT capacity FROM working_memory") == 5
+        assert await conn.fetch("SELECT seq FROM events ORDER BY seq") == [(1,), (3,)]
+    finally:
+        await conn.close()
+        await drop_schema(url, schema)

@@ -12,7 +12,7 @@ from noema.adapters import jetstream
 from noema.adapters.jetstream import EventPublisher
 from noema.adapters.postgres import ReadModelProjection
 from noema.adapters.pull import Puller
-from noema.application.replay import verify_replay
+from noema.application.replay import drop_schema, verify_replay
 from noema.client import publish_observation
 from noema_attend.service import build as build_attend
 from noema_events import Event, MemoryEmbedded, MemoryEmbeddedPayload
@@ -168,3 +168,18 @@ async def test_the_stream_is_read_in_full_batches_whatever_the_server_delivers(
         )
     ]
     assert sizes == [100, 100, 50]
+
+
+async def test_a_replay_kept_for_queries_holds_the_live_postings_and_word_counts(harness: Harness) -> None:
+    # The bulk load writes the BM25 postings once at the end instead of through their triggers.
+    await _projected(harness, 60)
+    report = await verify_replay(harness.settings, harness.nc, keep=True)
+    try:
+        assert report["match"] is True, report.get("differences")
+        for table, order in (("memory_postings", "1, 2, 3"), ("memory_terms", "1, 2")):
+            live = await harness.pool.fetch(f"SELECT * FROM {table} ORDER BY {order}")
+            kept = await harness.pool.fetch(f'SELECT * FROM "{report["schema"]}".{table} ORDER BY {order}')
+            assert live, table
+            assert [tuple(r) for r in kept] == [tuple(r) for r in live], table
+    finally:
+        await drop_schema(harness.settings.database_url, report["schema"])

@@ -82,6 +82,8 @@ class ErasureReport(msgspec.Struct, frozen=True, kw_only=True):
     keys_destroyed: bool = False
     """Whether the projector applied the erasure (keys destroyed, read model blanked) in time; if
     not, it does when it next runs."""
+    copies_blanked: list[str] = msgspec.field(default_factory=list)
+    """Frozen copies of the read model blanked too (kept replays, resting projection versions)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,11 +20,13 @@ from typing import Any, Literal
 
 import asyncpg
 import msgspec
+import structlog
 from nats.aio.client import Client as NATS
 
 from noema.adapters.embedders import Embedder, create_embedder
 from noema.adapters.jetstream import EventPublisher
 from noema.adapters.postgres import asof_schemas
+from noema.adapters.postgres.erasure_handlers import blank_copies
 from noema.adapters.postgres.keyring import PostgresKeyring
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.projection import ReadModelProjection
@@ -74,6 +76,8 @@ __all__ = [
     "SearchOptions",
     "StatusAction",
 ]
+
+log = structlog.get_logger("noema.erasure")
 
 StatusAction = Literal["retract", "archive", "restore"]
 """The status changes an operator makes to a memory."""
@@ -392,7 +396,7 @@ class Noema:
         the record that it happened (:mod:`noema.application.erasure`, docs/privacy.md)."""
         publisher = self.writer()
         with workspace_scope(request.workspace):
-            return await erasure.erase(
+            report = await erasure.erase(
                 PostgresKeyring(self.pool),
                 self.nc,
                 self.topology,
@@ -402,6 +406,22 @@ class Noema:
                 self.asof_schemas.drop,
                 self._projected,
             )
+        owner = self.settings.database_url
+        if owner is None:
+            return report
+        try:
+            copies = await blank_copies(
+                owner,
+                self.settings.db_schema,
+                request.workspace,
+                report.key_ids,
+                self.clock(),
+                report.erasure_id,
+            )
+        except (asyncpg.PostgresError, OSError) as exc:  # a process without the owner's rights
+            log.warning("copies of the read model not blanked; run `noemactl erase` again", error=str(exc))
+            return report
+        return msgspec.structs.replace(report, copies_blanked=copies)
 
     async def _projected(self, seq: int, timeout_s: float = 60.0) -> bool:
         """Wait until the projector applied the stream through ``seq`` (False after ``timeout_s``)."""

@@ -8,26 +8,24 @@ import msgspec
 
 from noema.application.erasure import ErasureReport, ErasureRequest, Scope
 from noema.application.views import Name
-from noema.errors import Kind
 from noema_events.catalog import SubjectKey
 
 from ..endpoint import Endpoint, Req
-from ..errors import ApiError
 from ..models import Reason
 
 __all__ = ["ENDPOINTS", "ErasureBody"]
 
 
 class ErasureBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """What to erase — exactly one of ``subject``, ``memory``, ``observation`` — and why."""
+    """What to erase, and why."""
 
     workspace: Name
-    subject: SubjectKey | None = None
-    """A subject key content was tagged with (``observe --subject``, a fact's ``subjects``)."""
-    memory: SubjectKey | None = None
-    """A memory's or fact's full id."""
-    observation: SubjectKey | None = None
-    """An observation's id."""
+    scope: Scope
+    """``subject``: everything tagged with a subject key (``observe --subject``, a fact's
+    ``subjects``) and derived from it; ``memory``: one memory or fact; ``observation``: one
+    observation and what it became."""
+    target: SubjectKey
+    """The subject key, or the memory's or observation's full id."""
     reason: Reason
 
 
@@ -35,17 +33,8 @@ async def erase(req: Req[None, ErasureBody]) -> ErasureReport:
     """Erase, and answer what was erased."""
     b = req.body
     req.principal.check(b.workspace)
-    targets: tuple[tuple[Scope, str | None], ...] = (
-        ("subject", b.subject),
-        ("memory", b.memory),
-        ("observation", b.observation),
-    )
-    given = [(scope, value) for scope, value in targets if value]
-    if len(given) != 1:
-        raise ApiError(Kind.INVALID, "give exactly one of subject, memory, observation")
     req.api.bus()  # 503 while NATS is not connected
-    scope, target = given[0]
-    request = ErasureRequest(b.workspace, scope, target, b.reason, f"operator:{req.principal.name}")
+    request = ErasureRequest(b.workspace, b.scope, b.target, b.reason, f"operator:{req.principal.name}")
     return await req.api.app.erase(request)
 
 

@@ -10,7 +10,10 @@ their physical upkeep differs while a scratch ``replay_*`` schema is loaded:
   built once at the end, in bulk;
 - the vector index a model's first vector makes the handler ask for is recorded instead, and at
   the end built (a schema kept for queries) or only checked: its definition is tried on an empty
-  stand-in table, and its expression is evaluated on every row it would hold.
+  stand-in table, and its expression is evaluated on every row it would hold;
+- the BM25 postings (``memory_postings``, migration 0009) are not kept by their triggers row set by
+  row set but written once at the end from the final memories, in key order: the triggers keep
+  them equal to a function of the memories' rows, so the result is the same.
 
 An index can refuse a row (an entry too large, a vector of other dimensions than the model's
 index), and the live projection then skips that event. So the end of the load builds or checks each
@@ -53,6 +56,8 @@ class BulkLoad:
     """(table, column) stored uncompressed meanwhile."""
     ensure_vector_index: str | None = None
     """The definition of ``noema_ensure_vector_index`` before its stand-in replaced it."""
+    postings: bool = False
+    """Whether the postings' triggers are off meanwhile."""
 
     @classmethod
     async def prepare(cls, conn: asyncpg.Connection, schema: str) -> BulkLoad:
@@ -70,6 +75,9 @@ class BulkLoad:
         for row in await conn.fetch(_ENFORCING_NOTHING, schema):
             load.indexes.append(row["definition"])
             await conn.execute(f'DROP INDEX "{schema}"."{row["relname"]}"')
+        if await conn.fetchval("SELECT to_regclass('memory_postings') IS NOT NULL"):
+            load.postings = True
+            await conn.execute(_postings_triggers(schema, "DISABLE"))
         if await conn.fetchval("SELECT to_regprocedure($1) IS NOT NULL", _ENSURE):
             load.ensure_vector_index = await conn.fetchval(
                 "SELECT pg_get_functiondef(to_regprocedure($1))", _ENSURE
@@ -94,6 +102,9 @@ class BulkLoad:
             async with conn.transaction():
                 for table, column in self.uncompressed:
                     await conn.execute(_storage(self.schema, table, column, "EXTENDED"))
+                if self.postings:
+                    await conn.execute(_postings_triggers(self.schema, "ENABLE"))
+                    await conn.execute(_POSTINGS)
                 for definition in self.indexes:
                     await conn.execute(definition)
                 if self.ensure_vector_index is not None:
@@ -128,6 +139,16 @@ class BulkLoad:
             await conn.execute("DROP TABLE pg_temp.memory_embeddings")
 
 
+_POSTINGS_TRIGGERS = ("memory_postings_insert", "memory_postings_delete", "memory_postings_update")
+"""The triggers that keep ``memory_postings`` (migration 0009); its TRUNCATE trigger stays on."""
+
+_POSTINGS = """
+    INSERT INTO memory_postings (lexeme, workspace, memory_id, tf, dl)
+    SELECT p.lexeme, m.workspace, m.id, p.tf, p.dl FROM memories m, noema_postings_of(m.search) p
+    ORDER BY 1, 2, 3
+"""
+"""Every memory's postings, as the triggers write them (migration 0009's own backfill)."""
+
 _COMPRESSED_UNINDEXED = """
     SELECT c.relname, a.attname FROM pg_attribute a
     JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -152,6 +173,12 @@ _STAND_IN_INDEXES = """
     FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
     WHERE c.relnamespace = pg_my_temp_schema() AND c.relname = 'memory_embeddings' AND i.indexprs IS NOT NULL
 """
+
+
+def _postings_triggers(schema: str, switch: str) -> str:
+    return f'ALTER TABLE "{schema}".memories ' + ", ".join(
+        f"{switch} TRIGGER {t}" for t in _POSTINGS_TRIGGERS
+    )
 
 
 def _storage(schema: str, table: str, column: str, storage: str) -> str:

@@ -2,10 +2,12 @@
 
 A row's digest is the md5 of the row as PostgreSQL writes it as text, each JSON value written as
 its hash (``jsonb_hash_extended``, equal for equal values: writing the events' payloads out as text
-would cost more than the rest of the digest). A table's digest is its row count and the sums of the
-two halves of its rows' digests: order-independent, so no sort, and no one string of the whole
-table (which a large ``events`` table would push past PostgreSQL's 1 GB value limit). Tables are
-compared by digest; only those whose digests differ are read row by row, by primary key.
+would cost more than the rest of the digest) and each vector as the md5 of its binary form (equal
+for equal vectors: writing 384 floats out as decimals was most of the vectors' digest). A table's
+digest is its row count and the sums of the two halves of its rows' digests: order-independent, so
+no sort, and no one string of the whole table (which a large ``events`` table would push past
+PostgreSQL's 1 GB value limit). Tables are compared by digest; only those whose digests differ are
+read row by row, by primary key.
 """
 
 from __future__ import annotations
@@ -31,14 +33,26 @@ _TABLE_DIGEST = """
 async def _row_digest(conn: asyncpg.Connection, table: str) -> str:
     """The SQL expression of a row's digest in ``table`` (aliased ``t``)."""
     columns = await conn.fetch(
-        """SELECT attname, atttypid = 'jsonb'::regtype AS json FROM pg_attribute
-           WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum""",
+        """SELECT a.attname, y.typname, n.nspname FROM pg_attribute a
+           JOIN pg_type y ON y.oid = a.atttypid JOIN pg_namespace n ON n.oid = y.typnamespace
+           WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum""",
         table,
     )
-    values = [
-        f'jsonb_hash_extended(t."{c["attname"]}", 0)' if c["json"] else f't."{c["attname"]}"' for c in columns
-    ]
-    return f"md5(ROW({', '.join(values)})::text)"
+    return (
+        f"md5(ROW({', '.join(_digested(c['attname'], c['typname'], c['nspname']) for c in columns)})::text)"
+    )
+
+
+def _digested(column: str, type_name: str, type_schema: str) -> str:
+    """How a column enters a row's digest: a value whose text form is costly to write, by a hash."""
+    value = f't."{column}"'
+    if type_name == "jsonb":
+        return f"jsonb_hash_extended({value}, 0)"
+    if type_name == "vector":  # pgvector's, wherever its extension lives
+        return f'md5("{type_schema}".vector_send({value}))'
+    if type_name in ("_float4", "_float8"):
+        return f"md5(array_send({value}))"
+    return value
 
 
 async def table_digests(conn: asyncpg.Connection, tables: Sequence[str]) -> dict[str, str]:

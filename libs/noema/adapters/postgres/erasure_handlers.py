@@ -4,13 +4,19 @@ keys gone gives too (docs/privacy.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
+
 import asyncpg
+import structlog
 
 from noema.adapters.postgres.keyring import destroy_keys
 from noema.adapters.postgres.registry import Handlers, Run
 from noema_events import ContentErased
 
-__all__ = ["ERASURE_HANDLERS"]
+__all__ = ["ERASURE_HANDLERS", "blank", "blank_copies"]
+
+log = structlog.get_logger("noema.erasure")
 
 ERASURE_HANDLERS = Handlers()
 """Event type → handler, for erasure."""
@@ -39,14 +45,52 @@ async def content_erased(conn: asyncpg.Connection, run: Run[ContentErased]) -> N
     and forget words no memory of the workspace holds any more."""
     for _, ev in run:
         p = ev.payload
-        keys = list(p.key_ids)
-        await destroy_keys(conn, keys, p.erasure_id, ev.occurred_at)
-        await conn.execute(_BLANK_MEMORIES, ev.workspace, keys, ev.occurred_at, p.erasure_id)
-        await conn.execute(
-            "DELETE FROM memory_embeddings e USING memories m "
-            "WHERE e.memory_id = m.id AND m.workspace = $1 AND m.id = ANY($2::text[])",
-            ev.workspace,
-            keys,
-        )
-        await conn.execute(_BLANK_GISTS, ev.workspace, keys)
-        await conn.execute("DELETE FROM memory_terms WHERE workspace = $1 AND memories <= 0", ev.workspace)
+        await destroy_keys(conn, p.key_ids, p.erasure_id, ev.occurred_at)
+        await blank(conn, ev.workspace, p.key_ids, ev.occurred_at, p.erasure_id)
+
+
+async def blank(
+    conn: asyncpg.Connection, workspace: str, keys: Sequence[str], at: datetime, erasure_id: str
+) -> None:
+    """Blank the read model (of ``conn``'s search path) of the memories of ``keys``."""
+    ids = list(keys)
+    await conn.execute(_BLANK_MEMORIES, workspace, ids, at, erasure_id)
+    await conn.execute(
+        "DELETE FROM memory_embeddings e USING memories m "
+        "WHERE e.memory_id = m.id AND m.workspace = $1 AND m.id = ANY($2::text[])",
+        workspace,
+        ids,
+    )
+    await conn.execute(_BLANK_GISTS, workspace, ids)
+    await conn.execute("DELETE FROM memory_terms WHERE workspace = $1 AND memories <= 0", workspace)
+
+
+async def blank_copies(
+    owner_url: str, live: str, workspace: str, keys: Sequence[str], at: datetime, erasure_id: str
+) -> list[str]:
+    """Blank the frozen copies of ``live``'s read model — kept replays (``replay_*``) and resting
+    projection versions (``<live>_v<N>``) — which no projector updates; returns them."""
+    conn = await asyncpg.connect(owner_url)
+    try:
+        copies = [
+            r["nspname"]
+            for r in await conn.fetch(
+                r"""SELECT n.nspname FROM pg_namespace n JOIN pg_class c ON c.relnamespace = n.oid
+                   WHERE c.relname = 'memories' AND c.relkind = 'r'
+                     AND (n.nspname LIKE 'replay\_%' OR n.nspname ~ ('^' || $1 || '_v[0-9]+$'))
+                   ORDER BY 1""",
+                live,
+            )
+        ]
+        done = []
+        for schema in copies:
+            try:
+                async with conn.transaction():
+                    await conn.execute(f"SET LOCAL search_path = {schema}, public")
+                    await blank(conn, workspace, keys, at, erasure_id)
+                done.append(schema)
+            except asyncpg.PostgresError as exc:  # one being dropped or rebuilt meanwhile
+                log.warning("copy of the read model not blanked", schema=schema, error=str(exc))
+        return done
+    finally:
+        await conn.close()

@@ -186,15 +186,28 @@ async def conflict_recorded(conn: asyncpg.Connection, run: Run[ConflictRecorded]
     )
 
 
+_WORKING_MEMORY = """
+    INSERT INTO working_memory (workspace, mind, capacity, items, updated_at, origin_event)
+    SELECT DISTINCT ON (workspace, mind) workspace, mind, capacity, items, updated_at, origin_event
+    FROM unnest($1::text[], $2::text[], $3::integer[], $4::jsonb[], $5::timestamptz[], $6::text[])
+         WITH ORDINALITY AS r(workspace, mind, capacity, items, updated_at, origin_event, n)
+    ORDER BY workspace, mind, n DESC
+    ON CONFLICT (workspace, mind) DO UPDATE SET capacity = excluded.capacity, items = excluded.items,
+        updated_at = excluded.updated_at, origin_event = excluded.origin_event
+"""
+
+
 @KNOWLEDGE_HANDLERS.register(WorkingMemoryUpdated)
 async def working_memory_updated(conn: asyncpg.Connection, run: Run[WorkingMemoryUpdated]) -> None:
-    """A mind's working memory, replaced whole."""
-    for _, ev in run:
-        await conn.execute(
-            """INSERT INTO working_memory (workspace, mind, capacity, items, updated_at, origin_event)
-               VALUES ($1, $2, $3, $4::jsonb, $5, $6)
-               ON CONFLICT (workspace, mind) DO UPDATE SET capacity = $3, items = $4::jsonb,
-                   updated_at = $5, origin_event = $6""",
+    """A mind's working memory, replaced whole: each mind's last state of the run, in one statement
+    (a live system updates the same few minds over and over).
+
+    Every state of the run is still read by the server (a JSON value it refuses fails the run, as
+    one by one); only the capacity's check constraint sees the written rows alone, so a run holding
+    a capacity that check refuses is applied one event at a time, and the database refuses exactly
+    the events it refuses then."""
+    rows = [
+        (
             ev.workspace,
             ev.mind,
             ev.payload.capacity,
@@ -202,6 +215,13 @@ async def working_memory_updated(conn: asyncpg.Connection, run: Run[WorkingMemor
             ev.occurred_at,
             ev.id,
         )
+        for _, ev in run
+    ]
+    if all(row[2] > 0 for row in rows):  # working_memory's CHECK (capacity > 0), migration 0005
+        await conn.execute(_WORKING_MEMORY, *(list(column) for column in zip(*rows, strict=True)))
+        return
+    for row in rows:
+        await conn.execute(_WORKING_MEMORY, *([value] for value in row))
 
 
 @KNOWLEDGE_HANDLERS.register(NotesUpdated)

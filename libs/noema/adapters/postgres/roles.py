@@ -104,6 +104,16 @@ async def prepare_database(conn: asyncpg.Connection, schema: str) -> None:
     await conn.execute(LEAKPROOF_SQL)
     database = await conn.fetchval("SELECT current_database()")
     await conn.execute(f'GRANT CREATE, CONNECT ON DATABASE "{database}" TO {owner}')
+    for given in (schema, KEYRING_SCHEMA):
+        await _give(conn, given, owner)
+
+
+KEYRING_SCHEMA = "noema_keyring"
+"""The data keys of every read-model schema of the database (migration 0013)."""
+
+
+async def _give(conn: asyncpg.Connection, schema: str, owner: str) -> None:
+    """Make ``owner`` own ``schema``, creating it or handing over what a superuser made in it."""
     found = await conn.fetchval(
         "SELECT pg_get_userbyid(nspowner) FROM pg_namespace WHERE nspname = $1", schema
     )
@@ -155,9 +165,18 @@ async def grant_roles(conn: asyncpg.Connection, schema: str) -> list[str]:
 
 async def _grant_keyring(conn: asyncpg.Connection, existing: set[str]) -> None:
     """The keyring (migration 0013): every writer of events seals content, so readers may add keys
-    and read them; only the projector (applying ``content.erased``) and the owner destroy them."""
-    if await conn.fetchval("SELECT to_regnamespace('noema_keyring') IS NULL"):
+    and read them; only the projector (applying ``content.erased``) and the owner destroy them. Its
+    owner (or a superuser) grants; another role migrating its own schema leaves it as it is."""
+    owns = await conn.fetchval(
+        "SELECT pg_has_role(current_user, nspowner, 'USAGE') FROM pg_namespace WHERE nspname = $1",
+        KEYRING_SCHEMA,
+    )
+    if not owns:
         return
+    owner = DB_ROLES["owner"]
+    if await conn.fetchval("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", owner):
+        await conn.execute(f"GRANT USAGE ON SCHEMA noema_keyring TO {owner}")
+        await conn.execute(f"GRANT ALL ON ALL TABLES IN SCHEMA noema_keyring TO {owner}")
     for role in existing:
         await conn.execute(f"GRANT USAGE ON SCHEMA noema_keyring TO {role}")
         rights = "SELECT, INSERT, UPDATE" if role == DB_ROLES["projector"] else "SELECT, INSERT"

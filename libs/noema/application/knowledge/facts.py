@@ -4,6 +4,7 @@ an explicit supersede wins by the ``explicit`` rule. Also lists facts and the re
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,6 +25,7 @@ from noema.domain.dynamics import (
 from noema.domain.knowledge import equivalent
 from noema.ids import derive_id, new_id
 from noema_events import FactProposed, FactProposedPayload
+from noema_events.catalog import SUBJECT_KEY_PATTERN
 from noema_events.vocabulary import MEMORY_TYPES, VERACITY_WEIGHT, EpistemicKind, MemoryType, Veracity
 
 __all__ = ["FactOutcome", "Facts"]
@@ -79,8 +81,10 @@ class Facts:
             raise OperationError(f"memory_type must be one of {', '.join(MEMORY_TYPES)}")
         if valid_until is not None and valid_until.tzinfo is None:
             raise OperationError("valid_until must carry a time zone")
-        if len(subjects) > 32 or any(not s or len(s) > 200 or any(c.isspace() for c in s) for s in subjects):
-            raise OperationError("subjects must be at most 32 keys of 1-200 characters without spaces")
+        if len(subjects) > 32 or not all(re.fullmatch(SUBJECT_KEY_PATTERN, s) for s in subjects):
+            raise OperationError(
+                "subjects must be at most 32 keys of 1-200 letters, digits and . _ : @ / + = -"
+            )
         ref = domain_ref(domain, repo)
         if await self._ctx.access_mode(caller.workspace) == "strict":
             await self._ctx.require(caller, ref.key, "write", "writing a fact")
