@@ -8,6 +8,11 @@ Application code raises a :class:`NoemaError` subclass (``OperationError``, ``No
 names its kind. A server that is not there (a refused connection, a timeout, a lost NATS or
 PostgreSQL connection) is ``unavailable``; anything else is ``internal`` — a bug, logged with its
 traceback and reported without it.
+
+Over HTTP (the operator API, the MCP server's HTTP transport) an error is an RFC 9457 problem
+(:func:`problem`): ``application/problem+json`` with ``type``, ``title``, ``status``, ``detail`` and
+the kind as ``code`` — the same word the NATS service's, the MCP tools' and ``noemactl``'s errors
+are classified by.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import ClassVar
 
 __all__ = [
     "KIND_BY_HTTP_STATUS",
+    "PROBLEM_JSON",
     "SURFACES",
     "Codes",
     "Kind",
@@ -25,6 +31,7 @@ __all__ = [
     "Unavailable",
     "kind_of",
     "markdown_table",
+    "problem",
     "public_message",
 ]
 
@@ -39,6 +46,7 @@ class Kind(StrEnum):
     NOT_FOUND = "not_found"
     CONFLICT = "conflict"
     TOO_LARGE = "too_large"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     UNAVAILABLE = "unavailable"
     INTERNAL = "internal"
 
@@ -60,10 +68,12 @@ class Unavailable(NoemaError):
 class Codes:
     """How one kind is reported on each surface (``None``: that surface never reports it)."""
 
+    title: str
+    """The problem's title over HTTP: the same for every failure of the kind (RFC 9457)."""
     meaning: str
     """When a failure is of this kind."""
     http: int
-    """HTTP status; the body is ``{"error": message, "code": kind}``."""
+    """HTTP status; the body is the kind's :func:`problem`."""
     nats: int | None
     """The NATS service's error code (``Nats-Service-Error-Code`` header and the reply body)."""
     mcp: int
@@ -83,6 +93,7 @@ _SERVER_ERROR = -32000
 
 SURFACES: dict[Kind, Codes] = {
     Kind.MALFORMED: Codes(
+        "Malformed request",
         "the request cannot be read (not JSON, unknown or repeated parameter, query not understood)",
         http=400,
         nats=400,
@@ -90,6 +101,7 @@ SURFACES: dict[Kind, Codes] = {
         cli=2,
     ),
     Kind.INVALID: Codes(
+        "Invalid request",
         "the request is read but breaks a rule (range, blank text, unknown name, bad date)",
         http=422,
         nats=422,
@@ -97,9 +109,16 @@ SURFACES: dict[Kind, Codes] = {
         cli=2,
     ),
     Kind.UNAUTHENTICATED: Codes(
-        "no credentials, or wrong ones", http=401, nats=None, mcp=401, cli=None, http_only_mcp=True
+        "Not authenticated",
+        "no credentials, or wrong ones",
+        http=401,
+        nats=None,
+        mcp=401,
+        cli=None,
+        http_only_mcp=True,
     ),
     Kind.FORBIDDEN: Codes(
+        "Forbidden",
         "the caller may not do this (grant, token's workspace, private notes)",
         http=403,
         nats=403,
@@ -107,12 +126,23 @@ SURFACES: dict[Kind, Codes] = {
         cli=3,
     ),
     Kind.NOT_FOUND: Codes(
-        "what the request names does not exist", http=404, nats=404, mcp=_RESOURCE_NOT_FOUND, cli=4
+        "Not found",
+        "what the request names does not exist",
+        http=404,
+        nats=404,
+        mcp=_RESOURCE_NOT_FOUND,
+        cli=4,
     ),
     Kind.CONFLICT: Codes(
-        "it exists but its state does not allow the operation", http=409, nats=409, mcp=_SERVER_ERROR, cli=5
+        "Conflict with the current state",
+        "it exists but its state does not allow the operation",
+        http=409,
+        nats=409,
+        mcp=_SERVER_ERROR,
+        cli=5,
     ),
     Kind.TOO_LARGE: Codes(
+        "Request body too large",
         "the body is larger than the surface accepts",
         http=413,
         nats=None,
@@ -120,7 +150,17 @@ SURFACES: dict[Kind, Codes] = {
         cli=None,
         http_only_mcp=True,
     ),
+    Kind.UNSUPPORTED_MEDIA_TYPE: Codes(
+        "Unsupported media type",
+        "the body is not JSON by its Content-Type (send application/json)",
+        http=415,
+        nats=None,
+        mcp=415,
+        cli=None,
+        http_only_mcp=True,
+    ),
     Kind.UNAVAILABLE: Codes(
+        "Service unavailable",
         "NATS, PostgreSQL or the running instance is not there; retry later",
         http=503,
         nats=503,
@@ -128,6 +168,7 @@ SURFACES: dict[Kind, Codes] = {
         cli=6,
     ),
     Kind.INTERNAL: Codes(
+        "Internal error",
         "a bug: logged with its traceback, reported without it",
         http=500,
         nats=500,
@@ -164,6 +205,27 @@ def public_message(exc: BaseException, kind: Kind | None = None) -> str:
     if kind is Kind.UNAVAILABLE:
         return f"a server Noema needs is unavailable ({type(exc).__name__}); retry later"
     return "internal error"
+
+
+PROBLEM_JSON = "application/problem+json"
+"""The media type of every HTTP error body (RFC 9457)."""
+
+
+def problem(kind: Kind, detail: str, status: int | None = None) -> dict[str, str | int]:
+    """The RFC 9457 problem details of a failure of ``kind``: ``type`` (a URN per kind, stable),
+    ``title`` (the kind's, the same every time), ``status``, ``detail`` (this failure's message,
+    saying what to fix) and ``code`` (the kind). ``error`` repeats ``detail`` for clients written
+    before problem details (the body was ``{"error": message, "code": kind}``). ``status``: when
+    the HTTP layer answers with another status than the kind's (a 405 is ``malformed``)."""
+    codes = SURFACES[kind]
+    return {
+        "type": f"urn:noema:error:{kind}",
+        "title": codes.title,
+        "status": status or codes.http,
+        "detail": detail,
+        "code": str(kind),
+        "error": detail,
+    }
 
 
 def markdown_table() -> str:

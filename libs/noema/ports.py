@@ -172,15 +172,17 @@ class FactReads(Protocol):
         readable: Sequence[str] | None,
         repo: str | None,
         limit: int,
+        offset: int = 0,
     ) -> list[Row]:
         """Facts for a listing (``expired`` for an active fact past ``valid_until`` at ``at``), the
-        ``repo``'s first, then by domain, topic and newest."""
+        ``repo``'s first, then by domain, topic and newest; ``limit`` of them after the first ``offset``."""
         ...
 
     async def list_conflicts(
-        self, workspace: str, domain: str | None, readable: Sequence[str] | None, limit: int
+        self, workspace: str, domain: str | None, readable: Sequence[str] | None, limit: int, offset: int = 0
     ) -> list[Row]:
-        """Recorded conflicts newest first with both sides' content and agent."""
+        """Recorded conflicts newest first with both sides' content and agent (``limit`` of them
+        after the first ``offset``)."""
         ...
 
     async def hot_items(self, workspace: str, mind: str, session: str) -> list[FactView]:

@@ -13,10 +13,12 @@ from .errors import InvalidRequest
 from .models import Channel, EpistemicKind, MemoryType, ObservationFields
 from .protocol import NAME_PATTERN
 
-__all__ = ["build_observation_event"]
+__all__ = ["MAX_CONTENT", "build_observation_event"]
 
 _Unit = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
-_Content = Annotated[str, msgspec.Meta(min_length=1, max_length=32_000)]
+MAX_CONTENT = 32_000
+"""The most characters an observation's content may have (every surface refuses more)."""
+_Content = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_CONTENT)]
 
 
 class _Payload(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -1,8 +1,9 @@
 """The operator HTTP API as an ASGI app, assembled from the route table (:mod:`noema_api.routes`).
 
-Every API answer is JSON (the memory explorer's page at ``/ui/`` is the exception). Bad input gets
-a 4xx with ``{"error": message, "code": kind}`` (docs/errors.md); a 500 only ever means a bug, and
-is logged with its traceback.
+Every API answer is JSON (the memory explorer's page at ``/ui/`` and ``/metrics`` are the
+exceptions). Bad input gets a 4xx whose body is an RFC 9457 problem with the kind as ``code``
+(docs/errors.md); a body that is not JSON a 415; a 500 only ever means a bug, and is logged with
+its traceback.
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from noema.adapters.asgi import DEFAULT_MAX_BODY, BodyLimit, RequestLog
+from noema.adapters.asgi import DEFAULT_MAX_BODY, BodyLimit, JsonBodies, RequestLog
 from noema.errors import KIND_BY_HTTP_STATUS, Kind
 
-from .endpoint import Api, json_response, routes
-from .errors import ErrorBody
+from .endpoint import Api, error_response, routes
 from .routes import ENDPOINTS
 from .ui import ui_routes
 
@@ -36,18 +36,17 @@ def create_app(api: Api, max_body: int = DEFAULT_MAX_BODY) -> Starlette:
         return Response(body, headers={"Content-Type": content_type})
 
     async def http_error(request: Request, exc: Exception) -> Response:
-        # Routing errors (unknown path, wrong method) in the same JSON shape as everything else; a
-        # 405 keeps its status (it has no kind of its own: the request is malformed for that path).
+        # Routing errors (unknown path, wrong method) in the same shape as everything else; a 405
+        # keeps its status (it has no kind of its own: the request is malformed for that path).
         assert isinstance(exc, HTTPException)
         kind = KIND_BY_HTTP_STATUS.get(exc.status_code, Kind.MALFORMED)
-        response = json_response(ErrorBody(str(exc.detail), kind), exc.status_code)
-        response.headers.update(exc.headers or {})
-        return response
+        return error_response(kind, str(exc.detail), exc.headers, status=exc.status_code)
 
     return Starlette(
         routes=[*routes(ENDPOINTS, api), *ui_routes(), Route("/metrics", scrape, methods=["GET"])],
         middleware=[
             Middleware(RequestLog, metrics=metrics),
+            Middleware(JsonBodies),
             Middleware(BodyLimit, max_bytes=max_body, setting="NOEMA_API_MAX_BODY"),
         ],
         exception_handlers={HTTPException: http_error},

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
+from urllib.parse import urlencode
 
 import asyncpg
 import msgspec
@@ -29,7 +30,7 @@ from noema.adapters.published import recording_published
 from noema.application.facade import Noema
 from noema.application.upkeep import InvalidQuery, NotFound
 from noema.application.views import parse
-from noema.errors import SURFACES, Kind, kind_of, public_message
+from noema.errors import PROBLEM_JSON, Kind, kind_of, public_message
 from noema.inputs import InvalidInput, convert
 from noema.stream_points import StreamPoint, parse_stream_point
 
@@ -43,10 +44,10 @@ from .consistency import (
     caught_up,
     parse_after_seq,
 )
-from .errors import ApiError, ErrorBody
+from .errors import ApiError, Problem
 from .urls import check_path, query_params
 
-__all__ = ["Api", "Endpoint", "Req", "error_response", "json_response", "routes"]
+__all__ = ["CURSORS", "Api", "Endpoint", "Req", "error_response", "is_paged", "json_response", "routes"]
 
 log = structlog.get_logger("noema.api")
 
@@ -106,7 +107,7 @@ class Endpoint:
     body: type[msgspec.Struct] | None = None
     status: int = 200
     errors: tuple[int, ...] = ()
-    """Statuses answered with an ErrorBody (401 and 403 are implied unless ``public``)."""
+    """Statuses answered with a Problem (401 and 403 are implied unless ``public``)."""
     other: tuple[tuple[int, Any], ...] = ()
     """Other statuses with their own body type."""
     public: bool = False
@@ -128,14 +129,44 @@ class Endpoint:
         return _PATH_PARAM.findall(self.path)
 
 
+CURSORS = {"next_offset": "offset", "next_before": "before"}
+"""A page's cursor member → the query parameter it is passed back in for the next page."""
+
+
+def is_paged(response: Any) -> bool:
+    """Whether an endpoint's answer is a page with a ``next`` link (filled by :func:`_with_next`)."""
+    fields = getattr(response, "__struct_fields__", ())
+    return "next" in fields and any(cursor in fields for cursor in CURSORS)
+
+
+def _with_next(result: Any, request: Request, headers: dict[str, str]) -> Any:
+    """A page with its ``next`` link: this request's path and query with the page's cursor in its
+    parameter (every other parameter kept, so the next page has the same filters and point), also
+    sent as an RFC 8288 ``Link`` header. Unchanged on the last page."""
+    if not is_paged(type(result)):
+        return result
+    found = [(param, getattr(result, cursor)) for cursor, param in CURSORS.items() if hasattr(result, cursor)]
+    param, value = found[0]
+    if value is None:
+        return result
+    params = query_params(request.scope.get("query_string", b""))
+    params[param] = [str(value)]
+    link = f"{request.url.path}?{urlencode([(k, v) for k, values in params.items() for v in values])}"
+    headers["Link"] = f'<{link}>; rel="next"'
+    return msgspec.structs.replace(result, next=link)
+
+
 def json_response(data: Any, status: int = 200) -> Response:
     """Encode a Struct (or plain data) as a JSON response."""
     return Response(_encoder.encode(data), status_code=status, media_type="application/json")
 
 
-def error_response(kind: Kind, message: str, headers: Mapping[str, str] | None = None) -> Response:
-    """``{"error": message, "code": kind}`` with ``kind``'s status (and ``headers``)."""
-    response = json_response(ErrorBody(message, kind), SURFACES[kind].http)
+def error_response(
+    kind: Kind, message: str, headers: Mapping[str, str] | None = None, *, status: int | None = None
+) -> Response:
+    """``kind``'s status (or ``status``) and problem, ``message`` its detail (and ``headers``)."""
+    problem = Problem.of(kind, message, status)
+    response = Response(_encoder.encode(problem), status_code=problem.status, media_type=PROBLEM_JSON)
     response.headers.update(headers or {})
     return response
 
@@ -253,7 +284,9 @@ def _serve(endpoint: Endpoint, api: Api) -> Callable[[Request], Awaitable[Respon
             ):
                 headers = await caught_up(api.pool, after_seq) if after_seq is not None else {}
                 past = api if as_of is None else await _past(api, as_of, headers)
-                result = await endpoint.handler(Req(past, principal, query, body, path))
+                result = _with_next(
+                    await endpoint.handler(Req(past, principal, query, body, path)), request, headers
+                )
             if published.seq:
                 headers[SEQ_HEADER] = str(published.seq)
         except ApiError as exc:

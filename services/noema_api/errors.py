@@ -1,17 +1,17 @@
 """The API's one error mapping: a :class:`~noema.errors.Kind` becomes the status of
-:data:`noema.errors.SURFACES` and the body ``{"error": message, "code": kind}``."""
+:data:`noema.errors.SURFACES` and an RFC 9457 problem (:class:`Problem`, ``application/problem+json``)."""
 
 from __future__ import annotations
 
 import msgspec
 
-from noema.errors import SURFACES, Kind
+from noema.errors import SURFACES, Kind, problem
 
-__all__ = ["ApiError", "ErrorBody"]
+__all__ = ["ApiError", "Problem"]
 
 
 class ApiError(Exception):
-    """Answer the request with ``kind``'s status and ``{"error": message, "code": kind}`` (and
+    """Answer the request with ``kind``'s status and its :class:`Problem` (and
     ``headers``, e.g. the ``WWW-Authenticate`` challenge of a 401): the HTTP layer's own refusals
     (a malformed query, a missing token), beside the application's :class:`~noema.errors.NoemaError`."""
 
@@ -27,8 +27,25 @@ class ApiError(Exception):
         return SURFACES[self.kind].http
 
 
-class ErrorBody(msgspec.Struct, frozen=True):
-    """Every 4xx/5xx answer: what went wrong, in words, and its kind (docs/errors.md)."""
+class Problem(msgspec.Struct, frozen=True, kw_only=True):
+    """Every 4xx/5xx answer: RFC 9457 problem details (``application/problem+json``), the kind of
+    failure as ``code`` (docs/errors.md), the same words the NATS service, the MCP server and
+    ``noemactl`` classify their errors by."""
 
-    error: str
+    type: str
+    """``urn:noema:error:<code>``: one per kind, stable."""
+    title: str
+    """The kind's title, the same for every failure of the kind."""
+    status: int
+    """The HTTP status, repeated."""
+    detail: str
+    """What went wrong in this request, in words that say what to fix."""
     code: Kind
+    """The kind of failure: a stable word to branch on."""
+    error: str
+    """The same as ``detail``: the member clients written before problem details read."""
+
+    @classmethod
+    def of(cls, kind: Kind, detail: str, status: int | None = None) -> Problem:
+        """The problem of a failure of ``kind`` (answered with ``status``, by default the kind's)."""
+        return msgspec.convert(problem(kind, detail, status), cls)

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from noema.application.views import Label, Limit, Name
+from noema.application.views import Label, Limit, Name, Offset
 from noema.instants import Instant
 from noema_events.catalog import Subjects
 from noema_events.vocabulary import MemoryType
@@ -68,6 +68,7 @@ class FactQuery(_In, frozen=True, kw_only=True):
     repo: Slug | None = None
     include_inactive: bool = False
     limit: Limit = 100
+    offset: Offset = 0
 
 
 class PolicyQuery(_In, frozen=True, kw_only=True):
@@ -83,6 +84,7 @@ class ConflictQuery(_In, frozen=True, kw_only=True):
     workspace: Name
     domain: DomainName | None = None
     limit: Limit = 50
+    offset: Offset = 0
 
 
 class WorkingMemoryQuery(_In, frozen=True, kw_only=True):
@@ -182,9 +184,13 @@ class Fact(_Out, frozen=True, kw_only=True):
 
 
 class FactPage(_Out, frozen=True, kw_only=True):
-    """Facts."""
+    """A page of facts."""
 
     items: list[Fact]
+    next_offset: int | None = None
+    """Pass as ``offset`` for the next page; null on the last page."""
+    next: str | None = None
+    """The next page's URL (also sent as a ``Link: <...>; rel="next"`` header); null on the last page."""
 
 
 class FactResult(_Out, frozen=True, kw_only=True):
@@ -211,9 +217,11 @@ class Policy(_Out, frozen=True, kw_only=True):
 
 
 class PolicyPage(_Out, frozen=True, kw_only=True):
-    """Policies."""
+    """Every policy of the workspace (by domain)."""
 
     items: list[Policy]
+    total: int
+    """How many there are: the list is complete, never paged."""
 
 
 class PolicyResult(_Out, frozen=True, kw_only=True):
@@ -242,9 +250,13 @@ class Conflict(_Out, frozen=True, kw_only=True):
 
 
 class ConflictPage(_Out, frozen=True, kw_only=True):
-    """Conflicts."""
+    """A page of conflicts, newest first."""
 
     items: list[Conflict]
+    next_offset: int | None = None
+    """Pass as ``offset`` for the next page; null on the last page."""
+    next: str | None = None
+    """The next page's URL (also sent as a ``Link: <...>; rel="next"`` header); null on the last page."""
 
 
 class Grant(_Out, frozen=True, kw_only=True):
@@ -285,9 +297,11 @@ class Domain(_Out, frozen=True, kw_only=True):
 
 
 class DomainPage(_Out, frozen=True, kw_only=True):
-    """Domains."""
+    """Every domain of the workspace."""
 
     items: list[Domain]
+    total: int
+    """How many there are: the list is complete, never paged."""
 
 
 class WorkingMemoryItem(_Out, frozen=True, kw_only=True):

@@ -13,14 +13,15 @@ from typing import Any
 
 import msgspec
 
+from noema.errors import PROBLEM_JSON
 from noema.ids import ID_PREFIX_MIN
 
 from .consistency import AFTER_SEQ_PARAMETER, AS_OF_HEADERS, AS_OF_PARAMETER, READ_HEADERS, WRITE_HEADERS
-from .endpoint import Endpoint
-from .errors import ErrorBody
+from .endpoint import Endpoint, is_paged
+from .errors import Problem
 from .models import SPACE
 
-__all__ = ["OPENAPI_PATH", "build_openapi", "render"]
+__all__ = ["OPENAPI_PATH", "OPERATION_IDS", "build_openapi", "render"]
 
 OPENAPI_PATH = Path(__file__).resolve().parents[2] / "schemas" / "openapi.json"
 _REF = "#/components/schemas/{name}"
@@ -33,6 +34,7 @@ _REASONS = {
     404: "Not found",
     409: "The target's state does not allow this",
     413: "The body is larger than the server's limit (NOEMA_API_MAX_BODY, default 1 MiB)",
+    415: "The body is not JSON by its Content-Type (send application/json)",
     422: "The body does not match the schema, or the operation is not possible",
     503: "A server Noema depends on is unavailable",
 }
@@ -45,6 +47,63 @@ INFO = {
     "(`noemactl api token` prints the local operator token).",
 }
 
+
+OPERATION_IDS: dict[tuple[str, str], str] = {
+    ("GET", "/openapi.json"): "getOpenApiDocument",
+    ("GET", "/healthz"): "getLiveness",
+    ("GET", "/readyz"): "getReadiness",
+    ("GET", "/v1/status"): "getStatus",
+    ("GET", "/v1/audit"): "listAuditEvents",
+    ("GET", "/v1/replay/status"): "getReplayStatus",
+    ("GET", "/v1/audit/diff"): "diffAudit",
+    ("GET", "/v1/why/{id}"): "explainId",
+    ("GET", "/v1/memories/search"): "searchMemories",
+    ("GET", "/v1/memories"): "listMemories",
+    ("GET", "/v1/timeline"): "listTimeline",
+    ("GET", "/v1/memories/{memory_id}"): "getMemory",
+    ("GET", "/v1/vocabulary"): "getVocabulary",
+    ("GET", "/v1/memories/{memory_id}/neighbourhood"): "getMemoryNeighbourhood",
+    ("POST", "/v1/memories"): "createMemory",
+    ("POST", "/v1/memories/{memory_id}/retract"): "retractMemory",
+    ("POST", "/v1/memories/{memory_id}/archive"): "archiveMemory",
+    ("POST", "/v1/memories/{memory_id}/restore"): "restoreMemory",
+    ("POST", "/v1/memories/{memory_id}/correct"): "correctMemory",
+    ("GET", "/v1/facts"): "listFacts",
+    ("POST", "/v1/facts"): "proposeFact",
+    ("POST", "/v1/facts/{fact_id}/supersede"): "supersedeFact",
+    ("GET", "/v1/policies"): "listPolicies",
+    ("POST", "/v1/policies"): "proposePolicy",
+    ("POST", "/v1/policies/{policy_id}/supersede"): "supersedePolicy",
+    ("GET", "/v1/conflicts"): "listConflicts",
+    ("GET", "/v1/grants"): "listGrants",
+    ("PUT", "/v1/grants"): "setGrant",
+    ("PUT", "/v1/access-mode"): "setAccessMode",
+    ("GET", "/v1/domains"): "listDomains",
+    ("GET", "/v1/working-memory"): "getWorkingMemory",
+    ("GET", "/v1/notes"): "getNotes",
+    ("GET", "/v1/dead-letters"): "listDeadLetters",
+    ("GET", "/v1/dead-letters/{seq}"): "getDeadLetter",
+    ("POST", "/v1/dead-letters/{seq}/retry"): "retryDeadLetter",
+    ("POST", "/v1/dead-letters/{seq}/drop"): "dropDeadLetter",
+    ("POST", "/v1/erasures"): "eraseContent",
+}
+"""Each operation's ``operationId``: what generated clients name their methods (``listMemories``,
+not ``get_v1_memories``); stable, so a client regenerated later keeps its names. A new endpoint
+needs one here (building the document fails without it)."""
+SERVERS = [
+    {
+        "url": "http://127.0.0.1:8765",
+        "description": "`noemactl up` on this machine (NOEMA_API_HOST, NOEMA_API_PORT)",
+    },
+]
+LICENSE = {"name": "Apache-2.0", "identifier": "Apache-2.0"}
+
+
+_NEXT_LINK = {
+    "description": 'The next page, as the body\'s `next`: `<URL>; rel="next"` (RFC 8288); absent on the '
+    "last page.",
+    "schema": {"type": "string"},
+}
 
 _CHALLENGE = {
     "description": 'The scheme to authenticate with: `Bearer realm="noema"`, with `error="invalid_token"` '
@@ -149,8 +208,14 @@ def _parameters(endpoint: Endpoint, components: dict[str, Any]) -> list[dict[str
 
 
 def _operation_id(endpoint: Endpoint) -> str:
-    words = endpoint.path.strip("/").replace("{", "").replace("}", "").replace(".", "_").split("/")
-    return "_".join([endpoint.method.lower(), *words])
+    try:
+        return OPERATION_IDS[(endpoint.method, endpoint.path)]
+    except KeyError:
+        raise ValueError(f"{endpoint.method} {endpoint.path} has no operationId in OPERATION_IDS") from None
+
+
+def _problem() -> dict[str, Any]:
+    return {PROBLEM_JSON: {"schema": _ref(Problem)}}
 
 
 def _operation(endpoint: Endpoint, components: dict[str, Any]) -> dict[str, Any]:
@@ -162,6 +227,8 @@ def _operation(endpoint: Endpoint, components: dict[str, Any]) -> dict[str, Any]
     }
     if endpoint.reads_after:
         headers = {**READ_HEADERS, **(AS_OF_HEADERS if endpoint.reads_as_of else {})}
+        if is_paged(endpoint.response):
+            headers["Link"] = _NEXT_LINK
         responses[str(endpoint.status)]["headers"] = headers
     elif endpoint.method != "GET":
         responses[str(endpoint.status)]["headers"] = WRITE_HEADERS
@@ -170,11 +237,11 @@ def _operation(endpoint: Endpoint, components: dict[str, Any]) -> dict[str, Any]
     implied = (
         {400}
         | ({401, 403} if not endpoint.public else set())
-        | ({413, 422} if endpoint.body else set())
+        | ({413, 415, 422} if endpoint.body else set())
         | ({404, 409, 422} if endpoint.reads_as_of else set())  # as_of: no such point, not built
     )
     for status in sorted(implied | set(endpoint.errors)):
-        responses[str(status)] = {"description": _REASONS[status], "content": _json(_ref(ErrorBody))}
+        responses[str(status)] = {"description": _REASONS[status], "content": _problem()}
     if "401" in responses:
         responses["401"]["headers"] = {"WWW-Authenticate": _CHALLENGE}
     op: dict[str, Any] = {
@@ -195,7 +262,7 @@ def _operation(endpoint: Endpoint, components: dict[str, Any]) -> dict[str, Any]
 
 def build_openapi(endpoints: Sequence[Endpoint]) -> dict[str, Any]:
     """The OpenAPI 3.1 document of ``endpoints``."""
-    types: list[Any] = [ErrorBody]
+    types: list[Any] = [Problem]
     for e in endpoints:
         types += [t for t in (e.response, e.query, e.body, *(b for _, b in e.other)) if _is_struct(t)]
     _, components = msgspec.json.schema_components(dict.fromkeys(types), ref_template=_REF)
@@ -210,7 +277,8 @@ def build_openapi(endpoints: Sequence[Endpoint]) -> dict[str, Any]:
             components[e.body.__name__] = _as_input(components[e.body.__name__])
     return {
         "openapi": "3.1.0",
-        "info": INFO,
+        "info": {**INFO, "license": LICENSE},
+        "servers": SERVERS,
         "paths": paths,
         "components": {
             "schemas": dict(sorted(components.items())),

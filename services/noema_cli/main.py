@@ -20,6 +20,7 @@ from rich.markup import escape
 from noema.application.facade import SearchOptions
 from noema.runtime.logging import configure_logging
 from noema.runtime.settings import WORKERS, Settings, SettingsError
+from noema_sdk.observations import MAX_CONTENT
 
 from . import (
     agent_cmd,
@@ -70,9 +71,20 @@ app.add_typer(dlq_cmd.dlq_app, name="dlq")
 app.add_typer(agent_cmd.agent_app, name="agent")
 
 
+def _version(given: bool) -> None:
+    if given:
+        from noema import __version__
+
+        print(f"noemactl {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _main(
     data_dir: Path | None = DataDir(),
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_version, help="Print the version and exit."
+    ),
 ) -> None:
     state.json = False  # until a command's own --json says otherwise
     try:
@@ -99,6 +111,9 @@ def up(data_dir: Path | None = DataDir()) -> None:
     configure_logging(state.settings.log_format, state.settings.log_level)
     try:
         code = Supervisor(state.settings).run()
+    except SettingsError as exc:
+        fail(str(exc), 2)
+        return
     except RuntimeError as exc:
         fail(str(exc))
         return
@@ -107,7 +122,11 @@ def up(data_dir: Path | None = DataDir()) -> None:
 
 @app.command()
 def observe(
-    text: str = typer.Argument(..., help="What was observed."),
+    text: str = typer.Argument(
+        ...,
+        help=f"What was observed, at most {MAX_CONTENT:,} characters; - reads it from standard input "
+        "(UTF-8, one final newline dropped).",
+    ),
     workspace: str = typer.Option(..., "--workspace", "-w", help="Workspace (tenant)."),
     mind: str = typer.Option(..., "--mind", "-m", help="Mind/agent the observation belongs to."),
     channel: str = typer.Option(
@@ -131,9 +150,21 @@ def observe(
     """Publish an observation to the observation stream.
 
     Example: noemactl observe "the deploy key rotates on Fridays" --workspace acme --mind ops
+
+    Example: git log -1 --format=%B | noemactl observe - -w acme -m ops
     """
     use(data_dir)
     from noema.client import InvalidObservation, build_observation
+
+    if text == "-":
+        text = _stdin_text()
+    if len(text) > MAX_CONTENT:
+        fail(
+            f"the observation is {len(text):,} characters; at most {MAX_CONTENT:,} are accepted: "
+            "shorten it, or split it into several observations",
+            2,
+        )
+        return
 
     try:
         obs = build_observation(
@@ -159,6 +190,16 @@ def observe(
         )
     else:
         out.print(f"observation {obs.id} stored at seq {seq}")
+
+
+def _stdin_text() -> str:
+    """Standard input as text (``observe -``): UTF-8, without the one newline that ends it."""
+    raw = sys.stdin.buffer.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        fail(f"standard input is not UTF-8 (byte {exc.start}): send the observation as UTF-8 text", 2)
+    return text.removesuffix("\n").removesuffix("\r")
 
 
 @memory_app.command("search")

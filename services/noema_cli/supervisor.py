@@ -284,6 +284,17 @@ class Supervisor:
         data_dir.mkdir(parents=True, exist_ok=True)
         self._data_dir = data_dir
         settings = Settings(**{**self.settings.__dict__, "data_dir": data_dir})
+        # Before any server starts: a metrics port range that does not fit is refused at once.
+        self._children = [
+            _Child(name, module, NEEDS.get(name, ("nats", "postgres")))
+            for name, module in self.services.items()
+        ] + [
+            _Child(f"{name}-{i}", self.services[name])
+            for name in CLAIMED
+            if name in self.services
+            for i in range(2, settings.replicas + 1)
+        ]
+        metrics = _assign_metrics_ports(self._children, settings)
         # SIGHUP too: a closed terminal stops everything cleanly (PostgreSQL is not our child and
         # would otherwise be left running).
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -325,16 +336,6 @@ class Supervisor:
                     else [_Server("nats", self._nats)]
                 )
                 self._servers = [*nats_servers, _Server("postgres", self._pg)]
-            self._children = [
-                _Child(name, module, NEEDS.get(name, ("nats", "postgres")))
-                for name, module in self.services.items()
-            ] + [
-                _Child(f"{name}-{i}", self.services[name])
-                for name in CLAIMED
-                if name in self.services
-                for i in range(2, settings.replicas + 1)
-            ]
-            metrics = _assign_metrics_ports(self._children, settings)
             for child in self._children:
                 self._spawn(child, env_of)
             write_state(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import json
 from typing import Any, Literal
 
 import uvicorn
@@ -15,10 +14,11 @@ from mcp.server.stdio import stdio_server
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from noema.adapters.asgi import BodyLimit
+from noema.adapters.asgi import BodyLimit, JsonBodies, MetricsEndpoint, RequestLog, problem_response
 from noema.application.access import Caller
 from noema.application.facade import Noema
-from noema.errors import SURFACES, Kind
+from noema.errors import Kind
+from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 
 from . import DEFAULT_PORT, HTTP_PATH
@@ -54,35 +54,30 @@ class BearerToken:
         if scope["type"] == "http":
             given = dict(scope["headers"]).get(b"authorization", b"")
             if not hmac.compare_digest(given, self._expected):
-                body = json.dumps(
-                    {
-                        "error": "missing or wrong bearer token "
-                        "(send Authorization: Bearer <NOEMA_MCP_TOKEN>)",
-                        "code": Kind.UNAUTHENTICATED,
-                    }
-                ).encode()
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": SURFACES[Kind.UNAUTHENTICATED].mcp,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"www-authenticate", b'Bearer realm="noema-mcp"'),
-                        ],
-                    }
+                await problem_response(
+                    send,
+                    Kind.UNAUTHENTICATED,
+                    "missing or wrong bearer token (send Authorization: Bearer <NOEMA_MCP_TOKEN>)",
+                    [(b"www-authenticate", b'Bearer realm="noema-mcp"')],
                 )
-                await send({"type": "http.response.body", "body": body})
                 return
         await self._app(scope, receive, send)
 
 
-def http_app(server: Server[Any], host: str, token: str | None = None) -> ASGIApp:
+def http_app(
+    server: Server[Any], host: str, token: str | None = None, metrics: Metrics | None = None
+) -> ASGIApp:
     """The streamable HTTP ASGI app (stateful sessions; DNS-rebinding protection on loopback hosts),
     behind :class:`BearerToken` when ``token`` is given. Request bodies above 1 MiB are refused (413)
-    before they are read (the SDK would buffer any size); without the token none is read at all."""
+    before they are read (the SDK would buffer any size), and bodies that are not JSON with 415;
+    without the token none is read at all. With ``metrics``, ``GET /metrics`` serves them (no token)
+    and every request is logged and counted (:class:`~noema.adapters.asgi.RequestLog`)."""
     app: Starlette = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
-    limited = BodyLimit(app)
-    return BearerToken(limited, token) if token else limited
+    limited = JsonBodies(BodyLimit(app))
+    guarded: ASGIApp = BearerToken(limited, token) if token else limited
+    if metrics is None:
+        return guarded
+    return RequestLog(MetricsEndpoint(guarded, metrics), metrics, "noema.mcp.access")
 
 
 async def serve(
@@ -108,6 +103,11 @@ async def serve(
                 await server.run(read, write, server.create_initialization_options())
             return
         config = uvicorn.Config(
-            http_app(server, host, token), host=host, port=port, log_level="warning", access_log=False
+            http_app(server, host, token, app.metrics),
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,  # RequestLog logs each request in the process's own format
+            log_config=None,
         )
         await uvicorn.Server(config).serve()

@@ -124,3 +124,42 @@ async def test_the_hot_tier_is_read_per_session_and_per_mind(backend: Backend) -
     assert alices[0]["importance"] == 0.9
     assert len(await backend.reads.hot_tier("acme", None, None)) == 2
     assert await backend.reads.current_facts("acme", at=T0) == [], "hot-tier items are not facts"
+
+
+async def test_fact_and_conflict_listings_page_by_offset_in_their_order(backend: Backend) -> None:
+    k = backend.knowledge()
+    for topic in ("a", "b", "c"):
+        await k.propose_fact(ALICE, "ops", topic, f"fact {topic}")
+    whole = await backend.reads.list_facts(
+        "acme", at=T0, domain=None, topic=None, include_inactive=False, readable=None, repo=None, limit=10
+    )
+    pages = [
+        await backend.reads.list_facts(
+            "acme",
+            at=T0,
+            domain=None,
+            topic=None,
+            include_inactive=False,
+            readable=None,
+            repo=None,
+            limit=2,
+            offset=offset,
+        )
+        for offset in (0, 2, 4)
+    ]
+    assert [len(p) for p in pages] == [2, 1, 0]
+    assert [f["id"] for p in pages for f in p] == [f["id"] for f in whole]
+    for topic in ("a", "b"):
+        views = await backend.reads.current_facts("acme", at=T0, domain="ops", topic=topic)
+        newer = await k.supersede_fact(OPERATOR, views[0].id, f"fact {topic}, corrected", reason="fix")
+        settled = await backend.reads.facts_with_status([views[0].id, newer.memory_id])
+        verdict = decide_conflict(settled[newer.memory_id][0], settled[views[0].id][0], explicit=True)
+        await backend.sink.publish(
+            conflict_events(
+                "acme", verdict, domain="ops", topic=topic, actor="conflicts", now=T0, cause=newer.memory_id
+            )
+        )
+    conflicts = await backend.reads.list_conflicts("acme", None, None, 10)
+    assert len(conflicts) == 2
+    assert await backend.reads.list_conflicts("acme", None, None, 1, 1) == conflicts[1:]
+    assert await backend.reads.list_conflicts("acme", None, None, 1, 2) == []

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
@@ -292,3 +294,45 @@ async def test_actions_on_missing_or_unsuitable_memories_are_refused(api: ApiHar
         "/v1/memories", json={"workspace": "no spaces", "content": "x", "reason": "y"}
     )
     assert bad_entry.status_code == 422
+
+
+async def _walk(api: ApiHarness, path: str, params: dict[str, str]) -> list[dict[str, Any]]:
+    """Every page of a listing, from the first by following ``next`` to the end."""
+    pages = []
+    url: str | None = f"{path}?{urlencode(params)}"
+    while url is not None:
+        res = await api.admin.get(url)
+        assert res.status_code == 200, res.text
+        page = res.json()
+        # The body's link and the RFC 8288 header name the same next page.
+        assert res.headers.get("link") == (f'<{page["next"]}>; rel="next"' if page["next"] else None)
+        pages.append(page)
+        url = page["next"]
+    return pages
+
+
+async def test_every_paged_listing_is_walked_to_its_end_by_following_next(api: ApiHarness) -> None:
+    made = await api.given(
+        *(memory(f"deploy step {i}", domain="ops", topic=f"step-{i}") for i in range(5)),
+        memory("elsewhere", workspace="globex"),
+    )
+    # Memories: pages of two keep the filters (workspace) and the order; the last page ends it.
+    pages = await _walk(api, "/v1/memories", {"workspace": "acme", "limit": "2"})
+    assert [len(p["items"]) for p in pages] == [2, 2, 1]
+    assert [p["next_offset"] for p in pages] == [2, 4, None]
+    assert sorted(m["id"] for p in pages for m in p["items"]) == sorted(made[:5])
+    assert pages[1]["next"] == "/v1/memories?workspace=acme&limit=2&offset=4"
+    # A page that is exactly full is not followed by an empty one.
+    assert [
+        len(p["items"]) for p in await _walk(api, "/v1/timeline", {"workspace": "acme", "limit": "5"})
+    ] == [5]
+    # Facts (offset) and the audit log (its keyset cursor, before) page the same way.
+    facts = await _walk(api, "/v1/facts", {"workspace": "acme", "limit": "2"})
+    assert [len(p["items"]) for p in facts] == [2, 2, 1]
+    assert len({f["id"] for p in facts for f in p["items"]}) == 5
+    audit = await _walk(api, "/v1/audit", {"workspace": "acme", "limit": "3"})
+    assert [len(p["items"]) for p in audit] == [3, 2]
+    assert audit[0]["next"] == f"/v1/audit?workspace=acme&limit=3&before={audit[0]['next_before']}"
+    # Complete lists say how many they hold.
+    domains = (await api.admin.get("/v1/domains", params={"workspace": "acme"})).json()
+    assert domains["total"] == len(domains["items"])

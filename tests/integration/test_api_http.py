@@ -11,7 +11,7 @@ import pytest
 from noema.adapters.asgi import DEFAULT_MAX_BODY
 from noema_api.routes import ENDPOINTS
 from tests.integration.api_harness import ADMIN, ApiHarness, api
-from tests.integration.http_support import exchange, serving
+from tests.integration.http_support import RawAnswer, exchange, serving
 
 pytestmark = pytest.mark.integration
 __all__ = ["api"]
@@ -19,24 +19,29 @@ __all__ = ["api"]
 LIMIT_MESSAGE = "larger than the limit of 1048576 bytes (1 MiB) (set by NOEMA_API_MAX_BODY)"
 
 
-async def test_a_body_declared_larger_than_the_limit_is_refused_before_any_of_it_is_sent(
-    api: ApiHarness,
-) -> None:
+async def _announced(api: ApiHarness, content_type: str) -> RawAnswer:
+    """The answer to a POST that announces a 50 MB body of ``content_type`` and sends none of it."""
     async with serving(api.app) as url:
-        # 50 MB announced, not one byte sent: only an answer given without reading can arrive.
-        answer = await exchange(
+        return await exchange(
             url,
             [
                 "POST /v1/memories HTTP/1.1",
                 "Host: noema",
                 f"Authorization: Bearer {ADMIN}",
-                "Content-Type: application/json",
+                f"Content-Type: {content_type}",
                 f"Content-Length: {50 * 1024 * 1024}",
             ],
         )
+
+
+async def test_a_body_declared_larger_than_the_limit_is_refused_before_any_of_it_is_sent(
+    api: ApiHarness,
+) -> None:
+    # 50 MB announced, not one byte sent: only an answer given without reading can arrive.
+    answer = await _announced(api, "application/json")
     assert answer.status == 413
-    assert answer.headers["content-type"] == "application/json"
-    assert LIMIT_MESSAGE in answer.json()["error"]
+    assert answer.headers["content-type"] == "application/problem+json"
+    assert LIMIT_MESSAGE in answer.json()["detail"]
 
 
 async def test_a_chunked_body_is_cut_off_at_the_limit(api: ApiHarness) -> None:
@@ -158,3 +163,49 @@ async def test_a_name_with_a_final_line_break_is_refused_not_a_server_error(api:
     res = await api.admin.get("/v1/memories", params={"workspace": "acme\n"})
     assert res.status_code == 400
     assert "line break" in res.json()["error"]
+
+
+async def test_a_body_that_is_not_json_by_its_content_type_is_refused_with_415_before_it_is_read(
+    api: ApiHarness,
+) -> None:
+    # 50 MB announced as text, not one byte sent: only an answer given without reading can arrive.
+    answer = await _announced(api, "text/plain; charset=utf-8")
+    assert answer.status == 415
+    problem = answer.json()
+    assert answer.headers["content-type"] == "application/problem+json"
+    assert problem == {
+        "type": "urn:noema:error:unsupported_media_type",
+        "title": "Unsupported media type",
+        "status": 415,
+        "detail": "the body is text/plain: send JSON, with Content-Type: application/json",
+        "code": "unsupported_media_type",
+        "error": problem["detail"],
+    }
+
+
+async def test_json_bodies_are_read_whatever_their_json_media_type_or_with_none(api: ApiHarness) -> None:
+    entry = json.dumps({"workspace": "acme", "content": "ship on Tuesdays", "reason": "policy"}).encode()
+    for content_type in ("application/json; charset=utf-8", "application/merge-patch+json", None):
+        headers = {"Content-Type": content_type} if content_type else {}
+        answer = await api.admin.post("/v1/memories", content=entry, headers=headers)
+        if content_type is None:
+            assert "content-type" not in answer.request.headers
+        assert answer.status_code == 202, (content_type, answer.text)
+
+
+async def test_every_error_is_a_problem_with_a_stable_code_and_the_old_error_member(api: ApiHarness) -> None:
+    answer = await api.admin.get("/v1/memories/zzzzzzzzzz")
+    assert answer.status_code == 404
+    assert answer.headers["content-type"] == "application/problem+json"
+    body = answer.json()
+    assert (body["type"], body["title"], body["status"], body["code"]) == (
+        "urn:noema:error:not_found",
+        "Not found",
+        404,
+        "not_found",
+    )
+    assert body["detail"] == body["error"]
+    assert "zzzzzzzzzz" in body["detail"]
+    # Routing errors too: a 405 keeps its status in the problem, with the kind malformed.
+    wrong = await api.admin.delete("/v1/memories")
+    assert (wrong.status_code, wrong.json()["status"], wrong.json()["code"]) == (405, 405, "malformed")

@@ -69,7 +69,7 @@ async def test_the_token_printed_by_noemactl_opens_the_served_api(harness: Harne
         assert (await client.get("/v1/memories")).status_code == 401
         res = await client.get("/v1/memories", headers={"Authorization": f"Bearer {token}"})
         assert res.status_code == 200
-        assert res.json() == {"items": [], "limit": 50, "offset": 0}
+        assert res.json() == {"items": [], "limit": 50, "offset": 0, "next_offset": None, "next": None}
         entry = {"workspace": "acme", "content": "ship on Tuesdays", "reason": "release policy"}
         created = await client.post("/v1/memories", json=entry, headers={"Authorization": f"Bearer {token}"})
         assert created.status_code == 202

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from noema_events import ObservationRecorded, decode_event
 from tests.integration.api_harness import ApiHarness, api, memory, relationship, retraction
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -29,14 +30,20 @@ class Ran:
     stderr: str
 
 
-async def ctl(api: ApiHarness, *args: str) -> Ran:
-    """Run noemactl against the test's servers (without blocking the in-process projector)."""
+async def ctl(api: ApiHarness, *args: str, stdin: bytes = b"") -> Ran:
+    """Run noemactl against the test's servers (without blocking the in-process projector), with
+    ``stdin`` on its standard input."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOEMA_")}
     env |= {**api.h.settings.to_env(), "NOEMA_EMBEDDER": "none", "USER": "carol"}
     proc = await asyncio.create_subprocess_exec(
-        *NOEMACTL, *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        *NOEMACTL,
+        *args,
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    out, err = await asyncio.wait_for(proc.communicate(stdin), 120)
     assert proc.returncode is not None
     return Ran(proc.returncode, out.decode(), err.decode())
 
@@ -48,9 +55,13 @@ async def ctl_json(api: ApiHarness, *args: str) -> Any:
 
 
 async def from_api(api: ApiHarness, path: str, **params: str) -> Any:
+    """The API's answer, but for a page's ``next``: the link is HTTP's (the CLI has ``next_offset``)."""
     res = await api.admin.get(path, params=params)
     assert res.status_code == 200, res.text
-    return at_about_the_same_time(res.json())
+    answer = res.json()
+    if isinstance(answer, dict) and answer.get("next"):
+        answer["next"] = None
+    return at_about_the_same_time(answer)
 
 
 class _AnActivation:
@@ -330,3 +341,21 @@ async def test_decay_tick_publishes_one_tick_per_workspace_through_the_facade(ap
     no_embedder = await ctl(api, "memory", "embed-missing")
     assert no_embedder.code == 2
     assert "no embedder configured" in no_embedder.stderr
+
+
+async def test_observe_dash_stores_what_standard_input_says(api: ApiHarness) -> None:
+    text = "the deploy failed:\n  step 3 timed out — retried twice"
+    ran = await ctl(api, "observe", "-", "-w", "acme", "-m", "ops", "--json", stdin=text.encode() + b"\n")
+    assert ran.code == 0, ran.stderr
+    stored = await api.h.js.get_msg(api.h.topology.observation_stream, json.loads(ran.stdout)["seq"])
+    observation = decode_event(stored.data or b"")
+    assert isinstance(observation, ObservationRecorded)
+    assert observation.payload.content == text  # the final newline dropped, nothing else
+
+    # At the limit it is stored; one character more is refused with what to do, before any publish.
+    limit = await ctl(api, "observe", "-", "-w", "acme", "-m", "ops", "--json", stdin=b"x" * 32_000)
+    assert limit.code == 0, limit.stderr
+    over = await ctl(api, "observe", "-", "-w", "acme", "-m", "ops", stdin=b"x" * 32_001)
+    assert over.code == 2
+    assert "at most 32,000 are accepted" in over.stderr
+    assert "Traceback" not in over.stderr

@@ -95,6 +95,11 @@ async def test_the_http_api_answers_each_kind_with_its_status_and_code(api: ApiH
         Kind.NOT_FOUND: lambda: api.admin.get("/v1/memories/zzzzzzzzzz"),
         Kind.CONFLICT: lambda: api.admin.post(f"{path}/restore", json={"reason": "it is active"}),
         Kind.TOO_LARGE: lambda: api.admin.post(f"{path}/retract", content=b"x" * (DEFAULT_MAX_BODY + 1)),
+        Kind.UNSUPPORTED_MEDIA_TYPE: lambda: api.admin.post(
+            f"{path}/retract",
+            content=b"reason=x",
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        ),
     }
     # Unavailable: the same API over a NATS connection that is gone (writes need the bus).
     assert api.h.settings.nats_url
@@ -231,7 +236,15 @@ async def test_the_mcp_server_answers_each_kind_as_the_table_says(
         too_large = await client.post(
             "/mcp", content=b"x" * (DEFAULT_MAX_BODY + 1), headers={"Authorization": "Bearer t0ken"}
         )
-    for kind, res in ((Kind.UNAUTHENTICATED, unauthenticated), (Kind.TOO_LARGE, too_large)):
+        not_json = await client.post(
+            "/mcp", content=b"hello", headers={"Authorization": "Bearer t0ken", "Content-Type": "text/plain"}
+        )
+    for kind, res in (
+        (Kind.UNAUTHENTICATED, unauthenticated),
+        (Kind.TOO_LARGE, too_large),
+        (Kind.UNSUPPORTED_MEDIA_TYPE, not_json),
+    ):
+        assert res.headers["content-type"] == "application/problem+json"
         assert res.json()["code"] == kind
         seen[kind] = f"HTTP {res.status_code}"
     check(seen, lambda row: row.mcp_tool)

@@ -490,3 +490,24 @@ def test_serve_says_what_is_missing_instead_of_starting(tmp_path: Path) -> None:
     assert not_running.returncode == 6  # unavailable (docs/errors.md)
     assert "no running Noema found" in not_running.stderr
     assert not_running.stdout == "", "stdout is the MCP channel: nothing but protocol goes there"
+
+
+async def test_http_serves_its_metrics_without_the_token_and_counts_its_searches(
+    harness: Harness, tmp_path: Path
+) -> None:
+    token = "t0k3n-for-alice"
+    async with http_server(harness, tmp_path / "mcp.log", token) as url:
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as authed,
+            streamable_http_client(url, http_client=authed) as (read, write),
+            ClientSession(read, write) as mcp,
+        ):
+            await mcp.initialize()
+            ok(await mcp.call_tool("search_memory", {"query": "deploys", "mode": "keyword"}))
+        async with httpx.AsyncClient(timeout=10) as client:
+            assert (await client.post(url, json={})).status_code == 401
+            scraped = await client.get(url.removesuffix(HTTP_PATH) + "/metrics")  # no token: counts only
+    assert scraped.status_code == 200
+    assert 'noema_search_duration_seconds_count{mode="keyword"} 1.0' in scraped.text
+    assert 'noema_http_requests_total{method="POST",route="unmatched",status="401"} 1.0' in scraped.text
+    assert 'route="/mcp",status="200"' in scraped.text

@@ -28,11 +28,30 @@ def test_every_operation_documents_its_errors_and_names_its_schemas() -> None:
             assert "400" in op["responses"], (method, path)
             if op.get("security") != []:
                 assert {"401", "403"} <= set(op["responses"]), (method, path)
-            for response in op["responses"].values():
-                ref = response["content"]["application/json"]["schema"].get("$ref")
+            if "requestBody" in op:
+                assert "415" in op["responses"], (method, path)
+            for status, response in op["responses"].items():
+                # Every error is a problem (RFC 9457), but for /readyz's 503, the checks that failed;
+                # every answer else is JSON.
+                [(media, content)] = response["content"].items()
+                ref = content["schema"].get("$ref")
                 assert ref is None or ref.rsplit("/", 1)[1] in schemas
+                is_problem = ref == "#/components/schemas/Problem"
+                assert media == ("application/problem+json" if is_problem else "application/json")
+                assert is_problem or int(status) < 400 or (path, status) == ("/readyz", "503")
     ids = [op["operationId"] for methods in doc["paths"].values() for op in methods.values()]
     assert len(ids) == len(set(ids))
+    # Readable names for generated clients (listMemories), not ones derived from paths.
+    assert all(re.fullmatch(r"[a-z]+(?:[A-Z][a-z]+)+", i) for i in ids), ids
+    assert doc["paths"]["/v1/memories"]["get"]["operationId"] == "listMemories"
+
+
+def test_the_document_names_its_license_and_a_server() -> None:
+    doc = build_openapi(ENDPOINTS)
+    assert doc["info"]["license"] == {"name": "Apache-2.0", "identifier": "Apache-2.0"}
+    assert doc["servers"][0]["url"] == "http://127.0.0.1:8765"
+    problem = doc["components"]["schemas"]["Problem"]
+    assert set(problem["required"]) == {"type", "title", "status", "detail", "code", "error"}
 
 
 DOC = build_openapi(ENDPOINTS)

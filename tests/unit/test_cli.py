@@ -56,3 +56,27 @@ def test_shell_completion_is_printed_and_completes_commands() -> None:
     }
     completed = runner.invoke(app, [], prog_name="noemactl", env=completing)
     assert completed.output.split() == ["timeline"]
+
+
+def test_version_prints_the_version_and_exits_0() -> None:
+    from noema import __version__
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert (result.exit_code, result.stdout) == (0, f"noemactl {__version__}\n")
+
+
+def test_observe_dash_refuses_stdin_that_is_too_long_or_not_utf8_with_exit_2() -> None:
+    runner = CliRunner()
+    args = ["observe", "-", "-w", "acme", "-m", "ops"]
+    too_long = runner.invoke(app, args, input="é" * 32_001)
+    assert too_long.exit_code == 2
+    assert "32,001 characters; at most 32,000 are accepted" in too_long.output
+    not_text = runner.invoke(app, args, input=b"caf\xe9")
+    assert not_text.exit_code == 2
+    assert "standard input is not UTF-8 (byte 3)" in not_text.output
+    assert not isinstance(not_text.exception, UnicodeDecodeError)
+
+
+def test_observe_help_states_the_content_limit_and_stdin() -> None:
+    result = CliRunner().invoke(app, ["observe", "--help"], terminal_width=200)
+    assert "at most 32,000 characters; - reads it from standard input" in result.output

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import pytest
 import structlog
+from typer.testing import CliRunner
 
 from noema.runtime.logging import configure_logging
 from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Settings, SettingsError
+from noema_cli.main import app
 from noema_cli.supervisor import _assign_metrics_ports, _Child
 
 
@@ -62,7 +65,9 @@ def test_up_refuses_a_first_port_with_too_few_ports_after_it() -> None:
 def test_stdlib_loggers_write_json_lines_into_a_json_log(capsys: pytest.CaptureFixture[str]) -> None:
     configure_logging("json", "info")
     try:
-        logging.getLogger("uvicorn.error").warning("port %d in use", 8765)
+        # A library's logger (not uvicorn's own name: an in-process uvicorn of an earlier test
+        # configures it not to propagate).
+        logging.getLogger("some.library").warning("port %d in use", 8765)
         structlog.get_logger("noema.api").warning("api serving", url="http://x")
         lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
     finally:
@@ -74,5 +79,13 @@ def test_stdlib_loggers_write_json_lines_into_a_json_log(capsys: pytest.CaptureF
         ("port 8765 in use", "warning"),
         ("api serving", "warning"),
     ]
-    assert lines[0]["logger"] == "uvicorn.error"
+    assert lines[0]["logger"] == "some.library"
     assert "timestamp" in lines[0]
+
+
+def test_up_refuses_a_metrics_port_range_that_does_not_fit_before_starting_anything(tmp_path: Path) -> None:
+    env = {"NOEMA_METRICS_PORT": "65535", "NOEMA_DATA_DIR": str(tmp_path / "var")}
+    result = CliRunner().invoke(app, ["up"], env=env)
+    assert result.exit_code == 2
+    assert "NOEMA_METRICS_PORT=65535 leaves too few ports for every service" in result.output
+    assert not (tmp_path / "var" / "noema.json").exists()  # nothing was started

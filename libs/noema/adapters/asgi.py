@@ -1,11 +1,12 @@
 """ASGI middleware shared by Noema's HTTP servers (the operator API and the MCP streamable HTTP
-transport): a request body limit, and the access log with request metrics (:class:`RequestLog`).
+transport): a request body limit, JSON bodies only (:class:`JsonBodies`), and the access log with
+request metrics (:class:`RequestLog`). Their refusals are RFC 9457 problems (:func:`problem_response`).
 
 Starlette (and the MCP SDK on top of it) reads a whole request body into memory before looking at
 it, with no limit, so any client that reaches the port can make the server hold gigabytes. The limit
 is enforced before the application sees the request: a declared ``Content-Length`` above it is
 refused without reading a byte of the body, and a body without one (chunked) is read only up to
-the limit and then cut off. Either way the answer is a 413 with a JSON message that says the limit.
+the limit and then cut off. Either way the answer is a 413 whose problem says the limit.
 """
 
 from __future__ import annotations
@@ -17,10 +18,18 @@ from typing import Any
 
 import structlog
 
-from noema.errors import SURFACES, Kind
+from noema.errors import PROBLEM_JSON, SURFACES, Kind, problem
 from noema.runtime.metrics import Metrics
 
-__all__ = ["DEFAULT_MAX_BODY", "BodyLimit", "RequestLog"]
+__all__ = [
+    "DEFAULT_MAX_BODY",
+    "BodyLimit",
+    "JsonBodies",
+    "MetricsEndpoint",
+    "RequestLog",
+    "is_json",
+    "problem_response",
+]
 
 DEFAULT_MAX_BODY = 1024 * 1024
 """1 MiB: the largest body an operator action or an MCP tool call needs is a few tens of KB
@@ -85,28 +94,70 @@ class BodyLimit:
         await self._app(scope, _replay(b"".join(chunks), receive), send)
 
     async def _refuse(self, send: Send) -> None:
-        body = json.dumps({"error": self._message, "code": Kind.TOO_LARGE}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": SURFACES[Kind.TOO_LARGE].http,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    # The rest of the body is never read: the connection cannot carry another request.
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        # The rest of the body is never read: the connection cannot carry another request.
+        await problem_response(send, Kind.TOO_LARGE, self._message, [(b"connection", b"close")])
+
+
+async def problem_response(
+    send: Send, kind: Kind, detail: str, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    """Answer with ``kind``'s status and its RFC 9457 problem (``application/problem+json``)."""
+    body = json.dumps(problem(kind, detail)).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": SURFACES[kind].http,
+            "headers": [
+                (b"content-type", PROBLEM_JSON.encode()),
+                (b"content-length", str(len(body)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _header(scope: Scope, wanted: bytes) -> str | None:
+    for name, value in scope.get("headers", []):
+        if name.lower() == wanted:
+            return str(value.decode("latin-1"))
+    return None
 
 
 def _content_length(scope: Scope) -> int | None:
-    for name, value in scope.get("headers", []):
-        if name.lower() == b"content-length":
-            text = value.decode("latin-1").strip()
-            return int(text) if text.isdigit() else None  # the server refuses a malformed one itself
-    return None
+    text = (_header(scope, b"content-length") or "").strip()
+    return int(text) if text.isdigit() else None  # the server refuses a malformed one itself
+
+
+def is_json(content_type: str) -> bool:
+    """Whether a ``Content-Type`` names JSON: ``application/json`` or a ``+json`` type, any parameters."""
+    media = content_type.partition(";")[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+class JsonBodies:
+    """Refuse (415) a request that carries a body labelled as anything but JSON, before reading it.
+
+    Every body Noema's HTTP servers take is JSON: a form or ``text/plain`` body would otherwise be
+    read, fail to decode, and be answered 400 as if it were broken JSON. A body without a
+    ``Content-Type`` is taken as JSON, as it always was.
+    """
+
+    def __init__(self, app: App) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            content_type = _header(scope, b"content-type")
+            has_body = bool(_content_length(scope)) or _header(scope, b"transfer-encoding") is not None
+            if has_body and content_type is not None and not is_json(content_type):
+                detail = (
+                    f"the body is {content_type.partition(';')[0].strip() or 'untyped'}: send JSON, "
+                    "with Content-Type: application/json"
+                )
+                await problem_response(send, Kind.UNSUPPORTED_MEDIA_TYPE, detail)
+                return
+        await self._app(scope, receive, send)
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
@@ -173,3 +224,26 @@ class RequestLog:
                 duration_ms=round(seconds * 1000, 2),
                 client=client[0] if client else None,
             )
+
+
+class MetricsEndpoint:
+    """Answer ``GET /metrics`` with ``metrics`` (Prometheus text, or OpenMetrics when asked), before
+    ``app`` sees it: a server whose app has no routes of ours (the MCP SDK's) still exports its
+    metrics. No credentials are asked for: the values are counts and durations, never content."""
+
+    def __init__(self, app: App, metrics: Metrics) -> None:
+        self._app = app
+        self._metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope.get("path") != "/metrics"
+            or scope.get("method") not in ("GET", "HEAD")
+        ):
+            await self._app(scope, receive, send)
+            return
+        body, content_type = self._metrics.exposition(_header(scope, b"accept"))
+        headers = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body if scope["method"] == "GET" else b""})

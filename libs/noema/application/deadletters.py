@@ -140,6 +140,9 @@ class DeadLetterPage(_Out, frozen=True, kw_only=True):
 
     items: list[DeadLetter]
     next_before: int | None
+    next: str | None = None
+    """The next page's URL (path and query string; the HTTP API fills it in, and sends it as a
+    ``Link: <...>; rel="next"`` header too); null on the last page."""
 
 
 class RetryResult(_Out, frozen=True, kw_only=True):

@@ -64,8 +64,15 @@ def event_records(rows: list[Row]) -> list[EventRecord]:
 async def _page(
     reads: MemoryReads, filters: RecallFilters, order: MemoryOrder, limit: int, offset: int
 ) -> MemoryPage:
-    rows = await reads.page(filters, order, limit, offset)
-    return MemoryPage(items=_memories(rows), limit=limit, offset=offset)
+    # One row more than asked says whether another page follows, without counting them all.
+    rows = await reads.page(filters, order, limit + 1, offset)
+    more = len(rows) > limit
+    return MemoryPage(
+        items=_memories(rows[:limit]),
+        limit=limit,
+        offset=offset,
+        next_offset=offset + limit if more else None,
+    )
 
 
 async def workspace_exists(reads: MemoryReads, workspace: str) -> bool:

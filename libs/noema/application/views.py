@@ -199,11 +199,15 @@ class Memory(MemorySummary, frozen=True, kw_only=True):
 
 
 class MemoryPage(_Out, frozen=True, kw_only=True):
-    """A page of memories."""
+    """A page of memories; pass ``next_offset`` as ``offset`` for the next page (null at the end)."""
 
     items: list[Memory]
     limit: int
     offset: int
+    next_offset: int | None = None
+    next: str | None = None
+    """The next page's URL (path and query string; the HTTP API fills it in, and sends it as a
+    ``Link: <...>; rel="next"`` header too); null on the last page."""
 
 
 class EventRecord(_Out, frozen=True, kw_only=True):
@@ -267,3 +271,6 @@ class AuditPage(_Out, frozen=True, kw_only=True):
 
     items: list[EventRecord]
     next_before: int | None
+    next: str | None = None
+    """The next page's URL (path and query string; the HTTP API fills it in, and sends it as a
+    ``Link: <...>; rel="next"`` header too); null on the last page."""

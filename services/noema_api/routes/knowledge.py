@@ -74,7 +74,16 @@ async def _workspace_of(req: Req[Any, Any], table: Literal["memories", "policies
 
 
 def _page(rows: list[dict[str, Any]], page: type[Any]) -> Any:
-    return msgspec.convert({"items": rows}, page, from_attributes=True)
+    """A complete list, with its length."""
+    return msgspec.convert({"items": rows, "total": len(rows)}, page, from_attributes=True)
+
+
+def _paged(rows: list[dict[str, Any]], page: type[Any], limit: int, offset: int) -> Any:
+    """One page of rows fetched with one more than ``limit``: that one says another page follows."""
+    more = len(rows) > limit
+    return msgspec.convert(
+        {"items": rows[:limit], "next_offset": offset + limit if more else None}, page, from_attributes=True
+    )
 
 
 async def facts(req: Req[FactQuery, None]) -> FactPage:
@@ -86,9 +95,10 @@ async def facts(req: Req[FactQuery, None]) -> FactPage:
         topic=q.topic,
         repo=q.repo,
         include_inactive=q.include_inactive,
-        limit=q.limit,
+        limit=q.limit + 1,
+        offset=q.offset,
     )
-    return _page(rows, FactPage)  # type: ignore[no-any-return]
+    return _paged(rows, FactPage, q.limit, q.offset)  # type: ignore[no-any-return]
 
 
 async def propose_fact(req: Req[None, FactBody]) -> FactResult:
@@ -154,8 +164,8 @@ async def supersede_policy(req: Req[None, SupersedePolicyBody]) -> PolicyResult:
 async def conflicts(req: Req[ConflictQuery, None]) -> ConflictPage:
     """Recorded conflicts with both sides."""
     q = req.query
-    rows = await _knowledge(req).list_conflicts(_operator(req, q.workspace), q.domain, q.limit)
-    return _page(rows, ConflictPage)  # type: ignore[no-any-return]
+    rows = await _knowledge(req).list_conflicts(_operator(req, q.workspace), q.domain, q.limit + 1, q.offset)
+    return _paged(rows, ConflictPage, q.limit, q.offset)  # type: ignore[no-any-return]
 
 
 async def grants(req: Req[WorkspaceQuery, None]) -> GrantPage:

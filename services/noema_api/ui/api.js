@@ -27,9 +27,9 @@ export async function api(method, path, { params = {}, body } = {}) {
     state.token = "";
     sessionStorage.removeItem("noema.token");
     nav.signedOut();
-    throw new ApiError(data.error || "sign in with an operator token");
+    throw new ApiError(data.detail || data.error || "sign in with an operator token");
   }
-  if (!response.ok) throw new ApiError(data.error || `${response.status} ${response.statusText}`);
+  if (!response.ok) throw new ApiError(data.detail || data.error || `${response.status} ${response.statusText}`);
   if (past) {
     const seq = response.headers.get("Noema-As-Of-Seq");
     document.querySelector("#as-of-shown").textContent = seq ? `as of seq ${seq} (${response.headers.get("Noema-As-Of-Time")})` : "";

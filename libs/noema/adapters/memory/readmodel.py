@@ -242,6 +242,7 @@ class InMemoryKnowledge:
         readable: Sequence[str] | None,
         repo: str | None,
         limit: int,
+        offset: int = 0,
     ) -> list[Row]:
         """Facts for a listing, the repo's first, then by domain, topic and newest."""
         out = []
@@ -265,10 +266,10 @@ class InMemoryKnowledge:
             )
         out.sort(key=lambda r: -r["_seq"])
         out.sort(key=lambda r: (r["repo"] != repo, r["domain"] or "", r["topic"] or ""))
-        return [{k: v for k, v in r.items() if k != "_seq"} for r in out[:limit]]
+        return [{k: v for k, v in r.items() if k != "_seq"} for r in out[offset : offset + limit]]
 
     async def list_conflicts(
-        self, workspace: str, domain: str | None, readable: Sequence[str] | None, limit: int
+        self, workspace: str, domain: str | None, readable: Sequence[str] | None, limit: int, offset: int = 0
     ) -> list[Row]:
         """Recorded conflicts, newest first, with both sides' content."""
         out = []
@@ -284,7 +285,7 @@ class InMemoryKnowledge:
                 row[f"{side}_content"] = m["content"] if m else None
                 row[f"{side}_agent"] = m["mind"] if m else None
             out.append(row)
-        return out[:limit]
+        return out[offset : offset + limit]
 
     async def hot_items(self, workspace: str, mind: str, session: str) -> list[FactView]:
         """A session's active hot-tier items."""

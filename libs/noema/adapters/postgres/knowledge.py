@@ -228,6 +228,7 @@ class PostgresKnowledge:
         readable: Sequence[str] | None,
         repo: str | None,
         limit: int,
+        offset: int = 0,
     ) -> list[Row]:
         """Facts for a listing, the repo's first."""
         rows = await self.pool.fetch(
@@ -241,7 +242,7 @@ class PostgresKnowledge:
                  AND ($4 OR ({current_fact("$8")}))
                  AND ($5::text[] IS NULL OR domain = ANY($5::text[]))
                ORDER BY (repo IS NOT DISTINCT FROM $6) DESC, domain, topic, origin_seq DESC
-               LIMIT $7""",
+               LIMIT $7 OFFSET $9""",
             workspace,
             domain,
             topic,
@@ -250,11 +251,12 @@ class PostgresKnowledge:
             repo,
             limit,
             at,
+            offset,
         )
         return _rows(rows)
 
     async def list_conflicts(
-        self, workspace: str, domain: str | None, readable: Sequence[str] | None, limit: int
+        self, workspace: str, domain: str | None, readable: Sequence[str] | None, limit: int, offset: int = 0
     ) -> list[Row]:
         """Recorded conflicts, newest first, with both sides' content."""
         rows = await self.pool.fetch(
@@ -265,11 +267,12 @@ class PostgresKnowledge:
                     LEFT JOIN memories l ON l.id = c.loser_id
                WHERE c.workspace = $1 AND ($2::text IS NULL OR c.domain = $2)
                  AND ($3::text[] IS NULL OR c.domain = ANY($3::text[]))
-               ORDER BY c.origin_seq DESC LIMIT $4""",
+               ORDER BY c.origin_seq DESC LIMIT $4 OFFSET $5""",
             workspace,
             domain,
             None if readable is None else list(readable),
             limit,
+            offset,
         )
         return _rows(rows)
 

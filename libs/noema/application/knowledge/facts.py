@@ -192,10 +192,11 @@ class Facts:
         repo: str | None = None,
         include_inactive: bool = False,
         limit: int = 100,
+        offset: int = 0,
     ) -> list[dict[str, Any]]:
         """Facts (semantic memories) the caller may read, the current repo's first: the active,
         unexpired ones, or every one with ``include_inactive`` (an active fact past its
-        ``valid_until`` is listed with status ``expired``)."""
+        ``valid_until`` is listed with status ``expired``); ``limit`` of them after ``offset``."""
         key = domain_ref(domain, repo).key if domain else None
         readable = await self._ctx.readable_domains(caller)
         return await self._ctx.reads.list_facts(
@@ -207,12 +208,13 @@ class Facts:
             readable=readable,
             repo=repo.strip().lower() if repo else None,
             limit=limit,
+            offset=offset,
         )
 
     async def list_conflicts(
-        self, caller: Caller, domain: str | None = None, limit: int = 100
+        self, caller: Caller, domain: str | None = None, limit: int = 100, offset: int = 0
     ) -> list[dict[str, Any]]:
-        """Recorded conflicts, newest first, with both sides' content."""
+        """Recorded conflicts, newest first, with both sides' content (``limit`` after ``offset``)."""
         readable = await self._ctx.readable_domains(caller)
         key = domain_ref(domain, None).key if domain else None
-        return await self._ctx.reads.list_conflicts(caller.workspace, key, readable, limit)
+        return await self._ctx.reads.list_conflicts(caller.workspace, key, readable, limit, offset)
