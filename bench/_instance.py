@@ -145,8 +145,8 @@ def running_instance(
         NOEMA_LOG_FORMAT="json",
         NOEMA_LOG_LEVEL="warning",
         XDG_RUNTIME_DIR=str(runtime),
-        **(extra_env or {}),
     )
+    env.update(extra_env or {})  # may override the defaults above (e.g. NOEMA_LOG_LEVEL)
     with log.open("wb") as out:
         # Own session: a Ctrl-C in the terminal reaches this process only, which then stops `up`
         # in order; die_with_parent: a killed benchmark still takes `up` (and all below it) down.

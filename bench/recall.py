@@ -53,7 +53,6 @@ from noema.client import build_observation
 from noema.domain.attention import memory_id_for
 from noema.ids import derive_id
 from noema.runtime.settings import Settings
-from noema.runtime.topology import Topology
 from noema_events import encode_event
 
 from ._servers import servers
@@ -123,7 +122,7 @@ async def embed_some(nats_url: str, db_url: str, settings: Settings, memory_ids:
     nc = await connect(nats_url, name="bench-recall-embed")
     pool = await create_pool(db_url, settings.db_schema, min_size=1, max_size=1)
     try:
-        publisher = EventPublisher(nc, Topology(settings.prefix))
+        publisher = EventPublisher(nc, settings.topology)
         for i in range(0, len(memory_ids), 64):
             rows = await pool.fetch(
                 "SELECT id, workspace, mind, content, participants, happened_at, origin_event "
@@ -145,7 +144,7 @@ async def ingest(
 ) -> dict[str, dict[str, str]]:
     """Publish every turn as an observation; wait for memories and vectors (every memory's, or
     ``vectors_expected`` of them). Returns dia_id → memory id."""
-    topology = Topology(settings.prefix)
+    topology = settings.topology
     nc = await connect(nats_url, name="bench-recall")
     js = nc.jetstream()
     await ensure_streams(js, topology)

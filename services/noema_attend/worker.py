@@ -12,6 +12,15 @@ deliver from just after it, in order (a crashed process's unacked candidates wou
 back only after their ack wait, behind newer ones); a candidate at or below the mark that arrives
 anyway is acked without being decided again. So a redelivered observation never yields a second,
 different decision, whatever was killed when.
+
+With partitions (``NOEMA_PARTITIONS`` > 1) each partition has its own consumer, and the decisions of
+several partitions interleave on the event stream, so the stream-wide mark says nothing about one
+partition. Each mind's own mark is exact instead: a cycle decides its partition's candidates in
+stream order, so every candidate of a mind at or below the ``through_seq`` of that mind's last
+``attention.decided`` was decided. The handler of a partition reads that mark with the mind's
+working memory, the first time it meets the mind, and acks a candidate at or below it without
+deciding it again; it also acks, undecided, a candidate of a workspace of another partition (read
+from the subjects of an earlier partition count, see noema.adapters.partition_consumers).
 """
 
 from __future__ import annotations
@@ -96,6 +105,7 @@ class AttendHandler:
         fence: Callable[[], Awaitable[None]] | None = None,
         sealer: Sealer | None = None,
         metrics: Metrics | None = None,
+        partition: int | None = None,
     ) -> None:
         self._js = nc.jetstream()
         self._sealer = sealer
@@ -112,6 +122,26 @@ class AttendHandler:
         # mind on the stream (so it survives restarts and changes of owner exactly), then kept here.
         self._memories: OrderedDict[tuple[str, str], WorkingMemory] = OrderedDict()
         self._decided_through = decided  # None: read from the stream on the first batch
+        # Partitioned: the partition handled, and each known mind's own mark (see the module doc).
+        self._partition = partition
+        self._marks: dict[tuple[str, str], int] = {}
+        if partition is not None:
+            self._decided_through = 0  # the stream-wide mark means nothing for one partition
+
+    async def _load_mark(self, workspace: str, mind: str) -> int:
+        """The ``through_seq`` of the mind's last decision (0 when none, or one without it)."""
+        subject = self._topology.event_subject_for(workspace, mind, "attention.decided")
+        last = await last_on_subject(self._js, self._topology.event_stream, subject)
+        event = None if last is None else decode_event(last[1])
+        through = event.payload.through_seq if isinstance(event, AttentionDecided) else None
+        return int(through or 0)
+
+    def _elsewhere(self, msg: Msg) -> bool:
+        """A candidate of a workspace of another partition (stored under an earlier layout)."""
+        if self._partition is None:
+            return False
+        workspace = self._topology.workspace_of_subject(msg.subject) or ""
+        return self._topology.partition(workspace) != self._partition
 
     async def _load_working_memory(self, workspace: str, mind: str) -> WorkingMemory:
         subject = self._topology.event_subject_for(workspace, mind, "working_memory.updated")
@@ -130,7 +160,7 @@ class AttendHandler:
             expected = self._topology.observation_subject(event.workspace, event.mind)
         else:
             raise EventDecodeError(f"expected observation.recorded or recall.proposed, got {event.type}")
-        if msg.subject != expected:
+        if self._topology.published_subject(msg.subject) != expected:
             raise EventDecodeError(f"subject {msg.subject} does not match the observation's scope {expected}")
         return event
 
@@ -170,8 +200,12 @@ class AttendHandler:
         for key, held in staged.items():  # most recently decided last, so evicted last
             self._memories[key] = held
             self._memories.move_to_end(key)
+        if self._partition is not None:
+            for _, candidate in cycle:
+                self._marks[(candidate.workspace, candidate.mind)] = through
         while len(self._memories) > MAX_MINDS:  # reloaded from the stream when seen again
-            self._memories.popitem(last=False)
+            key, _ = self._memories.popitem(last=False)
+            self._marks.pop(key, None)
         return events
 
     async def __call__(self, msgs: list[Msg]) -> None:
@@ -179,13 +213,20 @@ class AttendHandler:
         if self._decided_through is None:
             self._decided_through = await decided_through(self._js, self._topology)
         # Candidates up to the mark were decided before a restart: their events are stored.
-        fresh = [m for m in msgs if m.metadata.sequence.stream > self._decided_through]
+        fresh = [
+            m for m in msgs if m.metadata.sequence.stream > self._decided_through and not self._elsewhere(m)
+        ]
         good, malformed = decode_each(fresh, self._validate)
         good = list(zip([m for m, _ in good], await self._opened([c for _, c in good]), strict=True))
         for msg, exc in malformed:  # attend owns the observation stream: it dead-letters them
             await self._dead_letters.write(msg, str(exc))
         for key in {(c.workspace, c.mind) for _, c in good} - self._memories.keys():
             self._memories[key] = await self._load_working_memory(*key)
+            if self._partition is not None:
+                self._marks[key] = await self._load_mark(*key)
+        if self._partition is not None:  # each mind's candidates up to its own mark were decided
+            marks = self._marks
+            good = [(m, c) for m, c in good if m.metadata.sequence.stream > marks[(c.workspace, c.mind)]]
         events = await self._run_cycle(good, fresh[-1].metadata.sequence.stream) if good else []
         for msg in msgs:
             await msg.ack()

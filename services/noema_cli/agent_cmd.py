@@ -103,7 +103,7 @@ async def _quiet(_: Exception) -> None:
 
 def _apply(data_dir: Path) -> bool:
     """Rewrite the server's config; True when a running server reloaded it."""
-    return reload_embedded_nats(data_dir, prefix=state.settings.prefix)
+    return reload_embedded_nats(data_dir, prefix=state.settings.prefix, partitions=state.settings.partitions)
 
 
 @agent_app.command("add")

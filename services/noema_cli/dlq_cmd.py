@@ -24,7 +24,6 @@ from noema.application.deadletters import DeadLetterDetail, DeadLetterPage, Dead
 from noema.application.upkeep import InvalidQuery
 from noema.application.views import parse
 from noema.runtime.settings import Located
-from noema.runtime.topology import Topology
 from noema.runtime.wiring import connect_nats
 
 from .common import DataDir, JsonOption, clip, fail, operator_name, out, print_json, run, use
@@ -46,7 +45,7 @@ def _with(work: Callable[[DeadLetters], Awaitable[T]]) -> T:
     async def go(settings: Located) -> T:
         async with AsyncExitStack() as stack:
             nc = await connect_nats(settings, stack, "noemactl")
-            topology = Topology(settings.prefix)
+            topology = settings.topology
             return await work(DeadLetters(nc, topology, EventPublisher(nc, topology)))
 
     return run(go)
@@ -221,7 +220,7 @@ def upgrade(data_dir: Path | None = DataDir(), as_json: bool = JsonOption()) -> 
         async with AsyncExitStack() as stack:
             nc = await connect_nats(settings, stack, "noemactl")
             config = dead_letter_stream_config(
-                Topology(settings.prefix),
+                settings.topology,
                 settings.duplicate_window_s,
                 settings.stream_replicas,
                 settings.dead_letter_policy,

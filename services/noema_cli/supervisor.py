@@ -187,8 +187,10 @@ def _embedded_nats(settings: Settings, data_dir: Path) -> EmbeddedNats | Embedde
             f"NATS has {settings.nats_nodes} (NOEMA_NATS_NODES)"
         )
     if settings.nats_nodes > 1:
-        return EmbeddedCluster(data_dir, settings.nats_nodes, prefix=settings.prefix)
-    return EmbeddedNats(data_dir, prefix=settings.prefix)
+        return EmbeddedCluster(
+            data_dir, settings.nats_nodes, prefix=settings.prefix, partitions=settings.partitions
+        )
+    return EmbeddedNats(data_dir, prefix=settings.prefix, partitions=settings.partitions)
 
 
 def _assign_metrics_ports(children: list[_Child], settings: Settings) -> dict[str, str]:

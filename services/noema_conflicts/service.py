@@ -23,6 +23,13 @@ it, its own or another replica's. A slot belongs to one workspace, so nothing an
 stores can change the decision, and a busy tenant's backlog does not hold up another's facts.
 Two agents racing to write contradicting facts therefore get exactly one winner. Decision events have ids
 derived from the facts involved, so a redelivered fact yields the same events, stored once.
+
+With partitions (``NOEMA_PARTITIONS`` > 1) each partition has a consumer and a claim of its own,
+shared among the instances (noema.runtime.partitions): the owner of partition p decides the facts of
+p's workspaces, in stream order, and acks the others undecided. The event stream's subjects carry no
+partition (the projector, replay and every reader use them as they are), so each partition's
+consumer reads every ``fact.proposed`` and skips the others' — facts are a small share of the
+events; observations, the bulk, are partitioned by the stream itself.
 """
 
 from __future__ import annotations
@@ -51,9 +58,10 @@ from noema.ids import derive_id
 from noema.ports import EventSink, FactReads
 from noema.runtime.claims import ClaimedService
 from noema.runtime.metrics import Metrics
+from noema.runtime.partitions import PartitionedService
 from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
-from noema.runtime.wiring import open_bus, open_pool, sealer
+from noema.runtime.wiring import PartitionConsumer, open_bus, open_pool, partitioned_workers, sealer
 from noema.runtime.worker import PullWorker, decode_each
 from noema_events import Event, FactProposed
 
@@ -61,6 +69,9 @@ __all__ = ["ConflictsHandler", "build"]
 
 log = structlog.get_logger("noema.conflicts")
 ACTOR = "conflicts"
+PARTITION_BATCH = 32
+"""Facts fetched at once by a partition's consumer (decided one by one, in order; the other
+partitions' facts in the batch are only acked)."""
 
 
 class ConflictsHandler:
@@ -78,6 +89,7 @@ class ConflictsHandler:
         facts: FactReads | None = None,
         fence: Callable[[], Awaitable[None]] | None = None,
         sealer: Sealer | None = None,
+        partition: int | None = None,
     ) -> None:
         if facts is None:
             assert pool is not None, "the facts are read from the pool's read model unless given"
@@ -85,6 +97,7 @@ class ConflictsHandler:
         self._facts = facts
         # Raises once this instance's claim is lost (noema.runtime.claims): checked before publishing.
         self._fence = fence
+        self._partition = partition  # None: every workspace's facts
         self._js = js
         self._dead_letters = dead_letters
         self._topology = topology
@@ -168,6 +181,12 @@ class ConflictsHandler:
                 break
         return events
 
+    def _ours(self, workspace: str) -> bool:
+        """Whether this handler decides ``workspace``'s facts (its partition's, or all)."""
+        if self._partition is None or self._topology is None:
+            return True
+        return self._topology.partition(workspace) == self._partition
+
     async def __call__(self, msgs: list[Msg]) -> None:
         """Decide each fact in order; decisions are stored before the fact is acked."""
         decoded, undecodable = decode_each(msgs)
@@ -177,7 +196,7 @@ class ConflictsHandler:
         if self._sealer is not None:
             facts = await self._sealer.open(facts)  # content comes sealed (docs/privacy.md)
         for (msg, _), ev in zip(decoded, facts, strict=True):
-            if isinstance(ev, FactProposed):
+            if isinstance(ev, FactProposed) and self._ours(ev.workspace):
                 # Everything of its workspace stored before this fact was delivered — including
                 # decisions another replica (or this one before a restart) published — must be in
                 # the read model; other workspaces' events are not waited for.
@@ -200,7 +219,7 @@ class ConflictsHandler:
 
 async def build(
     settings: Located, stack: AsyncExitStack, *, metrics: Metrics | None = None
-) -> ClaimedService:
+) -> ClaimedService | PartitionedService:
     """Connect, migrate, bind the durable ``conflicts`` consumer (fact.proposed events only)."""
     await migrate(settings.database_url, settings.db_schema)
     # Read-only; it settles facts of every workspace, so it sees them all under row security.
@@ -209,6 +228,32 @@ async def build(
         settings, stack, "reader", app="noema-conflicts", workspace=ALL_WORKSPACES, max_size=3
     )
     nc, js, topology = await open_bus(settings, stack, "noema-conflicts")
+    facts = topology.event_subject_for("*", "*", "fact.proposed")
+    seals = sealer(pool)
+
+    def handler(fence: Callable[[], Awaitable[None]], partition: int | None = None) -> ConflictsHandler:
+        return ConflictsHandler(
+            pool,
+            EventPublisher(nc, topology, seals),
+            sealer=seals,
+            js=js,
+            topology=topology,
+            dead_letters=DeadLetters(js, topology, "conflicts", metrics),
+            fence=fence,
+            partition=partition,
+        )
+
+    if topology.partitioned:
+        consumer = PartitionConsumer(
+            topology.event_stream,
+            lambda _: facts,
+            PARTITION_BATCH,
+            ack_wait=120.0,
+            max_ack_pending=PARTITION_BATCH,
+        )
+        return partitioned_workers(
+            settings, nc, pool, "conflicts", consumer, lambda p, f: handler(f, p), metrics
+        )
     claim = AdvisoryClaim(pool, settings.db_schema, "conflicts")
 
     async def start() -> PullWorker:
@@ -216,21 +261,11 @@ async def build(
             nc,
             topology.event_stream,
             topology.durable("conflicts"),
-            f"{topology.prefix}.evt.*.*.fact_proposed",
+            facts,
             1,
             ack_wait=120.0,
             max_ack_pending=1,
         )
-        seals = sealer(pool)
-        handler = ConflictsHandler(
-            pool,
-            EventPublisher(nc, topology, seals),
-            sealer=seals,
-            js=js,
-            topology=topology,
-            dead_letters=DeadLetters(js, topology, "conflicts", metrics),
-            fence=claim.check,
-        )
-        return PullWorker("conflicts", puller, handler, 1, metrics=metrics)
+        return PullWorker("conflicts", puller, handler(claim.check), 1, metrics=metrics)
 
     return ClaimedService("conflicts", nc, claim, start)

@@ -225,7 +225,7 @@ async def build(
         nc,
         topology.observation_stream,
         durable,
-        topology.observations_only,
+        topology.stored_observations_only,
         32,
         # A crashed retrieve's observations come back after this: a batch takes seconds, not more.
         ack_wait=30.0,

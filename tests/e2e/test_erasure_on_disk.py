@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.instance import Instance, eventually, temporary_root
+from tests.faults.instance import Instance, eventually, running
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -20,16 +20,9 @@ PERSON = "person:4711"
 
 
 @pytest.fixture
-async def instance() -> AsyncIterator[Instance]:
-    with temporary_root() as root:
-        inst = Instance(root)  # the default embedder: vectors are part of what is erased
-        inst.start()
-        try:
-            await inst.ready()
-            yield inst
-        finally:
-            await inst.close_clients()
-            inst.force_stop()
+async def instance(request: pytest.FixtureRequest) -> AsyncIterator[Instance]:
+    async with running(request, {}) as inst:  # the default embedder: vectors are part of what is erased
+        yield inst
 
 
 def files_holding(root: Path, needle: bytes) -> list[str]:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from nats.js.errors import NotFoundError
 from noema.adapters.jetstream import nats_servers
 from noema.client import build_observation, send_observation
 from noema.runtime.embedded import free_port
+from noema.runtime.health import watched_consumer
 from noema.runtime.topology import Topology
 from tests.support import assert_eventually
 
@@ -138,13 +139,25 @@ class Instance:
             for name in DURABLES:
                 on_events = name in ("conflicts", "projector")
                 stream = TOPOLOGY.event_stream if on_events else TOPOLOGY.observation_stream
-                try:
-                    await js.consumer_info(stream, TOPOLOGY.durable(name))
-                except NotFoundError:
-                    return False
+                for durable in self.durables(name):
+                    try:
+                        await js.consumer_info(stream, durable)
+                    except NotFoundError:
+                        return False
             return True
 
         await eventually(consumers_exist, timeout, 0.5, "every durable consumer")
+
+    @property
+    def topology(self) -> Topology:
+        """The instance's names: its partition count is ``NOEMA_PARTITIONS`` of its environment."""
+        return Topology(PREFIX, int(self.env_overrides.get("NOEMA_PARTITIONS", "1")))
+
+    def durables(self, worker: str) -> list[str]:
+        """The durable consumers of ``worker``: one, or one per partition (attend, conflicts)."""
+        watched = watched_consumer(worker, self.topology)
+        assert watched is not None, worker
+        return list(watched.durables or (watched.durable,))
 
     def tail(self, lines: int = 30) -> str:
         """The end of the log, for failure messages."""
@@ -215,8 +228,8 @@ class Instance:
         seen: list[int] = []
 
         async def idle() -> bool:
-            for name in consumers:
-                info = await js.consumer_info(TOPOLOGY.observation_stream, TOPOLOGY.durable(name))
+            for durable in (d for name in consumers for d in self.durables(name)):
+                info = await js.consumer_info(TOPOLOGY.observation_stream, durable)
                 if info.num_pending or info.num_ack_pending:
                     seen.clear()
                     return False
@@ -314,11 +327,20 @@ class Publisher:
     """Publishes observations at a steady pace and remembers which ones JetStream acknowledged."""
 
     def __init__(
-        self, nats_url: str, rate: float = 50.0, workspace: str = "acme", *, retry: bool = False
+        self,
+        nats_url: str,
+        rate: float = 50.0,
+        workspace: str = "acme",
+        *,
+        retry: bool = False,
+        workspaces: tuple[str, ...] = (),
     ) -> None:
         self._url = nats_url
         self._pause = 1.0 / rate
-        self._workspace = workspace
+        self._workspaces = workspaces or (workspace,)
+        """Observation i goes to ``workspaces[i % len(workspaces)]``, to mind ``agent<i % 4>``."""
+        self.scopes: dict[str, tuple[str, str]] = {}
+        """Each attempted observation's workspace and mind."""
         self._retry = retry
         """Publish an observation that was not acknowledged again, with the same id, until it is
         (as a client should): JetStream stores it once whether or not the first try was stored."""
@@ -348,11 +370,12 @@ class Publisher:
             while not self._stop.is_set():
                 obs = build_observation(
                     f"observation {i}: host-{i % 97} reported status {i * 7 % 13}",
-                    workspace=self._workspace,
+                    workspace=self._workspaces[i % len(self._workspaces)],
                     mind=f"agent{i % 4}",
                 )
                 i += 1
                 self.attempted.append(obs.id)
+                self.scopes[obs.id] = (obs.workspace, obs.mind)
                 while True:
                     try:
                         stored = await send_observation(js, obs, topology=TOPOLOGY, timeout=2.0)
@@ -424,3 +447,86 @@ async def assert_exactly_once(pool: asyncpg.Pool, acked: set[str], attempted: se
     assert dup_created == 0, f"{dup_created} memories were created by more than one memory.created event"
     events = int(await pool.fetchval("SELECT count(*) FROM events"))
     return {"acknowledged": len(acked), "memories": sum(counts.values()), "events": events}
+
+
+async def working_memory_forks(pool: asyncpg.Pool) -> list[str]:
+    """Working memory updates that did not continue their mind's previous one.
+
+    A cycle stores its new memories and its mind's working memory together, so every item that
+    enters a working memory was created after the mind's previous update. Two owners deciding one
+    mind from the same state would leave one update holding an item the other had already evicted:
+    an item created before the previous update, but not in it."""
+    rows = await pool.fetch(
+        "SELECT seq, type, workspace, mind, payload::text AS payload FROM events "
+        "WHERE type IN ('memory.created.v1', 'working_memory.updated.v1') ORDER BY seq"
+    )
+    created: dict[str, int] = {}
+    last: dict[tuple[str, str], tuple[int, set[str]]] = {}
+    forks: list[str] = []
+    for r in rows:
+        payload = json.loads(r["payload"])
+        if r["type"] == "memory.created.v1":
+            created[payload["memory_id"]] = r["seq"]
+            continue
+        key = (r["workspace"], r["mind"])
+        items = {i["memory_id"] for i in payload["items"]}
+        previous_seq, previous = last.get(key, (0, set()))
+        forks += [
+            f"seq {r['seq']} ({key}): {m} created at {created.get(m)}, not in the update at {previous_seq}"
+            for m in items - previous
+            if created.get(m, 0) < previous_seq
+        ]
+        last[key] = (r["seq"], items)
+    return forks
+
+
+async def propose_rival_facts(instance: Instance, workspace: str) -> None:
+    """Two contradicting facts about one slot of ``workspace``, proposed at once (one must win)."""
+    race = [
+        asyncio.to_thread(
+            instance.ctl, "fact", "propose", text, "-w", workspace, "-d", "ops", "-t", "deploy-day"
+        )
+        for text in ("Deploys happen on Fridays", "Deploys happen on Tuesdays")
+    ]
+    for done in await asyncio.gather(*race):
+        assert done.returncode == 0, done.stderr
+
+
+async def until_published(publisher: Publisher, count: int) -> None:
+    """Wait until ``count`` observations are acknowledged."""
+
+    async def published() -> bool:
+        return len(publisher.acked) >= count
+
+    await eventually(published, 300, 0.2, f"{count} observations acknowledged")
+
+
+async def assert_settled_exactly_once(pool: asyncpg.Pool, publisher: Publisher) -> dict[str, int]:
+    """Once the (stopped) publisher's acknowledged observations all have a memory:
+    :func:`assert_exactly_once`, and no working memory forked. Returns the counts."""
+    acked = set(publisher.acked)
+
+    async def all_memories() -> bool:
+        return not acked - (await memory_counts(pool)).keys()
+
+    await eventually(all_memories, 400, 0.5, f"a memory for each of {len(acked)} acknowledged observations")
+    counts = await assert_exactly_once(pool, acked, set(publisher.attempted))
+    forks = await working_memory_forks(pool)
+    assert not forks, f"{len(forks)} working memory forks, e.g. {forks[:3]}"
+    return counts
+
+
+@contextlib.asynccontextmanager
+async def running(request: Any, env: dict[str, str]) -> AsyncIterator[Instance]:
+    """A fresh ``up`` with these settings in a temporary folder, ready; stopped (its log kept, see
+    :meth:`Instance.keep_log`) afterwards."""
+    with temporary_root() as root:
+        inst = Instance(root, env)
+        inst.start()
+        try:
+            await inst.ready()
+            yield inst
+        finally:
+            await inst.close_clients()
+            inst.force_stop()
+            inst.keep_log(request.node.name)

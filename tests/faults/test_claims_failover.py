@@ -11,13 +11,11 @@ which the fork check would not tell from a fork); the embedder is off (less load
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import time
 from collections.abc import AsyncIterator
 
-import asyncpg
 import psutil
 import pytest
 
@@ -26,11 +24,13 @@ from tests.faults.instance import (
     TOPOLOGY,
     Instance,
     Publisher,
-    assert_exactly_once,
+    assert_settled_exactly_once,
     eventually,
     memory_counts,
+    propose_rival_facts,
     record,
-    temporary_root,
+    running,
+    until_published,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -43,19 +43,9 @@ TAKEOVER_LIMIT_S = 10.0
 @pytest.fixture
 async def instance(request: pytest.FixtureRequest) -> AsyncIterator[Instance]:
     """A fresh ``up`` with two instances of each claimed worker."""
-    with temporary_root() as root:
-        inst = Instance(
-            root,
-            env_overrides={"NOEMA_REPLICAS": "2", "NOEMA_EMBEDDER": "none", "NOEMA_HEARTBEAT_INTERVAL": "1"},
-        )
-        inst.start()
-        try:
-            await inst.ready()
-            yield inst
-        finally:
-            await inst.close_clients()
-            inst.force_stop()
-            inst.keep_log(request.node.name)
+    env = {"NOEMA_REPLICAS": "2", "NOEMA_EMBEDDER": "none", "NOEMA_HEARTBEAT_INTERVAL": "1"}
+    async with running(request, env) as inst:
+        yield inst
 
 
 def owner(instance: Instance, worker: str) -> int | None:
@@ -105,37 +95,6 @@ async def kill_owners(instance: Instance) -> dict[str, float]:
     return takeover
 
 
-async def working_memory_forks(pool: asyncpg.Pool) -> list[str]:
-    """Working memory updates that did not continue their mind's previous one.
-
-    A cycle stores its new memories and its mind's working memory together, so every item that
-    enters a working memory was created after the mind's previous update. Two owners deciding one
-    mind from the same state would leave one update holding an item the other had already evicted:
-    an item created before the previous update, but not in it."""
-    rows = await pool.fetch(
-        "SELECT seq, type, workspace, mind, payload::text AS payload FROM events "
-        "WHERE type IN ('memory.created.v1', 'working_memory.updated.v1') ORDER BY seq"
-    )
-    created: dict[str, int] = {}
-    last: dict[tuple[str, str], tuple[int, set[str]]] = {}
-    forks: list[str] = []
-    for r in rows:
-        payload = json.loads(r["payload"])
-        if r["type"] == "memory.created.v1":
-            created[payload["memory_id"]] = r["seq"]
-            continue
-        key = (r["workspace"], r["mind"])
-        items = {i["memory_id"] for i in payload["items"]}
-        previous_seq, previous = last.get(key, (0, set()))
-        forks += [
-            f"seq {r['seq']} ({key}): {m} created at {created.get(m)}, not in the update at {previous_seq}"
-            for m in items - previous
-            if created.get(m, 0) < previous_seq
-        ]
-        last[key] = (r["seq"], items)
-    return forks
-
-
 async def test_standbys_take_over_from_killed_owners_and_nothing_is_lost_duplicated_or_forked(
     instance: Instance,
 ) -> None:
@@ -169,41 +128,12 @@ async def test_standbys_take_over_from_killed_owners_and_nothing_is_lost_duplica
                 await eventually(progressed, 180, 0.1, f"{tenth}/10 of the ingest")
                 rounds.append(await kill_owners(instance))
                 if tenth == 3:  # a fact race on the new conflicts owner
-                    race = [
-                        asyncio.to_thread(
-                            instance.ctl,
-                            "fact",
-                            "propose",
-                            text,
-                            "-w",
-                            "acme",
-                            "-d",
-                            "ops",
-                            "-t",
-                            "deploy-day",
-                        )
-                        for text in ("Deploys happen on Fridays", "Deploys happen on Tuesdays")
-                    ]
-                    for done in await asyncio.gather(*race):
-                        assert done.returncode == 0, done.stderr
+                    await propose_rival_facts(instance, "acme")
 
-            async def published() -> bool:
-                return len(publisher.acked) >= N
-
-            await eventually(published, 300, 0.2, f"{N} observations acknowledged")
+            await until_published(publisher, N)
         finally:
             await publisher.stop()
-        acked = set(publisher.acked)
-
-        async def all_memories() -> bool:
-            return not acked - (await memory_counts(pool)).keys()
-
-        await eventually(
-            all_memories, 400, 0.5, f"a memory for each of {len(acked)} acknowledged observations"
-        )
-        counts = await assert_exactly_once(pool, acked, set(publisher.attempted))
-        forks = await working_memory_forks(pool)
-        assert not forks, f"{len(forks)} working memory forks, e.g. {forks[:3]}"
+        counts = await assert_settled_exactly_once(pool, publisher)
 
     async def one_winner() -> bool:
         active = await pool.fetchval(

@@ -35,7 +35,7 @@ from tests.faults.instance import (
     eventually,
     memory_counts,
     record,
-    temporary_root,
+    running,
     wait_all_memories,
 )
 from tests.faults.test_outages import _take_port
@@ -58,16 +58,8 @@ async def cluster(request: pytest.FixtureRequest) -> AsyncIterator[Instance]:
         "NOEMA_NATS_NODES": str(NODES),
         "NOEMA_STREAM_REPLICAS": str(REPLICAS),
     }
-    with temporary_root() as root:
-        inst = Instance(root, env)
-        inst.start()
-        try:
-            await inst.ready()
-            yield inst
-        finally:
-            await inst.close_clients()
-            inst.force_stop()
-            inst.keep_log(request.node.name)
+    async with running(request, env) as inst:
+        yield inst
 
 
 def _server(instance: Instance, name: str) -> tuple[psutil.Process, int]:

@@ -31,7 +31,7 @@ from tests.faults.instance import (
     eventually,
     memory_counts,
     record,
-    temporary_root,
+    running,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(420)]
@@ -43,16 +43,8 @@ PG_OUTAGE_S = 60.0
 @pytest.fixture
 async def instance(request: pytest.FixtureRequest) -> AsyncIterator[Instance]:
     """A fresh ``up`` without an embedder (vectors play no part here, and cost the CPU)."""
-    with temporary_root() as root:
-        inst = Instance(root, {"NOEMA_EMBEDDER": "none"})
-        inst.start()
-        try:
-            await inst.ready()
-            yield inst
-        finally:
-            await inst.close_clients()
-            inst.force_stop()
-            inst.keep_log(request.node.name)
+    async with running(request, {"NOEMA_EMBEDDER": "none"}) as inst:
+        yield inst
 
 
 def _take_port(port: int, timeout: float = 20.0) -> socket.socket:

@@ -24,7 +24,7 @@ from tests.faults.instance import (
     eventually,
     memory_counts,
     record,
-    temporary_root,
+    running,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -38,16 +38,8 @@ come back after its 60 s ack wait, which then overlaps with the rest)."""
 @pytest.fixture
 async def instance(request: pytest.FixtureRequest) -> AsyncIterator[Instance]:
     """A fresh ``up`` with the default embedder (embed is one of the killed workers)."""
-    with temporary_root() as root:
-        inst = Instance(root)
-        inst.start()
-        try:
-            await inst.ready()
-            yield inst
-        finally:
-            await inst.close_clients()
-            inst.force_stop()
-            inst.keep_log(request.node.name)
+    async with running(request, {}) as inst:
+        yield inst
 
 
 async def test_sigkill_of_each_worker_mid_ingest_loses_and_duplicates_nothing(instance: Instance) -> None:

@@ -15,10 +15,10 @@ from noema_api.routes import ENDPOINTS
 from noema_cli.main import app
 
 __all__ = [
+    "CLAIMED",
     "DEPLOY",
     "KNOWN_VARIABLES",
     "NATS_AUTH_VARIABLES",
-    "ONE_PROCESS",
     "PUBLIC_GET_PATHS",
     "check_noemactl",
     "container",
@@ -59,9 +59,10 @@ KNOWN_VARIABLES = (
 tokens file, the metrics port, unset by default)."""
 PUBLIC_GET_PATHS = {e.path for e in ENDPOINTS if e.public and e.method == "GET"}
 """API paths answered without a token: the only ones a probe can use."""
-ONE_PROCESS = {"noema_projector", "noema_attend"}
-"""Workers with per-process state (the projector's position in stream order; each mind's working
-memory in attend): never two at once, so one replica, replaced with Recreate, never autoscaled."""
+CLAIMED = {"noema_projector", "noema_attend", "noema_conflicts"}
+"""Workers that work under claims (noema.runtime.claims, noema.runtime.partitions): several
+replicas, each partition (the projector's one) worked by one of them at a time; never autoscaled
+(more replicas than partitions would only stand by)."""
 
 
 def load(path: Path) -> Any:

@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from noema.runtime.natsconfig import DEPLOY_PARTITIONS
 from noema_api.auth import load_tokens
 from noema_cli.supervisor import SERVICES
 
 from .deploy_files import (
+    CLAIMED,
     DEPLOY,
     KNOWN_VARIABLES,
-    ONE_PROCESS,
     PUBLIC_GET_PATHS,
     check_noemactl,
     container,
@@ -43,9 +44,19 @@ def env(deployment: dict[str, Any]) -> dict[str, str]:
 def test_every_process_has_a_deployment_running_a_real_module() -> None:
     deployments = by_module()
     assert set(SERVICES.values()) == set(deployments)
-    for module in ONE_PROCESS:
-        assert deployments[module]["spec"]["replicas"] == 1, module
-        assert deployments[module]["spec"]["strategy"]["type"] == "Recreate", module
+    for module in CLAIMED:
+        # Two replicas under claims: a standby or a partition's new owner takes over from the
+        # replica that stops. The projector rolls (its standby is ready); the partitioned workers are
+        # recreated (two partition counts never work at once: a new pod would wait, unready).
+        assert deployments[module]["spec"]["replicas"] == 2, module
+        rolls = module == "noema_projector"
+        strategy = deployments[module]["spec"]["strategy"]
+        assert strategy["type"] == ("RollingUpdate" if rolls else "Recreate"), module
+
+
+def test_every_process_runs_the_partition_count_the_nats_users_allow() -> None:
+    for d in kind("Deployment"):
+        assert env(d)["NOEMA_PARTITIONS"] == str(DEPLOY_PARTITIONS), d["metadata"]["name"]
 
 
 def test_every_process_gets_the_servers_and_only_variables_noema_reads() -> None:

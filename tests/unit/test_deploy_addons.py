@@ -20,8 +20,8 @@ from noema.runtime import wiring
 from noema.runtime.settings import Located, Settings
 
 from .deploy_files import (
+    CLAIMED,
     DEPLOY,
-    ONE_PROCESS,
     container,
     documents,
     environment,
@@ -112,7 +112,7 @@ async def test_keda_scales_stateless_workers_on_the_durable_consumer_they_bind(
         assert (so["apiVersion"], so["kind"]) == ("keda.sh/v1alpha1", "ScaledObject")
         target = deployments[so["spec"]["scaleTargetRef"]["name"]]
         module = module_of(container(target)["command"])
-        assert module not in ONE_PROCESS
+        assert module not in CLAIMED
         assert "replicas" not in target["spec"], "the autoscaler owns replicas; applying must not reset them"
         settings = Located.of(Settings.from_env(environment(BASE, target)))
         [(stream, consumer)] = await bound_consumers(module, settings, monkeypatch)

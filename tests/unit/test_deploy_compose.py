@@ -9,9 +9,11 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
+from noema.runtime.natsconfig import DEPLOY_PARTITIONS
 from noema_cli.supervisor import SERVICES
 
 from .deploy_files import (
+    CLAIMED,
     DEPLOY,
     KNOWN_VARIABLES,
     PUBLIC_GET_PATHS,
@@ -77,6 +79,13 @@ def test_every_process_reads_only_noema_variables_pointing_at_the_servers_of_the
         )
         # the same password variable as the server's
         assert postgres["POSTGRES_PASSWORD"].split(":")[0] in env["NOEMA_DATABASE_URL"]
+
+
+def test_the_claimed_workers_run_twice_on_the_partition_count_the_nats_users_allow() -> None:
+    services = noema_services()
+    for module, service in services.items():
+        assert service["environment"]["NOEMA_PARTITIONS"] == str(DEPLOY_PARTITIONS), module
+        assert service.get("deploy", {}).get("replicas", 1) == (2 if module in CLAIMED else 1), module
 
 
 def test_nats_keeps_jetstream_on_a_volume_and_fsyncs_every_write() -> None:

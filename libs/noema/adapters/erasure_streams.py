@@ -61,7 +61,7 @@ def _about(data: bytes, subject: str | None, ids: Collection[str]) -> tuple[bool
     return tagged or env.id in ids, env.id
 
 
-async def scan(nc: NATS, stream: str, subjects: str) -> AsyncIterator[Msg]:
+async def scan(nc: NATS, stream: str, subjects: str | list[str]) -> AsyncIterator[Msg]:
     """Every message of ``stream`` on ``subjects`` stored now, in order, whatever was deleted before
     (an ephemeral consumer without acks, read until it has nothing pending)."""
     js = nc.jetstream()
@@ -70,7 +70,8 @@ async def scan(nc: NATS, stream: str, subjects: str) -> AsyncIterator[Msg]:
         ConsumerConfig(
             deliver_policy=DeliverPolicy.ALL,
             ack_policy=AckPolicy.NONE,
-            filter_subject=subjects,
+            filter_subject=subjects if isinstance(subjects, str) else None,
+            filter_subjects=None if isinstance(subjects, str) else subjects,
             inactive_threshold=60.0,
         ),
     )
@@ -95,7 +96,9 @@ async def scan(nc: NATS, stream: str, subjects: str) -> AsyncIterator[Msg]:
             await js.delete_consumer(stream, info.name)
 
 
-async def _scan(nc: NATS, stream: str, subjects: str, keep: Callable[[Msg], Found | None]) -> list[Found]:
+async def _scan(
+    nc: NATS, stream: str, subjects: str | list[str], keep: Callable[[Msg], Found | None]
+) -> list[Found]:
     return [f async for m in scan(nc, stream, subjects) if (f := keep(m)) is not None]
 
 
@@ -108,19 +111,18 @@ async def find_observations(
         about, obs_id = _about(msg.data, subject, ids)
         return Found(msg.metadata.sequence.stream, obs_id) if about else None
 
-    # <prefix>.obs.<workspace>.<mind>: observations only (recall candidates have a fifth token)
-    return await _scan(nc, topology.observation_stream, f"{topology.prefix}.obs.{workspace}.*", keep)
+    # Observations only, also where stored by partition (recall candidates have one token more)
+    return await _scan(nc, topology.observation_stream, topology.workspace_observations(workspace), keep)
 
 
 async def find_dead_letters(
     nc: NATS, topology: Topology, workspace: str, subject: str | None, ids: Collection[str]
 ) -> list[Found]:
     """The dead letters of messages of ``workspace`` that are about ``subject`` or ``ids``."""
-    scopes = (f"{topology.prefix}.obs.{workspace}.", f"{topology.prefix}.evt.{workspace}.")
 
     def keep(msg: Msg) -> Found | None:
         original = (msg.headers or {}).get("Noema-Original-Subject", "")
-        if not original.startswith(scopes):
+        if topology.workspace_of_subject(original) != workspace:  # stored by partition too
             return None
         about, obs_id = _about(msg.data, subject, ids)
         return Found(msg.metadata.sequence.stream, obs_id) if about else None

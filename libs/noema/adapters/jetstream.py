@@ -27,6 +27,7 @@ from nats.js.api import (
     RetentionPolicy,
     StorageType,
     StreamConfig,
+    SubjectTransform,
 )
 from nats.js.errors import APIError, NotFoundError
 
@@ -179,6 +180,9 @@ def _stream_configs(
             name=topology.observation_stream,
             subjects=[topology.observation_subjects],
             description="Noema observations",
+            # Partitions by workspace (P > 1): the stream stores each observation under its
+            # workspace's partition, which NATS computes (Topology.observation_transform).
+            subject_transform=_transform(topology.observation_transform),
             # Not the source of truth (the events are): an erasure (docs/privacy.md) deletes the
             # observations of what it erases, overwriting them on disk; only the operator may.
             deny_delete=False,
@@ -281,10 +285,20 @@ async def _ensure_health_bucket(js: JetStreamContext, topology: Topology, replic
         log.info("stream created", stream=topology.health_stream)
 
 
+def _transform(source_and_destination: tuple[str, str] | None) -> SubjectTransform | None:
+    if source_and_destination is None:
+        return None
+    src, dest = source_and_destination
+    return SubjectTransform(src=src, dest=dest)
+
+
 def _differs(current: StreamConfig, wanted: StreamConfig) -> bool:
-    # Only what Noema sets: the server fills in (and reports) much more.
-    have = current.as_dict()
-    return any(have.get(key) != value for key, value in wanted.as_dict().items())
+    # Only what Noema sets: the server fills in (and reports) much more. A transform Noema no
+    # longer wants (partitions back to 1) is unset too.
+    have, want = current.as_dict(), wanted.as_dict()
+    return any(have.get(key) != value for key, value in want.items()) or (
+        "subject_transform" in have and "subject_transform" not in want
+    )
 
 
 async def _write_stream(

@@ -190,13 +190,15 @@ async def durable_puller(
     max_ack_pending: int,
     deliver_policy: DeliverPolicy = DeliverPolicy.ALL,
     opt_start_seq: int | None = None,
+    api_timeout: float = 5.0,
 ) -> Puller:
     """Create (or keep) a shared durable consumer with explicit acks and return a started puller on it.
 
     ``filter_subject`` may be a list (the consumer then delivers messages matching any of them);
-    ``opt_start_seq`` goes with ``DeliverPolicy.BY_START_SEQUENCE``.
+    ``opt_start_seq`` goes with ``DeliverPolicy.BY_START_SEQUENCE``; ``api_timeout``: how long the
+    request may wait for JetStream (nats-py's default, 5 s, unless given).
     """
-    await nc.jetstream().add_consumer(
+    await nc.jetstream(timeout=api_timeout).add_consumer(
         stream,
         ConsumerConfig(
             durable_name=durable,

@@ -105,7 +105,7 @@ class AsOfSchemas:
     def __init__(self, settings: Located, nc: NATS) -> None:
         self.settings = settings
         self.nc = nc
-        self.topology = Topology(settings.prefix)
+        self.topology = settings.topology
         self._one_build = asyncio.Semaphore(1)
 
     @property

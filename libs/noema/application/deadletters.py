@@ -229,10 +229,8 @@ class DeadLetters:
 
     def workspace_of(self, subject: str | None) -> str | None:
         """The workspace an observation or event subject names (None for any other, or a bad name)."""
-        parts = (subject or "").split(".")
-        if len(parts) >= 4 and parts[0] == self.topology.prefix and parts[1] in ("obs", "evt"):
-            return parts[2] if _NAME.match(parts[2]) else None
-        return None
+        workspace = self.topology.workspace_of_subject(subject or "")
+        return workspace if workspace is not None and _NAME.match(workspace) else None
 
     def _fields(self, raw: RawStreamMsg, preview_bytes: int) -> dict[str, Any]:
         headers = {str(k): str(v) for k, v in (raw.headers or {}).items()}
@@ -375,7 +373,8 @@ class DeadLetters:
                 "have its publisher send it again, then drop this one"
             )
         observations = self.topology.observation_subjects.removesuffix(">")
-        subject = record.original_subject
+        # Stored under its partition (NOEMA_PARTITIONS > 1): re-published where it was published.
+        subject = record.original_subject and self.topology.published_subject(record.original_subject)
         if not subject or not subject.startswith(observations):
             raise Conflict(
                 f"dead letter {seq} came from {subject or 'an unknown subject'}, not from the observation "

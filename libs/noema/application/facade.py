@@ -63,7 +63,6 @@ from noema.errors import Unavailable
 from noema.ports import MemoryReads
 from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
-from noema.runtime.topology import Topology
 from noema.runtime.wiring import connect_nats, open_pool
 from noema.stream_points import StreamPoint
 from noema_events import Event, ObservationRecorded
@@ -132,7 +131,7 @@ class Noema:
         self.nc = nc
         self.clock = clock
         """The time every operation of this instance takes as "now" (tests pin it)."""
-        self.topology = Topology(settings.prefix)
+        self.topology = settings.topology
         self.publisher = EventPublisher(nc, self.topology, Sealer(PostgresKeyring(pool)))
         self.dead_letters = DeadLetters(nc, self.topology, self.publisher)
         """The dead-letter stream: list, show, retry, drop (JetStream only, no read model)."""

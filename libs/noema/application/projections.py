@@ -34,7 +34,6 @@ from noema.adapters.postgres import versions as pv
 from noema.application.replay import catch_up, replay_into
 from noema.application.upkeep import Conflict, NotFound
 from noema.runtime.settings import Located
-from noema.runtime.topology import Topology
 
 __all__ = ["SWITCH_LOCK_TIMEOUT_S", "drop", "rebuild", "status", "switch"]
 
@@ -70,7 +69,7 @@ async def _live_position(conn: asyncpg.Connection, live: str) -> int:
 async def _follow(settings: Located, nc: NATS, conn: asyncpg.Connection, schema: str) -> tuple[int, int]:
     """Catch ``schema`` up with the live read model, pass after pass, until a pass has little left
     to do; returns (its position, the live position the last pass aimed at)."""
-    topology = Topology(settings.prefix)
+    topology = settings.topology
     position = await pv.position_of(conn, schema) or 0
     target = position
     for _ in range(_PASSES):
@@ -96,12 +95,12 @@ async def rebuild(
         scratch = f"replay_pv{version}_{os.getpid()}_{secrets.token_hex(3)}"
         await pv.add_version(conn, live, version, scratch)
         result = await replay_into(
-            nc, settings.database_url, Topology(settings.prefix), scratch, None, progress, indexes=True
+            nc, settings.database_url, settings.topology, scratch, None, progress, indexes=True
         )
         schema = await pv.promote(conn, live, version, scratch)
         position, live_position = await _follow(settings, nc, conn, schema)
         await pv.set_state(conn, live, version, "ready")
-        last = await stream_last_seq(nc.jetstream(), Topology(settings.prefix).event_stream)
+        last = await stream_last_seq(nc.jetstream(), settings.topology.event_stream)
     return {
         "version": version,
         "schema": schema,
@@ -117,7 +116,7 @@ async def rebuild(
 async def status(settings: Located, nc: NATS) -> dict[str, Any]:
     """Every version with its state, schema, position and lag (events the stream holds beyond it)."""
     live = settings.db_schema
-    last = await stream_last_seq(nc.jetstream(), Topology(settings.prefix).event_stream)
+    last = await stream_last_seq(nc.jetstream(), settings.topology.event_stream)
     async with _owner(settings, exclusive=False) as conn:
         rows = []
         for v in await pv.versions(conn, live):
@@ -194,7 +193,7 @@ async def _swap(
     live, version = settings.db_schema, target.version
     async with conn.transaction():
         position = await pv.lock_live_position(conn, live, SWITCH_LOCK_TIMEOUT_S)
-        topology = Topology(settings.prefix)
+        topology = settings.topology
         reached = await catch_up(nc, settings.database_url, topology, target.schema, position)
         # Ahead is fine (rebuilt to the stream's end while the projector lagged): the projector
         # skips what the position row says is applied.

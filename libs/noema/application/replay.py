@@ -237,7 +237,7 @@ async def verify_replay(
     live model's position (see the module docstring): ``match``, and the rows that differ. With
     ``until``, replay to that point only. The schema is dropped afterwards unless ``keep``."""
     schema = f"replay_{settings.db_schema}_{os.getpid()}_{int(time.time())}"
-    topology = Topology(settings.prefix)
+    topology = settings.topology
     try:
         if until is not None:
             seq = await seq_at(nc, topology, until)

@@ -44,7 +44,13 @@ class EmbeddedCluster(_Credentialed):
     """
 
     def __init__(
-        self, data_dir: Path, size: int = 3, *, prefix: str = "noema", extra: Sequence[Identity] = ()
+        self,
+        data_dir: Path,
+        size: int = 3,
+        *,
+        prefix: str = "noema",
+        partitions: int = 1,
+        extra: Sequence[Identity] = (),
     ) -> None:
         if size < 2:
             raise ValueError("a cluster has at least two servers")
@@ -53,7 +59,13 @@ class EmbeddedCluster(_Credentialed):
         previous = [_previous_route_port(data_dir / f"nats-{i}.conf") for i in range(1, size + 1)]
         ports = tuple(p if p is not None else free_port() for p in previous)
         self.nodes = [
-            EmbeddedNats(data_dir, prefix=prefix, extra=extra, node=ClusterNode(i, ports, password))
+            EmbeddedNats(
+                data_dir,
+                prefix=prefix,
+                partitions=partitions,
+                extra=extra,
+                node=ClusterNode(i, ports, password),
+            )
             for i in range(1, size + 1)
         ]
 
@@ -101,7 +113,7 @@ class EmbeddedCluster(_Credentialed):
         return all(reloaded)
 
 
-def reload_embedded_nats(data_dir: Path, prefix: str = "noema") -> bool:
+def reload_embedded_nats(data_dir: Path, prefix: str = "noema", partitions: int = 1) -> bool:
     """After the identities changed (an agent added or removed): rewrite the configuration of the
     data folder's embedded NATS — the single server, or every server of its cluster — and make the
     running servers load it. True when a running server (every one, for a cluster) reloaded it."""
@@ -109,5 +121,5 @@ def reload_embedded_nats(data_dir: Path, prefix: str = "noema") -> bool:
     single = data_dir / "nats.conf"
     # A data folder that ran both ways has both files: the newer kind is the one in use.
     if len(nodes) >= 2 and (not single.exists() or nodes[0].stat().st_mtime > single.stat().st_mtime):
-        return EmbeddedCluster(data_dir, len(nodes), prefix=prefix).reload()
-    return EmbeddedNats(data_dir, prefix=prefix).reload()
+        return EmbeddedCluster(data_dir, len(nodes), prefix=prefix, partitions=partitions).reload()
+    return EmbeddedNats(data_dir, prefix=prefix, partitions=partitions).reload()

@@ -207,6 +207,7 @@ class EmbeddedNats(_Credentialed):
         port: int | None = None,
         *,
         prefix: str = "noema",
+        partitions: int = 1,
         extra: Sequence[Identity] = (),
         node: ClusterNode | None = None,
     ) -> None:
@@ -215,7 +216,7 @@ class EmbeddedNats(_Credentialed):
         self.stem = "nats" if node is None else node.stem
         self.conf = data_dir / f"{self.stem}.conf"
         self.port = port or _previous_port(self.conf, "listen") or free_port()
-        self.topology = Topology(prefix)
+        self.topology = Topology(prefix, partitions)  # the identities' permissions name partitions
         self.extra = tuple(extra)
         self._proc: subprocess.Popen[bytes] | None = None
 

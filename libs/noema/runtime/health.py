@@ -27,6 +27,7 @@ from typing import Any
 import msgspec
 import structlog
 from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
@@ -37,11 +38,13 @@ from noema.runtime.tasks import cancel_and_wait
 from noema.runtime.topology import Topology
 
 __all__ = [
+    "ConsumerFigures",
     "ErrorTap",
     "Heartbeat",
     "HeartbeatRecord",
     "WatchedConsumer",
     "connection_of",
+    "consumer_figures",
     "instance_name",
     "read_heartbeats",
     "watched_consumer",
@@ -86,15 +89,52 @@ class HeartbeatRecord(msgspec.Struct, frozen=True, kw_only=True):
     """The last record of a process that crashed (``last_error`` says why)."""
     claim: str | None = None
     """For a worker that runs under a claim (:mod:`noema.runtime.claims`): ``owner`` (this instance
-    works), ``standby`` (another one does; this one takes over when it goes) or ``lost``."""
+    works), ``standby`` (another one does; this one takes over when it goes) or ``lost``; for a
+    partitioned worker (:mod:`noema.runtime.partitions`) ``owner:<partitions>``, e.g. ``owner:0,2``."""
 
 
 @dataclass(frozen=True)
 class WatchedConsumer:
-    """The durable consumer a worker reads."""
+    """The durable consumer a worker reads: one, or one per partition (attend and conflicts with
+    ``NOEMA_PARTITIONS`` > 1), whose figures are then added up."""
 
     stream: str
     durable: str
+    """Its name, or for partitions the names' common form (``noema_attend_4_*``)."""
+    durables: tuple[str, ...] = ()
+    """The consumers read (just ``durable`` when empty)."""
+
+
+@dataclass(frozen=True)
+class ConsumerFigures:
+    """A watched consumer's figures now (added up over its partitions' consumers)."""
+
+    delivered: int
+    """Consumer sequence of the last delivery."""
+    ack_floor: int
+    """Consumer sequence below which everything is acknowledged."""
+    pending: int
+    """Messages not yet delivered."""
+    ack_pending: int
+    """Delivered, not yet acknowledged."""
+
+
+async def consumer_figures(js: JetStreamContext, watched: WatchedConsumer) -> ConsumerFigures | None:
+    """Read the consumer (each partition's), None when one of them does not exist (yet): a
+    partition nobody owns yet is as missing as an unpartitioned consumer nobody created."""
+    total = ConsumerFigures(0, 0, 0, 0)
+    for durable in watched.durables or (watched.durable,):
+        try:
+            info = await js.consumer_info(watched.stream, durable, timeout=IO_TIMEOUT_S)
+        except NotFoundError:
+            return None
+        total = ConsumerFigures(
+            total.delivered + int(info.delivered.consumer_seq if info.delivered else 0),
+            total.ack_floor + int(info.ack_floor.consumer_seq if info.ack_floor else 0),
+            total.pending + int(info.num_pending or 0),
+            total.ack_pending + int(info.num_ack_pending or 0),
+        )
+    return total
 
 
 def watched_consumer(worker: str, topology: Topology) -> WatchedConsumer | None:
@@ -107,7 +147,12 @@ def watched_consumer(worker: str, topology: Topology) -> WatchedConsumer | None:
         "conflicts": topology.event_stream,
     }
     stream = streams.get(worker)
-    return None if stream is None else WatchedConsumer(stream, topology.durable(worker))
+    if stream is None:
+        return None
+    if worker in ("attend", "conflicts") and topology.partitioned:
+        durables = tuple(topology.partitioned_durable(worker, p) for p in range(topology.partitions))
+        return WatchedConsumer(stream, topology.partitioned_durable(worker, 0)[:-1] + "*", durables)
+    return WatchedConsumer(stream, topology.durable(worker))
 
 
 def instance_name(host: str, pid: int) -> str:
@@ -200,15 +245,12 @@ class Heartbeat:
     async def _observe_consumer(self, now: float) -> None:
         if self._consumer is None:
             return
-        js = self._nc.jetstream()
-        try:
-            info = await js.consumer_info(self._consumer.stream, self._consumer.durable, timeout=IO_TIMEOUT_S)
-        except NotFoundError:
+        figures = await consumer_figures(self._nc.jetstream(), self._consumer)
+        if figures is None:
             self._consumer_seen = None
             return
-        floor = int(info.ack_floor.consumer_seq if info.ack_floor else 0)
-        delivered = int(info.delivered.consumer_seq if info.delivered else 0)
-        backlog = int(info.num_pending or 0) + int(info.num_ack_pending or 0)
+        floor, delivered = figures.ack_floor, figures.delivered
+        backlog = figures.pending + figures.ack_pending
         if backlog == 0 or floor != self._floor:
             self._progress_at = now
         self._floor = floor
@@ -216,8 +258,8 @@ class Heartbeat:
         self._consumer_seen = (delivered, floor, backlog)
         if self._metrics is not None:
             labels = (self.worker, self._consumer.durable)
-            self._metrics.consumer_pending.labels(*labels).set(int(info.num_pending or 0))
-            self._metrics.consumer_ack_pending.labels(*labels).set(int(info.num_ack_pending or 0))
+            self._metrics.consumer_pending.labels(*labels).set(figures.pending)
+            self._metrics.consumer_ack_pending.labels(*labels).set(figures.ack_pending)
             self._metrics.consumer_backlog.labels(*labels).set(backlog)
             self._metrics.consumer_ack_floor.labels(*labels).set(floor)
 

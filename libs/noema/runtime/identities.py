@@ -36,6 +36,8 @@ SERVICES = ("attend", "projector", "embed", "retrieve", "decay", "conflicts", "a
 """Every Noema process that connects to NATS with an identity of its own (``service`` is the NATS
 agent service); the operator identity (``noemactl``) comes on top."""
 OPERATOR = "operator"
+PARTITIONED = ("attend", "conflicts")
+"""The workers that consume one partition per consumer when ``NOEMA_PARTITIONS`` > 1."""
 
 # Durable consumers per worker: (stream kind, worker name); the stream name follows the prefix.
 _CONSUMERS: dict[str, tuple[str, ...]] = {
@@ -100,13 +102,21 @@ def _stream_info(topology: Topology) -> list[str]:
     return [f"$JS.API.STREAM.INFO.{s}" for s in streams]
 
 
+def _durables(worker: str, topology: Topology) -> list[str]:
+    """The durable consumers of ``worker``: one, or one per partition."""
+    if worker in PARTITIONED and topology.partitioned:
+        return [topology.partitioned_durable(worker, p) for p in range(topology.partitions)]
+    return [topology.durable(worker)]
+
+
 def _all_consumers_info(topology: Topology) -> list[str]:
     # /readyz (noema.runtime.readiness) weighs every worker's consumer.
     streams = {"observations": topology.observation_stream, "events": topology.event_stream}
     return [
-        f"$JS.API.CONSUMER.INFO.{streams[kind]}.{topology.durable(worker)}"
+        f"$JS.API.CONSUMER.INFO.{streams[kind]}.{durable}"
         for worker, kinds in _CONSUMERS.items()
         for kind in kinds
+        for durable in _durables(worker, topology)
     ]
 
 
@@ -116,7 +126,7 @@ def _status_reader(topology: Topology) -> list[str]:
     # status looks at the observation backlog); a worker reads its own consumer through _consumer.
     health = topology.health_stream
     return [
-        f"$JS.API.CONSUMER.INFO.{topology.observation_stream}.{topology.durable('attend')}",
+        *(f"$JS.API.CONSUMER.INFO.{topology.observation_stream}.{d}" for d in _durables("attend", topology)),
         f"$JS.API.CONSUMER.CREATE.{health}",
         f"$JS.API.CONSUMER.CREATE.{health}.>",
         f"$JS.API.CONSUMER.MSG.NEXT.{health}.*",
@@ -188,7 +198,18 @@ def _service_publish(name: str, topology: Topology) -> list[str]:
     allowed += [f"{p}.evt.>", f"{p}.dlq.{name}"]
     allowed.append(f"$KV.{topology.health_bucket}.{name}.>")  # its own heartbeat (noema.runtime.health)
     for kind in _CONSUMERS.get(name, ()):
-        allowed += _consumer(streams[kind], topology.durable(name))
+        for durable in dict.fromkeys([topology.durable(name), *_durables(name, topology)]):
+            allowed += _consumer(streams[kind], durable)
+    if name in PARTITIONED and topology.partitioned:
+        stream = streams[_CONSUMERS[name][0]]
+        # One consumer per partition, re-created at its ack floor by its owner; the consumers of an
+        # earlier partition count are read (where to start) and retired once all of this one's exist.
+        allowed += [
+            f"$JS.API.CONSUMER.INFO.{stream}.*",
+            f"$JS.API.CONSUMER.DELETE.{stream}.*",
+            f"$JS.API.CONSUMER.NAMES.{stream}",
+            f"$JS.API.CONSUMER.LIST.{stream}",
+        ]
     if name == "projector":
         # It re-creates its consumer at its own tracked position on start.
         allowed.append(f"$JS.API.CONSUMER.DELETE.{topology.event_stream}.{topology.durable(name)}")

@@ -22,7 +22,11 @@ from noema.runtime.identities import (
 )
 from noema.runtime.topology import Topology
 
-__all__ = ["PASSWORDS_SECRET", "auth_conf", "auth_values", "main"]
+__all__ = ["DEPLOY_PARTITIONS", "PASSWORDS_SECRET", "auth_conf", "auth_values", "main"]
+
+DEPLOY_PARTITIONS = 4
+"""The partition count the manifests run (``NOEMA_PARTITIONS`` in deploy/k8s/config.yaml and
+deploy/compose.yaml): attend's and conflicts' users may use exactly that many partition consumers."""
 
 PASSWORDS_SECRET = "noema-nats-passwords"
 """The Kubernetes Secret holding one password per identity (key: the service's name)."""
@@ -41,13 +45,13 @@ def _comment(text: str) -> str:
 
 def auth_conf(prefix: str = "noema") -> str:
     """The ``authorization`` block for nats-server's config (compose)."""
-    identities = deploy_identities(Topology(prefix))
+    identities = deploy_identities(Topology(prefix, DEPLOY_PARTITIONS))
     return _comment(_HEADER) + render_authorization(identities, password_refs=True)
 
 
 def _users(prefix: str) -> list[dict[str, Any]]:
     users = []
-    for ident in deploy_identities(Topology(prefix)):
+    for ident in deploy_identities(Topology(prefix, DEPLOY_PARTITIONS)):
         perms = ident.permissions
         assert perms is not None, "deployed identities are never unrestricted"
         permissions: dict[str, Any] = {

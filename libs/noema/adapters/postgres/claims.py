@@ -26,7 +26,7 @@ import structlog
 
 from noema.runtime.claims import ClaimLost, ClaimState
 
-__all__ = ["KEEPALIVE_SQL", "AdvisoryClaim", "claim_key"]
+__all__ = ["KEEPALIVE_SQL", "AdvisoryClaim", "AdvisoryPartitions", "claim_key"]
 
 log = structlog.get_logger("noema.claims")
 
@@ -38,6 +38,22 @@ SELECT EXISTS (
       AND objid = $2::bigint::oid AND objsubid = 2
 )
 """
+
+
+_LOCKS_SQL = """
+SELECT objid::bigint AS partition, mode, pid, pid = pg_backend_pid() AS mine FROM pg_locks
+WHERE locktype = 'advisory' AND granted AND objsubid = 2
+  AND classid = ((hashtext($1)::bigint + 4294967296) % 4294967296)::oid
+"""
+
+_PARTITIONED_SQL = """
+SELECT EXISTS (
+    SELECT 1 FROM pg_locks
+    WHERE locktype = 'advisory' AND granted AND objsubid = 2
+      AND classid = ((hashtext($1)::bigint + 4294967296) % 4294967296)::oid
+)
+"""
+"""Whether any instance of the worker runs partitioned (holds a members' lock of any count)."""
 
 
 # A vanished owner *host* frees the lock once 5 + 3 x 2 = 11 s of TCP keepalive go unanswered
@@ -66,6 +82,7 @@ class AdvisoryClaim:
     ) -> None:
         self._pool = pool
         self._key = claim_key(schema, worker)
+        self._members_key = claim_key(schema, f"{worker}-members")
         self._partition = partition
         self._poll_s = poll_s
         self._conn: asyncpg.Connection | None = None
@@ -82,9 +99,17 @@ class AdvisoryClaim:
         """Try the lock every ``poll_s`` on a held connection until it is ours or ``stopping``."""
         conn = self._conn = await self._pool.acquire()
         while not stopping.is_set():
-            if await conn.fetchval(
+            # Not while instances of a partitioned layout run (NOEMA_PARTITIONS changed, a rollout
+            # under way): they may own the other partitions, and would decide the same workspaces.
+            partitioned = await conn.fetchval(_PARTITIONED_SQL, self._members_key)
+            if not partitioned and await conn.fetchval(
                 "SELECT pg_try_advisory_lock(hashtext($1), $2)", self._key, self._partition
             ):
+                if await conn.fetchval(_PARTITIONED_SQL, self._members_key):  # one joined meanwhile
+                    await conn.fetchval(
+                        "SELECT pg_advisory_unlock(hashtext($1), $2)", self._key, self._partition
+                    )
+                    continue
                 # The server notices a vanished owner host this soon (a dead process at once).
                 await conn.execute(KEEPALIVE_SQL)
                 self._state = "owner"
@@ -144,3 +169,106 @@ class AdvisoryClaim:
         if conn is not None:
             with contextlib.suppress(Exception):
                 await self._pool.release(conn)
+
+
+class AdvisoryPartitions:
+    """The ``partitions`` partitions of ``worker`` (:class:`noema.runtime.partitions.PartitionClaims`),
+    all on one connection of ``pool`` held from :meth:`join` to :meth:`leave`: membership is a
+    shared lock on (``<worker>-members``, the partition count), ownership of partition p the
+    exclusive lock an :class:`AdvisoryClaim` of partition p takes. A session that ends — the
+    process died, or its host vanished and TCP keepalive noticed — frees all of them.
+
+    Instances of another partition count (a rollout changing ``NOEMA_PARTITIONS``) are told apart:
+    members of another count, or an unpartitioned instance's claim (a partition lock held by no
+    member of this count) — :meth:`others`."""
+
+    def __init__(self, pool: asyncpg.Pool, schema: str, worker: str, partitions: int) -> None:
+        self._pool = pool
+        self._partitions = partitions
+        self._key = claim_key(schema, worker)
+        self._members_key = claim_key(schema, f"{worker}-members")
+        self._conn: asyncpg.Connection | None = None
+        self._lock = asyncio.Lock()  # one statement at a time on the held connection
+
+    @contextlib.asynccontextmanager
+    async def _session(self) -> AsyncIterator[asyncpg.Connection]:
+        async with self._lock:
+            conn = self._conn
+            if conn is None or _closed(conn):
+                raise ClaimLost(f"claims {self._key}: the session holding them is gone")
+            try:
+                yield conn
+            except (asyncpg.PostgresConnectionError, asyncpg.InterfaceError, OSError) as exc:
+                if _closed(conn) or isinstance(exc, asyncpg.PostgresConnectionError):
+                    raise ClaimLost(f"claims {self._key} lost: {type(exc).__name__}: {exc}") from exc
+                raise
+            except asyncpg.AdminShutdownError as exc:
+                raise ClaimLost(f"claims {self._key} lost: {type(exc).__name__}: {exc}") from exc
+
+    async def join(self) -> None:
+        """Hold a connection and the members' shared lock."""
+        self._conn = await self._pool.acquire()
+        async with self._session() as conn:
+            await conn.execute(KEEPALIVE_SQL)
+            await conn.execute(
+                "SELECT pg_advisory_lock_shared(hashtext($1), $2)", self._members_key, self._partitions
+            )
+
+    async def _members(self, conn: asyncpg.Connection) -> dict[int, set[int]]:
+        """The sessions (pids) holding the members' lock, by partition count."""
+        found: dict[int, set[int]] = {}
+        for r in await conn.fetch(_LOCKS_SQL, self._members_key):
+            if r["mode"] == "ShareLock":
+                found.setdefault(int(r["partition"]), set()).add(int(r["pid"]))
+        return found
+
+    async def members(self) -> int:
+        """Sessions that are members of this partition count (this one included)."""
+        async with self._session() as conn:
+            return max(1, len((await self._members(conn)).get(self._partitions, set())))
+
+    async def others(self) -> int:
+        """Sessions working another partition count: its members, or the holder of an
+        unpartitioned claim (a partition lock of no member of this count)."""
+        async with self._session() as conn:
+            members = await self._members(conn)
+            ours = members.pop(self._partitions, set())
+            claims = await conn.fetch(_LOCKS_SQL, self._key)
+        strangers = {int(r["pid"]) for r in claims if r["mode"] == "ExclusiveLock"} - ours
+        return len(strangers.union(*members.values()))
+
+    async def try_claim(self, partition: int) -> bool:
+        """Take partition ``partition``'s lock if it is free."""
+        async with self._session() as conn:
+            return bool(
+                await conn.fetchval("SELECT pg_try_advisory_lock(hashtext($1), $2)", self._key, partition)
+            )
+
+    async def held(self) -> set[int]:
+        """The partitions whose lock this session holds."""
+        async with self._session() as conn:
+            rows = await conn.fetch(_LOCKS_SQL, self._key)
+        return {int(r["partition"]) for r in rows if r["mine"] and r["mode"] == "ExclusiveLock"}
+
+    async def check(self, partition: int) -> None:
+        """Raise :class:`ClaimLost` unless this session holds ``partition``'s lock."""
+        async with self._session() as conn:
+            held = await conn.fetchval(_HELD_SQL, self._key, partition)
+        if not held:
+            raise ClaimLost(f"claim {self._key}/{partition} lost: the lock is no longer held by this session")
+
+    async def release(self, partition: int) -> None:
+        """Unlock ``partition``."""
+        async with self._session() as conn:
+            await conn.fetchval("SELECT pg_advisory_unlock(hashtext($1), $2)", self._key, partition)
+
+    async def leave(self) -> None:
+        """Unlock everything and give the connection back."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        with contextlib.suppress(Exception):
+            if not _closed(conn):
+                async with self._lock:
+                    await conn.execute("SELECT pg_advisory_unlock_all()")
+            await self._pool.release(conn)
