@@ -50,18 +50,18 @@ async def test_erasing_a_subject_leaves_no_readable_copy_and_keeps_the_record(ap
         observation_id=other, topology=h.topology,
     )  # fmt: skip
     memory, kept = memory_id_for(about), memory_id_for(other)
-    await assert_eventually(lambda: _memory_count(api, "id = ANY($1::text[])", [memory, kept]), timeout=30)
+    await assert_eventually(lambda: _memory_count(api, "id = ANY($1::text[])", [memory, kept]), timeout=90)
     await h.start(build_retrieve)
     await publish_observation(
         h.js, f"what is the {MARKER} phone number again", workspace="acme", mind="ops",
         subjects=[PERSON], topology=h.topology,
     )  # fmt: skip
-    await assert_eventually(lambda: _memory_count(api, "id = $1 AND recall_count = 1", memory), timeout=30)
+    await assert_eventually(lambda: _memory_count(api, "id = $1 AND recall_count = 1", memory), timeout=90)
     # Broken bytes that name the subject: attend dead-letters them as they are.
     await h.nc.publish(f"{h.topology.prefix}.obs.acme.ops", f'{{"broken": "{MARKER} {PERSON}'.encode())
     await h.nc.flush()
     dead = h.topology.dead_letter_stream, h.topology.dead_letter_subjects
-    await assert_eventually(lambda: _stream_holds(api, *dead, MARKER.encode()), timeout=30)
+    await assert_eventually(lambda: _stream_holds(api, *dead, MARKER.encode()), timeout=90)
     fact = {"workspace": "acme", "domain": "people", "topic": "ann-phone", "reason": "from the call"}
     proposed = await api.admin.post(
         "/v1/facts", json={**fact, "content": f"Ann ({MARKER}) is on 555-0199", "subjects": [PERSON]}
