@@ -98,6 +98,12 @@ async def test_erasing_a_subject_leaves_no_readable_copy_and_keeps_the_record(ap
 
     before_erasure = await stream_last_seq(h.js, h.topology.event_stream)
     kept_replay = await ctl(api, "replay", "--keep")  # a frozen copy of the read model
+    # Another instance's copy in the same database (its own live schema) is none of this erasure's.
+    other = f"replay_other{new_id().replace('-', '')[:12]}_1_1"
+    await h.pool.execute(f"CREATE SCHEMA {other}")
+    for table in ("memories", "memory_embeddings", "working_memory", "memory_terms"):
+        await h.pool.execute(f"CREATE TABLE {other}.{table} (LIKE {h.settings.db_schema}.{table})")
+    await h.pool.execute(f"INSERT INTO {other}.memories SELECT * FROM memories WHERE id = $1", memory)
     assert kept_replay.code == 0, kept_replay.stderr
 
     erased = await ctl_json(api, "erase", "-w", "acme", "--subject", PERSON, "--reason", "GDPR request 812")
@@ -111,6 +117,8 @@ async def test_erasing_a_subject_leaves_no_readable_copy_and_keeps_the_record(ap
     await api.caught_up()
     assert await _memory_count(api, "content LIKE $1", f"%{MARKER}%") == 0
     [copy] = erased["copies_blanked"]
+    assert MARKER in await h.pool.fetchval(f"SELECT content FROM {other}.memories")
+    await h.pool.execute(f"DROP SCHEMA {other} CASCADE")
     assert copy.startswith("replay_")
     assert (
         await h.pool.fetchval(f"SELECT count(*) FROM {copy}.memories WHERE content LIKE $1", f"%{MARKER}%")

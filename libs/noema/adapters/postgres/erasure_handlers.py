@@ -68,8 +68,10 @@ async def blank(
 async def blank_copies(
     owner_url: str, live: str, workspace: str, keys: Sequence[str], at: datetime, erasure_id: str
 ) -> list[str]:
-    """Blank the frozen copies of ``live``'s read model — kept replays (``replay_*``) and resting
-    projection versions (``<live>_v<N>``) — which no projector updates; returns them."""
+    """Blank the frozen copies of ``live``'s read model — its kept replays (``replay_<live>_*``) and
+    resting projection versions (``<live>_v<N>``), which no projector updates; returns them. Other
+    read models of the database (another instance's) are not touched; a version being rebuilt
+    applies the erasure itself when it reaches it."""
     conn = await asyncpg.connect(owner_url)
     try:
         copies = [
@@ -77,7 +79,8 @@ async def blank_copies(
             for r in await conn.fetch(
                 r"""SELECT n.nspname FROM pg_namespace n JOIN pg_class c ON c.relnamespace = n.oid
                    WHERE c.relname = 'memories' AND c.relkind = 'r'
-                     AND (n.nspname LIKE 'replay\_%' OR n.nspname ~ ('^' || $1 || '_v[0-9]+$'))
+                     AND (starts_with(n.nspname, 'replay_' || $1 || '_')
+                          OR n.nspname ~ ('^' || $1 || '_v[0-9]+$'))
                    ORDER BY 1""",
                 live,
             )
