@@ -557,7 +557,9 @@ class NotesUpdatedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=Tru
     """An agent's private scratchpad, carried whole."""
 
     agent: Label
-    notes: Annotated[str, msgspec.Meta(max_length=32_000)]
+    notes: Annotated[str, msgspec.Meta(max_length=200_000)]
+    """At most 32,000 characters of text, checked where notes are written; sealed under a key of this
+    version's own (docs/privacy.md), which makes the recorded form longer."""
 
 
 class NotesUpdated(Event, frozen=True, kw_only=True, tag="notes.updated.v1"):
@@ -592,8 +594,9 @@ class ContentErasedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=Tr
     the content does not."""
 
     erasure_id: str
-    scope: Literal["subject", "memory", "observation"]
+    scope: Literal["subject", "memory", "observation", "notes"]
     target: Label
+    """The subject key, the memory's or observation's id, or (``notes``) the agent's name."""
     reason: Annotated[str, msgspec.Meta(min_length=1, max_length=2_000)]
     key_ids: list[str] = msgspec.field(default_factory=list)
     memory_ids: list[str] = msgspec.field(default_factory=list)

@@ -14,6 +14,7 @@ from noema.application.erasure import ErasureReport, ErasureRequest, Scope
 from noema.application.facade import Noema
 from noema.runtime.embedded import superuser_url
 from noema.runtime.settings import Located
+from noema_events import NAME_PATTERN
 from noema_events.catalog import SUBJECT_KEY_PATTERN
 
 from .common import DataDir, JsonOption, fail, operator_name, out, print_json, run, run_app, use
@@ -31,6 +32,9 @@ def erase(
     ),
     memory: str | None = typer.Option(None, "--memory", help="Erase one memory (or fact) by id."),
     observation: str | None = typer.Option(None, "--observation", help="Erase one observation by id."),
+    notes: str | None = typer.Option(
+        None, "--notes", help="Erase an agent's notes, every version of them (notes carry no subjects)."
+    ),
     reason: str = typer.Option(..., "--reason", help="Why (kept in the audit record, with your name)."),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
@@ -39,7 +43,8 @@ def erase(
     never be read again), the read model's copies are blanked, the observations and dead letters
     deleted, the vector cache emptied and built as-of states dropped. What stays is the audit record
     (`noemactl audit --type content.erased`): who, when, why and which items. Give exactly one of
-    --subject, --memory, --observation. Then run `noemactl compact` to remove the old bytes from disk.
+    --subject, --memory, --observation, --notes. Then run `noemactl compact` to remove the old bytes
+    from disk.
 
     Example: noemactl erase -w acme --subject person:4711 --reason "GDPR Art. 17 request #812"
     """
@@ -48,13 +53,16 @@ def erase(
         ("subject", subject),
         ("memory", memory),
         ("observation", observation),
+        ("notes", notes),
     )
     given = [(scope, value) for scope, value in targets if value]
     if len(given) != 1:
-        fail("give exactly one of --subject KEY, --memory ID, --observation ID", 2)
+        fail("give exactly one of --subject KEY, --memory ID, --observation ID, --notes AGENT", 2)
     if not reason.strip():
         fail("--reason must say why (it is kept in the audit record)", 2)
     scope, target = given[0]
+    if scope == "notes" and not re.fullmatch(NAME_PATTERN, target):
+        fail(f"--notes {target!r}: an agent name is 1-64 letters, digits, _ and -", 2)
     if not re.fullmatch(SUBJECT_KEY_PATTERN, target):
         fail(f"--{scope} {target!r}: a key or id is 1-200 letters, digits and . _ : @ / + = -", 2)
     request = ErasureRequest(workspace, scope, target, reason.strip(), f"operator:{operator_name()}")

@@ -7,11 +7,15 @@ matches the live read model."""
 from __future__ import annotations
 
 import json
+from contextlib import AsyncExitStack
+from pathlib import Path
 
 import pytest
+from mcp import ClientSession
 
 from noema.adapters.erasure_streams import scan
 from noema.adapters.jetstream import stream_last_seq
+from noema.application.knowledge import Caller, Knowledge
 from noema.client import publish_observation
 from noema.domain.attention import memory_id_for
 from noema.ids import new_id
@@ -19,6 +23,7 @@ from noema_attend.service import build as build_attend
 from noema_retrieve.service import build as build_retrieve
 from tests.integration.api_harness import ApiHarness, api, memory
 from tests.integration.test_cli_reads import ctl, ctl_json
+from tests.integration.test_mcp import ok, over_stdio
 from tests.support import assert_eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -32,11 +37,22 @@ async def _stream_holds(api: ApiHarness, stream: str, subjects: str, needle: byt
     return sum([needle in m.data async for m in scan(api.h.nc, stream, subjects)])
 
 
+async def _why(mcp: ClientSession, item: str) -> str:
+    return json.dumps(ok(await mcp.call_tool("why", {"id": item})))
+
+
 async def _memory_count(api: ApiHarness, where: str, *args: object) -> int:
     return int(await api.h.pool.fetchval(f"SELECT count(*) FROM memories WHERE {where}", *args))
 
 
-async def test_erasing_a_subject_leaves_no_readable_copy_and_keeps_the_record(api: ApiHarness) -> None:
+async def test_erasing_a_subject_leaves_no_readable_copy_and_keeps_the_record(
+    api: ApiHarness, tmp_path: Path
+) -> None:
+    async with AsyncExitStack() as stack:  # the MCP server, once started
+        await _erase_a_subject(api, tmp_path, stack)
+
+
+async def _erase_a_subject(api: ApiHarness, tmp_path: Path, stack: AsyncExitStack) -> None:
     h = api.h
     await h.start(build_attend)
     about = new_id()
@@ -95,6 +111,10 @@ async def test_erasing_a_subject_leaves_no_readable_copy_and_keeps_the_record(ap
     assert MARKER in (await api.admin.get("/v1/audit", params=audit)).text
     why = await api.admin.get(f"/v1/why/{memory}", params={"workspace": "acme"})
     assert MARKER in why.text
+    # An agent's MCP server (running across the erasure, as a host keeps it) finds it too.
+    mcp = await stack.enter_async_context(over_stdio(h, tmp_path / "mcp.log"))
+    assert MARKER in json.dumps(ok(await mcp.call_tool("search_memory", {"query": MARKER})))
+    assert MARKER in await _why(mcp, memory)
 
     before_erasure = await stream_last_seq(h.js, h.topology.event_stream)
     kept_replay = await ctl(api, "replay", "--keep")  # a frozen copy of the read model
@@ -156,6 +176,8 @@ async def test_erasing_a_subject_leaves_no_readable_copy_and_keeps_the_record(ap
     why = await api.admin.get(f"/v1/why/{memory}", params={"workspace": "acme"})
     assert why.status_code == 200
     assert MARKER not in why.text
+    assert ok(await mcp.call_tool("search_memory", {"query": MARKER}))["results"] == []
+    assert MARKER not in await _why(mcp, memory)
     assert "memory.created.v1" in why.text  # the chain is still there, its text gone
     # The record stays: who, why, what — without the content.
     [record] = await h.pool.fetch("SELECT actor, payload FROM events WHERE type = 'content.erased.v1'")
@@ -214,3 +236,45 @@ async def test_operators_erase_through_the_api_within_their_workspace(api: ApiHa
     assert MARKER not in json.dumps(shown)
     assert (await api.admin.get(f"/v1/memories/{kept}")).json()["memory"]["content"].endswith("Fridays")
     assert (await api.admin.get(f"/v1/memories/{elsewhere}")).json()["memory"]["content"] == "a globex memory"
+
+
+async def test_erasing_an_agents_notes_removes_every_version_and_they_start_afresh(api: ApiHarness) -> None:
+    h = api.h
+    k = Knowledge.connected(h.pool, h.nc, h.topology)
+    agent, other = Caller("acme", "ops-agent"), Caller("acme", "dev-agent")
+    await k.update_my_notes(agent, f"call {MARKER} back about 555-0199")
+    await k.record_observation(agent, f"{MARKER} asked for the invoice")  # a second version
+    await k.update_my_notes(other, "halfway through the auth refactor")
+    await api.caught_up()
+    notes = {"workspace": "acme", "agent": "ops-agent"}
+    assert MARKER in (await api.admin.get("/v1/notes", params=notes)).json()["notes"]
+    events = h.topology.event_stream, h.topology.event_subjects
+    assert await _stream_holds(api, *events, MARKER.encode()) == 0  # sealed from the start
+    assert (
+        await h.pool.fetchval("SELECT count(*) FROM events WHERE payload::text LIKE $1", f"%{MARKER}%") == 0
+    )
+
+    refused = await ctl(api, "erase", "-w", "acme", "--notes", "ops agent", "--reason", "x")
+    assert refused.code == 2, refused.stderr
+    assert "agent name" in refused.stderr
+    erased = await ctl_json(api, "erase", "-w", "acme", "--notes", "ops-agent", "--reason", "asked to forget")
+
+    assert erased["keys_destroyed"] is True
+    assert len(erased["key_ids"]) == 2  # both versions
+    assert erased["memory_ids"] == []
+    await api.caught_up()
+    assert (await api.admin.get("/v1/notes", params=notes)).json()["notes"] == ""
+    kept = (await api.admin.get("/v1/notes", params={**notes, "agent": "dev-agent"})).json()
+    assert kept["notes"] == "halfway through the auth refactor"
+    audit = await api.admin.get("/v1/audit", params={"workspace": "acme", "limit": "100"})
+    assert audit.status_code == 200
+    assert MARKER not in audit.text
+    assert "notes.updated.v1" in audit.text  # the versions are still recorded, their text gone
+    # The agent writes on: a new version under a new key, the erased lines not brought back.
+    line = await k.record_observation(agent, "sent the invoice")
+    await api.caught_up()
+    assert (await api.admin.get("/v1/notes", params=notes)).json()["notes"] == line
+    replayed = await ctl(api, "replay")
+    assert replayed.code == 0, replayed.stdout + replayed.stderr
+    nothing = await ctl(api, "erase", "-w", "acme", "--notes", "nobody", "--reason", "x")
+    assert nothing.code == 4, nothing.stderr

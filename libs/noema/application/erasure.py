@@ -1,7 +1,7 @@
 """Erasure of personal data (docs/privacy.md): ``noemactl erase`` and ``Noema.erase``.
 
-An erasure finds everything held about a subject, a memory or an observation, records that it
-erases it (``content.erased``: who, when, why, which items — never the content), then
+An erasure finds everything held about a subject, a memory, an observation or an agent's notes,
+records that it erases it (``content.erased``: who, when, why, which items — never the content), then
 
 1. has the projector apply it: in one transaction it destroys the items' data keys, so the sealed
    content in the event stream and the ``events`` table can never be opened again, and blanks the
@@ -14,10 +14,12 @@ Every step is idempotent, so an erasure that stopped half-way is finished by run
 What is found: the observations tagged with the subject (or of that id), the memories, facts and
 recall records sealed under their keys, and — through the keyring's source links — everything
 derived from them (a memory consolidated from an erased one, a fact citing an erased observation).
+An agent's notes (never subject-tagged: a scratchpad) are erased whole, every version of them.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,18 +37,25 @@ from noema.adapters.erasure_streams import (
     purge_vector_cache,
 )
 from noema.adapters.postgres.keyring import PostgresKeyring
+from noema.application.sealing import notes_source
 from noema.domain.attention import memory_id_for
 from noema.errors import Kind, NoemaError
 from noema.ids import new_id
 from noema.ports import EventSink
 from noema.runtime.topology import Topology
-from noema_events import ContentErased, ContentErasedPayload
+from noema_events import NAME_PATTERN, ContentErased, ContentErasedPayload
 
-__all__ = ["ErasureReport", "ErasureRequest", "NothingToErase", "Scope", "erase"]
+__all__ = ["ErasureReport", "ErasureRequest", "NotAnAgent", "NothingToErase", "Scope", "erase"]
 
-Scope = Literal["subject", "memory", "observation"]
+Scope = Literal["subject", "memory", "observation", "notes"]
 
 log = structlog.get_logger("noema.erasure")
+
+
+class NotAnAgent(NoemaError):
+    """``--notes`` names something that cannot be an agent."""
+
+    kind = Kind.INVALID
 
 
 class NothingToErase(NoemaError):
@@ -97,6 +106,9 @@ class _Found:
 
 async def _find(keyring: PostgresKeyring, nc: NATS, topology: Topology, request: ErasureRequest) -> _Found:
     ws, target = request.workspace, request.target
+    if request.scope == "notes":  # every version of the agent's notes; nothing derives from notes
+        notes = await keyring.existing(ws, await keyring.linked(ws, "source", [notes_source(target)]))
+        return _Found(sorted(notes), [], [], [], [])
     subject = target if request.scope == "subject" else None
     seeds: set[str] = set()
     obs_ids: set[str] = set()
@@ -149,6 +161,8 @@ async def erase(
     projected: Callable[[int], Awaitable[bool]],
 ) -> ErasureReport:
     """Erase what ``request`` covers; raises :class:`NothingToErase` when nothing matches."""
+    if request.scope == "notes" and not re.fullmatch(NAME_PATTERN, request.target):
+        raise NotAnAgent(f"{request.target!r} is not an agent name (1-64 letters, digits, _ and -)")
     found = await _find(keyring, nc, topology, request)
     if not (found.key_ids or found.observation_seqs or found.dead_letter_seqs):
         raise NothingToErase(

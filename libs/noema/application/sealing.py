@@ -10,7 +10,9 @@ Every content-bearing field is sealed under the data key of the item its text be
   erased memory is erased with it);
 - ``recall.proposed``: the recalled memory's text under that memory's key, and the asking
   observation's text under the key of the memory that observation becomes (linked to its subjects);
-- ``working_memory.updated``: each item's gist under its memory's key.
+- ``working_memory.updated``: each item's gist under its memory's key;
+- ``notes.updated``: the notes under a key of that version's own (its event id), linked to the
+  agent's notes (:func:`notes_source`), so erasing them removes every version.
 
 Ids, labels, scores, times and metadata stay readable: they are what the audit trail and replay
 need, and they are not content (docs/privacy.md says what to keep out of them). Writers seal with a
@@ -20,9 +22,9 @@ connection, attend when it resumes a mind).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 
@@ -42,9 +44,21 @@ from noema_events import (
     FactProposed,
     MemoryCreated,
     MemoryEmbedded,
+    MemoryEmbeddedPayload,
+    MemoryRetrieved,
+    NotesUpdated,
+    RecallProposed,
+    WorkingMemoryUpdated,
+)
+
+_SEALABLE = (
+    MemoryCreated,
+    FactProposed,
+    MemoryEmbedded,
     MemoryRetrieved,
     RecallProposed,
     WorkingMemoryUpdated,
+    NotesUpdated,
 )
 
 __all__ = [
@@ -55,6 +69,7 @@ __all__ = [
     "is_sealed_event",
     "key_ids_to_open",
     "key_requests",
+    "notes_source",
     "opened",
     "sealed",
 ]
@@ -112,56 +127,16 @@ def key_requests(event: Event) -> list[KeyRequest]:
             ]
         case WorkingMemoryUpdated(payload=p):
             return [KeyRequest(i.memory_id, ws) for i in p.items if i.gist]
+        case NotesUpdated(payload=p) if p.notes:
+            return [KeyRequest(event.id, ws, sources=(notes_source(p.agent),))]
     return []
 
 
-def _texts(values: Sequence[str], key_id: str, key: KeyBytes) -> list[str]:
-    return [v for v in (seal_text(x, key_id, key) for x in values) if v]
-
-
-def sealed(event: E, keys: Keys) -> E:
-    """``event`` with its content sealed under ``keys`` (from :func:`key_requests`); content whose
-    key is destroyed is left out (written as erased)."""
-    replace = msgspec.structs.replace
-    out: Event = event
-    match event:
-        case MemoryCreated(payload=p):
-            k, key = p.memory_id, keys.get(p.memory_id)
-            out = replace(
-                event,
-                payload=replace(
-                    p,
-                    content=seal_text(p.content, k, key) or _ERASED_CONTENT,
-                    participants=_texts(p.participants, k, key),
-                    steps=_texts(p.steps, k, key),
-                    preconditions=_texts(p.preconditions, k, key),
-                    outcomes=_texts(p.outcomes, k, key),
-                ),
-            )
-        case FactProposed(payload=p):
-            text = seal_text(p.content, p.memory_id, keys.get(p.memory_id)) or _ERASED_CONTENT
-            out = replace(event, payload=replace(p, content=text))
-        case MemoryEmbedded(payload=p) if p.vector:
-            vector = seal_vector(p.vector, p.memory_id, keys.get(p.memory_id))
-            out = replace(event, payload=replace(p, vector=[], sealed_vector=vector or None))
-        case MemoryRetrieved(payload=p) if p.query:
-            out = replace(
-                event, payload=replace(p, query=seal_text(p.query, p.memory_id, keys.get(p.memory_id)))
-            )
-        case RecallProposed(payload=p):
-            asking = memory_id_for(p.observation_id)
-            out = replace(
-                event,
-                payload=replace(
-                    p,
-                    content=seal_text(p.content, p.memory_id, keys.get(p.memory_id)),
-                    query=seal_text(p.query, asking, keys.get(asking)),
-                ),
-            )
-        case WorkingMemoryUpdated(payload=p):
-            items = [replace(i, gist=seal_text(i.gist, i.memory_id, keys.get(i.memory_id))) for i in p.items]
-            out = replace(event, payload=replace(p, items=items))
-    return out  # type: ignore[return-value]
+def notes_source(agent: str) -> str:
+    """What every version of an agent's notes is linked to in the keyring (each version has a key of
+    its own, its event id): ``noemactl erase --notes AGENT`` finds them all by it. Not an id nor a
+    subject key (it has a space), so nothing else is ever linked to it."""
+    return f"notes of {agent}"
 
 
 _ERASED_CONTENT = "nsl1:erased:"
@@ -169,21 +144,98 @@ _ERASED_CONTENT = "nsl1:erased:"
 a seal naming no key, which opens as erased."""
 
 
-def _sealed_texts(event: Event) -> list[str]:
+@dataclass(slots=True)
+class _Rewrite:
+    """What one pass does to each sealed field (seal it, open it, or just look at it)."""
+
+    text: Callable[[str, str], str]
+    """(value, id of the key the field belongs under) → the field's new value."""
+    vector: Callable[[MemoryEmbeddedPayload], MemoryEmbeddedPayload]
+    required: Callable[[str, str], str] | None = None
+    """For a content field that must not be empty (``text`` when None)."""
+    replace: Callable[..., Any] = msgspec.structs.replace
+    """How a struct takes the new values (a pass that only looks keeps it as it is)."""
+
+    def content(self, value: str, key_id: str) -> str:
+        return (self.required or self.text)(value, key_id)
+
+    def texts(self, values: Sequence[str], key_id: str) -> list[str]:
+        if not values:  # most lists are empty: the cheap way
+            return []
+        text = self.text
+        return [v for v in [text(x, key_id) for x in values] if v]
+
+
+def _rewritten(event: E, rw: _Rewrite) -> E:
+    """``event`` with every sealed field (the one list of them: module docstring) passed through ``rw``."""
+    replace = rw.replace
+    out: Event = event
     match event:
         case MemoryCreated(payload=p):
-            return [p.content, *p.participants, *p.steps, *p.preconditions, *p.outcomes]
+            k = p.memory_id
+            payload = replace(
+                p,
+                content=rw.content(p.content, k),
+                participants=rw.texts(p.participants, k),
+                steps=rw.texts(p.steps, k),
+                preconditions=rw.texts(p.preconditions, k),
+                outcomes=rw.texts(p.outcomes, k),
+            )
+            out = replace(event, payload=payload)
         case FactProposed(payload=p):
-            return [p.content]
+            out = replace(event, payload=replace(p, content=rw.content(p.content, p.memory_id)))
         case MemoryEmbedded(payload=p):
-            return [p.sealed_vector or ""]
+            out = replace(event, payload=rw.vector(p))
         case MemoryRetrieved(payload=p):
-            return [p.query]
+            out = replace(event, payload=replace(p, query=rw.text(p.query, p.memory_id)))
         case RecallProposed(payload=p):
-            return [p.content, p.query]
+            content = rw.text(p.content, p.memory_id)
+            out = replace(
+                event,
+                payload=replace(p, content=content, query=rw.text(p.query, memory_id_for(p.observation_id))),
+            )
         case WorkingMemoryUpdated(payload=p):
-            return [i.gist for i in p.items]
-    return []
+            items = [replace(i, gist=rw.text(i.gist, i.memory_id)) for i in p.items]
+            out = replace(event, payload=replace(p, items=items))
+        case NotesUpdated(payload=p):
+            out = replace(event, payload=replace(p, notes=rw.text(p.notes, event.id)))
+    return out  # type: ignore[return-value]
+
+
+def sealed(event: E, keys: Keys) -> E:
+    """``event`` with its content sealed under ``keys`` (from :func:`key_requests`); content whose
+    key is destroyed is left out (written as erased)."""
+
+    def text(value: str, key_id: str) -> str:
+        return seal_text(value, key_id, keys.get(key_id))
+
+    def vector(p: MemoryEmbeddedPayload) -> MemoryEmbeddedPayload:
+        if not p.vector:
+            return p
+        sealed_vector = seal_vector(p.vector, p.memory_id, keys.get(p.memory_id))
+        return msgspec.structs.replace(p, vector=[], sealed_vector=sealed_vector or None)
+
+    return _rewritten(event, _Rewrite(text, vector, lambda v, k: text(v, k) or _ERASED_CONTENT))
+
+
+def _sealed_texts(event: Event) -> list[str]:
+    found: list[str] = []
+
+    def text(value: str, _: str) -> str:
+        found.append(value)
+        return value
+
+    def vector(p: MemoryEmbeddedPayload) -> MemoryEmbeddedPayload:
+        found.append(p.sealed_vector or "")
+        return p
+
+    if isinstance(event, _SEALABLE):
+        _rewritten(event, _Rewrite(text, vector, replace=_kept))
+    return found
+
+
+def _kept(struct: Any, **_: Any) -> Any:
+    return struct
 
 
 def key_ids_to_open(events: Sequence[Event]) -> set[str]:
@@ -199,39 +251,16 @@ def opened(event: E, keys: Keys) -> E:
     """``event`` with its sealed fields opened (erased ones empty); plaintext fields as they are."""
     if not is_sealed_event(event):
         return event
-    replace = msgspec.structs.replace
 
-    def text(value: str) -> str:
+    def text(value: str, _: str) -> str:
         return open_text(value, keys)
 
-    def texts(values: Sequence[str]) -> list[str]:
-        return [v for v in map(text, values) if v]
+    def vector(p: MemoryEmbeddedPayload) -> MemoryEmbeddedPayload:
+        if not p.sealed_vector:
+            return p
+        return msgspec.structs.replace(p, vector=open_vector(p.sealed_vector, keys), sealed_vector=None)
 
-    out: Event = event
-    match event:
-        case MemoryCreated(payload=p):
-            payload = replace(
-                p,
-                content=text(p.content),
-                participants=texts(p.participants),
-                steps=texts(p.steps),
-                preconditions=texts(p.preconditions),
-                outcomes=texts(p.outcomes),
-            )
-            out = replace(event, payload=payload)
-        case FactProposed(payload=p):
-            out = replace(event, payload=replace(p, content=text(p.content)))
-        case MemoryEmbedded(payload=p) if p.sealed_vector:
-            out = replace(
-                event, payload=replace(p, vector=open_vector(p.sealed_vector, keys), sealed_vector=None)
-            )
-        case MemoryRetrieved(payload=p):
-            out = replace(event, payload=replace(p, query=text(p.query)))
-        case RecallProposed(payload=p):
-            out = replace(event, payload=replace(p, content=text(p.content), query=text(p.query)))
-        case WorkingMemoryUpdated(payload=p):
-            out = replace(event, payload=replace(p, items=[replace(i, gist=text(i.gist)) for i in p.items]))
-    return out  # type: ignore[return-value]
+    return _rewritten(event, _Rewrite(text, vector))
 
 
 class Sealer:

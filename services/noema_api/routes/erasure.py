@@ -23,9 +23,9 @@ class ErasureBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     scope: Scope
     """``subject``: everything tagged with a subject key (``observe --subject``, a fact's
     ``subjects``) and derived from it; ``memory``: one memory or fact; ``observation``: one
-    observation and what it became."""
+    observation and what it became; ``notes``: an agent's notes, every version."""
     target: SubjectKey
-    """The subject key, or the memory's or observation's full id."""
+    """The subject key, the memory's or observation's full id, or the agent's name."""
     reason: Reason
 
 
@@ -43,7 +43,7 @@ ENDPOINTS = (
         "POST",
         "/v1/erasures",
         erase,
-        "Erase content about a subject, or a memory or observation, for good",
+        "Erase content about a subject, a memory, an observation or an agent's notes, for good",
         ErasureReport,
         "operator",
         body=ErasureBody,

@@ -42,7 +42,7 @@ _BLANK_GISTS = """
 @ERASURE_HANDLERS.register(ContentErased)
 async def content_erased(conn: asyncpg.Connection, run: Run[ContentErased]) -> None:
     """Destroy the keys; blank the memories' content, drop their vectors and working-memory gists,
-    and forget words no memory of the workspace holds any more."""
+    blank erased notes, and forget words no memory of the workspace holds any more."""
     for _, ev in run:
         p = ev.payload
         await destroy_keys(conn, p.key_ids, p.erasure_id, ev.occurred_at)
@@ -62,6 +62,12 @@ async def blank(
         ids,
     )
     await conn.execute(_BLANK_GISTS, workspace, ids)
+    # A version of an agent's notes is sealed under its event's id (noema.application.sealing).
+    await conn.execute(
+        "UPDATE agent_notes SET notes = '' WHERE workspace = $1 AND origin_event = ANY($2::text[])",
+        workspace,
+        ids,
+    )
     await conn.execute("DELETE FROM memory_terms WHERE workspace = $1 AND memories <= 0", workspace)
 
 
