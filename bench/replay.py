@@ -1,6 +1,6 @@
 """Replay benchmark: how fast replay rebuilds the read model, against fetching the same stream.
 
-    python -m bench.replay [--events N] [--out FILE]
+    python -m bench.replay [--events N] [--plain] [--out FILE]
 
 On embedded servers (bench._servers; or NOEMA_NATS_URL and NOEMA_DATABASE_URL), in order:
 
@@ -8,7 +8,9 @@ On embedded servers (bench._servers; or NOEMA_NATS_URL and NOEMA_DATABASE_URL), 
    `noemactl up` fed observations): per memory a ``memory.created``, a ``memory.embedded`` (384
    floats, as the default embedder's), three ``memory.retrieved`` of earlier memories, and per three
    memories an ``attention.decided`` and a ``working_memory.updated``; an ``activation.decayed`` tick
-   every 20,000 events (hourly ticks on a busy system).
+   every 20,000 events (hourly ticks on a busy system). Their content is sealed as every Noema
+   process writes it (docs/privacy.md: texts, queries, gists and vectors encrypted under per-memory
+   keys in the database's keyring), unless ``--plain`` (the stream as written before sealing).
 2. raw: the same stream fetched and acked by a durable pull consumer with the projector's
    configuration and batch size (the same fetch client), nothing else: the transport's ceiling.
 3. replay: :func:`noema.application.replay.replay_into` into a fresh schema as `noemactl replay`
@@ -37,12 +39,15 @@ from nats.aio.client import Client as NATS
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from noema.adapters.jetstream import EventPublisher, connect, ensure_streams
+from noema.adapters.postgres.database import migrate
 from noema.adapters.pull import Puller
 from noema.application.replay import drop_schema, replay_into
+from noema.application.sealing import Sealer
 from noema.domain.dynamics import ACTIVATION_FLOOR, HALF_LIFE_DAYS, RECALL_BOOST
 from noema.ids import derive_id
 from noema.runtime.settings import Settings
 from noema.runtime.topology import Topology
+from noema.runtime.wiring import sealer
 from noema_events import (
     ActivationDecayed,
     ActivationDecayedPayload,
@@ -185,9 +190,10 @@ def _attention(
     ]
 
 
-async def write_stream(nc: NATS, topology: Topology, n: int) -> int:
-    """Publish ``n`` events of the mix; returns the stream's last sequence."""
-    publisher = EventPublisher(nc, topology)
+async def write_stream(nc: NATS, topology: Topology, n: int, sealer: Sealer | None = None) -> int:
+    """Publish ``n`` events of the mix (their content sealed by ``sealer``, as every Noema process
+    writes them); returns the stream's last sequence."""
+    publisher = EventPublisher(nc, topology, sealer)
     chunk: list[Event] = []
     last = 0
     for event in events(n):
@@ -236,7 +242,18 @@ def _per_event(cpu: dict[str, float], n: int) -> dict[str, float]:
     return {name: round(seconds / n * 1e6, 1) for name, seconds in cpu.items()}
 
 
-async def main_async(n: int) -> dict[str, Any]:
+async def _written(nc: NATS, db_url: str, topology: Topology, n: int, plain: bool) -> int:
+    if plain:
+        return await write_stream(nc, topology, n)
+    await migrate(db_url, f"{topology.prefix}_live")  # the keyring the writers' keys go into
+    pool = await asyncpg.create_pool(db_url, min_size=1, max_size=2)
+    try:
+        return await write_stream(nc, topology, n, sealer(pool))
+    finally:
+        await pool.close()
+
+
+async def main_async(n: int, plain: bool = False) -> dict[str, Any]:
     pids: dict[str, int | None] = {}
     name = f"bp{uuid.uuid4().hex[:10]}"
     topology = Topology(name)
@@ -246,7 +263,7 @@ async def main_async(n: int) -> dict[str, Any]:
         await ensure_streams(js, topology)
         try:
             written = time.perf_counter()
-            last = await write_stream(nc, topology, n)
+            last = await _written(nc, db_url, topology, n, plain)
             write_s = time.perf_counter() - written
             meter = CpuMeter({"postgres": pids["postgres"], "nats": pids["nats"]}, {"bench": os.getpid()})
             meter.start()
@@ -260,12 +277,15 @@ async def main_async(n: int) -> dict[str, Any]:
             replay_cpu = _per_event(meter.stop(), last)
             rows = await _rows(db_url, schema)
             await drop_schema(db_url, schema)
+            if not plain:
+                await drop_schema(db_url, f"{topology.prefix}_live")
         finally:
             for stream in (topology.event_stream, topology.observation_stream, topology.dead_letter_stream):
                 await js.delete_stream(stream)
             await nc.close()
     replay_rate, raw_rate = last / replay_s, last / raw_s
     return {
+        "sealed": not plain,
         "events": last,
         "events_applied": result.events,
         "write_s": round(write_s, 2),
@@ -297,9 +317,10 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--events", type=int, default=100_000, help="events in the stream (default 100000)")
+    parser.add_argument("--plain", action="store_true", help="write the events unsealed (as before sealing)")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     args = parser.parse_args(argv)
-    emit(asyncio.run(main_async(args.events)), args.out)
+    emit(asyncio.run(main_async(args.events, args.plain)), args.out)
     return 0
 
 

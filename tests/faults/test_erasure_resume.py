@@ -9,7 +9,7 @@ from typing import Any
 import nats.errors
 import pytest
 
-from noema.application import erasure
+from noema.adapters.erasure_streams import delete_messages
 from noema.client import publish_observation
 from noema.domain.attention import memory_id_for
 from noema.ids import new_id
@@ -37,12 +37,11 @@ async def test_an_erasure_cut_short_is_finished_by_running_it_again(
     await assert_eventually(lambda: _memory_count(api, "id = $1", memory), timeout=90)
     observations = h.topology.observation_stream, h.topology.observation_subjects
     assert await _stream_holds(api, *observations, MARKER.encode()) == 1
-    real_delete = erasure.delete_messages
 
     async def connection_lost(*_: Any) -> int:
         raise nats.errors.ConnectionClosedError
 
-    monkeypatch.setattr(erasure, "delete_messages", connection_lost)
+    monkeypatch.setattr("noema.application.erasure.delete_messages", connection_lost)
     body = {"workspace": "acme", "scope": "subject", "target": PERSON, "reason": "GDPR request 812"}
 
     cut = await api.admin.post("/v1/erasures", json=body)
@@ -53,7 +52,7 @@ async def test_an_erasure_cut_short_is_finished_by_running_it_again(
     await api.caught_up()  # what was recorded is applied anyway: the keys are gone
     assert await _memory_count(api, "id = $1 AND content = '' AND erased_at IS NOT NULL", memory) == 1
 
-    monkeypatch.setattr(erasure, "delete_messages", real_delete)
+    monkeypatch.setattr("noema.application.erasure.delete_messages", delete_messages)
     again = await api.admin.post("/v1/erasures", json=body)
 
     assert again.status_code == 200, again.text
