@@ -245,7 +245,7 @@ def _per_event(cpu: dict[str, float], n: int) -> dict[str, float]:
 async def _written(nc: NATS, db_url: str, topology: Topology, n: int, plain: bool) -> int:
     if plain:
         return await write_stream(nc, topology, n)
-    await migrate(db_url, f"{topology.prefix}_live")  # the keyring the writers' keys go into
+    await migrate(db_url, f"replay_{topology.prefix}_writer")  # the keyring the writers' keys go into
     pool = await asyncpg.create_pool(db_url, min_size=1, max_size=2)
     try:
         return await write_stream(nc, topology, n, sealer(pool))
@@ -278,7 +278,7 @@ async def main_async(n: int, plain: bool = False) -> dict[str, Any]:
             rows = await _rows(db_url, schema)
             await drop_schema(db_url, schema)
             if not plain:
-                await drop_schema(db_url, f"{topology.prefix}_live")
+                await drop_schema(db_url, f"replay_{topology.prefix}_writer")
         finally:
             for stream in (topology.event_stream, topology.observation_stream, topology.dead_letter_stream):
                 await js.delete_stream(stream)

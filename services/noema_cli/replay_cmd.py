@@ -164,12 +164,15 @@ def asof_drop(
     as_json: bool = JsonOption(),
 ) -> None:
     """Drop the kept as-of state at a sequence, or every one (the next read as of it rebuilds it).
+    Exit 4 when none is kept at that sequence.
 
     Example: noemactl asof drop 1200
     """
     use(data_dir)
     number = None if seq is None else _seq(seq)
     dropped = run_app(lambda app: app.asof_schemas.drop(number))
+    if number is not None and not dropped:
+        fail(f"no as-of state is kept at seq {number} (see `noemactl asof list`)", 4)
     if as_json:
         print_json({"dropped": dropped})
     else:

@@ -442,6 +442,9 @@ async def test_a_server_reading_as_the_reader_role_answers_from_built_points_and
         assert answer.headers["Noema-As-Of-Seq"] == str(seq)
         assert len(answer.json()["items"]) == 1
     assert [k["seq"] for k in await _ctl_json(world, "asof", "list")] == [seq]
+    missing = await _ctl(world, "asof", "drop", str(seq + 1000))
+    assert missing.code == 4, missing.stderr  # a typo is not "dropped 0", exit 0
+    assert "noemactl asof list" in missing.stderr
     assert (await _ctl_json(world, "asof", "drop"))["dropped"] == [built["schema"]]
 
 
