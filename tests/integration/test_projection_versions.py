@@ -267,3 +267,7 @@ async def test_bad_versions_are_refused_with_their_exit_codes(versioned: Harness
         assert [(v["version"], v["state"], v["lag"]) for v in listed["versions"]] == [(1, "active", 0)]
     finally:
         await busy.close()
+    # The number of a dropped version is never given to another one (an audit naming "version 2"
+    # must keep meaning the one that was dropped).
+    rebuilt = await ctl_json(api, "projection", "rebuild")
+    assert rebuilt["version"] == 3

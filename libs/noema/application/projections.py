@@ -88,8 +88,7 @@ async def rebuild(
     module docstring); returns what was built."""
     live = settings.db_schema
     async with _owner(settings) as conn:
-        known = await pv.versions(conn, live)
-        version = max(v.version for v in known) + 1
+        version = await pv.next_version(conn, live)
         if version > pv.MAX_VERSION:
             raise Conflict(f"{pv.MAX_VERSION} versions were built: drop some and renumber")
         scratch = f"replay_pv{version}_{os.getpid()}_{secrets.token_hex(3)}"

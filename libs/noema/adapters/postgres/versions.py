@@ -116,6 +116,24 @@ async def ensure_registry(conn: asyncpg.Connection, live: str) -> None:
     )
 
 
+async def next_version(conn: asyncpg.Connection, live: str) -> int:
+    """A version number never given before, not even to a version dropped since: a sequence that
+    every recorded version moves past (:func:`add_version`), started past the versions recorded
+    before it existed."""
+    registry = registry_schema(live)
+    await _ensure_numbers(conn, registry)
+    return int(
+        await conn.fetchval(
+            f"""SELECT greatest(nextval('{registry}.version_numbers'),
+                                (SELECT coalesce(max(version), 0) + 1 FROM {registry}.versions))"""
+        )
+    )
+
+
+async def _ensure_numbers(conn: asyncpg.Connection, registry: str) -> None:
+    await conn.execute(f"CREATE SEQUENCE IF NOT EXISTS {registry}.version_numbers")
+
+
 async def versions(conn: asyncpg.Connection, live: str) -> list[ProjectionVersion]:
     """Every recorded version, oldest first."""
     rows = await conn.fetch(
@@ -127,12 +145,19 @@ async def versions(conn: asyncpg.Connection, live: str) -> list[ProjectionVersio
 
 
 async def add_version(conn: asyncpg.Connection, live: str, version: int, schema: str) -> None:
-    """Record a new version, ``building`` in ``schema``."""
+    """Record a new version, ``building`` in ``schema`` (its number is never given again)."""
+    registry = registry_schema(live)
     await conn.execute(
-        f"""INSERT INTO {registry_schema(live)}.versions (version, schema_name, state)
+        f"""INSERT INTO {registry}.versions (version, schema_name, state)
             VALUES ($1, $2, 'building')""",
         version,
         schema,
+    )
+    await _ensure_numbers(conn, registry)
+    await conn.execute(
+        f"""SELECT setval('{registry}.version_numbers', $1::bigint)
+            WHERE $1::bigint > (SELECT last_value FROM {registry}.version_numbers)""",
+        version,
     )
 
 
