@@ -343,6 +343,12 @@ class EventReads(Protocol):
     :data:`~noema.adapters.postgres.queries.EVENT_FIELDS`, the payload as JSON text, in stream order.
     """
 
+    async def resolve_reference(self, id_or_prefix: str, workspace: str | None = None) -> str | None:
+        """The full id of the memory (or fact), policy or event that ``id_or_prefix`` is, or is the
+        unique prefix of (at least 6 characters), in ``workspace`` when given; None when nothing
+        matches; ``LookupError`` when a prefix matches several."""
+        ...
+
     async def events_naming(self, workspace: str | None, ref: str, limit: int) -> list[Row]:
         """The first ``limit`` events of ``workspace`` (of every workspace when None) whose id,
         causation id or correlation id is ``ref``, or whose payload holds ``ref`` as a whole JSON

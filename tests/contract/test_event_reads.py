@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from noema.application.access import Caller
 from noema.ids import new_id
 from noema.ports import StreamPoint
 from noema_events import (
@@ -118,3 +119,20 @@ async def test_events_between_two_points_are_read_by_sequence_or_by_time(backend
         )
         == []
     )
+
+
+async def test_a_unique_prefix_names_a_memory_a_policy_or_an_event(backend: Backend) -> None:
+    memory = new_id()
+    created = memory_created("The deploy key rotates on Fridays", memory_id=memory)
+    await backend.sink.publish([created])
+    policy = await backend.knowledge().propose_policy(
+        Caller("acme", "root", operator=True), "ops", "Deploy on Tuesdays"
+    )
+    reads = backend.records
+
+    for full in (memory, policy, created.id):
+        assert await reads.resolve_reference(full) == full
+        assert await reads.resolve_reference(full[:8], "acme") == full
+        assert await reads.resolve_reference(full[:8], "globex") is None  # another workspace's
+    assert await reads.resolve_reference("00000000-dead") is None
+    assert await reads.resolve_reference("abc") is None  # too short to be a prefix

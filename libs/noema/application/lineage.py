@@ -63,8 +63,8 @@ async def _naming(
         workspace = places[0] if places else None
     found = event_records(await reads.events_naming(workspace, ref, limit))
     if not found and id_prefix(ref) is not None:
-        try:  # a memory's unique prefix, as `memory show` takes
-            full = await reads.resolve(ref, workspace)
+        try:  # a unique prefix of a memory's, a policy's or an event's id, as listings show them
+            full = await reads.resolve_reference(ref, workspace)
         except LookupError as exc:
             raise InvalidQuery(str(exc)) from None
         if full is not None:

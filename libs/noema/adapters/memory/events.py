@@ -8,7 +8,9 @@ from collections.abc import Callable, Sequence
 from itertools import islice
 
 from noema.adapters.memory.projection import Tables
+from noema.adapters.memory.records import matching_ids
 from noema.adapters.postgres.events import quoted
+from noema.adapters.postgres.queries import one_of
 from noema.ports import Row, StreamPoint
 
 __all__ = ["InMemoryEvents"]
@@ -30,6 +32,18 @@ class InMemoryEvents:
     def _oldest_first(self, keep: Callable[[Row], bool], limit: int | None = None) -> list[Row]:
         """The first ``limit`` (all when None) event rows ``keep`` keeps, in stream order."""
         return [dict(e) for e in islice(filter(keep, self.tables.events.values()), limit)]
+
+    async def resolve_reference(self, id_or_prefix: str, workspace: str | None = None) -> str | None:
+        """The full id of the memory, policy or event ``id_or_prefix`` names, as PostgreSQL resolves it."""
+        t = self.tables
+        found: set[str] = set()
+        for rows in (t.memories.values(), t.policies.values(), t.events.values()):
+            ids = [str(r["id"]) for r in rows if workspace is None or r["workspace"] == workspace]
+            matched = matching_ids(ids, id_or_prefix)
+            if len(matched) > 1:
+                raise LookupError(f"{id_or_prefix} matches several ids; give more of the id")
+            found |= set(matched)
+        return one_of(found, id_or_prefix)
 
     async def events_naming(self, workspace: str | None, ref: str, limit: int) -> list[Row]:
         """Events whose id, causation or correlation id is ``ref`` or whose payload holds it."""

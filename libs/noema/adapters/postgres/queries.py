@@ -76,6 +76,13 @@ async def resolve_id(
     return str(rows[0]["id"]) if rows else None
 
 
+def one_of(found: set[str], given: str) -> str | None:
+    """The one id ``given`` names among ``found`` (ids of several kinds), None when none."""
+    if len(found) > 1:
+        raise LookupError(f"{given} matches several ids ({', '.join(sorted(found))}); give more of the id")
+    return next(iter(found), None)
+
+
 class MemoryQueries(EventQueries):
     """Queries against one schema's read model through a connection pool (the event reads of ``why``
     and ``audit diff`` are :class:`~noema.adapters.postgres.events.EventQueries`')."""
@@ -92,6 +99,16 @@ class MemoryQueries(EventQueries):
         Raises ``LookupError`` when a prefix matches several memories.
         """
         return await resolve_id(self._pool, "memories", id_or_prefix, workspace, several="memories")
+
+    async def resolve_reference(self, id_or_prefix: str, workspace: str | None = None) -> str | None:
+        """The full id of the memory, policy or event ``id_or_prefix`` names (``LookupError`` when
+        a prefix names several)."""
+        found = {
+            full
+            for table in ("memories", "policies", "events")
+            if (full := await resolve_id(self._pool, table, id_or_prefix, workspace, several=table))
+        }
+        return one_of(found, id_or_prefix)
 
     async def get(self, full_id: str) -> dict[str, Any] | None:
         """One memory by its full id (:meth:`resolve` turns a prefix into one) with provenance,
