@@ -249,8 +249,8 @@ class WhyInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
             min_length=6,
             max_length=200,
             pattern=r"^[^\s/\x00]+$",
-            description="An id of your workspace: a memory's or fact's (or 6+ characters of a memory's), "
-            "a policy's, an observation's or an event's.",
+            description="An id of your workspace: a memory's or fact's, a policy's or an event's (or 6+ "
+            "characters of one of those), or an observation's.",
         ),
     ]
     limit: Annotated[
