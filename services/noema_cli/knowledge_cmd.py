@@ -15,7 +15,19 @@ import typer
 from rich.table import Table
 
 from . import search
-from .common import AsOfOption, DataDir, JsonOption, caller, clip, err, out, print_json, run_app, use
+from .common import (
+    AsOfOption,
+    DataDir,
+    JsonOption,
+    caller,
+    clip,
+    err,
+    out,
+    print_json,
+    run_app,
+    run_read,
+    use,
+)
 
 __all__ = ["register"]
 
@@ -49,6 +61,11 @@ def Repo() -> Any:
 
 def _when(value: Any) -> str:
     return value.isoformat(timespec="seconds") if isinstance(value, datetime) else str(value or "")
+
+
+def _none(rows: Any) -> bool:
+    """Whether a read found nothing (then a typo in the workspace's name is worth a word)."""
+    return not rows
 
 
 def _show(rows: list[dict[str, Any]], columns: list[str], empty: str) -> None:
@@ -176,17 +193,19 @@ def fact_list(
     """
     use(data_dir)
     who = caller(workspace, agent, role)
-    rows = run_app(
+    rows, note = run_read(
         lambda app: app.knowledge.list_facts(
             who, domain=domain, topic=topic, repo=repo, include_inactive=include_inactive, limit=limit
         ),
+        workspace,
+        _none,
         as_of,
     )
     if as_json:
         print_json(rows)
         return
     columns = ["id", "domain", "topic", "content", "agent", "veracity", "confidence", "mention_count"]
-    _show(rows, [*columns, "status", "valid_until"], "no facts")
+    _show(rows, [*columns, "status", "valid_until"], f"no facts{note}")
 
 
 # --- policies -----------------------------------------------------------------------------------
@@ -265,14 +284,19 @@ def policy_list(
     """
     use(data_dir)
     who = caller(workspace, agent, role)
-    rows = run_app(lambda app: app.knowledge.list_policies(who, include_inactive=include_inactive), as_of)
+    rows, note = run_read(
+        lambda app: app.knowledge.list_policies(who, include_inactive=include_inactive),
+        workspace,
+        _none,
+        as_of,
+    )
     if as_json:
         print_json(rows)
         return
     _show(
         rows,
         ["id", "domain", "rule", "required_role", "active", "superseded_by", "proposed_by"],
-        "no policies",
+        f"no policies{note}",
     )
 
 
@@ -336,12 +360,13 @@ def grant_list(
             "grants": await app.knowledge.list_grants(workspace),
         }
 
-    result = run_app(work, as_of)
+    result, note = run_read(work, workspace, lambda r: not r["grants"], as_of)
     if as_json:
         print_json(result)
         return
     out.print(f"access mode: {result['access_mode']}")
-    _show(result["grants"], ["role", "domain", "access", "seeded", "changed_by", "updated_at"], "no grants")
+    columns = ["role", "domain", "access", "seeded", "changed_by", "updated_at"]
+    _show(result["grants"], columns, f"no grants{note}")
 
 
 @grant_app.command("mode")
@@ -378,11 +403,11 @@ def domains(
     """
     use(data_dir)
     who = caller(workspace, agent, role)
-    rows = run_app(lambda app: app.knowledge.list_domains(who), as_of)
+    rows, note = run_read(lambda app: app.knowledge.list_domains(who), workspace, _none, as_of)
     if as_json:
         print_json(rows)
     else:
-        _show(rows, ["domain", "name", "repo", "created_by", "created_at"], "no domains yet")
+        _show(rows, ["domain", "name", "repo", "created_by", "created_at"], f"no domains yet{note}")
 
 
 def conflicts(
@@ -402,12 +427,12 @@ def conflicts(
     """
     use(data_dir)
     who = caller(workspace, agent, role)
-    rows = run_app(lambda app: app.knowledge.list_conflicts(who, domain), as_of)
+    rows, note = run_read(lambda app: app.knowledge.list_conflicts(who, domain), workspace, _none, as_of)
     if as_json:
         print_json(rows)
         return
     columns = ["domain", "topic", "rule", "winner_content", "loser_content", "decided_by", "created_at"]
-    _show(rows, columns, "no conflicts recorded")
+    _show(rows, columns, f"no conflicts recorded{note}")
 
 
 # --- notes, working memory, hot tier ------------------------------------------------------------
@@ -427,11 +452,11 @@ def notes_show(
     """
     use(data_dir)
     who = caller(workspace)
-    notes = run_app(lambda app: app.knowledge.get_notes(who, agent), as_of)
+    notes, note = run_read(lambda app: app.knowledge.get_notes(who, agent), workspace, _none, as_of)
     if as_json:
         print_json({"agent": agent, "notes": notes})
     else:
-        out.print(notes or "(no notes)", highlight=False, markup=False)
+        out.print(notes or f"(no notes){note}", highlight=False, markup=False)
 
 
 @notes_app.command("set")
@@ -470,12 +495,14 @@ def wm_show(
     Example: noemactl wm show -w acme -m ops
     """
     use(data_dir)
-    wm = run_app(lambda app: app.knowledge.working_memory(workspace, mind), as_of)
+    wm, note = run_read(
+        lambda app: app.knowledge.working_memory(workspace, mind), workspace, lambda w: not w["items"], as_of
+    )
     if as_json:
         print_json(wm)
         return
     if not wm["items"]:
-        out.print(f"{workspace}/{mind}: working memory is empty")
+        out.print(f"{workspace}/{mind}: working memory is empty{note}")
         return
     out.print(
         f"{workspace}/{mind}: {len(wm['items'])} of {wm['capacity']} items (as of {_when(wm['updated_at'])})"

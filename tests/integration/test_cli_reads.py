@@ -319,16 +319,23 @@ async def test_superseding_a_memory_that_is_not_a_fact_says_so(api: ApiHarness) 
 
 async def test_an_empty_answer_says_when_the_workspace_never_had_anything(api: ApiHarness) -> None:
     await api.given(memory("the deploy key rotates on Fridays"))
-    for args in (["memory", "list", "-w", "acmee"], ["memory", "timeline", "-w", "acmee"]):
-        typo = await ctl(api, *args)
+    listings = (
+        ["memory", "list"], ["memory", "timeline"], ["fact", "list"], ["policy", "list"], ["grant", "list"],
+        ["domains"], ["conflicts"], ["notes", "show", "-a", "ops-agent"], ["wm", "show", "-m", "ops"],
+    )  # fmt: skip
+    for args in listings:
+        typo = await ctl(api, *args, "-w", "acmee")
         assert typo.code == 0, typo.stderr
-        assert "nothing was ever recorded in workspace acmee: is the name right?" in typo.stdout
+        assert "nothing was ever recorded in workspace acmee: is the name right?" in typo.stdout, args
     searched = await ctl(api, "memory", "search", "deploy key", "-w", "acmee")
     assert "nothing was ever recorded in workspace acmee" in searched.stdout
     # A real workspace with nothing matching is just empty.
     known = await ctl(api, "memory", "list", "-w", "acme", "--kind", "procedural")
     assert "no matching memories" in known.stdout
     assert "nothing was ever recorded" not in known.stdout
+    policies = await ctl(api, "policy", "list", "-w", "acme")
+    assert "no policies" in policies.stdout
+    assert "nothing was ever recorded" not in policies.stdout
 
 
 async def test_decay_tick_publishes_one_tick_per_workspace_through_the_facade(api: ApiHarness) -> None:
