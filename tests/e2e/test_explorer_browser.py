@@ -27,7 +27,7 @@ from tests.integration.api_harness import ADMIN, ApiHarness, api, memory, relati
 from tests.support import assert_eventually
 
 if TYPE_CHECKING:
-    from playwright.async_api import Browser, Dialog, Page
+    from playwright.async_api import Browser, Page
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 __all__ = ["api"]
@@ -134,8 +134,16 @@ async def sign_in(tab: Page, workspace: str) -> None:
     await tab.locator("#workspace").press("Tab")  # the change event, as leaving the field sends it
 
 
-async def answer_prompts(dialog: Dialog) -> None:
-    await dialog.accept("the window moved to wednesdays")
+async def answer(page: Page, **fields: str) -> None:
+    """Fill the page's own dialog (never the browser's prompt()) and confirm it."""
+    from playwright.async_api import expect
+
+    dialog = page.locator("dialog.ask")
+    await expect(dialog).to_be_visible()
+    for name, value in fields.items():
+        await dialog.locator(f"[name={name}]").fill(value)
+    await dialog.locator("menu button").last.click()
+    await expect(dialog).to_have_count(0)
 
 
 async def test_an_operator_searches_opens_a_memory_marks_it_inaccurate_and_reads_the_timeline_and_audit(
@@ -146,7 +154,9 @@ async def test_an_operator_searches_opens_a_memory_marks_it_inaccurate_and_reads
     page = explorer.page
 
     window, *_ = await api.given(
-        memory("the deploy window is tuesday mornings", domain="ops"),
+        memory(
+            "the deploy window is tuesday mornings", domain="ops", source_observation_ids=["call-0302-ann"]
+        ),
         memory("the pager rotates on mondays"),
         memory("the deploy window of globex is fridays", workspace="globex"),
     )
@@ -172,9 +182,23 @@ async def test_an_operator_searches_opens_a_memory_marks_it_inaccurate_and_reads
             re.compile(r"^origin event: memory\.created\.v1 #1 by test, ")
         )
 
-        # Inaccurate…: a write through the page, shown at once in the detail and the search.
-        page.once("dialog", answer_prompts)
+        # An observation id an agent chose is shown whole (only UUIDs are shortened).
+        await expect(detail.locator(".meta .mono", has_text="call-0302-ann")).to_have_text("call-0302-ann")
+        # Each score component as a person reads it: ranks as ranks, the memory's time as a time.
+        components = cards.first.locator("details")
+        await components.locator("summary").click()
+        await expect(components.locator("tr", has_text="lexical_rank").locator("td")).to_have_text("#1")
+        await expect(components.locator("tr", has_text="temporal_score").locator("td")).to_have_text(
+            re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$")
+        )
+
+        # Inaccurate…: a write through the page, shown at once in the detail and the search. The
+        # page asks in a dialog of its own; cancelled, nothing is written.
         await detail.get_by_role("button", name="Inaccurate…").click()
+        await page.locator("dialog.ask").get_by_role("button", name="Cancel").click()
+        await expect(detail.get_by_role("button", name="Inaccurate…")).to_be_visible()
+        await detail.get_by_role("button", name="Inaccurate…").click()
+        await answer(page, reason="the window moved to wednesdays")
         notice = detail.locator(".notice.retracted")
         await expect(notice).to_contain_text("Retracted: marked inaccurate.")
         await expect(notice).to_contain_text("operator:alice")
@@ -219,6 +243,23 @@ async def test_an_operator_searches_opens_a_memory_marks_it_inaccurate_and_reads
         await expect(steps.nth(0)).to_contain_text("memory.created.v1 #1 by test")
         await expect(steps.nth(1)).to_contain_text("operator.action.v1 #4 by operator:alice")
         await expect(steps.nth(1)).to_contain_text("reason the window moved to wednesdays")
+        await expect(page.locator("#error")).to_be_hidden()
+
+        # Restore…, with a search shown that misses the retracted memory: the list follows at once.
+        await page.locator("#tabs").get_by_role("button", name="Search").click()
+        await view.locator("input[name=q]").fill("deploy window")
+        await view.get_by_role("button", name="Search").click()
+        await expect(view.locator(".empty")).to_have_text(re.compile("^nothing found in workspace acme"))
+        await detail.get_by_role("button", name="Restore…").click()
+        await answer(page, reason="it was right after all")
+        await expect(view.locator(".card .content")).to_have_text(["the deploy window is tuesday mornings"])
+        await expect(detail.get_by_role("button", name="Inaccurate…")).to_be_visible()
+
+        # Another workspace: the open detail (acme's memory) closes, the search runs there.
+        await page.locator("#workspace").fill("globex")
+        await page.locator("#workspace").press("Tab")
+        await expect(detail).to_be_hidden()
+        await expect(view.locator(".card .content")).to_have_text(["the deploy window of globex is fridays"])
         await expect(page.locator("#error")).to_be_hidden()
 
 

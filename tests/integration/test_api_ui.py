@@ -123,6 +123,13 @@ def test_the_explorer_never_puts_api_data_into_the_page_as_html() -> None:
         assert sink not in source, sink
 
 
+def test_the_explorer_asks_in_dialogs_of_its_own_not_the_browsers() -> None:
+    # prompt(), confirm() and alert() block the page, cannot be styled or tested like the page, and
+    # some embedding browsers suppress them (then an action silently does nothing).
+    for name, text in sources().items():
+        assert not re.search(r"(?<![\w.])(prompt|confirm|alert)\(", text), name
+
+
 def test_the_explorer_waits_for_its_writes_by_stream_sequence_not_by_timers() -> None:
     # A write's Noema-Stream-Seq becomes every later read's after_seq; the API holds the read until
     # the projector has applied it (tests/integration/test_api_explorer.py), so nothing sleeps.

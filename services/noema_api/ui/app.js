@@ -48,6 +48,11 @@ function switchTab(tab) {
   fill($("#view"), ...VIEWS[tab]());
 }
 
+function closeDetail() {
+  $("#detail").hidden = true;
+  fill($("#detail"));
+}
+
 function askToken() {
   const dialog = $("#token-dialog");
   if (!dialog.open) dialog.showModal();
@@ -64,8 +69,10 @@ async function start() {
   workspace.addEventListener("change", () => {
     state.workspace = workspace.value.trim();
     localStorage.setItem("noema.workspace", state.workspace);
-    // Tabs that list on their own reload; a form being filled in (search, entry) is left alone.
-    if (LISTING_TABS.has(state.tab)) switchTab(state.tab);
+    closeDetail(); // another workspace's memory must not stay open beside this one's results
+    // Tabs that list on their own reload; a search shown is run again in the new workspace; a
+    // form being filled in (entry) is left alone.
+    refreshListing();
   });
   const asOf = $("#as-of");
   asOf.addEventListener("change", () => {
@@ -79,8 +86,7 @@ async function start() {
       state.token = "";
       sessionStorage.removeItem("noema.token");
       updateSignin();
-      $("#detail").hidden = true;
-      fill($("#detail"));
+      closeDetail();
       switchTab(state.tab); // forms stay; nothing read with the old token does
       askToken();
     } else askToken();

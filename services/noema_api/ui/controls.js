@@ -1,4 +1,4 @@
-// Form controls shared by the views: menus from the vocabulary, filter forms, tables, prompts.
+// Form controls shared by the views: menus from the vocabulary, filter forms, tables, in-page dialogs.
 
 import { formValues, guarded, h } from "./dom.js";
 import { state } from "./state.js";
@@ -42,23 +42,46 @@ export function dataTable(columns, rows, cells, empty) {
     h("tbody", {}, rows.map((row) => h("tr", {}, cells(row).map((cell) => (cell instanceof Node && cell.tagName === "TD" ? cell : h("td", {}, cell)))))));
 }
 
-/** Ask why (recorded in the audit log) until given, or null when cancelled. */
-export function askReason(question) {
-  for (;;) {
-    const reason = prompt(`${question} (recorded in the audit log)`);
-    if (reason === null) return null;
-    if (reason.trim()) return reason.trim();
-  }
+/** Ask in an in-page dialog: one labelled field per entry of `fields` ({ name, label, value,
+ *  long }), all required. Resolves to the values (trimmed) when confirmed, or null when cancelled. */
+export function ask(title, fields, confirm = "OK") {
+  const controls = fields.map(({ name, value = "", long = false }) => (long
+    ? h("textarea", { name, rows: 4, required: true }, value)
+    : h("input", { name, value, required: true, autocomplete: "off" })));
+  const form = h("form", { method: "dialog" },
+    h("h2", {}, title),
+    fields.map(({ label }, i) => h("label", { class: "field" }, label, controls[i])),
+    h("menu", {},
+      h("button", { value: "cancel", formnovalidate: true }, "Cancel"), " ",
+      h("button", { value: "ok" }, confirm)));
+  const dialog = h("dialog", { class: "ask" }, form);
+  document.body.append(dialog);
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => {
+      const values = Object.fromEntries(fields.map(({ name }, i) => [name, controls[i].value.trim()]));
+      dialog.remove();
+      resolve(dialog.returnValue === "ok" && Object.values(values).every(Boolean) ? values : null);
+    });
+    dialog.showModal();
+    controls[0].focus();
+  });
+}
+
+/** Ask why (recorded in the audit log); null when cancelled. */
+export async function askReason(question) {
+  const answer = await ask(question, [{ name: "reason", label: "Reason (recorded in the audit log)" }]);
+  return answer && answer.reason;
 }
 
 /** A "Supersede…" button: asks for the replacing text and a reason, then calls `send(text, reason)`. */
 export function supersedeButton(what, current, send) {
   return h("button", {
-    onclick: () => {
-      const text = prompt(`The ${what} that replaces it:`, current);
-      if (!text || text === current) return;
-      const reason = askReason(`Why replace this ${what}?`);
-      if (reason) guarded(() => send(text, reason));
+    onclick: async () => {
+      const answer = await ask(`Supersede this ${what}`, [
+        { name: "text", label: `The ${what} that replaces it`, value: current, long: true },
+        { name: "reason", label: "Why (recorded in the audit log)" },
+      ], "Supersede");
+      if (answer && answer.text !== current) guarded(() => send(answer.text, answer.reason));
     },
   }, "Supersede…");
 }

@@ -27,7 +27,10 @@ export function fill(el, ...children) {
 }
 export const fmtTime = (iso) => (iso ? new Date(iso).toLocaleString() : "");
 export const fmtNum = (x, digits = 3) => (typeof x === "number" ? x.toFixed(digits) : x ?? "");
-export const short = (id) => (id ? String(id).slice(0, 8) : "");
+// A UUID is shown by its first 8 characters (the title and links carry it whole); any other id
+// (an observation id an agent chose) whole, since a prefix of it may name nothing or something else.
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+export const short = (id) => (id ? (UUID.test(String(id)) ? String(id).slice(0, 8) : String(id)) : "");
 
 export function badge(text, cls = "") {
   return h("span", { class: `badge ${cls || text}` }, text);

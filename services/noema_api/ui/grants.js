@@ -10,9 +10,9 @@ export function grantsView() {
   const load = () => guarded(async () => {
     const page = await api("GET", "/v1/grants", { params: { workspace: requireWorkspace() } });
     const other = page.access_mode === "strict" ? "compatible" : "strict";
-    const switchMode = () => {
-      const reason = askReason(`Switch ${state.workspace} to ${other} mode? Why?`);
-      if (reason === null) return;
+    const switchMode = async () => {
+      const reason = await askReason(`Switch ${state.workspace} to ${other} mode? Why?`);
+      if (!reason) return;
       guarded(async () => {
         await api("PUT", "/v1/access-mode", { body: { workspace: state.workspace, mode: other, reason } });
         load();

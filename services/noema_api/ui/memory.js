@@ -2,7 +2,7 @@
 // the operator actions (inaccurate, correct, archive, restore).
 
 import { api } from "./api.js";
-import { askReason } from "./controls.js";
+import { ask, askReason } from "./controls.js";
 import { $, badge, fill, fmtNum, fmtTime, guarded, h, short } from "./dom.js";
 import { nav } from "./nav.js";
 import { state } from "./state.js";
@@ -98,22 +98,25 @@ function operatorActions(m) {
     nav.refreshListing();
   });
   const id = encodeURIComponent(m.id);
-  const retract = () => {
-    const reason = askReason("Why is this memory inaccurate?");
+  const retract = async () => {
+    const reason = await askReason("Why is this memory inaccurate?");
     if (reason) act(() => api("POST", `/v1/memories/${id}/retract`, { body: { reason } }));
   };
-  const correct = () => {
-    const content = prompt("Corrected content:", m.content);
-    if (!content || content === m.content) return;
-    const reason = askReason("Why correct it?");
-    if (reason) act(() => api("POST", `/v1/memories/${id}/correct`, { body: { content, reason } }));
+  const correct = async () => {
+    const answer = await ask("Correct this memory", [
+      { name: "content", label: "Corrected content", value: m.content, long: true },
+      { name: "reason", label: "Why (recorded in the audit log)" },
+    ], "Correct");
+    if (answer && answer.content !== m.content) {
+      act(() => api("POST", `/v1/memories/${id}/correct`, { body: answer }));
+    }
   };
-  const archive = () => {
-    const reason = askReason("Why archive this memory?");
+  const archive = async () => {
+    const reason = await askReason("Why archive this memory?");
     if (reason) act(() => api("POST", `/v1/memories/${id}/archive`, { body: { reason } }));
   };
-  const restore = () => {
-    const reason = askReason("Why restore this memory?");
+  const restore = async () => {
+    const reason = await askReason("Why restore this memory?");
     if (reason) act(() => api("POST", `/v1/memories/${id}/restore`, { body: { reason } }));
   };
   const active = m.status === "active";

@@ -32,7 +32,17 @@ export function breakdown(components, scale = 1) {
       components.decay !== undefined ? h("span", {}, `decay ×${fmtNum(components.decay)}`) : null));
 }
 
+/** One component as a person reads it: a voice's rank as "#3" ("–" where that voice did not find
+ *  it), the temporal voice's raw value (the memory's time, in epoch seconds) as a time, the rest
+ *  as numbers. */
+export function componentValue(key, value) {
+  if (typeof value !== "number") return value ?? "";
+  if (key.endsWith("_rank")) return value > 0 ? `#${Math.round(value)}` : "–";
+  if (key === "temporal_score" && value > 1e8) return new Date(value * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC";
+  return fmtNum(value, 4);
+}
+
 export function componentTable(components) {
   return h("table", {}, h("tbody", {},
-    Object.entries(components).map(([key, value]) => h("tr", {}, h("th", {}, key), h("td", { class: "num" }, fmtNum(value, 4))))));
+    Object.entries(components).map(([key, value]) => h("tr", {}, h("th", {}, key), h("td", { class: "num" }, componentValue(key, value))))));
 }
