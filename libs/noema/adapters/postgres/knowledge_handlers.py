@@ -150,9 +150,11 @@ async def policy_proposed(conn: asyncpg.Connection, run: Run[PolicyProposed]) ->
 @KNOWLEDGE_HANDLERS.register(PolicySuperseded)
 async def policy_superseded(conn: asyncpg.Connection, run: Run[PolicySuperseded]) -> None:
     """The old policy stays, inactive, pointing at its replacement (if any)."""
-    args = [(ev.payload.policy_id, ev.payload.superseded_by, ev.occurred_at) for _, ev in run]
+    args = [(ev.payload.policy_id, ev.payload.superseded_by, ev.occurred_at, ev.workspace) for _, ev in run]
     await conn.executemany(
-        "UPDATE policies SET active = false, superseded_by = $2, updated_at = $3 WHERE id = $1", args
+        "UPDATE policies SET active = false, superseded_by = $2, updated_at = $3 "
+        "WHERE id = $1 AND workspace = $4",
+        args,
     )
 
 
