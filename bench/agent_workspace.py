@@ -155,9 +155,16 @@ def workspace(rng: random.Random, start: datetime, sessions: int = 12) -> dict[s
     ws = Workspace(rng, dates)
     team = rng.sample(PEOPLE, 4) + rng.sample(AGENTS, 2)
     services = _services(rng, 6)
-    speaker = lambda: rng.choice(team)  # noqa: E731
-    early = lambda: rng.randint(0, sessions // 3)  # noqa: E731
-    later = lambda: rng.randint(sessions // 2, sessions - 1)  # noqa: E731
+
+    def speaker() -> str:
+        return rng.choice(team)
+
+    def early() -> int:
+        return rng.randint(0, sessions // 3)
+
+    def later() -> int:
+        return rng.randint(sessions // 2, sessions - 1)
+
     facts: dict[tuple[str, str], str] = {}
     for s in services:
         facts[(s.name, "port")] = ws.say(early(), speaker(), rng.choice([
