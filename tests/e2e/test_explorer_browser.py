@@ -198,7 +198,13 @@ async def test_an_operator_searches_opens_a_memory_marks_it_inaccurate_and_reads
         await page.locator("dialog.ask").get_by_role("button", name="Cancel").click()
         await expect(detail.get_by_role("button", name="Inaccurate…")).to_be_visible()
         await detail.get_by_role("button", name="Inaccurate…").click()
-        await answer(page, reason="the window moved to wednesdays")
+        asked = page.locator("dialog.ask")
+        await asked.locator("[name=reason]").fill("   ")  # a blank reason is no reason: it stays open
+        await asked.locator("[name=reason]").press("Enter")
+        await expect(asked).to_be_visible()
+        await asked.locator("[name=reason]").fill("the window moved to wednesdays")
+        await asked.locator("[name=reason]").press("Enter")  # Enter confirms, as in any form
+        await expect(asked).to_have_count(0)
         notice = detail.locator(".notice.retracted")
         await expect(notice).to_contain_text("Retracted: marked inaccurate.")
         await expect(notice).to_contain_text("operator:alice")

@@ -10,21 +10,27 @@ import json
 from contextlib import AsyncExitStack
 from pathlib import Path
 
+import msgspec
 import pytest
 from mcp import ClientSession
 
 from noema.adapters.erasure_streams import scan
-from noema.adapters.jetstream import stream_last_seq
+from noema.adapters.jetstream import EventPublisher, stream_last_seq
+from noema.adapters.postgres.keyring import PostgresKeyring
 from noema.application.knowledge import Caller, Knowledge
+from noema.application.sealing import KeyRequest
 from noema.client import publish_observation
 from noema.domain.attention import memory_id_for
 from noema.ids import new_id
+from noema.ports import ConcurrentWrite
+from noema.runtime.wiring import sealer
 from noema_attend.service import build as build_attend
+from noema_events import NotesUpdated, NotesUpdatedPayload
 from noema_retrieve.service import build as build_retrieve
 from tests.integration.api_harness import ApiHarness, api, memory
 from tests.integration.test_cli_reads import ctl, ctl_json
 from tests.integration.test_mcp import ok, over_stdio
-from tests.support import assert_eventually
+from tests.support import assert_eventually, envelope
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 __all__ = ["api"]
@@ -254,6 +260,21 @@ async def test_erasing_an_agents_notes_removes_every_version_and_they_start_afre
         await h.pool.fetchval("SELECT count(*) FROM events WHERE payload::text LIKE $1", f"%{MARKER}%") == 0
     )
 
+    # Notes written before sealing existed (plain in the stream, where they stay: docs/privacy.md's
+    # limits): blanked in the read model all the same.
+    plain = NotesUpdated(
+        **envelope("acme", "old-agent", actor="old-agent"),
+        payload=NotesUpdatedPayload(agent="old-agent", notes="notes from an older release"),
+    )
+    await EventPublisher(h.nc, h.topology).publish([plain])
+    # An append that read the notes before the erasure (to add a line) must not publish them again.
+    publisher = EventPublisher(h.nc, h.topology, sealer(h.pool))
+    probe = NotesUpdated(
+        **envelope("acme", "ops-agent"), payload=NotesUpdatedPayload(agent="ops-agent", notes="")
+    )
+    read = await publisher.last_on_subject(probe)
+    assert read is not None
+    await api.caught_up()
     refused = await ctl(api, "erase", "-w", "acme", "--notes", "ops agent", "--reason", "x")
     assert refused.code == 2, refused.stderr
     assert "agent name" in refused.stderr
@@ -262,8 +283,15 @@ async def test_erasing_an_agents_notes_removes_every_version_and_they_start_afre
     assert erased["keys_destroyed"] is True
     assert len(erased["key_ids"]) == 2  # both versions
     assert erased["memory_ids"] == []
+    stale = msgspec.structs.replace(read[1], id=new_id())
+    with pytest.raises(ConcurrentWrite):  # the erasure wrote an empty version first
+        await publisher.publish_expecting(stale, read[0])
     await api.caught_up()
     assert (await api.admin.get("/v1/notes", params=notes)).json()["notes"] == ""
+    older = await ctl_json(api, "erase", "-w", "acme", "--notes", "old-agent", "--reason", "asked to forget")
+    assert older["key_ids"] == []  # nothing sealed to destroy; the read model is blanked all the same
+    await api.caught_up()
+    assert (await api.admin.get("/v1/notes", params={**notes, "agent": "old-agent"})).json()["notes"] == ""
     kept = (await api.admin.get("/v1/notes", params={**notes, "agent": "dev-agent"})).json()
     assert kept["notes"] == "halfway through the auth refactor"
     audit = await api.admin.get("/v1/audit", params={"workspace": "acme", "limit": "100"})
@@ -278,3 +306,17 @@ async def test_erasing_an_agents_notes_removes_every_version_and_they_start_afre
     assert replayed.code == 0, replayed.stdout + replayed.stderr
     nothing = await ctl(api, "erase", "-w", "acme", "--notes", "nobody", "--reason", "x")
     assert nothing.code == 4, nothing.stderr
+
+
+async def test_a_data_key_is_its_workspaces_and_an_id_reused_elsewhere_gets_none(api: ApiHarness) -> None:
+    # An agent of another workspace may reuse an observation id (so the memory id derived from
+    # it): its content must not be sealed under, linked to or erased with the first one's key.
+    keyring = PostgresKeyring(api.h.pool)
+    mine = new_id()
+    [key] = (await keyring.ensure([KeyRequest(mine, "acme", ("person:1",))])).values()
+    assert key is not None
+    theirs = await keyring.ensure([KeyRequest(mine, "globex", ("person:2",), ("obs-1",))])
+    assert theirs == {mine: None}  # sealed as erased: nothing of globex's under acme's key
+    assert await keyring.linked("globex", "subject", ["person:2"]) == set()
+    assert await keyring.linked("acme", "subject", ["person:1"]) == {mine}
+    assert (await keyring.ensure([KeyRequest(mine, "acme")]))[mine] == key  # acme's, unchanged

@@ -41,9 +41,9 @@ from noema.application.sealing import notes_source
 from noema.domain.attention import memory_id_for
 from noema.errors import Kind, NoemaError
 from noema.ids import new_id
-from noema.ports import EventSink
+from noema.ports import ExpectingSink
 from noema.runtime.topology import Topology
-from noema_events import NAME_PATTERN, ContentErased, ContentErasedPayload
+from noema_events import NAME_PATTERN, ContentErased, ContentErasedPayload, NotesUpdated, NotesUpdatedPayload
 
 __all__ = ["ErasureReport", "ErasureRequest", "NotAnAgent", "NothingToErase", "Scope", "erase"]
 
@@ -141,6 +141,27 @@ async def _find(keyring: PostgresKeyring, nc: NATS, topology: Topology, request:
     )
 
 
+async def _empty_notes(
+    publisher: ExpectingSink, request: ErasureRequest, erasure_id: str, now: datetime
+) -> None:
+    """Before the versions are looked for: a new, empty version of the agent's notes. An append
+    that read an older version (to add a line to it) then finds its subject moved on and reads
+    again — the empty one — instead of publishing the erased text anew under a key this erasure
+    would not know of. NothingToErase when the agent never wrote notes."""
+    empty = NotesUpdated(
+        id=new_id(),
+        workspace=request.workspace,
+        mind=request.target,
+        occurred_at=now,
+        correlation_id=erasure_id,
+        actor=request.actor,
+        payload=NotesUpdatedPayload(agent=request.target, notes=""),
+    )
+    if await publisher.last_on_subject(empty) is None:
+        raise NothingToErase(f"{request.target!r} never wrote notes in workspace {request.workspace!r}")
+    await publisher.publish([empty])
+
+
 async def _dropped(drop_as_of: Callable[[], Awaitable[list[str]]]) -> list[str]:
     """The built as-of states dropped; none when this process may not (it says so in its log)."""
     try:
@@ -154,7 +175,7 @@ async def erase(
     keyring: PostgresKeyring,
     nc: NATS,
     topology: Topology,
-    publisher: EventSink,
+    publisher: ExpectingSink,
     request: ErasureRequest,
     now: datetime,
     drop_as_of: Callable[[], Awaitable[list[str]]],
@@ -163,12 +184,14 @@ async def erase(
     """Erase what ``request`` covers; raises :class:`NothingToErase` when nothing matches."""
     if request.scope == "notes" and not re.fullmatch(NAME_PATTERN, request.target):
         raise NotAnAgent(f"{request.target!r} is not an agent name (1-64 letters, digits, _ and -)")
+    erasure_id = new_id()
+    if request.scope == "notes":
+        await _empty_notes(publisher, request, erasure_id, now)
     found = await _find(keyring, nc, topology, request)
-    if not (found.key_ids or found.observation_seqs or found.dead_letter_seqs):
+    if not (found.key_ids or found.observation_seqs or found.dead_letter_seqs or request.scope == "notes"):
         raise NothingToErase(
             f"nothing in workspace {request.workspace!r} is about {request.scope} {request.target!r}"
         )
-    erasure_id = new_id()
     dead_letters = [f"{topology.dead_letter_stream}:{s}" for s in found.dead_letter_seqs]
     event = ContentErased(
         id=erasure_id,

@@ -417,6 +417,7 @@ class Noema:
                 report.key_ids,
                 self.clock(),
                 report.erasure_id,
+                request.target if request.scope == "notes" else None,
             )
         except (asyncpg.PostgresError, OSError) as exc:  # a process without the owner's rights
             log.warning("copies of the read model not blanked; run `noemactl erase` again", error=str(exc))

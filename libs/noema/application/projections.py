@@ -90,7 +90,9 @@ async def rebuild(
     async with _owner(settings) as conn:
         version = await pv.next_version(conn, live)
         if version > pv.MAX_VERSION:
-            raise Conflict(f"{pv.MAX_VERSION} versions were built: drop some and renumber")
+            raise Conflict(
+                f"{pv.MAX_VERSION} version numbers were given: no more can be built for this read model"
+            )
         scratch = f"replay_pv{version}_{os.getpid()}_{secrets.token_hex(3)}"
         await pv.add_version(conn, live, version, scratch)
         result = await replay_into(

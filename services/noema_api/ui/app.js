@@ -70,9 +70,11 @@ async function start() {
     state.workspace = workspace.value.trim();
     localStorage.setItem("noema.workspace", state.workspace);
     closeDetail(); // another workspace's memory must not stay open beside this one's results
-    // Tabs that list on their own reload; a search shown is run again in the new workspace; a
-    // form being filled in (entry) is left alone.
-    refreshListing();
+    // A search shown is run again in the new workspace; the knowledge entry form being filled in
+    // is left alone; every other view (listings, an empty search, why, the graph) starts afresh.
+    const form = document.querySelector("#view form");
+    if (state.tab === "search" && form && form.checkValidity()) form.requestSubmit();
+    else if (state.tab !== "add") switchTab(state.tab);
   });
   const asOf = $("#as-of");
   asOf.addEventListener("change", () => {

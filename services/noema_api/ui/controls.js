@@ -1,6 +1,6 @@
 // Form controls shared by the views: menus from the vocabulary, filter forms, tables, in-page dialogs.
 
-import { formValues, guarded, h } from "./dom.js";
+import { formValues, guarded, h, showError } from "./dom.js";
 import { state } from "./state.js";
 
 /** A closed list from GET /v1/vocabulary (the event catalog's own), loaded before the first view. */
@@ -48,11 +48,24 @@ export function ask(title, fields, confirm = "OK") {
   const controls = fields.map(({ name, value = "", long = false }) => (long
     ? h("textarea", { name, rows: 4, required: true }, value)
     : h("input", { name, value, required: true, autocomplete: "off" })));
-  const form = h("form", { method: "dialog" },
+  // Enter submits with the form's only submit button, OK; Cancel (and Escape) close it unanswered.
+  // A blank answer (spaces only) keeps the dialog open on that field, as an empty one does.
+  const blankOne = () => controls.find((c) => !c.value.trim());
+  const form = h("form", {
+    method: "dialog",
+    onsubmit: (event) => {
+      const blank = blankOne();
+      if (blank) {
+        event.preventDefault();
+        blank.value = "";
+        blank.reportValidity();
+      }
+    },
+  },
     h("h2", {}, title),
     fields.map(({ label }, i) => h("label", { class: "field" }, label, controls[i])),
     h("menu", {},
-      h("button", { value: "cancel", formnovalidate: true }, "Cancel"), " ",
+      h("button", { type: "button", onclick: () => dialog.close("cancel") }, "Cancel"), " ",
       h("button", { value: "ok" }, confirm)));
   const dialog = h("dialog", { class: "ask" }, form);
   document.body.append(dialog);
@@ -81,7 +94,8 @@ export function supersedeButton(what, current, send) {
         { name: "text", label: `The ${what} that replaces it`, value: current, long: true },
         { name: "reason", label: "Why (recorded in the audit log)" },
       ], "Supersede");
-      if (answer && answer.text !== current) guarded(() => send(answer.text, answer.reason));
+      if (answer && answer.text === current) showError(`The ${what} is unchanged: nothing to supersede.`);
+      else if (answer) guarded(() => send(answer.text, answer.reason));
     },
   }, "Supersede…");
 }

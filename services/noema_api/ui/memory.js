@@ -3,7 +3,7 @@
 
 import { api } from "./api.js";
 import { ask, askReason } from "./controls.js";
-import { $, badge, fill, fmtNum, fmtTime, guarded, h, short } from "./dom.js";
+import { $, badge, fill, fmtNum, fmtTime, guarded, h, short, showError } from "./dom.js";
 import { nav } from "./nav.js";
 import { state } from "./state.js";
 
@@ -23,8 +23,9 @@ export function memoryCard(m, extra = null) {
 
 export async function openDetail(id) {
   const panel = $("#detail");
+  const asked = state.workspace;
   const detail = await guarded(() => api("GET", `/v1/memories/${encodeURIComponent(id)}`));
-  if (!detail) return;
+  if (!detail || state.workspace !== asked) return; // the operator moved to another workspace meanwhile
   const m = detail.memory;
   fill(panel,
     h("div", { class: "actions" }, h("button", { onclick: () => { panel.hidden = true; } }, "Close"),
@@ -107,9 +108,8 @@ function operatorActions(m) {
       { name: "content", label: "Corrected content", value: m.content, long: true },
       { name: "reason", label: "Why (recorded in the audit log)" },
     ], "Correct");
-    if (answer && answer.content !== m.content) {
-      act(() => api("POST", `/v1/memories/${id}/correct`, { body: answer }));
-    }
+    if (answer && answer.content === m.content) showError("The content is unchanged: nothing to correct.");
+    else if (answer) act(() => api("POST", `/v1/memories/${id}/correct`, { body: answer }));
   };
   const archive = async () => {
     const reason = await askReason("Why archive this memory?");

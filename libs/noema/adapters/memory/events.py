@@ -38,7 +38,7 @@ class InMemoryEvents:
         t = self.tables
         found: set[str] = set()
         for rows in (t.memories.values(), t.policies.values(), t.events.values()):
-            ids = [str(r["id"]) for r in rows if workspace is None or r["workspace"] == workspace]
+            ids = sorted({str(r["id"]) for r in rows if workspace is None or r["workspace"] == workspace})
             matched = matching_ids(ids, id_or_prefix)
             if len(matched) > 1:
                 raise LookupError(f"{id_or_prefix} matches several ids; give more of the id")

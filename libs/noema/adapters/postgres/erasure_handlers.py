@@ -47,12 +47,24 @@ async def content_erased(conn: asyncpg.Connection, run: Run[ContentErased]) -> N
         p = ev.payload
         await destroy_keys(conn, p.key_ids, p.erasure_id, ev.occurred_at)
         await blank(conn, ev.workspace, p.key_ids, ev.occurred_at, p.erasure_id)
+        if p.scope == "notes":  # the agent's notes as they stand here, sealed or (older) plain
+            await conn.execute(
+                "UPDATE agent_notes SET notes = '' WHERE workspace = $1 AND agent = $2",
+                ev.workspace,
+                p.target,
+            )
 
 
 async def blank(
-    conn: asyncpg.Connection, workspace: str, keys: Sequence[str], at: datetime, erasure_id: str
+    conn: asyncpg.Connection,
+    workspace: str,
+    keys: Sequence[str],
+    at: datetime,
+    erasure_id: str,
+    notes_of: str | None = None,
 ) -> None:
-    """Blank the read model (of ``conn``'s search path) of the memories of ``keys``."""
+    """Blank the read model (of ``conn``'s search path) of the memories of ``keys``, and the notes of
+    agent ``notes_of`` as they stand (sealed or, written before sealing, plain)."""
     ids = list(keys)
     await conn.execute(_BLANK_MEMORIES, workspace, ids, at, erasure_id)
     await conn.execute(
@@ -64,15 +76,23 @@ async def blank(
     await conn.execute(_BLANK_GISTS, workspace, ids)
     # A version of an agent's notes is sealed under its event's id (noema.application.sealing).
     await conn.execute(
-        "UPDATE agent_notes SET notes = '' WHERE workspace = $1 AND origin_event = ANY($2::text[])",
+        "UPDATE agent_notes SET notes = '' "
+        "WHERE workspace = $1 AND (origin_event = ANY($2::text[]) OR agent = $3)",
         workspace,
         ids,
+        notes_of,
     )
     await conn.execute("DELETE FROM memory_terms WHERE workspace = $1 AND memories <= 0", workspace)
 
 
 async def blank_copies(
-    owner_url: str, live: str, workspace: str, keys: Sequence[str], at: datetime, erasure_id: str
+    owner_url: str,
+    live: str,
+    workspace: str,
+    keys: Sequence[str],
+    at: datetime,
+    erasure_id: str,
+    notes_of: str | None = None,
 ) -> list[str]:
     """Blank the frozen copies of ``live``'s read model — its kept replays (``replay_<live>_*``) and
     resting projection versions (``<live>_v<N>``), which no projector updates; returns them. Other
@@ -96,7 +116,7 @@ async def blank_copies(
             try:
                 async with conn.transaction():
                     await conn.execute(f"SET LOCAL search_path = {schema}, public")
-                    await blank(conn, workspace, keys, at, erasure_id)
+                    await blank(conn, workspace, keys, at, erasure_id, notes_of)
                 done.append(schema)
             except asyncpg.PostgresError as exc:  # one being dropped or rebuilt meanwhile
                 log.warning("copy of the read model not blanked", schema=schema, error=str(exc))

@@ -63,9 +63,18 @@ class PostgresKeyring:
                    ON CONFLICT (key_id) DO NOTHING""",
                 [(k, merged[k].workspace, new_key()) for k in ids],
             )
+            rows = await conn.fetch(
+                "SELECT key_id, workspace, key FROM noema_keyring.data_keys WHERE key_id = ANY($1::text[])",
+                ids,
+            )
+            # A key is its workspace's: an item of another workspace that names the same id (an
+            # agent there reused an observation id) gets no key — its content is written as
+            # erased — so it is never sealed under, linked to or erased with this one's.
+            own = {r["key_id"] for r in rows if r["workspace"] == merged[r["key_id"]].workspace}
             links = [
                 (merged[k].workspace, kind, value, k)
                 for k in ids
+                if k in own
                 for kind, values in (("subject", merged[k].subjects), ("source", merged[k].sources))
                 for value in values
             ]
@@ -75,7 +84,10 @@ class PostgresKeyring:
                        VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING""",
                     links,
                 )
-            return await lookup_keys(conn, ids)
+            return {
+                r["key_id"]: (bytes(r["key"]) if r["key"] is not None and r["key_id"] in own else None)
+                for r in rows
+            }
 
     async def lookup(self, key_ids: Collection[str]) -> dict[str, KeyBytes]:
         if not key_ids:

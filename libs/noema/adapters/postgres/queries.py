@@ -69,7 +69,7 @@ async def resolve_id(
     if pattern is None:
         return None
     rows = await pool.fetch(
-        f"SELECT id FROM {table} WHERE id LIKE $1{scope} ORDER BY id LIMIT 2", pattern, *args
+        f"SELECT DISTINCT id FROM {table} WHERE id LIKE $1{scope} ORDER BY id LIMIT 2", pattern, *args
     )
     if len(rows) > 1:
         raise LookupError(f"{given} matches several {several}; give more of the id")
@@ -79,7 +79,7 @@ async def resolve_id(
 def one_of(found: set[str], given: str) -> str | None:
     """The one id ``given`` names among ``found`` (ids of several kinds), None when none."""
     if len(found) > 1:
-        raise LookupError(f"{given} matches several ids ({', '.join(sorted(found))}); give more of the id")
+        raise LookupError(f"{given} matches several ids; give more of the id")
     return next(iter(found), None)
 
 
