@@ -5,7 +5,8 @@
 Against one `noemactl up` (bench._instance, with a few observations stored), each run times, as a
 user sees them (a fresh process, wall clock from spawn to exit or answer):
 
-- ``help``: ``noemactl --help``; ``version``: ``noemactl --version``;
+- ``help``: ``noemactl --help``; ``version``: ``noemactl --version``; ``*_cpu``: the CPU time
+  (user + system) of the same process, which a loaded machine inflates far less than wall time;
 - ``search_keyword`` / ``search_hybrid``: ``noemactl memory search QUERY --mode M --json``, and the
   query's own time as the answer reports it (``timings_ms``; hybrid's includes loading the query
   embedder on first use in the process); ``*_overhead`` is the wall time minus that;
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -72,22 +74,29 @@ def _variant_env(base: Mapping[str, str], tree: Path | None) -> dict[str, str]:
     return env
 
 
-def _timed(args: list[str], env: Mapping[str, str]) -> tuple[float, str]:
-    started = time.perf_counter()
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _timed(args: list[str], env: Mapping[str, str]) -> tuple[float, float, str]:
+    """Run to completion: wall time, the process's CPU time (user + system), its output."""
+    cpu, started = _children_cpu(), time.perf_counter()
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=MCP_TIMEOUT_S)
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, _children_cpu() - cpu
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} exited {done.returncode}: {done.stderr[-2000:]}")
-    return elapsed, done.stdout
+    return elapsed, cpu, done.stdout
 
 
 def _search(env: Mapping[str, str], mode: str) -> dict[str, float]:
-    wall, answer = _timed(
+    wall, cpu, answer = _timed(
         [*_noemactl(), "memory", "search", QUERY, "-w", WORKSPACE, "--mode", mode, "--json"], env
     )
     query_ms = sum(json.loads(answer)["timings_ms"].values())
     return {
         f"search_{mode}": wall,
+        f"search_{mode}_cpu": cpu,
         f"search_{mode}_query": query_ms / 1000,
         f"search_{mode}_overhead": wall - query_ms / 1000,
     }
@@ -125,10 +134,9 @@ def _mcp_initialize(env: Mapping[str, str]) -> float:
 
 
 def _one_run(env: Mapping[str, str]) -> dict[str, float]:
-    figures = {
-        "help": _timed([*_noemactl(), "--help"], env)[0],
-        "version": _timed([*_noemactl(), "--version"], env)[0],
-    }
+    figures: dict[str, float] = {}
+    for name in ("help", "version"):
+        figures[name], figures[f"{name}_cpu"], _ = _timed([*_noemactl(), f"--{name}"], env)
     figures.update(_search(env, "keyword"))
     figures.update(_search(env, "hybrid"))
     figures["mcp_initialize"] = _mcp_initialize(env)
@@ -141,7 +149,7 @@ def _seed(inst: Instance, env: Mapping[str, str]) -> None:
         _timed([*_noemactl(), "observe", text, "-w", WORKSPACE, "-m", "ops"], env)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        _, answer = _timed(
+        *_, answer = _timed(
             [*_noemactl(), "memory", "search", QUERY, "-w", WORKSPACE, "--mode", "keyword", "--json"], env
         )
         if json.loads(answer)["results"]:
