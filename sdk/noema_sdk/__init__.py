@@ -6,7 +6,8 @@ observations, depending on ``nats-py`` and ``msgspec`` only.
         hits = await noema.search_memory("when do we deploy?")
 """
 
-from .client import NoemaClient
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     InvalidRequest,
     NoemaError,
@@ -39,6 +40,9 @@ from .models import (
     WhyEvent,
     WhyStep,
 )
+
+if TYPE_CHECKING:
+    from .client import NoemaClient
 
 __version__ = "0.1.0"
 
@@ -73,3 +77,13 @@ __all__ = [
     "WhyEvent",
     "WhyStep",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``NoemaClient`` is imported on first use: it brings nats-py, which a program that only
+    builds observations or reads the models (``noemactl --help``) need not load."""
+    if name == "NoemaClient":
+        from .client import NoemaClient
+
+        return NoemaClient
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

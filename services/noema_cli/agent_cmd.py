@@ -7,18 +7,14 @@ reload); a stopped one at its next start.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import time
 from pathlib import Path
 from typing import Any
 
-import nats
-import nats.errors
 import typer
 
-from noema.runtime.cluster import reload_embedded_nats
 from noema.runtime.credentials import AgentRecord, CredentialStore
 from noema.runtime.embedded import resolve_data_dir
 from noema.runtime.identities import inbox_prefix
@@ -77,6 +73,11 @@ def _running_url(data_dir: Path) -> str | None:
 async def _accepted(url: str, record: AgentRecord, timeout: float = 10.0) -> bool:
     # A reload is asynchronous: wait (bounded) until the server takes the new password, so the
     # credentials printed work the moment they are printed.
+    import asyncio
+
+    import nats
+    import nats.errors
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -103,6 +104,8 @@ async def _quiet(_: Exception) -> None:
 
 def _apply(data_dir: Path) -> bool:
     """Rewrite the server's config; True when a running server reloaded it."""
+    from noema.runtime.cluster import reload_embedded_nats
+
     return reload_embedded_nats(data_dir, prefix=state.settings.prefix, partitions=state.settings.partitions)
 
 
@@ -122,6 +125,8 @@ def add(
 
     Example: noemactl agent add --workspace acme --agent alice --role engineer
     """
+    import asyncio  # not at the top, as nats below: `noemactl --help` loads neither
+
     use(data_dir)
     for kind, value in (("workspace", workspace), ("agent", agent), ("role", role)):
         _check(kind, value)

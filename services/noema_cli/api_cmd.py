@@ -2,32 +2,33 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import click
 import typer
 
 from noema.runtime.locate import NotRunning, locate
-from noema.runtime.logging import configure_logging
 from noema.runtime.settings import SettingsError
 from noema_api.auth import TokensError, ensure_tokens_file, operator_token
-from noema_api.settings import ApiSettings
 
 from .common import exit_code
+
+if TYPE_CHECKING:  # the API's settings bring its middleware (structlog, prometheus_client)
+    from noema_api.settings import ApiSettings
 
 __all__ = ["api_app"]
 
 api_app = typer.Typer(help="The operator HTTP API.", no_args_is_help=True)
 
 
-def _settings(data_dir: Path | None) -> ApiSettings:
+def _settings(ctx: typer.Context, data_dir: Path | None) -> ApiSettings:
+    from noema_api.settings import ApiSettings
+
     # `noemactl --data-dir X api …` names the folder before the sub-command.
-    root = click.get_current_context(silent=True)
-    if data_dir is None and root is not None:
-        data_dir = root.find_root().params.get("data_dir")
+    if data_dir is None:
+        data_dir = ctx.find_root().params.get("data_dir")
     try:
         settings = ApiSettings.from_env()
     except SettingsError as exc:
@@ -42,6 +43,7 @@ def _settings(data_dir: Path | None) -> ApiSettings:
 
 @api_app.command()
 def serve(
+    ctx: typer.Context,
     data_dir: Path | None = typer.Option(None, "--data-dir", help="Data folder of the running instance."),
     host: str | None = typer.Option(None, help="Interface to listen on (default: $NOEMA_API_HOST)."),
     port: int | None = typer.Option(None, help="Port (default: $NOEMA_API_PORT or 8765)."),
@@ -53,9 +55,12 @@ def serve(
 
     Example: noemactl api serve --port 8800
     """
+    import asyncio
+
+    from noema.runtime.logging import configure_logging
     from noema_api.__main__ import main
 
-    settings = _settings(data_dir)
+    settings = _settings(ctx, data_dir)
     base = replace(
         settings.base, api_host=host or settings.base.api_host, api_port=port or settings.base.api_port
     )
@@ -70,6 +75,7 @@ def serve(
 
 @api_app.command()
 def token(
+    ctx: typer.Context,
     data_dir: Path | None = typer.Option(None, "--data-dir", help="Data folder of the instance."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (name, token, file)."),
 ) -> None:
@@ -77,7 +83,7 @@ def token(
 
     Example: curl -H "Authorization: Bearer $(noemactl api token)" http://127.0.0.1:8765/v1/memories
     """
-    settings = _settings(data_dir)
+    settings = _settings(ctx, data_dir)
     path = settings.tokens_file
     try:
         if settings.generate_tokens:

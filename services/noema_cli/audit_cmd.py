@@ -15,7 +15,6 @@ from typing import Any
 import typer
 
 from noema.application.audit_views import POINT_FORMS, DiffQuery, WhyQuery
-from noema.application.changes import diff_points
 from noema.application.upkeep import InvalidQuery
 from noema.application.views import AuditQuery, parse
 
@@ -91,6 +90,8 @@ def diff(
 
     Example: noemactl audit diff 0 2026-03-01T09:30:00Z -w acme
     """
+    from noema.application.changes import diff_points  # the read model's adapters: not for --help
+
     use(data_dir)
     values = {"from": start, "to": end, "workspace": workspace, "limit": limit}
     query = _query(DiffQuery, values, check=diff_points)

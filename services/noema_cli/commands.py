@@ -19,7 +19,7 @@ from noema.runtime.locate import read_state
 from noema.runtime.readiness import system_status
 from noema.runtime.settings import Located
 
-__all__ = ["CommandError", "status"]
+__all__ = ["status"]
 
 
 def _http_status(url: str) -> int:
@@ -41,10 +41,6 @@ def _running(pid: int) -> bool:
     except OSError:
         return True  # no /proc (not Linux): signal 0 is all there is
     return stat.rpartition(")")[2].split()[:1] not in (["Z"], ["X"])
-
-
-class CommandError(RuntimeError):
-    """A command failed for a reason worth telling the user as is."""
 
 
 async def status(settings: Located) -> dict[str, Any]:

@@ -4,7 +4,6 @@ of docs/errors.md: 1 failed, 2 bad input, 3 not permitted, 4 not found, 5 confli
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -14,21 +13,22 @@ from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
 
-from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.application.access import Caller
-from noema.application.facade import Noema
 from noema.application.upkeep import OperationError
 from noema.errors import SURFACES, Kind, NoemaError, kind_of, public_message
 from noema.runtime.locate import locate
 from noema.runtime.settings import Located, Settings
 from noema.stream_points import EXAMPLES, InvalidStreamPoint, parse_stream_point
 
-from . import commands
+if TYPE_CHECKING:
+    # The application layer (asyncpg, nats, NumPy) loads when a command runs, not for --help:
+    # what a command module imports at its top is what `noemactl --help` waits for.
+    from noema.application.facade import Noema
 
 __all__ = [
     "AsOfOption",
@@ -115,10 +115,10 @@ def run(factory: Callable[[Located], Coroutine[Any, Any, T]], identity: str = "o
 
     ``identity``: whose NATS credentials it uses on the embedded server (the operator's by default).
     """
+    import asyncio  # with ssl and logging: not for --help
+
     try:
         return asyncio.run(factory(locate(state.settings, identity)))
-    except commands.CommandError as exc:
-        fail(str(exc))
     except Exception as exc:
         fail_for(exc)
 
@@ -194,6 +194,9 @@ def run_app(work: Callable[[Noema], Coroutine[Any, Any, T]], as_of: str | None =
             point = parse_stream_point(as_of, "--as-of")
         except InvalidStreamPoint as exc:
             fail(str(exc), 2)
+
+    from noema.adapters.postgres.tenancy import ALL_WORKSPACES
+    from noema.application.facade import Noema
 
     async def go(settings: Located) -> T:
         # The operator's own CLI reads every workspace (each command names the one it asks about).

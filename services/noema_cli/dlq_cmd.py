@@ -12,22 +12,21 @@ from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from noema.adapters.dlq_upgrade import make_deletable
-from noema.adapters.jetstream import EventPublisher, dead_letter_stream_config
-from noema.application.deadletters import DeadLetterDetail, DeadLetterPage, DeadLetterQuery, DeadLetters
 from noema.application.upkeep import InvalidQuery
 from noema.application.views import parse
 from noema.runtime.settings import Located
-from noema.runtime.wiring import connect_nats
 
 from .common import DataDir, JsonOption, clip, fail, operator_name, out, print_json, run, use
 from .render import print_record, when
+
+if TYPE_CHECKING:  # the NATS adapters load when a command runs, not for --help
+    from noema.application.deadletters import DeadLetterDetail, DeadLetterPage, DeadLetters
 
 __all__ = ["dlq_app"]
 
@@ -42,6 +41,10 @@ SEQ_HELP = "The dead letter's sequence on the dead-letter stream (the `seq` colu
 
 
 def _with(work: Callable[[DeadLetters], Awaitable[T]]) -> T:
+    from noema.adapters.jetstream import EventPublisher
+    from noema.application.deadletters import DeadLetters
+    from noema.runtime.wiring import connect_nats
+
     async def go(settings: Located) -> T:
         async with AsyncExitStack() as stack:
             nc = await connect_nats(settings, stack, "noemactl")
@@ -88,6 +91,8 @@ def list_(
 
     Example: noemactl dlq list --source attend --since 2026-03-01
     """
+    from noema.application.deadletters import DeadLetterQuery
+
     use(data_dir)
     try:
         query = parse(DeadLetterQuery, {"source": source, "since": since, "before": before, "limit": limit})
@@ -214,6 +219,10 @@ def upgrade(data_dir: Path | None = DataDir(), as_json: bool = JsonOption()) -> 
 
     Example: noemactl dlq upgrade
     """
+    from noema.adapters.dlq_upgrade import make_deletable
+    from noema.adapters.jetstream import dead_letter_stream_config
+    from noema.runtime.wiring import connect_nats
+
     use(data_dir)
 
     async def go(settings: Located) -> int | None:

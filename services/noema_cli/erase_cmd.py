@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 import typer
 
-from noema.adapters.postgres import compaction
-from noema.application.erasure import ErasureReport, ErasureRequest, Scope
-from noema.application.facade import Noema
 from noema.runtime.embedded import superuser_url
 from noema.runtime.settings import Located
 from noema_events import NAME_PATTERN
 from noema_events.catalog import SUBJECT_KEY_PATTERN
 
 from .common import DataDir, JsonOption, fail, operator_name, out, print_json, run, run_app, use
+
+if TYPE_CHECKING:  # the application layer loads when a command runs, not for --help
+    from noema.application.erasure import ErasureReport, Scope
+    from noema.application.facade import Noema
 
 __all__ = ["register"]
 
@@ -48,6 +50,8 @@ def erase(
 
     Example: noemactl erase -w acme --subject person:4711 --reason "GDPR Art. 17 request #812"
     """
+    from noema.application.erasure import ErasureRequest
+
     use(data_dir)
     targets: tuple[tuple[Scope, str | None], ...] = (
         ("subject", subject),
@@ -96,6 +100,8 @@ def compact(data_dir: Path | None = DataDir(), as_json: bool = JsonOption()) -> 
 
     Example: noemactl erase -w acme --subject person:4711 --reason "request #812" && noemactl compact
     """
+    from noema.adapters.postgres import compaction
+
     use(data_dir)
 
     async def work(settings: Located) -> list[str]:

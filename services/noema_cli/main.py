@@ -17,8 +17,6 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from noema.application.facade import SearchOptions
-from noema.runtime.logging import configure_logging
 from noema.runtime.settings import WORKERS, Settings, SettingsError
 from noema_sdk.observations import MAX_CONTENT
 
@@ -26,7 +24,6 @@ from . import (
     agent_cmd,
     api_cmd,
     audit_cmd,
-    commands,
     dlq_cmd,
     erase_cmd,
     knowledge_cmd,
@@ -93,6 +90,8 @@ def _main(
         fail(str(exc), 2)
         raise AssertionError from None
     state.settings = replace(settings, data_dir=data_dir) if data_dir else settings
+    from noema.runtime.logging import configure_logging  # structlog: not for --help
+
     configure_logging(settings.log_format, "warning")
 
 
@@ -105,6 +104,8 @@ def up(data_dir: Path | None = DataDir()) -> None:
 
     Example: noemactl up --data-dir /var/lib/noema
     """
+    from noema.runtime.logging import configure_logging
+
     from .supervisor import Supervisor
 
     use(data_dir)
@@ -240,6 +241,8 @@ def memory_search(
 
     Example: noemactl memory search "deploy key" --workspace acme --explain
     """
+    from noema.application.facade import SearchOptions
+
     use(data_dir)
     options = SearchOptions(
         mode=mode,
@@ -444,7 +447,9 @@ def status(
         if unknown:
             fail(f"--expect {', '.join(unknown)}: not a process kind; use one of {', '.join(WORKERS)}", 2)
         state.settings = replace(state.settings, status_workers=tuple(dict.fromkeys(expect)))
-    report = run(commands.status)
+    from .commands import status as system_status
+
+    report = run(system_status)
     if as_json:
         print_json(report)
     else:

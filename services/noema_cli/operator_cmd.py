@@ -10,16 +10,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from noema.application import curation
-from noema.application.facade import Noema, StatusAction
 from noema.application.upkeep import InvalidQuery
 from noema.application.views import parse
 
 from .common import DataDir, JsonOption, err, fail, operator_name, out, print_json, run_app, use
 from .memory_cmd import INSTANT, KINDS
+
+if TYPE_CHECKING:  # the application layer loads when a command runs, not for --help
+    from noema.application.facade import Noema, StatusAction
 
 __all__ = ["register"]
 

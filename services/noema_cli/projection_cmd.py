@@ -6,17 +6,17 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
-from nats.aio.client import Client as NATS
 from rich.table import Table
 
-from noema.application import projections
 from noema.runtime.settings import Located
-from noema.runtime.wiring import connect_nats
 
 from .common import DataDir, JsonOption, out, print_json, progress_bar, run, use
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client as NATS
 
 __all__ = ["projection_app", "register"]
 
@@ -32,6 +32,8 @@ VERSION_HELP = "The version number (the `version` column of `noemactl projection
 
 
 def _with_nats(work: Callable[[Located, NATS], Awaitable[T]]) -> T:
+    from noema.runtime.wiring import connect_nats
+
     async def go(settings: Located) -> T:
         async with AsyncExitStack() as stack:
             nc = await connect_nats(settings, stack, "noemactl")
@@ -59,6 +61,8 @@ def rebuild(data_dir: Path | None = DataDir(), as_json: bool = JsonOption()) -> 
 
     Example: noemactl projection rebuild && noemactl projection switch 2
     """
+    from noema.application import projections  # the read model's adapters: not for --help
+
     use(data_dir)
     with progress_bar("rebuilding", disable=as_json) as report:
         result = _with_nats(lambda s, nc: projections.rebuild(s, nc, report))
@@ -80,6 +84,8 @@ def status(data_dir: Path | None = DataDir(), as_json: bool = JsonOption()) -> N
 
     Example: noemactl projection status --json
     """
+    from noema.application import projections
+
     use(data_dir)
     result = _with_nats(projections.status)
     if as_json:
@@ -117,6 +123,8 @@ def switch(
 
     Example: noemactl projection switch 2
     """
+    from noema.application import projections
+
     use(data_dir)
     result = _with_nats(lambda s, nc: projections.switch(s, nc, version))
     previous = result["previous"]
@@ -142,6 +150,8 @@ def drop(
 
     Example: noemactl projection drop 1
     """
+    from noema.application import projections
+
     use(data_dir)
     result = run(lambda s: projections.drop(s, version))
     _show(result, as_json, [f"version {result['version']} dropped (schema {result['schema']})"])

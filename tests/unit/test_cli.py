@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import pytest
 import typer
 import typer.main
 from typer.core import TyperGroup
@@ -80,3 +84,20 @@ def test_observe_dash_refuses_stdin_that_is_too_long_or_not_utf8_with_exit_2() -
 def test_observe_help_states_the_content_limit_and_stdin() -> None:
     result = CliRunner().invoke(app, ["observe", "--help"], terminal_width=200)
     assert "at most 32,000 characters; - reads it from standard input" in result.output
+
+
+def test_api_token_takes_the_data_folder_given_before_the_subcommand(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`noemactl --data-dir X api token` uses X, as `noemactl api token --data-dir X` does (it once
+    asked the wrong click for the root's options and wrote a tokens file into the working folder)."""
+    for name in [k for k in os.environ if k.startswith("NOEMA_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    before = runner.invoke(app, ["--data-dir", str(tmp_path / "a"), "api", "token", "--json"])
+    after = runner.invoke(app, ["api", "token", "--json", "--data-dir", str(tmp_path / "b")])
+    assert (before.exit_code, after.exit_code) == (0, 0), before.output + after.output
+    assert json.loads(before.stdout)["file"] == str(tmp_path / "a" / "api-tokens.json")
+    assert json.loads(after.stdout)["file"] == str(tmp_path / "b" / "api-tokens.json")
+    assert not (tmp_path / "var").exists()

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from noema.adapters.embedders import Embedder
-from noema.adapters.vector_cache import VectorCache
 from noema.application.vectors import PassageVectors, passage_vectors
 from noema.domain.documents import memory_document
 from noema.domain.dynamics import ACTIVATION_FLOOR, FADE_THRESHOLD, HALF_LIFE_DAYS, RECALL_BOOST
@@ -29,6 +27,10 @@ from noema_events import (
     RelationshipAddedPayload,
 )
 from noema_events.vocabulary import RELATIONS, Relation
+
+if TYPE_CHECKING:  # only their types: the adapters (NATS, the embedding engine) load where they are used
+    from noema.adapters.embedders import Embedder
+    from noema.adapters.vector_cache import VectorCache
 
 __all__ = [
     "DEFAULT_TICK_INTERVAL",

