@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The LangChain/LangGraph recipe's own environment (examples/langchain/requirements.lock):
+# langchain-mcp-adapters needs the MCP SDK below 2, Noema's server 2.3.0.
+LANGCHAIN_VENV  ?= .venv-langchain
+LANGCHAIN_STAMP := $(LANGCHAIN_VENV)/.installed
 
 .DEFAULT_GOAL := help
 .PHONY: help setup browser run test test-fast test-unit test-integration lint typecheck check schemas openapi deploy-auth golden lock bench-ingest clean
@@ -18,7 +22,12 @@ $(STAMP): requirements.lock pyproject.toml sdk/pyproject.toml $(wildcard libs/*/
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
 	@touch $(STAMP)
 
-setup: $(STAMP) browser ## Create .venv, install the pinned dependencies (requirements.lock) and Noema, and chromium
+$(LANGCHAIN_STAMP): examples/langchain/requirements.lock
+	$(PYTHON) -m venv $(LANGCHAIN_VENV)
+	$(LANGCHAIN_VENV)/bin/pip install --quiet --disable-pip-version-check -r examples/langchain/requirements.lock
+	@touch $(LANGCHAIN_STAMP)
+
+setup: $(STAMP) $(LANGCHAIN_STAMP) browser ## Create .venv (requirements.lock and Noema), .venv-langchain (the LangChain recipe's) and install chromium
 
 # The explorer's browser test drives a system chromium through Playwright (whose own browser downloads
 # are not used): Debian's package, installed here when none is on PATH and apt-get can (root); anyone
@@ -42,7 +51,7 @@ run: $(STAMP) ## Start Noema on the embedded default (NATS + PostgreSQL in ./var
 # processes, or takes a while, and is marked integration or slow.
 FAST := not integration and not slow
 
-test: $(STAMP) ## Run every test: the fast tier first (stops on a failure), then the rest once
+test: $(STAMP) $(LANGCHAIN_STAMP) ## Run every test: the fast tier first (stops on a failure), then the rest once
 	$(BIN)/python -m pytest -m "$(FAST)"
 	$(BIN)/python -m pytest -m "integration or slow"
 
@@ -51,7 +60,7 @@ test-fast: $(STAMP) ## The fast tier only: unit and contract tests, no servers (
 
 test-unit: test-fast ## Same as test-fast (its former name)
 
-test-integration: $(STAMP) ## Everything but the fast tier: integration, e2e, faults (real NATS + PostgreSQL)
+test-integration: $(STAMP) $(LANGCHAIN_STAMP) ## Everything but the fast tier: integration, e2e, faults (real NATS + PostgreSQL)
 	$(BIN)/python -m pytest -m "integration or slow"
 
 lint: $(STAMP) ## ruff (lint + format check)
@@ -78,14 +87,16 @@ golden: $(STAMP) ## Write golden samples for event versions that have none (neve
 # requirements-runtime.lock: the runtime dependencies alone (what the image installs beside the two
 # wheels), at the versions of requirements.lock (its pins are the constraints), without the SDK,
 # which comes as a wheel.
-lock: ## Re-pin requirements.lock (development) and requirements-runtime.lock (the image) from pyproject.toml
+lock: ## Re-pin requirements.lock (development), requirements-runtime.lock (the image) and the LangChain recipe's lock
 	$(BIN)/uv pip compile pyproject.toml --extra dev -o requirements.lock --python-version 3.11
 	grep -v '^-e ' requirements.lock > $(VENV)/lock-constraints.txt
 	$(BIN)/uv pip compile pyproject.toml -c $(VENV)/lock-constraints.txt --no-emit-package noema-sdk \
 		--no-annotate --custom-compile-command "make lock" -o requirements-runtime.lock --python-version 3.11
+	$(BIN)/uv pip compile examples/langchain/requirements.in --custom-compile-command "make lock" \
+		-o examples/langchain/requirements.lock --python-version 3.11
 
 bench-ingest: $(STAMP) ## Ingest benchmark (end-to-end vs raw pipe), prints JSON
 	$(BIN)/python -m bench.ingest --out bench/results/ingest.json
 
-clean: ## Remove the virtualenv and caches (not ./var)
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+clean: ## Remove the virtualenvs and caches (not ./var)
+	rm -rf $(VENV) $(LANGCHAIN_VENV) .pytest_cache .mypy_cache .ruff_cache

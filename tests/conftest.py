@@ -37,6 +37,10 @@ from noema.runtime.identities import Identity
 from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
 
+# The instances the tests start (`noemactl up`) register themselves here, not in the user's state
+# directory, where a command given no data folder would find them (noema.runtime.locate).
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="noema-test-state-", dir="/tmp")
+
 
 @dataclass(frozen=True)
 class Servers:

@@ -186,7 +186,7 @@ class NoemaClient:
         self,
         query: str,
         *,
-        mode: Literal["keyword", "semantic", "hybrid"] = "hybrid",
+        mode: Literal["keyword", "vector", "semantic", "hybrid"] = "hybrid",
         limit: int = 10,
         kinds: Sequence[MemoryKind] = (),
         domains: Sequence[str] = (),

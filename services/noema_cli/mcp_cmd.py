@@ -6,6 +6,7 @@ The server acts as one agent, fixed by ``--workspace``/``--agent``/``--role`` (o
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Literal
 
@@ -13,7 +14,7 @@ import typer
 
 from noema_mcp import DEFAULT_PORT, HTTP_PATH
 
-from .common import DataDir, caller, err, fail, run, use
+from .common import DataDir, caller, err, fail, fail_for, state, use
 
 __all__ = ["register"]
 
@@ -30,10 +31,24 @@ def serve(
         "agent", "--role", "-r", envvar="NOEMA_ROLE", help="The agent's role (its grants apply)."
     ),
     transport: Literal["stdio", "http"] = typer.Option(
-        "stdio", "--transport", "-t", help="stdio (spawned by the client) or http (streamable HTTP)."
+        "stdio",
+        "--transport",
+        "-t",
+        envvar="NOEMA_MCP_TRANSPORT",
+        help="stdio (spawned by the client) or http (streamable HTTP).",
     ),
-    host: str = typer.Option("127.0.0.1", "--host", help="HTTP: address to listen on."),
-    port: int = typer.Option(DEFAULT_PORT, "--port", "-p", min=1, max=65535, help="HTTP: port to listen on."),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", envvar="NOEMA_MCP_HOST", help="HTTP: address to listen on."
+    ),
+    port: int = typer.Option(
+        DEFAULT_PORT,
+        "--port",
+        "-p",
+        envvar="NOEMA_MCP_PORT",
+        min=1,
+        max=65535,
+        help="HTTP: port to listen on.",
+    ),
     token: str | None = typer.Option(
         None,
         "--token",
@@ -50,7 +65,8 @@ def serve(
     With stdio (the default) an MCP client starts this command itself and talks over stdin/stdout;
     with http it listens on http://HOST:PORT/mcp until Ctrl-C, behind a bearer token when
     NOEMA_MCP_TOKEN is set (required for a non-loopback --host: whoever reaches the server acts as
-    this agent).
+    this agent). It starts even when Noema does not run yet: tool calls then answer that, until
+    it does. Given no data folder, it finds the `noemactl up` running in any folder.
 
     Example: noemactl mcp serve --workspace acme --agent alice --role engineer
     """
@@ -72,7 +88,11 @@ def serve(
             f"MCP server for {who.agent} ({who.role}) in {who.workspace} "
             f"on http://{host}:{port}{HTTP_PATH}{guarded}"
         )
-    run(lambda settings: serve_mcp(settings, who, transport, host=host, port=port, token=token), "mcp")
+    # Not located here: the server starts without Noema running and finds it when a call comes.
+    try:
+        asyncio.run(serve_mcp(state.settings, who, transport, host=host, port=port, token=token))
+    except Exception as exc:
+        fail_for(exc)
 
 
 def register(app: typer.Typer) -> None:

@@ -34,7 +34,7 @@ from noema.runtime.cluster import EmbeddedCluster
 from noema.runtime.credentials import redact_url
 from noema.runtime.embedded import EmbeddedNats, EmbeddedPostgres, die_with_parent, resolve_data_dir
 from noema.runtime.identities import service_user
-from noema.runtime.locate import read_state, state_path, write_state
+from noema.runtime.locate import read_state, register, registry_dir, state_path, unregister, write_state
 from noema.runtime.settings import Located, Settings, SettingsError
 from noema.runtime.wiring import open_bus
 from noema_api.settings import prepare_tokens
@@ -356,6 +356,10 @@ class Supervisor:
                     "metrics": metrics,
                 },
             )
+            try:  # so that commands started in another folder (an MCP host's server) find it
+                register(registry_dir(), data_dir)
+            except OSError as exc:
+                log.warning("instance not registered; give other commands --data-dir", error=str(exc))
             log.info(
                 "noema is up",
                 data_dir=str(data_dir),
@@ -471,6 +475,7 @@ class Supervisor:
             self._nats.stop()
         if pg_stop is not None:
             pg_stop.join()
+        unregister(registry_dir(), data_dir)
         path = state_path(data_dir)
         if path.exists():
             path.unlink()

@@ -8,14 +8,20 @@ fields), so a client cannot act as anyone else. Each call goes through
 
 Every failure is mapped once, by its :class:`~noema.errors.Kind` (docs/errors.md): a tool call that
 fails is a tool result with ``isError`` whose text is ``<kind>: <message>`` for the model to read
-(its structured content ``{"error": message, "code": kind}``); a resource read that fails is a
-JSON-RPC error with the kind's code. An unexpected failure (``internal``) is logged with its
-traceback on stderr and reported without it, as the SDK's own ``MCPServer`` does.
+(its structured content ``{"error": message, "code": kind}``) — Noema not running included, so that
+the host shows why; a resource read that fails is a JSON-RPC error with the kind's code, and so is
+a call of a tool that does not exist (``-32602``, invalid params, as the MCP specification says).
+An unexpected failure (``internal``) is logged with its traceback on stderr and reported without
+it, as the SDK's own ``MCPServer`` does.
+
+The application layer comes from a *provider*, asked on every request: the composition root's
+opens the running Noema on first use (:class:`noema_mcp.service.Connection`).
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
@@ -25,13 +31,17 @@ from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
 
 from noema.application.access import Caller
 from noema.application.facade import Noema
-from noema.application.tools import TOOLS, Tool, call_tool, input_schema
+from noema.application.tools import TOOLS, Tool, call_tool, input_schema, output_schema
 from noema.errors import SURFACES, Kind, kind_of, public_message
 
-__all__ = ["PREAMBLE_URI", "build_server", "preamble_uri", "tool_definitions"]
+__all__ = ["PREAMBLE_URI", "Provider", "build_server", "preamble_uri", "tool_definitions"]
+
+Provider = Callable[[], Awaitable[Noema]]
+"""Gives the application layer to run a request on (raises when Noema cannot be reached)."""
 
 PREAMBLE_URI = "noema://preamble"
 """The dispatch preamble without a task (policies and notes); ``PREAMBLE_URI/{task}`` adds the facts
@@ -68,6 +78,7 @@ def _definition(tool: Tool) -> types.Tool:
         title=tool.name.replace("_", " ").capitalize(),
         description=tool.description,
         input_schema=input_schema(tool),
+        output_schema=output_schema(tool),
         annotations=types.ToolAnnotations(
             read_only_hint=not tool.mutates,
             destructive_hint=False,  # nothing is deleted: superseded and archived records stay
@@ -105,6 +116,13 @@ def _failure(exc: Exception, caller: Caller, what: str) -> tuple[Kind, str]:
     return kind, public_message(exc, kind)
 
 
+def _given(app: Noema) -> Provider:
+    async def provide() -> Noema:
+        return app
+
+    return provide
+
+
 def _instructions(caller: Caller) -> str:
     return (
         f"Noema memory for agent {caller.agent!r} (role {caller.role!r}) in workspace "
@@ -116,8 +134,10 @@ def _instructions(caller: Caller) -> str:
     )
 
 
-def build_server(app: Noema, caller: Caller) -> Server[Any]:
-    """An MCP server running every agent tool against ``app`` as ``caller``."""
+def build_server(app: Noema | Provider, caller: Caller) -> Server[Any]:
+    """An MCP server running every agent tool as ``caller`` against ``app`` (or the application
+    layer a provider gives for each request)."""
+    provider = app if callable(app) else _given(app)
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -128,9 +148,9 @@ def build_server(app: Noema, caller: Caller) -> Server[Any]:
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         if params.name not in TOOLS:
-            return _error(Kind.NOT_FOUND, f"unknown tool {params.name!r}; the tools are: {', '.join(TOOLS)}")
+            raise MCPError(INVALID_PARAMS, f"unknown tool {params.name!r}; the tools are: {', '.join(TOOLS)}")
         try:
-            return _result(await call_tool(app, caller, params.name, params.arguments or {}))
+            return _result(await call_tool(await provider(), caller, params.name, params.arguments or {}))
         except Exception as exc:
             return _error(*_failure(exc, caller, params.name))
 
@@ -156,7 +176,7 @@ def build_server(app: Noema, caller: Caller) -> Server[Any]:
         if repo := parse_qs(uri.query).get("repo"):
             args["repo"] = repo[0]
         try:
-            preamble = await call_tool(app, caller, "get_preamble", args)
+            preamble = await call_tool(await provider(), caller, "get_preamble", args)
         except Exception as exc:
             kind, message = _failure(exc, caller, "get_preamble")
             raise MCPError(SURFACES[kind].mcp, message) from None

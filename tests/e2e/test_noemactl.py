@@ -53,9 +53,14 @@ def wait_healthy(data_dir: Path, up: subprocess.Popen[str], timeout: float = 90)
     raise AssertionError(f"not healthy within {timeout}s: {ctl(data_dir, 'status', check=False).stdout}")
 
 
-def start(data_dir: Path) -> subprocess.Popen[str]:
+def start(data_dir: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``noemactl up`` in ``data_dir``, healthy; ``env`` replaces the environment's variables."""
     up = subprocess.Popen(
-        [*NOEMACTL, "up"], env=_env(data_dir), text=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [*NOEMACTL, "up"],
+        env=_env(data_dir) | (env or {}),
+        text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     wait_healthy(data_dir, up)
     return up
@@ -210,6 +215,53 @@ def test_status_explains_what_is_wrong_when_nothing_runs(tmp_path: Path) -> None
     assert result.returncode != 0
     assert "no running Noema" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_mcp_server_a_host_starts_in_another_folder_finds_up_and_up_unregisters_on_stop(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    import asyncio
+
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    home, host_dir = tmp_path / "home", tmp_path / "host"
+    host_dir.mkdir()
+    registry = home / ".local" / "state" / "noema" / "instances"
+    up = start(data_dir, {"HOME": str(home), "XDG_STATE_HOME": ""})
+    try:
+        [entry] = registry.iterdir()
+        assert json.loads(entry.read_text())["data_dir"] == str(data_dir.resolve())
+        # As a host starts it: its own folder, a minimal environment, no --data-dir.
+        serve = [*NOEMACTL[1:], "mcp", "serve", "--workspace", "acme", "--agent", "alice"]
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=serve,
+            env={"PATH": os.environ["PATH"], "HOME": str(home)},
+            cwd=host_dir,
+        )
+
+        async def as_a_host() -> list[str]:
+            async with stdio_client(params) as (read, write), ClientSession(read, write) as mcp:
+                await mcp.initialize()
+                proposed = await mcp.call_tool(
+                    "propose_fact",
+                    {"domain": "ops", "topic": "deploys", "content": "Deploys happen on Fridays"},
+                )
+                assert not proposed.is_error, proposed.content
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    found = await mcp.call_tool("search_memory", {"query": "deploys", "mode": "keyword"})
+                    assert not found.is_error, found.content
+                    assert found.structured_content is not None
+                    if hits := found.structured_content["results"]:
+                        return [hit["content"] for hit in hits]
+                    await asyncio.sleep(0.2)
+            return []
+
+        assert asyncio.run(as_a_host()) == ["Deploys happen on Fridays"]
+    finally:
+        assert stop(up) == 0
+    assert list(registry.iterdir()) == []
 
 
 def _eventually_json(data_dir: Path, *args: str, until: Any, timeout: float = 10.0) -> Any:

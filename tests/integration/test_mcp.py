@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import httpx
 import httpx2
 import pytest
+from jsonschema import Draft202012Validator
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -29,7 +30,9 @@ from noema.adapters.asgi import DEFAULT_MAX_BODY
 from noema.adapters.jetstream import last_on_subject, stream_last_seq
 from noema.adapters.postgres.roles import DbRole
 from noema.application.knowledge import Caller, Knowledge
-from noema.application.tools import TOOLS, input_schema
+from noema.application.tools import TOOLS, input_schema, output_schema
+from noema.errors import SURFACES, Kind
+from noema.runtime.locate import register, registry_dir, write_state
 from noema_conflicts.service import build as build_conflicts
 from noema_mcp import HTTP_PATH
 from noema_mcp.server import PREAMBLE_URI, preamble_uri
@@ -168,6 +171,9 @@ async def test_every_tool_runs_as_the_configured_agent(
             assert tool.description == TOOLS[name].description
             assert tool.input_schema == input_schema(TOOLS[name])
             assert tool.input_schema["type"] == "object"
+            # The SDK's client checks every result below against its tool's output schema.
+            assert tool.output_schema == output_schema(TOOLS[name])
+            Draft202012Validator.check_schema(tool.output_schema)
         assert listed["search_memory"].input_schema["required"] == ["query"]
         assert listed["search_memory"].annotations
         assert listed["search_memory"].annotations.read_only_hint
@@ -212,6 +218,9 @@ async def test_every_tool_runs_as_the_configured_agent(
             )
         )
         assert [r["id"] for r in history["results"]] == [fridays["memory_id"]], "unless asked for"
+        # Every mode of noemactl and the HTTP API, embeddings alone included.
+        by_vector = ok(await mcp.call_tool("search_memory", {"query": "deploys tuesdays", "mode": "vector"}))
+        assert by_vector["mode"] == "vector"
 
         # supersede_fact
         wednesdays = ok(
@@ -345,7 +354,10 @@ async def test_an_agent_argument_cannot_impersonate_and_bad_input_is_a_tool_erro
         assert "unknown field `text`; accepted fields: content" in error(
             await mcp.call_tool("record_observation", {"text": "hi"})
         )
-        assert "unknown tool 'forget_everything'" in error(await mcp.call_tool("forget_everything", {}))
+        # A tool that does not exist is not a result for the model but an error of the request.
+        with pytest.raises(MCPError, match="unknown tool 'forget_everything'") as unknown:
+            await mcp.call_tool("forget_everything", {})
+        assert unknown.value.code == -32602
         assert "no fact nope" in error(
             await mcp.call_tool("supersede_fact", {"fact_id": "nope", "content": "x"})
         )
@@ -394,6 +406,23 @@ async def test_http_with_a_token_answers_only_requests_that_carry_it(
             url, json=initialize, headers=accept | {"Authorization": f"Bearer {token}"}
         )
         assert admitted.status_code == 200, admitted.text
+        # OAuth discovery finds nothing (404, not 401), so that a host reports the token, not a
+        # failed OAuth flow; health and readiness answer without the token.
+        base = url.removesuffix(HTTP_PATH)
+        for path in (
+            "/.well-known/oauth-protected-resource",
+            "/.well-known/oauth-protected-resource/mcp",
+            "/.well-known/oauth-authorization-server",
+            "/.well-known/oauth-authorization-server/mcp",
+            "/.well-known/openid-configuration",
+        ):
+            discovered = await client.get(base + path)
+            assert discovered.status_code == 404, (path, discovered.text)
+            assert discovered.headers["content-type"] == "application/problem+json"
+            assert "static bearer token" in discovered.json()["detail"]
+        assert (await client.get(base + "/healthz")).json() == {"status": "ok"}
+        ready = await client.get(base + "/readyz")
+        assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
     async with over_http(harness, tmp_path / "mcp2.log", token) as mcp:
         names = {tool.name for tool in (await mcp.list_tools()).tools}
         assert "search_memory" in names
@@ -486,10 +515,78 @@ def test_serve_says_what_is_missing_instead_of_starting(tmp_path: Path) -> None:
     assert exposed.returncode == 2
     assert "without a token" in exposed.stderr
     assert "NOEMA_MCP_TOKEN" in exposed.stderr
-    not_running = serve_without_servers(tmp_path, *SERVE)
-    assert not_running.returncode == 6  # unavailable (docs/errors.md)
-    assert "no running Noema found" in not_running.stderr
-    assert not_running.stdout == "", "stdout is the MCP channel: nothing but protocol goes there"
+
+
+def host_env(harness: Harness, home: Path) -> dict[str, str]:
+    """What an MCP host gives the server it starts: a minimal environment (no data folder, no
+    server URLs, no XDG_RUNTIME_DIR), plus this test's stream prefix and database schema."""
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "NOEMA_PREFIX": harness.settings.prefix,
+        "NOEMA_DB_SCHEMA": harness.settings.db_schema,
+    }
+
+
+async def test_a_server_a_host_starts_anywhere_says_noema_is_not_running_then_finds_it(
+    harness: Harness, tmp_path: Path
+) -> None:
+    await harness.start(build_projector)
+    await harness.start(build_conflicts)
+    home, host_dir, data_dir = tmp_path / "home", tmp_path / "host", tmp_path / "project" / "var"
+    for folder in (home, host_dir, data_dir):
+        folder.mkdir(parents=True)
+    params = StdioServerParameters(
+        command=sys.executable, args=SERVE, env=host_env(harness, home), cwd=host_dir
+    )
+    log = tmp_path / "server.log"
+    with log.open("w") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as mcp,
+        ):
+            # Nothing runs: the server starts all the same, and each call says what to do.
+            await mcp.initialize()
+            assert {t.name for t in (await mcp.list_tools()).tools} == set(TOOLS)
+            refused = await mcp.call_tool("search_memory", {"query": "deploys"})
+            message = error(refused)
+            assert message.startswith("unavailable: no running Noema found in ")
+            assert str(host_dir / "var") in message
+            assert "noemactl up" in message
+            assert refused.structured_content == {
+                "error": message.removeprefix("unavailable: "),
+                "code": "unavailable",
+            }
+            with pytest.raises(MCPError, match="no running Noema found") as unreadable:
+                await mcp.read_resource(PREAMBLE_URI)
+            assert unreadable.value.code == SURFACES[Kind.UNAVAILABLE].mcp
+
+            # `noemactl up` in the project's folder records its state there and registers the
+            # folder in the user's state directory: the next call finds it.
+            write_state(
+                data_dir,
+                {
+                    "pid": os.getpid(),
+                    "nats_url": harness.settings.nats_url,
+                    "database_url": harness.settings.database_url,
+                },
+            )
+            register(registry_dir({"HOME": str(home)}), data_dir)
+            fact = ok(
+                await mcp.call_tool(
+                    "propose_fact", {"domain": "ops", "topic": "deploy-day", "content": "Deploys on Fridays"}
+                )
+            )
+            assert fact["outcome"] == "proposed"
+            found = ok(await mcp.call_tool("search_memory", {"query": "deploys", "mode": "vector"}))
+            assert found["mode"] == "vector"
+    await settled(harness)
+    [proposed] = await events(harness, type="fact.proposed.v2")
+    assert proposed["actor"] == "alice"
+    text = server_log(log)
+    assert "noema not reachable yet" in text, "and says so on stderr, which hosts keep in their logs"
+    assert "no running Noema found" in text
+    assert "Traceback" not in text
 
 
 async def test_http_serves_its_metrics_without_the_token_and_counts_its_searches(

@@ -13,12 +13,17 @@ import yaml
 from noema.runtime.settings import Settings
 from noema_api.routes import ENDPOINTS
 from noema_cli.main import app
+from noema_cli.supervisor import SERVICES
+from noema_mcp import HEALTH_PATHS
 
 __all__ = [
     "CLAIMED",
     "DEPLOY",
     "KNOWN_VARIABLES",
+    "MCP_VARIABLES",
     "NATS_AUTH_VARIABLES",
+    "PROBE_PATHS",
+    "PROCESSES",
     "PUBLIC_GET_PATHS",
     "check_noemactl",
     "container",
@@ -43,6 +48,13 @@ NATS_AUTH_VARIABLES = {
     "NOEMA_NATS_TLS_KEY",
 }
 """How a process authenticates to NATS (unset by default, so not in ``Settings().to_env()``)."""
+MCP_VARIABLES = {
+    str(p.envvar)
+    for p in typer.main.get_command(app).commands["mcp"].commands["serve"].params  # type: ignore[attr-defined]
+    if p.envvar
+}
+"""What ``noemactl mcp serve`` (``python -m noema_mcp``) reads besides the settings: its identity,
+transport and token."""
 KNOWN_VARIABLES = (
     set(Settings().to_env())
     | {
@@ -54,11 +66,17 @@ KNOWN_VARIABLES = (
         "NOEMA_METRICS_PORT",
     }
     | NATS_AUTH_VARIABLES
+    | MCP_VARIABLES
 )
 """Every variable a Noema process reads (the settings, the server URLs, NATS credentials, the API's
-tokens file, the metrics port, unset by default)."""
+tokens file, the metrics port, unset by default; the MCP server's own)."""
 PUBLIC_GET_PATHS = {e.path for e in ENDPOINTS if e.public and e.method == "GET"}
 """API paths answered without a token: the only ones a probe can use."""
+PROBE_PATHS = {"noema_api": PUBLIC_GET_PATHS, "noema_mcp": set(HEALTH_PATHS)}
+"""What a probe of each serving process may ask for (without a token)."""
+PROCESSES = {**SERVICES, "mcp": "noema_mcp"}
+"""Every process deployed, by name: those ``noemactl up`` runs, and the MCP server over HTTP (which
+``up`` leaves to MCP hosts, who start it over stdio)."""
 CLAIMED = {"noema_projector", "noema_attend", "noema_conflicts"}
 """Workers that work under claims (noema.runtime.claims, noema.runtime.partitions): several
 replicas, each partition (the projector's one) worked by one of them at a time; never autoscaled

@@ -1,6 +1,7 @@
-"""The Kubernetes manifests agree with the code: every process `noemactl up` runs has a Deployment
-running a real module with only variables Noema reads; probes use real health checks; every pod has
-limits, a disruption budget and network policies; the single-process workers stay single."""
+"""The Kubernetes manifests agree with the code: every process `noemactl up` runs, and the MCP server
+over HTTP, has a Deployment running a real module with only variables Noema reads; probes use real
+health checks; every pod has limits, a disruption budget and network policies; the single-process
+workers stay single."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from urllib.parse import urlsplit
 
 from noema.runtime.natsconfig import DEPLOY_PARTITIONS
 from noema_api.auth import load_tokens
-from noema_cli.supervisor import SERVICES
 
 from .deploy_files import (
     CLAIMED,
     DEPLOY,
     KNOWN_VARIABLES,
-    PUBLIC_GET_PATHS,
+    PROBE_PATHS,
+    PROCESSES,
     check_noemactl,
     container,
     documents,
@@ -43,7 +44,7 @@ def env(deployment: dict[str, Any]) -> dict[str, str]:
 
 def test_every_process_has_a_deployment_running_a_real_module() -> None:
     deployments = by_module()
-    assert set(SERVICES.values()) == set(deployments)
+    assert set(PROCESSES.values()) == set(deployments)
     for module in CLAIMED:
         # Two replicas under claims: a standby or a partition's new owner takes over from the
         # replica that stops. The projector rolls (its standby is ready); the partitioned workers are
@@ -66,14 +67,29 @@ def test_every_process_gets_the_servers_and_only_variables_noema_reads() -> None
         assert {"NOEMA_NATS_URL", "NOEMA_DATABASE_URL"} <= names, d["metadata"]["name"]
 
 
-def test_the_api_listens_where_its_service_and_probes_look() -> None:
-    [service] = kind("Service")
-    api = by_module()["noema_api"]
-    ports = {p["name"]: p["containerPort"] for p in container(api)["ports"]}
-    assert service["spec"]["selector"] == pod_labels(api)
-    assert service["spec"]["ports"][0]["targetPort"] in ports
-    assert env(api)["NOEMA_API_HOST"] == "0.0.0.0"  # else the Service reaches nothing
-    assert {int(env(api)["NOEMA_API_PORT"])} == set(ports.values())
+SERVING = {"noema_api": "NOEMA_API", "noema_mcp": "NOEMA_MCP"}
+"""The processes that serve requests, and the prefix of their HOST and PORT variables."""
+
+
+def test_the_api_and_the_mcp_server_listen_where_their_services_and_probes_look() -> None:
+    services = kind("Service")
+    assert len(services) == len(SERVING)
+    for module, prefix in SERVING.items():
+        d = by_module()[module]
+        [service] = [s for s in services if s["spec"]["selector"] == pod_labels(d)]
+        ports = {p["name"]: p["containerPort"] for p in container(d)["ports"]}
+        assert service["spec"]["ports"][0]["targetPort"] in ports
+        assert env(d)[f"{prefix}_HOST"] == "0.0.0.0"  # else the Service reaches nothing
+        assert {int(env(d)[f"{prefix}_PORT"])} == set(ports.values())
+
+
+def test_the_mcp_server_serves_http_behind_a_token_as_one_agent() -> None:
+    mcp = env(by_module()["noema_mcp"])
+    assert mcp["NOEMA_MCP_TRANSPORT"] == "http"
+    assert mcp["NOEMA_MCP_TOKEN"].startswith("<from {'secretKeyRef'")  # never a literal in the pod spec
+    assert all(mcp[v] for v in ("NOEMA_WORKSPACE", "NOEMA_AGENT", "NOEMA_ROLE"))
+    [secret] = [d for d in kind("Secret") if d["metadata"]["name"] == "noema-mcp"]
+    assert "token" in secret["stringData"]
 
 
 def test_the_api_tokens_secret_is_a_tokens_file_the_api_accepts(tmp_path: Path) -> None:
@@ -97,25 +113,26 @@ def test_every_container_requests_resources_within_its_limits() -> None:
             assert quantity(request) <= quantity(limit), (d["metadata"]["name"], name)
 
 
-def check_probe(probe: dict[str, Any], spec: dict[str, Any]) -> None:
+def check_probe(probe: dict[str, Any], spec: dict[str, Any], module: str) -> None:
     if "httpGet" in probe:
-        assert probe["httpGet"]["path"] in PUBLIC_GET_PATHS, probe  # a probe sends no token
+        assert probe["httpGet"]["path"] in PROBE_PATHS[module], probe  # a probe sends no token
         assert probe["httpGet"]["port"] in {p["name"] for p in spec.get("ports", [])}
     else:
         check_noemactl(probe["exec"]["command"])
 
 
 def test_probes_use_only_health_checks_that_exist() -> None:
-    for d in kind("Deployment"):
+    for module, d in by_module().items():
         spec = container(d)
         assert "readinessProbe" in spec, d["metadata"]["name"]
         for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
             if probe in spec:
-                check_probe(spec[probe], spec)
+                check_probe(spec[probe], spec, module)
         # A liveness probe restarts the pod: it must look at the process itself, never at the
         # servers (an outage would restart every pod at once). Workers exit on failure instead.
         assert "exec" not in spec.get("livenessProbe", {}), d["metadata"]["name"]
     assert "livenessProbe" in container(by_module()["noema_api"])
+    assert container(by_module()["noema_mcp"])["readinessProbe"]["httpGet"]["path"] == "/readyz"
 
 
 def test_every_deployment_has_one_disruption_budget_that_never_blocks_a_drain() -> None:
@@ -143,14 +160,18 @@ def _ingress_ports(d: dict[str, Any]) -> set[int]:
     }
 
 
-def test_ingress_is_denied_except_to_the_api_port_and_the_metrics_ports() -> None:
+def _served_port(module: str, d: dict[str, Any]) -> int:
+    """Where a process serves requests and its metrics (the workers: their metrics port)."""
+    return int(env(d)[f"{SERVING[module]}_PORT" if module in SERVING else "NOEMA_METRICS_PORT"])
+
+
+def test_ingress_is_denied_except_to_the_serving_ports_and_the_metrics_ports() -> None:
     policies = [p for p in kind("NetworkPolicy") if "Ingress" in p["spec"]["policyTypes"]]
     [deny] = [p for p in policies if p["spec"]["podSelector"] == {}]
     assert not deny["spec"].get("ingress")
     for module, d in by_module().items():
-        port = "NOEMA_API_PORT" if module == "noema_api" else "NOEMA_METRICS_PORT"
-        assert int(env(d)[port]) in _ingress_ports(d), module
-        assert _ingress_ports(d) <= {int(env(d)["NOEMA_METRICS_PORT"]), int(env(d).get("NOEMA_API_PORT", 0))}
+        assert _served_port(module, d) in _ingress_ports(d), module
+        assert _ingress_ports(d) <= {int(env(d)["NOEMA_METRICS_PORT"]), _served_port(module, d)}
 
 
 def test_every_pod_announces_where_prometheus_scrapes_its_metrics() -> None:
@@ -158,9 +179,10 @@ def test_every_pod_announces_where_prometheus_scrapes_its_metrics() -> None:
     for module, d in by_module().items():
         annotations = d["spec"]["template"]["metadata"]["annotations"]
         ports = {p["name"]: p["containerPort"] for p in container(d)["ports"]}
-        # The API serves them on its own port; every worker on NOEMA_METRICS_PORT, on every interface.
-        port = int(env(d)["NOEMA_API_PORT" if module == "noema_api" else "NOEMA_METRICS_PORT"])
-        if module != "noema_api":
+        # The API and the MCP server serve them on their own port; every worker on
+        # NOEMA_METRICS_PORT, on every interface.
+        port = _served_port(module, d)
+        if module not in SERVING:
             assert env(d)["NOEMA_METRICS_HOST"] == "0.0.0.0"
         assert annotations == {
             "prometheus.io/scrape": "true",

@@ -10,13 +10,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from noema.runtime.natsconfig import DEPLOY_PARTITIONS
-from noema_cli.supervisor import SERVICES
 
 from .deploy_files import (
     CLAIMED,
     DEPLOY,
     KNOWN_VARIABLES,
-    PUBLIC_GET_PATHS,
+    PROBE_PATHS,
+    PROCESSES,
     check_noemactl,
     load,
     module_of,
@@ -55,7 +55,7 @@ def named_volume_at(service: dict[str, Any], path: str) -> bool:
 
 def test_every_process_is_a_service_of_the_one_image() -> None:
     services = noema_services()
-    assert set(SERVICES.values()) == set(services)
+    assert set(PROCESSES.values()) == set(services)
     for s in services.values():
         assert s["build"]["dockerfile"] == "deploy/Dockerfile"
         assert (DEPLOY / s["build"]["context"] / s["build"]["dockerfile"]).is_file()
@@ -112,16 +112,21 @@ def test_postgresql_has_pgvector_and_keeps_its_data_on_a_volume() -> None:
     assert "pg_isready" in postgres["healthcheck"]["test"]
 
 
-def test_the_api_is_published_on_loopback_only_and_listens_where_it_is_published() -> None:
-    api = noema_services()["noema_api"]
-    port = api["environment"]["NOEMA_API_PORT"]
-    assert api["environment"]["NOEMA_API_HOST"] == "0.0.0.0"  # inside the container, else unreachable
-    assert api["ports"] == [f"127.0.0.1:{port}:{port}"]
-    published = [s for name, s in SERVICES_OF_COMPOSE.items() if s.get("ports") and s is not api]
-    assert not published, "only the API is published"
-    [url] = re.findall(r"http://[^'\"]+", " ".join(api["healthcheck"]["test"]))
-    probe = urlsplit(url)
-    assert (probe.port, probe.path in PUBLIC_GET_PATHS) == (int(port), True)
+def test_the_api_and_the_mcp_server_are_published_on_loopback_only_where_they_listen() -> None:
+    serving = {"noema_api": "NOEMA_API", "noema_mcp": "NOEMA_MCP"}
+    for module, prefix in serving.items():
+        s = noema_services()[module]
+        port = s["environment"][f"{prefix}_PORT"]
+        assert s["environment"][f"{prefix}_HOST"] == "0.0.0.0"  # inside the container, else unreachable
+        assert s["ports"] == [f"127.0.0.1:{port}:{port}"]
+        [url] = re.findall(r"http://[^'\"]+", " ".join(s["healthcheck"]["test"]))
+        probe = urlsplit(url)
+        assert (probe.port, probe.path in PROBE_PATHS[module]) == (int(port), True)
+    published = {module_of(s["command"]) for s in SERVICES_OF_COMPOSE.values() if s.get("ports")}
+    assert published == set(serving), "only the API and the MCP server are published"
+    mcp = noema_services()["noema_mcp"]["environment"]
+    assert mcp["NOEMA_MCP_TRANSPORT"] == "http"
+    assert mcp["NOEMA_MCP_TOKEN"].startswith("${MCP_TOKEN:?")  # required: it listens beyond loopback
 
 
 def test_every_dependency_exists_can_become_healthy_and_none_loops() -> None:

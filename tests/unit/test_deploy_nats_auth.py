@@ -11,9 +11,8 @@ import yaml
 
 from noema.runtime.identities import OPERATOR, SERVICES, password_variable, service_user
 from noema.runtime.natsconfig import PASSWORDS_SECRET, auth_conf, auth_values
-from noema_cli.supervisor import SERVICES as PROCESSES
 
-from .deploy_files import DEPLOY, check_noemactl, container, documents, load, module_of, of_kind
+from .deploy_files import DEPLOY, PROCESSES, check_noemactl, container, documents, load, module_of, of_kind
 
 COMPOSE: dict[str, dict[str, Any]] = load(DEPLOY / "compose.yaml")["services"]
 MODULE_TO_NAME = {module: name for name, module in PROCESSES.items()}

@@ -4,6 +4,7 @@ refusal), the pool they open, and how a batch's undecodable messages are set apa
 from __future__ import annotations
 
 import dataclasses
+import os
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, cast
@@ -14,7 +15,15 @@ from typer.testing import CliRunner
 
 from noema.client import build_observation
 from noema.errors import Kind, kind_of
-from noema.runtime.locate import NotRunning, locate
+from noema.runtime.locate import (
+    NotRunning,
+    locate,
+    register,
+    registered,
+    registry_dir,
+    unregister,
+    write_state,
+)
 from noema.runtime.settings import Located, Settings, SettingsError
 from noema.runtime.wiring import open_pool
 from noema.runtime.worker import decode_each
@@ -71,6 +80,50 @@ def test_external_servers_are_located_without_a_running_instance(tmp_path: Path)
 def test_without_a_running_instance_locating_says_how_to_start_one(tmp_path: Path) -> None:
     with pytest.raises(NotRunning, match="start it with `noemactl up`"):
         locate(Settings(data_dir=tmp_path, database_url=OWNER))
+
+
+def _running(data_dir: Path, nats_port: int) -> Path:
+    """``data_dir`` as the ``up`` of this (live) process records it: its state, and its entry in the
+    registry of the state directory."""
+    data_dir.mkdir(parents=True)
+    nats = f"nats://127.0.0.1:{nats_port}"
+    write_state(data_dir, {"pid": os.getpid(), "nats_url": nats, "database_url": OWNER})
+    register(registry_dir(), data_dir)
+    return data_dir
+
+
+def test_given_no_data_folder_a_command_finds_the_instance_up_runs_in_another_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    elsewhere = tmp_path / "somewhere" / "else"
+    elsewhere.mkdir(parents=True)
+    monkeypatch.chdir(elsewhere)  # an MCP host starts its servers in a folder of its own
+    with pytest.raises(NotRunning, match=f"no running Noema found in {elsewhere / 'var'}"):
+        locate(Settings())
+    running = _running(tmp_path / "project" / "var", 4222)
+    assert registered() == [running]
+    located = locate(Settings())
+    assert (located.data_dir, located.nats_url) == (running, "nats://127.0.0.1:4222")
+    # A folder that was named is the one meant: no other instance stands in for it.
+    with pytest.raises(NotRunning, match=f"no running Noema found in {tmp_path / 'named'}"):
+        locate(Settings(data_dir=tmp_path / "named"))
+    # Two running elsewhere: which one is not guessed.
+    other = _running(tmp_path / "other" / "var", 4223)
+    with pytest.raises(NotRunning, match="several run elsewhere") as refused:
+        locate(Settings())
+    assert f"{other}, {running}" in str(refused.value)
+    assert "--data-dir" in str(refused.value)
+    # A stopped one is forgotten: its state file is gone (or its pid dead).
+    unregister(registry_dir(), other)
+    (running / "noema.json").unlink()
+    assert registered() == []
+    assert list(registry_dir().iterdir()) == []
+
+
+def test_the_registry_is_under_the_state_directory_a_host_passes_on() -> None:
+    assert registry_dir({"XDG_STATE_HOME": "/s", "HOME": "/h"}) == Path("/s/noema/instances")
+    assert registry_dir({"HOME": "/h"}) == Path("/h/.local/state/noema/instances")
 
 
 @pytest.mark.parametrize("args", [["dlq", "list"], ["memory", "list"], ["status"]])

@@ -92,6 +92,27 @@ def test_the_runtime_lock_is_the_runtime_part_of_the_development_lock() -> None:
     assert "noema-sdk" not in runtime  # the image installs the SDK as a wheel
 
 
+def test_the_recipes_are_pinned_where_make_setup_installs_them_and_never_in_the_image() -> None:
+    extras = PROJECT["project"]["optional-dependencies"]
+    assert "noema[recipes]" in extras["dev"]  # the test environment runs the recipes
+    dev, runtime = pins(ROOT / "requirements.lock"), pins(ROOT / "requirements-runtime.lock")
+    for requirement in map(Requirement, extras["recipes"]):
+        assert requirement.specifier.contains(dev[requirement.name]), requirement
+        assert requirement.name not in runtime, requirement
+    # The LangChain recipe's own environment (langchain-mcp-adapters needs mcp<2): its lock pins
+    # what its input names, with an MCP SDK of its own, and Noema's lock has none of it.
+    wanted = [
+        Requirement(line)
+        for line in (ROOT / "examples/langchain/requirements.in").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    langchain = pins(ROOT / "examples" / "langchain" / "requirements.lock")
+    for requirement in wanted:
+        assert requirement.specifier.contains(langchain[requirement.name]), requirement
+        assert requirement.name not in dev, requirement
+    assert Requirement("mcp<2").specifier.contains(langchain["mcp"])
+
+
 def instructions(dockerfile: Path) -> list[tuple[str, str]]:
     """(INSTRUCTION, arguments) per instruction: continuation lines joined, comments dropped."""
     result: list[tuple[str, str]] = []

@@ -19,7 +19,20 @@ from msgspec import Meta
 
 from noema.application.access import Caller
 from noema.application.agent_lineage import why_for
+from noema.application.audit_views import Why
 from noema.application.facade import Noema, SearchOptions
+from noema.application.tool_outputs import (
+    ConflictsOutput,
+    ConsolidateOutput,
+    FactOutput,
+    HarmonizeOutput,
+    NotesOutput,
+    ObservationOutput,
+    PolicyOutput,
+    PreambleOutput,
+    SearchMemoryOutput,
+    SupersedePolicyOutput,
+)
 from noema.errors import Kind, NoemaError
 from noema.inputs import InvalidInput, convert, text_dates
 from noema.instants import FORMS, Instant
@@ -27,7 +40,16 @@ from noema.stream_points import parse_stream_point
 from noema_events.catalog import Subjects
 from noema_events.vocabulary import EpistemicKind, MemoryStatus
 
-__all__ = ["TOOLS", "Tool", "ToolInputError", "call_tool", "decode", "decode_input", "input_schema"]
+__all__ = [
+    "TOOLS",
+    "Tool",
+    "ToolInputError",
+    "call_tool",
+    "decode",
+    "decode_input",
+    "input_schema",
+    "output_schema",
+]
 
 T = TypeVar("T")
 
@@ -62,10 +84,10 @@ class SearchMemoryInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields
 
     query: Annotated[str, msgspec.Meta(min_length=1, max_length=2_000, description="What to recall.")]
     mode: Annotated[
-        Literal["keyword", "semantic", "hybrid"],
+        Literal["keyword", "vector", "semantic", "hybrid"],
         Meta(
             description="hybrid: full text, vectors, recency and the relationship graph fused; "
-            "keyword: full text only; semantic: full text and vectors."
+            "keyword: full text only; vector: embeddings alone; semantic: full text and vectors."
         ),
     ] = "hybrid"
     limit: Annotated[int, Meta(ge=1, le=50, description="At most this many results.")] = 10
@@ -390,6 +412,8 @@ class Tool:
     name: str
     description: str
     input: type[_Input]
+    output: type[msgspec.Struct]
+    """What it returns (described, never built: :mod:`noema.application.tool_outputs`)."""
     run: Callable[[Noema, Caller, Any], Awaitable[Any]]
     mutates: bool
 
@@ -400,9 +424,11 @@ TOOLS: dict[str, Tool] = {
         Tool(
             "search_memory",
             "Recall memories relevant to a query from your workspace: hybrid (default) fuses full text, "
-            "vectors, recency and the relationship graph; keyword is full text only; semantic is full "
-            "text + vectors. With explain=true each result carries its score components.",
+            "vectors, recency and the relationship graph; keyword is full text only; vector is embeddings "
+            "alone; semantic is full text + vectors. With explain=true each result carries its score "
+            "components.",
             SearchMemoryInput,
+            SearchMemoryOutput,
             _search,
             False,
         ),
@@ -413,6 +439,7 @@ TOOLS: dict[str, Tool] = {
             "decided by documented rules (explicit > veracity > confidence > recency) and the loser is "
             "superseded, never deleted.",
             ProposeFactInput,
+            FactOutput,
             _propose_fact,
             True,
         ),
@@ -420,6 +447,7 @@ TOOLS: dict[str, Tool] = {
             "supersede_fact",
             "Replace an active fact (by id) with new content; the old one stays, marked superseded.",
             SupersedeFactInput,
+            FactOutput,
             _supersede_fact,
             True,
         ),
@@ -428,6 +456,7 @@ TOOLS: dict[str, Tool] = {
             "Add a normative rule to a domain; every dispatch preamble carries active policies. Needs "
             "write access to the domain (else an InsufficientMemoryPermission error).",
             ProposePolicyInput,
+            PolicyOutput,
             _propose_policy,
             True,
         ),
@@ -435,6 +464,7 @@ TOOLS: dict[str, Tool] = {
             "supersede_policy",
             "Replace an active policy with a new rule, or deactivate it when no rule is given.",
             SupersedePolicyInput,
+            SupersedePolicyOutput,
             _supersede_policy,
             True,
         ),
@@ -443,6 +473,7 @@ TOOLS: dict[str, Tool] = {
             "Keep a session-scoped note in the hot tier; consolidate_memory promotes important or "
             "repeated items to facts and archives stale ones.",
             RememberInput,
+            FactOutput,
             _remember,
             True,
         ),
@@ -451,6 +482,7 @@ TOOLS: dict[str, Tool] = {
             "Promote hot-tier items worth keeping to facts, merge near-duplicate facts (provenance kept) "
             "and archive stale hot-tier items; reports what changed.",
             ConsolidateInput,
+            ConsolidateOutput,
             _consolidate,
             True,
         ),
@@ -459,6 +491,7 @@ TOOLS: dict[str, Tool] = {
             "Reconcile beliefs that diverged between agents: agreeing facts become one corroborated fact "
             "(confidence raised), contradicting ones are decided and recorded as conflicts.",
             HarmonizeInput,
+            HarmonizeOutput,
             _harmonize,
             True,
         ),
@@ -466,6 +499,7 @@ TOOLS: dict[str, Tool] = {
             "list_memory_conflicts",
             "List recorded conflicts (newest first) with both sides and the rule that decided.",
             ListConflictsInput,
+            ConflictsOutput,
             _conflicts,
             False,
         ),
@@ -474,6 +508,7 @@ TOOLS: dict[str, Tool] = {
             "Note something you observed: appended, timestamped, to your private notes (only you and "
             "operators can read them; no other agent's search finds them).",
             RecordObservationInput,
+            ObservationOutput,
             _record_observation,
             True,
         ),
@@ -482,6 +517,7 @@ TOOLS: dict[str, Tool] = {
             "Replace your private scratchpad (only you and operators can read it); it is given to you "
             "verbatim at your next dispatch.",
             UpdateNotesInput,
+            NotesOutput,
             _update_notes,
             True,
         ),
@@ -489,6 +525,7 @@ TOOLS: dict[str, Tool] = {
             "get_preamble",
             "The dispatch preamble for a task: active policies, your notes and up to five matching facts.",
             PreambleInput,
+            PreambleOutput,
             _preamble,
             False,
         ),
@@ -499,6 +536,7 @@ TOOLS: dict[str, Tool] = {
             "attention scores, recall components, the conflict rule that superseded a fact). Only "
             "your workspace, and only what your role may read.",
             WhyInput,
+            Why,
             _why,
             False,
         ),
@@ -509,8 +547,20 @@ TOOLS: dict[str, Tool] = {
 
 def input_schema(tool: Tool) -> dict[str, Any]:
     """The tool input's JSON Schema, self-contained (definitions inlined under ``$defs``)."""
-    (schema,), components = msgspec.json.schema_components([tool.input], ref_template="#/$defs/{name}")
-    components = text_dates(components)  # dates are read by noema.inputs.convert, not only RFC 3339
+    # Dates are read by noema.inputs.convert, not only RFC 3339.
+    return _self_contained(tool.input, text_dates)
+
+
+def output_schema(tool: Tool) -> dict[str, Any]:
+    """The JSON Schema of the tool's result (its MCP ``outputSchema``), self-contained."""
+    return _self_contained(tool.output, lambda components: components)
+
+
+def _self_contained(
+    struct: type[msgspec.Struct], adapt: Callable[[dict[str, Any]], dict[str, Any]]
+) -> dict[str, Any]:
+    (schema,), components = msgspec.json.schema_components([struct], ref_template="#/$defs/{name}")
+    components = adapt(components)
     name = schema["$ref"].rsplit("/", 1)[1]
     body = dict(components[name])
     others = {k: v for k, v in components.items() if k != name}

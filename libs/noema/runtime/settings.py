@@ -13,7 +13,7 @@ from noema.domain.knowledge import DEFAULT_WM_CAPACITY
 from noema.errors import Kind, NoemaError
 from noema.runtime.topology import MAX_PARTITIONS, Topology
 
-__all__ = ["WORKERS", "Located", "NatsAuth", "Settings", "SettingsError"]
+__all__ = ["DEFAULT_DATA_DIR", "WORKERS", "Located", "NatsAuth", "Settings", "SettingsError"]
 
 _TOKEN = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
 
@@ -49,6 +49,10 @@ def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> i
         raise SettingsError(f"{name}={raw!r} must be between {lo} and {hi}")
     return value
 
+
+DEFAULT_DATA_DIR = Path("var")
+"""The data folder when none is given (relative: the working directory's ``var``); a command given
+no folder also finds an instance ``noemactl up`` runs elsewhere (:func:`noema.runtime.locate.locate`)."""
 
 WORKERS = ("attend", "projector", "embed", "retrieve", "decay", "conflicts", "api", "service")
 """Every kind of Noema process that records a heartbeat (``service`` is the agent service)."""
@@ -124,7 +128,7 @@ class Settings:
     falling back to ``database_url`` so that a single-URL setup keeps working.
     """
 
-    data_dir: Path = field(default_factory=lambda: Path("var"))
+    data_dir: Path = DEFAULT_DATA_DIR
     nats_url: str | None = field(default=None, repr=False)
     """May carry credentials (``nats://user:password@host:port``): never log it unredacted. The
     servers of a cluster are listed comma-separated (``nats://a:4222,nats://b:4222``)."""
@@ -210,7 +214,7 @@ class Settings:
                 f"NOEMA_HEARTBEAT_STALE={stale:g} must be longer than NOEMA_HEARTBEAT_INTERVAL={interval:g}"
             )
         return cls(
-            data_dir=Path(env.get("NOEMA_DATA_DIR") or "var"),
+            data_dir=Path(env.get("NOEMA_DATA_DIR") or DEFAULT_DATA_DIR),
             nats_url=env.get("NOEMA_NATS_URL") or None,
             nats_auth=_nats_auth(env),
             nats_nodes=_int(env, "NOEMA_NATS_NODES", 1, 1, 5),

@@ -1,0 +1,114 @@
+"""Noema's memory for an OpenAI Agents SDK agent, through MCP (``MCPServerStdio``).
+
+The agent's tools are Noema's agent tools (search_memory, propose_fact, get_preamble, …), served by
+``noemactl mcp serve`` for one agent identity; the SDK starts that server itself. Install with
+``pip install 'noema[recipes]'`` (or ``openai-agents``), start Noema (``noemactl up``), then::
+
+    OPENAI_API_KEY=… python examples/openai_agents/noema_agent.py "When do we deploy?"
+
+Without ``OPENAI_API_KEY`` it runs no model: it lists the agent's tools and calls two of them the
+way the SDK's runner calls a tool the model chose (what tests/integration/test_examples.py checks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+from typing import Any
+
+from agents import Agent, FunctionTool, RunContextWrapper, Runner, set_tracing_disabled
+from agents.mcp import MCPServerStdio
+from agents.tool_context import ToolContext
+
+INSTRUCTIONS = (
+    "You have a long-term memory (Noema). Before answering, call get_preamble with the task; recall "
+    "with search_memory; record durable facts with propose_fact (a domain such as 'ops', a topic as "
+    "its slot)."
+)
+
+
+def noema_server(
+    workspace: str,
+    agent: str,
+    role: str = "agent",
+    command: str | None = None,
+    args: list[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> MCPServerStdio:
+    """The Noema MCP server for one agent identity, started by the SDK over stdio. ``command``:
+    ``noemactl`` (found on PATH; give an absolute path to be sure); ``args`` replace
+    ``mcp serve --workspace … --agent … --role …``; ``env``: extra variables (e.g. NOEMA_DATA_DIR)."""
+    return MCPServerStdio(
+        params={
+            "command": command or shutil.which("noemactl") or "noemactl",
+            "args": args or ["mcp", "serve", "--workspace", workspace, "--agent", agent, "--role", role],
+            "env": env,
+        },
+        name="noema",
+        cache_tools_list=True,
+        # Noema publishes an outputSchema and structured content for every tool: hand the model the
+        # JSON object rather than its text rendering.
+        use_structured_content=True,
+        client_session_timeout_seconds=30,
+    )
+
+
+def memory_agent(server: MCPServerStdio, model: str | None = None) -> Agent[Any]:
+    """An agent whose tools are Noema's."""
+    return Agent(
+        name="assistant",
+        instructions=INSTRUCTIONS,
+        mcp_servers=[server],
+        **({"model": model} if model else {}),
+    )
+
+
+async def call(agent: Agent[Any], name: str, arguments: dict[str, Any]) -> Any:
+    """Call one of the agent's tools as the runner does when the model picks it; returns its output
+    (Noema's structured content, decoded)."""
+    tools = {t.name: t for t in await agent.get_mcp_tools(RunContextWrapper(context=None))}
+    tool = tools[name]
+    assert isinstance(tool, FunctionTool)
+    raw = json.dumps(arguments)
+    context = ToolContext(context=None, tool_name=name, tool_call_id=f"call-{name}", tool_arguments=raw)
+    output = await tool.on_invoke_tool(context, raw)
+    return json.loads(output) if isinstance(output, str) else output
+
+
+async def demo(server: MCPServerStdio) -> dict[str, Any]:
+    """No model: the agent's tools, a fact proposed, then recalled (waiting for it to be projected)."""
+    agent = memory_agent(server)
+    tools = await agent.get_mcp_tools(RunContextWrapper(context=None))
+    proposed = await call(
+        agent,
+        "propose_fact",
+        {"domain": "ops", "topic": "deploy-day", "content": "Deploys happen on Tuesdays"},
+    )
+    found: list[dict[str, Any]] = []
+    for _ in range(150):  # the fact is searchable once the projector applied it (milliseconds)
+        found = (await call(agent, "search_memory", {"query": "deploys tuesdays", "mode": "keyword"}))[
+            "results"
+        ]
+        if found:
+            break
+        await asyncio.sleep(0.2)
+    return {"tools": sorted(t.name for t in tools), "proposed": proposed, "found": found}
+
+
+async def main(question: str | None) -> None:
+    set_tracing_disabled(True)  # traces would go to OpenAI's platform; opt in if you want them
+    async with noema_server(
+        os.environ.get("NOEMA_WORKSPACE", "acme"), os.environ.get("NOEMA_AGENT", "assistant")
+    ) as server:
+        if os.environ.get("OPENAI_API_KEY") and question:
+            result = await Runner.run(memory_agent(server), question)
+            print(result.final_output)
+        else:
+            print(json.dumps(await demo(server), indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(" ".join(sys.argv[1:]) or None))
