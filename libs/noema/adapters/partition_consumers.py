@@ -12,7 +12,8 @@ opens it: where it starts, and what becomes of the consumers of an earlier parti
   partition of the old count never had its consumer (the count changed again before every partition
   was claimed), nothing of that partition was handled: it starts no later than the oldest message
   stored on the old count's subjects. Once every partition of this layout has its consumer, the old
-  layout's consumers are deleted.
+  layout's consumers are deleted: those of a smaller count (the workers' NATS users may delete no
+  others); a larger count's are left for the operator (deploy/README.md, "Partitions").
 - **Nothing exists** (a new deployment, or observations published while no worker had ever run):
   it delivers everything on its filter, and the unpartitioned observations stored before (when
   there are any).
@@ -25,7 +26,6 @@ from collections.abc import Callable
 
 import structlog
 from nats.aio.client import Client as NATS
-from nats.errors import Error as NatsError
 from nats.js.api import ConsumerInfo, DeliverPolicy
 from nats.js.errors import NotFoundError
 
@@ -127,18 +127,16 @@ async def _retire_earlier(nc: NATS, topology: Topology, stream: str, worker: str
     layouts = await _layouts(nc, stream, topology, worker)
     if len(layouts.pop(topology.partitions, [])) < topology.partitions:
         return
-    for infos in layouts.values():
+    for count, infos in layouts.items():
+        if count > topology.partitions:  # not this worker's to delete (noema.runtime.identities)
+            log.warning(
+                "consumers of a larger partition count are left for the operator to delete",
+                worker=worker,
+                consumers=sorted(info.name for info in infos),
+            )
+            continue
         for info in infos:
-            try:
+            with contextlib.suppress(NotFoundError):
                 await nc.jetstream(timeout=API_TIMEOUT_S).delete_consumer(stream, info.name)
-            except NotFoundError:
-                pass
-            except (TimeoutError, NatsError) as exc:  # a larger count's: not this identity's to delete
-                log.warning(
-                    "a consumer of an earlier partition count is left (the operator deletes it, "
-                    "deploy/README.md)",
-                    consumer=info.name,
-                    error=str(exc) or type(exc).__name__,
-                )
     if layouts:
         log.info("consumers of an earlier partition count retired", worker=worker, earlier=sorted(layouts))
