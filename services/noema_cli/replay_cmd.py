@@ -13,7 +13,7 @@ from noema.stream_points import EXAMPLES, InvalidStreamPoint, StreamPoint, parse
 
 from .common import DataDir, JsonOption, clip, fail, out, print_json, progress_bar, run_app, use
 
-__all__ = ["differences", "register", "replay"]
+__all__ = ["differences", "partition_lines", "register", "replay"]
 
 
 def replay(
@@ -38,8 +38,9 @@ def replay(
 
     Without --until, the live read model's position and rows are read in one snapshot and the stream
     is replayed to exactly that position, so both sides are compared at one stream sequence even
-    while workers keep adding events. Prints the events applied and both checksums; when they
-    differ, exits 1 and names the rows that differ (table, key, columns). With --until, builds the
+    while workers keep adding events. Prints the events applied and both checksums, and with
+    NOEMA_PARTITIONS > 1 each partition's (the rows of its workspaces); when they differ, exits 1
+    and names the rows and the partitions that differ (table, key, columns). With --until, builds the
     state as of that point and compares nothing (--keep to query it).
 
     Example: noemactl replay --until 10 --keep   (or --until 2026-03-02T10:32:00+01:00)
@@ -75,10 +76,28 @@ def _print(result: dict[str, Any], keep: bool) -> None:
         out.print("match: " + ("yes" if result["match"] else "NO"))
         if result.get("problem"):
             out.print(result["problem"], highlight=False, markup=False)
+        for line in partition_lines(result["partitions"]):
+            out.print(line, highlight=False, markup=False)
         for line in differences(result["differences"]):
             out.print(line, highlight=False, markup=False)
     if keep:
         out.print(f"kept in schema {result['schema']}")
+
+
+def partition_lines(partitions: list[dict[str, Any]]) -> list[str]:
+    """A line per partition when there are several (its checksums, and whether they match), and
+    the partitions that differ."""
+    if len(partitions) < 2:
+        return []
+    lines = [
+        f"partition {p['partition']}: {p['checksum']} "
+        + ("match" if p["match"] else f"DIFFERS (live {p['live_checksum']})")
+        for p in partitions
+    ]
+    differing = [str(p["partition"]) for p in partitions if not p["match"]]
+    if differing:
+        lines.append(f"partitions that differ: {', '.join(differing)} of {len(partitions)}")
+    return lines
 
 
 def differences(found: dict[str, Any]) -> list[str]:

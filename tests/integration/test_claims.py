@@ -27,6 +27,7 @@ from noema.client import publish_observation
 from noema.domain.attention import AttentionConfig
 from noema.runtime.claims import ClaimedService, ClaimLost
 from noema_attend.worker import AttendHandler
+from noema_events import AttentionDecided, decode_event
 from noema_projector.worker import ProjectorHandler
 from tests.conftest import Harness
 from tests.support import assert_eventually
@@ -130,6 +131,46 @@ async def test_a_standby_owns_the_claim_once_the_owners_session_ends_and_attend_
     # The new owner decides the same observations and publishes.
     await AttendHandler(harness.nc, t, config, fence=second.check)(msgs)
     assert await stream_last_seq(harness.js, t.event_stream) > 0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (docs/reliability.md, Fencing): nothing fences a publish that stalls after its claim "
+    "check for longer than the takeover; the stale cycle's attention.decided has another id",
+)
+async def test_a_former_owner_stalled_between_its_claim_check_and_its_publish_decides_nothing_twice(
+    harness: Harness, pools: tuple[asyncpg.Pool, asyncpg.Pool]
+) -> None:
+    t = harness.topology
+    for i in range(5):
+        await publish_observation(harness.js, f"rotation {i}", workspace="acme", mind="ops", topology=t)
+    # Each instance's deliveries of the same observations.
+    msgs = await _read(harness, t.observation_stream, t.observation_subjects, 5)
+    again = await _read(harness, t.observation_stream, t.observation_subjects, 5)
+    config = AttentionConfig(threshold=0.0, capacity=50)
+    first, second, standing_by, _ = await _owner_and_standby(harness, pools, "attend")
+    checked, resume = asyncio.Event(), asyncio.Event()
+
+    async def check_then_stall() -> None:
+        await first.check()  # still the owner here
+        checked.set()
+        await resume.wait()  # a pause of the process (GC, CPU starvation) before its publish
+
+    stale = asyncio.create_task(AttendHandler(harness.nc, t, config, fence=check_then_stall)(msgs[:3]))
+    await checked.wait()
+    await _take_over(harness, first, standing_by)
+    await AttendHandler(harness.nc, t, config, fence=second.check)(again)  # the new owner's first cycle
+    resume.set()
+    await stale
+
+    last = await stream_last_seq(harness.js, t.event_stream)
+    decided = [
+        d.candidate_id
+        for m in await _read(harness, t.event_stream, t.event_subjects, last)
+        if isinstance(event := decode_event(m.data), AttentionDecided)
+        for d in event.payload.decisions
+    ]
+    assert len(decided) == len(set(decided)) == 5, "an observation was decided twice"
 
 
 async def test_a_former_projector_owner_cannot_commit_rows_or_its_position(

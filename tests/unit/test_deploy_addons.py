@@ -1,5 +1,6 @@
-"""The optional deployment pieces agree with the base manifests and the code: KEDA scales only
-stateless workers, each on the stream and durable consumer its composition root really binds; the
+"""The optional deployment pieces agree with the base manifests and the code: KEDA scales the
+stateless workers, each on the stream and durable consumer its composition root really binds, and
+attend and conflicts on their partitions' consumers between their replicas and the partition count; the
 NATS chart values run a JetStream cluster that fsyncs every write, where the processes look for it;
 the CloudNativePG overlay gives every process the operator's database URL and pgvector."""
 
@@ -112,7 +113,8 @@ async def test_keda_scales_stateless_workers_on_the_durable_consumer_they_bind(
         assert (so["apiVersion"], so["kind"]) == ("keda.sh/v1alpha1", "ScaledObject")
         target = deployments[so["spec"]["scaleTargetRef"]["name"]]
         module = module_of(container(target)["command"])
-        assert module not in CLAIMED
+        if module in CLAIMED:
+            continue  # below
         assert "replicas" not in target["spec"], "the autoscaler owns replicas; applying must not reset them"
         settings = Located.of(Settings.from_env(environment(BASE, target)))
         [(stream, consumer)] = await bound_consumers(module, settings, monkeypatch)
@@ -130,6 +132,41 @@ async def test_keda_scales_stateless_workers_on_the_durable_consumer_they_bind(
         assert int(port) == monitor["port"]
         assert meta["account"] == "$G"  # the default account: the values configure no accounts
         assert "accounts" not in NATS_VALUES["config"].get("merge", {})
+
+
+PARTITIONED = {
+    "noema_attend": ("attend", "observation_stream"),
+    "noema_conflicts": ("conflicts", "event_stream"),
+}
+
+
+def test_keda_scales_partitioned_workers_on_every_partitions_consumer_up_to_the_partition_count() -> None:
+    deployments = {d["metadata"]["name"]: d for d in DEPLOYMENTS}
+    scaled = {}
+    for so in documents(DEPLOY / "k8s" / "keda"):
+        target = deployments[so["spec"]["scaleTargetRef"]["name"]]
+        scaled[module_of(container(target)["command"])] = (so, target)
+    assert "noema_projector" not in scaled, "one ordered writer and a standby: never scaled"
+    assert PARTITIONED.keys() <= scaled.keys()
+    for module, (worker, stream_of) in PARTITIONED.items():
+        so, target = scaled[module]
+        topology = Located.of(Settings.from_env(environment(BASE, target))).topology
+        assert topology.partitioned
+        spec = so["spec"]
+        # Never fewer than the base's replicas (a standby to take over), never more than partitions.
+        assert spec["minReplicaCount"] == target["spec"]["replicas"] >= 2
+        assert spec["maxReplicaCount"] == topology.partitions
+        watched = [(t["metadata"]["stream"], t["metadata"]["consumer"]) for t in spec["triggers"]]
+        stream = getattr(topology, stream_of)
+        assert watched == [
+            (stream, topology.partitioned_durable(worker, p)) for p in range(topology.partitions)
+        ]
+        for trigger in spec["triggers"]:
+            assert trigger["type"] == "nats-jetstream"
+            assert int(trigger["metadata"]["lagThreshold"]) > 0
+        # Each change moves partitions between replicas: no scaling down at the first calm poll.
+        behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+        assert behavior["scaleDown"]["stabilizationWindowSeconds"] >= 300
 
 
 def test_the_nats_chart_runs_a_jetstream_cluster_that_fsyncs_every_write() -> None:

@@ -195,3 +195,18 @@ def test_a_located_process_connects_as_the_identity_it_asks_for(tmp_path: Path) 
     assert operator.nats_url == store.service_url(plain, OPERATOR)
     mcp = locate(Settings(data_dir=tmp_path), "mcp")
     assert mcp.nats_url == url_with_credentials(plain, "noema-mcp", store.password("mcp"))
+
+
+@pytest.mark.parametrize("worker", ["attend", "conflicts"])
+def test_a_partitioned_worker_may_delete_its_own_consumers_only(worker: str) -> None:
+    four = Topology("noema", 4)
+    publish = service_identity(worker, "pw", four).permissions.publish  # type: ignore[union-attr]
+    stream = four.observation_stream if worker == "attend" else four.event_stream
+    delete = f"$JS.API.CONSUMER.DELETE.{stream}"
+    own = [Topology("noema", n).partitioned_durable(worker, p) for n in (1, 2, 3, 4) for p in range(n)]
+    assert all(_may_publish(publish, f"{delete}.{durable}") for durable in own), (
+        "this count's and smaller ones'"
+    )
+    others = ["noema_retrieve", "noema_projector", "noema_embed", f"noema_{worker}_8_5", "anything"]
+    assert not any(_may_publish(publish, f"{delete}.{durable}") for durable in others)
+    assert _may_publish(publish, f"$JS.API.STREAM.MSG.GET.{stream}"), "the first message of a layout"

@@ -322,6 +322,15 @@ async def stream_last_seq(js: JetStreamContext, stream: str) -> int:
     return int(info.state.last_seq)
 
 
+async def first_seq_on(js: JetStreamContext, stream: str, subjects: str) -> int | None:
+    """The sequence of the oldest message ``stream`` holds on ``subjects`` (None when none)."""
+    try:
+        msg = await js.get_msg(stream, seq=1, subject=subjects, next=True)
+    except NotFoundError:
+        return None
+    return int(msg.seq or 0) or None
+
+
 async def last_seq_at(js: JetStreamContext, stream: str, subjects: str, when: datetime) -> int:
     """The sequence of the last message on ``subjects`` that ``stream`` stored at or before ``when``
     (0 when none), by the stream's own clock: the time JetStream stored each message, which never

@@ -8,9 +8,15 @@ opens it: where it starts, and what becomes of the consumers of an earlier parti
 - **It does not, and consumers of another partition count exist** (``NOEMA_PARTITIONS`` changed,
   1 included): it starts just after the lowest ack floor among them — everything below was handled
   — and also reads what the old layout stored (``old_filter(count)``: the old subjects, e.g. the
-  unpartitioned observations); the worker skips messages of other partitions' workspaces. Once every
-  partition of this layout has its consumer, the old layout's consumers are deleted.
-- **Nothing exists** (a new deployment): it delivers everything on its filter.
+  unpartitioned observations); the worker skips messages of other partitions' workspaces. When a
+  partition of the old count never had its consumer (the count changed again before every partition
+  was claimed), nothing of that partition was handled: it starts no later than the oldest message
+  stored on the old count's subjects. Once every partition of this layout has its consumer, the old
+  layout's consumers are deleted: those of a smaller count (the workers' NATS users may delete no
+  others); a larger count's are left for the operator (deploy/README.md, "Partitions").
+- **Nothing exists** (a new deployment, or observations published while no worker had ever run):
+  it delivers everything on its filter, and the unpartitioned observations stored before (when
+  there are any).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from nats.aio.client import Client as NATS
 from nats.js.api import ConsumerInfo, DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from noema.adapters.jetstream import first_seq_on
 from noema.adapters.pull import Puller, durable_puller
 from noema.runtime.topology import Topology
 
@@ -82,6 +89,10 @@ async def partition_puller(
             await js.delete_consumer(stream, durable)
     elif layouts:
         start = min(_floor(info) for infos in layouts.values() for info in infos)
+        for count, infos in layouts.items():
+            if len(infos) < count:  # a partition of that count was never consumed
+                first = await first_seq_on(js, stream, old_filter(count) if old_filter else own_filter)
+                start = min(start, first - 1) if first else start
         if old_filter is not None:
             filters += [old_filter(count) for count in sorted(layouts)]
         log.info(
@@ -91,6 +102,8 @@ async def partition_puller(
             earlier=sorted(layouts),
             from_seq=start + 1,
         )
+    elif old_filter is not None and topology.partitioned and await first_seq_on(js, stream, old_filter(1)):
+        filters.append(old_filter(1))  # stored unpartitioned while no consumer existed: read from 1
     puller = await durable_puller(
         nc,
         stream,
@@ -114,7 +127,14 @@ async def _retire_earlier(nc: NATS, topology: Topology, stream: str, worker: str
     layouts = await _layouts(nc, stream, topology, worker)
     if len(layouts.pop(topology.partitions, [])) < topology.partitions:
         return
-    for infos in layouts.values():
+    for count, infos in layouts.items():
+        if count > topology.partitions:  # not this worker's to delete (noema.runtime.identities)
+            log.warning(
+                "consumers of a larger partition count are left for the operator to delete",
+                worker=worker,
+                consumers=sorted(info.name for info in infos),
+            )
+            continue
         for info in infos:
             with contextlib.suppress(NotFoundError):
                 await nc.jetstream(timeout=API_TIMEOUT_S).delete_consumer(stream, info.name)

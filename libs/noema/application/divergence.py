@@ -2,19 +2,21 @@
 
 Each table whose digests differ is read on both sides by primary key (a digest per row); a row is
 missing on one side, or present on both with different values, and then the columns that differ
-are named with both values.
+are named with both values. Both sides are also digested per partition (the rows of the workspaces
+in each, :func:`by_partition`), so a divergence is placed in the partitions it is in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import asyncpg
 
-from noema.adapters.postgres.digests import key_columns, row_digests, rows_by_key
+from noema.adapters.postgres.digests import Digest, combined, key_columns, row_digests, rows_by_key, summed
+from noema.runtime.topology import partition_of
 
-__all__ = ["LIMIT", "compare_digests", "divergent_rows"]
+__all__ = ["LIMIT", "by_partition", "compare_digests", "divergent_rows", "partitions_compared"]
 
 LIMIT = 20
 """Rows described in full; the count per table covers all of them."""
@@ -33,6 +35,30 @@ def compare_digests(
             out.append((key, "replay only"))
         elif live[key] != replayed[key]:
             out.append((key, "both"))
+    return out
+
+
+def by_partition(tables: Mapping[str, Mapping[str, Digest]], partitions: int) -> dict[int, str]:
+    """Partition → checksum of its rows: for each of ``tables`` (table → workspace → digest), the
+    digest of the rows of the workspaces in that partition (:func:`partition_of`, where the
+    observation stream puts them), combined over the tables like the whole read model's checksum.
+    Every partition has one, empty or not."""
+    rows: dict[int, dict[str, list[Digest]]] = {p: {table: [] for table in tables} for p in range(partitions)}
+    for table, workspaces in tables.items():
+        for workspace, digest in workspaces.items():
+            rows[partition_of(workspace, partitions)][table].append(digest)
+    return {
+        p: combined({table: str(summed(digests)) for table, digests in by_table.items()})
+        for p, by_table in rows.items()
+    }
+
+
+def partitions_compared(live: Mapping[int, str], replayed: Mapping[int, str]) -> list[dict[str, Any]]:
+    """A line per partition: its replayed and live checksums and whether they match."""
+    out = []
+    for p in sorted(live):
+        mine = replayed.get(p)
+        out.append({"partition": p, "checksum": mine, "live_checksum": live[p], "match": live[p] == mine})
     return out
 
 

@@ -2,8 +2,14 @@
 
 ``verify_replay`` compares the result with the live read model at one stream sequence: it reads the
 live model's position and its rows in one snapshot (the projector commits both together), replays
-exactly to that position, and compares table by table; when they differ it names the rows. On a
-busy system the projector keeps going meanwhile, which changes nothing of the comparison.
+exactly to that position, and compares table by table and partition by partition (the rows of the
+workspaces in each partition, :func:`noema.application.divergence.by_partition`); when they differ
+it names the rows and the partitions they are in. On a busy system the projector keeps going
+meanwhile, which changes nothing of the comparison.
+
+One projector writes the whole read model, partitions or not (docs/architecture.md#partitions): the
+event stream is not partitioned, and its one sequence is the read model's one position, so a replay
+to that position is exact for every partition at once.
 ``until`` builds the state as of a sequence, or as of a time (the last sequence the stream had
 stored by then), and compares nothing.
 """
@@ -29,10 +35,10 @@ from noema.adapters.errors import TRANSIENT
 from noema.adapters.jetstream import last_seq_at, read_stream, stream_last_seq
 from noema.adapters.postgres import PROJECTED_TABLES, ReadModelProjection, connect, database, migrate
 from noema.adapters.postgres.bulkload import BulkLoad, DeferredIndexRefused
-from noema.adapters.postgres.digests import combined, snapshot, table_digests
+from noema.adapters.postgres.digests import combined, snapshot, totals, workspace_digests
 from noema.adapters.postgres.projection import Projected
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
-from noema.application.divergence import divergent_rows
+from noema.application.divergence import by_partition, divergent_rows, partitions_compared
 from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
 from noema.stream_points import StreamPoint
@@ -67,6 +73,8 @@ class ReplayResult:
     checksum: str
     digests: dict[str, str] = field(default_factory=dict)
     """Table → digest of its rows (:func:`noema.adapters.postgres.digests.table_digests`)."""
+    partitions: dict[int, str] = field(default_factory=dict)
+    """Partition → checksum of its workspaces' rows (:func:`noema.application.divergence.by_partition`)."""
 
 
 async def drop_schema(url: str, schema: str) -> None:
@@ -125,11 +133,17 @@ async def _replay(
                 progress(through, last)
         if load is not None:
             await load.finish(conn, build_indexes=indexes)
-        digests = await table_digests(conn, PROJECTED_TABLES)
+        by_workspace = await workspace_digests(conn, PROJECTED_TABLES)
     finally:
         await conn.close()
+    digests = totals(by_workspace)
     return ReplayResult(
-        schema=schema, events=applied, last_seq=last, checksum=combined(digests), digests=digests
+        schema=schema,
+        events=applied,
+        last_seq=last,
+        checksum=combined(digests),
+        digests=digests,
+        partitions=by_partition(by_workspace, topology.partitions),
     )
 
 
@@ -244,7 +258,8 @@ async def verify_replay(
             result = await replay_into(
                 nc, settings.database_url, topology, schema, seq, progress, indexes=keep
             )
-            return {**_summary(result), "until": _point(until, seq)}
+            partitions = [{"partition": p, "checksum": c} for p, c in sorted(result.partitions.items())]
+            return {**_summary(result), "partitions": partitions, "until": _point(until, seq)}
         return await _compared(settings, nc, topology, schema, keep, progress)
     finally:
         if not keep:
@@ -265,19 +280,23 @@ async def _compared(
     try:
         async with snapshot(live):
             position = await ReadModelProjection().position(live)
-            expected = await table_digests(live, PROJECTED_TABLES)
+            by_workspace = await workspace_digests(live, PROJECTED_TABLES)
             result = await replay_into(
                 nc, settings.database_url, topology, schema, position, progress, indexes=keep
             )
+            expected = totals(by_workspace)
             differing = [t for t in PROJECTED_TABLES if expected[t] != result.digests.get(t)]
             rows = await _rows_that_differ(settings, schema, live, differing) if differing else None
     finally:
         await live.close()
+    partitions = partitions_compared(by_partition(by_workspace, topology.partitions), result.partitions)
     report = {
         **_summary(result),
         "live_checksum": combined(expected),
         "live_position": position,
         "match": not differing and result.last_seq == position,
+        "partitions": partitions,
+        "partitions_differing": [p["partition"] for p in partitions if not p["match"]],
         "differences": rows or {"count": {}, "rows": []},
     }
     if result.last_seq != position:

@@ -109,6 +109,16 @@ def _durables(worker: str, topology: Topology) -> list[str]:
     return [topology.durable(worker)]
 
 
+def _own_durables(worker: str, topology: Topology) -> list[str]:
+    """The durable consumers ``worker`` may delete: those of its partition count and of every
+    smaller count (1 the unpartitioned one)."""
+    return [
+        durable
+        for count in range(1, topology.partitions + 1)
+        for durable in _durables(worker, Topology(topology.prefix, count))
+    ]
+
+
 def _all_consumers_info(topology: Topology) -> list[str]:
     # /readyz (noema.runtime.readiness) weighs every worker's consumer.
     streams = {"observations": topology.observation_stream, "events": topology.event_stream}
@@ -203,12 +213,16 @@ def _service_publish(name: str, topology: Topology) -> list[str]:
     if name in PARTITIONED and topology.partitioned:
         stream = streams[_CONSUMERS[name][0]]
         # One consumer per partition, re-created at its ack floor by its owner; the consumers of an
-        # earlier partition count are read (where to start) and retired once all of this one's exist.
+        # earlier partition count are read (where to start, and the first message a partition of it
+        # never consumed) and retired once all of this one's exist. It deletes its own consumers
+        # only: those of this count and of every smaller one (a count grows; after it shrinks, the
+        # operator deletes the larger count's, deploy/README.md).
         allowed += [
             f"$JS.API.CONSUMER.INFO.{stream}.*",
-            f"$JS.API.CONSUMER.DELETE.{stream}.*",
             f"$JS.API.CONSUMER.NAMES.{stream}",
             f"$JS.API.CONSUMER.LIST.{stream}",
+            f"$JS.API.STREAM.MSG.GET.{stream}",
+            *(f"$JS.API.CONSUMER.DELETE.{stream}.{durable}" for durable in _own_durables(name, topology)),
         ]
     if name == "projector":
         # It re-creates its consumer at its own tracked position on start.

@@ -8,26 +8,67 @@ digest is its row count and the sums of the two halves of its rows' digests: ord
 no sort, and no one string of the whole table (which a large ``events`` table would push past
 PostgreSQL's 1 GB value limit). Tables are compared by digest; only those whose digests differ are
 read row by row, by primary key.
+
+The sums are taken per workspace (a vector's workspace is its memory's) and added up: a table's
+digest is the sum of its workspaces' digests, exactly, and so is a partition's
+(:func:`noema.application.partition_digests.by_partition`), at the cost of one grouping.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import asyncpg
 
-__all__ = ["checksum", "combined", "key_columns", "row_digests", "rows_by_key", "snapshot", "table_digests"]
+__all__ = [
+    "EMPTY",
+    "Digest",
+    "checksum",
+    "combined",
+    "key_columns",
+    "row_digests",
+    "rows_by_key",
+    "snapshot",
+    "summed",
+    "table_digests",
+    "totals",
+    "workspace_digests",
+]
 
-_TABLE_DIGEST = """
-    SELECT count(*) AS n,
-           coalesce(sum(('x' || substr(h, 1, 16))::bit(64)::bigint::numeric), 0) AS a,
-           coalesce(sum(('x' || substr(h, 17, 16))::bit(64)::bigint::numeric), 0) AS b
-    FROM (SELECT {row} AS h FROM {table} t) rows
+_WORKSPACE_DIGESTS = """
+    SELECT ws, count(*) AS n,
+           sum(('x' || substr(h, 1, 16))::bit(64)::bigint::numeric) AS a,
+           sum(('x' || substr(h, 17, 16))::bit(64)::bigint::numeric) AS b
+    FROM (SELECT coalesce({workspace}, '') AS ws, {row} AS h FROM {table} t {join}) rows
+    GROUP BY ws
 """
+
+_WORKSPACE_OF: dict[str, tuple[str, str]] = {
+    "memory_embeddings": ("m.workspace", "LEFT JOIN memories m ON m.id = t.memory_id"),
+}
+"""How a row's workspace is found in a table without a ``workspace`` column: (expression, join)."""
+
+
+class Digest(NamedTuple):
+    """The digest of a set of rows: their count and the sums of the two halves of their md5s."""
+
+    n: int
+    a: int
+    b: int
+
+    def plus(self, other: Digest) -> Digest:
+        """The digest of both sets of rows (disjoint)."""
+        return Digest(self.n + other.n, self.a + other.a, self.b + other.b)
+
+    def __str__(self) -> str:
+        return f"{self.n}:{self.a}:{self.b}"
+
+
+EMPTY = Digest(0, 0, 0)
 
 
 async def _row_digest(conn: asyncpg.Connection, table: str) -> str:
@@ -55,8 +96,8 @@ def _digested(column: str, type_name: str, type_schema: str) -> str:
     return value
 
 
-async def table_digests(conn: asyncpg.Connection, tables: Sequence[str]) -> dict[str, str]:
-    """Table → digest of its rows (see the module docstring)."""
+async def workspace_digests(conn: asyncpg.Connection, tables: Sequence[str]) -> dict[str, dict[str, Digest]]:
+    """Table → workspace → digest of that workspace's rows (see the module docstring)."""
     out = {}
     async with conn.transaction():
         # A digest reads every row once and sums: the planner's costs would keep all but the largest
@@ -64,10 +105,29 @@ async def table_digests(conn: asyncpg.Connection, tables: Sequence[str]) -> dict
         for setting in ("parallel_setup_cost", "parallel_tuple_cost", "min_parallel_table_scan_size"):
             await conn.execute(f"SET LOCAL {setting} = 0")
         for table in tables:
-            row = await conn.fetchrow(_TABLE_DIGEST.format(table=table, row=await _row_digest(conn, table)))
-            assert row is not None
-            out[table] = f"{row['n']}:{row['a']}:{row['b']}"
+            workspace, join = _WORKSPACE_OF.get(table, ("t.workspace", ""))
+            row = await _row_digest(conn, table)
+            query = _WORKSPACE_DIGESTS.format(table=table, row=row, workspace=workspace, join=join)
+            out[table] = {r["ws"]: Digest(r["n"], int(r["a"]), int(r["b"])) for r in await conn.fetch(query)}
     return out
+
+
+def summed(digests: Iterable[Digest]) -> Digest:
+    """The digest of the union of disjoint sets of rows."""
+    total = EMPTY
+    for digest in digests:
+        total = total.plus(digest)
+    return total
+
+
+def totals(by_workspace: dict[str, dict[str, Digest]]) -> dict[str, str]:
+    """Table → digest of all its rows, from its workspaces' (:func:`workspace_digests`)."""
+    return {table: str(summed(workspaces.values())) for table, workspaces in by_workspace.items()}
+
+
+async def table_digests(conn: asyncpg.Connection, tables: Sequence[str]) -> dict[str, str]:
+    """Table → digest of its rows (see the module docstring)."""
+    return totals(await workspace_digests(conn, tables))
 
 
 def combined(digests: dict[str, str]) -> str:
