@@ -81,8 +81,9 @@ def test_every_process_reads_only_noema_variables_pointing_at_the_servers_of_the
         assert postgres["POSTGRES_PASSWORD"].split(":")[0] in env["NOEMA_DATABASE_URL"]
 
 
-ONCE = {"noema_decay", "noema_api"}
-"""Run once: an hourly timer, and the API published on one host port."""
+ONCE = {"noema_decay", "noema_api", "noema_mcp"}
+"""Run once: an hourly timer, and the API and the MCP server, each published on one host port (the
+MCP server also keeps its sessions in the process)."""
 
 
 def test_every_worker_runs_twice_on_the_partition_count_the_nats_users_allow() -> None:
