@@ -356,3 +356,26 @@ async def test_a_time_the_question_names_is_read_against_the_scope_s_present(har
         assert_components_sum_to_final(r.components)
     explicit = await recall.search("Where did Dana go hiking on 14 June, 2022?", f, limit=3)
     assert explicit.results[0].id == ids[0]
+
+
+async def test_the_memories_of_a_participant_the_question_names_come_first(harness: Harness) -> None:
+    await harness.start(build_projector)
+
+    def said(by: str, content: str) -> MemoryCreated:
+        return memory(content, participants=[by], kind="episodic")
+
+    own, addressed, *_ = await given(
+        harness,
+        said("Caroline", "I'm keen on counseling, I'd love to support people like me"),
+        said("Melanie", "Caroline, counseling would suit you, you support people so well"),
+        *(memory(u) for u in UNRELATED),
+        embed=True,
+    )
+    recall = await recall_for(harness, EMBEDDER)
+    found = await recall.search("What career is Caroline keen on?", RecallFilters(workspace="acme"))
+    by_id = {r.id: r for r in found.results}
+    assert found.results[0].id == own
+    assert by_id[own].components["named"] == PRIORS["named"]
+    assert by_id[addressed].components["named"] == 0.0
+    for r in found.results:
+        assert_components_sum_to_final(r.components)

@@ -45,6 +45,7 @@ from noema.domain.ranking import (
     fuse_hybrid,
     fuse_reciprocal,
     fuse_weighted,
+    mark_named,
     mmr_select,
     rank_by_voice,
     repo_first,
@@ -246,6 +247,7 @@ class Recall:
         candidates: list[Candidate] = list(cands.values())
         if profile == "weighted":
             return repo_first(fuse_weighted(candidates, now, bool(semantic)), repo)[:limit], intent, weights
+        mark_named(candidates, query)
         return (
             mmr_select(fuse_hybrid(candidates, now, weights), limit, pool=depth, repo=repo),
             intent,

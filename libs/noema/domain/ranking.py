@@ -7,10 +7,12 @@ Hybrid score of a candidate (every term is returned as a component, and they sum
                 s_semantic: cosine similarity, min-max normalised over the voice's hits
                 s_graph: strength of the walk — seed strength × edge confidence (× ½ on the second hop),
                     a seed's strength being its normalised lexical/semantic score
-                s_temporal: recency of when it happened, min-max normalised over the candidates
+                s_temporal: recency of when it happened, min-max normalised over the candidates;
+                    or, when the query names a time, 1 if it happened then (else 0)
     prior_a   = 0.06 · activation
     prior_i   = 0.04 · importance
     prior_c   = 0.03 · credibility
+    prior_n   = 0.15 · named           (1 when a participant of the memory is named by the query)
     relevance = Σ voice_v + priors
     mmr       = −0.5 · (max similarity)² to the results already chosen, where similarity is cosine
                 rescaled so the median pair of candidates is 0 and identical is 1 (embedding spaces put
@@ -68,6 +70,7 @@ __all__ = [
     "fuse_hybrid",
     "fuse_reciprocal",
     "fuse_weighted",
+    "mark_named",
     "mmr_select",
     "normalized",
     "rank_by_voice",
@@ -79,7 +82,7 @@ __all__ = [
 
 RRF_K = 60
 VOICES = ("lexical", "semantic", "temporal", "graph")
-PRIORS = {"activation": 0.06, "importance": 0.04, "credibility": 0.03}
+PRIORS = {"activation": 0.06, "importance": 0.04, "credibility": 0.03, "named": 0.15}
 MMR_PENALTY = 0.5
 MMR_POWER = 2.0
 DEFAULT_WEIGHTS: dict[str, float] = {"semantic": 0.37, "lexical": 0.36, "graph": 0.22, "temporal": 0.05}
@@ -137,6 +140,9 @@ class Candidate:
     created_at: datetime
     repo: str | None = None
     happened_at: datetime | None = None
+    participants: Sequence[str] = ()
+    named: float = 0.0
+    """1 when one of its participants is named by the query (:func:`mark_named`), else 0."""
     ranks: dict[str, int] = field(default_factory=dict)
     """Voice → 1-based rank."""
     raw: dict[str, float] = field(default_factory=dict)
@@ -160,6 +166,15 @@ class Scored:
 
 def _age_days(created_at: datetime, now: datetime) -> float:
     return max(0.0, (now - created_at).total_seconds() / 86400)
+
+
+def mark_named(candidates: Sequence[Candidate], query: str) -> None:
+    """Mark the candidates that one of the people or agents the query names took part in: a name
+    is any participant of the candidates that the query holds as a word."""
+    words = {w.lower() for w in _TOKEN.findall(query)}
+    names = {p for c in candidates for p in c.participants if p.lower() in words}
+    for c in candidates:
+        c.named = 1.0 if names.intersection(c.participants) else 0.0
 
 
 def normalized(candidates: Sequence[Candidate], voice: str) -> dict[str, float]:

@@ -384,7 +384,7 @@ class RecallStore:
         rows = await self._pool.fetch(
             f"""SELECT m.id, m.content, m.memory_type, {activation_sql("$2", "m")} AS activation,
                        m.importance, m.credibility,
-                       m.created_at, m.repo, m.happened_at,
+                       m.created_at, m.repo, m.happened_at, m.participants,
                        {"e.embedding" if vectors else "NULL::text AS embedding"}
                 FROM memories m
                 {"LEFT JOIN memory_embeddings e ON e.memory_id = m.id AND e.model = $3" if vectors else ""}
@@ -403,6 +403,7 @@ class RecallStore:
                 created_at=r["created_at"],
                 repo=r["repo"],
                 happened_at=r["happened_at"],
+                participants=tuple(r["participants"] or ()),
             )
             vec = r["embedding"]
             if vec is not None:
