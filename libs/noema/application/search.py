@@ -224,7 +224,11 @@ class Recall:
             within = replace(f, since=_later(f.since, window.start), until=_earlier(f.until, window.end))
             extra = [
                 *await self.store.lexical(query, within, WINDOW_DEPTH, broad=False),
-                *(await self.store.semantic(vector, model, within, WINDOW_DEPTH) if vector and model else []),
+                *(
+                    await self.store.semantic(vector, model, within, WINDOW_DEPTH)
+                    if vector is not None and model
+                    else []
+                ),
             ]
         cands = await self._candidates(
             {"lexical": lexical, "semantic": semantic, "graph": graph}, [m for m, _ in extra], model, now
@@ -256,7 +260,8 @@ class Recall:
 
     async def _named_window(self, query: str, f: RecallFilters, now: datetime) -> TimeWindow | None:
         """The time the query names (:mod:`noema.domain.timewords`), its relative words read against
-        the scope's present: its newest memory's time (the search's time if later or none)."""
+        the scope's present: its newest memory's time (the search's time if that is earlier, or
+        if the scope is empty)."""
         if not names_time(query):
             return None
         newest = await self.store.recent(f, 1)
