@@ -13,9 +13,12 @@ query vector given — the query embedding is timed separately with the real off
 The preamble is timed over 60 policies (40 active) and 200 agents' notes.
 Then a workspace of 300 memories is added to the same store (copies, with their vectors) and
 timed the same way: a small tenant of a large shared store, which the semantic voice compares
-exactly.
+exactly. Last, the semantic voice's statement alone: through the index over the large workspace,
+and exact over workspaces of 1,000 to 10,000 memories (``exact_scan``: where the semantic voice
+stops comparing exactly, ``voices.EXACT_SCOPE_MAX``).
 Prints JSON {"keyword"|"semantic"|"hybrid": {"p50_ms", "p99_ms"}, "preamble": {...},
-"small_workspace": {"semantic", "hybrid", "semantic_found_of_50"}, "query_embedding": {...}}.
+"small_workspace": {"semantic", "hybrid", "semantic_found_of_50"}, "exact_scan": {"hnsw_<N>",
+"exact_<n>": {...}}, "query_embedding": {...}}.
 """
 
 from __future__ import annotations
@@ -295,6 +298,31 @@ SMALL = 300
 """Memories of the small workspace timed beside the large one (``small_workspace`` in the JSON)."""
 
 
+async def _copy_workspace(db_url: str, schema: str, name: str, n: int) -> None:
+    """A workspace ``name`` of ``n`` memories: copies of the large one's first, with their vectors."""
+    conn = await asyncpg.connect(db_url, server_settings={"search_path": f"{schema}, public"})
+    try:
+        await conn.execute(
+            f"""INSERT INTO memories (id, workspace, mind, kind, epistemic_kind, content, domain,
+                    memory_type, confidence, importance, salience, credibility, activation,
+                    activation_at, status, origin_event, origin_seq, created_at, updated_at)
+                SELECT '{name}-' || id, '{name}', mind, kind, epistemic_kind, content, domain,
+                       memory_type, confidence, importance, salience, credibility, activation,
+                       activation_at, status, origin_event, origin_seq, created_at, updated_at
+                FROM memories WHERE workspace = 'bench' ORDER BY id LIMIT {n}"""
+        )
+        await conn.execute(
+            f"""INSERT INTO memory_embeddings (memory_id, model, dimensions, embedding, origin_event,
+                    origin_seq, created_at)
+               SELECT m.id, e.model, e.dimensions, e.embedding, e.origin_event, e.origin_seq, e.created_at
+               FROM memories m JOIN memory_embeddings e ON e.memory_id = substr(m.id, {len(name) + 2})
+               WHERE m.workspace = '{name}'"""
+        )
+        await conn.execute("VACUUM ANALYZE memories, memory_embeddings, memory_postings")
+    finally:
+        await conn.close()
+
+
 async def _small_workspace(
     db_url: str, schema: str, recall: Recall, mix: list[str], vectors: np.ndarray
 ) -> dict[str, Any]:
@@ -302,27 +330,7 @@ async def _small_workspace(
     the same store: the semantic voice compares it exactly (``voices.searched_exactly``), where
     the HNSW scan's bound would meet only a few of its memories. Semantic and hybrid latency, and
     how many of the 50 neighbours asked the semantic voice found (its median and minimum)."""
-    conn = await asyncpg.connect(db_url, server_settings={"search_path": f"{schema}, public"})
-    try:
-        await conn.execute(
-            f"""INSERT INTO memories (id, workspace, mind, kind, epistemic_kind, content, domain,
-                    memory_type, confidence, importance, salience, credibility, activation,
-                    activation_at, status, origin_event, origin_seq, created_at, updated_at)
-                SELECT 'small-' || id, 'small', mind, kind, epistemic_kind, content, domain,
-                       memory_type, confidence, importance, salience, credibility, activation,
-                       activation_at, status, origin_event, origin_seq, created_at, updated_at
-                FROM memories WHERE workspace = 'bench' ORDER BY id LIMIT {SMALL}"""
-        )
-        await conn.execute(
-            """INSERT INTO memory_embeddings (memory_id, model, dimensions, embedding, origin_event,
-                    origin_seq, created_at)
-               SELECT m.id, e.model, e.dimensions, e.embedding, e.origin_event, e.origin_seq, e.created_at
-               FROM memories m JOIN memory_embeddings e ON e.memory_id = substr(m.id, 7)
-               WHERE m.workspace = 'small'"""
-        )
-        await conn.execute("VACUUM ANALYZE memories, memory_embeddings, memory_postings")
-    finally:
-        await conn.close()
+    await _copy_workspace(db_url, schema, "small", SMALL)
     f = RecallFilters(workspace="small")
     out: dict[str, Any] = {"memories": SMALL}
     found = []
@@ -332,6 +340,39 @@ async def _small_workspace(
     for mode in ("semantic", "hybrid"):
         out[mode] = await _timed_searches(recall, f, mode, mix, vectors, warm_up=0)
     return out
+
+
+EXACT_SIZES = (1000, 2000, 5000, 10000)
+"""Scopes whose exact scan is timed against the index's scan of the large workspace (``exact_scan``)."""
+
+
+async def _exact_scan(db_url: str, schema: str, pool: asyncpg.Pool, vectors: np.ndarray) -> dict[str, Any]:
+    """The semantic voice's statement alone (50 neighbours): through the HNSW index over the large
+    workspace, and comparing every vector of a workspace of each of ``EXACT_SIZES`` memories — where
+    the two cost alike is the threshold below which the voice compares exactly
+    (``voices.EXACT_SCOPE_MAX``)."""
+    index, exact = RecallStore(pool, True), RecallStore(pool, True, exact=True)
+    out: dict[str, Any] = {"hnsw_" + str(await _count(pool, "bench")): await _voice(index, "bench", vectors)}
+    for n in EXACT_SIZES:
+        await _copy_workspace(db_url, schema, f"scope{n}", n)
+        out[f"exact_{n}"] = await _voice(exact, f"scope{n}", vectors)
+    return out
+
+
+async def _count(pool: asyncpg.Pool, workspace: str) -> int:
+    return int(await pool.fetchval("SELECT count(*) FROM memories WHERE workspace = $1", workspace))
+
+
+async def _voice(store: RecallStore, workspace: str, vectors: np.ndarray) -> dict[str, float]:
+    f = RecallFilters(workspace=workspace)
+    for v in vectors[:10]:
+        await store.semantic(list(v), MODEL, f, 50)
+    times = []
+    for v in vectors:
+        t = time.perf_counter()
+        await store.semantic(list(v), MODEL, f, 50)
+        times.append((time.perf_counter() - t) * 1000)
+    return _percentiles(times)
 
 
 async def _timed_searches(
@@ -386,6 +427,7 @@ async def run(n: int, queries: int) -> dict[str, Any]:
                 times.append((time.perf_counter() - t) * 1000)
             out["preamble"] = _percentiles(times)
             out["small_workspace"] = await _small_workspace(db_url, schema, recall, mix, vectors)
+            out["exact_scan"] = await _exact_scan(db_url, schema, pool, vectors)
         finally:
             await pool.close()
             conn = await asyncpg.connect(db_url)

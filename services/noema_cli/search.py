@@ -29,6 +29,7 @@ EXPLAINED = (
     "activation",
     "importance",
     "credibility",
+    "named",
     "mmr",
 )
 """Components shown by ``--explain``, in this order, when the results carry them: the score terms of

@@ -1,4 +1,5 @@
-"""search_memory on real servers: each voice contributes, results are explained, filters hold."""
+"""search_memory on real servers: each voice contributes, results are explained, filters hold, a time
+the question names counts."""
 
 from __future__ import annotations
 
@@ -319,3 +320,62 @@ async def test_a_grown_store_still_weighs_matches_positively(harness: Harness) -
     hybrid = await recall.search("deploy key rotation", filters)
     assert first in {r.id for r in hybrid.results}
     assert all(r.components["lexical"] > 0 for r in hybrid.results)
+
+
+async def test_a_time_the_question_names_is_read_against_the_scope_s_present(harness: Harness) -> None:
+    await harness.start(build_projector)
+
+    def on(day: datetime, content: str) -> MemoryCreated:
+        return memory(content, happened_at=day)  # (episodic ones would chain: the graph voice)
+
+    ids = await given(
+        harness,
+        on(datetime(2022, 6, 14, tzinfo=UTC), "Dana went hiking in the mountains with her brother"),
+        on(datetime(2023, 6, 14, tzinfo=UTC), "Dana and her brother walked around the lake"),
+        # Better matches of the words, in other months.
+        *(
+            on(datetime(y, m, 3, tzinfo=UTC), f"Dana went hiking in the mountains with her brother, trip {m}")
+            for y, m in ((2023, 1), (2023, 2), (2023, 3), (2022, 7))
+        ),
+        on(datetime(2023, 7, 20, tzinfo=UTC), "Dana cooked dinner"),  # the scope's present
+        embed=True,
+    )
+    recall = await recall_for(harness, EMBEDDER)
+    f = RecallFilters(workspace="acme")
+    plain = await recall.search("Where did Dana go hiking with her brother?", f)
+    # "in June": the scope's last June (2023), not the clock's, nor the June of 2022.
+    dated = await recall.search("Where did Dana go hiking with her brother in June?", f)
+    assert plain.intent == "lookup"
+    assert dated.intent == "dated"
+    found = {r.id: r for r in dated.results}
+    assert found[ids[1]].components["temporal_score"] == 1.0
+    assert found[ids[0]].components["temporal_score"] == 0.0
+    rank = [r.id for r in plain.results].index(ids[1])
+    assert [r.id for r in dated.results].index(ids[1]) < rank, "the memory of the time named rises"
+    for r in dated.results:
+        assert_components_sum_to_final(r.components)
+    explicit = await recall.search("Where did Dana go hiking on 14 June, 2022?", f, limit=3)
+    assert explicit.results[0].id == ids[0]
+
+
+async def test_the_memories_of_a_participant_the_question_names_come_first(harness: Harness) -> None:
+    await harness.start(build_projector)
+
+    def said(by: str, content: str) -> MemoryCreated:
+        return memory(content, participants=[by], kind="episodic")
+
+    own, addressed, *_ = await given(
+        harness,
+        said("Caroline", "I'm keen on counseling, I'd love to support people like me"),
+        said("Melanie", "Caroline, counseling would suit you, you support people so well"),
+        *(memory(u) for u in UNRELATED),
+        embed=True,
+    )
+    recall = await recall_for(harness, EMBEDDER)
+    found = await recall.search("What career is Caroline keen on?", RecallFilters(workspace="acme"))
+    by_id = {r.id: r for r in found.results}
+    assert found.results[0].id == own
+    assert by_id[own].components["named"] == PRIORS["named"]
+    assert by_id[addressed].components["named"] == 0.0
+    for r in found.results:
+        assert_components_sum_to_final(r.components)

@@ -15,6 +15,7 @@ import pytest
 
 from noema.adapters.postgres import voices
 from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.application.search import Recall
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
 from tests.integration.test_recall import given, memory
@@ -116,10 +117,45 @@ async def test_a_small_workspace_in_a_large_store_gets_its_true_nearest_neighbou
     assert [s for _, s in got] == pytest.approx([r["score"] for r in exact])
 
 
-def test_the_semantic_voice_compares_exactly_only_a_small_share_of_a_large_store() -> None:
-    assert voices.searched_exactly(300, 100_000, 50)  # 6 of its memories in a 2,000-tuple scan
-    assert voices.searched_exactly(4_000, 100_000, 50)  # 80 < 100
-    assert not voices.searched_exactly(5_000, 100_000, 50)  # 100: the scan meets enough of them
-    assert not voices.searched_exactly(6_000, 1_000_000, 50)  # too many to compare one by one
-    assert not voices.searched_exactly(300, 1_500, 50)  # the scan can see the whole index
-    assert not voices.searched_exactly(300, 0, 50)  # no statistics yet
+async def test_vector_mode_equals_exact_cosine_search_on_a_scope_under_the_threshold(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A narrow HNSW walk (ef_search 10) on random vectors misses true neighbours; a scope under
+    # the threshold must not depend on it, whether the store is small or large.
+    monkeypatch.setattr(voices, "EF_SEARCH", 10)
+    await harness.start(build_projector)
+    embedder = RandomUnit()
+    others = [msgspec.structs.replace(memory(f"note {i}"), workspace="globex") for i in range(300)]
+    await given(
+        harness, *others, *(memory(f"acme note {i}") for i in range(300)), embed=True, embedder=embedder
+    )
+    await harness.pool.execute("ANALYZE memory_embeddings")
+    rows = await harness.pool.fetch(
+        "SELECT e.memory_id, e.embedding::text AS v FROM memory_embeddings e "
+        "JOIN memories m ON m.id = e.memory_id WHERE m.workspace = 'acme'"
+    )
+    ids = [r["memory_id"] for r in rows]
+    matrix = np.asarray([json.loads(r["v"]) for r in rows])
+    pool = await RecallStore.create_pool(
+        harness.settings.database_url, harness.settings.db_schema, workspace="*", min_size=1, max_size=1
+    )
+    try:
+        recall = Recall(await RecallStore.open(pool), embedder)
+        for i in range(5):
+            query = embedder.embed_query(f"question {i}")
+            got = await recall.search(
+                "q", RecallFilters(workspace="acme"), mode="vector", limit=20, query_vector=query
+            )
+            cosine = matrix @ np.asarray(query) / np.linalg.norm(matrix, axis=1)
+            oracle = [ids[j] for j in np.argsort(-cosine, kind="stable")[:20]]
+            assert [r.id for r in got.results] == oracle
+            assert [r.score for r in got.results] == pytest.approx(sorted(cosine, reverse=True)[:20])
+    finally:
+        await pool.close()
+
+
+def test_the_semantic_voice_compares_exactly_only_a_scope_under_the_threshold() -> None:
+    assert voices.searched_exactly(300)
+    assert voices.searched_exactly(voices.EXACT_SCOPE_MAX)
+    assert not voices.searched_exactly(voices.EXACT_SCOPE_MAX + 1)
+    assert not voices.searched_exactly(100_000)

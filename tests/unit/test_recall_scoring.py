@@ -11,6 +11,7 @@ from noema.domain.ranking import (
     fuse_hybrid,
     fuse_reciprocal,
     fuse_weighted,
+    mark_named,
     mmr_select,
     normalized,
     rank_by_voice,
@@ -174,3 +175,17 @@ def test_the_weighted_profile_weighs_a_memory_without_a_vector_as_without_vector
     assert out["m000"]["text"] == 0.65
     assert out["m000"]["vector"] == 0.0
     assert out["m000"]["semantic_available"] == 0.0
+
+
+def test_a_participant_the_query_names_is_a_prior_of_their_memories() -> None:
+    said, mentioned, other = candidate(1), candidate(2, content="Wow, Caroline, that is great"), candidate(3)
+    said.participants, mentioned.participants, other.participants = ("Caroline",), ("Melanie",), ()
+    for c in (said, mentioned, other):
+        c.raw["lexical"], c.ranks["lexical"] = 1.0, 1
+    mark_named([said, mentioned, other], "What career has caroline chosen?")
+    assert [c.named for c in (said, mentioned, other)] == [1.0, 0.0, 0.0]
+    ranked = fuse_hybrid([said, mentioned, other], NOW)
+    assert ranked[0].candidate is said
+    assert ranked[0].components["named"] > 0 == ranked[1].components["named"]
+    mark_named([said, mentioned, other], "What career has the team chosen?")
+    assert [c.named for c in (said, mentioned, other)] == [0.0, 0.0, 0.0]

@@ -20,7 +20,10 @@ others after them (nothing is filtered out); every result's components explain i
 
 The temporal voice ranks by recency the memories the other voices found (and, for temporal
 queries, the most recent memories of the scope), so recency reorders relevant memories instead of
-flooding results with unrelated new ones.
+flooding results with unrelated new ones. When the query names a time ("in May 2023", "last week":
+:mod:`noema.domain.timewords`, read against the scope's newest memory), the voice is instead
+whether a memory happened then, and the text and semantic voices' best matches within that time
+join the pool (intent ``dated``).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,10 +45,12 @@ from noema.domain.ranking import (
     fuse_hybrid,
     fuse_reciprocal,
     fuse_weighted,
+    mark_named,
     mmr_select,
     rank_by_voice,
     repo_first,
 )
+from noema.domain.timewords import TimeWindow, named_window, names_time
 from noema.runtime.threads import in_daemon_thread
 
 __all__ = ["MODES", "Recall", "RecallFilters", "SearchResponse", "SearchResult"]
@@ -53,6 +58,8 @@ __all__ = ["MODES", "Recall", "RecallFilters", "SearchResponse", "SearchResult"]
 MODES = ("keyword", "vector", "semantic", "hybrid")
 VOICE_DEPTH = 50
 SEEDS_PER_VOICE = 3
+WINDOW_DEPTH = 10
+"""Hits asked of the text and semantic voices within the time a query names."""
 
 
 @dataclass
@@ -195,7 +202,8 @@ class Recall:
                 ranked = rank_by_voice(found, "lexical" if mode == "keyword" else "semantic")
             return repo_first(ranked, repo)[:limit], None, {}
 
-        intent = classify_intent(query)
+        window = await self._named_window(query, f, now) if profile == "hybrid" else None
+        intent = "dated" if window is not None else classify_intent(query)
         weights = dict(INTENT_WEIGHTS[intent])
         if not semantic:
             # Without vectors the semantic voice is silent; its weight goes to the text voice.
@@ -210,24 +218,55 @@ class Recall:
                     strength = (raw - low) / (top - low) if top > low else 1.0
                     seeds[mid] = max(seeds.get(mid, 0.0), strength)
         graph = await self.store.graph(seeds, f, depth)
-        recent = await self.store.recent(f, 10) if intent == "temporal" else []
+        extra = await self.store.recent(f, 10) if intent == "temporal" else []
+        if window is not None:
+            # The best matches of the time named join the pool, however the whole scope ranks them.
+            within = replace(f, since=_later(f.since, window.start), until=_earlier(f.until, window.end))
+            extra = [
+                *await self.store.lexical(query, within, WINDOW_DEPTH, broad=False),
+                *(
+                    await self.store.semantic(vector, model, within, WINDOW_DEPTH)
+                    if vector is not None and model
+                    else []
+                ),
+            ]
         cands = await self._candidates(
-            {"lexical": lexical, "semantic": semantic, "graph": graph}, [m for m, _ in recent], model, now
+            {"lexical": lexical, "semantic": semantic, "graph": graph}, [m for m, _ in extra], model, now
         )
-        by_recency = sorted(cands.values(), key=lambda c: (c.happened_at or c.created_at, c.id), reverse=True)
-        for rank, c in enumerate(by_recency, start=1):
-            # Recency orders what the other voices found; it never brings in memories of its own
-            # (except the newest ones for temporal questions, added to the pool above).
+
+        def when(c: Candidate) -> datetime:
+            return c.happened_at or c.created_at
+
+        def temporal(c: Candidate) -> float:
+            # Whether it happened in the time the query names, else how recently.
+            return (1.0 if window.holds(when(c)) else 0.0) if window else when(c).timestamp()
+
+        by_time = sorted(cands.values(), key=lambda c: (temporal(c), when(c), c.id), reverse=True)
+        for rank, c in enumerate(by_time, start=1):
+            # Time orders what the other voices found; it never brings in memories of its own
+            # (except the newest ones for temporal questions, or the best matches of the time a
+            # question names, added to the pool above).
             c.ranks["temporal"] = rank
-            c.raw["temporal"] = (c.happened_at or c.created_at).timestamp()
+            c.raw["temporal"] = temporal(c)
         candidates: list[Candidate] = list(cands.values())
         if profile == "weighted":
             return repo_first(fuse_weighted(candidates, now, bool(semantic)), repo)[:limit], intent, weights
+        mark_named(candidates, query)
         return (
             mmr_select(fuse_hybrid(candidates, now, weights), limit, pool=depth, repo=repo),
             intent,
             weights,
         )
+
+    async def _named_window(self, query: str, f: RecallFilters, now: datetime) -> TimeWindow | None:
+        """The time the query names (:mod:`noema.domain.timewords`), its relative words read against
+        the scope's present: its newest memory's time (the search's time if that is earlier, or
+        if the scope is empty)."""
+        if not names_time(query):
+            return None
+        newest = await self.store.recent(f, 1)
+        anchor = min(now, datetime.fromtimestamp(newest[0][1], UTC)) if newest else now
+        return named_window(query, anchor)
 
     async def _candidates(
         self,
@@ -245,6 +284,14 @@ class Recall:
                     cands[mid].ranks[name] = rank
                     cands[mid].raw[name] = raw
         return cands
+
+
+def _later(a: datetime | None, b: datetime) -> datetime:
+    return b if a is None else max(a, b)
+
+
+def _earlier(a: datetime | None, b: datetime) -> datetime:
+    return b if a is None else min(a, b)
 
 
 def _scored_fields(s: Scored) -> dict[str, Any]:

@@ -10,6 +10,7 @@ export const PARTS = [
   ["activation", "#0ba5ec"],
   ["importance", "#ee46bc"],
   ["credibility", "#667085"],
+  ["named", "#b54708"],
   ["repo_first", "#444ce7"],
 ];
 

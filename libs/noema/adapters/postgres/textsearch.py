@@ -50,15 +50,13 @@ BM25."""
 
 class TermStats:
     """The sizes recall plans and scores by, cached for ``ttl`` seconds: each scope's (memories,
-    average distinct lexemes per memory) for BM25, and the store's vectors for the semantic voice."""
+    average distinct lexemes per memory), for BM25 and the semantic voice's choice of scan."""
 
     def __init__(self, ttl: float = 300.0, schema: str | None = None) -> None:
         self._ttl = ttl
         self._schema = schema
         """The schema every connection given uses (None: asked of each connection)."""
         self._scopes: dict[str, tuple[float, tuple[float, float]]] = {}
-        self._vectors: dict[str, tuple[float, float]] = {}
-        """schema → (when read, the store's vectors)."""
 
     async def _schema_of(self, conn: asyncpg.Connection) -> str:
         return self._schema or str(await conn.fetchval("SELECT current_schema()"))
@@ -77,25 +75,6 @@ class TermStats:
         )
         value = (max(1.0, float(row["n"])), max(1.0, float(row["avgdl"])))
         self._scopes[key] = (time.monotonic(), value)
-        return value
-
-    async def stored_vectors(self, conn: asyncpg.Connection) -> float:
-        """How many vectors the store holds, every model and workspace alike (what an HNSW scan
-        walks through; PostgreSQL's own counts, which row security does not narrow): the larger of
-        the last analyse's estimate and the live count the statistics collector keeps between
-        analyses (a replayed or restored store is large before it is first analysed); 0 while
-        neither knows."""
-        schema = await self._schema_of(conn)
-        hit = self._vectors.get(schema)
-        if hit is not None and time.monotonic() - hit[0] < self._ttl:
-            return hit[1]
-        tuples = await conn.fetchval(
-            """SELECT greatest(c.reltuples, coalesce(s.n_live_tup, 0)) FROM pg_class c
-               LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
-               WHERE c.oid = to_regclass('memory_embeddings')"""
-        )
-        value = max(0.0, float(tuples or 0))
-        self._vectors[schema] = (time.monotonic(), value)
         return value
 
 

@@ -36,20 +36,19 @@ def _inlined(model: str) -> None:
 MAX_SCAN_TUPLES = 2000
 """How far an HNSW scan may go when filters drop neighbours (``hnsw.max_scan_tuples``)."""
 
-EXACT_SCOPE_MAX = 5000
+EXACT_SCOPE_MAX = 2000
 """The most memories the semantic voice compares one by one (see :func:`searched_exactly`)."""
 
 
-def searched_exactly(scope_memories: float, stored_vectors: float, limit: int) -> bool:
+def searched_exactly(scope_memories: float) -> bool:
     """Whether the semantic voice compares the scope's vectors one by one instead of walking the
-    HNSW index: when the index's bounded scan (``MAX_SCAN_TUPLES`` of ``stored_vectors``, every
-    workspace's) would be expected to meet fewer than twice ``limit`` of the scope's memories —
-    a small workspace in a large shared store, where the index would return only a few of its
-    neighbours — and the scope has at most ``EXACT_SCOPE_MAX`` memories, so that comparing them
-    all stays cheap (about 10 µs each)."""
-    if stored_vectors <= MAX_SCAN_TUPLES or scope_memories > EXACT_SCOPE_MAX:
-        return False  # the bounded scan can see the whole index, or the scope is too large
-    return scope_memories * MAX_SCAN_TUPLES / stored_vectors < 2 * limit
+    HNSW index: when the scope (the workspace, or the whole store for an operator's search) has at
+    most ``EXACT_SCOPE_MAX`` memories. Below that, comparing them all costs no more than the
+    index's scan of a large store (``bench.recall_latency``'s ``exact_scan``: docs/benchmarks.md),
+    and the answer is exact — the index's is approximate, and its bounded scan
+    (``MAX_SCAN_TUPLES``) may meet only a few of a small workspace's memories in a large shared
+    store. Beyond it the index's cost does not grow with the scope; the exact scan's does."""
+    return scope_memories <= EXACT_SCOPE_MAX
 
 
 def activation_sql(at: str, alias: str = "") -> str:
@@ -279,17 +278,14 @@ class RecallStore:
     async def semantic(
         self, vector: Sequence[float], model: str, f: RecallFilters, limit: int
     ) -> list[tuple[str, float]]:
-        """Nearest neighbours by cosine under one model: through the model's HNSW index, or exactly
-        for a small scope in a large store (:func:`searched_exactly`)."""
+        """Nearest neighbours by cosine under one model: exactly for a small scope, through the
+        model's HNSW index beyond (:func:`searched_exactly`)."""
         if not self.has_vectors or not _MODEL.fullmatch(model):
             return []
         # Sent as pgvector's text form, so any pool works (with or without the binary codec).
         args: list[Any] = ["[" + ",".join(repr(float(x)) for x in vector) + "]"]
         async with self._pool.acquire() as conn:
-            exact = self.exact
-            if f.workspace is not None and not exact:
-                scope, _ = await self.term_stats.scope(conn, f.workspace)
-                exact = searched_exactly(scope, await self.term_stats.stored_vectors(conn), limit)
+            exact = self.exact or searched_exactly((await self.term_stats.scope(conn, f.workspace))[0])
             build = self.exact_semantic_sql if exact else self.semantic_sql
             rows = await conn.fetch(build(len(vector), model, f, args, limit), *args)
         return [(r["id"], float(r["score"])) for r in rows]
@@ -388,7 +384,7 @@ class RecallStore:
         rows = await self._pool.fetch(
             f"""SELECT m.id, m.content, m.memory_type, {activation_sql("$2", "m")} AS activation,
                        m.importance, m.credibility,
-                       m.created_at, m.repo, m.happened_at,
+                       m.created_at, m.repo, m.happened_at, m.participants,
                        {"e.embedding" if vectors else "NULL::text AS embedding"}
                 FROM memories m
                 {"LEFT JOIN memory_embeddings e ON e.memory_id = m.id AND e.model = $3" if vectors else ""}
@@ -407,6 +403,7 @@ class RecallStore:
                 created_at=r["created_at"],
                 repo=r["repo"],
                 happened_at=r["happened_at"],
+                participants=tuple(r["participants"] or ()),
             )
             vec = r["embedding"]
             if vec is not None:
