@@ -281,7 +281,8 @@ async def test_erasing_an_agents_notes_removes_every_version_and_they_start_afre
     erased = await ctl_json(api, "erase", "-w", "acme", "--notes", "ops-agent", "--reason", "asked to forget")
 
     assert erased["keys_destroyed"] is True
-    assert len(erased["key_ids"]) == 2  # both versions
+    # Both versions' keys (and any key an append's retry made but never published under).
+    assert len(erased["key_ids"]) >= 2
     assert erased["memory_ids"] == []
     stale = msgspec.structs.replace(read[1], id=new_id())
     with pytest.raises(ConcurrentWrite):  # the erasure wrote an empty version first

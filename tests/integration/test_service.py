@@ -152,7 +152,9 @@ async def test_every_agent_operation_round_trips_through_the_sdk_with_its_events
         await settled(harness)
         latest_notes = (await events(harness, "notes.updated.v1"))[-1]
         assert latest_notes["actor"] == "alice"
-        assert latest_notes["notes"] == f"check the rollback plan first\n{noted.line}"
+        assert latest_notes["notes"].startswith("nsl1:")  # sealed in the event (docs/privacy.md)
+        held = await harness.pool.fetchval("SELECT notes FROM agent_notes WHERE agent = 'alice'")
+        assert held == f"check the rollback plan first\n{noted.line}"
         assert (noted.agent, noted.line.endswith(" the pager went off at 3am")) == ("alice", True)
         assert await observations(harness, "alice") == [], "notes are private: nothing is observed"
 
