@@ -98,9 +98,11 @@ async def try_lock_versions(conn: asyncpg.Connection, live: str) -> bool:
 
 
 async def ensure_registry(conn: asyncpg.Connection, live: str) -> None:
-    """Create the registry if needed; with no version recorded, the live read model is version 1."""
+    """Create the registry if needed; with no version recorded, the live read model is version 1.
+    Its sequence gives version numbers (:func:`next_version`)."""
     registry = registry_schema(live)
     await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {registry}")
+    await conn.execute(f"CREATE SEQUENCE IF NOT EXISTS {registry}.version_numbers")
     await conn.execute(
         f"""CREATE TABLE IF NOT EXISTS {registry}.versions (
                version integer PRIMARY KEY, schema_name text NOT NULL UNIQUE,
@@ -121,17 +123,12 @@ async def next_version(conn: asyncpg.Connection, live: str) -> int:
     every recorded version moves past (:func:`add_version`), started past the versions recorded
     before it existed."""
     registry = registry_schema(live)
-    await _ensure_numbers(conn, registry)
     return int(
         await conn.fetchval(
             f"""SELECT greatest(nextval('{registry}.version_numbers'),
                                 (SELECT coalesce(max(version), 0) + 1 FROM {registry}.versions))"""
         )
     )
-
-
-async def _ensure_numbers(conn: asyncpg.Connection, registry: str) -> None:
-    await conn.execute(f"CREATE SEQUENCE IF NOT EXISTS {registry}.version_numbers")
 
 
 async def versions(conn: asyncpg.Connection, live: str) -> list[ProjectionVersion]:
@@ -153,7 +150,6 @@ async def add_version(conn: asyncpg.Connection, live: str, version: int, schema:
         version,
         schema,
     )
-    await _ensure_numbers(conn, registry)
     await conn.execute(
         f"""SELECT setval('{registry}.version_numbers', $1::bigint)
             WHERE $1::bigint > (SELECT last_value FROM {registry}.version_numbers)""",
