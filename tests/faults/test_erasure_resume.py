@@ -10,13 +10,11 @@ import nats.errors
 import pytest
 
 from noema.adapters.erasure_streams import delete_messages
-from noema.client import publish_observation
 from noema.domain.attention import memory_id_for
-from noema.ids import new_id
 from noema_attend.service import build as build_attend
 from tests.integration.api_harness import ApiHarness, api
 from tests.integration.test_cli_reads import ctl
-from tests.integration.test_erasure import MARKER, PERSON, _memory_count, _stream_holds
+from tests.integration.test_erasure import MARKER, PERSON, _memory_count, _stream_holds, observe_the_person
 from tests.support import assert_eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -28,12 +26,7 @@ async def test_an_erasure_cut_short_is_finished_by_running_it_again(
 ) -> None:
     h = api.h
     await h.start(build_attend)
-    about = new_id()
-    await publish_observation(
-        h.js, f"{MARKER}: Ann's phone number is 555-0199", workspace="acme", mind="ops",
-        observation_id=about, subjects=[PERSON], topology=h.topology,
-    )  # fmt: skip
-    memory = memory_id_for(about)
+    memory = memory_id_for(await observe_the_person(api))
     await assert_eventually(lambda: _memory_count(api, "id = $1", memory), timeout=90)
     observations = h.topology.observation_stream, h.topology.observation_subjects
     assert await _stream_holds(api, *observations, MARKER.encode()) == 1

@@ -43,6 +43,16 @@ async def _stream_holds(api: ApiHarness, stream: str, subjects: str, needle: byt
     return sum([needle in m.data async for m in scan(api.h.nc, stream, subjects)])
 
 
+async def observe_the_person(api: ApiHarness) -> str:
+    """Publish an observation tagged with ``PERSON`` whose text holds ``MARKER``; returns its id."""
+    about = new_id()
+    await publish_observation(
+        api.h.js, f"{MARKER}: Ann's phone number is 555-0199", workspace="acme", mind="ops",
+        observation_id=about, subjects=[PERSON], topology=api.h.topology,
+    )  # fmt: skip
+    return about
+
+
 async def _why(mcp: ClientSession, item: str) -> str:
     return json.dumps(ok(await mcp.call_tool("why", {"id": item})))
 
@@ -61,11 +71,7 @@ async def test_erasing_a_subject_leaves_no_readable_copy_and_keeps_the_record(
 async def _erase_a_subject(api: ApiHarness, tmp_path: Path, stack: AsyncExitStack) -> None:
     h = api.h
     await h.start(build_attend)
-    about = new_id()
-    await publish_observation(
-        h.js, f"{MARKER}: Ann's phone number is 555-0199", workspace="acme", mind="ops",
-        observation_id=about, subjects=[PERSON], topology=h.topology,
-    )  # fmt: skip
+    about = await observe_the_person(api)
     other = new_id()
     await publish_observation(
         h.js, "the deploy key rotates on Fridays", workspace="acme", mind="ops",
