@@ -21,12 +21,19 @@ stream order, so every candidate of a mind at or below the ``through_seq`` of th
 working memory, the first time it meets the mind, and acks a candidate at or below it without
 deciding it again; it also acks, undecided, a candidate of a workspace of another partition (read
 from the subjects of an earlier partition count, see noema.adapters.partition_consumers).
+
+Each mind's mark is kept with a fence: the stream sequence of the mind's last decision, as this
+instance read or stored it. A cycle's decisions are published with it as the expected last sequence
+of their subjects (one ``attention.decided`` per mind decided), so the server stores the cycle only
+if no other instance decided any of its minds since — a former owner that stalled after its claim
+check cannot store a stale cycle, and a new owner whose cycle lost to one reads the minds again and
+decides what is left (docs/reliability.md, "Claims, failover and fencing").
 """
 
 from __future__ import annotations
 
 from collections import ChainMap, OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -45,6 +52,7 @@ from noema.adapters.jetstream import (
 from noema.application.sealing import Sealer
 from noema.domain.attention import AttentionConfig, decide_cycle, working_memory_of
 from noema.domain.knowledge import WorkingMemory
+from noema.ports import ConcurrentWrite
 from noema.runtime.metrics import Metrics
 from noema.runtime.topology import Topology
 from noema.runtime.worker import decode_each
@@ -64,6 +72,10 @@ log = structlog.get_logger("noema.attend")
 
 MAX_MINDS = 100_000
 """Minds whose working memory is kept in process; one seen again after that is reloaded."""
+
+FENCE_ATTEMPTS = 5
+"""Cycles tried, each after reading the minds again, before a refused fence is raised (to retry the
+batch): only an instance that keeps losing to another refuses that often."""
 
 Candidate = ObservationRecorded | RecallProposed
 E = TypeVar("E", bound=Event)
@@ -124,17 +136,39 @@ class AttendHandler:
         self._decided_through = decided  # None: read from the stream on the first batch
         # Partitioned: the partition handled, and each known mind's own mark (see the module doc).
         self._partition = partition
-        self._marks: dict[tuple[str, str], int] = {}
         if partition is not None:
             self._decided_through = 0  # the stream-wide mark means nothing for one partition
+        # Each known mind's mark, and the stream sequence of its last attention.decided: the fence
+        # its next decision is published against (see the module doc).
+        self._marks: dict[tuple[str, str], int] = {}
+        self._fences: dict[tuple[str, str], int] = {}
 
-    async def _load_mark(self, workspace: str, mind: str) -> int:
-        """The ``through_seq`` of the mind's last decision (0 when none, or one without it)."""
+    async def _load_decided(self, workspace: str, mind: str) -> tuple[int, int]:
+        """The stream sequence of the mind's last decision and its ``through_seq`` (0 for either
+        when there is none, or a decision written without the mark)."""
         subject = self._topology.event_subject_for(workspace, mind, "attention.decided")
         last = await last_on_subject(self._js, self._topology.event_stream, subject)
-        event = None if last is None else decode_event(last[1])
+        if last is None:
+            return 0, 0
+        event = decode_event(last[1])
         through = event.payload.through_seq if isinstance(event, AttentionDecided) else None
-        return int(through or 0)
+        return last[0], int(through or 0)
+
+    async def _load_minds(self, keys: Iterable[tuple[str, str]]) -> None:
+        """Read from the stream the state of each mind not known here: its last decision (fence and
+        mark) first, then its working memory — so a decision stored between the two reads leaves a
+        fence that no longer holds (the cycle is refused and the mind read again), never a working
+        memory older than the fence."""
+        for key in set(keys) - self._memories.keys():
+            self._fences[key], self._marks[key] = await self._load_decided(*key)
+            self._memories[key] = await self._load_working_memory(*key)
+
+    def _forget(self, keys: Iterable[tuple[str, str]]) -> None:
+        """Drop what is known of these minds: it is read from the stream again when next needed."""
+        for key in keys:
+            self._memories.pop(key, None)
+            self._marks.pop(key, None)
+            self._fences.pop(key, None)
 
     def _elsewhere(self, msg: Msg) -> bool:
         """A candidate of a workspace of another partition (stored under an earlier layout)."""
@@ -195,18 +229,45 @@ class AttendHandler:
             return first + await self._run_cycle(cycle[half:], through)
         if self._fence is not None:
             await self._fence()
-        await self._publisher.publish(events)
+        # Each mind's decision is stored only if the mind's last decision is still the one this
+        # instance read: the server refuses the whole cycle otherwise (ConcurrentWrite).
+        decisions = {ev.id: (ev.workspace, ev.mind) for ev in events if isinstance(ev, AttentionDecided)}
+        fences = {event_id: self._fences[key] for event_id, key in decisions.items()}
+        seqs = await self._publisher.publish_fenced(events, fences)
+        for ev, seq in zip(events, seqs, strict=True):
+            if ev.id in decisions:
+                self._fences[decisions[ev.id]] = seq
+                self._marks[decisions[ev.id]] = through
         self._decided_through = max(self._decided_through or 0, through)
         for key, held in staged.items():  # most recently decided last, so evicted last
             self._memories[key] = held
             self._memories.move_to_end(key)
-        if self._partition is not None:
-            for _, candidate in cycle:
-                self._marks[(candidate.workspace, candidate.mind)] = through
         while len(self._memories) > MAX_MINDS:  # reloaded from the stream when seen again
             key, _ = self._memories.popitem(last=False)
-            self._marks.pop(key, None)
+            self._forget([key])
         return events
+
+    async def _decide_fenced(self, good: Sequence[tuple[Msg, Candidate]], through: int) -> list[Event]:
+        """Decide and publish the undecided of ``good``. When another instance decided some of these
+        minds since this one read them (a former or a new owner, see the module doc), their state is
+        read again and what that instance decided is left out."""
+        keys = {(c.workspace, c.mind) for _, c in good}
+        for attempt in range(1, FENCE_ATTEMPTS + 1):
+            await self._load_minds(keys)
+            marks = self._marks  # each mind's candidates up to its own mark were decided
+            todo = [(m, c) for m, c in good if m.metadata.sequence.stream > marks[(c.workspace, c.mind)]]
+            if not todo:
+                return []
+            try:
+                return await self._run_cycle(todo, through)
+            except ConcurrentWrite as exc:
+                if attempt == FENCE_ATTEMPTS:
+                    raise
+                log.warning(
+                    "another instance decided these minds meanwhile; reading them again", reason=str(exc)
+                )
+                self._forget(keys)
+        raise AssertionError("unreachable")
 
     async def __call__(self, msgs: list[Msg]) -> None:
         """Validate, decide, publish the decision events, then ack every message."""
@@ -220,14 +281,7 @@ class AttendHandler:
         good = list(zip([m for m, _ in good], await self._opened([c for _, c in good]), strict=True))
         for msg, exc in malformed:  # attend owns the observation stream: it dead-letters them
             await self._dead_letters.write(msg, str(exc))
-        for key in {(c.workspace, c.mind) for _, c in good} - self._memories.keys():
-            self._memories[key] = await self._load_working_memory(*key)
-            if self._partition is not None:
-                self._marks[key] = await self._load_mark(*key)
-        if self._partition is not None:  # each mind's candidates up to its own mark were decided
-            marks = self._marks
-            good = [(m, c) for m, c in good if m.metadata.sequence.stream > marks[(c.workspace, c.mind)]]
-        events = await self._run_cycle(good, fresh[-1].metadata.sequence.stream) if good else []
+        events = await self._decide_fenced(good, fresh[-1].metadata.sequence.stream) if good else []
         for msg in msgs:
             await msg.ack()
         admitted = sum(1 for e in events if e.name == "memory.created")

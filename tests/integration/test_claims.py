@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
 
 import asyncpg
 import pytest
@@ -27,7 +28,7 @@ from noema.client import publish_observation
 from noema.domain.attention import AttentionConfig
 from noema.runtime.claims import ClaimedService, ClaimLost
 from noema_attend.worker import AttendHandler
-from noema_events import AttentionDecided, decode_event
+from noema_events import AttentionDecided, Event, WorkingMemoryUpdated, decode_event
 from noema_projector.worker import ProjectorHandler
 from tests.conftest import Harness
 from tests.support import assert_eventually
@@ -35,6 +36,8 @@ from tests.support import assert_eventually
 pytestmark = pytest.mark.integration
 
 TAKEOVER_S = 10.0
+
+E = TypeVar("E", bound=Event)
 
 
 async def _read(h: Harness, stream: str, subjects: str, count: int) -> list[Msg]:
@@ -133,44 +136,103 @@ async def test_a_standby_owns_the_claim_once_the_owners_session_ends_and_attend_
     assert await stream_last_seq(harness.js, t.event_stream) > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (docs/reliability.md, Fencing): nothing fences a publish that stalls after its claim "
-    "check for longer than the takeover; the stale cycle's attention.decided has another id",
-)
+async def _events_of(harness: Harness, kind: type[E]) -> list[E]:
+    t = harness.topology
+    last = await stream_last_seq(harness.js, t.event_stream)
+    return [
+        event
+        for m in await _read(harness, t.event_stream, t.event_subjects, last)
+        if isinstance(event := decode_event(m.data), kind)
+    ]
+
+
+class StalledFormerOwner:
+    """Five observations of one mind, attend's claim taken over while its former owner stalls
+    between its claim check and its publish of the first three (a pause of the process: GC, CPU
+    starvation); ``resume()`` lets that publish go on."""
+
+    config = AttentionConfig(threshold=0.0, capacity=50)
+    new_owner: AdvisoryClaim
+    _stale: asyncio.Task[None]
+
+    def __init__(self, harness: Harness, msgs: list[Msg], again: list[Msg]) -> None:
+        self.harness, self.again = harness, again
+        self.stale_ids = {decode_event(m.data).id for m in msgs[:3]}
+        self.resumed = asyncio.Event()
+
+    @classmethod
+    async def start(cls, harness: Harness, pools: tuple[asyncpg.Pool, asyncpg.Pool]) -> StalledFormerOwner:
+        t = harness.topology
+        for i in range(5):
+            await publish_observation(harness.js, f"rotation {i}", workspace="acme", mind="ops", topology=t)
+        # Each instance's deliveries of the same observations.
+        msgs = await _read(harness, t.observation_stream, t.observation_subjects, 5)
+        stalled = cls(harness, msgs, await _read(harness, t.observation_stream, t.observation_subjects, 5))
+        first, stalled.new_owner, standing_by, _ = await _owner_and_standby(harness, pools, "attend")
+        checked = asyncio.Event()
+
+        async def check_then_stall() -> None:
+            await first.check()  # still the owner here
+            checked.set()
+            await stalled.resumed.wait()
+
+        stalled._stale = asyncio.create_task(
+            AttendHandler(harness.nc, t, cls.config, fence=check_then_stall)(msgs[:3])
+        )
+        await checked.wait()
+        await _take_over(harness, first, standing_by)
+        return stalled
+
+    async def resume(self) -> None:
+        """Let the former owner publish, and wait for its cycle to end."""
+        self.resumed.set()
+        await self._stale
+
+    async def new_owners_cycle(self, fence: Callable[[], Awaitable[None]] | None = None) -> None:
+        """The new owner's first cycle, of all five observations."""
+        t = self.harness.topology
+        await AttendHandler(self.harness.nc, t, self.config, fence=fence or self.new_owner.check)(self.again)
+
+
 async def test_a_former_owner_stalled_between_its_claim_check_and_its_publish_decides_nothing_twice(
     harness: Harness, pools: tuple[asyncpg.Pool, asyncpg.Pool]
 ) -> None:
-    t = harness.topology
-    for i in range(5):
-        await publish_observation(harness.js, f"rotation {i}", workspace="acme", mind="ops", topology=t)
-    # Each instance's deliveries of the same observations.
-    msgs = await _read(harness, t.observation_stream, t.observation_subjects, 5)
-    again = await _read(harness, t.observation_stream, t.observation_subjects, 5)
-    config = AttentionConfig(threshold=0.0, capacity=50)
-    first, second, standing_by, _ = await _owner_and_standby(harness, pools, "attend")
-    checked, resume = asyncio.Event(), asyncio.Event()
+    """The stale cycle comes after the new owner's: the server refuses it (the mind's last decision
+    is not the one the former owner read), and read again, everything in it was decided."""
+    stalled = await StalledFormerOwner.start(harness, pools)
+    await stalled.new_owners_cycle()
+    await stalled.resume()
 
-    async def check_then_stall() -> None:
-        await first.check()  # still the owner here
-        checked.set()
-        await resume.wait()  # a pause of the process (GC, CPU starvation) before its publish
-
-    stale = asyncio.create_task(AttendHandler(harness.nc, t, config, fence=check_then_stall)(msgs[:3]))
-    await checked.wait()
-    await _take_over(harness, first, standing_by)
-    await AttendHandler(harness.nc, t, config, fence=second.check)(again)  # the new owner's first cycle
-    resume.set()
-    await stale
-
-    last = await stream_last_seq(harness.js, t.event_stream)
-    decided = [
-        d.candidate_id
-        for m in await _read(harness, t.event_stream, t.event_subjects, last)
-        if isinstance(event := decode_event(m.data), AttentionDecided)
-        for d in event.payload.decisions
-    ]
+    decisions = await _events_of(harness, AttentionDecided)
+    decided = [d.candidate_id for event in decisions for d in event.payload.decisions]
     assert len(decided) == len(set(decided)) == 5, "an observation was decided twice"
+    assert len(decisions) == 1, "the stale cycle stored a decision"
+
+
+async def test_a_new_owners_cycle_refused_after_a_stale_one_landed_decides_only_the_rest(
+    harness: Harness, pools: tuple[asyncpg.Pool, asyncpg.Pool]
+) -> None:
+    """The stale cycle lands between the new owner's reading of the mind and its publish: the new
+    owner's cycle is refused, it reads the mind again and decides only what the stale one did not,
+    continuing the working memory the stale cycle left (no fork)."""
+    stalled = await StalledFormerOwner.start(harness, pools)
+
+    async def check_then_let_the_stale_one_publish() -> None:
+        await stalled.new_owner.check()
+        if not stalled.resumed.is_set():  # only before the new owner's first attempt
+            await stalled.resume()  # the stale cycle is stored now, after the new owner read the mind
+
+    await stalled.new_owners_cycle(check_then_let_the_stale_one_publish)
+
+    decisions = await _events_of(harness, AttentionDecided)
+    assert [len(event.payload.decisions) for event in decisions] == [3, 2]
+    decided = [d.candidate_id for event in decisions for d in event.payload.decisions]
+    assert set(decided[:3]) == stalled.stale_ids
+    assert len(decided) == len(set(decided)) == 5, "an observation was decided twice"
+    updates = await _events_of(harness, WorkingMemoryUpdated)
+    assert len(updates) == 2
+    held_first = {i.memory_id for i in updates[0].payload.items}
+    assert held_first <= {i.memory_id for i in updates[1].payload.items}, "the working memory forked"
 
 
 async def test_a_former_projector_owner_cannot_commit_rows_or_its_position(

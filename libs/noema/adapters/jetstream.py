@@ -7,7 +7,7 @@ import contextlib
 import json
 import ssl
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -24,6 +24,7 @@ from nats.js.api import (
     DeliverPolicy,
     DiscardPolicy,
     KeyValueConfig,
+    PubAck,
     RetentionPolicy,
     StorageType,
     StreamConfig,
@@ -435,11 +436,25 @@ MAX_ATOMIC_BATCH = 1000
 
 @dataclass(frozen=True, slots=True)
 class Outgoing:
-    """One message to publish: subject, bytes and its ``Nats-Msg-Id``."""
+    """One message to publish: subject, bytes and its ``Nats-Msg-Id``; with ``expected_last``, a
+    fence: stored only if the subject's last stream sequence is still that (0: no message yet)."""
 
     subject: str
     data: bytes
     msg_id: str
+    expected_last: int | None = None
+
+    def headers(self) -> dict[str, str]:
+        """The message's JetStream headers (the id; the fence when there is one)."""
+        if self.expected_last is None:
+            return msg_id_header(self.msg_id)
+        return msg_id_header(self.msg_id) | {EXPECTED_LAST_SUBJECT_SEQ: str(self.expected_last)}
+
+
+EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+
+WRONG_LAST_SEQUENCE = 10071
+"""JetStream's error code when ``Nats-Expected-Last-Subject-Sequence`` does not hold."""
 
 
 async def publish_each(js: JetStreamContext, messages: Sequence[Outgoing]) -> int:
@@ -447,9 +462,30 @@ async def publish_each(js: JetStreamContext, messages: Sequence[Outgoing]) -> in
 
     Returns the highest stream sequence acknowledged (a duplicate's is the stored original's).
     """
-    futures = [await js.publish_async(m.subject, m.data, headers=msg_id_header(m.msg_id)) for m in messages]
-    acks = await asyncio.gather(*futures)
-    return max((int(a.seq) for a in acks), default=0)
+    return max(await _stored_each(js, messages), default=0)
+
+
+async def _stored_each(js: JetStreamContext, messages: Sequence[Outgoing]) -> list[int]:
+    """Each message's stream sequence, published one by one, pipelined. A fenced message is
+    awaited before anything after it is sent: when its fence does not hold (:class:`ConcurrentWrite`)
+    nothing after it is stored. (The server checks a fence before the duplicate window, so a retried
+    fenced message whose subject moved is refused too, not acknowledged as a duplicate.)"""
+    seqs: list[int] = []
+    pending: list[Awaitable[PubAck]] = []
+    try:
+        for m in messages:
+            if m.expected_last is not None:
+                seqs += [int(a.seq) for a in await asyncio.gather(*pending)]
+                pending = []
+                seqs.append(int((await js.publish(m.subject, m.data, headers=m.headers())).seq))
+            else:
+                pending.append(await js.publish_async(m.subject, m.data, headers=m.headers()))
+        seqs += [int(a.seq) for a in await asyncio.gather(*pending)]
+    except APIError as exc:
+        if exc.err_code == WRONG_LAST_SEQUENCE:
+            raise ConcurrentWrite(str(exc.description)) from exc
+        raise
+    return seqs
 
 
 async def publish_batch(
@@ -457,27 +493,35 @@ async def publish_batch(
 ) -> int:
     """Store ``messages`` all-or-nothing, in order, as atomic batches of at most 1000.
 
+    Returns the highest stream sequence stored; see :func:`store_batch`.
+    """
+    return max(await store_batch(nc, js, messages, timeout), default=0)
+
+
+async def store_batch(
+    nc: NATS, js: JetStreamContext, messages: Sequence[Outgoing], timeout: float = 10.0
+) -> list[int]:
+    """Store ``messages`` all-or-nothing, in order, as atomic batches of at most 1000; returns each
+    message's stream sequence.
+
     An atomic batch that contains an already-stored message id is refused whole by the server
     (that happens only when a crashed worker's input is redelivered); it is then published message
     by message, so the duplicates are dropped and the rest stored. Streams without atomic publish
-    (older servers) take the same per-message path. Returns the highest stream sequence stored.
+    (older servers) take the same per-message path. A batch with a fence that does not hold
+    (:attr:`Outgoing.expected_last`) is refused whole: :class:`ConcurrentWrite`, nothing stored.
     """
-    last_seq = 0
+    seqs: list[int] = []
     for start in range(0, len(messages), MAX_ATOMIC_BATCH):
         chunk = messages[start : start + MAX_ATOMIC_BATCH]
         if len(chunk) == 1:
-            last_seq = max(last_seq, await publish_each(js, chunk))
+            seqs += await _stored_each(js, chunk)
             continue
         batch_id = uuid.uuid4().hex
         for i, m in enumerate(chunk[:-1], start=1):
             await nc.publish(
                 m.subject,
                 m.data,
-                headers={
-                    "Nats-Batch-Id": batch_id,
-                    "Nats-Batch-Sequence": str(i),
-                    "Nats-Msg-Id": m.msg_id,
-                },
+                headers={"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)} | m.headers(),
             )
         last = chunk[-1]
         reply = await nc.request(
@@ -488,16 +532,21 @@ async def publish_batch(
                 "Nats-Batch-Id": batch_id,
                 "Nats-Batch-Sequence": str(len(chunk)),
                 "Nats-Batch-Commit": "1",
-                "Nats-Msg-Id": last.msg_id,
-            },
+            }
+            | last.headers(),
         )
         answer = json.loads(reply.data)
-        if "error" in answer:
-            log.info("atomic batch refused; publishing one by one", reason=answer["error"].get("description"))
-            last_seq = max(last_seq, await publish_each(js, chunk))
+        error = answer.get("error")
+        if error and error.get("err_code") == WRONG_LAST_SEQUENCE:
+            raise ConcurrentWrite(str(error.get("description")))
+        if error:
+            log.info("atomic batch refused; publishing one by one", reason=error.get("description"))
+            seqs += await _stored_each(js, chunk)
         else:
-            last_seq = max(last_seq, int(answer.get("seq", 0)))
-    return last_seq
+            # An atomic batch is stored contiguously, its last message at the sequence answered.
+            end = int(answer.get("seq", 0))
+            seqs += range(end - len(chunk) + 1, end + 1)
+    return seqs
 
 
 class EventPublisher:
@@ -532,6 +581,23 @@ class EventPublisher:
         note_published(seq)
         return seq
 
+    async def publish_fenced(self, events: Sequence[Event], fences: Mapping[str, int]) -> list[int]:
+        """Publish as :meth:`publish` does, but each event whose id ``fences`` names is stored only
+        if its subject's last stream sequence is still the one given (0: none yet): when one does not
+        hold, nothing of that atomic batch is stored and :class:`ConcurrentWrite` is raised. Returns
+        each event's stream sequence, in order."""
+        events = await self.sealed(events)
+        seqs = await store_batch(
+            self._nc,
+            self._js,
+            [
+                Outgoing(self._topology.event_subject(ev), encode_event(ev), ev.id, fences.get(ev.id))
+                for ev in events
+            ],
+        )
+        note_published(max(seqs, default=0))
+        return seqs
+
     async def last_on_subject(self, like: Event) -> tuple[int, Event] | None:
         """The sequence and the event last stored on ``like``'s subject (None when there is none)."""
         subject = self._topology.event_subject(like)
@@ -550,10 +616,6 @@ class EventPublisher:
         return await publish_expecting(self._js, event, self._topology, expected_last)
 
 
-WRONG_LAST_SEQUENCE = 10071
-"""JetStream's error code when ``Nats-Expected-Last-Subject-Sequence`` does not hold."""
-
-
 async def last_on_subject(js: JetStreamContext, stream: str, subject: str) -> tuple[int, bytes] | None:
     """The stream sequence and data of the last message on ``subject`` (None when there is none)."""
     try:
@@ -570,17 +632,12 @@ async def publish_expecting(
 
     Raises :class:`ConcurrentWrite` when another writer got there first; the caller re-reads and retries.
     """
-    headers = msg_id_header(event.id) | {
-        "Nats-Expected-Last-Subject-Sequence": str(expected_last_subject_seq)
-    }
-    try:
-        ack = await js.publish(topology.event_subject(event), encode_event(event), headers=headers)
-    except APIError as exc:
-        if exc.err_code == WRONG_LAST_SEQUENCE:
-            raise ConcurrentWrite(str(exc.description)) from exc
-        raise
-    note_published(int(ack.seq))
-    return int(ack.seq)
+    outgoing = Outgoing(
+        topology.event_subject(event), encode_event(event), event.id, expected_last_subject_seq
+    )
+    (seq,) = await _stored_each(js, [outgoing])
+    note_published(seq)
+    return seq
 
 
 async def read_stream(
