@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncpg
 import nats.errors
 
+from noema.ports import ConcurrentWrite
+
 __all__ = ["BACKEND_UNAVAILABLE", "TRANSIENT"]
 
 BACKEND_UNAVAILABLE: tuple[type[BaseException], ...] = (
@@ -29,5 +31,7 @@ TRANSIENT: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.SerializationError,
     asyncpg.exceptions.DeadlockDetectedError,
     asyncpg.exceptions.LockNotAvailableError,
+    # Another instance published on a fenced subject first (attend's decisions after a takeover).
+    ConcurrentWrite,
 )
 """Failures a worker retries with backoff, never holding them against the message."""
