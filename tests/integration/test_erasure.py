@@ -259,6 +259,7 @@ class _RewrittenAfterFirstRead:
         self._inner = inner
         self._rewrite = rewrite
         self.reads = 0
+        self.refused: list[str] = []
 
     async def publish(self, events: Sequence[Event]) -> int:
         return await self._inner.publish(events)
@@ -271,7 +272,11 @@ class _RewrittenAfterFirstRead:
         return last
 
     async def publish_expecting(self, event: Event, expected_last: int) -> int:
-        return await self._inner.publish_expecting(event, expected_last)
+        try:
+            return await self._inner.publish_expecting(event, expected_last)
+        except ConcurrentWrite:
+            self.refused.append(event.id)
+            raise
 
 
 async def test_erasing_an_agents_notes_removes_every_version_and_they_start_afresh(api: ApiHarness) -> None:
@@ -282,7 +287,7 @@ async def test_erasing_an_agents_notes_removes_every_version_and_they_start_afre
     agent, other = Caller("acme", name), Caller("acme", "dev-agent")
     await k.update_my_notes(agent, f"call {MARKER} back about 555-0199")
     # A third version, appended while another session rewrote the notes (a second one): the append's
-    # first attempt is refused, and leaves no key behind that no version is sealed under.
+    # first attempt is refused; its key (of an id never stored) is linked to the notes all the same.
     publisher = EventPublisher(h.nc, h.topology, sealer(h.pool))
     rewrite = k.update_my_notes(agent, f"call {MARKER} back about 555-0199 today")
     contended = _RewrittenAfterFirstRead(publisher, rewrite)
@@ -318,8 +323,11 @@ async def test_erasing_an_agents_notes_removes_every_version_and_they_start_afre
     erased = await ctl_json(api, "erase", "-w", "acme", "--notes", name, "--reason", "asked to forget")
 
     assert erased["keys_destroyed"] is True
-    assert erased["key_ids"] == sorted(v["id"] for v in versions), "every version's key, and no other"
     assert len(versions) == 3
+    assert len(contended.refused) == 1
+    assert erased["key_ids"] == sorted([*(v["id"] for v in versions), *contended.refused]), (
+        "every version's key and the refused attempt's, and no other"
+    )
     assert erased["memory_ids"] == []
     stale = msgspec.structs.replace(read[1], id=new_id())
     with pytest.raises(ConcurrentWrite):  # the erasure wrote an empty version first

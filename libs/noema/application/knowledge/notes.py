@@ -47,11 +47,12 @@ class Notes:
         concurrency on the notes subject, so concurrent appends all land). Nothing else is published:
         notes are private (requirements §5), so the text never becomes a memory other agents could search.
 
-        Every attempt of one append publishes the same event id (its ``Nats-Msg-Id``, and the key the
-        version is sealed under): an attempt whose answer was lost but that was stored (or stored
-        late) is found by the next read, or, when another version already landed on it, is dropped by
-        JetStream as a duplicate when published again — never appended twice; and a refused attempt
-        leaves no key behind that no version is sealed under."""
+        An attempt that got no answer in time (a lost ack) may have been stored: from then on every
+        attempt publishes that attempt's event id (its ``Nats-Msg-Id``), so it is found by the next
+        read if it was stored (or stored late) or, when another version already landed on it, dropped
+        by JetStream as a duplicate when published again — never appended twice. An attempt refused
+        (never stored) is followed by a new version with an id, and so a key, of its own: a key an
+        erasure racing the append found and destroyed is never sealed under again."""
         content = content.strip()
         if not content:
             raise OperationError("content must not be blank")
@@ -61,15 +62,16 @@ class Notes:
         envelope = self._ctx.envelope(caller.workspace, caller.actor)
         probe = self._notes_event(caller.workspace, caller.agent, "", caller.actor, envelope)
         line = f"- {self._ctx.clock():%Y-%m-%d %H:%M} {content}"
-        unanswered: TimeoutError | None = None
+        unanswered: TimeoutError | None = None  # the last attempt's timeout, if it had one
+        uncertain = False  # an attempt got no answer: it may be stored, so its id is kept
         for _ in range(attempts):
             last = await appends.last_on_subject(probe)
             current = ""
             if last is not None:
                 previous = last[1]
                 assert isinstance(previous, NotesUpdated)
-                if previous.id == envelope["id"]:
-                    return line  # an earlier attempt was stored though its answer was lost
+                if uncertain and previous.id == envelope["id"]:
+                    return line  # the attempt without an answer was stored
                 current = previous.payload.notes
             notes = f"{current}\n{line}" if current else line
             try:
@@ -80,9 +82,11 @@ class Notes:
                 return line
             except ConcurrentWrite:
                 unanswered = None
+                if not uncertain:
+                    envelope = self._ctx.envelope(caller.workspace, caller.actor)
                 await asyncio.sleep(0.01)
-            except TimeoutError as exc:  # no answer in time: stored or not, the next read tells
-                unanswered = exc
+            except TimeoutError as exc:  # stored or not: the next read tells
+                unanswered, uncertain = exc, True
                 log.warning("notes append unanswered; reading again", agent=caller.agent)
         if unanswered is not None:
             raise unanswered
