@@ -20,7 +20,7 @@ from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres.keyring import PostgresKeyring
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.application.knowledge import Caller, Knowledge
-from noema.application.sealing import KeyRequest
+from noema.application.sealing import KeyRequest, Sealer
 from noema.client import publish_observation
 from noema.domain.attention import memory_id_for
 from noema.ids import new_id
@@ -352,6 +352,43 @@ async def test_erasing_an_agents_notes_removes_every_version_and_they_start_afre
     assert replayed.code == 0, replayed.stdout + replayed.stderr
     nothing = await ctl(api, "erase", "-w", "acme", "--notes", "nobody", "--reason", "x")
     assert nothing.code == 4, nothing.stderr
+
+
+class _ErasedAfterFirstKey(PostgresKeyring):
+    """The keyring, with the agent's notes erased right after the first key an append seals under
+    was created (so that key is among those the erasure destroys, and the append's publish is refused)."""
+
+    def __init__(self, api: ApiHarness, agent: str) -> None:
+        super().__init__(api.h.pool)
+        self._api, self._agent = api, agent
+        self.erased: list[str] = []
+
+    async def ensure(self, requests: Sequence[KeyRequest]) -> dict[str, bytes | None]:
+        keys = await super().ensure(requests)
+        if not self.erased:
+            erased = await ctl_json(
+                self._api, "erase", "-w", "acme", "--notes", self._agent, "--reason", "asked to forget"
+            )
+            assert erased["keys_destroyed"] is True
+            self.erased = erased["key_ids"]
+        return keys
+
+
+async def test_an_append_racing_an_erasure_of_the_notes_lands_under_a_key_of_its_own(api: ApiHarness) -> None:
+    h = api.h
+    name = f"ops-{new_id()[:8]}"  # the keyring is shared by every test's schema
+    agent = Caller("acme", name)
+    await Knowledge.connected(h.pool, h.nc, h.topology).update_my_notes(agent, f"call {MARKER} back")
+    await api.caught_up()
+    racing = _ErasedAfterFirstKey(api, name)
+    publisher = EventPublisher(h.nc, h.topology, Sealer(racing))
+    line = await Knowledge(PostgresKnowledge(h.pool), publisher, appends=publisher).record_observation(
+        agent, "sent the invoice"
+    )
+    assert len(racing.erased) == 2, "the first version's key and the refused attempt's"
+    await api.caught_up()
+    notes = (await api.admin.get("/v1/notes", params={"workspace": "acme", "agent": name})).json()
+    assert notes["notes"] == line, "the line, readable: not sealed under the key the erasure destroyed"
 
 
 async def test_a_data_key_is_its_workspaces_and_an_id_reused_elsewhere_gets_none(api: ApiHarness) -> None:
