@@ -9,7 +9,7 @@ LANGCHAIN_VENV  ?= .venv-langchain
 LANGCHAIN_STAMP := $(LANGCHAIN_VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help setup browser run test test-fast test-unit test-integration lint typecheck check schemas openapi deploy-auth golden lock bench-ingest clean
+.PHONY: help setup browser run test test-fast test-unit test-integration lint typecheck check schemas openapi deploy-auth deploy-files golden lock bench-ingest clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -80,6 +80,9 @@ openapi: $(STAMP) ## Regenerate schemas/openapi.json from the operator API's rou
 
 deploy-auth: $(STAMP) ## Regenerate deploy/nats/auth.conf and auth-values.yaml from libs/noema/runtime/identities.py
 	$(BIN)/python -m noema.runtime.natsconfig
+
+deploy-files: deploy-auth ## Regenerate every generated file of deploy/: the NATS authorization and the KEDA ScaledObjects (for DEPLOY_PARTITIONS)
+	$(BIN)/python -m noema.runtime.kedaconfig
 
 golden: $(STAMP) ## Write golden samples for event versions that have none (never overwrites)
 	$(BIN)/python -m noema_events.golden

@@ -77,7 +77,10 @@ class ExpectingSink(EventSink, Protocol):
     async def publish_expecting(self, event: Event, expected_last: int) -> int:
         """Store ``event`` only if the last sequence on its subject is still ``expected_last`` (0:
         nothing yet); returns its stream sequence. Raises :class:`ConcurrentWrite` when another
-        writer got there first: the caller re-reads and retries."""
+        writer got there first: the caller re-reads and retries. An event id stored already
+        (``Nats-Msg-Id``) is not stored again: it answers with that event's sequence when the last
+        sequence still holds (JetStream checks that first). Raises :class:`TimeoutError` when no
+        answer came in time (stored or not: the next read tells)."""
         ...
 
 

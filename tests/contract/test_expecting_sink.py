@@ -130,3 +130,77 @@ async def test_an_append_gives_up_when_the_notes_keep_changing(backend: Backend)
         await backend.knowledge(contended).record_observation(ALICE, "never lands", attempts=3)
     assert (contended.reads, contended.refused) == (3, 3)
     assert await k.get_notes(ALICE) == "rewritten after read 3"
+
+
+async def test_an_event_stored_already_is_refused_when_the_last_moved_and_else_answers_as_stored(
+    backend: Backend,
+) -> None:
+    first, second = _notes("alice", "one"), _notes("alice", "two")
+    seq = await backend.sink.publish_expecting(first, 0)
+    later = await backend.sink.publish_expecting(second, seq)
+    with pytest.raises(ConcurrentWrite):  # the expected last sequence is checked first
+        await backend.sink.publish_expecting(first, seq)
+    assert await backend.sink.publish_expecting(first, later) == seq, "a duplicate: not stored again"
+    assert await backend.sink.last_on_subject(first) == (later, second)
+
+
+class _Unanswered:
+    """A sink whose first append gets no answer in time (TimeoutError), as when an ack is lost: the
+    append was ``stored`` before (and ``overtaken``: another append of the agent's landed on it
+    before the next read), is stored ``late`` (just before the next append reaches the server), or
+    was ``lost`` on its way."""
+
+    def __init__(self, inner: ExpectingSink, fate: str) -> None:
+        self._inner = inner
+        self._fate = fate
+        self._late: tuple[Event, int] | None = None
+        self.calls = 0
+
+    async def publish(self, events: Sequence[Event]) -> int:
+        return await self._inner.publish(events)
+
+    async def last_on_subject(self, like: Event) -> tuple[int, Event] | None:
+        return await self._inner.last_on_subject(like)
+
+    async def publish_expecting(self, event: Event, expected_last: int) -> int:
+        self.calls += 1
+        if self.calls == 1:
+            if self._fate in ("stored", "overtaken"):
+                seq = await self._inner.publish_expecting(event, expected_last)
+                if self._fate == "overtaken":
+                    assert isinstance(event, NotesUpdated)
+                    other = _notes("alice", f"{event.payload.notes}\n- another session's line")
+                    await self._inner.publish_expecting(other, seq)
+            elif self._fate == "late":
+                self._late = (event, expected_last)
+            raise TimeoutError("nats: timeout")
+        if self._late is not None:
+            await self._inner.publish_expecting(*self._late)
+            self._late = None
+        return await self._inner.publish_expecting(event, expected_last)
+
+
+@pytest.mark.parametrize("fate", ["stored", "overtaken", "late", "lost"])
+async def test_an_append_whose_answer_was_lost_lands_exactly_once(backend: Backend, fate: str) -> None:
+    k = backend.knowledge()
+    await k.update_my_notes(ALICE, "- earlier")
+    unanswered = _Unanswered(backend.sink, fate)
+    line = await backend.knowledge(unanswered).record_observation(ALICE, "the pager went off")
+    assert unanswered.calls == (1 if fate == "stored" else 2), "a stored append is found by the next read"
+    other = "\n- another session's line" if fate == "overtaken" else ""
+    assert await k.get_notes(ALICE) == f"- earlier\n{line}{other}", "the line once"
+    log = await reads.audit(backend.records, AuditQuery(workspace="acme"))
+    versions = 3 if other else 2
+    assert [e.type for e in log.items] == ["notes.updated.v1"] * versions, "one version per append"
+
+
+async def test_an_append_that_is_never_answered_says_so(backend: Backend) -> None:
+    class _Silent(_Unanswered):
+        async def publish_expecting(self, event: Event, expected_last: int) -> int:
+            self.calls += 1
+            raise TimeoutError("nats: timeout")
+
+    silent = _Silent(backend.sink, "lost")
+    with pytest.raises(TimeoutError):
+        await backend.knowledge(silent).record_observation(ALICE, "never lands", attempts=3)
+    assert silent.calls == 3

@@ -7,6 +7,7 @@ matches the live read model."""
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -17,15 +18,16 @@ from mcp import ClientSession
 from noema.adapters.erasure_streams import scan
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres.keyring import PostgresKeyring
+from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.application.knowledge import Caller, Knowledge
-from noema.application.sealing import KeyRequest
+from noema.application.sealing import KeyRequest, Sealer
 from noema.client import publish_observation
 from noema.domain.attention import memory_id_for
 from noema.ids import new_id
 from noema.ports import ConcurrentWrite
 from noema.runtime.wiring import sealer
 from noema_attend.service import build as build_attend
-from noema_events import NotesUpdated, NotesUpdatedPayload
+from noema_events import Event, NotesUpdated, NotesUpdatedPayload
 from noema_retrieve.service import build as build_retrieve
 from tests.integration.api_harness import ApiHarness, api, memory
 from tests.integration.test_cli_reads import ctl, ctl_json
@@ -250,15 +252,52 @@ async def test_operators_erase_through_the_api_within_their_workspace(api: ApiHa
     assert (await api.admin.get(f"/v1/memories/{elsewhere}")).json()["memory"]["content"] == "a globex memory"
 
 
+class _RewrittenAfterFirstRead:
+    """The publisher, with another session's write of the notes landing right after the first read."""
+
+    def __init__(self, inner: EventPublisher, rewrite: Awaitable[None]) -> None:
+        self._inner = inner
+        self._rewrite = rewrite
+        self.reads = 0
+        self.refused: list[str] = []
+
+    async def publish(self, events: Sequence[Event]) -> int:
+        return await self._inner.publish(events)
+
+    async def last_on_subject(self, like: Event) -> tuple[int, Event] | None:
+        last = await self._inner.last_on_subject(like)
+        self.reads += 1
+        if self.reads == 1:
+            await self._rewrite
+        return last
+
+    async def publish_expecting(self, event: Event, expected_last: int) -> int:
+        try:
+            return await self._inner.publish_expecting(event, expected_last)
+        except ConcurrentWrite:
+            self.refused.append(event.id)
+            raise
+
+
 async def test_erasing_an_agents_notes_removes_every_version_and_they_start_afresh(api: ApiHarness) -> None:
     h = api.h
+    # The keyring is one per database, shared by every test's schema: an agent name of this test's own.
+    name = f"ops-{new_id()[:8]}"
     k = Knowledge.connected(h.pool, h.nc, h.topology)
-    agent, other = Caller("acme", "ops-agent"), Caller("acme", "dev-agent")
+    agent, other = Caller("acme", name), Caller("acme", "dev-agent")
     await k.update_my_notes(agent, f"call {MARKER} back about 555-0199")
-    await k.record_observation(agent, f"{MARKER} asked for the invoice")  # a second version
+    # A third version, appended while another session rewrote the notes (a second one): the append's
+    # first attempt is refused; its key (of an id never stored) is linked to the notes all the same.
+    publisher = EventPublisher(h.nc, h.topology, sealer(h.pool))
+    rewrite = k.update_my_notes(agent, f"call {MARKER} back about 555-0199 today")
+    contended = _RewrittenAfterFirstRead(publisher, rewrite)
+    appending = Knowledge(PostgresKnowledge(h.pool), publisher, appends=contended)
+    await appending.record_observation(agent, f"{MARKER} asked for the invoice")
+    assert contended.reads == 2, "refused once, then appended"
     await k.update_my_notes(other, "halfway through the auth refactor")
     await api.caught_up()
-    notes = {"workspace": "acme", "agent": "ops-agent"}
+    versions = await h.pool.fetch("SELECT id FROM events WHERE type = 'notes.updated.v1' AND mind = $1", name)
+    notes = {"workspace": "acme", "agent": name}
     assert MARKER in (await api.admin.get("/v1/notes", params=notes)).json()["notes"]
     events = h.topology.event_stream, h.topology.event_subjects
     assert await _stream_holds(api, *events, MARKER.encode()) == 0  # sealed from the start
@@ -274,21 +313,21 @@ async def test_erasing_an_agents_notes_removes_every_version_and_they_start_afre
     )
     await EventPublisher(h.nc, h.topology).publish([plain])
     # An append that read the notes before the erasure (to add a line) must not publish them again.
-    publisher = EventPublisher(h.nc, h.topology, sealer(h.pool))
-    probe = NotesUpdated(
-        **envelope("acme", "ops-agent"), payload=NotesUpdatedPayload(agent="ops-agent", notes="")
-    )
+    probe = NotesUpdated(**envelope("acme", name), payload=NotesUpdatedPayload(agent=name, notes=""))
     read = await publisher.last_on_subject(probe)
     assert read is not None
     await api.caught_up()
     refused = await ctl(api, "erase", "-w", "acme", "--notes", "ops agent", "--reason", "x")
     assert refused.code == 2, refused.stderr
     assert "agent name" in refused.stderr
-    erased = await ctl_json(api, "erase", "-w", "acme", "--notes", "ops-agent", "--reason", "asked to forget")
+    erased = await ctl_json(api, "erase", "-w", "acme", "--notes", name, "--reason", "asked to forget")
 
     assert erased["keys_destroyed"] is True
-    # Both versions' keys (and any key an append's retry made but never published under).
-    assert len(erased["key_ids"]) >= 2
+    assert len(versions) == 3
+    assert len(contended.refused) == 1
+    assert erased["key_ids"] == sorted([*(v["id"] for v in versions), *contended.refused]), (
+        "every version's key and the refused attempt's, and no other"
+    )
     assert erased["memory_ids"] == []
     stale = msgspec.structs.replace(read[1], id=new_id())
     with pytest.raises(ConcurrentWrite):  # the erasure wrote an empty version first
@@ -313,6 +352,43 @@ async def test_erasing_an_agents_notes_removes_every_version_and_they_start_afre
     assert replayed.code == 0, replayed.stdout + replayed.stderr
     nothing = await ctl(api, "erase", "-w", "acme", "--notes", "nobody", "--reason", "x")
     assert nothing.code == 4, nothing.stderr
+
+
+class _ErasedAfterFirstKey(PostgresKeyring):
+    """The keyring, with the agent's notes erased right after the first key an append seals under
+    was created (so that key is among those the erasure destroys, and the append's publish is refused)."""
+
+    def __init__(self, api: ApiHarness, agent: str) -> None:
+        super().__init__(api.h.pool)
+        self._api, self._agent = api, agent
+        self.erased: list[str] = []
+
+    async def ensure(self, requests: Sequence[KeyRequest]) -> dict[str, bytes | None]:
+        keys = await super().ensure(requests)
+        if not self.erased:
+            erased = await ctl_json(
+                self._api, "erase", "-w", "acme", "--notes", self._agent, "--reason", "asked to forget"
+            )
+            assert erased["keys_destroyed"] is True
+            self.erased = erased["key_ids"]
+        return keys
+
+
+async def test_an_append_racing_an_erasure_of_the_notes_lands_under_a_key_of_its_own(api: ApiHarness) -> None:
+    h = api.h
+    name = f"ops-{new_id()[:8]}"  # the keyring is shared by every test's schema
+    agent = Caller("acme", name)
+    await Knowledge.connected(h.pool, h.nc, h.topology).update_my_notes(agent, f"call {MARKER} back")
+    await api.caught_up()
+    racing = _ErasedAfterFirstKey(api, name)
+    publisher = EventPublisher(h.nc, h.topology, Sealer(racing))
+    line = await Knowledge(PostgresKnowledge(h.pool), publisher, appends=publisher).record_observation(
+        agent, "sent the invoice"
+    )
+    assert len(racing.erased) == 2, "the first version's key and the refused attempt's"
+    await api.caught_up()
+    notes = (await api.admin.get("/v1/notes", params={"workspace": "acme", "agent": name})).json()
+    assert notes["notes"] == line, "the line, readable: not sealed under the key the erasure destroyed"
 
 
 async def test_a_data_key_is_its_workspaces_and_an_id_reused_elsewhere_gets_none(api: ApiHarness) -> None:

@@ -1,8 +1,9 @@
 """The optional deployment pieces agree with the base manifests and the code: KEDA scales the
 stateless workers, each on the stream and durable consumer its composition root really binds, and
-attend and conflicts on their partitions' consumers between their replicas and the partition count; the
-NATS chart values run a JetStream cluster that fsyncs every write, where the processes look for it;
-the CloudNativePG overlay gives every process the operator's database URL and pgvector."""
+attend and conflicts on their partitions' consumers between their replicas and the partition count
+(generated for any count); the NATS chart values run a JetStream cluster that fsyncs every write,
+where the processes look for it; the CloudNativePG overlay gives every process the operator's
+database URL and pgvector."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ import yaml
 from nats.js.api import ConsumerConfig
 
 from noema.runtime import wiring
+from noema.runtime.kedaconfig import scaled_objects
 from noema.runtime.settings import Located, Settings
+from noema.runtime.topology import Topology
 
 from .deploy_files import (
     CLAIMED,
@@ -140,33 +143,66 @@ PARTITIONED = {
 }
 
 
-def test_keda_scales_partitioned_workers_on_every_partitions_consumer_up_to_the_partition_count() -> None:
+def test_the_generated_scaled_objects_are_current() -> None:
+    assert (DEPLOY / "k8s" / "keda" / "scaledobjects.yaml").read_text() == scaled_objects(), (
+        "run `make deploy-files`"
+    )
+
+
+def _scaled_by_module(scaled: list[dict[str, Any]]) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
     deployments = {d["metadata"]["name"]: d for d in DEPLOYMENTS}
-    scaled = {}
-    for so in documents(DEPLOY / "k8s" / "keda"):
+    found = {}
+    for so in scaled:
         target = deployments[so["spec"]["scaleTargetRef"]["name"]]
-        scaled[module_of(container(target)["command"])] = (so, target)
+        found[module_of(container(target)["command"])] = (so, target)
+    return found
+
+
+def test_keda_scales_partitioned_workers_on_every_partitions_consumer_up_to_the_partition_count() -> None:
+    scaled = _scaled_by_module(documents(DEPLOY / "k8s" / "keda"))
     assert "noema_projector" not in scaled, "one ordered writer and a standby: never scaled"
     assert PARTITIONED.keys() <= scaled.keys()
-    for module, (worker, stream_of) in PARTITIONED.items():
+    for module in PARTITIONED:
         so, target = scaled[module]
         topology = Located.of(Settings.from_env(environment(BASE, target))).topology
         assert topology.partitioned
-        spec = so["spec"]
-        # Never fewer than the base's replicas (a standby to take over), never more than partitions.
-        assert spec["minReplicaCount"] == target["spec"]["replicas"] >= 2
-        assert spec["maxReplicaCount"] == topology.partitions
-        watched = [(t["metadata"]["stream"], t["metadata"]["consumer"]) for t in spec["triggers"]]
-        stream = getattr(topology, stream_of)
-        assert watched == [
-            (stream, topology.partitioned_durable(worker, p)) for p in range(topology.partitions)
-        ]
-        for trigger in spec["triggers"]:
-            assert trigger["type"] == "nats-jetstream"
-            assert int(trigger["metadata"]["lagThreshold"]) > 0
-        # Each change moves partitions between replicas: no scaling down at the first calm poll.
-        behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
-        assert behavior["scaleDown"]["stabilizationWindowSeconds"] >= 300
+        _check_partitioned(module, so, target, topology)
+
+
+@pytest.mark.parametrize("partitions", [3, 8, 64])
+def test_the_triggers_follow_any_partition_count(partitions: int) -> None:
+    scaled = _scaled_by_module(list(yaml.safe_load_all(scaled_objects(partitions))))
+    here = _scaled_by_module(documents(DEPLOY / "k8s" / "keda"))
+    for module in PARTITIONED:
+        so, target = scaled[module]
+        _check_partitioned(module, so, target, Topology("noema", partitions))
+    for module in scaled.keys() - PARTITIONED.keys():
+        assert scaled[module][0] == here[module][0], "the stateless workers' do not depend on it"
+
+
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_with_no_more_partitions_than_replicas_attend_and_conflicts_are_not_scaled(partitions: int) -> None:
+    text = scaled_objects(partitions)
+    scaled = _scaled_by_module(list(yaml.safe_load_all(text)))
+    assert scaled.keys() == set(_scaled_by_module(documents(DEPLOY / "k8s" / "keda"))) - PARTITIONED.keys()
+    assert "attend and conflicts are not scaled" in text
+
+
+def _check_partitioned(module: str, so: dict[str, Any], target: dict[str, Any], topology: Topology) -> None:
+    worker, stream_of = PARTITIONED[module]
+    spec = so["spec"]
+    # Never fewer than the base's replicas (a standby to take over), never more than partitions.
+    assert spec["minReplicaCount"] == target["spec"]["replicas"] >= 2
+    assert spec["maxReplicaCount"] == topology.partitions
+    watched = [(t["metadata"]["stream"], t["metadata"]["consumer"]) for t in spec["triggers"]]
+    stream = getattr(topology, stream_of)
+    assert watched == [(stream, topology.partitioned_durable(worker, p)) for p in range(topology.partitions)]
+    for trigger in spec["triggers"]:
+        assert trigger["type"] == "nats-jetstream"
+        assert int(trigger["metadata"]["lagThreshold"]) > 0
+    # Each change moves partitions between replicas: no scaling down at the first calm poll.
+    behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert behavior["scaleDown"]["stabilizationWindowSeconds"] >= 300
 
 
 def test_the_nats_chart_runs_a_jetstream_cluster_that_fsyncs_every_write() -> None:

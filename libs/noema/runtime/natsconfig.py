@@ -26,7 +26,8 @@ __all__ = ["DEPLOY_PARTITIONS", "PASSWORDS_SECRET", "auth_conf", "auth_values", 
 
 DEPLOY_PARTITIONS = 4
 """The partition count the manifests run (``NOEMA_PARTITIONS`` in deploy/k8s/config.yaml and
-deploy/compose.yaml): attend's and conflicts' users may use exactly that many partition consumers."""
+deploy/compose.yaml): attend's and conflicts' users may use exactly that many partition consumers,
+and KEDA watches that many (:mod:`noema.runtime.kedaconfig`)."""
 
 PASSWORDS_SECRET = "noema-nats-passwords"
 """The Kubernetes Secret holding one password per identity (key: the service's name)."""
