@@ -15,7 +15,10 @@ Questions, in LoCoMo's category numbers so ``bench.recall`` reports them the sam
 
 - 4 single-hop: one fact, phrased otherwise than the turn that states it ("Which port does the
   billing service listen on?"); after a change, only the turn with the current value is evidence;
-- 2 temporal: when a decision was taken or an incident happened (the evidence is that turn);
+- 2 temporal: when a decision was taken (two services change their deploy day twice: the question
+  names the day it moved to), and what went wrong with a service at a time the question names (a
+  day, a month, "last week", "last month"), among three incidents of that service in other
+  sessions — only the time tells them apart;
 - 1 multi-hop: two facts joined ("Who owns the service that billing calls?": the turn saying what
   billing calls and the turn naming that service's owner);
 - 3 conventions: what to do in a repository ("What must I do before pushing to ledger?").
@@ -208,20 +211,31 @@ def workspace(rng: random.Random, start: datetime, sessions: int = 12) -> dict[s
             [facts[(s.name, "calls")], facts[(callee.name, "language")]],
             1,
         )
-    # Decisions and incidents, dated by their session.
-    for s in rng.sample(services, 4):
-        new_day = rng.choice([d for d in DAYS if d != s.deploy_day])
-        session = rng.randint(1, sessions - 1)
-        turn = ws.say(
-            session,
-            speaker(),
-            f"Decision: {s.name} deploys move from {s.deploy_day} to {new_day}, starting next week.",
-        )
-        ws.ask(f"When did we decide to change the deploy day of {s.name}?", ws.when(session), [turn], 2)
-    for s, (what, short) in zip(rng.sample(services, 3), rng.sample(INCIDENTS, 3), strict=True):
-        session = rng.randint(1, sessions - 1)
-        turn = ws.say(session, speaker(), f"Incident write-up: {s.name} {what}.")
-        ws.ask(f"When did {s.name} have the incident with {short}?", ws.when(session), [turn], 2)
+    # Decisions, dated by their session; two services change their deploy day twice, so "when did
+    # we decide…" is answered by the turn naming the right day, not by any deploy decision.
+    for i, s in enumerate(rng.sample(services, 4)):
+        first, second = sorted(rng.sample(range(1, sessions), 2))
+        for session in (first, second) if i < 2 else (first,):
+            new_day = rng.choice([d for d in DAYS if d != s.deploy_day])
+            turn = ws.say(
+                session,
+                speaker(),
+                f"Decision: {s.name} deploys move from {s.deploy_day} to {new_day}, starting next week.",
+            )
+            s.deploy_day = new_day
+            ws.ask(f"When did we decide to move {s.name} deploys to {new_day}?", ws.when(session), [turn], 2)
+    # Incidents: two services have three each, in three sessions. A question names the time (a day,
+    # a month, "last week", "last month") and asks what went wrong: the service's other incidents
+    # match its words as well, only the time tells them apart.
+    for s in rng.sample(services, 2):
+        happened = sorted(rng.sample(range(1, sessions), 3))
+        if rng.random() < 0.5 and sessions - 2 not in happened:
+            happened[-1] = sessions - 2  # one in the week before the newest session, now and then
+        incidents = list(zip(happened, rng.sample(INCIDENTS, 3), strict=True))
+        for session, (what, _) in incidents:
+            turn = ws.say(session, speaker(), f"Incident write-up: {s.name} {what}.")
+            for question in _dated_questions(s.name, session, [n for n, _ in incidents], ws.dates):
+                ws.ask(question, what, [turn], 2)
     # Conventions per repository.
     for s, (rule, question) in zip(rng.sample(services, 4), rng.sample(CONVENTIONS, 4), strict=True):
         turn = ws.say(early(), speaker(), f"Convention for the {s.name} repo: {rule}.")
@@ -244,6 +258,27 @@ def workspace(rng: random.Random, start: datetime, sessions: int = 12) -> dict[s
         conversation[f"session_{n + 1}_date_time"] = ws.when(n)
         conversation[f"session_{n + 1}"] = renamed
     return {"conversation": conversation, "qa": ws.qa}
+
+
+def _dated_questions(service: str, session: int, sessions: list[int], dates: list[datetime]) -> list[str]:
+    """Questions about what went wrong with ``service`` in ``session``, each naming a time that holds
+    that session's incident and none of its other ``sessions``' ones: its day; its month, when no
+    other incident of the service happened that month; "last week" / "last month", read against the
+    newest session (the workspace's present) as the product reads them (Monday-based weeks)."""
+    when = dates[session]
+    others = [dates[n] for n in sessions if n != session]
+    out = [f"What went wrong with {service} on {when.day} {when:%B}, {when.year}?"]
+    if all((d.year, d.month) != (when.year, when.month) for d in others):
+        out.append(f"Which incident did {service} have in {when:%B} {when.year}?")
+    today = dates[-1].replace(hour=0, minute=0)
+    week = today - timedelta(days=7 + today.weekday()), today - timedelta(days=today.weekday())
+    if week[0] <= when < week[1] and not any(week[0] <= d < week[1] for d in others):
+        out.append(f"What went wrong with {service} last week?")
+    month_end = today.replace(day=1)
+    month = (month_end - timedelta(days=1)).replace(day=1), month_end
+    if month[0] <= when < month[1] and not any(month[0] <= d < month[1] for d in others):
+        out.append(f"Which incident did {service} have last month?")
+    return out
 
 
 def _renumbered(turns: list[dict[str, str]], session: int, qa: list[dict[str, Any]]) -> list[dict[str, str]]:

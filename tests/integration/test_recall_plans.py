@@ -16,8 +16,9 @@ import pytest
 from noema.adapters.postgres import voices
 from noema.adapters.postgres.voices import RecallFilters, RecallStore
 from noema.application.search import Recall
+from noema.runtime.embedded import machine_memory, shared_buffers_mb
 from noema_projector.service import build as build_projector
-from tests.conftest import Harness
+from tests.conftest import Harness, Servers
 from tests.integration.test_recall import given, memory
 
 pytestmark = pytest.mark.integration
@@ -159,3 +160,12 @@ def test_the_semantic_voice_compares_exactly_only_a_scope_under_the_threshold() 
     assert voices.searched_exactly(voices.EXACT_SCOPE_MAX)
     assert not voices.searched_exactly(voices.EXACT_SCOPE_MAX + 1)
     assert not voices.searched_exactly(100_000)
+
+
+async def test_the_embedded_server_runs_with_shared_buffers_sized_to_the_machine(
+    harness: Harness, servers: Servers
+) -> None:
+    if servers.nats is None:
+        pytest.skip("containers: PostgreSQL's settings are the container's")
+    pages = await harness.pool.fetchval("SELECT setting::int FROM pg_settings WHERE name = 'shared_buffers'")
+    assert pages * 8 // 1024 == shared_buffers_mb(machine_memory())

@@ -5,10 +5,13 @@ a fact changed later is answered by the newer turn only."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from bench.agent_workspace import main
 from bench.recall import load, turns
+
+from noema.domain.timewords import named_window
 
 
 def _written(folder: Path, seed: int = 7) -> dict[str, bytes]:
@@ -49,3 +52,34 @@ def test_a_changed_fact_is_answered_by_the_turn_that_changed_it(tmp_path: Path) 
     for q in ports:
         if q["evidence"][0] in moves:
             assert f"moved to port {q['answer']} (it was" in said[q["evidence"][0]]
+
+
+def test_a_dated_question_names_a_time_holding_its_incident_and_none_of_the_services_others(
+    tmp_path: Path,
+) -> None:
+    _written(tmp_path, seed=3)
+    asked = 0
+    for _, conv in load([str(tmp_path)]):
+        when = {dia_id: at for dia_id, _, _, at, _ in turns(conv) if at is not None}
+        said = {dia_id: text for dia_id, _, text, at, _ in turns(conv) if at is not None}
+        present = max(when.values())  # the newest session: what "last week" is read against
+        for q in (q for q in conv["qa"] if q["category"] == 2 and not q["question"].startswith("When")):
+            [evidence] = q["evidence"]
+            service = re.search(r"(?:with|did) (\w+)", q["question"]).group(1)  # type: ignore[union-attr]
+            incidents = {d for d, text in said.items() if text.startswith(f"Incident write-up: {service} ")}
+            window = named_window(q["question"], present)
+            assert window is not None, q
+            assert len(incidents) == 3, q
+            assert evidence in incidents, q
+            assert [d for d in incidents if window.holds(when[d])] == [evidence], q
+            asked += 1
+    assert asked >= 12
+
+
+def test_a_deploy_day_moved_twice_is_asked_for_each_move(tmp_path: Path) -> None:
+    _written(tmp_path)
+    for _, conv in load([str(tmp_path)]):
+        decisions = [q for q in conv["qa"] if q["question"].startswith("When did we decide")]
+        services = [q["question"].split("move ")[1].split()[0] for q in decisions]
+        assert sorted(services.count(s) for s in set(services)) == [1, 1, 2, 2]
+        assert len({q["evidence"][0] for q in decisions}) == len(decisions)

@@ -217,7 +217,6 @@ class Recall:
                 for mid, raw in hits[:SEEDS_PER_VOICE]:
                     strength = (raw - low) / (top - low) if top > low else 1.0
                     seeds[mid] = max(seeds.get(mid, 0.0), strength)
-        graph = await self.store.graph(seeds, f, depth)
         extra = await self.store.recent(f, 10) if intent == "temporal" else []
         if window is not None:
             # The best matches of the time named join the pool, however the whole scope ranks them.
@@ -230,9 +229,16 @@ class Recall:
                     else []
                 ),
             ]
-        cands = await self._candidates(
-            {"lexical": lexical, "semantic": semantic, "graph": graph}, [m for m, _ in extra], model, now
+        # The walk reads its memories' candidate rows itself, beside the other voices' candidates.
+        (graph, reached), cands = await asyncio.gather(
+            self.store.graph(seeds, f, depth, model, now),
+            self._candidates({"lexical": lexical, "semantic": semantic}, [m for m, _ in extra], model, now),
         )
+        for mid, c in reached.items():
+            cands.setdefault(mid, c)
+        for rank, (mid, raw) in enumerate(graph, start=1):
+            cands[mid].ranks["graph"] = rank
+            cands[mid].raw["graph"] = raw
 
         def when(c: Candidate) -> datetime:
             return c.happened_at or c.created_at

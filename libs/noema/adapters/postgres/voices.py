@@ -340,18 +340,22 @@ class RecallStore:
         return [(r["id"], float(r["score"])) for r in rows]
 
     async def graph(
-        self, seeds: Mapping[str, float], f: RecallFilters, limit: int
-    ) -> list[tuple[str, float]]:
-        """Two-hop walk over relationship edges from the seeds (id → strength), in either direction.
+        self, seeds: Mapping[str, float], f: RecallFilters, limit: int, model: str | None, now: datetime
+    ) -> tuple[list[tuple[str, float]], dict[str, Candidate]]:
+        """Two-hop walk over relationship edges from the seeds (id → strength), in either direction:
+        the memories reached, best first, and each one's :meth:`candidates` row (read in the same
+        statement, one round trip fewer for a hybrid search).
 
         Weight: seed strength × edge confidence on the first hop, half that × the next edge's
         confidence on the second; the best path counts; seeds themselves are excluded.
         """
         if not seeds:
-            return []
+            return [], {}
         args: list[Any] = [list(seeds), [float(w) for w in seeds.values()]]
         where = f.where("m", args)
         args.append(limit)
+        limit_arg = f"${len(args)}"
+        columns, join = self._candidate_sql(model, args, now)
         rows = await self._pool.fetch(
             f"""WITH seeds AS (SELECT * FROM unnest($1::text[], $2::float8[]) AS s(id, w)),
                 hop1 AS (
@@ -371,47 +375,35 @@ class RecallStore:
                 ),
                 walk AS (SELECT id, max(w) AS w FROM (SELECT * FROM h1 UNION ALL SELECT * FROM hop2) x
                          WHERE id NOT IN (SELECT id FROM seeds) GROUP BY id)
-                SELECT w.id, w.w AS score FROM walk w JOIN memories m ON m.id = w.id
-                WHERE {where} ORDER BY w.w DESC, w.id LIMIT ${len(args)}""",
+                SELECT w.w AS score, {columns} FROM walk w JOIN memories m ON m.id = w.id {join}
+                WHERE {where} ORDER BY w.w DESC, w.id LIMIT {limit_arg}""",
             *args,
         )
-        return [(r["id"], float(r["score"])) for r in rows]
+        return [(r["id"], float(r["score"])) for r in rows], {r["id"]: _candidate(r) for r in rows}
+
+    def _candidate_sql(self, model: str | None, args: list[Any], now: datetime) -> tuple[str, str]:
+        """The select list of a candidate row of memory ``m`` (its activation as of ``now``) and
+        the join that reads its vector under ``model``; ``args`` gets their values."""
+        args.append(now)
+        columns = f"""m.id, m.content, m.memory_type, {activation_sql(f"${len(args)}", "m")} AS activation,
+                      m.importance, m.credibility, m.created_at, m.repo, m.happened_at, m.participants"""
+        if not (model and self.has_vectors):
+            return columns + ", NULL::text AS embedding", ""
+        args.append(model)
+        return (
+            columns + ", e.embedding",
+            f"LEFT JOIN memory_embeddings e ON e.memory_id = m.id AND e.model = ${len(args)}",
+        )
 
     async def candidates(self, ids: Sequence[str], model: str | None, now: datetime) -> dict[str, Candidate]:
         """What scoring needs of each memory (and its vector under ``model``, for MMR), in one
         round trip; activation as of ``now`` (the search's time)."""
-        vectors = bool(model and self.has_vectors)
+        args: list[Any] = [list(ids)]
+        columns, join = self._candidate_sql(model, args, now)
         rows = await self._pool.fetch(
-            f"""SELECT m.id, m.content, m.memory_type, {activation_sql("$2", "m")} AS activation,
-                       m.importance, m.credibility,
-                       m.created_at, m.repo, m.happened_at, m.participants,
-                       {"e.embedding" if vectors else "NULL::text AS embedding"}
-                FROM memories m
-                {"LEFT JOIN memory_embeddings e ON e.memory_id = m.id AND e.model = $3" if vectors else ""}
-                WHERE m.id = ANY($1::text[])""",
-            *([list(ids), now, model] if vectors else [list(ids), now]),
+            f"SELECT {columns} FROM memories m {join} WHERE m.id = ANY($1::text[])", *args
         )
-        out: dict[str, Candidate] = {}
-        for r in rows:
-            c = Candidate(
-                id=r["id"],
-                content=r["content"],
-                memory_type=r["memory_type"],
-                activation=r["activation"],
-                importance=r["importance"],
-                credibility=r["credibility"],
-                created_at=r["created_at"],
-                repo=r["repo"],
-                happened_at=r["happened_at"],
-                participants=tuple(r["participants"] or ()),
-            )
-            vec = r["embedding"]
-            if vec is not None:
-                if isinstance(vec, str):  # a pool without the pgvector codec
-                    vec = np.asarray(json.loads(vec), dtype=np.float32)
-                c.vector = vec.to_numpy() if hasattr(vec, "to_numpy") else vec
-            out[c.id] = c
-        return out
+        return {r["id"]: _candidate(r) for r in rows}
 
     async def details(self, ids: Sequence[str], now: datetime) -> dict[str, dict[str, Any]]:
         """Display fields of result memories (activation as of ``now``)."""
@@ -426,3 +418,25 @@ class RecallStore:
             now,
         )
         return {r["id"]: dict(r) for r in rows}
+
+
+def _candidate(r: Mapping[str, Any]) -> Candidate:
+    """A candidate of a row of :meth:`RecallStore._candidate_sql`'s columns."""
+    c = Candidate(
+        id=r["id"],
+        content=r["content"],
+        memory_type=r["memory_type"],
+        activation=r["activation"],
+        importance=r["importance"],
+        credibility=r["credibility"],
+        created_at=r["created_at"],
+        repo=r["repo"],
+        happened_at=r["happened_at"],
+        participants=tuple(r["participants"] or ()),
+    )
+    vec = r["embedding"]
+    if vec is not None:
+        if isinstance(vec, str):  # a pool without the pgvector codec
+            vec = np.asarray(json.loads(vec), dtype=np.float32)
+        c.vector = vec.to_numpy() if hasattr(vec, "to_numpy") else vec
+    return c

@@ -1,0 +1,28 @@
+"""The embedded PostgreSQL's own settings: shared buffers sized to the machine, written in its data
+folder and included from postgresql.conf once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from noema.runtime.embedded import SETTINGS_FILE, shared_buffers_mb, write_server_settings
+
+GB = 2**30
+
+
+def test_shared_buffers_are_a_quarter_of_memory_between_postgres_default_and_one_gigabyte() -> None:
+    assert shared_buffers_mb(2 * GB) == 512
+    assert shared_buffers_mb(24 * GB) == 1024
+    assert shared_buffers_mb(256 * 2**20) == 128
+    assert shared_buffers_mb(0) == 128  # the platform could not say
+
+
+def test_the_settings_file_is_included_once_and_rewritten_at_each_start(tmp_path: Path) -> None:
+    conf = tmp_path / "postgresql.conf"
+    conf.write_text("max_connections = 100\n#include_dir = 'conf.d'")
+    write_server_settings(tmp_path, 2 * GB)
+    write_server_settings(tmp_path, 24 * GB)
+    lines = conf.read_text().splitlines()
+    assert lines[:2] == ["max_connections = 100", "#include_dir = 'conf.d'"]
+    assert lines.count(f"include_if_exists = '{SETTINGS_FILE}'") == 1
+    assert "shared_buffers = '1024MB'" in (tmp_path / SETTINGS_FILE).read_text().splitlines()
