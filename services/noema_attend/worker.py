@@ -45,6 +45,7 @@ from noema.adapters.jetstream import (
 from noema.application.sealing import Sealer
 from noema.domain.attention import AttentionConfig, decide_cycle, working_memory_of
 from noema.domain.knowledge import WorkingMemory
+from noema.runtime import tracing
 from noema.runtime.metrics import Metrics
 from noema.runtime.topology import Topology
 from noema.runtime.worker import decode_each
@@ -209,7 +210,12 @@ class AttendHandler:
         return events
 
     async def __call__(self, msgs: list[Msg]) -> None:
-        """Validate, decide, publish the decision events, then ack every message."""
+        """Validate, decide, publish the decision events, then ack every message; each event carries
+        the trace context of the candidate that caused it (:mod:`noema.runtime.tracing`)."""
+        with tracing.batch("noema.attend") as traces:
+            await self._handle(msgs, traces)
+
+    async def _handle(self, msgs: list[Msg], traces: tracing.Batch) -> None:
         if self._decided_through is None:
             self._decided_through = await decided_through(self._js, self._topology)
         # Candidates up to the mark were decided before a restart: their events are stored.
@@ -227,6 +233,8 @@ class AttendHandler:
         if self._partition is not None:  # each mind's candidates up to its own mark were decided
             marks = self._marks
             good = [(m, c) for m, c in good if m.metadata.sequence.stream > marks[(c.workspace, c.mind)]]
+        for msg, candidate in good:
+            traces.carry(candidate.id, msg.headers, **{"messaging.destination.name": msg.subject})
         events = await self._run_cycle(good, fresh[-1].metadata.sequence.stream) if good else []
         for msg in msgs:
             await msg.ack()

@@ -7,8 +7,8 @@ import contextlib
 import json
 import ssl
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TypeVar
 from urllib.parse import unquote, urlsplit
@@ -39,6 +39,7 @@ from noema.adapters.pull import Puller
 from noema.adapters.vector_cache import vector_stream_config
 from noema.application.sealing import Sealer
 from noema.ports import ConcurrentWrite
+from noema.runtime import tracing
 from noema.runtime.identities import inbox_prefix
 from noema.runtime.metrics import Metrics
 from noema.runtime.settings import NatsAuth
@@ -435,11 +436,17 @@ MAX_ATOMIC_BATCH = 1000
 
 @dataclass(frozen=True, slots=True)
 class Outgoing:
-    """One message to publish: subject, bytes and its ``Nats-Msg-Id``."""
+    """One message to publish: subject, bytes, its ``Nats-Msg-Id`` and other headers (the trace
+    context it carries on, :mod:`noema.runtime.tracing`)."""
 
     subject: str
     data: bytes
     msg_id: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def all_headers(self, **more: str) -> dict[str, str]:
+        """Its headers with ``Nats-Msg-Id`` and ``more`` (which win over the carried ones)."""
+        return {**self.headers, "Nats-Msg-Id": self.msg_id, **more}
 
 
 async def publish_each(js: JetStreamContext, messages: Sequence[Outgoing]) -> int:
@@ -447,7 +454,7 @@ async def publish_each(js: JetStreamContext, messages: Sequence[Outgoing]) -> in
 
     Returns the highest stream sequence acknowledged (a duplicate's is the stored original's).
     """
-    futures = [await js.publish_async(m.subject, m.data, headers=msg_id_header(m.msg_id)) for m in messages]
+    futures = [await js.publish_async(m.subject, m.data, headers=m.all_headers()) for m in messages]
     acks = await asyncio.gather(*futures)
     return max((int(a.seq) for a in acks), default=0)
 
@@ -473,23 +480,20 @@ async def publish_batch(
             await nc.publish(
                 m.subject,
                 m.data,
-                headers={
-                    "Nats-Batch-Id": batch_id,
-                    "Nats-Batch-Sequence": str(i),
-                    "Nats-Msg-Id": m.msg_id,
-                },
+                headers=m.all_headers(**{"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)}),
             )
         last = chunk[-1]
         reply = await nc.request(
             last.subject,
             last.data,
             timeout=timeout,
-            headers={
-                "Nats-Batch-Id": batch_id,
-                "Nats-Batch-Sequence": str(len(chunk)),
-                "Nats-Batch-Commit": "1",
-                "Nats-Msg-Id": last.msg_id,
-            },
+            headers=last.all_headers(
+                **{
+                    "Nats-Batch-Id": batch_id,
+                    "Nats-Batch-Sequence": str(len(chunk)),
+                    "Nats-Batch-Commit": "1",
+                }
+            ),
         )
         answer = json.loads(reply.data)
         if "error" in answer:
@@ -527,7 +531,10 @@ class EventPublisher:
         seq = await publish_batch(
             self._nc,
             self._js,
-            [Outgoing(self._topology.event_subject(ev), encode_event(ev), ev.id) for ev in events],
+            [
+                Outgoing(self._topology.event_subject(ev), encode_event(ev), ev.id, tracing.outgoing(ev))
+                for ev in events
+            ],
         )
         note_published(seq)
         return seq
