@@ -11,6 +11,7 @@ handled as if they had none, and no worker stops.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -18,7 +19,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from noema.adapters.jetstream import read_stream
+from noema.adapters.jetstream import EventPublisher, read_stream
+from noema.application.deadletters import DeadLetters
 from noema.client import build_observation, send_observation
 from noema.domain.attention import memory_id_for
 from noema.runtime import tracing
@@ -196,3 +198,31 @@ async def test_an_agents_observe_request_continues_its_trace(
     assert trace_id_of(msg.headers) == f"{span.get_span_context().trace_id:032x}"
     agent_spans = [s for s in provider[1].get_finished_spans() if s.name == "noema.agent observe"]
     assert [s.parent.span_id for s in agent_spans if s.parent] == [span.get_span_context().span_id]
+
+
+async def test_a_dead_letter_keeps_the_trace_of_what_was_refused(harness: Harness) -> None:
+    await harness.start(build_attend)
+    subject = harness.topology.observation_subject("acme", "ops")
+    await harness.js.publish(subject, b"{not json", headers={"traceparent": PARENT, "Nats-Msg-Id": "bad-1"})
+    await harness.js.publish(subject, b"{not json", headers={"traceparent": "00-zz", "Nats-Msg-Id": "bad-2"})
+
+    async def dead_letters() -> list[dict[str, str]]:
+        info = await harness.js.stream_info(harness.topology.dead_letter_stream)
+        if info.state.messages < 2:
+            return []
+        seqs = range(info.state.first_seq, info.state.last_seq + 1)
+        return [
+            dict((await harness.js.get_msg(harness.topology.dead_letter_stream, s)).headers or {})
+            for s in seqs
+        ]
+
+    traced, hostile = await assert_eventually(dead_letters, timeout=30, what="both dead-lettered")
+    assert trace_id_of(traced) == TRACE
+    assert "traceparent" not in hostile
+
+    # Retried (after the cause is fixed), the observation is published again with its trace.
+    dlq = DeadLetters(harness.nc, harness.topology, EventPublisher(harness.nc, harness.topology))
+    first = (await harness.js.stream_info(harness.topology.dead_letter_stream)).state.first_seq
+    retried = await dlq.retry(first, actor="operator:test", reason="fixed", now=datetime.now(UTC))
+    again = await harness.js.get_msg(harness.topology.observation_stream, retried.stream_seq)
+    assert trace_id_of(again.headers) == TRACE

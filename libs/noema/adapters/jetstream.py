@@ -45,6 +45,7 @@ from noema.runtime.metrics import Metrics
 from noema.runtime.settings import NatsAuth
 from noema.runtime.topology import Topology
 from noema_events import Event, decode_event, encode_event
+from noema_sdk.tracing import carried
 
 E = TypeVar("E", bound=Event)
 
@@ -395,7 +396,8 @@ async def dead_letter(
             "Noema-Deliveries": str(meta.num_delivered),
             "Noema-Dead-Lettered-At": datetime.now(UTC).isoformat(timespec="milliseconds"),
         }
-        | truncation,
+        | truncation
+        | carried(msg.headers),  # its trace context (valid only), shown by `dlq show`
     )
 
 
