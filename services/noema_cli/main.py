@@ -29,7 +29,6 @@ from . import (
     knowledge_cmd,
     mcp_cmd,
     operator_cmd,
-    params,
     projection_cmd,
     replay_cmd,
     search,
@@ -53,8 +52,6 @@ from .common import (
 )
 from .memory_cmd import register as register_memory_reads
 from .render import worker_table
-
-params.install()  # plain values converted without pydantic (a search's start-up, noema_cli.params)
 
 app = typer.Typer(
     name="noemactl",
