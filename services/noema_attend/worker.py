@@ -134,7 +134,7 @@ class AttendHandler:
         # mind on the stream (so it survives restarts and changes of owner exactly), then kept here.
         self._memories: OrderedDict[tuple[str, str], WorkingMemory] = OrderedDict()
         self._decided_through = decided  # None: read from the stream on the first batch
-        # Partitioned: the partition handled, and each known mind's own mark (see the module doc).
+        # Partitioned: the partition handled (see the module doc).
         self._partition = partition
         if partition is not None:
             self._decided_through = 0  # the stream-wide mark means nothing for one partition
