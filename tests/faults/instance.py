@@ -177,6 +177,21 @@ class Instance:
                         out.append(record_)
         return out
 
+    def story(self, worker: str, lines: int = 60) -> str:
+        """What ``worker``'s instances logged about themselves (claims, partitions, restarts,
+        warnings and errors) — for a failure message, so a failed run on another machine says why."""
+        told = []
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            if not line.startswith("{"):
+                continue
+            with contextlib.suppress(ValueError):
+                record_ = json.loads(line)
+                mine = worker in (record_.get("worker"), str(record_.get("service", "")).partition("-")[0])
+                loud = record_.get("level") in ("warning", "error", "critical")
+                if mine and (loud or "partition" in str(record_.get("event")) or "claim" in str(record_)):
+                    told.append(line[:400])
+        return "\n".join(told[-lines:])
+
     def nats_process(self) -> psutil.Process:
         """The embedded nats-server (a child of ``up``)."""
         assert self.up is not None

@@ -82,7 +82,12 @@ async def balanced(instance: Instance, worker: str) -> dict[int, int]:
         pids = list(found.values())
         return found if len(found) == P and sorted(pids.count(p) for p in set(pids)) == [2, 2] else None
 
-    result: dict[int, int] = await eventually(two_each, 90, 0.2, f"{worker}'s partitions shared two and two")
+    try:
+        what = f"{worker}'s partitions shared two and two"
+        result: dict[int, int] = await eventually(two_each, 90, 0.2, what)
+    except AssertionError as exc:
+        now = owners(instance, worker)
+        raise AssertionError(f"{exc}\nowners now: {now}\n{instance.story(worker)}") from None
     return result
 
 
@@ -96,7 +101,9 @@ async def kill_one_of_each(instance: Instance) -> dict[str, float]:
         os.kill(pid, signal.SIGKILL)
     takeover: dict[str, float] = {}
     while len(takeover) < len(PARTITIONED):
-        assert time.monotonic() - killed_at < 60, f"no takeover within 60 s: {takeover}"
+        assert time.monotonic() - killed_at < 60, f"no takeover within 60 s: {takeover}\n" + "\n".join(
+            instance.story(w) for w in PARTITIONED if w not in takeover
+        )
         for w in PARTITIONED:
             now = owners(instance, w)
             if w not in takeover and len(now) == P and victims[w] not in now.values():
