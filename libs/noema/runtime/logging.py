@@ -15,10 +15,23 @@ _HANDLER = "noema"
 class _Stderr:
     """Whatever ``sys.stderr`` is when a line is written, not when logging was configured: a stream
     swapped in and closed later (a test runner capturing a command's output) must not make every
-    later log line fail."""
+    later log line fail.
+
+    Every record arrives as one ``write`` of the record and its newline (structlog's
+    :class:`~structlog.WriteLogger`, the stdlib's :class:`~logging.StreamHandler`), passed on to
+    the file in one piece: the processes of ``up`` share one log file (and a pod's containers one
+    stream), and a record written in two pieces lets another process's record land between its
+    text and its newline — two records on one line, which no log reader can parse."""
 
     def write(self, text: str) -> int:
-        return sys.stderr.write(text)
+        stream = sys.stderr
+        binary = getattr(stream, "buffer", None)
+        if binary is None:  # a text-only stand-in (a test runner's capture)
+            return stream.write(text)
+        stream.flush()  # whatever the text layer still holds goes first
+        binary.write(text.encode(stream.encoding or "utf-8", "backslashreplace"))
+        binary.flush()
+        return len(text)
 
     def flush(self) -> None:
         sys.stderr.flush()
@@ -50,7 +63,7 @@ def configure_logging(
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
+        logger_factory=structlog.WriteLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
     handler = logging.StreamHandler(_Stderr())
