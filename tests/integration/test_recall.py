@@ -3,6 +3,7 @@ the question names counts."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -377,5 +378,46 @@ async def test_the_memories_of_a_participant_the_question_names_come_first(harne
     assert found.results[0].id == own
     assert by_id[own].components["named"] == PRIORS["named"]
     assert by_id[addressed].components["named"] == 0.0
+    for r in found.results:
+        assert_components_sum_to_final(r.components)
+
+
+async def test_the_next_turn_counts_as_a_reply_in_a_dialogue_not_in_a_busy_channel(harness: Harness) -> None:
+    """The graph voice follows ``episodic_next`` to the next turn of a session. Between two people
+    that turn is the reply; in a channel where five people post, the next message is more often
+    about something else, and weighs 1 / (k − 1) for the k people around it."""
+    await harness.start(build_projector)
+
+    def said(by: str, content: str) -> MemoryCreated:
+        return memory(content, participants=[by], kind="episodic", epistemic_kind="observation")
+
+    channel = [
+        said("Ana", "Morning all, standup starts in five minutes."),
+        said("Bilal", "The deploy key rotates on Fridays; last week's deploy key stays valid until then."),
+        said("Chen", "Lunch orders close at noon today."),
+        said("Dana", "The staging cluster restarted overnight."),
+        said("Emeka", "Reviews are piling up, please help."),
+    ]
+    dialogue = [
+        said("Farah", "Which deploy key do the release jobs use now?"),
+        said("Goran", "The one stored in the vault under ops/prod."),
+        said("Farah", "Thanks, found it."),
+    ]
+    ids = await given(harness, *channel, *dialogue, memory("A spare office key is kept at reception."))
+    publisher = EventPublisher(harness.nc, harness.topology)
+    for turns in (ids[:5], ids[5:8]):
+        for a, b in itertools.pairwise(turns):
+            await upkeep.relate(MemoryQueries(harness.pool), publisher, a, b, "episodic_next", now=NOW)
+    await assert_eventually(lambda: harness.pool.fetchval("SELECT count(*) = 6 FROM relationships"))
+    recall = await recall_for(harness)  # no embedder: text and graph only
+    found = await recall.search("deploy key", RecallFilters(workspace="acme"))
+    order = [r.id for r in found.results]
+    best, next_message, question, reply = ids[1], ids[2], ids[5], ids[6]
+    assert order[:2] == [best, question]
+    # The reply to the weaker match ranks above the unrelated next message of the best one.
+    assert order.index(reply) < order.index(next_message)
+    by_id = {r.id: r.components for r in found.results}
+    assert by_id[next_message]["graph_score"] == pytest.approx(1 / 4)  # five people around it
+    assert by_id[reply]["lexical_rank"] == 0
     for r in found.results:
         assert_components_sum_to_final(r.components)

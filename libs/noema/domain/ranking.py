@@ -5,8 +5,10 @@ Hybrid score of a candidate (every term is returned as a component, and they sum
     voice_v   = w_v(intent) · s_v · weibull            for v in lexical, semantic, temporal, graph
                 s_lexical: BM25 score divided by the best hit's (0 when the voice missed it)
                 s_semantic: cosine similarity, min-max normalised over the voice's hits
-                s_graph: strength of the walk — seed strength × edge confidence (× ½ on the second hop),
-                    a seed's strength being its normalised lexical/semantic score
+                s_graph: strength of the walk — seed strength × edge weight (× ½ on the second hop),
+                    a seed's strength being its normalised lexical/semantic score, an edge's weight
+                    its confidence (× how likely a reply the next turn of a session is:
+                    noema.adapters.postgres.voices.REPLY_WEIGHT)
                 s_temporal: recency of when it happened, min-max normalised over the candidates;
                     or, when the query names a time, 1 if it happened then (else 0)
     prior_a   = 0.06 · activation

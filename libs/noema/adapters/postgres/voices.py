@@ -125,6 +125,33 @@ class RecallFilters:
         return " AND ".join(conds)
 
 
+def _turns(start: str, step: str, near: str) -> str:
+    """SQL: the ids of the (up to) two turns chained by ``episodic_next`` on one side of memory
+    ``start`` — before it (``step`` = from_id, ``near`` = to_id) or after it (the reverse)."""
+    return f"""SELECT t1.{step} FROM relationships t1
+               WHERE t1.{near} = {start} AND t1.relation = 'episodic_next'
+               UNION ALL
+               SELECT t2.{step} FROM relationships t1
+               JOIN relationships t2 ON t2.{near} = t1.{step} AND t2.relation = 'episodic_next'
+               WHERE t1.{near} = {start} AND t1.relation = 'episodic_next'"""
+
+
+REPLY_WEIGHT = f"""(SELECT 1.0 / greatest(1, count(DISTINCT p) - 1)
+    FROM memories t, unnest(t.participants) p
+    WHERE t.id IN (SELECT r.from_id UNION ALL SELECT r.to_id
+                   UNION ALL {_turns("r.from_id", "from_id", "to_id")}
+                   UNION ALL {_turns("r.to_id", "to_id", "from_id")}))"""
+"""SQL: how likely the next turn of a session (``episodic_next`` edge ``r``) answers the turn
+before it, from the conversation's structure alone — 1 / (k − 1) for the k people taking part in
+the turns around the edge (its two turns and the two before and after them; 1 when fewer than
+three take part). Between two people the next turn is the reply; in a busy channel, where several
+people and agents post interleaved threads, it is more often about something else. An agent's
+own session (one participant) keeps its chain whole."""
+
+_EDGE_WEIGHT = f"r.confidence * CASE WHEN r.relation = 'episodic_next' THEN {REPLY_WEIGHT} ELSE 1.0 END"
+"""SQL: the weight of relationship ``r`` in the graph walk."""
+
+
 class RecallStore:
     """Runs the voices against one schema's read model."""
 
@@ -346,8 +373,10 @@ class RecallStore:
         the memories reached, best first, and each one's :meth:`candidates` row (read in the same
         statement, one round trip fewer for a hybrid search).
 
-        Weight: seed strength × edge confidence on the first hop, half that × the next edge's
-        confidence on the second; the best path counts; seeds themselves are excluded.
+        Weight: seed strength × edge weight on the first hop, half that × the next edge's weight
+        on the second; the best path counts; seeds themselves are excluded. An edge's weight is
+        its confidence, and for an ``episodic_next`` edge (the next turn of a session) also how
+        likely that turn answers the one before (:data:`REPLY_WEIGHT`).
         """
         if not seeds:
             return [], {}
@@ -359,18 +388,18 @@ class RecallStore:
         rows = await self._pool.fetch(
             f"""WITH seeds AS (SELECT * FROM unnest($1::text[], $2::float8[]) AS s(id, w)),
                 hop1 AS (
-                    SELECT r.to_id AS id, max(s.w * r.confidence) AS w
+                    SELECT r.to_id AS id, max(s.w * {_EDGE_WEIGHT}) AS w
                     FROM relationships r JOIN seeds s ON r.from_id = s.id GROUP BY 1
                     UNION ALL
-                    SELECT r.from_id, max(s.w * r.confidence)
+                    SELECT r.from_id, max(s.w * {_EDGE_WEIGHT})
                     FROM relationships r JOIN seeds s ON r.to_id = s.id GROUP BY 1
                 ),
                 h1 AS (SELECT id, max(w) AS w FROM hop1 GROUP BY id),
                 hop2 AS (
-                    SELECT r.to_id AS id, max(h.w * r.confidence * 0.5) AS w
+                    SELECT r.to_id AS id, max(h.w * {_EDGE_WEIGHT} * 0.5) AS w
                     FROM relationships r JOIN h1 h ON r.from_id = h.id GROUP BY 1
                     UNION ALL
-                    SELECT r.from_id, max(h.w * r.confidence * 0.5)
+                    SELECT r.from_id, max(h.w * {_EDGE_WEIGHT} * 0.5)
                     FROM relationships r JOIN h1 h ON r.to_id = h.id GROUP BY 1
                 ),
                 walk AS (SELECT id, max(w) AS w FROM (SELECT * FROM h1 UNION ALL SELECT * FROM hop2) x
