@@ -74,6 +74,9 @@ BACKOFF_CAP_S = 30.0
 STABLE_AFTER_S = 30.0
 """A service that ran this long before exiting starts its backoff again from the initial delay."""
 SERVER_BACKOFF_CAP_S = 5.0
+STREAMS_TIMEOUT_S = 15.0
+"""How long restoring the streams after a NATS restart may take before it is tried again."""
+STREAMS_RETRY_S = 2.0
 """Between two failed attempts to start an embedded server again: nothing works without it."""
 STOP_GRACE_S = 3.5
 """How long the services have to stop on SIGTERM before they are killed (all at once)."""
@@ -129,6 +132,12 @@ async def prepare(settings: Located, superuser_url: str | None = None) -> None:
         finally:
             await conn.close()
     await migrate(settings.database_url, settings.db_schema)
+    await prepare_streams(settings)
+
+
+async def prepare_streams(settings: Located) -> None:
+    """Create the streams, or update them to the settings (as the operator: ``settings``' NATS
+    identity must be allowed to)."""
     async with AsyncExitStack() as stack:
         await open_bus(settings, stack, "noema-up")
 
@@ -229,6 +238,9 @@ class Supervisor:
         self._children: list[_Child] = []
         self._servers: list[_Server] = []
         self._data_dir: Path | None = None
+        self._located: Located | None = None
+        self._streams_due: float | None = None
+        """When the streams are to be checked again after a NATS restart (None: not needed)."""
 
     def request_stop(self, *_: Any) -> None:
         """Ask the supervisor to stop everything (signal-safe)."""
@@ -323,6 +335,7 @@ class Supervisor:
             else:
                 located = Located.of(settings)
             asyncio.run(prepare(located, superuser_url))
+            self._located = located
             tokens_file, created = prepare_tokens(located)
             base = dict(os.environ)
 
@@ -382,6 +395,8 @@ class Supervisor:
                     break
                 self._check_server(server, now)
             down = _down(self._servers)
+            if "nats" not in down:
+                self._restore_streams(now)
             for child in self._children:
                 if self._stop_requested:
                     break
@@ -420,9 +435,30 @@ class Supervisor:
         )
         server.down_since, server.attempts = None, 0
         server.backoff.reset()
+        if server.kind == "nats":
+            self._streams_due = now
         for child in self._children:
             if server.kind in child.needs:
                 child.backoff.reset()  # their exits were the server's fault
+
+    def _restore_streams(self, now: float) -> None:
+        """After a NATS server restarted, create again what the restart lost — the vector cache's
+        stream is kept in memory only, and only the operator (``up``) may create a stream; the
+        workers work without it meanwhile. Tried again every few seconds until it succeeds."""
+        if self._streams_due is None or now < self._streams_due or self._located is None:
+            return
+        try:
+            asyncio.run(asyncio.wait_for(prepare_streams(self._located), STREAMS_TIMEOUT_S))
+        except Exception as exc:  # NATS not answering yet, a cluster electing: next time
+            self._streams_due = time.monotonic() + STREAMS_RETRY_S
+            log.warning(
+                "streams not restored yet; retrying",
+                error=f"{type(exc).__name__}: {exc}"[:500],
+                delay_s=STREAMS_RETRY_S,
+            )
+            return
+        self._streams_due = None
+        log.info("streams restored after a NATS restart")
 
     def _check_child(self, child: _Child, env_of: EnvOf, now: float, down: frozenset[str]) -> None:
         """Restart a service that exited, with backoff, once the servers it needs are up."""

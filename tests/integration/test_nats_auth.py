@@ -13,6 +13,7 @@ import nats
 import nats.errors
 import pytest
 from nats.aio.client import Client as NATS
+from nats.js.errors import NotFoundError
 
 from noema.adapters.jetstream import connect, ensure_streams
 from noema.runtime.credentials import AgentRecord, CredentialStore
@@ -291,3 +292,33 @@ def test_credential_files_are_readable_by_their_owner_only(own_server: EmbeddedN
         mode = stat.S_IMODE((folder / name).stat().st_mode)
         assert mode == 0o600, f"{name} is {oct(mode)}"
     assert service_user("attend") in (folder / "nats.conf").read_text()
+
+
+async def test_a_worker_starts_after_a_nats_restart_emptied_the_vector_cache() -> None:
+    """The vector cache's stream is memory only: a restarted server has lost it, and a worker may
+    not create it (only the operator may). A worker starting then must start, without the cache,
+    not fail — before, every worker restarted after a NATS restart crash-looped on it for good."""
+    folder = Path(tempfile.mkdtemp(prefix="noema-auth-", dir="/tmp"))
+    server = EmbeddedNats(folder, prefix="authz")
+    server.start()
+    topology = Topology("authz")
+    try:
+        op = await connect(server.operator_url, name="test-operator")
+        try:
+            await ensure_streams(op.jetstream(), topology)
+        finally:
+            await op.close()
+        server.stop()
+        server.restart()
+        nc = await connect(server.url_for("embed"), name="test-embed")
+        try:
+            js = nc.jetstream(timeout=1)
+            with pytest.raises(NotFoundError):
+                await js.stream_info(topology.vector_stream)
+            await ensure_streams(js, topology)  # reads the others, works without the cache
+            assert (await js.stream_info(topology.event_stream)).config.name == topology.event_stream
+        finally:
+            await nc.close()
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)

@@ -253,7 +253,16 @@ async def ensure_streams(
         try:
             info = await js.stream_info(config.name)  # type: ignore[arg-type]
         except NotFoundError:
-            await _write_stream(js.add_stream, config, "create")
+            try:
+                await _write_stream(js.add_stream, config, "create")
+            except RuntimeError as exc:
+                if config.name != topology.vector_stream:
+                    raise
+                # The vector cache is memory only: a NATS restart empties it of its stream, which
+                # only the operator may create again (`up` does after a restart). Not a source of
+                # truth — every worker works without it, computing what it would have found.
+                log.warning("vector cache stream missing; working without it", error=str(exc))
+                continue
             log.info("stream created", stream=config.name)
         else:
             if info.config.deny_delete and not config.deny_delete:

@@ -385,6 +385,18 @@ async def _consumer(nc: NATS, watched: WatchedConsumer) -> ConsumerState | None:
     return ConsumerState(watched.durable, figures.pending, figures.ack_pending, figures.ack_floor)
 
 
+def _missing_stream(stream: str, topology: Topology) -> Check:
+    if stream == topology.vector_stream:  # memory only: a NATS restart empties it of its stream
+        return Check(
+            f"stream {stream}",
+            False,
+            "missing: the vector cache (memory only) went with a NATS restart; vectors are computed "
+            "again until `noemactl up` recreates it (it does after a restart) or `noemactl prepare` does",
+            DEGRADED,
+        )
+    return Check(f"stream {stream}", False, "missing (run `noemactl up` or `noemactl prepare`)")
+
+
 async def _nats_checks(
     nc: NATS, settings: Settings, limits: Thresholds, now: float
 ) -> tuple[list[Check], list[WorkerLoad], int | None]:
@@ -399,11 +411,12 @@ async def _nats_checks(
         topology.event_stream,
         topology.dead_letter_stream,
         topology.health_stream,
+        topology.vector_stream,
     ):
         try:
             info = await asyncio.wait_for(js.stream_info(stream), IO_TIMEOUT_S)
         except NotFoundError:
-            checks.append(Check(f"stream {stream}", False, "missing (run `noemactl up` or a worker once)"))
+            checks.append(_missing_stream(stream, topology))
             continue
         checks.append(assess_stream(stream, int(info.state.messages), info.cluster))
         if stream == topology.event_stream:
