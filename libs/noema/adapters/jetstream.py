@@ -8,7 +8,7 @@ import json
 import ssl
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TypeVar
 from urllib.parse import unquote, urlsplit
@@ -40,11 +40,13 @@ from noema.adapters.pull import Puller
 from noema.adapters.vector_cache import vector_stream_config
 from noema.application.sealing import Sealer
 from noema.ports import ConcurrentWrite
+from noema.runtime import tracing
 from noema.runtime.identities import inbox_prefix
 from noema.runtime.metrics import Metrics
 from noema.runtime.settings import NatsAuth
 from noema.runtime.topology import Topology
 from noema_events import Event, decode_event, encode_event
+from noema_sdk.tracing import carried
 
 E = TypeVar("E", bound=Event)
 
@@ -395,7 +397,8 @@ async def dead_letter(
             "Noema-Deliveries": str(meta.num_delivered),
             "Noema-Dead-Lettered-At": datetime.now(UTC).isoformat(timespec="milliseconds"),
         }
-        | truncation,
+        | truncation
+        | carried(msg.headers),  # its trace context (valid only), shown by `dlq show`
     )
 
 
@@ -436,19 +439,21 @@ MAX_ATOMIC_BATCH = 1000
 
 @dataclass(frozen=True, slots=True)
 class Outgoing:
-    """One message to publish: subject, bytes and its ``Nats-Msg-Id``; with ``expected_last``, a
-    fence: stored only if the subject's last stream sequence is still that (0: no message yet)."""
+    """One message to publish: subject, bytes, its ``Nats-Msg-Id`` and other headers (the trace
+    context it carries on, :mod:`noema.runtime.tracing`); with ``expected_last``, a fence: stored
+    only if the subject's last stream sequence is still that (0: no message yet)."""
 
     subject: str
     data: bytes
     msg_id: str
+    headers: Mapping[str, str] = field(default_factory=dict)
     expected_last: int | None = None
 
-    def headers(self) -> dict[str, str]:
-        """The message's JetStream headers (the id; the fence when there is one)."""
-        if self.expected_last is None:
-            return msg_id_header(self.msg_id)
-        return msg_id_header(self.msg_id) | {EXPECTED_LAST_SUBJECT_SEQ: str(self.expected_last)}
+    def all_headers(self, **more: str) -> dict[str, str]:
+        """Its headers with ``Nats-Msg-Id``, the fence when there is one, and ``more`` (which win
+        over the carried ones)."""
+        fence = {} if self.expected_last is None else {EXPECTED_LAST_SUBJECT_SEQ: str(self.expected_last)}
+        return {**self.headers, "Nats-Msg-Id": self.msg_id, **fence, **more}
 
 
 EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
@@ -477,9 +482,9 @@ async def _stored_each(js: JetStreamContext, messages: Sequence[Outgoing]) -> li
             if m.expected_last is not None:
                 seqs += [int(a.seq) for a in await asyncio.gather(*pending)]
                 pending = []
-                seqs.append(int((await js.publish(m.subject, m.data, headers=m.headers())).seq))
+                seqs.append(int((await js.publish(m.subject, m.data, headers=m.all_headers())).seq))
             else:
-                pending.append(await js.publish_async(m.subject, m.data, headers=m.headers()))
+                pending.append(await js.publish_async(m.subject, m.data, headers=m.all_headers()))
         seqs += [int(a.seq) for a in await asyncio.gather(*pending)]
     except APIError as exc:
         if exc.err_code == WRONG_LAST_SEQUENCE:
@@ -521,19 +526,20 @@ async def store_batch(
             await nc.publish(
                 m.subject,
                 m.data,
-                headers={"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)} | m.headers(),
+                headers=m.all_headers(**{"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)}),
             )
         last = chunk[-1]
         reply = await nc.request(
             last.subject,
             last.data,
             timeout=timeout,
-            headers={
-                "Nats-Batch-Id": batch_id,
-                "Nats-Batch-Sequence": str(len(chunk)),
-                "Nats-Batch-Commit": "1",
-            }
-            | last.headers(),
+            headers=last.all_headers(
+                **{
+                    "Nats-Batch-Id": batch_id,
+                    "Nats-Batch-Sequence": str(len(chunk)),
+                    "Nats-Batch-Commit": "1",
+                }
+            ),
         )
         answer = json.loads(reply.data)
         error = answer.get("error")
@@ -572,14 +578,7 @@ class EventPublisher:
     async def publish(self, events: Sequence[Event]) -> int:
         """Publish and wait until JetStream stored every event (duplicates are stored once);
         returns the highest stream sequence stored (also noted for :mod:`noema.adapters.published`)."""
-        events = await self.sealed(events)
-        seq = await publish_batch(
-            self._nc,
-            self._js,
-            [Outgoing(self._topology.event_subject(ev), encode_event(ev), ev.id) for ev in events],
-        )
-        note_published(seq)
-        return seq
+        return max(await self.publish_fenced(events, {}), default=0)
 
     async def publish_fenced(self, events: Sequence[Event], fences: Mapping[str, int]) -> list[int]:
         """Publish as :meth:`publish` does, but each event whose id ``fences`` names is stored only
@@ -591,7 +590,13 @@ class EventPublisher:
             self._nc,
             self._js,
             [
-                Outgoing(self._topology.event_subject(ev), encode_event(ev), ev.id, fences.get(ev.id))
+                Outgoing(
+                    self._topology.event_subject(ev),
+                    encode_event(ev),
+                    ev.id,
+                    tracing.outgoing(ev),
+                    expected_last=fences.get(ev.id),
+                )
                 for ev in events
             ],
         )
@@ -633,7 +638,11 @@ async def publish_expecting(
     Raises :class:`ConcurrentWrite` when another writer got there first; the caller re-reads and retries.
     """
     outgoing = Outgoing(
-        topology.event_subject(event), encode_event(event), event.id, expected_last_subject_seq
+        topology.event_subject(event),
+        encode_event(event),
+        event.id,
+        tracing.outgoing(event),
+        expected_last=expected_last_subject_seq,
     )
     (seq,) = await _stored_each(js, [outgoing])
     note_published(seq)
