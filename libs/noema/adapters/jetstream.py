@@ -60,6 +60,7 @@ __all__ = [
     "Outgoing",
     "auth_options",
     "connect",
+    "connect_within",
     "dead_letter",
     "dead_letter_stream_config",
     "ensure_streams",
@@ -153,6 +154,14 @@ async def connect(url: str, name: str, *, auth: NatsAuth | None = None, **kwargs
         # nats-py reads this option on every reconnect attempt; -1 is its documented "never stop".
         nc.options["max_reconnect_attempts"] = -1
     return track(nc)
+
+
+async def connect_within(url: str, name: str, seconds: float, *, auth: NatsAuth | None = None) -> NATS:
+    """Connect as :func:`connect` does, giving up after ``seconds`` (``TimeoutError``). Each server
+    listed gets its share of them: one that takes the connection but never answers (a stopped
+    process, a port held by another) leaves the others time to be tried."""
+    share = seconds / len(nats_servers(url))
+    return await asyncio.wait_for(connect(url, name, auth=auth, connect_timeout=share), seconds)
 
 
 def _stream_configs(
