@@ -100,6 +100,10 @@ def test_a_command_loads_what_it_needs() -> None:
     # NumPy, which a keyword search never needs.
     assert "pydantic" not in modules
     assert "numpy" not in modules
+    # Nor what only some processes use: the worker runtime, metrics (a served process keeps them),
+    # the cipher (loaded by the first seal or open), rich's tracebacks under structlog.
+    for unused in ("noema.runtime.worker", "prometheus_client", "cryptography", "rich.traceback", "pygments"):
+        assert unused not in modules
 
 
 def test_the_sdk_loads_its_nats_client_on_first_use() -> None:

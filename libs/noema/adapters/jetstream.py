@@ -10,7 +10,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import unquote, urlsplit
 
 import nats
@@ -42,11 +42,13 @@ from noema.application.sealing import Sealer
 from noema.ports import ConcurrentWrite
 from noema.runtime import tracing
 from noema.runtime.identities import inbox_prefix
-from noema.runtime.metrics import Metrics
 from noema.runtime.settings import NatsAuth
 from noema.runtime.topology import Topology
 from noema_events import Event, decode_event, encode_event
 from noema_sdk.tracing import carried
+
+if TYPE_CHECKING:  # prometheus_client: loaded by the processes that keep metrics, not by a command
+    from noema.runtime.metrics import Metrics
 
 E = TypeVar("E", bound=Event)
 
