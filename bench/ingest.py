@@ -39,6 +39,7 @@ from noema.runtime.settings import Settings
 from noema.runtime.topology import Topology
 from noema.runtime.worker import run_service
 from noema_events import encode_event
+from noema_sdk.tracing import TRACEPARENT, new_traceparent
 
 from ._cpu import CpuMeter
 from ._servers import servers
@@ -60,7 +61,11 @@ PUBLISH_MODE = "each"
 
 
 async def _publish(nc, js, subject_of, payloads) -> None:  # type: ignore[no-untyped-def]
-    messages = [Outgoing(subject_of(mind), data, msg_id) for msg_id, mind, data in payloads]
+    # Each with a trace of its own, as every client publishes them (noema_sdk.tracing).
+    messages = [
+        Outgoing(subject_of(mind), data, msg_id, {TRACEPARENT: new_traceparent()})
+        for msg_id, mind, data in payloads
+    ]
     if PUBLISH_MODE == "batch":
         await publish_batch(nc, js, messages)
     else:

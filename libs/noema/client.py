@@ -17,6 +17,7 @@ from noema.ids import new_id
 from noema.runtime.topology import Topology
 from noema_events import ObservationRecorded, encode_event
 from noema_events.messages import humanize
+from noema_sdk.tracing import trace_headers
 
 __all__ = ["InvalidObservation", "Stored", "build_observation", "publish_observation", "send_observation"]
 
@@ -130,6 +131,6 @@ async def send_observation(
         topology.observation_subject(obs.workspace, obs.mind),
         encode_event(obs),
         timeout=timeout,
-        headers={"Nats-Msg-Id": obs.id},
+        headers={"Nats-Msg-Id": obs.id, **trace_headers()},
     )
     return Stored(int(ack.seq), bool(ack.duplicate))

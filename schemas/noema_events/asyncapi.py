@@ -24,6 +24,7 @@ __all__ = [
     "DEAD_LETTER_HEADERS",
     "DEAD_LETTER_SOURCES",
     "PREFIX_PATTERN",
+    "TRACE_HEADERS",
     "Endpoint",
     "asyncapi",
     "channel_address",
@@ -83,6 +84,19 @@ OWNERS = {"observation.recorded": "attend", "recall.proposed": "attend"}
 DEAD_LETTER_SOURCES = ("attend", "projector", "embed", "conflicts", "retrieve")
 """The workers that dead-letter (``<prefix>.dlq.<source>``)."""
 
+TRACE_HEADERS: dict[str, tuple[str, bool]] = {
+    "traceparent": (
+        "W3C Trace Context: the trace the message belongs to, carried from an observation to the events "
+        "made from it (docs/operations.md, Traces); a malformed value is ignored",
+        False,
+    ),
+    "tracestate": (
+        "W3C Trace Context vendor state, with traceparent (printable, at most 512 characters)",
+        False,
+    ),
+}
+"""Optional on every message: observations, events, agent requests, dead letters."""
+
 DEAD_LETTER_HEADERS: dict[str, tuple[str, bool]] = {
     "Nats-Msg-Id": ("<source>-dlq-<stream>-<seq>: a dead letter written twice is stored once", True),
     "Noema-Error": ("why it was refused (at most 1,000 characters)", True),
@@ -100,6 +114,7 @@ DEAD_LETTER_HEADERS: dict[str, tuple[str, bool]] = {
     "Noema-Truncated": ("'true' when only the first MiB of the original is kept", False),
     "Noema-Original-Size": ("the original's size in bytes (truncated ones only)", False),
     "Noema-Original-Sha256": ("the whole original's SHA-256, hex (truncated ones only)", False),
+    **TRACE_HEADERS,  # the refused message's own, when valid
 }
 """Header name → (meaning, always present) of a dead letter (``noema.adapters.jetstream.dead_letter``
 writes them; a test keeps the two equal)."""
@@ -196,7 +211,9 @@ def _event_message(tag: str, cls: type) -> dict[str, Any]:
         "title": cls.__name__,
         "summary": summary,
         "contentType": "application/json",
-        "headers": _strings({"Nats-Msg-Id": ("the event's id: a retried publish is stored once", True)}),
+        "headers": _strings(
+            {"Nats-Msg-Id": ("the event's id: a retried publish is stored once", True), **TRACE_HEADERS}
+        ),
         "payload": {"$ref": f"#/components/schemas/{cls.__name__}"},
     }
 
@@ -323,6 +340,7 @@ def _service(
             "title": f"{ep.name} request",
             "summary": ep.description,
             "contentType": "application/json",
+            "headers": _strings(TRACE_HEADERS),
             "payload": {"$ref": f"#/components/schemas/{ep.request.__name__}"},
         }
         messages[reply] = {

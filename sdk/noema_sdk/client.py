@@ -42,6 +42,7 @@ from .observations import build_observation_event
 from .protocol import ERROR_CODE_HEADER, ERROR_HEADER, Reply, agent_subject, observation_subject
 from .protocol import agent_user as _agent_user
 from .protocol import inbox_prefix as _inbox_prefix
+from .tracing import trace_headers
 
 __all__ = ["NoemaClient"]
 
@@ -164,7 +165,8 @@ class NoemaClient:
         payload = msgspec.json.encode({k: v for k, v in args.items() if v is not None})
         wait = self.timeout if timeout is None else timeout
         try:
-            msg = await self.nc.request(subject, payload, timeout=wait)
+            # The trace headers let the service continue the caller's trace (an observe's memory).
+            msg = await self.nc.request(subject, payload, timeout=wait, headers=trace_headers())
         except nats.errors.NoRespondersError:
             raise ServiceUnavailable(
                 f"no Noema service answers on {subject}: is it running (`noemactl up`), "
@@ -389,7 +391,7 @@ class NoemaClient:
         wait = self.timeout if timeout is None else timeout
         try:
             ack = await self.nc.jetstream().publish(
-                subject, event, timeout=wait, headers={"Nats-Msg-Id": obs_id}
+                subject, event, timeout=wait, headers={"Nats-Msg-Id": obs_id, **trace_headers()}
             )
         except nats.js.errors.NoStreamResponseError:
             raise ServiceUnavailable(

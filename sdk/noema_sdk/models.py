@@ -155,6 +155,8 @@ class ConsolidateReport(_Result, frozen=True, kw_only=True):
     promoted: list[Promotion] = []
     merged: list[Merge] = []
     archived: list[str] = []
+    skipped: list[dict[str, str]] = []
+    """Items worth promoting into a domain the caller's role may not write (strict mode)."""
 
 
 class Corroboration(_Result, frozen=True, kw_only=True):

@@ -10,6 +10,7 @@ import uvicorn
 
 from noema.adapters.postgres import migrate
 from noema.application.facade import Noema
+from noema.runtime import tracing
 from noema.runtime.health import ErrorTap, Heartbeat
 from noema.runtime.locate import locate
 from noema.runtime.logging import configure_logging
@@ -27,6 +28,7 @@ log = structlog.get_logger("noema.api")
 async def main(api_settings: ApiSettings, errors: ErrorTap | None = None) -> None:
     """Serve the API until SIGTERM (uvicorn handles the signal and drains requests)."""
     settings = locate(api_settings.base, "api")
+    tracing.configure("api")  # spans exported only when OTEL_* configures an exporter
     if api_settings.generate_tokens and ensure_tokens_file(api_settings.tokens_file):
         log.warning("operator token created", tokens_file=str(api_settings.tokens_file))
     tokens = load_tokens(api_settings.tokens_file)

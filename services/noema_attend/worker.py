@@ -53,6 +53,7 @@ from noema.application.sealing import Sealer
 from noema.domain.attention import AttentionConfig, decide_cycle, working_memory_of
 from noema.domain.knowledge import WorkingMemory
 from noema.ports import ConcurrentWrite
+from noema.runtime import tracing
 from noema.runtime.metrics import Metrics
 from noema.runtime.topology import Topology
 from noema.runtime.worker import decode_each
@@ -270,7 +271,12 @@ class AttendHandler:
         raise AssertionError("unreachable")
 
     async def __call__(self, msgs: list[Msg]) -> None:
-        """Validate, decide, publish the decision events, then ack every message."""
+        """Validate, decide, publish the decision events, then ack every message; each event carries
+        the trace context of the candidate that caused it (:mod:`noema.runtime.tracing`)."""
+        with tracing.batch("noema.attend") as traces:
+            await self._handle(msgs, traces)
+
+    async def _handle(self, msgs: list[Msg], traces: tracing.Batch) -> None:
         if self._decided_through is None:
             self._decided_through = await decided_through(self._js, self._topology)
         # Candidates up to the mark were decided before a restart: their events are stored.
@@ -281,6 +287,8 @@ class AttendHandler:
         good = list(zip([m for m, _ in good], await self._opened([c for _, c in good]), strict=True))
         for msg, exc in malformed:  # attend owns the observation stream: it dead-letters them
             await self._dead_letters.write(msg, str(exc))
+        for msg, candidate in good:
+            traces.carry(candidate.id, msg.headers, **{"messaging.destination.name": msg.subject})
         events = await self._decide_fenced(good, fresh[-1].metadata.sequence.stream) if good else []
         for msg in msgs:
             await msg.ack()

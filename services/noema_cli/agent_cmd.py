@@ -11,18 +11,19 @@ import json
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from noema.runtime.credentials import AgentRecord, CredentialStore
-from noema.runtime.embedded import resolve_data_dir
 from noema.runtime.identities import inbox_prefix
 from noema.runtime.locate import read_state
 from noema.runtime.topology import Topology
 from noema_sdk.protocol import NAME_PATTERN
 
 from .common import DataDir, JsonOption, fail, out, print_json, state, use
+
+if TYPE_CHECKING:  # the credential store and the embedded server's files: loaded by an agent command
+    from noema.runtime.credentials import AgentRecord, CredentialStore
 
 __all__ = ["agent_app"]
 
@@ -36,10 +37,18 @@ def _data_dir() -> Path:
             "noemactl (docs/security.md lists what an agent's user may do)",
             2,
         )
+    from noema.runtime.embedded import resolve_data_dir
+
     try:
         return resolve_data_dir(state.settings.data_dir)
     except RuntimeError as exc:
         fail(str(exc), 2)
+
+
+def _store(folder: Path) -> CredentialStore:
+    from noema.runtime.credentials import CredentialStore
+
+    return CredentialStore(folder)
 
 
 def _check(kind: str, value: str) -> None:
@@ -131,7 +140,7 @@ def add(
     for kind, value in (("workspace", workspace), ("agent", agent), ("role", role)):
         _check(kind, value)
     folder = _data_dir()
-    record = CredentialStore(folder).add_agent(workspace, agent, role, state.settings.prefix)
+    record = _store(folder).add_agent(workspace, agent, role, state.settings.prefix)
     url = _running_url(folder)
     reloaded = _apply(folder)
     if reloaded and url and not asyncio.run(_accepted(url, record)):
@@ -156,7 +165,7 @@ def list_agents(as_json: bool = JsonOption(), data_dir: Path | None = DataDir())
     folder = _data_dir()
     rows = [
         {k: v for k, v in _described(r, None).items() if k not in ("password", "url")}
-        for r in CredentialStore(folder).agents()
+        for r in _store(folder).agents()
     ]
     if as_json:
         print_json(rows)
@@ -180,7 +189,7 @@ def remove(
     """
     use(data_dir)
     folder = _data_dir()
-    if not CredentialStore(folder).remove_agent(workspace, agent):
+    if not _store(folder).remove_agent(workspace, agent):
         fail(f"no credentials for agent {agent!r} in workspace {workspace!r} (see `noemactl agent list`)", 2)
     reloaded = _apply(folder)
     if as_json:

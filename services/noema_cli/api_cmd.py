@@ -11,7 +11,6 @@ import typer
 
 from noema.runtime.locate import NotRunning, locate
 from noema.runtime.settings import SettingsError
-from noema_api.auth import TokensError, ensure_tokens_file, operator_token
 
 from .common import exit_code
 
@@ -83,6 +82,8 @@ def token(
 
     Example: curl -H "Authorization: Bearer $(noemactl api token)" http://127.0.0.1:8765/v1/memories
     """
+    from noema_api.auth import TokensError, ensure_tokens_file, operator_token
+
     settings = _settings(ctx, data_dir)
     path = settings.tokens_file
     try:

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from noema.adapters.jetstream import connect
+from noema.adapters.jetstream import connect_within
 from noema.application.replay import live_position as _live_position
 from noema.runtime.credentials import redact_url
 from noema.runtime.locate import read_state
@@ -50,9 +50,7 @@ async def status(settings: Located) -> dict[str, Any]:
     nc = None
     nats_error = None
     try:
-        nc = await asyncio.wait_for(
-            connect(settings.nats_url, name="noemactl-status", auth=settings.nats_auth), 5
-        )
+        nc = await connect_within(settings.nats_url, "noemactl-status", 5, auth=settings.nats_auth)
     except Exception as exc:  # whatever the reason, NATS is not usable: that is the finding
         nats_error = f"{redact_url(settings.nats_url)}: {type(exc).__name__}: {exc}".rstrip(": ")
     try:

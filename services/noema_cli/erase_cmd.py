@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 import msgspec
 import typer
 
-from noema.runtime.embedded import superuser_url
 from noema.runtime.settings import Located
 from noema_events import NAME_PATTERN
 from noema_events.catalog import SUBJECT_KEY_PATTERN
@@ -101,6 +100,7 @@ def compact(data_dir: Path | None = DataDir(), as_json: bool = JsonOption()) -> 
     Example: noemactl erase -w acme --subject person:4711 --reason "request #812" && noemactl compact
     """
     from noema.adapters.postgres import compaction
+    from noema.runtime.embedded import superuser_url
 
     use(data_dir)
 

@@ -29,6 +29,7 @@ from . import (
     knowledge_cmd,
     mcp_cmd,
     operator_cmd,
+    params,
     projection_cmd,
     replay_cmd,
     search,
@@ -52,6 +53,8 @@ from .common import (
 )
 from .memory_cmd import register as register_memory_reads
 from .render import worker_table
+
+params.install()  # plain values converted without pydantic (a search's start-up, noema_cli.params)
 
 app = typer.Typer(
     name="noemactl",

@@ -18,6 +18,7 @@ from noema.adapters.vector_cache import VectorCache
 from noema.application.upkeep import embed_memories
 from noema.domain.attention import memory_id_for
 from noema.domain.documents import memory_document
+from noema.runtime import tracing
 from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema.runtime.stopping import StopFlag, StopsHandler, release
@@ -75,18 +76,20 @@ class EmbedHandler:
                 break
             chunk = msgs[start : start + CHUNK]
             now = self._clock()
-            todo, awaited = await self._todo(chunk, now)
             patient = time.monotonic() >= self._impatient_until
-            done = await embed_memories(
-                self._publisher,
-                self._embedder,
-                todo,
-                now,
-                self._cache,
-                awaited=awaited,
-                patience_s=PATIENCE_S if patient else 0.0,
-                stopping=lambda: self._stopping.is_set,
-            )
+            # Each memory.embedded carries the trace of the event that asked for it.
+            with tracing.batch("noema.embed") as traces:
+                todo, awaited = await self._todo(chunk, now, traces)
+                done = await embed_memories(
+                    self._publisher,
+                    self._embedder,
+                    todo,
+                    now,
+                    self._cache,
+                    awaited=awaited,
+                    patience_s=PATIENCE_S if patient else 0.0,
+                    stopping=lambda: self._stopping.is_set,
+                )
             if done.gave_up:
                 self._impatient_until = time.monotonic() + IMPATIENT_S
                 log.info("retrieve's vectors did not come; embedding without waiting", seconds=IMPATIENT_S)
@@ -100,7 +103,7 @@ class EmbedHandler:
         log.info("batch embedded", memories=count, computed=computed, model=self._embedder.name)
 
     async def _todo(
-        self, msgs: list[Msg], now: datetime
+        self, msgs: list[Msg], now: datetime, traces: tracing.Batch
     ) -> tuple[list[tuple[str, str, str, str, str]], set[str]]:
         """The memories to embed, and the documents of those retrieve embeds too (a new observation's
         memory, made by attend: retrieve embeds the observation as that very passage)."""
@@ -110,6 +113,8 @@ class EmbedHandler:
             # The projector, which owns the event stream, dead-letters it (once, for everyone).
             log.warning("undecodable event skipped", seq=msg.metadata.sequence.stream)
         # Content comes sealed (docs/privacy.md); erased content has nothing left to embed.
+        for msg, ev in events:
+            traces.carry(ev.id, msg.headers, **{"messaging.destination.name": msg.subject})
         for ev in await self._publisher.opened([ev for _, ev in events]):
             if isinstance(ev, MemoryCreated) and ev.payload.content:
                 p = ev.payload

@@ -24,6 +24,7 @@ from noema.adapters.asgi import BodyLimit, JsonBodies, MetricsEndpoint, RequestL
 from noema.application.access import Caller
 from noema.application.facade import Noema
 from noema.errors import PROBLEM_JSON, SURFACES, Kind, kind_of, problem, public_message
+from noema.runtime import tracing
 from noema.runtime.locate import locate
 from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Settings
@@ -217,6 +218,7 @@ async def serve(
     run yet); ``token``: HTTP requests must carry it as a bearer token.
     """
     metrics = Metrics()
+    tracing.configure("mcp")  # spans exported only when OTEL_* configures an exporter
     async with Connection(settings, caller, metrics) as connection:
         server = build_server(connection, caller)
         warming = asyncio.create_task(connection.warm_up())

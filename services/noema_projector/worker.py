@@ -24,6 +24,7 @@ from nats.js.errors import NotFoundError
 from noema.adapters.jetstream import DeadLetters
 from noema.adapters.postgres.projection import Projected, ReadModelProjection
 from noema.adapters.pull import Puller
+from noema.runtime import tracing
 from noema.runtime.metrics import Metrics
 from noema.runtime.topology import Topology
 from noema.runtime.worker import WorkerFatal
@@ -104,11 +105,17 @@ class ProjectorHandler:
         return fresh
 
     async def __call__(self, msgs: list[Msg]) -> None:
-        """Decode, apply in one transaction, ack."""
+        """Decode, apply in one transaction, ack; when spans are recorded, each event's projection
+        joins the event's trace (:mod:`noema.runtime.tracing`)."""
         fresh = self._in_order(msgs)
         if not fresh:
             await msgs[-1].ack()
             return
+        with tracing.batch("noema.project", publishes=False) as traces:
+            await self._apply(fresh, traces)
+        await msgs[-1].ack()
+
+    async def _apply(self, fresh: list[Msg], traces: tracing.Batch) -> None:
         by_seq = {m.metadata.sequence.stream: m for m in fresh}
         batch: list[Projected] = []
         for msg in fresh:
@@ -116,6 +123,8 @@ class ProjectorHandler:
             try:
                 event, recorded = self._topology.recorded_on_subject(msg.data, msg.subject)
                 batch.append(Projected(seq, msg.subject, event, recorded))
+                if tracing.recording():
+                    traces.carry(event.id, msg.headers, **{"noema.event.type": event.type, "noema.seq": seq})
             except EventDecodeError as exc:
                 # Kept with its reason and skipped, the same way on every replay, so live and
                 # replayed read models stay equal. Written before the skip is committed.
@@ -129,7 +138,6 @@ class ProjectorHandler:
             applied = await self._projection.apply(conn, batch, through_seq=through, on_refused=refused)
         self._expected = through + 1
         self._position.set(through)
-        await msgs[-1].ack()
         log.info("batch projected", events=applied, last_seq=through)
 
     async def reject(self, msg: Msg, reason: str, kind: str) -> None:

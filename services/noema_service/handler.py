@@ -21,6 +21,7 @@ from noema.application.access import Caller
 from noema.application.facade import Noema
 from noema.errors import SURFACES, Kind, kind_of, public_message
 from noema.ids import new_id
+from noema.runtime import tracing
 from noema_sdk.protocol import encode_error, encode_result, parse_agent_subject
 
 from .operations import Operation
@@ -83,7 +84,9 @@ class Dispatcher:
             address = parse_agent_subject(request.subject)
             caller = Caller(address.workspace, address.agent, address.role)
             # Row-level security sees the caller's workspace only (defence in depth).
-            with workspace_scope(address.workspace):
+            # Inside the caller's trace (its request's headers): an observe's memory continues it.
+            traced = tracing.serving(request.headers, f"noema.agent {op.name}")
+            with workspace_scope(address.workspace), traced:
                 body, headers = encode_result(await op.run(self._app, caller, request.data)), None
             code = 200
         except Exception as exc:

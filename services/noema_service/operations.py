@@ -41,6 +41,8 @@ class ConflictList(msgspec.Struct, frozen=True, kw_only=True):
     """list_memory_conflicts' result: the recorded conflicts, newest first."""
 
     conflicts: list[models.Conflict]
+    as_of: models.AsOf | None = None
+    """With ``as_of``: the point the answer reflects."""
 
 
 RESULTS: dict[str, type[msgspec.Struct]] = {

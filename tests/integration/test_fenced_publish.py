@@ -24,20 +24,28 @@ def _subjects(h: Harness) -> tuple[str, str]:
 async def test_an_atomic_batch_whose_fence_moved_stores_nothing(harness: Harness) -> None:
     decided, created = _subjects(harness)
     js, nc = harness.js, harness.nc
-    seqs = await store_batch(nc, js, [Outgoing(decided, b"{}", "d1", 0), Outgoing(created, b"{}", "m1")])
+    seqs = await store_batch(
+        nc, js, [Outgoing(decided, b"{}", "d1", expected_last=0), Outgoing(created, b"{}", "m1")]
+    )
     assert seqs == [1, 2]
     assert (await last_on_subject(js, harness.topology.event_stream, decided) or (0,))[0] == 1
 
     # Read at 0 (before d1): refused whole, the message that came after the fence too.
     with pytest.raises(ConcurrentWrite):
-        await store_batch(nc, js, [Outgoing(decided, b"{}", "d2", 0), Outgoing(created, b"{}", "m2")])
+        await store_batch(
+            nc, js, [Outgoing(decided, b"{}", "d2", expected_last=0), Outgoing(created, b"{}", "m2")]
+        )
     assert await stream_last_seq(js, harness.topology.event_stream) == 2
 
     # The fence as it stands: stored, and the sequences given are where each message is.
     seqs = await store_batch(
         nc,
         js,
-        [Outgoing(created, b"{}", "m3"), Outgoing(decided, b"{}", "d3", 1), Outgoing(created, b"{}", "m4")],
+        [
+            Outgoing(created, b"{}", "m3"),
+            Outgoing(decided, b"{}", "d3", expected_last=1),
+            Outgoing(created, b"{}", "m4"),
+        ],
     )
     assert seqs == [3, 4, 5]
     assert (await last_on_subject(js, harness.topology.event_stream, decided) or (0,))[0] == 4
@@ -48,7 +56,9 @@ async def test_one_by_one_a_refused_fence_stores_nothing_after_it(harness: Harne
     atomic batch): a fence that moved stops it there."""
     decided, created = _subjects(harness)
     js, nc = harness.js, harness.nc
-    await store_batch(nc, js, [Outgoing(decided, b"{}", "d1", 0), Outgoing(created, b"{}", "m1")])
+    await store_batch(
+        nc, js, [Outgoing(decided, b"{}", "d1", expected_last=0), Outgoing(created, b"{}", "m1")]
+    )
 
     with pytest.raises(ConcurrentWrite):
         await store_batch(
@@ -56,7 +66,7 @@ async def test_one_by_one_a_refused_fence_stores_nothing_after_it(harness: Harne
             js,
             [
                 Outgoing(created, b"{}", "m1"),
-                Outgoing(decided, b"{}", "d2", 0),
+                Outgoing(decided, b"{}", "d2", expected_last=0),
                 Outgoing(created, b"{}", "m2"),
             ],
         )
@@ -66,6 +76,10 @@ async def test_one_by_one_a_refused_fence_stores_nothing_after_it(harness: Harne
     seqs = await store_batch(
         nc,
         js,
-        [Outgoing(created, b"{}", "m1"), Outgoing(decided, b"{}", "d2", 1), Outgoing(created, b"{}", "m2")],
+        [
+            Outgoing(created, b"{}", "m1"),
+            Outgoing(decided, b"{}", "d2", expected_last=1),
+            Outgoing(created, b"{}", "m2"),
+        ],
     )
     assert seqs == [2, 3, 4]

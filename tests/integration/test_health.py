@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import socket
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from noema.adapters.jetstream import connect
+from noema.adapters.jetstream import connect, connect_within
 from noema.adapters.postgres import ReadModelProjection
 from noema.client import publish_observation
 from noema.runtime.health import Heartbeat, HeartbeatRecord, read_heartbeats
@@ -137,3 +140,63 @@ async def test_a_connected_worker_whose_consumer_does_not_progress_while_work_wa
     checks = await assert_eventually(stalled, timeout=20)
     assert checks["attend"].ok  # alive and connected...
     assert "stalled: 2 waiting" in checks["attend consumer"].detail  # ...but not working
+
+
+class _StreamWithoutLeader:
+    """The harness's connection, but one stream's info never comes (a stream between leaders on a
+    cluster that lost its leader's server); everything else goes to the real server."""
+
+    def __init__(self, nc: Any, stream: str) -> None:
+        self._nc, self._stream = nc, stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._nc, name)
+
+    def jetstream(self, **kwargs: Any) -> Any:
+        js = self._nc.jetstream(**kwargs)
+        real = js.stream_info
+
+        async def stream_info(name: str, *args: Any, **kw: Any) -> Any:
+            if name == self._stream:
+                await asyncio.Event().wait()
+            return await real(name, *args, **kw)
+
+        js.stream_info = stream_info
+        return js
+
+
+async def test_a_stream_that_does_not_answer_fails_alone_and_the_rest_is_still_told(harness: Harness) -> None:
+    # The other streams say which server is down on a cluster: one unanswered stream must not hide it.
+    settings = dataclasses.replace(harness.settings, status_workers=("decay",))
+    nc: Any = _StreamWithoutLeader(harness.nc, harness.topology.observation_stream)
+    async with Heartbeat(harness.nc, harness.topology, "decay", interval_s=0.1):
+        await assert_eventually(lambda: _records(harness, "decay"))
+        found = _by_name((await system_status(settings, nc, _position(harness))).checks)
+    assert found["nats"].ok
+    observations = found[f"stream {harness.topology.observation_stream}"]
+    assert (observations.ok, observations.detail) == (False, "no answer within 2 s (no leader?)")
+    assert found[f"stream {harness.topology.event_stream}"].ok
+    assert found["decay"].ok, found["decay"]
+    assert "projector lag" in found
+
+
+async def test_a_server_that_takes_connections_but_never_answers_leaves_time_for_the_others(
+    harness: Harness,
+) -> None:
+    # Three ports that accept and stay silent (a stopped server, a held port) listed with the real
+    # one: whichever order the client tries them in, it reaches the real one within the time given.
+    silent = []
+    for _ in range(3):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(16)
+        silent.append(s)
+    url = ",".join([*(f"nats://127.0.0.1:{s.getsockname()[1]}" for s in silent), harness.settings.nats_url])
+    try:
+        for _ in range(3):  # the order is random: three tries meet a silent server first
+            nc = await connect_within(url, "status-probe", 4)  # TimeoutError: not within 4 s
+            assert nc.is_connected
+            await nc.close()
+    finally:
+        for s in silent:
+            s.close()

@@ -510,9 +510,11 @@ async def test_the_dead_letter_headers_are_those_the_writer_writes() -> None:
             written.append((subject, headers))
 
     meta = SimpleNamespace(stream="NOEMA_OBSERVATIONS", sequence=SimpleNamespace(stream=7), num_delivered=1)
-    msg = SimpleNamespace(subject="noema.obs.acme.ops", data=b"x" * 100, metadata=meta)
+    msg = SimpleNamespace(subject="noema.obs.acme.ops", data=b"x" * 100, metadata=meta, headers=None)
+    trace = {"traceparent": f"00-{'a' * 32}-{'b' * 16}-01", "tracestate": "k=v", "Other": "x"}
+    traced = SimpleNamespace(**{**vars(msg), "headers": trace})
     await dead_letter(Capture(), Topology(), "attend", msg, "bad")  # type: ignore[arg-type]
-    await dead_letter(Capture(), Topology(), "attend", msg, "bad", keep_bytes=10)  # type: ignore[arg-type]
+    await dead_letter(Capture(), Topology(), "attend", traced, "bad", keep_bytes=10)  # type: ignore[arg-type]
     (subject, whole), (_, cut) = written
 
     declared = resolve("#/components/messages/dead_letter")["headers"]

@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 
 from noema.errors import PROBLEM_JSON, SURFACES, Kind, problem
+from noema.runtime import tracing
 from noema.runtime.metrics import Metrics
 
 __all__ = [
@@ -180,6 +181,15 @@ UNMATCHED = "unmatched"
 a new time series."""
 
 
+def _trace_headers(scope: Scope) -> dict[str, str]:
+    """The request's ``traceparent`` and ``tracestate`` headers (validated by the tracing module)."""
+    found = {}
+    for name, value in scope.get("headers", []):
+        if name in (b"traceparent", b"tracestate"):
+            found[name.decode("latin-1")] = value.decode("latin-1")
+    return found
+
+
 class RequestLog:
     """Log one line per HTTP request (through structlog, so in the process's one log format) and
     count it into ``metrics`` by method, route template (``/v1/memories/{memory_id}``, never the
@@ -207,7 +217,9 @@ class RequestLog:
             await send(message)
 
         try:
-            await self._app(scope, receive, sending)
+            # The caller's W3C trace context: the observations this request publishes continue it.
+            with tracing.serving(_trace_headers(scope), f"noema.api {scope.get('method', '')}"):
+                await self._app(scope, receive, sending)
         finally:
             seconds = time.perf_counter() - started
             route = getattr(scope.get("route"), "path", None) or UNMATCHED

@@ -8,9 +8,9 @@ import json
 import ssl
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import unquote, urlsplit
 
 import nats
@@ -40,11 +40,15 @@ from noema.adapters.pull import Puller
 from noema.adapters.vector_cache import vector_stream_config
 from noema.application.sealing import Sealer
 from noema.ports import ConcurrentWrite
+from noema.runtime import tracing
 from noema.runtime.identities import inbox_prefix
-from noema.runtime.metrics import Metrics
 from noema.runtime.settings import NatsAuth
 from noema.runtime.topology import Topology
 from noema_events import Event, decode_event, encode_event
+from noema_sdk.tracing import carried
+
+if TYPE_CHECKING:  # prometheus_client: loaded by the processes that keep metrics, not by a command
+    from noema.runtime.metrics import Metrics
 
 E = TypeVar("E", bound=Event)
 
@@ -58,6 +62,7 @@ __all__ = [
     "Outgoing",
     "auth_options",
     "connect",
+    "connect_within",
     "dead_letter",
     "dead_letter_stream_config",
     "ensure_streams",
@@ -151,6 +156,14 @@ async def connect(url: str, name: str, *, auth: NatsAuth | None = None, **kwargs
         # nats-py reads this option on every reconnect attempt; -1 is its documented "never stop".
         nc.options["max_reconnect_attempts"] = -1
     return track(nc)
+
+
+async def connect_within(url: str, name: str, seconds: float, *, auth: NatsAuth | None = None) -> NATS:
+    """Connect as :func:`connect` does, giving up after ``seconds`` (``TimeoutError``). Each server
+    listed gets its share of them: one that takes the connection but never answers (a stopped
+    process, a port held by another) leaves the others time to be tried."""
+    share = seconds / len(nats_servers(url))
+    return await asyncio.wait_for(connect(url, name, auth=auth, connect_timeout=share), seconds)
 
 
 def _stream_configs(
@@ -404,7 +417,8 @@ async def dead_letter(
             "Noema-Deliveries": str(meta.num_delivered),
             "Noema-Dead-Lettered-At": datetime.now(UTC).isoformat(timespec="milliseconds"),
         }
-        | truncation,
+        | truncation
+        | carried(msg.headers),  # its trace context (valid only), shown by `dlq show`
     )
 
 
@@ -445,19 +459,21 @@ MAX_ATOMIC_BATCH = 1000
 
 @dataclass(frozen=True, slots=True)
 class Outgoing:
-    """One message to publish: subject, bytes and its ``Nats-Msg-Id``; with ``expected_last``, a
-    fence: stored only if the subject's last stream sequence is still that (0: no message yet)."""
+    """One message to publish: subject, bytes, its ``Nats-Msg-Id`` and other headers (the trace
+    context it carries on, :mod:`noema.runtime.tracing`); with ``expected_last``, a fence: stored
+    only if the subject's last stream sequence is still that (0: no message yet)."""
 
     subject: str
     data: bytes
     msg_id: str
+    headers: Mapping[str, str] = field(default_factory=dict)
     expected_last: int | None = None
 
-    def headers(self) -> dict[str, str]:
-        """The message's JetStream headers (the id; the fence when there is one)."""
-        if self.expected_last is None:
-            return msg_id_header(self.msg_id)
-        return msg_id_header(self.msg_id) | {EXPECTED_LAST_SUBJECT_SEQ: str(self.expected_last)}
+    def all_headers(self, **more: str) -> dict[str, str]:
+        """Its headers with ``Nats-Msg-Id``, the fence when there is one, and ``more`` (which win
+        over the carried ones)."""
+        fence = {} if self.expected_last is None else {EXPECTED_LAST_SUBJECT_SEQ: str(self.expected_last)}
+        return {**self.headers, "Nats-Msg-Id": self.msg_id, **fence, **more}
 
 
 EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
@@ -486,9 +502,9 @@ async def _stored_each(js: JetStreamContext, messages: Sequence[Outgoing]) -> li
             if m.expected_last is not None:
                 seqs += [int(a.seq) for a in await asyncio.gather(*pending)]
                 pending = []
-                seqs.append(int((await js.publish(m.subject, m.data, headers=m.headers())).seq))
+                seqs.append(int((await js.publish(m.subject, m.data, headers=m.all_headers())).seq))
             else:
-                pending.append(await js.publish_async(m.subject, m.data, headers=m.headers()))
+                pending.append(await js.publish_async(m.subject, m.data, headers=m.all_headers()))
         seqs += [int(a.seq) for a in await asyncio.gather(*pending)]
     except APIError as exc:
         if exc.err_code == WRONG_LAST_SEQUENCE:
@@ -530,19 +546,20 @@ async def store_batch(
             await nc.publish(
                 m.subject,
                 m.data,
-                headers={"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)} | m.headers(),
+                headers=m.all_headers(**{"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)}),
             )
         last = chunk[-1]
         reply = await nc.request(
             last.subject,
             last.data,
             timeout=timeout,
-            headers={
-                "Nats-Batch-Id": batch_id,
-                "Nats-Batch-Sequence": str(len(chunk)),
-                "Nats-Batch-Commit": "1",
-            }
-            | last.headers(),
+            headers=last.all_headers(
+                **{
+                    "Nats-Batch-Id": batch_id,
+                    "Nats-Batch-Sequence": str(len(chunk)),
+                    "Nats-Batch-Commit": "1",
+                }
+            ),
         )
         answer = json.loads(reply.data)
         error = answer.get("error")
@@ -581,14 +598,7 @@ class EventPublisher:
     async def publish(self, events: Sequence[Event]) -> int:
         """Publish and wait until JetStream stored every event (duplicates are stored once);
         returns the highest stream sequence stored (also noted for :mod:`noema.adapters.published`)."""
-        events = await self.sealed(events)
-        seq = await publish_batch(
-            self._nc,
-            self._js,
-            [Outgoing(self._topology.event_subject(ev), encode_event(ev), ev.id) for ev in events],
-        )
-        note_published(seq)
-        return seq
+        return max(await self.publish_fenced(events, {}), default=0)
 
     async def publish_fenced(self, events: Sequence[Event], fences: Mapping[str, int]) -> list[int]:
         """Publish as :meth:`publish` does, but each event whose id ``fences`` names is stored only
@@ -600,7 +610,13 @@ class EventPublisher:
             self._nc,
             self._js,
             [
-                Outgoing(self._topology.event_subject(ev), encode_event(ev), ev.id, fences.get(ev.id))
+                Outgoing(
+                    self._topology.event_subject(ev),
+                    encode_event(ev),
+                    ev.id,
+                    tracing.outgoing(ev),
+                    expected_last=fences.get(ev.id),
+                )
                 for ev in events
             ],
         )
@@ -642,7 +658,11 @@ async def publish_expecting(
     Raises :class:`ConcurrentWrite` when another writer got there first; the caller re-reads and retries.
     """
     outgoing = Outgoing(
-        topology.event_subject(event), encode_event(event), event.id, expected_last_subject_seq
+        topology.event_subject(event),
+        encode_event(event),
+        event.id,
+        tracing.outgoing(event),
+        expected_last=expected_last_subject_seq,
     )
     (seq,) = await _stored_each(js, [outgoing])
     note_published(seq)

@@ -40,6 +40,7 @@ from noema.instants import Instant
 from noema.runtime.topology import Topology
 from noema_events import OperatorAction, OperatorActionPayload
 from noema_events.envelope import NAME_PATTERN
+from noema_sdk.tracing import carried
 
 __all__ = [
     "MAX_SEQ",
@@ -383,7 +384,11 @@ class DeadLetters:
                 "replay). Drop it once the cause is understood"
             )
         msg_id = derive_id("dlq-retry", self.stream, str(seq), record.headers.get("Nats-Msg-Id", ""))
-        headers = {"Nats-Msg-Id": msg_id, "Nats-Expected-Stream": self.topology.observation_stream}
+        # Its trace context goes with it: the retried observation's memory continues the trace.
+        headers = carried(record.headers) | {
+            "Nats-Msg-Id": msg_id,
+            "Nats-Expected-Stream": self.topology.observation_stream,
+        }
         try:
             ack = await self.nc.jetstream().publish(subject, bytes(raw.data or b""), headers=headers)
         except APIError as exc:

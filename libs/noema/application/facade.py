@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import asyncpg
 import msgspec
@@ -61,9 +61,11 @@ from noema.client import Stored, build_observation, send_observation
 from noema.domain.knowledge import DomainRef
 from noema.errors import Unavailable
 from noema.ports import MemoryReads
-from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema.runtime.wiring import connect_nats, open_pool
+
+if TYPE_CHECKING:  # prometheus_client: loaded by a process that keeps metrics (see Noema.metrics)
+    from noema.runtime.metrics import Metrics
 from noema.stream_points import StreamPoint
 from noema_events import Event, ObservationRecorded
 
@@ -125,8 +127,7 @@ class Noema:
         metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings
-        self.metrics = metrics or Metrics()
-        """The process's metrics: searches are timed into it, and the surfaces count their requests."""
+        self._metrics = metrics
         self.pool = pool
         self.nc = nc
         self.clock = clock
@@ -151,6 +152,17 @@ class Noema:
         self.asof_schemas = AsOfSchemas(settings, nc)
         self._views: dict[str, tuple[asyncpg.Pool, RecallStore]] = {}
         self._views_lock = asyncio.Lock()
+
+    @property
+    def metrics(self) -> Metrics:
+        """The process's metrics: searches are timed into them, and the surfaces count their
+        requests. A served process gives its own (``open(metrics=...)``); otherwise they are made
+        on first use, so a one-shot command (``noemactl memory search``) loads no prometheus_client."""
+        if self._metrics is None:
+            from noema.runtime.metrics import Metrics
+
+            self._metrics = Metrics()
+        return self._metrics
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -204,7 +216,7 @@ class Noema:
                     lambda: at.time,
                     point=at,
                     parent=self,
-                    metrics=self.metrics,
+                    metrics=self._metrics,
                 )
             # Dropped meanwhile, emptied by a crash of PostgreSQL (its tables are unlogged), or
             # built by an earlier release (its read model lacks a migration of this one's).
@@ -283,7 +295,9 @@ class Noema:
         # The mode is the caller's text until Recall checks it: label an unknown one as such.
         mode = options.mode if options.mode in MODES else "unknown"
         try:
-            with self.metrics.timed_search(mode):
+            # Timed when the process keeps metrics (a served one); a one-shot command keeps none.
+            timed = self._metrics.timed_search(mode) if self._metrics else contextlib.nullcontext()
+            with timed:
                 return await recall.search(
                     query,
                     filters,

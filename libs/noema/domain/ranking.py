@@ -58,10 +58,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from noema.domain.dynamics import weibull_survival
+
+if TYPE_CHECKING:  # NumPy is imported by the diversity step that uses it: a keyword search needs none
+    import numpy as np
 
 __all__ = [
     "DEFAULT_WEIGHTS",
@@ -281,6 +283,8 @@ def _overlap(ta: frozenset[str], tb: frozenset[str]) -> float:
 
 def _similarities(items: Sequence[Scored]) -> np.ndarray:
     """Pairwise similarity: cosine where both have vectors, token overlap otherwise."""
+    import numpy as np
+
     n = len(items)
     sims = np.zeros((n, n))
     vectors = [s.candidate.vector for s in items]
@@ -329,6 +333,8 @@ def mmr_select(
     items = head + [s for s in scored[len(head) :] if _in_repo(s.candidate, repo)]
     if not items:
         return []
+    import numpy as np
+
     sims = _similarities(items)
     relevance = np.asarray([s.relevance for s in items])
     ours = np.asarray([_in_repo(s.candidate, repo) for s in items], dtype=bool)

@@ -19,9 +19,6 @@ import os
 import struct
 from collections.abc import Mapping, Sequence
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 __all__ = [
     "ERASED",
     "PREFIX",
@@ -50,6 +47,8 @@ KeyBytes = bytes | None
 
 def new_key() -> bytes:
     """A fresh random AES-256 data key."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     return AESGCM.generate_key(bit_length=KEY_BYTES * 8)
 
 
@@ -97,7 +96,13 @@ def open_vector(value: str, keys: Mapping[str, KeyBytes]) -> list[float]:
     return list(struct.unpack(f"<{len(data) // 8}d", data))
 
 
+# cryptography is loaded by the first seal or open, not by every process that imports this module
+# (a search of plaintext memories never needs it).
+
+
 def _seal(data: bytes, key_id: str, key: bytes) -> str:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     nonce = os.urandom(NONCE_BYTES)
     sealed = AESGCM(key).encrypt(nonce, data, key_id.encode())
     return f"{PREFIX}{key_id}:{base64.urlsafe_b64encode(nonce + sealed).decode()}"
@@ -110,6 +115,9 @@ def _open(value: str, keys: Mapping[str, KeyBytes]) -> bytes | None:
     key = keys.get(key_id)
     if key is None:
         return None
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     try:
         raw = base64.urlsafe_b64decode(value[len(PREFIX) + len(key_id) + 1 :])
         return AESGCM(key).decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], key_id.encode())

@@ -4,10 +4,36 @@ from __future__ import annotations
 
 import logging
 import sys
-
-import structlog
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 __all__ = ["configure_logging"]
+
+
+def _structlog() -> ModuleType:
+    """structlog, loaded without rich's traceback and pretty-printing support (which bring pygments
+    and attrs, about 0.02 s of CPU on every start). structlog loads them when rich is installed (typer
+    requires it), for its console renderer's exceptions and for ``show_locals`` tracebacks; here
+    ``format_exc_info`` renders every exception as plain text before the renderer sees it, so neither
+    is used. Whoever imports structlog first decides: a command imports this module first."""
+    if "structlog" in sys.modules:
+        return sys.modules["structlog"]
+    hidden = [name for name in ("rich.traceback", "rich.pretty") if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]  # "not installed", for this import only
+    try:
+        import structlog
+    finally:
+        for name in hidden:
+            if sys.modules.get(name, ...) is None:
+                del sys.modules[name]
+    return structlog
+
+
+if TYPE_CHECKING:
+    import structlog
+else:
+    structlog = _structlog()
 
 _HANDLER = "noema"
 

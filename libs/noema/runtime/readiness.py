@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
 from nats.js.api import ClusterInfo
 from nats.js.errors import NotFoundError
 
@@ -372,6 +373,22 @@ async def _within(work: Awaitable[T], timeout: float) -> T:
     raise TimeoutError
 
 
+async def _settled(work: Awaitable[T], timeout: float) -> T | Exception:
+    """``work``'s result within ``timeout`` (see :func:`_within`), or the exception it failed with."""
+    try:
+        return await _within(work, timeout)
+    except Exception as exc:  # told as that part's check (:func:`_failure`)
+        return exc
+
+
+def _failure(exc: BaseException, timeout: float) -> str:
+    """What a NATS read that failed with ``exc`` says: any client error means the same to an
+    operator (NATS, or that part of it, is not usable)."""
+    if isinstance(exc, (TimeoutError, OSError)):
+        return f"no answer within {timeout:g} s ({type(exc).__name__})"
+    return f"{type(exc).__name__}: {exc}"
+
+
 def _forget(task: asyncio.Task[object]) -> None:
     _abandoned.discard(task)
     if not task.cancelled():
@@ -397,30 +414,42 @@ def _missing_stream(stream: str, topology: Topology) -> Check:
     return Check(f"stream {stream}", False, "missing (run `noemactl up` or `noemactl prepare`)")
 
 
-async def _nats_checks(
-    nc: NATS, settings: Settings, limits: Thresholds, now: float
-) -> tuple[list[Check], list[WorkerLoad], int | None]:
-    """Streams, heartbeats and consumers, the per-worker figures, and the event stream's last
-    sequence (for the lag)."""
-    topology = settings.topology
+async def _stream_check(js: JetStreamContext, stream: str, topology: Topology) -> tuple[Check, int | None]:
+    """Stream ``stream``'s check and its last sequence. A stream that does not answer fails its own
+    check only: on a cluster, one stream between leaders must not hide what the others say (e.g.
+    which server is down)."""
+    label = f"stream {stream}"
+    try:
+        info = await asyncio.wait_for(js.stream_info(stream), IO_TIMEOUT_S)
+    except NotFoundError:
+        return _missing_stream(stream, topology), None
+    except TimeoutError:
+        return Check(label, False, f"no answer within {IO_TIMEOUT_S:g} s (no leader?)"), None
+    except Exception as exc:  # e.g. JetStream unavailable on the server asked: this stream unread
+        return Check(label, False, f"{type(exc).__name__}: {exc}".rstrip(": ")), None
+    return assess_stream(stream, int(info.state.messages), info.cluster), int(info.state.last_seq)
+
+
+async def _stream_checks(nc: NATS, topology: Topology) -> tuple[list[Check], int | None]:
+    """Every stream's check, read concurrently, and the event stream's last sequence (for the lag)."""
     js = nc.jetstream()
-    checks: list[Check] = []
-    last_seq: int | None = None
-    for stream in (
+    streams = (
         topology.observation_stream,
         topology.event_stream,
         topology.dead_letter_stream,
         topology.health_stream,
         topology.vector_stream,
-    ):
-        try:
-            info = await asyncio.wait_for(js.stream_info(stream), IO_TIMEOUT_S)
-        except NotFoundError:
-            checks.append(_missing_stream(stream, topology))
-            continue
-        checks.append(assess_stream(stream, int(info.state.messages), info.cluster))
-        if stream == topology.event_stream:
-            last_seq = int(info.state.last_seq)
+    )
+    found = await asyncio.gather(*(_stream_check(js, s, topology) for s in streams))
+    last_seq = dict(zip(streams, (seq for _, seq in found), strict=True))[topology.event_stream]
+    return [check for check, _ in found], last_seq
+
+
+async def _worker_checks(
+    nc: NATS, settings: Settings, limits: Thresholds, now: float
+) -> tuple[list[Check], list[WorkerLoad]]:
+    """Heartbeats and consumers: each expected worker's checks and figures."""
+    topology = settings.topology
     try:
         records = await read_heartbeats(nc, topology)
     except NotFoundError:
@@ -429,12 +458,13 @@ async def _nats_checks(
     watched = {w: watched_consumer(w, topology) for w in expected}
     states = await asyncio.gather(*(_consumer(nc, c) for c in watched.values() if c is not None))
     by_worker = dict(zip([w for w, c in watched.items() if c is not None], states, strict=True))
+    checks: list[Check] = []
     loads: list[WorkerLoad] = []
     for worker in expected:
         found, load = assess(worker, records, by_worker.get(worker), limits, now, topology)
         checks += found
         loads.append(load)
-    return checks, loads, last_seq
+    return checks, loads
 
 
 async def system_status(
@@ -462,13 +492,26 @@ async def system_status(
         nonlocal last_seq, loads
         if nc is None or not nc.is_connected:
             return [Check("nats", False, nats_error or "not connected")]
-        try:
-            found, loads, last_seq = await _within(_nats_checks(nc, settings, limits, now), timeout)
-        except (TimeoutError, OSError) as exc:
-            return [Check("nats", False, f"no answer within {timeout:g} s ({type(exc).__name__})")]
-        except Exception as exc:  # any NATS client error means the same to an operator: NATS is not usable
-            return [Check("nats", False, f"{type(exc).__name__}: {exc}")]
-        return [Check("nats", True, "connected"), *found]
+        # The streams and the workers are read side by side, and a part that does not answer fails
+        # on its own: what the other says (a stream naming a server that is down) is still told.
+        streams, workers = await asyncio.gather(
+            _settled(_stream_checks(nc, settings.topology), timeout),
+            _settled(_worker_checks(nc, settings, limits, now), timeout),
+        )
+        if isinstance(streams, BaseException) and isinstance(workers, BaseException):
+            return [Check("nats", False, _failure(streams, timeout))]
+        found: list[Check] = [Check("nats", True, "connected")]
+        if isinstance(streams, BaseException):
+            found.append(Check("streams", False, _failure(streams, timeout)))
+        else:
+            checks, last_seq = streams
+            found += checks
+        if isinstance(workers, BaseException):
+            found.append(Check("heartbeats and consumers", False, _failure(workers, timeout)))
+        else:
+            checks, loads = workers
+            found += checks
+        return found
 
     async def pg_part() -> tuple[Check, int | None]:
         try:

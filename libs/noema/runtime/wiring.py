@@ -6,25 +6,25 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import asyncpg
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
 from noema.adapters.jetstream import connect, ensure_streams
-from noema.adapters.partition_consumers import partition_puller
 from noema.adapters.postgres import create_pool
-from noema.adapters.postgres.claims import AdvisoryPartitions
 from noema.adapters.postgres.keyring import PostgresKeyring
 from noema.adapters.postgres.roles import DbRole
 from noema.adapters.postgres.tenancy import NO_WORKSPACE
 from noema.application.sealing import Sealer
-from noema.runtime.metrics import Metrics
-from noema.runtime.partitions import PartitionedService
 from noema.runtime.settings import Located
 from noema.runtime.topology import Topology
-from noema.runtime.worker import BatchHandler, PullWorker
+
+if TYPE_CHECKING:  # the worker runtime: loaded by partitioned_workers, not by the application layer
+    from noema.runtime.metrics import Metrics
+    from noema.runtime.partitions import PartitionedService
+    from noema.runtime.worker import BatchHandler, PullWorker
 
 __all__ = [
     "Bus",
@@ -137,6 +137,11 @@ def partitioned_workers(
     (claims on a connection of ``pool``); the owner of a partition reads it with a consumer of its
     own and handles it with ``handler(partition, fence)``, ``fence`` raising once the partition is no
     longer this instance's."""
+    from noema.adapters.partition_consumers import partition_puller
+    from noema.adapters.postgres.claims import AdvisoryPartitions
+    from noema.runtime.partitions import PartitionedService
+    from noema.runtime.worker import PullWorker
+
     topology = located.topology
     claims = AdvisoryPartitions(pool, located.db_schema, worker, topology.partitions)
 

@@ -39,6 +39,7 @@ from noema.adapters.errors import TRANSIENT
 from noema.adapters.jetstream import FAILED
 from noema.adapters.liveness import watch_connections
 from noema.adapters.pull import Puller, interrupt_all
+from noema.runtime import tracing
 from noema.runtime.health import ErrorTap, Heartbeat, connection_of
 from noema.runtime.locate import locate
 from noema.runtime.logging import configure_logging
@@ -422,6 +423,7 @@ def serve(build: Build, *, background: bool = False) -> None:
             metrics = Metrics()
             service = await build(located, stack, metrics=metrics)
             name = str(getattr(service, "name", "worker"))
+            tracing.configure(name)  # spans exported only when OTEL_* configures an exporter
             if located.metrics_port is not None:
                 await stack.enter_async_context(
                     metrics.serving(located.metrics_host, located.metrics_port, name)

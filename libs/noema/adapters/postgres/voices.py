@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
-import numpy as np
 
 from noema.adapters.postgres.textsearch import BROAD_CANDIDATES, TermStats, TextQuery, selective_query
 from noema.domain.ranking import Candidate
@@ -466,6 +465,8 @@ def _candidate(r: Mapping[str, Any]) -> Candidate:
     vec = r["embedding"]
     if vec is not None:
         if isinstance(vec, str):  # a pool without the pgvector codec
+            import numpy as np
+
             vec = np.asarray(json.loads(vec), dtype=np.float32)
         c.vector = vec.to_numpy() if hasattr(vec, "to_numpy") else vec
     return c
