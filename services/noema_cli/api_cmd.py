@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -23,7 +24,7 @@ api_app = typer.Typer(help="The operator HTTP API.", no_args_is_help=True)
 
 
 def _settings(ctx: typer.Context, data_dir: Path | None) -> ApiSettings:
-    from noema_api.settings import ApiSettings
+    from noema_api.settings import ApiSettings, tokens_path
 
     # `noemactl --data-dir X api …` names the folder before the sub-command.
     if data_dir is None:
@@ -33,10 +34,13 @@ def _settings(ctx: typer.Context, data_dir: Path | None) -> ApiSettings:
     except SettingsError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    if data_dir is None:
-        return settings
-    base = replace(settings.base, data_dir=data_dir)
-    tokens_file = settings.tokens_file if not settings.generate_tokens else data_dir / "api-tokens.json"
+    base = settings.base if data_dir is None else replace(settings.base, data_dir=data_dir)
+    if not base.external:
+        # The running instance's data folder, found as every other command finds it (from another
+        # working directory too: the registry of running instances).
+        with contextlib.suppress(NotRunning):
+            base = replace(base, data_dir=locate(base).data_dir)
+    tokens_file = settings.tokens_file if not settings.generate_tokens else tokens_path(base, {})
     return replace(settings, base=base, tokens_file=tokens_file)
 
 
@@ -78,7 +82,9 @@ def token(
     data_dir: Path | None = typer.Option(None, "--data-dir", help="Data folder of the instance."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (name, token, file)."),
 ) -> None:
-    """Print the operator token (all workspaces), creating the tokens file on first use.
+    """Print the operator token (all workspaces) of the running instance, found like every other
+    command; with none running, that of the data folder (./var or NOEMA_DATA_DIR), creating its
+    tokens file on first use (and saying so on stderr).
 
     Example: curl -H "Authorization: Bearer $(noemactl api token)" http://127.0.0.1:8765/v1/memories
     """
@@ -87,8 +93,12 @@ def token(
     settings = _settings(ctx, data_dir)
     path = settings.tokens_file
     try:
-        if settings.generate_tokens:
-            ensure_tokens_file(path)
+        if settings.generate_tokens and ensure_tokens_file(path):
+            typer.echo(
+                f"note: no running Noema found; created {path.resolve()}, the tokens file that "
+                f"`noemactl up` in {settings.base.data_dir.resolve()} will use",
+                err=True,
+            )
         name, value = operator_token(path)
     except TokensError as exc:
         typer.echo(f"error: {exc}", err=True)

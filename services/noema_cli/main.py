@@ -103,7 +103,9 @@ def up(data_dir: Path | None = DataDir()) -> None:
     """Start Noema: embedded NATS + PostgreSQL (unless external URLs are set), all workers and the API.
 
     Runs in the foreground until Ctrl-C. Whatever exits (a worker, NATS, PostgreSQL) is restarted
-    with backoff, never given up on. A second `up` reuses the data folder.
+    with backoff, never given up on. A second `up` reuses the data folder (and a PostgreSQL left
+    running by an `up` that was killed). Exits 5 when another `up` runs in the data folder or the
+    API port (NOEMA_API_PORT) is taken.
 
     Example: noemactl up --data-dir /var/lib/noema
     """

@@ -12,8 +12,10 @@ then PostgreSQL.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -34,7 +36,15 @@ from noema.runtime.cluster import EmbeddedCluster
 from noema.runtime.credentials import redact_url
 from noema.runtime.embedded import EmbeddedNats, EmbeddedPostgres, die_with_parent, resolve_data_dir
 from noema.runtime.identities import service_user
-from noema.runtime.locate import read_state, register, registry_dir, state_path, unregister, write_state
+from noema.runtime.locate import (
+    read_state,
+    register,
+    registered,
+    registry_dir,
+    state_path,
+    unregister,
+    write_state,
+)
 from noema.runtime.settings import Located, Settings, SettingsError
 from noema.runtime.wiring import open_bus
 from noema_api.settings import prepare_tokens
@@ -223,6 +233,35 @@ def _assign_metrics_ports(children: list[_Child], settings: Settings) -> dict[st
     return {"api": api, **where}
 
 
+def port_in_use(host: str, port: int) -> bool:
+    """Whether something listens on ``host:port``, so a server could not bind it (SO_REUSEADDR, as
+    uvicorn binds: a connection of a stopped server in TIME_WAIT does not count)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+        return False
+
+
+def _fixed_ports(children: list[_Child], settings: Settings) -> list[tuple[str, str, int, str]]:
+    """The fixed ports the children will listen on: (child, host, port, the setting choosing it)."""
+    ports = []
+    for child in children:
+        if kind_of(child.name) == "api" and settings.api_port:
+            ports.append((child.name, settings.api_host, settings.api_port, "NOEMA_API_PORT"))
+        elif child.metrics_port:
+            ports.append((child.name, settings.metrics_host, child.metrics_port, "NOEMA_METRICS_PORT"))
+    return ports
+
+
+def _taken_port(children: list[_Child], settings: Settings) -> tuple[str, str, int, str] | None:
+    """The first fixed port of :func:`_fixed_ports` that something else already listens on."""
+    return next((p for p in _fixed_ports(children, settings) if port_in_use(p[1], p[2])), None)
+
+
 class Supervisor:
     """Owns the embedded servers and the worker processes of one data folder."""
 
@@ -307,6 +346,20 @@ class Supervisor:
             for i in range(2, settings.replicas + 1)
         ]
         metrics = _assign_metrics_ports(self._children, settings)
+        taken = _taken_port(self._children, settings)
+        if taken is not None:
+            # Before anything starts: the API would otherwise restart forever on "address already in
+            # use" while `status` asked whatever else answers there.
+            service, host, port, setting = taken
+            log.error(
+                "port in use",
+                service=service,
+                address=f"{host}:{port}",
+                hint=f"another Noema or program listens there: stop it, or choose another with {setting}",
+            )
+            return 5  # conflict (docs/errors.md)
+        with contextlib.suppress(OSError):
+            registered(registry_dir())  # forgets the records of instances that died (a killed `up`)
         # SIGHUP too: a closed terminal stops everything cleanly (PostgreSQL is not our child and
         # would otherwise be left running).
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

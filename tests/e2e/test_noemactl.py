@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -217,7 +218,7 @@ def test_status_explains_what_is_wrong_when_nothing_runs(tmp_path: Path) -> None
     assert "Traceback" not in result.stderr
 
 
-def test_an_mcp_server_a_host_starts_in_another_folder_finds_up_and_up_unregisters_on_stop(
+def test_an_mcp_server_and_api_token_in_another_folder_find_up_and_up_unregisters_on_stop(
     data_dir: Path, tmp_path: Path
 ) -> None:
     import asyncio
@@ -259,9 +260,40 @@ def test_an_mcp_server_a_host_starts_in_another_folder_finds_up_and_up_unregiste
             return []
 
         assert asyncio.run(as_a_host()) == ["Deploys happen on Fridays"]
+
+        # `api token` there prints the running API's token, and creates no ./var of its own.
+        printed = subprocess.run(
+            [*NOEMACTL, "api", "token"],
+            env={"PATH": os.environ["PATH"], "HOME": str(home)},
+            cwd=host_dir,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert printed.returncode == 0, printed.stderr
+        assert printed.stderr == ""
+        assert not (host_dir / "var").exists()
+        api = f"http://127.0.0.1:{API_PORTS[str(data_dir)]}/v1/memories?workspace=acme"
+        request = urllib.request.Request(api, headers={"Authorization": f"Bearer {printed.stdout.strip()}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
     finally:
         assert stop(up) == 0
     assert list(registry.iterdir()) == []
+
+
+def test_api_token_with_no_instance_running_says_it_created_the_tokens_file(tmp_path: Path) -> None:
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home")}
+    first = subprocess.run(
+        [*NOEMACTL, "api", "token"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert first.returncode == 0, first.stderr
+    tokens = tmp_path / "var" / "api-tokens.json"
+    assert f"created {tokens}" in first.stderr
+    again = subprocess.run(
+        [*NOEMACTL, "api", "token"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert (again.stdout, again.stderr) == (first.stdout, "")
 
 
 def _eventually_json(data_dir: Path, *args: str, until: Any, timeout: float = 10.0) -> Any:

