@@ -227,8 +227,8 @@ class NoteReads(Protocol):
         """capacity, items (a list of dicts) and updated_at of a mind's working memory."""
         ...
 
-    async def memory_statuses(self, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
-        """id → (content, status) of the memories that exist."""
+    async def memory_statuses(self, ids: Sequence[str]) -> dict[str, tuple[str, str, datetime | None]]:
+        """id → (content, status, erased_at) of the memories that exist."""
         ...
 
 

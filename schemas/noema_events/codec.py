@@ -57,7 +57,15 @@ def upcast(raw: dict[str, Any]) -> dict[str, Any]:
     """Upcast a decoded event dict to the current version of its type (pure)."""
     seen: set[str] = set()
     while (tag := raw.get("type")) not in EVENT_TYPES:
-        if not isinstance(tag, str) or tag not in UPCASTERS or tag in seen:
+        if tag is None:
+            fields = ", ".join(sorted(map(str, raw))) or "none"
+            raise EventDecodeError(
+                "not an event: no `type` field (an event's type, e.g. memory.created.v1); "
+                f"its fields: {fields}"
+            )
+        if not isinstance(tag, str):
+            raise EventDecodeError(f"`type` must be an event type (text), not {type(tag).__name__}")
+        if tag not in UPCASTERS or tag in seen:
             raise EventDecodeError(f"unknown event type {tag!r}")
         seen.add(tag)
         raw = UPCASTERS[tag](raw)

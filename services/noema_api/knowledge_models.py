@@ -314,6 +314,8 @@ class WorkingMemoryItem(_Out, frozen=True, kw_only=True):
     content: str
     status: str = "active"
     """The held memory's status now (``unknown`` when it is not projected yet)."""
+    erased_at: datetime | None = None
+    """When the held memory's content was erased (then ``content`` is empty); null if never."""
 
 
 class WorkingMemory(_Out, frozen=True, kw_only=True):

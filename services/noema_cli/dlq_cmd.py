@@ -167,17 +167,23 @@ def show(
 def retry(
     seq: int = typer.Argument(..., help=SEQ_HELP, min=1),
     reason: str = typer.Option("retried after a fix", "--reason", help="Why (kept in the audit log)."),
+    force: bool = typer.Option(
+        False, "--force", help="Re-publish it even though it still does not decode as an event."
+    ),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
     """Re-publish a dead letter's original to its original subject (after fixing what refused it),
     record an operator action dlq_retry, and remove the dead letter. Retrying twice stores it once.
-    Observations only; a truncated original cannot be retried (the whole of it is not kept).
+    Observations only; a truncated original cannot be retried (the whole of it is not kept), nor,
+    without --force, one that still does not decode as an event (it would only come back).
 
     Example: noemactl dlq retry 12 --reason "attend fixed in 1.4.2"
     """
     use(data_dir)
-    result = _with(lambda dl: dl.retry(seq, actor=_actor(), reason=reason, now=datetime.now(UTC)))
+    result = _with(
+        lambda dl: dl.retry(seq, actor=_actor(), reason=reason, now=datetime.now(UTC), force=force)
+    )
     if as_json:
         print_record(result)
         return

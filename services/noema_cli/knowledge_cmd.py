@@ -28,6 +28,7 @@ from .common import (
     run_read,
     use,
 )
+from .render import erased_content
 
 __all__ = ["register"]
 
@@ -507,7 +508,8 @@ def wm_show(
     out.print(
         f"{workspace}/{mind}: {len(wm['items'])} of {wm['capacity']} items (as of {_when(wm['updated_at'])})"
     )
-    out.print(_table(wm["items"], ["memory_id", "weight", "entered_at", "status", "content"]))
+    items = [{**i, "content": erased_content(i["content"], i.get("erased_at"))} for i in wm["items"]]
+    out.print(_table(items, ["memory_id", "weight", "entered_at", "status", "content"]))
 
 
 def remember(

@@ -18,7 +18,7 @@ from noema.application.views import ListQuery, MemoryDetail, TimelineQuery, pars
 from noema.instants import FORMS
 
 from .common import AsOfOption, DataDir, JsonOption, clip, fail, out, run_app, run_read, use
-from .render import event_table, memory_table, print_page, print_record, when
+from .render import erased_content, event_table, memory_table, print_page, print_record, when
 
 __all__ = ["register"]
 
@@ -124,13 +124,16 @@ def _show(detail: MemoryDetail) -> None:
     fields = Table("field", "value", show_header=False)
     memory = detail.memory
     for name in memory.__struct_fields__:
-        fields.add_row(name, str(getattr(memory, name)))
+        value = getattr(memory, name)
+        if name == "content":
+            value = erased_content(memory.content, memory.erased_at)
+        fields.add_row(name, "-" if value is None else str(value))
     out.print(fields)
     origin = detail.origin
     if origin:
         out.print(
             f"[bold]origin event[/] {origin.type} #{origin.seq} id={origin.id} actor={origin.actor} "
-            f"causation={origin.causation_id} at={when(origin.occurred_at)}",
+            f"causation={origin.causation_id or '-'} at={when(origin.occurred_at)}",
             highlight=False,
         )
         out.print(origin.payload, highlight=False)

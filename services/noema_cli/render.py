@@ -15,7 +15,15 @@ from noema.runtime.backlog import format_drain
 
 from .common import clip, out, print_json
 
-__all__ = ["event_table", "memory_table", "print_page", "print_record", "when", "worker_table"]
+__all__ = [
+    "erased_content",
+    "event_table",
+    "memory_table",
+    "print_page",
+    "print_record",
+    "when",
+    "worker_table",
+]
 
 
 def print_record(record: msgspec.Struct) -> None:
@@ -36,13 +44,19 @@ def when(value: datetime | None) -> str:
     return value.isoformat(timespec="seconds") if value else "-"
 
 
+def erased_content(content: str, erased_at: datetime | None) -> str:
+    """A memory's content as shown: said to be erased when it was (docs/privacy.md), rather than
+    an empty text that looks like an empty memory."""
+    return f"(content erased at {when(erased_at)})" if erased_at else content
+
+
 def memory_table(items: Sequence[Memory], *, happened: bool = False) -> Table:
     """One row per memory; ``happened`` leads with when it happened (the timeline's order)."""
     columns = ["id", "workspace/mind", "kind", "status", "activation", "content"]
     table = Table(*(["happened", *columns] if happened else [*columns, "created"]))
     for m in items:
         row = [m.id[:8], f"{m.workspace}/{m.mind or '-'}", m.kind, m.status, f"{m.activation:.3f}"]
-        row.append(clip(m.content))
+        row.append(clip(erased_content(m.content, m.erased_at)))
         if happened:
             table.add_row(when(m.happened_at or m.created_at), *row)
         else:

@@ -95,4 +95,4 @@ async def test_notes_and_working_memory_are_read_per_agent(backend: Backend) -> 
     assert [i["memory_id"] for i in held["items"]] == [fact.memory_id]
     assert await backend.reads.working_memory("acme", "bob") is None
     statuses = await backend.reads.memory_statuses([fact.memory_id, "missing"])
-    assert statuses == {fact.memory_id: ("Deploys run on Tuesdays", "active")}
+    assert statuses == {fact.memory_id: ("Deploys run on Tuesdays", "active", None)}

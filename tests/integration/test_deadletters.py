@@ -177,6 +177,41 @@ async def test_a_dead_lettered_observation_retried_after_a_fix_becomes_a_memory(
     assert res.status_code == 404
 
 
+async def test_retrying_a_message_that_still_is_not_an_event_is_refused_unless_forced(
+    api: ApiHarness,
+) -> None:
+    h = api.h
+    await h.start(build_attend)
+    subject = h.topology.observation_subject("acme", "ops")
+    await h.nc.publish(f"{h.topology.prefix}.obs.acme.ops", b'{"content": 5}')
+    [item] = await listed(api, 1)
+    # Attend says what is missing, not "unknown event type None".
+    assert "no `type` field" in item["reason"], item["reason"]
+    assert "its fields: content" in item["reason"]
+    seq = str(item["seq"])
+
+    refused = await ctl(api, "dlq", "retry", seq)
+    assert refused.code == 5, refused.stdout + refused.stderr  # conflict (docs/errors.md)
+    assert f"dead letter {seq} is still not a valid event" in refused.stderr
+    assert "--force" in refused.stderr
+    res = await api.admin.post(f"/v1/dead-letters/{seq}/retry", json={})
+    assert res.status_code == 409
+    assert "no `type` field" in res.json()["error"]
+    assert [i["seq"] for i in await listed(api, 1)] == [item["seq"]]  # left as it was
+
+    forced = await ctl_json(api, "dlq", "retry", seq, "--force")
+    assert forced["subject"] == subject
+    assert forced["removed"]
+    # Attend refuses it again: a new dead letter, the old one gone.
+    [again] = await assert_eventually(lambda: _other_than(api, item["seq"]), timeout=30)
+    assert "no `type` field" in again["reason"]
+
+
+async def _other_than(api: ApiHarness, seq: int) -> list[dict[str, Any]] | None:
+    items: list[dict[str, Any]] = (await api.admin.get("/v1/dead-letters")).json()["items"]
+    return items if items and all(i["seq"] != seq for i in items) else None
+
+
 async def test_a_retried_retry_is_stored_once_and_an_old_undeletable_stream_says_why_it_cannot_drop(
     api: ApiHarness,
 ) -> None:

@@ -206,6 +206,14 @@ async def _erase_a_subject(api: ApiHarness, tmp_path: Path, stack: AsyncExitStac
     # As of a point before the erasure, the memory was there; now it reads as erased even then.
     then = await ctl_json(api, "memory", "show", memory, "--as-of", str(before_erasure))
     assert then["memory"]["content"] == ""
+    assert then["memory"]["erased_at"] is not None
+    # Working memory still holds it until it decays out: marked erased, not shown as empty.
+    wm = await ctl_json(api, "wm", "show", "-w", "acme", "-m", "ops")
+    [held] = [i for i in wm["items"] if i["memory_id"] == memory]
+    assert (held["content"], held["erased_at"] is not None) == ("", True)
+    wm_api = await api.admin.get("/v1/working-memory", params={"workspace": "acme", "mind": "ops"})
+    assert [i["erased_at"] is not None for i in wm_api.json()["items"] if i["memory_id"] == memory] == [True]
+    assert "(content erased at" in (await ctl(api, "wm", "show", "-w", "acme", "-m", "ops")).stdout
     assert MARKER not in json.dumps(then)
     logged = await ctl_json(api, "audit", "--type", "content.erased", "-w", "acme")
     assert [e["payload"]["target"] for e in logged["items"]] == [PERSON]
@@ -248,7 +256,20 @@ async def test_operators_erase_through_the_api_within_their_workspace(api: ApiHa
     shown = (await api.admin.get(f"/v1/memories/{secret}")).json()["memory"]
     assert shown["content"] == ""
     assert MARKER not in json.dumps(shown)
-    assert (await api.admin.get(f"/v1/memories/{kept}")).json()["memory"]["content"].endswith("Fridays")
+    kept_shown = (await api.admin.get(f"/v1/memories/{kept}")).json()["memory"]
+    assert kept_shown["content"].endswith("Fridays")
+    # Erased, not an active memory that happens to be empty: every view says when, and text says so.
+    assert shown["erased_at"] is not None
+    assert kept_shown["erased_at"] is None
+    listed = (await api.admin.get("/v1/memories", params={"workspace": "acme"})).json()["items"]
+    assert {m["id"]: m["erased_at"] for m in listed} == {secret: shown["erased_at"], kept: None}
+    assert (await ctl_json(api, "memory", "show", secret))["memory"]["erased_at"] == shown["erased_at"]
+    [row] = [m for m in (await ctl_json(api, "memory", "list", "-w", "acme"))["items"] if m["id"] == secret]
+    assert row["erased_at"] == shown["erased_at"]
+    text = await ctl(api, "memory", "show", secret)
+    assert f"(content erased at {shown['erased_at'][:19]}" in text.stdout, text.stdout
+    assert "None" not in text.stdout  # absent domain, topic, repo show as "-"
+    assert "(content erased at" in (await ctl(api, "memory", "list", "-w", "acme")).stdout
     assert (await api.admin.get(f"/v1/memories/{elsewhere}")).json()["memory"]["content"] == "a globex memory"
 
 

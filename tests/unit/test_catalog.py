@@ -113,6 +113,8 @@ def test_an_old_version_is_upcast_on_read_never_rewritten() -> None:
         (b"{not json", "not valid JSON"),
         (b"[]", "JSON object"),
         (b'{"type": "no.such.v1"}', "unknown event type"),
+        (b'{"content": 5}', r"not an event: no `type` field .*its fields: content$"),
+        (b'{"type": 5}', r"`type` must be an event type \(text\), not int"),
         (b'{"type": "memory.created.v1", "id": "x"}', "missing required field"),
     ],
 )

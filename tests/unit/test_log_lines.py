@@ -51,3 +51,34 @@ def test_records_of_concurrent_processes_sharing_one_log_file_never_share_a_line
         assert "event" in record, line[:200]
     assert broken == [], f"{len(broken)} of {len(lines)} lines are not one JSON record: {broken[:3]}"
     assert len(lines) == WRITERS * RECORDS
+
+
+CRASHING = """
+import threading, structlog
+from noema.runtime.logging import configure_logging
+configure_logging("json")
+structlog.get_logger("t").info("started")
+thread = threading.Thread(target=lambda: 1 / 0, name="helper")
+thread.start()
+thread.join()
+class Finalized:
+    def __del__(self):
+        raise ValueError("in a finalizer")
+Finalized()
+raise RuntimeError("the worker gave up")
+"""
+
+
+def test_a_crash_is_logged_as_json_records_and_the_process_exits_non_zero() -> None:
+    ran = subprocess.run([sys.executable, "-c", CRASHING], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 1
+    records = [json.loads(line) for line in ran.stderr.splitlines()]  # every line one JSON record
+    by_event = {r["event"]: r for r in records}
+    crash = by_event["uncaught exception: the process exits"]
+    assert crash["level"] == "critical"
+    assert "RuntimeError: the worker gave up" in crash["exception"]
+    assert "ZeroDivisionError" in by_event["uncaught exception in a thread"]["exception"]
+    assert by_event["uncaught exception in a thread"]["thread"] == "helper"
+    ignored = [r for r in records if "ValueError: in a finalizer" in r.get("exception", "")]
+    assert len(ignored) == 1
+    assert ran.stdout == ""

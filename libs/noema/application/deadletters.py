@@ -38,7 +38,7 @@ from noema.application.upkeep import Conflict, NotFound, OperationError
 from noema.ids import derive_id
 from noema.instants import Instant
 from noema.runtime.topology import Topology
-from noema_events import OperatorAction, OperatorActionPayload
+from noema_events import EventDecodeError, OperatorAction, OperatorActionPayload, decode_event
 from noema_events.envelope import NAME_PATTERN
 from noema_sdk.tracing import carried
 
@@ -360,10 +360,13 @@ class DeadLetters:
             if exc.err_code != _DELETE_FAILED:
                 raise
 
-    async def retry(self, seq: int, *, actor: str, reason: str, now: datetime) -> RetryResult:
+    async def retry(
+        self, seq: int, *, actor: str, reason: str, now: datetime, force: bool = False
+    ) -> RetryResult:
         """Re-publish a dead letter's original to its original subject (after a fix), record it, and
-        remove the dead letter. Refuses (:class:`Conflict`) a truncated one or one not from the
-        observation stream."""
+        remove the dead letter. Refuses (:class:`Conflict`) a truncated one, one not from the
+        observation stream, and, unless ``force``, one that still does not decode as an event (it
+        would only come back as a new dead letter)."""
         reason = _reason(reason)
         raw = await self._raw(seq)
         record = self._detail(raw)
@@ -383,6 +386,8 @@ class DeadLetters:
                 f"{self.topology.event_stream}, the source of truth; a copy would be applied twice on "
                 "replay). Drop it once the cause is understood"
             )
+        if not force:
+            _still_refused(seq, bytes(raw.data or b""))
         msg_id = derive_id("dlq-retry", self.stream, str(seq), record.headers.get("Nats-Msg-Id", ""))
         # Its trace context goes with it: the retried observation's memory continues the trace.
         headers = carried(record.headers) | {
@@ -437,3 +442,16 @@ class DeadLetters:
         await self.publisher.publish([action])
         await self._remove(seq)
         return DropResult(seq=seq, action_event_id=action.id)
+
+
+def _still_refused(seq: int, original: bytes) -> None:
+    """Raise :class:`Conflict` when ``original`` is not an event this code can read: re-published,
+    it would go straight back to the dead letters."""
+    try:
+        decode_event(original)
+    except EventDecodeError as exc:
+        raise Conflict(
+            f"dead letter {seq} is still not a valid event ({exc}): re-published, it would come back "
+            "as a new dead letter. Have its publisher send it corrected and drop this one, or retry "
+            "with force (--force) if the worker that refused it now accepts it"
+        ) from None

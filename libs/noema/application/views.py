@@ -176,6 +176,9 @@ class MemorySummary(_Out, frozen=True, kw_only=True):
     created_at: datetime
     origin_event: str
     origin_seq: int
+    erased_at: datetime | None
+    """When the memory's content was erased (``noemactl erase``, docs/privacy.md): its content and
+    lists are then empty for good; null if it never was."""
 
 
 class Memory(MemorySummary, frozen=True, kw_only=True):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from types import ModuleType
+import threading
+from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING
 
 __all__ = ["configure_logging"]
@@ -110,3 +111,39 @@ def configure_logging(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(max(numeric, logging.WARNING))
+    _log_crashes()
+
+
+def _crashed(
+    what: str, kind: type[BaseException], exc: BaseException | None, tb: TracebackType | None, **more: object
+) -> None:
+    structlog.get_logger("noema.crash").critical(what, exc_info=(kind, exc, tb), **more)
+
+
+def _uncaught(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    # The interpreter then exits with status 1, as it does after printing a traceback.
+    _crashed("uncaught exception: the process exits", kind, exc, tb)
+
+
+def _uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit:
+        return
+    thread = args.thread.name if args.thread else None
+    _crashed(
+        "uncaught exception in a thread", args.exc_type, args.exc_value, args.exc_traceback, thread=thread
+    )
+
+
+def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
+    what = unraisable.err_msg or "Exception ignored in"
+    kind, exc, tb = unraisable.exc_type, unraisable.exc_value, unraisable.exc_traceback
+    _crashed(what, kind, exc, tb, where=repr(unraisable.object))
+
+
+def _log_crashes() -> None:
+    """An exception nothing caught (at the top of the process, in a thread, in a finalizer) is
+    logged as one record of the configured format, its traceback in the ``exception`` field, in
+    place of the interpreter's plain-text traceback: a JSON log stays JSON to its last line."""
+    sys.excepthook = _uncaught
+    threading.excepthook = _uncaught_in_thread
+    sys.unraisablehook = _unraisable

@@ -34,6 +34,8 @@ class RetryBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     """Why the dead letter is retried (kept in the operator_action event and the audit log)."""
 
     reason: Reason = "retried after a fix"
+    force: bool = False
+    """Re-publish it even though it still does not decode as an event (refused with 409 otherwise)."""
 
 
 def _dead_letters(req: Req[Any, Any]) -> DeadLetters:
@@ -68,7 +70,11 @@ async def retry(req: Req[None, RetryBody]) -> RetryResult:
     """Re-publish a dead letter's original to its original subject."""
     dead = _dead_letters(req)
     return await dead.retry(
-        _seq(req), actor=f"operator:{req.principal.name}", reason=req.body.reason, now=req.api.clock()
+        _seq(req),
+        actor=f"operator:{req.principal.name}",
+        reason=req.body.reason,
+        now=req.api.clock(),
+        force=req.body.force,
     )
 
 

@@ -354,10 +354,10 @@ class InMemoryKnowledge:
         row = self.tables.working_memory.get((workspace, mind))
         return None if row is None else {**row, "items": [dict(i) for i in row["items"]]}
 
-    async def memory_statuses(self, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
-        """id → (content, status)."""
+    async def memory_statuses(self, ids: Sequence[str]) -> dict[str, tuple[str, str, datetime | None]]:
+        """id → (content, status, erased_at: never here, erasure being PostgreSQL's alone)."""
         found = (self.tables.memories.get(i) for i in ids)
-        return {m["id"]: (m["content"], m["status"]) for m in found if m is not None}
+        return {m["id"]: (m["content"], m["status"], None) for m in found if m is not None}
 
     # -- the preamble ---------------------------------------------------------------------------
 

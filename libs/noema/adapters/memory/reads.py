@@ -27,7 +27,8 @@ MEMORY_KEYS = tuple(MEMORY_FIELDS.split(", "))
 
 def _row(m: Row, now: datetime) -> Row:
     """A memory row as reads answer it: its activation at ``now`` (``noema_activation``)."""
-    row = {k: m[k] for k in MEMORY_KEYS}
+    # Erasure is PostgreSQL's alone (its keyring): a memory held here is never erased.
+    row = {k: m.get(k) if k == "erased_at" else m[k] for k in MEMORY_KEYS}
     row["activation"] = current_activation(
         m["activation"], m["activation_at"], m["importance"], m["half_life_days"], m["activation_floor"], now
     )

@@ -84,6 +84,14 @@ async def exists(owner_url: str, schema: str) -> bool:
         await conn.close()
 
 
+_MARK_ERASED = """
+    UPDATE "{schema}".memories m SET erased_at = k.destroyed_at, erasure_id = k.erasure_id
+    FROM noema_keyring.data_keys k
+    WHERE k.key_id = m.id AND k.workspace = m.workspace AND k.key IS NULL AND m.erased_at IS NULL
+"""
+"""Mark the memories of destroyed keys (a memory's key is its id: noema.application.sealing) erased."""
+
+
 async def publish(owner_url: str, building: str, schema: str, seq: int, now: datetime) -> None:
     """Analyse the finished build ``building``, give the reader role read access to it (the
     projector none: the state of a past point is never written) and rename it ``schema``, in one
@@ -96,6 +104,9 @@ async def publish(owner_url: str, building: str, schema: str, seq: int, now: dat
         for table in await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = $1", building):
             await conn.execute(f'ANALYZE "{building}"."{table["tablename"]}"')
         async with conn.transaction():
+            # A memory erased since this point replays empty (its key is gone): it reads as erased,
+            # when it was (docs/privacy.md), not as a memory whose content is the empty text.
+            await conn.execute(_MARK_ERASED.format(schema=building))
             if await conn.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", reader):
                 await conn.execute(f"GRANT USAGE ON SCHEMA {building} TO {reader}")
                 await conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {building} TO {reader}")

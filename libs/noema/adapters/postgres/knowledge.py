@@ -355,12 +355,12 @@ class PostgresKnowledge:
             "updated_at": row["updated_at"],
         }
 
-    async def memory_statuses(self, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
-        """id → (content, status)."""
+    async def memory_statuses(self, ids: Sequence[str]) -> dict[str, tuple[str, str, datetime | None]]:
+        """id → (content, status, erased_at)."""
         rows = await self.pool.fetch(
-            "SELECT id, content, status FROM memories WHERE id = ANY($1::text[])", list(ids)
+            "SELECT id, content, status, erased_at FROM memories WHERE id = ANY($1::text[])", list(ids)
         )
-        return {r["id"]: (r["content"], r["status"]) for r in rows}
+        return {r["id"]: (r["content"], r["status"], r["erased_at"]) for r in rows}
 
     # -- the preamble ---------------------------------------------------------------------------
 

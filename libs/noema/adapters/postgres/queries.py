@@ -22,11 +22,12 @@ MEMORY_FIELDS = (
     "id, workspace, mind, kind, epistemic_kind, content, domain, topic, repo, confidence, importance, "
     "salience, credibility, veracity, memory_type, activation, activation_at, status, superseded_by, "
     "valid_until, recall_count, mention_count, source_observation_ids, origin_event, origin_seq, channel, "
-    "source, participants, steps, preconditions, outcomes, session, happened_at, created_at, updated_at"
+    "source, participants, steps, preconditions, outcomes, session, happened_at, created_at, updated_at, "
+    "erased_at"
 )
 """The columns of a memory row as reads answer them; ``activation`` is the memory's activation at the
 read's time (:func:`activation_sql`), ``activation_at`` the time its stored activation refers to (its
-creation or last reinforcement)."""
+creation or last reinforcement), ``erased_at`` when its content was erased (null if never)."""
 
 
 def _memory_select(at: str) -> str:

@@ -440,7 +440,7 @@ class RecallStore:
                       memory_type, confidence, {activation_sql("$2")} AS activation, importance,
                       credibility, recall_count,
                       participants,
-                      happened_at, created_at, origin_event, origin_seq
+                      happened_at, created_at, origin_event, origin_seq, erased_at
                FROM memories WHERE id = ANY($1::text[])""",
             list(ids),
             now,

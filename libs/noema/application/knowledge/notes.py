@@ -112,15 +112,16 @@ class Notes:
 
     async def working_memory(self, workspace: str, mind: str) -> dict[str, Any]:
         """A mind's working memory with each item's content and its memory's current status (a
-        memory retracted or archived since it entered stays held until it decays out, marked so)."""
+        memory retracted or archived since it entered stays held until it decays out, marked so),
+        and when its content was erased, if it was."""
         row = await self._ctx.reads.working_memory(workspace, mind)
         if row is None:
             return {"workspace": workspace, "mind": mind, "capacity": None, "items": [], "updated_at": None}
         items = [dict(i) for i in row["items"]]
         held = await self._ctx.reads.memory_statuses([i["memory_id"] for i in items])
         for item in items:
-            content, status = held.get(item["memory_id"], (item.get("gist", ""), "unknown"))
-            item["content"], item["status"] = content, status
+            content, status, erased_at = held.get(item["memory_id"], (item.get("gist", ""), "unknown", None))
+            item["content"], item["status"], item["erased_at"] = content, status, erased_at
         return {
             "workspace": workspace,
             "mind": mind,
