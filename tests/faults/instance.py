@@ -147,6 +147,10 @@ class Instance:
                         await js.consumer_info(stream, durable)
                     except NotFoundError:
                         return False
+                    except nats.errors.Error:
+                        # A cluster just started may not answer yet (its JetStream leaders are being
+                        # elected, more slowly on busy cores): not there yet, ask again.
+                        return False
             return True
 
         await eventually(consumers_exist, timeout, 0.5, "every durable consumer")
