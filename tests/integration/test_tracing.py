@@ -220,9 +220,10 @@ async def test_a_dead_letter_keeps_the_trace_of_what_was_refused(harness: Harnes
     assert trace_id_of(traced) == TRACE
     assert "traceparent" not in hostile
 
-    # Retried (after the cause is fixed), the observation is published again with its trace.
+    # Retried (forced: this body still does not decode, and a plain retry refuses it), the
+    # observation is published again with its trace.
     dlq = DeadLetters(harness.nc, harness.topology, EventPublisher(harness.nc, harness.topology))
     first = (await harness.js.stream_info(harness.topology.dead_letter_stream)).state.first_seq
-    retried = await dlq.retry(first, actor="operator:test", reason="fixed", now=datetime.now(UTC))
+    retried = await dlq.retry(first, actor="operator:test", reason="fixed", now=datetime.now(UTC), force=True)
     again = await harness.js.get_msg(harness.topology.observation_stream, retried.stream_seq)
     assert trace_id_of(again.headers) == TRACE
