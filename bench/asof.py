@@ -120,7 +120,6 @@ async def main_async(memories: int, embedder: str, repeat: int) -> dict[str, Any
                     stored = (await app.as_of(last)).pool
                     count = int(await stored.fetchval("SELECT count(*) FROM memories"))
             finally:
-                await app.asof_schemas.drop()
                 await app.close_views()
                 await pool.close()
         finally:

@@ -118,7 +118,6 @@ async def world(harness: Harness, role_urls: dict[DbRole, str]) -> AsyncIterator
     )
     harness.stack.push_async_callback(pool.close)
     app = Noema(harness.settings, pool, harness.nc, await RecallStore.open(pool))
-    harness.stack.push_async_callback(app.asof_schemas.drop)  # (runs after close_views)
     harness.stack.push_async_callback(app.close_views)
     tokens = Tokens(
         [TokenEntry(name="alice", token=ADMIN), TokenEntry(name="acme-ops", workspace="acme", token=ACME)]
@@ -375,7 +374,7 @@ async def test_a_point_with_no_state_is_not_found_and_one_that_is_no_point_inval
         assert refused.startswith("not_found:")
 
 
-async def test_a_workspace_token_sees_no_other_workspace_as_of_and_one_point_is_built_once(
+async def test_a_workspace_token_sees_no_other_workspace_as_of(
     world: World,
 ) -> None:
     acme, globex = memory("the acme deploy key"), memory("the globex deploy key", workspace="globex")
@@ -387,7 +386,6 @@ async def test_a_workspace_token_sees_no_other_workspace_as_of_and_one_point_is_
     for answer in answers:
         assert answer.status_code == 200, answer.text
         assert [m["id"] for m in answer.json()["items"]] == [acme.payload.memory_id]
-    assert [k["seq"] for k in await world.app.asof_schemas.kept()] == [seq]
     found = await world.acme.get("/v1/memories/search", params={"q": "deploy key", "as_of": str(seq)})
     assert [r["id"] for r in found.json()["results"]] == [acme.payload.memory_id]
     other = await world.acme.get(f"/v1/memories/{globex.payload.memory_id}", params={"as_of": str(seq)})
@@ -397,31 +395,29 @@ async def test_a_workspace_token_sees_no_other_workspace_as_of_and_one_point_is_
     ).status_code == 403
 
 
-async def test_a_state_built_by_an_earlier_release_is_rebuilt_not_read(world: World) -> None:
-    seq = await world.publish(memory("the deploy key rotates on Fridays"))
-    first = await world.admin.get("/v1/memories", params={"workspace": "acme", "as_of": str(seq)})
-    assert first.status_code == 200, first.text
-    (kept,) = await world.app.asof_schemas.kept()
-    # As an earlier release left it: its read model lacks this release's last migration.
+async def test_a_point_before_the_history_begins_is_refused_saying_how_to_ask(world: World) -> None:
+    first = await world.publish(memory("the deploy key rotates on Fridays"))
+    last = await world.publish(memory("the deploy key rotates on Tuesdays"))
+    # As a read model upgraded from a release that kept no history: it begins at the upgrade.
     owner = await asyncpg.connect(world.h.settings.database_url)
     try:
-        await owner.execute(
-            f"DELETE FROM {kept['schema']}.schema_migrations WHERE version = "
-            f"(SELECT max(version) FROM {kept['schema']}.schema_migrations)"
-        )
+        await owner.execute(f"UPDATE {world.h.settings.db_schema}.history_start SET seq = $1", last)
     finally:
         await owner.close()
-    again = await world.admin.get("/v1/memories", params={"workspace": "acme", "as_of": str(seq)})
-    assert again.status_code == 200, again.text
-    assert again.json() == first.json()
-    (rebuilt,) = await world.app.asof_schemas.kept()
-    assert rebuilt["built_at"] > kept["built_at"]
+    refused = await world.admin.get("/v1/memories", params={"workspace": "acme", "as_of": str(first)})
+    assert refused.status_code == 409, refused.text
+    assert f"replay --until {first} --keep" in refused.json()["error"]
+    assert "projection rebuild" in refused.json()["error"]
+    answer = await world.admin.get("/v1/memories", params={"workspace": "acme", "as_of": str(last)})
+    assert answer.status_code == 200, answer.text
+    assert len(answer.json()["items"]) == 2
 
 
-async def test_a_server_reading_as_the_reader_role_answers_from_built_points_and_names_the_build_for_others(
+async def test_a_server_reading_as_the_reader_role_answers_any_point_with_nothing_built_first(
     world: World, role_urls: dict[DbRole, str]
 ) -> None:
-    seq = await world.publish(memory("the deploy key rotates on Fridays"))
+    first = await world.publish(memory("the deploy key rotates on Fridays"))
+    second = await world.publish(memory("the vault key rotates monthly"))
     # As `up` runs the API: its only database URL is the read-only role's.
     reader = replace(world.h.settings, database_url=role_urls["reader"])
     pool = await RecallStore.create_pool(role_urls["reader"], reader.db_schema, min_size=1, max_size=2)
@@ -430,22 +426,13 @@ async def test_a_server_reading_as_the_reader_role_answers_from_built_points_and
     world.h.stack.push_async_callback(app.close_views)
     transport = httpx.ASGITransport(app=create_app(Api(app, world.tokens)))
     async with httpx.AsyncClient(transport=transport, base_url="http://n", headers=_bearer(ADMIN)) as api:
-        refused = await api.get("/v1/memories", params={"workspace": "acme", "as_of": str(seq)})
-        assert refused.status_code == 409, refused.text
-        assert f"noemactl asof build {seq}" in refused.json()["error"]
-        assert await world.app.asof_schemas.kept() == []  # nothing half-built left behind
-
-        built = await _ctl_json(world, "asof", "build", str(seq))
-        assert built["seq"] == seq
-        answer = await api.get("/v1/memories", params={"workspace": "acme", "as_of": str(seq)})
-        assert answer.status_code == 200, answer.text
-        assert answer.headers["Noema-As-Of-Seq"] == str(seq)
-        assert len(answer.json()["items"]) == 1
-    assert [k["seq"] for k in await _ctl_json(world, "asof", "list")] == [seq]
-    missing = await _ctl(world, "asof", "drop", str(seq + 1000))
-    assert missing.code == 4, missing.stderr  # a typo is not "dropped 0", exit 0
-    assert "noemactl asof list" in missing.stderr
-    assert (await _ctl_json(world, "asof", "drop"))["dropped"] == [built["schema"]]
+        for seq, n in ((first, 1), (second, 2)):
+            answer = await api.get("/v1/memories", params={"workspace": "acme", "as_of": str(seq)})
+            assert answer.status_code == 200, answer.text
+            assert answer.headers["Noema-As-Of-Seq"] == str(seq)
+            assert len(answer.json()["items"]) == n
+    gone = await _ctl(world, "asof", "list")
+    assert gone.code == 2, gone  # the build machinery is gone: there is nothing to build or keep
 
 
 class WordsEmbedder:

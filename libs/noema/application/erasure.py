@@ -8,7 +8,7 @@ records that it erases it (``content.erased``: who, when, why, which items — n
    read model's copies (memories' text, vectors, working-memory gists). The erasure waits for that
    (``keys_destroyed`` says whether it saw it; if the projector is down, it happens when it is back);
 2. deletes the erased observations and dead letters from their streams (overwritten on disk);
-3. empties the vector cache and drops the built as-of states (copies of past read models).
+3. empties the vector cache (the read model's history is blanked by the projection, with the rows).
 
 Every step is idempotent, so an erasure that stopped half-way is finished by running it again.
 What is found: the observations tagged with the subject (or of that id), the memories, facts and
@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-import asyncpg
 import msgspec
 import structlog
 from nats.aio.client import Client as NATS
@@ -87,7 +86,6 @@ class ErasureReport(msgspec.Struct, frozen=True, kw_only=True):
     dead_letters: list[str]
     observations_deleted: int = 0
     dead_letters_deleted: int = 0
-    as_of_dropped: list[str] = msgspec.field(default_factory=list)
     keys_destroyed: bool = False
     """Whether the projector applied the erasure (keys destroyed, read model blanked) in time; if
     not, it does when it next runs."""
@@ -162,15 +160,6 @@ async def _empty_notes(
     await publisher.publish([empty])
 
 
-async def _dropped(drop_as_of: Callable[[], Awaitable[list[str]]]) -> list[str]:
-    """The built as-of states dropped; none when this process may not (it says so in its log)."""
-    try:
-        return await drop_as_of()
-    except (asyncpg.PostgresError, OSError) as exc:
-        log.warning("as-of states not dropped; run `noemactl asof drop`", error=str(exc))
-        return []
-
-
 async def erase(
     keyring: PostgresKeyring,
     nc: NATS,
@@ -178,7 +167,6 @@ async def erase(
     publisher: ExpectingSink,
     request: ErasureRequest,
     now: datetime,
-    drop_as_of: Callable[[], Awaitable[list[str]]],
     projected: Callable[[int], Awaitable[bool]],
 ) -> ErasureReport:
     """Erase what ``request`` covers; raises :class:`NothingToErase` when nothing matches."""
@@ -224,6 +212,5 @@ async def erase(
         dead_letters=dead_letters,
         observations_deleted=observations,
         dead_letters_deleted=letters,
-        as_of_dropped=await _dropped(drop_as_of),
         keys_destroyed=await projected(seq),
     )

@@ -25,17 +25,18 @@ from nats.aio.client import Client as NATS
 
 from noema.adapters.embedders import Embedder, create_embedder
 from noema.adapters.jetstream import EventPublisher
-from noema.adapters.postgres import asof_schemas
 from noema.adapters.postgres.erasure_handlers import blank_copies
+from noema.adapters.postgres.history import PointPool, history_start, search_path
 from noema.adapters.postgres.keyring import PostgresKeyring
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.projection import ReadModelProjection
 from noema.adapters.postgres.queries import MemoryQueries
 from noema.adapters.postgres.tenancy import NO_WORKSPACE, workspace_scope
+from noema.adapters.postgres.textsearch import TermStats
 from noema.adapters.postgres.voices import RecallFilters, RecallStore
 from noema.application import curation, erasure, upkeep
 from noema.application.access import AccessControl, Caller, InsufficientMemoryPermission
-from noema.application.asof import AsOf, AsOfNotBuilt, AsOfSchemas, resolve
+from noema.application.asof import AsOf, PointBeforeHistory, resolve
 from noema.application.audit_views import AuditDiff, DiffQuery, Why
 from noema.application.changes import audit_diff
 from noema.application.curation import KnowledgeEntry, OperatorReceipt, create_memory
@@ -149,9 +150,9 @@ class Noema:
         self._parent = parent
         self.workspace = NO_WORKSPACE
         """What this instance's connections see by default under row-level security."""
-        self.asof_schemas = AsOfSchemas(settings, nc)
-        self._views: dict[str, tuple[asyncpg.Pool, RecallStore]] = {}
-        self._views_lock = asyncio.Lock()
+        self._past: asyncpg.Pool | None = None
+        """The connections of the as-of reads (:meth:`as_of`), opened on first use."""
+        self._past_lock = asyncio.Lock()
 
     @property
     def metrics(self) -> Metrics:
@@ -197,68 +198,68 @@ class Noema:
 
     async def as_of(self, point: StreamPoint) -> Noema:
         """A read-only view of the state as of ``point``, on which every read of this class answers
-        what it answered then (:mod:`noema.application.asof`): the same code over the as-of schema
-        at the point's sequence (built on first use), its clock pinned to the point's time, its
-        vectors compared exactly. Its :attr:`point` says which sequence and time it reflects; a
-        point the stream holds no state for is a :class:`~noema.application.asof.PointNotInStream`."""
+        what it answered then (:mod:`noema.application.asof`): the same code over the versions of
+        the read model's history valid at the point's sequence, its clock pinned to the point's
+        time, its vectors compared exactly. Its :attr:`point` says which sequence and time it
+        reflects; a point the stream holds no state for is a
+        :class:`~noema.application.asof.PointNotInStream`, one before the history's start a
+        :class:`~noema.application.asof.PointBeforeHistory`."""
+        if self._parent is not None:
+            return await self._parent.as_of(point)
         at = await resolve(self.nc, self.topology, point, self.clock())
-        for _ in range(2):
-            schema = self.asof_schemas.name(at.seq)
-            if schema not in self._views:  # a kept pool's schema is checked by holds() below
-                await self.asof_schemas.ensure(at.seq, self.clock())
-            pool, store = await self._view_store(schema)
-            if await asof_schemas.holds(pool, at.seq):
-                return Noema(
-                    self.settings,
-                    pool,
-                    self.nc,
-                    store,
-                    lambda: at.time,
-                    point=at,
-                    parent=self,
-                    metrics=self._metrics,
-                )
-            # Dropped meanwhile, emptied by a crash of PostgreSQL (its tables are unlogged), or
-            # built by an earlier release (its read model lacks a migration of this one's).
-            await self._close_view(schema)
-            try:
-                await asof_schemas.drop(self.settings.database_url, schema)
-            except asyncpg.InsufficientPrivilegeError:
-                raise AsOfNotBuilt(
-                    f"the state as of seq {at.seq} was lost (a crash of PostgreSQL empties it) or was "
-                    f"built by an earlier release, and this "
-                    f"process may not rebuild it: run `noemactl asof drop {at.seq}` and "
-                    f"`noemactl asof build {at.seq}`"
-                ) from None
-        raise Unavailable(f"the state as of seq {at.seq} could not be built; retry")
-
-    async def _view_store(self, schema: str) -> tuple[asyncpg.Pool, RecallStore]:
-        async with self._views_lock:
-            if schema in self._views:
-                self._views[schema] = self._views.pop(schema)  # most recently used last
-                return self._views[schema]
-            while len(self._views) >= self.settings.asof_keep:
-                await self._close_view(next(iter(self._views)))
-            pool = await RecallStore.create_pool(
-                self.settings.database_url_for("reader"),
-                schema,
-                app="noema-asof",
-                workspace=self.workspace,
-                min_size=0,
-                max_size=2,
+        async with self.pool.acquire() as conn:
+            start = await history_start(conn)
+            position = await ReadModelProjection().position(conn)
+        if at.seq < start:
+            raise PointBeforeHistory(
+                f"as of seq {at.seq}: this read model keeps its history from seq {start} (it was "
+                f"upgraded then); ask a later point, or replay the earlier one (`noemactl replay "
+                f"--until {at.seq} --keep`), or rebuild the read model with its whole history "
+                "(`noemactl projection rebuild`, then `switch`)"
             )
-            self._views[schema] = (pool, await RecallStore.open(pool, exact=True))
-            return self._views[schema]
+        if position < at.seq and not await self._projected(at.seq, timeout_s=10.0):
+            raise Unavailable(
+                f"as of seq {at.seq}: the read model has not applied the stream that far yet; retry shortly"
+            )
+        pool = PointPool(await self._past_pool(), at.seq)
+        # The reads take a pool: a point's pool lends connections pinned to the point.
+        pinned: asyncpg.Pool = pool
+        store = RecallStore(
+            pinned,
+            self._store.has_vectors,
+            TermStats(schema=f"{self.settings.db_schema}@{at.seq}"),
+            exact=True,
+        )
+        return Noema(
+            self.settings,
+            pinned,
+            self.nc,
+            store,
+            lambda: at.time,
+            point=at,
+            parent=self,
+            metrics=self._metrics,
+        )
 
-    async def _close_view(self, schema: str) -> None:
-        found = self._views.pop(schema, None)
-        if found is not None:
-            await found[0].close()
+    async def _past_pool(self) -> asyncpg.Pool:
+        async with self._past_lock:
+            if self._past is None:
+                self._past = await RecallStore.create_pool(
+                    self.settings.database_url_for("reader"),
+                    self.settings.db_schema,
+                    app="noema-asof",
+                    workspace=self.workspace,
+                    search_path=search_path(self.settings.db_schema),
+                    min_size=0,
+                    max_size=4,
+                )
+            return self._past
 
     async def close_views(self) -> None:
-        """Close the connections of the as-of views (:meth:`open` does it on exit)."""
-        for schema in list(self._views):
-            await self._close_view(schema)
+        """Close the connections of the as-of reads (:meth:`open` does it on exit)."""
+        if self._past is not None:
+            past, self._past = self._past, None
+            await past.close()
 
     async def embedder(self) -> Embedder | None:
         """The query embedder (loaded on first use; None when NOEMA_EMBEDDER=none)."""
@@ -417,7 +418,6 @@ class Noema:
                 publisher,
                 request,
                 self.clock(),
-                self.asof_schemas.drop,
                 self._projected,
             )
         owner = self.settings.database_url

@@ -147,9 +147,15 @@ async def grant_roles(conn: asyncpg.Connection, schema: str) -> list[str]:
         )
     }
     reader, projector = DB_ROLES["reader"], DB_ROLES["projector"]
+    # The as-of views (migration 0014) read with their reader's rights (security_invoker).
+    asof = f"{schema}_asof"
+    has_asof = await conn.fetchval("SELECT to_regnamespace($1) IS NOT NULL", asof)
     if reader in existing:
         await conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {reader}")
         await conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {reader}")
+        if has_asof:
+            await conn.execute(f"GRANT USAGE ON SCHEMA {asof} TO {reader}")
+            await conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {asof} TO {reader}")
     if projector in existing:
         await conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {projector}")
         await conn.execute(

@@ -1,0 +1,72 @@
+"""The read model's history (migration 0014), read as of a point of the stream.
+
+Each state table keeps every version of its rows in ``<table>_history``, valid from the stream
+sequence that wrote it (``valid_from_seq``) until the one that replaced it (``valid_to_seq``, NULL
+while it holds). The schema ``<schema>_asof`` holds a view of each table the reads use, under the
+table's own name, over the versions valid at the connection's ``noema.as_of_seq``; the other names
+(functions, the migration table) resolve in the live schema behind it on the search path. So an
+as-of read runs the present's read code, unchanged, on a connection of :func:`create_pool` that
+:class:`PointPool` pins to its point: no replay, no build, no schema per point.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+
+__all__ = ["SETTING", "PointPool", "asof_schema", "history_start", "search_path"]
+
+SETTING = "noema.as_of_seq"
+"""The setting the as-of views read their point from (``noema_as_of()``, migration 0014)."""
+
+
+def asof_schema(schema: str) -> str:
+    """The schema of the as-of views of the read model in ``schema``."""
+    return f"{schema}_asof"
+
+
+def search_path(schema: str) -> str:
+    """An as-of connection's search path: the views first, then the live schema and ``public``."""
+    return f"{asof_schema(schema)}, {schema}, public"
+
+
+async def history_start(conn: asyncpg.Connection | asyncpg.Pool) -> int:
+    """The first sequence the history answers for (0: all of them; a read model migrated from an
+    earlier release starts at its position then)."""
+    value = await conn.fetchval("SELECT seq FROM history_start")
+    return int(value or 0)
+
+
+class PointPool:
+    """A pool of as-of connections pinned to one stream sequence: every connection it lends reads
+    the versions valid at ``seq``. It offers the methods the read adapters use of a pool."""
+
+    def __init__(self, pool: asyncpg.Pool, seq: int) -> None:
+        self._pool = pool
+        self.seq = seq
+
+    @contextlib.asynccontextmanager
+    async def acquire(self) -> AsyncIterator[asyncpg.Connection]:
+        """A connection reading as of :attr:`seq` (the pool resets the setting on release)."""
+        async with self._pool.acquire() as conn:
+            await conn.execute(f"SELECT set_config('{SETTING}', '{int(self.seq)}', false)")
+            yield conn
+
+    async def fetch(self, query: str, *args: Any, **kwargs: Any) -> list[asyncpg.Record]:
+        async with self.acquire() as conn:
+            return list(await conn.fetch(query, *args, **kwargs))
+
+    async def fetchrow(self, query: str, *args: Any, **kwargs: Any) -> asyncpg.Record | None:
+        async with self.acquire() as conn:
+            return await conn.fetchrow(query, *args, **kwargs)
+
+    async def fetchval(self, query: str, *args: Any, **kwargs: Any) -> Any:
+        async with self.acquire() as conn:
+            return await conn.fetchval(query, *args, **kwargs)
+
+    async def execute(self, query: str, *args: Any, **kwargs: Any) -> str:
+        async with self.acquire() as conn:
+            return str(await conn.execute(query, *args, **kwargs))
