@@ -23,19 +23,25 @@ ERASURE_HANDLERS = Handlers()
 
 # A memory's key is its id (noema.application.sealing): the memories of the destroyed keys are the
 # ones whose content a replay can no longer open, and the only ones blanked here.
+# A fact's participant is the agent that proposed it (the event's actor, not sealed content): it
+# stays, as a replay to any point before the erasure shows it, so every version of the history reads
+# as that replay does, but for the erasure's own mark (erased_at, erasure_id).
 _BLANK_MEMORIES = """
-    UPDATE {table} SET content = '', participants = '{{}}', steps = '{{}}', preconditions = '{{}}',
-                        outcomes = '{{}}', erased_at = $3, erasure_id = $4{seq}
-    WHERE workspace = $1 AND id = ANY($2::text[])
+    UPDATE {table} m SET content = '', steps = '{{}}', preconditions = '{{}}', outcomes = '{{}}',
+        participants = CASE WHEN EXISTS (SELECT 1 FROM events e WHERE e.seq = m.origin_seq
+                                         AND starts_with(e.type, 'fact.proposed.'))
+                            THEN m.participants ELSE '{{}}' END,
+        erased_at = $3, erasure_id = $4{seq}
+    WHERE m.workspace = $1 AND m.id = ANY($2::text[])
 """
 
 _BLANK_GISTS = """
     UPDATE {table} w SET items = (
         SELECT coalesce(jsonb_agg(CASE WHEN e->>'memory_id' = ANY($2::text[]) THEN e - 'gist' ELSE e END
                                   ORDER BY n), '[]'::jsonb)
-        FROM jsonb_array_elements(w.items) WITH ORDINALITY AS x(e, n))
+        FROM jsonb_array_elements(w.items) WITH ORDINALITY AS x(e, n)){seq}
     WHERE w.workspace = $1
-      AND EXISTS (SELECT 1 FROM jsonb_array_elements(w.items) e WHERE e->>'memory_id' = ANY($2::text[])){seq}
+      AND EXISTS (SELECT 1 FROM jsonb_array_elements(w.items) e WHERE e->>'memory_id' = ANY($2::text[]))
 """
 
 _BLANK_NOTES = """

@@ -143,3 +143,44 @@ BEGIN
                    'FROM %I.projection_position', asof, live, live);
 END
 $$;
+
+-- `memory show` lists the events that name a memory: an index of every id-like string value of each
+-- event's payload (1–200 characters, no white space), kept by a trigger in the projector's
+-- transaction, so the lookup reads a few index entries instead of every event of the workspace. As
+-- of a point, the as-of `events` view keeps only the events stored by then.
+CREATE TABLE event_citations (
+    ref        text NOT NULL,
+    workspace  text NOT NULL,
+    seq        bigint NOT NULL,
+    PRIMARY KEY (ref, workspace, seq)
+);
+
+CREATE FUNCTION noema_cited(payload jsonb) RETURNS SETOF text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT DISTINCT v #>> '{}' FROM jsonb_path_query(payload, 'strict $.**') v
+    WHERE jsonb_typeof(v) = 'string' AND length(v #>> '{}') BETWEEN 1 AND 200 AND (v #>> '{}') !~ '\s'
+$$;
+
+CREATE FUNCTION noema_citations_added() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO event_citations (ref, workspace, seq)
+    SELECT c, n.workspace, n.seq FROM new_rows n, noema_cited(n.payload) c
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER event_citations_insert AFTER INSERT ON events
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION noema_citations_added();
+
+INSERT INTO event_citations (ref, workspace, seq)
+SELECT c, e.workspace, e.seq FROM events e, noema_cited(e.payload) c ON CONFLICT DO NOTHING;
+
+DO $$
+BEGIN
+    IF to_regprocedure('noema_workspace_visible(text)') IS NOT NULL THEN
+        ALTER TABLE event_citations ENABLE ROW LEVEL SECURITY;
+        CREATE POLICY workspace_scope ON event_citations
+            USING (noema_workspace_visible(workspace)) WITH CHECK (noema_workspace_visible(workspace));
+    END IF;
+END
+$$;
