@@ -39,7 +39,7 @@ from noema.application.access import Caller
 from noema.application.facade import Noema, SearchOptions
 from noema.application.views import ListQuery
 from noema.runtime.settings import Located
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 
 from ._output import emit
 from ._servers import servers

@@ -30,8 +30,8 @@ from noema.adapters.postgres.database import MigrationsPending
 from noema.application.replay import replay_into
 from noema.errors import Kind, NoemaError
 from noema.runtime.settings import Located
-from noema.runtime.topology import Topology
 from noema.stream_points import StreamPoint
+from noema.topology import Topology
 
 __all__ = ["AsOf", "AsOfNotBuilt", "AsOfSchemas", "PointNotInStream", "resolve"]
 

@@ -23,7 +23,7 @@ import msgspec
 import structlog
 from nats.aio.client import Client as NATS
 
-from noema.adapters.embedders import Embedder, create_embedder
+from noema.adapters.embedders import create_embedder
 from noema.adapters.jetstream import EventPublisher
 from noema.adapters.postgres import asof_schemas
 from noema.adapters.postgres.erasure_handlers import blank_copies
@@ -32,7 +32,7 @@ from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.projection import ReadModelProjection
 from noema.adapters.postgres.queries import MemoryQueries
 from noema.adapters.postgres.tenancy import NO_WORKSPACE, workspace_scope
-from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.adapters.postgres.voices import RecallStore
 from noema.application import curation, erasure, upkeep
 from noema.application.access import AccessControl, Caller, InsufficientMemoryPermission
 from noema.application.asof import AsOf, AsOfNotBuilt, AsOfSchemas, resolve
@@ -53,14 +53,13 @@ from noema.application.reads import (
     workspace_exists,
 )
 from noema.application.replay import verify_replay
-from noema.application.sealing import Sealer
+from noema.application.sealing import KeyringSealer
 from noema.application.search import MODES, Recall, SearchResponse
-from noema.application.upkeep import InvalidQuery, OperationError
 from noema.application.views import AuditPage, AuditQuery, ListQuery, MemoryDetail, MemoryPage, TimelineQuery
 from noema.client import Stored, build_observation, send_observation
 from noema.domain.knowledge import DomainRef
-from noema.errors import Unavailable
-from noema.ports import MemoryReads
+from noema.errors import InvalidQuery, OperationError, Unavailable
+from noema.ports import Embedder, MemoryReads, RecallFilters
 from noema.runtime.settings import Located
 from noema.runtime.wiring import connect_nats, open_pool
 
@@ -133,7 +132,7 @@ class Noema:
         self.clock = clock
         """The time every operation of this instance takes as "now" (tests pin it)."""
         self.topology = settings.topology
-        self.publisher = EventPublisher(nc, self.topology, Sealer(PostgresKeyring(pool)))
+        self.publisher = EventPublisher(nc, self.topology, KeyringSealer(PostgresKeyring(pool)))
         self.dead_letters = DeadLetters(nc, self.topology, self.publisher)
         """The dead-letter stream: list, show, retry, drop (JetStream only, no read model)."""
         self.memories: MemoryReads = MemoryQueries(pool, clock)
@@ -353,7 +352,7 @@ class Noema:
 
     async def memory(self, id_or_prefix: str, workspace: str | None = None) -> MemoryDetail:
         """Operators: one memory (in ``workspace`` when given) with provenance, relationships,
-        vectors and the events citing it (:class:`~noema.application.upkeep.NotFound` when there is none)."""
+        vectors and the events citing it (:class:`~noema.errors.NotFound` when there is none)."""
         return await memory_detail(self.memories, id_or_prefix, workspace)
 
     async def enter_knowledge(self, operator: str, entry: KnowledgeEntry, reason: str) -> OperatorReceipt:

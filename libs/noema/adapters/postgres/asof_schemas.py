@@ -89,7 +89,7 @@ _MARK_ERASED = """
     FROM noema_keyring.data_keys k
     WHERE k.key_id = m.id AND k.workspace = m.workspace AND k.key IS NULL AND m.erased_at IS NULL
 """
-"""Mark the memories of destroyed keys (a memory's key is its id: noema.application.sealing) erased."""
+"""Mark the memories of destroyed keys (a memory's key is its id: noema.domain.sealed_events) erased."""
 
 
 async def publish(owner_url: str, building: str, schema: str, seq: int, now: datetime) -> None:

@@ -21,7 +21,7 @@ log = structlog.get_logger("noema.erasure")
 ERASURE_HANDLERS = Handlers()
 """Event type → handler, for erasure."""
 
-# A memory's key is its id (noema.application.sealing): the memories of the destroyed keys are the
+# A memory's key is its id (noema.domain.sealed_events): the memories of the destroyed keys are the
 # ones whose content a replay can no longer open, and the only ones blanked here.
 _BLANK_MEMORIES = """
     UPDATE memories SET content = '', participants = '{}', steps = '{}', preconditions = '{}',
@@ -74,7 +74,7 @@ async def blank(
         ids,
     )
     await conn.execute(_BLANK_GISTS, workspace, ids)
-    # A version of an agent's notes is sealed under its event's id (noema.application.sealing).
+    # A version of an agent's notes is sealed under its event's id (noema.domain.sealed_events).
     await conn.execute(
         "UPDATE agent_notes SET notes = '' "
         "WHERE workspace = $1 AND (origin_event = ANY($2::text[]) OR agent = $3)",
