@@ -76,7 +76,7 @@ schemas: $(STAMP) ## Regenerate schemas/json and schemas/asyncapi.json from the 
 	$(BIN)/python -m noema_events.generate
 
 openapi: $(STAMP) ## Regenerate schemas/openapi.json from the operator API's route table and Structs
-	$(BIN)/python -m noema_api.openapi
+	$(BIN)/python -m noema_api.routes
 
 deploy-auth: $(STAMP) ## Regenerate deploy/nats/auth.conf and auth-values.yaml from libs/noema/runtime/identities.py
 	$(BIN)/python -m noema.runtime.natsconfig

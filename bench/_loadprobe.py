@@ -32,7 +32,7 @@ from noema.adapters.postgres import create_pool
 from noema.client import build_observation, send_observation
 from noema.runtime.health import watched_consumer
 from noema.runtime.settings import Settings
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 
 from ._instance import Instance
 

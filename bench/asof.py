@@ -42,7 +42,7 @@ from noema.application.facade import Noema, SearchOptions
 from noema.application.replay import drop_schema, replay_into
 from noema.application.views import ListQuery
 from noema.runtime.settings import Located
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 
 from ._output import emit
 from ._servers import servers

@@ -47,7 +47,7 @@ from nats.aio.client import Client as NATS
 from noema.adapters.jetstream import auth_options, nats_servers
 from noema.client import build_observation, send_observation
 from noema.runtime.readiness import assess_stream
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 
 from ._instance import Instance, running_instance
 from ._output import emit

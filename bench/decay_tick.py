@@ -43,7 +43,7 @@ from noema.adapters.postgres.position import projected_seq
 from noema.application import upkeep
 from noema.ids import derive_id
 from noema.runtime.settings import Settings
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 from noema_events import (
     ActivationDecayed,
     Event,

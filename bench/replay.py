@@ -42,12 +42,12 @@ from noema.adapters.jetstream import EventPublisher, connect, ensure_streams
 from noema.adapters.postgres.database import migrate
 from noema.adapters.pull import Puller
 from noema.application.replay import drop_schema, replay_into
-from noema.application.sealing import Sealer
 from noema.domain.dynamics import ACTIVATION_FLOOR, HALF_LIFE_DAYS, RECALL_BOOST
 from noema.ids import derive_id
+from noema.ports import Sealer
 from noema.runtime.settings import Settings
-from noema.runtime.topology import Topology
 from noema.runtime.wiring import sealer
+from noema.topology import Topology
 from noema_events import (
     ActivationDecayed,
     ActivationDecayedPayload,

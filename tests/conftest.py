@@ -35,7 +35,7 @@ from noema.runtime.credentials import url_with_credentials
 from noema.runtime.embedded import EmbeddedNats, EmbeddedPostgres
 from noema.runtime.identities import Identity
 from noema.runtime.settings import Located
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 
 # The instances the tests start (`noemactl up`) register themselves here, not in the user's state
 # directory, where a command given no data folder would find them (noema.runtime.locate).

@@ -12,9 +12,10 @@ import asyncpg
 from nats.js.client import JetStreamContext
 from nats.js.errors import NotFoundError
 
-from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.adapters.postgres.voices import RecallStore
 from noema.application.search import Recall, SearchResult
 from noema.ids import new_id
+from noema.ports import RecallFilters
 from noema_events import (
     AttentionDecided,
     AttentionDecidedPayload,

@@ -14,7 +14,7 @@ from nats.js import JetStreamContext
 
 from noema.errors import Kind, NoemaError
 from noema.ids import new_id
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 from noema_events import ObservationRecorded, encode_event
 from noema_events.messages import humanize
 from noema_sdk.tracing import trace_headers

@@ -26,8 +26,12 @@ __all__ = [
     "PROBLEM_JSON",
     "SURFACES",
     "Codes",
+    "Conflict",
+    "InvalidQuery",
     "Kind",
     "NoemaError",
+    "NotFound",
+    "OperationError",
     "Unavailable",
     "kind_of",
     "markdown_table",
@@ -62,6 +66,31 @@ class Unavailable(NoemaError):
     """A server this operation needs is not reachable (the message says which and what to do)."""
 
     kind = Kind.UNAVAILABLE
+
+
+class OperationError(NoemaError, ValueError):
+    """The operation cannot be done; the message says why (shown to users as is). Kind ``invalid``
+    unless a subclass says otherwise (see :data:`SURFACES`)."""
+
+    kind = Kind.INVALID
+
+
+class NotFound(OperationError):
+    """The target does not exist (in the read model)."""
+
+    kind = Kind.NOT_FOUND
+
+
+class Conflict(OperationError):
+    """The target exists but its current state does not allow the operation."""
+
+    kind = Kind.CONFLICT
+
+
+class InvalidQuery(OperationError):
+    """A read's query or filters are not understood (kind ``malformed``)."""
+
+    kind = Kind.MALFORMED
 
 
 @dataclass(frozen=True)
@@ -182,15 +211,29 @@ KIND_BY_HTTP_STATUS: dict[int, Kind] = {codes.http: kind for kind, codes in SURF
 """The inverse of the HTTP column (the kind of a status Starlette itself answers, e.g. 404)."""
 
 
+_DRIVERS_UNAVAILABLE = frozenset(
+    {
+        "nats.Error",
+        "asyncpg.InterfaceError",
+        "asyncpg.PostgresConnectionError",
+        "asyncpg.OperatorInterventionError",
+        "asyncpg.InsufficientResourcesError",
+    }
+)
+"""The drivers' exceptions (and their subclasses) that mean a server is not there, by package and class
+name: this module sits below the adapters and imports no driver. The same classes as
+:data:`noema.adapters.errors.BACKEND_UNAVAILABLE` (a test holds the two together)."""
+
+
 def kind_of(exc: BaseException) -> Kind:
     """The kind of any exception: a :class:`NoemaError`'s own, ``unavailable`` for a server that is
     not there, ``internal`` (a bug) for everything else."""
     if isinstance(exc, NoemaError):
         return exc.kind
-    # Imported here: this module is imported by the light client (nats-py only, no asyncpg).
-    from noema.adapters.errors import BACKEND_UNAVAILABLE
-
-    if isinstance(exc, BACKEND_UNAVAILABLE):
+    if isinstance(exc, (OSError, TimeoutError)) or any(
+        f"{cls.__module__.partition('.')[0]}.{cls.__qualname__}" in _DRIVERS_UNAVAILABLE
+        for cls in type(exc).__mro__
+    ):
         return Kind.UNAVAILABLE
     return Kind.INTERNAL
 

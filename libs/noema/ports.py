@@ -17,25 +17,26 @@ active and its ``valid_until`` is unset or later than ``at``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from noema.domain.knowledge import FactView
+from noema.domain.sealed_events import KeyRequest
+from noema.domain.sealing import KeyBytes
 from noema_events import Event
-
-if TYPE_CHECKING:  # the filters are the recall adapter's; only their type is needed here
-    from noema.adapters.postgres.voices import RecallFilters
 
 __all__ = [
     "AccessReads",
     "ConcurrentWrite",
+    "Embedder",
     "EventReads",
     "EventSink",
     "ExpectingSink",
     "FactReads",
     "Fading",
+    "Keyring",
     "KnowledgeReadModel",
     "MemoryOrder",
     "MemoryReads",
@@ -44,8 +45,11 @@ __all__ = [
     "PolicyReads",
     "PreambleParts",
     "PreambleReads",
+    "RecallFilters",
     "Row",
+    "Sealer",
     "StreamPoint",
+    "VectorCache",
 ]
 
 Row = dict[str, Any]
@@ -82,6 +86,90 @@ class ExpectingSink(EventSink, Protocol):
         sequence still holds (JetStream checks that first). Raises :class:`TimeoutError` when no
         answer came in time (stored or not: the next read tells)."""
         ...
+
+
+E = TypeVar("E", bound=Event)
+
+
+class Embedder(Protocol):
+    """Turns text into vectors of one model; ``name`` keys the vectors so spaces never mix
+    (:mod:`noema.adapters.embedders`)."""
+
+    name: str
+    dimensions: int
+
+    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors for stored texts (normalised)."""
+        ...
+
+    def embed_query(self, text: str) -> list[float]:
+        """Vector for a search query (normalised)."""
+        ...
+
+
+class VectorCache(Protocol):
+    """Vectors computed lately, by the document they embed (never a source of truth: a failure is a
+    miss; :class:`noema.adapters.vector_cache.JetStreamVectorCache`)."""
+
+    async def get_many(self, documents: Sequence[str]) -> list[list[float] | None]:
+        """The cached vector of each document (None: not there)."""
+        ...
+
+    async def put_many(self, documents: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
+        """Leave ``vectors`` (of ``documents``, in order) in the cache."""
+        ...
+
+    async def producer_alive(self, now: float) -> bool:
+        """Whether a process that puts vectors (retrieve) said lately that it is working."""
+        ...
+
+
+@dataclass(frozen=True)
+class RecallFilters:
+    """What a search may return. Only active, unexpired memories unless asked otherwise."""
+
+    workspace: str | None
+    """None searches every workspace (operators only; agents are always scoped)."""
+    mind: str | None = None
+    kinds: Sequence[str] = ()
+    epistemic_kinds: Sequence[str] = ()
+    domains: Sequence[str] = ()
+    statuses: Sequence[str] = ("active",)
+    since: datetime | None = None
+    until: datetime | None = None
+    include_expired: bool = False
+    hidden_domains: Sequence[str] = field(default=())
+    """Domains the caller may not read."""
+    readable_domains: Sequence[str] | None = None
+    """Strict access mode: only memories without a domain or in these domains (None: no limit)."""
+    exclude_ids: Sequence[str] = ()
+    """Memories that are not candidates at all (they neither appear nor shift the normalisation)."""
+    now: datetime | None = None
+    """The time a memory's ``valid_until`` is compared with (the application's clock; None: the
+    database's ``now()``). A read as of a past point passes that point's time."""
+
+
+class Keyring(Protocol):
+    """Where the data keys content is sealed under live
+    (:class:`noema.adapters.postgres.keyring.PostgresKeyring`): destroying a key erases what it
+    sealed (docs/privacy.md)."""
+
+    async def ensure(self, requests: Sequence[KeyRequest]) -> dict[str, KeyBytes]:
+        """The key of each request (None when destroyed), created with its links when new."""
+        ...
+
+    async def lookup(self, key_ids: Collection[str]) -> dict[str, KeyBytes]:
+        """The keys of ``key_ids`` that exist (None when destroyed)."""
+        ...
+
+
+class Sealer(Protocol):
+    """Seals events' content before they are published and opens events read back
+    (:class:`noema.application.sealing.KeyringSealer`; the rules: :mod:`noema.domain.sealed_events`)."""
+
+    async def seal(self, events: Sequence[E]) -> list[E]: ...
+
+    async def open(self, events: Sequence[E]) -> list[E]: ...
 
 
 class AccessReads(Protocol):

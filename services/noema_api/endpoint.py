@@ -28,9 +28,8 @@ from noema.adapters.jetstream import EventPublisher
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES, NO_WORKSPACE, workspace_scope
 from noema.adapters.published import recording_published
 from noema.application.facade import Noema
-from noema.application.upkeep import InvalidQuery, NotFound
 from noema.application.views import parse
-from noema.errors import PROBLEM_JSON, Kind, kind_of, public_message
+from noema.errors import PROBLEM_JSON, InvalidQuery, Kind, NotFound, kind_of, public_message
 from noema.inputs import InvalidInput, convert
 from noema.stream_points import StreamPoint, parse_stream_point
 

@@ -1,12 +1,11 @@
-"""The OpenAPI 3.1 document, generated from the route table and the msgspec Structs.
+"""The OpenAPI 3.1 document of a route table, generated from its endpoints and their msgspec Structs.
 
-``python -m noema_api.openapi`` (``make openapi``) writes it to ``schemas/openapi.json``; a unit test
-fails when the committed file differs from what the code generates.
+``python -m noema_api.routes`` (``make openapi``) writes the API's to ``schemas/openapi.json``; a unit
+test fails when the committed file differs from what the code generates.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -291,17 +290,3 @@ def build_openapi(endpoints: Sequence[Endpoint]) -> dict[str, Any]:
 def render(document: dict[str, Any]) -> str:
     """The document as committed: indented JSON, keys in a stable order, a final newline."""
     return msgspec.json.format(msgspec.json.encode(document), indent=2).decode() + "\n"
-
-
-def main() -> int:
-    """Write the document to ``schemas/openapi.json`` (or the path given)."""
-    from .routes import ENDPOINTS
-
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else OPENAPI_PATH
-    target.write_text(render(build_openapi(ENDPOINTS)))
-    print(f"wrote {target}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

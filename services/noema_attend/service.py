@@ -34,7 +34,7 @@ async def build(
     worker per partition this instance owns (:func:`build_partitioned`)."""
     nc, js, topology = await open_bus(settings, stack, "noema-attend")
     # The claim's connection and one for the keyring: attend reads and writes NATS; PostgreSQL says
-    # who decides and holds the keys content is sealed under (noema.application.sealing).
+    # who decides and holds the keys content is sealed under (noema.domain.sealed_events).
     pool = await open_pool(settings, stack, "reader", app="noema-attend", max_size=2)
     config = AttentionConfig(
         threshold=settings.attend_threshold,

@@ -49,14 +49,13 @@ from noema.adapters.jetstream import (
     last_on_subject,
     stream_last_seq,
 )
-from noema.application.sealing import Sealer
 from noema.domain.attention import AttentionConfig, decide_cycle, working_memory_of
 from noema.domain.knowledge import WorkingMemory
-from noema.ports import ConcurrentWrite
+from noema.ports import ConcurrentWrite, Sealer
 from noema.runtime import tracing
 from noema.runtime.metrics import Metrics
-from noema.runtime.topology import Topology
 from noema.runtime.worker import decode_each
+from noema.topology import Topology
 from noema_events import (
     AttentionDecided,
     Event,

@@ -17,7 +17,7 @@ import typer
 
 from noema.runtime.identities import inbox_prefix
 from noema.runtime.locate import read_state
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 from noema_sdk.protocol import NAME_PATTERN
 
 from .common import DataDir, JsonOption, fail, out, print_json, state, use

@@ -15,8 +15,8 @@ from typing import Any
 import typer
 
 from noema.application.audit_views import POINT_FORMS, DiffQuery, WhyQuery
-from noema.application.upkeep import InvalidQuery
 from noema.application.views import AuditQuery, parse
+from noema.errors import InvalidQuery
 
 from .common import AsOfOption, DataDir, JsonOption, fail, out, run_app, use
 from .render import event_table, print_page, print_record

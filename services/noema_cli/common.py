@@ -19,8 +19,7 @@ import typer
 from rich.console import Console
 
 from noema.application.access import Caller
-from noema.application.upkeep import OperationError
-from noema.errors import SURFACES, Kind, NoemaError, kind_of, public_message
+from noema.errors import SURFACES, Kind, NoemaError, OperationError, kind_of, public_message
 from noema.runtime.locate import locate
 from noema.runtime.settings import Located, Settings
 from noema.stream_points import EXAMPLES, InvalidStreamPoint, parse_stream_point

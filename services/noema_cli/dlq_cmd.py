@@ -18,8 +18,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from noema.application.upkeep import InvalidQuery
 from noema.application.views import parse
+from noema.errors import InvalidQuery
 from noema.runtime.settings import Located
 
 from .common import DataDir, JsonOption, clip, fail, operator_name, out, print_json, run, use

@@ -13,8 +13,8 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from noema.application.upkeep import InvalidQuery
 from noema.application.views import ListQuery, MemoryDetail, TimelineQuery, parse
+from noema.errors import InvalidQuery
 from noema.instants import FORMS
 
 from .common import AsOfOption, DataDir, JsonOption, clip, fail, out, run_app, run_read, use

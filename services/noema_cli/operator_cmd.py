@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 import typer
 
 from noema.application import curation
-from noema.application.upkeep import InvalidQuery
 from noema.application.views import parse
+from noema.errors import InvalidQuery
 
 from .common import DataDir, JsonOption, err, fail, operator_name, out, print_json, run_app, use
 from .memory_cmd import INSTANT, KINDS

@@ -52,17 +52,16 @@ from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.adapters.pull import durable_puller
 from noema.application.knowledge import conflict_events, mention_event, superseded_event
-from noema.application.sealing import Sealer
 from noema.domain.knowledge import Verdict, decide_conflict, slot_relation
 from noema.ids import derive_id
-from noema.ports import EventSink, FactReads
+from noema.ports import EventSink, FactReads, Sealer
 from noema.runtime.claims import ClaimedService
 from noema.runtime.metrics import Metrics
 from noema.runtime.partitions import PartitionedService
 from noema.runtime.settings import Located
-from noema.runtime.topology import Topology
 from noema.runtime.wiring import PartitionConsumer, open_bus, open_pool, partitioned_workers, sealer
 from noema.runtime.worker import PullWorker, decode_each
+from noema.topology import Topology
 from noema_events import Event, FactProposed
 
 __all__ = ["ConflictsHandler", "build"]

@@ -11,13 +11,14 @@ from datetime import UTC, datetime
 import structlog
 from nats.aio.msg import Msg
 
-from noema.adapters.embedders import Embedder, create_embedder
+from noema.adapters.embedders import create_embedder
 from noema.adapters.jetstream import DeadLetters, EventPublisher
 from noema.adapters.pull import durable_puller
-from noema.adapters.vector_cache import VectorCache
+from noema.adapters.vector_cache import JetStreamVectorCache
 from noema.application.upkeep import embed_memories
 from noema.domain.attention import memory_id_for
 from noema.domain.documents import memory_document
+from noema.ports import Embedder
 from noema.runtime import tracing
 from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
@@ -52,7 +53,7 @@ class EmbedHandler:
         dead_letters: DeadLetters,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         stopping: StopFlag | None = None,
-        cache: VectorCache | None = None,
+        cache: JetStreamVectorCache | None = None,
         metrics: Metrics | None = None,
     ) -> None:
         self._publisher = publisher
@@ -163,7 +164,7 @@ async def build(
         embedder,
         DeadLetters(js, topology, "embed", metrics),
         stopping=stopping,
-        cache=VectorCache(nc, topology, embedder.name, embedder.dimensions),
+        cache=JetStreamVectorCache(nc, topology, embedder.name, embedder.dimensions),
         metrics=metrics,
     )
     return StopsHandler(PullWorker("embed", puller, handler, 64, metrics=metrics), stopping)

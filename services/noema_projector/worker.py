@@ -26,8 +26,8 @@ from noema.adapters.postgres.projection import Projected, ReadModelProjection
 from noema.adapters.pull import Puller
 from noema.runtime import tracing
 from noema.runtime.metrics import Metrics
-from noema.runtime.topology import Topology
 from noema.runtime.worker import WorkerFatal
+from noema.topology import Topology
 from noema_events import EventDecodeError
 
 __all__ = ["ProjectorHandler", "StreamGap", "subscribe_from_position"]

@@ -18,25 +18,25 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
-from noema.adapters.embedders import Embedder, create_embedder
+from noema.adapters.embedders import create_embedder
 from noema.adapters.jetstream import DeadLetters, Outgoing, publish_batch
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
-from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.adapters.postgres.voices import RecallStore
 from noema.adapters.pull import durable_puller
-from noema.adapters.vector_cache import VectorCache
-from noema.application.sealing import Sealer
+from noema.adapters.vector_cache import JetStreamVectorCache
 from noema.application.search import Recall, SearchResult
 from noema.application.vectors import passage_vectors
 from noema.domain.attention import memory_id_for
 from noema.domain.documents import observation_document
 from noema.ids import derive_id
+from noema.ports import Embedder, RecallFilters, Sealer
 from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema.runtime.stopping import StopFlag, StopsHandler, release
 from noema.runtime.tasks import cancel_and_wait
-from noema.runtime.topology import Topology
 from noema.runtime.wiring import open_bus, open_pool, sealer
 from noema.runtime.worker import PullWorker, decode_each
+from noema.topology import Topology
 from noema_events import (
     ObservationRecorded,
     RecallProposed,
@@ -75,7 +75,7 @@ class RetrieveHandler:
         topology: Topology,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         stopping: StopFlag | None = None,
-        cache: VectorCache | None = None,
+        cache: JetStreamVectorCache | None = None,
         sealer: Sealer | None = None,
         metrics: Metrics | None = None,
     ) -> None:
@@ -235,7 +235,7 @@ async def build(
     stopping = StopFlag()
     cache = None
     if embedder is not None and recall.vectors_available:
-        cache = VectorCache(nc, topology, embedder.name, embedder.dimensions)
+        cache = JetStreamVectorCache(nc, topology, embedder.name, embedder.dimensions)
         # The embed worker waits for the vectors of observations' memories while this mark is fresh.
         marking = asyncio.create_task(cache.announce_producer())
 

@@ -22,7 +22,7 @@ from noema.adapters.postgres import MemoryQueries, ReadModelProjection
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.application.knowledge import Knowledge
 from noema.ports import ExpectingSink, KnowledgeReadModel, MemoryReads
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 from noema_events import Event
 from tests.conftest import Harness
 from tests.support import T0 as T0  # the clock of every contract test

@@ -16,8 +16,8 @@ import pytest
 from noema.application import reads
 from noema.application.access import Caller
 from noema.application.knowledge import Knowledge
-from noema.application.upkeep import OperationError
 from noema.application.views import AuditQuery
+from noema.errors import OperationError
 from noema.ports import ConcurrentWrite, ExpectingSink
 from noema_events import Event, NotesUpdated, NotesUpdatedPayload
 from tests.contract.conftest import T0, Backend

@@ -16,9 +16,7 @@ import msgspec
 import pytest
 
 from noema.adapters.memory.reads import MEMORY_KEYS
-from noema.adapters.postgres.voices import RecallFilters
 from noema.application import curation, reads, upkeep
-from noema.application.upkeep import InvalidQuery, NotFound
 from noema.application.views import AuditQuery, ListQuery, TimelineQuery
 from noema.domain.dynamics import (
     ACTIVATION_FLOOR,
@@ -27,8 +25,9 @@ from noema.domain.dynamics import (
     decay_activation,
     reinforce_activation,
 )
+from noema.errors import InvalidQuery, NotFound
 from noema.ids import new_id
-from noema.ports import Fading
+from noema.ports import Fading, RecallFilters
 from noema_events import (
     ActivationDecayed,
     ActivationDecayedPayload,

@@ -10,7 +10,7 @@ import pytest
 from noema.application import curation, upkeep
 from noema.application.access import Caller
 from noema.application.curation import KnowledgeEntry
-from noema.application.upkeep import Conflict, NotFound, OperationError
+from noema.errors import Conflict, NotFound, OperationError
 from noema.ids import new_id
 from noema_events import (
     FactMentioned,

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from noema.client import build_observation
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 from noema_events import encode_event
 from tests.conftest import Harness
 from tests.support import assert_eventually

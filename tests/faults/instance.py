@@ -29,7 +29,7 @@ from noema.adapters.jetstream import nats_servers
 from noema.client import build_observation, send_observation
 from noema.runtime.embedded import free_port
 from noema.runtime.health import watched_consumer
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 from tests.support import assert_eventually
 
 NOEMACTL = [sys.executable, "-m", "noema_cli.main"]

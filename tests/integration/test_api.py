@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from noema.adapters.postgres.voices import RecallFilters
+from noema.ports import RecallFilters
 from tests.integration.api_harness import NOW, ApiHarness, api, memory, relationship, retraction
 
 pytestmark = pytest.mark.integration

@@ -20,9 +20,10 @@ from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres.keyring import PostgresKeyring
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.application.knowledge import Caller, Knowledge
-from noema.application.sealing import KeyRequest, Sealer
+from noema.application.sealing import KeyringSealer
 from noema.client import publish_observation
 from noema.domain.attention import memory_id_for
+from noema.domain.sealed_events import KeyRequest
 from noema.ids import new_id
 from noema.ports import ConcurrentWrite
 from noema.runtime.wiring import sealer
@@ -402,7 +403,7 @@ async def test_an_append_racing_an_erasure_of_the_notes_lands_under_a_key_of_its
     await Knowledge.connected(h.pool, h.nc, h.topology).update_my_notes(agent, f"call {MARKER} back")
     await api.caught_up()
     racing = _ErasedAfterFirstKey(api, name)
-    publisher = EventPublisher(h.nc, h.topology, Sealer(racing))
+    publisher = EventPublisher(h.nc, h.topology, KeyringSealer(racing))
     line = await Knowledge(PostgresKnowledge(h.pool), publisher, appends=publisher).record_observation(
         agent, "sent the invoice"
     )

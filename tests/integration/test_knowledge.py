@@ -14,7 +14,7 @@ from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection, checksum
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.queries import MemoryQueries
-from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.adapters.postgres.voices import RecallStore
 from noema.application import curation
 from noema.application.knowledge import Caller, InsufficientMemoryPermission, Knowledge
 from noema.application.preamble import build_preamble
@@ -22,6 +22,7 @@ from noema.application.replay import drop_schema, replay_into
 from noema.application.search import Recall
 from noema.client import publish_observation
 from noema.domain.knowledge import slot_relation
+from noema.ports import RecallFilters
 from noema_attend.service import build as build_attend
 from noema_conflicts.service import build as build_conflicts
 from noema_projector.service import build as build_projector

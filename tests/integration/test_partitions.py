@@ -27,8 +27,8 @@ from noema.client import build_observation, publish_observation, send_observatio
 from noema.runtime.claims import ClaimLost
 from noema.runtime.partitions import PartitionedService
 from noema.runtime.settings import Located
-from noema.runtime.topology import Topology
 from noema.runtime.worker import ConsumerGap, PullWorker
+from noema.topology import Topology
 from noema_attend.service import build as build_attend
 from noema_conflicts.service import build as build_conflicts
 from noema_events import AttentionDecided, decode_event

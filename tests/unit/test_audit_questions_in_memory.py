@@ -17,9 +17,9 @@ from noema.application import curation
 from noema.application.audit_views import POINT_PATTERN, DiffQuery, Why, WhyStep
 from noema.application.changes import audit_diff, stream_point
 from noema.application.lineage import why
-from noema.application.upkeep import InvalidQuery, NotFound
 from noema.client import build_observation
 from noema.domain.attention import AttentionConfig, decide_cycle, memory_id_for
+from noema.errors import InvalidQuery, NotFound
 from noema.ids import derive_id
 from noema_events import FactProposed, RecallProposed, RecallProposedPayload
 from tests.support import T0

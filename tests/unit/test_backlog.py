@@ -9,7 +9,7 @@ import pytest
 from noema.runtime.backlog import RateWindow, Sample, drain_estimate, format_drain, rate_since
 from noema.runtime.readiness import ConsumerState, Thresholds, assess, assess_consumer
 from noema.runtime.settings import Settings, SettingsError
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 from tests.unit.heartbeats import NOW, beat
 
 LIMITS = Thresholds(stale_s=20.0, stall_s=60.0, max_lag=100_000, max_drain_s=600.0)

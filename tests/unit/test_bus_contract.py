@@ -435,7 +435,7 @@ def attend_verdict(subject: str, data: bytes) -> bool:
     from types import SimpleNamespace
 
     from noema.domain.attention import AttentionConfig
-    from noema.runtime.topology import Topology
+    from noema.topology import Topology
     from noema_attend.worker import AttendHandler
 
     class NoNats:
@@ -451,7 +451,7 @@ def attend_verdict(subject: str, data: bytes) -> bool:
 
 
 def projector_verdict(subject: str, data: bytes) -> bool:
-    from noema.runtime.topology import Topology
+    from noema.topology import Topology
 
     try:
         Topology().event_on_subject(data, subject)
@@ -500,7 +500,7 @@ async def test_the_dead_letter_headers_are_those_the_writer_writes() -> None:
     from types import SimpleNamespace
 
     from noema.adapters.jetstream import dead_letter
-    from noema.runtime.topology import Topology
+    from noema.topology import Topology
     from noema_events.asyncapi import DEAD_LETTER_HEADERS
 
     written: list[tuple[str, dict[str, str]]] = []

@@ -11,7 +11,7 @@ from nats.js.errors import NotFoundError
 from noema.adapters.jetstream import ensure_streams
 from noema.client import InvalidObservation, build_observation
 from noema.runtime.settings import Settings, SettingsError
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 
 
 @pytest.mark.parametrize(

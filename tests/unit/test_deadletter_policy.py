@@ -17,7 +17,7 @@ from noema.adapters.dlq_policy import (
 from noema.adapters.jetstream import _stream_configs
 from noema.application.deadletters import preview
 from noema.runtime.settings import Settings, SettingsError
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 
 
 def test_only_the_dead_letter_stream_has_limits_and_the_events_alone_refuse_deleting_one_message() -> None:

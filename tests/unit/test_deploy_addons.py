@@ -21,7 +21,7 @@ from nats.js.api import ConsumerConfig
 from noema.runtime import wiring
 from noema.runtime.kedaconfig import scaled_objects
 from noema.runtime.settings import Located, Settings
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 
 from .deploy_files import (
     CLAIMED,

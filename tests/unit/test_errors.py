@@ -13,9 +13,19 @@ import pytest
 
 from noema.application.access import InsufficientMemoryPermission
 from noema.application.tools import ToolInputError
-from noema.application.upkeep import Conflict, InvalidQuery, NotFound, OperationError
 from noema.client import InvalidObservation
-from noema.errors import SURFACES, Kind, NoemaError, kind_of, markdown_table, public_message
+from noema.errors import (
+    SURFACES,
+    Conflict,
+    InvalidQuery,
+    Kind,
+    NoemaError,
+    NotFound,
+    OperationError,
+    kind_of,
+    markdown_table,
+    public_message,
+)
 from noema.inputs import InvalidInput
 from noema.instants import InvalidInstant
 from noema.runtime.locate import NotRunning
@@ -98,6 +108,17 @@ def test_every_kind_has_one_row_and_distinct_http_statuses() -> None:
 )
 def test_each_error_class_has_its_kind(error: BaseException, kind: Kind) -> None:
     assert kind_of(error) is kind
+
+
+def test_every_backend_failure_the_workers_retry_is_unavailable_on_every_surface() -> None:
+    # noema.errors names the drivers' classes without importing a driver; they must stay the
+    # adapters' (a renamed driver class would otherwise read as a bug, 500).
+    from noema.adapters.errors import BACKEND_UNAVAILABLE
+
+    for cls in BACKEND_UNAVAILABLE:
+        error = cls.__new__(cls)
+        assert kind_of(error) is Kind.UNAVAILABLE, cls
+    assert kind_of(asyncpg.exceptions.UniqueViolationError("dup")) is Kind.INTERNAL
 
 
 def test_error_classes_keep_the_bases_callers_catch() -> None:

@@ -23,7 +23,7 @@ from noema.runtime.identities import (
     service_identity,
 )
 from noema.runtime.settings import NatsAuth, Settings, SettingsError
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 from noema_sdk import protocol
 
 TOPOLOGY = Topology("noema")

@@ -15,7 +15,7 @@ from noema.adapters.memory import InMemoryEventStream, InMemoryKnowledge
 from noema.application.access import Caller, InsufficientMemoryPermission
 from noema.application.knowledge import Knowledge
 from noema.application.preamble import CLOSING, MAX_FACTS, build_preamble
-from noema.application.upkeep import Conflict, InvalidQuery, NotFound, OperationError
+from noema.errors import Conflict, InvalidQuery, NotFound, OperationError
 from noema_conflicts.service import ConflictsHandler
 from noema_events import ConflictRecorded, Event, FactProposed, PolicyProposed
 

@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from noema.application.curation import KnowledgeEntry
 from noema.application.tools import TOOLS, ToolInputError, decode_input, input_schema
-from noema.application.upkeep import InvalidQuery
 from noema.application.views import ListQuery, TimelineQuery, parse
 from noema.client import InvalidObservation, build_observation
+from noema.errors import InvalidQuery
 from noema.instants import FORMS, InvalidInstant, parse_instant
 from noema_api.endpoint import parse_body
 from noema_api.errors import ApiError

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from noema.adapters.postgres.digests import EMPTY, Digest, combined, summed, totals
 from noema.application.divergence import by_partition, partitions_compared
-from noema.runtime.topology import partition_of
+from noema.topology import partition_of
 from noema_cli.replay_cmd import partition_lines
 
 P = 4

@@ -11,8 +11,8 @@ import pytest
 from noema.runtime.claims import ClaimLost
 from noema.runtime.partitions import PartitionedService, claim_order, fair_share
 from noema.runtime.settings import Settings, SettingsError
-from noema.runtime.topology import Topology, partition_of
 from noema.runtime.worker import ConsumerGap
+from noema.topology import Topology, partition_of
 
 # What nats-server 2.15.1 stored for `noema.obs.<ws>.m1` under the transform
 # `noema.obs.*.>` -> `noema.obsp.{{partition(4,1)}}.{{wildcard(1)}}.>` (run by hand; the integration

@@ -15,7 +15,7 @@ from noema.runtime.readiness import (
     problems,
 )
 from noema.runtime.settings import Settings, SettingsError
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 from tests.unit.heartbeats import NOW, beat
 
 LIMITS = Thresholds(stale_s=20.0, stall_s=60.0, max_lag=1000)

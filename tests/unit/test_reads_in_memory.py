@@ -11,8 +11,8 @@ import pytest
 
 from noema.adapters.memory import InMemoryEventStream, InMemoryKnowledge, InMemoryReads
 from noema.application import curation, reads
-from noema.application.upkeep import InvalidQuery
 from noema.application.views import AuditQuery, ListQuery, TimelineQuery
+from noema.errors import InvalidQuery
 from noema_events import AttentionDecided, AttentionDecision
 from tests.support import T0, attention_decided, memory_created
 

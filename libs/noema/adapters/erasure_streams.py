@@ -19,7 +19,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from noema.adapters.pull import Puller
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 
 __all__ = [
     "Found",

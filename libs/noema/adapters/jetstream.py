@@ -38,12 +38,11 @@ from noema.adapters.liveness import track
 from noema.adapters.published import note_published
 from noema.adapters.pull import Puller
 from noema.adapters.vector_cache import vector_stream_config
-from noema.application.sealing import Sealer
-from noema.ports import ConcurrentWrite
+from noema.ports import ConcurrentWrite, Sealer
 from noema.runtime import tracing
 from noema.runtime.identities import inbox_prefix
 from noema.runtime.settings import NatsAuth
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 from noema_events import Event, decode_event, encode_event
 from noema_sdk.tracing import carried
 
@@ -584,7 +583,7 @@ class EventPublisher:
         self._js = nc.jetstream(publish_async_max_pending=MAX_ATOMIC_BATCH * 2)
         self._topology = topology
         self._sealer = sealer
-        """Seals content before it is published (:mod:`noema.application.sealing`); every process
+        """Seals content before it is published (:mod:`noema.domain.sealed_events`); every process
         with a database has one. Without it (the in-memory tier's tests) content goes as it is."""
 
     async def sealed(self, events: Sequence[Event]) -> Sequence[Event]:

@@ -31,7 +31,7 @@ from nats.js.errors import NotFoundError
 
 from noema.adapters.jetstream import first_seq_on
 from noema.adapters.pull import Puller, durable_puller
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 
 __all__ = ["API_TIMEOUT_S", "partition_puller"]
 

@@ -6,7 +6,7 @@ step of understanding (tens of milliseconds of CPU per text), so the first worke
 leaves it here and the second one takes it.
 
 Which of the two computes a vector is settled by who gets there first, with one nudge: retrieve
-marks itself alive in the cache (:meth:`VectorCache.mark_producer`), and while that mark is fresh the
+marks itself alive in the cache (:meth:`JetStreamVectorCache.mark_producer`), and while that mark is fresh the
 embed worker waits a while for the vectors of observations' memories instead of computing them at the
 same moment (:func:`noema.application.vectors.passage_vectors`). Without the nudge, a burst has both workers
 embedding the same texts in lockstep.
@@ -34,9 +34,9 @@ from nats.aio.client import Client as NATS
 from nats.errors import Error as NatsError
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 
-__all__ = ["VECTOR_CACHE_AGE_S", "VECTOR_CACHE_BYTES", "VectorCache", "vector_stream_config"]
+__all__ = ["VECTOR_CACHE_AGE_S", "VECTOR_CACHE_BYTES", "JetStreamVectorCache", "vector_stream_config"]
 
 log = structlog.get_logger("noema.vector_cache")
 
@@ -72,7 +72,7 @@ def cache_key(model: str, document: str) -> str:
     return hashlib.sha256(f"{model}\x00passage\x00{document}".encode()).hexdigest()[:40]
 
 
-class VectorCache:
+class JetStreamVectorCache:
     """Get and put passage vectors of one model (``dimensions`` floats each)."""
 
     def __init__(self, nc: NATS, topology: Topology, model: str, dimensions: int) -> None:

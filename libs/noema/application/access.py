@@ -12,9 +12,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from noema.application.upkeep import OperationError
 from noema.domain.knowledge import ACCESS_ORDER, effective_access
-from noema.errors import Kind
+from noema.errors import Kind, OperationError
 from noema.ports import AccessReads
 from noema_events.envelope import NAME_PATTERN
 

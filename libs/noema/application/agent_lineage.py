@@ -19,8 +19,8 @@ from typing import Any
 from noema.application.access import AccessControl, Caller
 from noema.application.audit_views import Why, WhyStep
 from noema.application.lineage import name_of, why
-from noema.application.upkeep import NotFound
 from noema.application.views import EventRecord
+from noema.errors import NotFound
 from noema.ports import MemoryReads
 
 __all__ = ["why_for"]
@@ -33,7 +33,7 @@ async def why_for(
     reads: MemoryReads, access: AccessControl, caller: Caller, ref: str, limit: int = 500
 ) -> Why:
     """The chain of events behind ``ref`` in the caller's workspace, without what the caller may not
-    read (see the module docstring). Raises :class:`~noema.application.upkeep.NotFound`."""
+    read (see the module docstring). Raises :class:`~noema.errors.NotFound`."""
     answer = await why(reads, ref, caller.workspace, limit)
     readable = await access.readable_domains(caller)
     events = [s.event for s in answer.steps if s.event is not None]

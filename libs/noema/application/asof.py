@@ -24,8 +24,8 @@ from nats.js.errors import NotFoundError
 
 from noema.adapters.jetstream import last_seq_at, stream_last_seq
 from noema.errors import Kind, NoemaError
-from noema.runtime.topology import Topology
 from noema.stream_points import StreamPoint
+from noema.topology import Topology
 
 __all__ = ["AsOf", "PointBeforeHistory", "PointNotInStream", "resolve"]
 

@@ -27,8 +27,8 @@ from noema.application.audit_views import (
 )
 from noema.application.lineage import name_of
 from noema.application.reads import event_records
-from noema.application.upkeep import InvalidQuery
 from noema.application.views import EventRecord
+from noema.errors import InvalidQuery
 from noema.instants import InvalidInstant, parse_instant
 from noema.ports import EventReads, StreamPoint
 from noema_events import EVENT_TYPES

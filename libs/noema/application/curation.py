@@ -20,8 +20,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from noema.application.upkeep import Conflict, NotFound, OperationError
 from noema.domain.dynamics import ACTIVATION_FLOOR, HALF_LIFE_DAYS
+from noema.errors import Conflict, NotFound, OperationError
 from noema.ids import new_id
 from noema.instants import Instant
 from noema.ports import EventSink, MemoryRecords, Row

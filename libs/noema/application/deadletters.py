@@ -34,10 +34,10 @@ from nats.js.errors import APIError, NotFoundError
 
 from noema.adapters.dlq_policy import ORIGINAL_SHA256, ORIGINAL_SIZE, TRUNCATED
 from noema.adapters.jetstream import EventPublisher
-from noema.application.upkeep import Conflict, NotFound, OperationError
+from noema.errors import Conflict, NotFound, OperationError
 from noema.ids import derive_id
 from noema.instants import Instant
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 from noema_events import EventDecodeError, OperatorAction, OperatorActionPayload, decode_event
 from noema_events.envelope import NAME_PATTERN
 from noema_sdk.tracing import carried

@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 
 from noema.adapters.postgres.digests import Digest, combined, key_columns, row_digests, rows_by_key, summed
-from noema.runtime.topology import partition_of
+from noema.topology import partition_of
 
 __all__ = ["LIMIT", "by_partition", "compare_digests", "divergent_rows", "partitions_compared"]
 

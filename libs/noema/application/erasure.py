@@ -36,12 +36,12 @@ from noema.adapters.erasure_streams import (
     purge_vector_cache,
 )
 from noema.adapters.postgres.keyring import PostgresKeyring
-from noema.application.sealing import notes_source
 from noema.domain.attention import memory_id_for
+from noema.domain.sealed_events import notes_source
 from noema.errors import Kind, NoemaError
 from noema.ids import new_id
 from noema.ports import ExpectingSink
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 from noema_events import NAME_PATTERN, ContentErased, ContentErasedPayload, NotesUpdated, NotesUpdatedPayload
 
 __all__ = ["ErasureReport", "ErasureRequest", "NotAnAgent", "NothingToErase", "Scope", "erase"]

@@ -23,17 +23,16 @@ import msgspec
 import structlog
 from nats.aio.client import Client as NATS
 
-from noema.adapters.embedders import Embedder, create_embedder
+from noema.adapters.embedders import create_embedder
 from noema.adapters.jetstream import EventPublisher
 from noema.adapters.postgres.erasure_handlers import blank_copies
-from noema.adapters.postgres.history import PointPool, history_start, search_path
+from noema.adapters.postgres.history import PointPool, history_start, point_store, search_path
 from noema.adapters.postgres.keyring import PostgresKeyring
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.projection import ReadModelProjection
 from noema.adapters.postgres.queries import MemoryQueries
 from noema.adapters.postgres.tenancy import NO_WORKSPACE, workspace_scope
-from noema.adapters.postgres.textsearch import TermStats
-from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.adapters.postgres.voices import RecallStore
 from noema.application import curation, erasure, upkeep
 from noema.application.access import AccessControl, Caller, InsufficientMemoryPermission
 from noema.application.asof import AsOf, PointBeforeHistory, resolve
@@ -54,14 +53,13 @@ from noema.application.reads import (
     workspace_exists,
 )
 from noema.application.replay import verify_replay
-from noema.application.sealing import Sealer
+from noema.application.sealing import KeyringSealer
 from noema.application.search import MODES, Recall, SearchResponse
-from noema.application.upkeep import InvalidQuery, OperationError
 from noema.application.views import AuditPage, AuditQuery, ListQuery, MemoryDetail, MemoryPage, TimelineQuery
 from noema.client import Stored, build_observation, send_observation
 from noema.domain.knowledge import DomainRef
-from noema.errors import Unavailable
-from noema.ports import MemoryReads
+from noema.errors import InvalidQuery, OperationError, Unavailable
+from noema.ports import Embedder, MemoryReads, RecallFilters
 from noema.runtime.settings import Located
 from noema.runtime.wiring import connect_nats, open_pool
 
@@ -134,7 +132,7 @@ class Noema:
         self.clock = clock
         """The time every operation of this instance takes as "now" (tests pin it)."""
         self.topology = settings.topology
-        self.publisher = EventPublisher(nc, self.topology, Sealer(PostgresKeyring(pool)))
+        self.publisher = EventPublisher(nc, self.topology, KeyringSealer(PostgresKeyring(pool)))
         self.dead_letters = DeadLetters(nc, self.topology, self.publisher)
         """The dead-letter stream: list, show, retry, drop (JetStream only, no read model)."""
         self.memories: MemoryReads = MemoryQueries(pool, clock)
@@ -224,12 +222,7 @@ class Noema:
         pool = PointPool(await self._past_pool(), at.seq)
         # The reads take a pool: a point's pool lends connections pinned to the point.
         pinned: asyncpg.Pool = pool
-        store = RecallStore(
-            pinned,
-            self._store.has_vectors,
-            TermStats(schema=f"{self.settings.db_schema}@{at.seq}"),
-            exact=True,
-        )
+        store = point_store(pool, self._store, self.settings.db_schema)
         return Noema(
             self.settings,
             pinned,
@@ -354,7 +347,7 @@ class Noema:
 
     async def memory(self, id_or_prefix: str, workspace: str | None = None) -> MemoryDetail:
         """Operators: one memory (in ``workspace`` when given) with provenance, relationships,
-        vectors and the events citing it (:class:`~noema.application.upkeep.NotFound` when there is none)."""
+        vectors and the events citing it (:class:`~noema.errors.NotFound` when there is none)."""
         return await memory_detail(self.memories, id_or_prefix, workspace)
 
     async def enter_knowledge(self, operator: str, entry: KnowledgeEntry, reason: str) -> OperatorReceipt:

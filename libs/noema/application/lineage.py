@@ -27,8 +27,8 @@ from typing import Any, Literal
 
 from noema.application.audit_views import StepKind, Subject, Why, WhyStep
 from noema.application.reads import event_records
-from noema.application.upkeep import InvalidQuery, NotFound
 from noema.application.views import EventRecord
+from noema.errors import InvalidQuery, NotFound
 from noema.ids import id_prefix
 from noema.ports import MemoryReads
 

@@ -32,7 +32,7 @@ from nats.aio.client import Client as NATS
 from noema.adapters.jetstream import stream_last_seq
 from noema.adapters.postgres import versions as pv
 from noema.application.replay import catch_up, replay_into
-from noema.application.upkeep import Conflict, NotFound
+from noema.errors import Conflict, NotFound
 from noema.runtime.settings import Located
 
 __all__ = ["SWITCH_LOCK_TIMEOUT_S", "drop", "rebuild", "status", "switch"]

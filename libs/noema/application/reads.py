@@ -14,8 +14,6 @@ from typing import Any
 
 import msgspec
 
-from noema.adapters.postgres.voices import RecallFilters
-from noema.application.upkeep import InvalidQuery, NotFound
 from noema.application.views import (
     AuditPage,
     AuditQuery,
@@ -29,8 +27,9 @@ from noema.application.views import (
     SourceObservation,
     TimelineQuery,
 )
+from noema.errors import InvalidQuery, NotFound
 from noema.ids import short_prefix_hint
-from noema.ports import MemoryOrder, MemoryReads, Row
+from noema.ports import MemoryOrder, MemoryReads, RecallFilters, Row
 from noema_events import KNOWN_TAGS
 
 __all__ = [

@@ -40,8 +40,8 @@ from noema.adapters.postgres.projection import Projected
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.application.divergence import by_partition, divergent_rows, partitions_compared
 from noema.runtime.settings import Located
-from noema.runtime.topology import Topology
 from noema.stream_points import StreamPoint
+from noema.topology import Topology
 from noema_events import EventDecodeError
 
 __all__ = [

@@ -35,8 +35,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from noema.adapters.embedders import Embedder
-from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.adapters.postgres.voices import RecallStore
 from noema.domain.ranking import (
     INTENT_WEIGHTS,
     Candidate,
@@ -51,6 +50,7 @@ from noema.domain.ranking import (
     repo_first,
 )
 from noema.domain.timewords import TimeWindow, named_window, names_time
+from noema.ports import Embedder, RecallFilters
 from noema.runtime.threads import in_daemon_thread
 
 __all__ = ["MODES", "Recall", "RecallFilters", "SearchResponse", "SearchResult"]

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from noema.application.vectors import PassageVectors, passage_vectors
 from noema.domain.documents import memory_document
 from noema.domain.dynamics import ACTIVATION_FLOOR, FADE_THRESHOLD, HALF_LIFE_DAYS, RECALL_BOOST
-from noema.errors import Kind, NoemaError
+from noema.errors import Conflict, NotFound, OperationError
 from noema.ids import derive_id, new_id
-from noema.ports import EventSink, MemoryRecords
+from noema.ports import Embedder, EventSink, MemoryRecords, VectorCache
 from noema_events import (
     ActivationDecayed,
     ActivationDecayedPayload,
@@ -28,17 +28,9 @@ from noema_events import (
 )
 from noema_events.vocabulary import RELATIONS, Relation
 
-if TYPE_CHECKING:  # only their types: the adapters (NATS, the embedding engine) load where they are used
-    from noema.adapters.embedders import Embedder
-    from noema.adapters.vector_cache import VectorCache
-
 __all__ = [
     "DEFAULT_TICK_INTERVAL",
     "TICK_LISTED",
-    "Conflict",
-    "InvalidQuery",
-    "NotFound",
-    "OperationError",
     "decay_tick",
     "embed_memories",
     "embed_missing",
@@ -47,31 +39,6 @@ __all__ = [
     "record_retrieval",
     "relate",
 ]
-
-
-class OperationError(NoemaError, ValueError):
-    """The operation cannot be done; the message says why (shown to users as is). Kind ``invalid``
-    unless a subclass says otherwise (see :mod:`noema.errors`)."""
-
-    kind = Kind.INVALID
-
-
-class NotFound(OperationError):
-    """The target does not exist (in the read model)."""
-
-    kind = Kind.NOT_FOUND
-
-
-class Conflict(OperationError):
-    """The target exists but its current state does not allow the operation."""
-
-    kind = Kind.CONFLICT
-
-
-class InvalidQuery(OperationError):
-    """A read's query or filters are not understood (kind ``malformed``)."""
-
-    kind = Kind.MALFORMED
 
 
 async def relate(

@@ -7,13 +7,9 @@ import asyncio
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from noema.ports import Embedder, VectorCache
 from noema.runtime.threads import in_daemon_thread
-
-if TYPE_CHECKING:  # only their types: NATS loads where the cache is used
-    from noema.adapters.embedders import Embedder
-    from noema.adapters.vector_cache import VectorCache
 
 __all__ = ["POLL_S", "PassageVectors", "passage_vectors"]
 

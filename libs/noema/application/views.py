@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 import msgspec.inspect
 
-from noema.application.upkeep import InvalidQuery
+from noema.errors import InvalidQuery
 from noema.inputs import InvalidInput, convert
 from noema.instants import Instant
 from noema_events import KNOWN_TAGS

@@ -22,7 +22,7 @@ from noema.runtime.identities import (
     service_identity,
     service_user,
 )
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 
 __all__ = [
     "AgentRecord",

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 from noema.runtime.credentials import CredentialStore, write_private
 from noema.runtime.identities import OPERATOR, Identity, render_authorization
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 
 __all__ = [
     "HANDLES_FILE",

@@ -35,7 +35,7 @@ from noema.adapters.pull import Puller
 from noema.runtime.backlog import RateWindow
 from noema.runtime.metrics import Metrics
 from noema.runtime.tasks import cancel_and_wait
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 
 __all__ = [
     "ConsumerFigures",

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 
 __all__ = [
     "OPERATOR",

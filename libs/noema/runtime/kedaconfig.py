@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from noema.runtime.natsconfig import DEPLOY_PARTITIONS
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 
 __all__ = ["CLAIMED_REPLICAS", "main", "scaled_objects"]
 
@@ -69,7 +69,7 @@ NOEMA_PARTITIONS = {partitions} (DEPLOY_PARTITIONS in libs/noema/runtime/natscon
 
 Scale the stateless consumers on their lag: KEDA's nats-jetstream scaler reads the durable
 consumer's pending + unacknowledged messages from the NATS monitoring endpoint (/jsz) and sizes
-the Deployment to lag / lagThreshold replicas. Streams and consumers are named by noema.runtime.topology
+the Deployment to lag / lagThreshold replicas. Streams and consumers are named by noema.topology
 with NOEMA_PREFIX (`noema`): <PREFIX>_OBSERVATIONS / <PREFIX>_EVENTS, durable <prefix>_<worker>.
 
 {claimed}

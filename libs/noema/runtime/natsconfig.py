@@ -20,7 +20,7 @@ from noema.runtime.identities import (
     password_variable,
     render_authorization,
 )
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 
 __all__ = ["DEPLOY_PARTITIONS", "PASSWORDS_SECRET", "auth_conf", "auth_values", "main"]
 

@@ -36,7 +36,7 @@ from noema.runtime.health import (
     watched_consumer,
 )
 from noema.runtime.settings import Settings
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 
 __all__ = [
     "Check",

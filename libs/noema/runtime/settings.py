@@ -11,7 +11,7 @@ from pathlib import Path
 from noema.adapters.dlq_policy import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DeadLetterPolicy
 from noema.domain.knowledge import DEFAULT_WM_CAPACITY
 from noema.errors import Kind, NoemaError
-from noema.runtime.topology import MAX_PARTITIONS, Topology
+from noema.topology import MAX_PARTITIONS, Topology
 
 __all__ = ["DEFAULT_DATA_DIR", "WORKERS", "Located", "NatsAuth", "Settings", "SettingsError"]
 

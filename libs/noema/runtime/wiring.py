@@ -17,9 +17,9 @@ from noema.adapters.postgres import create_pool
 from noema.adapters.postgres.keyring import PostgresKeyring
 from noema.adapters.postgres.roles import DbRole
 from noema.adapters.postgres.tenancy import NO_WORKSPACE
-from noema.application.sealing import Sealer
+from noema.application.sealing import KeyringSealer
 from noema.runtime.settings import Located
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 
 if TYPE_CHECKING:  # the worker runtime: loaded by partitioned_workers, not by the application layer
     from noema.runtime.metrics import Metrics
@@ -105,10 +105,10 @@ async def open_pool(
     return pool
 
 
-def sealer(pool: asyncpg.Pool) -> Sealer:
+def sealer(pool: asyncpg.Pool) -> KeyringSealer:
     """What seals a process's events before it publishes them and opens those it reads
-    (:mod:`noema.application.sealing`), with the keyring in ``pool``'s database."""
-    return Sealer(PostgresKeyring(pool))
+    (:mod:`noema.domain.sealed_events`), with the keyring in ``pool``'s database."""
+    return KeyringSealer(PostgresKeyring(pool))
 
 
 class PartitionConsumer(NamedTuple):

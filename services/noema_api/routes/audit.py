@@ -8,7 +8,7 @@ from __future__ import annotations
 import msgspec
 
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES, workspace_scope
-from noema.application.upkeep import NotFound
+from noema.errors import NotFound
 
 from ..endpoint import Endpoint, Req
 from ..models import AuditDiff, DiffQuery, Why, WhyQuery

@@ -20,8 +20,7 @@ from noema.application.deadletters import (
     DropResult,
     RetryResult,
 )
-from noema.application.upkeep import NotFound
-from noema.errors import Kind
+from noema.errors import Kind, NotFound
 
 from ..endpoint import Endpoint, Req
 from ..errors import ApiError

@@ -1,10 +1,8 @@
-"""Health, readiness, the audit log and replay status."""
+"""Health, readiness, the audit log and replay status (the OpenAPI document: :mod:`noema_api.routes`)."""
 
 from __future__ import annotations
 
 import asyncio
-import functools
-from typing import Any
 
 import msgspec
 from nats.errors import Error as NatsError
@@ -20,7 +18,6 @@ from noema.runtime.readiness import system_status, unready
 from ..endpoint import Endpoint, Req, json_response
 from ..errors import ApiError
 from ..models import AuditPage, AuditQuery, Health, ReplayStatus, StatusCheck, SystemStatus
-from ..openapi import build_openapi
 
 __all__ = ["ENDPOINTS"]
 
@@ -69,18 +66,6 @@ async def status(req: Req[None, None]) -> SystemStatus:
     )
 
 
-@functools.cache
-def _document() -> bytes:
-    from . import ENDPOINTS  # the full table, which includes this endpoint
-
-    return msgspec.json.encode(build_openapi(ENDPOINTS))
-
-
-async def openapi(req: Req[None, None]) -> Response:
-    """The OpenAPI document of this API."""
-    return Response(_document(), media_type="application/json")
-
-
 async def audit(req: Req[AuditQuery, None]) -> AuditPage:
     """Who changed what, when, why and from which event: events newest first."""
     q = req.query
@@ -112,9 +97,6 @@ async def replay_status(req: Req[None, None]) -> ReplayStatus:
 
 
 ENDPOINTS = (
-    Endpoint(
-        "GET", "/openapi.json", openapi, "This document (OpenAPI 3.1)", dict[str, Any], "system", public=True
-    ),
     Endpoint("GET", "/healthz", healthz, "Liveness", Health, "system", public=True),
     Endpoint(
         "GET",

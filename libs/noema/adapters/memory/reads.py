@@ -15,9 +15,8 @@ from noema.adapters.memory.events import InMemoryEvents
 from noema.adapters.memory.projection import Tables
 from noema.adapters.memory.records import InMemoryRecords
 from noema.adapters.postgres.queries import MEMORY_FIELDS
-from noema.adapters.postgres.voices import RecallFilters
 from noema.domain.dynamics import current_activation
-from noema.ports import MemoryOrder, Row
+from noema.ports import MemoryOrder, RecallFilters, Row
 
 __all__ = ["MEMORY_KEYS", "InMemoryReads", "admits"]
 

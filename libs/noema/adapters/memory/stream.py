@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from noema.adapters.memory.readmodel import InMemoryKnowledge
 from noema.adapters.postgres.handlers import Projected
 from noema.ports import ConcurrentWrite
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 from noema_events import Event
 
 __all__ = ["InMemoryEventStream", "Reaction"]

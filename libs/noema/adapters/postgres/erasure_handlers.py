@@ -21,7 +21,7 @@ log = structlog.get_logger("noema.erasure")
 ERASURE_HANDLERS = Handlers()
 """Event type → handler, for erasure."""
 
-# A memory's key is its id (noema.application.sealing): the memories of the destroyed keys are the
+# A memory's key is its id (noema.domain.sealed_events): the memories of the destroyed keys are the
 # ones whose content a replay can no longer open, and the only ones blanked here.
 # A fact's participant is the agent that proposed it (the event's actor, not sealed content): it
 # stays, as a replay to any point before the erasure shows it, so every version of the history reads
@@ -99,7 +99,7 @@ async def blank(
         seq,
     )
     await conn.execute(_BLANK_GISTS.format(table="working_memory_history", seq=""), workspace, ids)
-    # A version of an agent's notes is sealed under its event's id (noema.application.sealing).
+    # A version of an agent's notes is sealed under its event's id (noema.domain.sealed_events).
     await conn.execute(
         _BLANK_NOTES.format(table="agent_notes", seq=_AT_ERASURE.format(n="$4::bigint")),
         workspace,

@@ -17,7 +17,10 @@ from typing import Any
 
 import asyncpg
 
-__all__ = ["SETTING", "PointPool", "asof_schema", "history_start", "search_path"]
+from noema.adapters.postgres.textsearch import TermStats
+from noema.adapters.postgres.voices import RecallStore
+
+__all__ = ["SETTING", "PointPool", "asof_schema", "history_start", "point_store", "search_path"]
 
 SETTING = "noema.as_of_seq"
 """The setting the as-of views read their point from (``noema_as_of()``, migration 0014)."""
@@ -70,3 +73,10 @@ class PointPool:
     async def execute(self, query: str, *args: Any, **kwargs: Any) -> str:
         async with self.acquire() as conn:
             return str(await conn.execute(query, *args, **kwargs))
+
+
+def point_store(pool: PointPool, present: RecallStore, schema: str) -> RecallStore:
+    """The recall store of the reads as of ``pool``'s point: vectors compared exactly (like the
+    oracle), its text statistics cached under the point (the past does not change)."""
+    pinned: asyncpg.Pool = pool  # it lends what the store uses of a pool
+    return RecallStore(pinned, present.has_vectors, TermStats(schema=f"{schema}@{pool.seq}"), exact=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 import asyncpg
 
-from noema.application.sealing import KeyRequest
+from noema.domain.sealed_events import KeyRequest
 from noema.domain.sealing import KeyBytes, new_key, open_text, sealed_key_id
 
 __all__ = ["PostgresKeyring", "destroy_keys", "lookup_keys", "opened_rows"]
@@ -44,7 +44,7 @@ async def destroy_keys(
 
 
 class PostgresKeyring:
-    """:class:`noema.application.sealing.Keyring` on a connection pool."""
+    """:class:`noema.ports.Keyring` on a connection pool."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -136,10 +136,6 @@ class PostgresKeyring:
                 "SELECT id FROM memories WHERE workspace = $1 AND id = ANY($2::text[])", workspace, list(ids)
             )
         return sorted(r["id"] for r in rows)
-
-    async def destroy(self, key_ids: Sequence[str], erasure_id: str, at: datetime) -> None:
-        async with self._pool.acquire() as conn:
-            await destroy_keys(conn, key_ids, erasure_id, at)
 
 
 _SEALED_VECTOR = re.compile(r'"sealed_vector": "(nsl1:[^"]*)"')

@@ -21,7 +21,7 @@ from noema.adapters.postgres.handlers import HANDLERS
 from noema.adapters.postgres.keyring import lookup_keys
 from noema.adapters.postgres.knowledge_handlers import KNOWLEDGE_HANDLERS
 from noema.adapters.postgres.registry import Handler, Handlers, Projected
-from noema.application.sealing import is_sealed_event, key_ids_to_open, opened
+from noema.domain.sealed_events import is_sealed_event, key_ids_to_open, opened
 from noema.domain.sealing import KeyBytes
 from noema_events import ContentErased, Event
 

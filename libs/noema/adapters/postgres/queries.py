@@ -12,9 +12,9 @@ import asyncpg
 
 from noema.adapters.postgres.events import EVENT_FIELDS, EventQueries
 from noema.adapters.postgres.keyring import opened_rows
-from noema.adapters.postgres.voices import RecallFilters, activation_sql
+from noema.adapters.postgres.voices import activation_sql, filter_conditions
 from noema.ids import id_prefix
-from noema.ports import Fading, MemoryOrder
+from noema.ports import Fading, MemoryOrder, RecallFilters
 
 __all__ = ["EVENT_FIELDS", "MEMORY_FIELDS", "MemoryQueries", "resolve_id"]
 
@@ -159,7 +159,7 @@ class MemoryQueries(EventQueries):
     ) -> list[dict[str, Any]]:
         """Memory rows (:data:`MEMORY_FIELDS`) matching ``filters`` in ``order``, one page."""
         args: list[Any] = []
-        where = filters.where("m", args)
+        where = filter_conditions(filters, "m", args)
         rows = await self._pool.fetch(
             f"SELECT {_memory_select(f'${len(args) + 3}')} FROM memories m WHERE {where} "
             f"ORDER BY {_ORDER_BY[order]} LIMIT ${len(args) + 1} OFFSET ${len(args) + 2}",

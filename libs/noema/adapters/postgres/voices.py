@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -17,8 +16,9 @@ import asyncpg
 
 from noema.adapters.postgres.textsearch import BROAD_CANDIDATES, TermStats, TextQuery, selective_query
 from noema.domain.ranking import Candidate
+from noema.ports import RecallFilters
 
-__all__ = ["RecallFilters", "RecallStore", "activation_sql"]
+__all__ = ["RecallStore", "activation_sql", "filter_conditions"]
 
 _MODEL = re.compile(r"^[\w./:-]{1,200}$")
 
@@ -61,67 +61,39 @@ def activation_sql(at: str, alias: str = "") -> str:
     )
 
 
-@dataclass(frozen=True)
-class RecallFilters:
-    """What a search may return. Only active, unexpired memories unless asked otherwise."""
+def filter_conditions(f: RecallFilters, alias: str, args: list[Any]) -> str:
+    """SQL conditions of ``f`` on ``alias`` (memories), appending their parameters to ``args``."""
 
-    workspace: str | None
-    """None searches every workspace (operators only; agents are always scoped)."""
-    mind: str | None = None
-    kinds: Sequence[str] = ()
-    epistemic_kinds: Sequence[str] = ()
-    domains: Sequence[str] = ()
-    statuses: Sequence[str] = ("active",)
-    since: datetime | None = None
-    until: datetime | None = None
-    include_expired: bool = False
-    hidden_domains: Sequence[str] = field(default=())
-    """Domains the caller may not read."""
-    readable_domains: Sequence[str] | None = None
-    """Strict access mode: only memories without a domain or in these domains (None: no limit)."""
-    exclude_ids: Sequence[str] = ()
-    """Memories that are not candidates at all (they neither appear nor shift the normalisation)."""
-    now: datetime | None = None
-    """The time a memory's ``valid_until`` is compared with (the application's clock; None: the
-    database's ``now()``). A read as of a past point passes that point's time."""
+    def p(value: Any) -> str:
+        args.append(value)
+        return f"${len(args)}"
 
-    def where(self, alias: str, args: list[Any]) -> str:
-        """SQL conditions on ``alias`` (memories), appending their parameters to ``args``."""
-
-        def p(value: Any) -> str:
-            args.append(value)
-            return f"${len(args)}"
-
-        m = alias
-        conds = ["true"] if self.workspace is None else [f"{m}.workspace = {p(self.workspace)}"]
-        if self.mind is not None:
-            conds.append(f"{m}.mind = {p(self.mind)}")
-        if self.kinds:
-            conds.append(f"{m}.kind = ANY({p(list(self.kinds))}::text[])")
-        if self.epistemic_kinds:
-            conds.append(f"{m}.epistemic_kind = ANY({p(list(self.epistemic_kinds))}::text[])")
-        if self.domains:
-            conds.append(f"{m}.domain = ANY({p(list(self.domains))}::text[])")
-        if self.hidden_domains:
-            conds.append(
-                f"({m}.domain IS NULL OR NOT {m}.domain = ANY({p(list(self.hidden_domains))}::text[]))"
-            )
-        if self.readable_domains is not None:
-            conds.append(
-                f"({m}.domain IS NULL OR {m}.domain = ANY({p(list(self.readable_domains))}::text[]))"
-            )
-        if self.exclude_ids:
-            conds.append(f"NOT {m}.id = ANY({p(list(self.exclude_ids))}::text[])")
-        if self.statuses:
-            conds.append(f"{m}.status = ANY({p(list(self.statuses))}::text[])")
-        if self.since is not None:
-            conds.append(f"coalesce({m}.happened_at, {m}.created_at) >= {p(self.since)}")
-        if self.until is not None:
-            conds.append(f"coalesce({m}.happened_at, {m}.created_at) < {p(self.until)}")
-        if not self.include_expired:
-            now = "now()" if self.now is None else p(self.now)
-            conds.append(f"({m}.valid_until IS NULL OR {m}.valid_until > {now})")
-        return " AND ".join(conds)
+    m = alias
+    conds = ["true"] if f.workspace is None else [f"{m}.workspace = {p(f.workspace)}"]
+    if f.mind is not None:
+        conds.append(f"{m}.mind = {p(f.mind)}")
+    if f.kinds:
+        conds.append(f"{m}.kind = ANY({p(list(f.kinds))}::text[])")
+    if f.epistemic_kinds:
+        conds.append(f"{m}.epistemic_kind = ANY({p(list(f.epistemic_kinds))}::text[])")
+    if f.domains:
+        conds.append(f"{m}.domain = ANY({p(list(f.domains))}::text[])")
+    if f.hidden_domains:
+        conds.append(f"({m}.domain IS NULL OR NOT {m}.domain = ANY({p(list(f.hidden_domains))}::text[]))")
+    if f.readable_domains is not None:
+        conds.append(f"({m}.domain IS NULL OR {m}.domain = ANY({p(list(f.readable_domains))}::text[]))")
+    if f.exclude_ids:
+        conds.append(f"NOT {m}.id = ANY({p(list(f.exclude_ids))}::text[])")
+    if f.statuses:
+        conds.append(f"{m}.status = ANY({p(list(f.statuses))}::text[])")
+    if f.since is not None:
+        conds.append(f"coalesce({m}.happened_at, {m}.created_at) >= {p(f.since)}")
+    if f.until is not None:
+        conds.append(f"coalesce({m}.happened_at, {m}.created_at) < {p(f.until)}")
+    if not f.include_expired:
+        now = "now()" if f.now is None else p(f.now)
+        conds.append(f"({m}.valid_until IS NULL OR {m}.valid_until > {now})")
+    return " AND ".join(conds)
 
 
 def _turns(start: str, step: str, near: str) -> str:
@@ -232,7 +204,7 @@ class RecallStore:
             args: list[Any] = []
             if strict:
                 args.append(query)
-                where = f.where("m", args)
+                where = filter_conditions(f, "m", args)
                 args.append(limit)
                 rows = await conn.fetch(
                     f"""SELECT m.id, ts_rank_cd(m.search, q, 1) AS score
@@ -270,7 +242,7 @@ class RecallStore:
         same rows laid out otherwise (a rebuilt projection version, a replay)."""
         args.append(list(text_query.lexemes))
         lexemes = f"${len(args)}::text[]"
-        where = f.where("m", args)
+        where = filter_conditions(f, "m", args)
         if text_query.broad:
             # The candidates' postings by primary key, one each (OFFSET 0): joined otherwise, the
             # planner reads all of the common word's postings (86,000 at 100,000 memories).
@@ -326,7 +298,7 @@ class RecallStore:
         """The semantic voice's statement through the HNSW index; ``args`` holds the query vector's
         text form first and gets the filters' and the limit's values appended."""
         _inlined(model)
-        where = f.where("m", args)
+        where = filter_conditions(f, "m", args)
         args.append(limit)
         # The model is inlined (validated by the caller) so the planner can use the model's partial
         # index. Each neighbour's memory is read by its primary key (OFFSET 0 keeps the filters out
@@ -347,7 +319,7 @@ class RecallStore:
         first, each one's vector by its primary key (OFFSET 0: never through the model's HNSW
         index, which cannot answer a lookup by memory)."""
         _inlined(model)
-        where = f.where("m", args)
+        where = filter_conditions(f, "m", args)
         args.append(limit)
         return f"""WITH q AS (SELECT $1::text::vector({dims}) AS v)
             SELECT m.id, 1 - (e.embedding::vector({dims}) <=> q.v) AS score
@@ -360,7 +332,7 @@ class RecallStore:
     async def recent(self, f: RecallFilters, limit: int) -> list[tuple[str, float]]:
         """The most recent memories (by when they happened, else when they were recorded)."""
         args: list[Any] = []
-        where = f.where("m", args)
+        where = filter_conditions(f, "m", args)
         args.append(limit)
         rows = await self._pool.fetch(
             f"""SELECT m.id, extract(epoch FROM coalesce(m.happened_at, m.created_at))::float8 AS score
@@ -385,7 +357,7 @@ class RecallStore:
         if not seeds:
             return [], {}
         args: list[Any] = [list(seeds), [float(w) for w in seeds.values()]]
-        where = f.where("m", args)
+        where = filter_conditions(f, "m", args)
         args.append(limit)
         limit_arg = f"${len(args)}"
         columns, join = self._candidate_sql(model, args, now)

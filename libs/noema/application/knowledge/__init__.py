@@ -43,9 +43,9 @@ from noema.application.knowledge.facts import FactOutcome, Facts
 from noema.application.knowledge.maintenance import ConsolidateReport, HarmonizeReport, Maintenance
 from noema.application.knowledge.notes import Notes
 from noema.application.knowledge.policies import Policies
-from noema.application.sealing import Sealer
+from noema.application.sealing import KeyringSealer
 from noema.ports import EventSink, ExpectingSink, KnowledgeReadModel
-from noema.runtime.topology import Topology
+from noema.topology import Topology
 
 __all__ = [
     "ACCESS_MODES",
@@ -124,5 +124,5 @@ class Knowledge:
         cls, pool: asyncpg.Pool, nc: NATS, topology: Topology, clock: Callable[[], datetime] = utcnow
     ) -> Knowledge:
         """The operations over the PostgreSQL read model and the JetStream event stream."""
-        publisher = EventPublisher(nc, topology, Sealer(PostgresKeyring(pool)))
+        publisher = EventPublisher(nc, topology, KeyringSealer(PostgresKeyring(pool)))
         return cls(PostgresKnowledge(pool), publisher, clock, appends=publisher)

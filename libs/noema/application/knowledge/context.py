@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from typing import Any, TypedDict, cast
 
 from noema.application.access import AccessControl, Caller, InsufficientMemoryPermission
-from noema.application.upkeep import InvalidQuery, NotFound, OperationError
 from noema.domain.knowledge import DomainRef
+from noema.errors import InvalidQuery, NotFound, OperationError
 from noema.ids import derive_id, new_id, short_prefix_hint
 from noema.ports import EventSink, ExpectingSink, KnowledgeReadModel
 from noema_events import Event, OperatorAction, OperatorActionPayload

@@ -8,8 +8,8 @@ from typing import Any, cast
 
 from noema.application.access import Caller
 from noema.application.knowledge.context import KnowledgeContext, domain_ref, require_operator
-from noema.application.upkeep import OperationError
 from noema.domain.knowledge import ACCESS_ORDER, DomainRef
+from noema.errors import OperationError
 from noema.ids import derive_id
 from noema_events import (
     DomainCreated,

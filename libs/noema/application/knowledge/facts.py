@@ -14,7 +14,6 @@ from noema.application.access import Caller
 from noema.application.knowledge.context import KnowledgeContext, domain_ref
 from noema.application.knowledge.domains import Domains
 from noema.application.knowledge.events import mention_event
-from noema.application.upkeep import Conflict, NotFound, OperationError
 from noema.domain.dynamics import (
     ACTIVATION_FLOOR,
     FACT_IMPORTANCE,
@@ -23,6 +22,7 @@ from noema.domain.dynamics import (
     initial_confidence,
 )
 from noema.domain.knowledge import equivalent
+from noema.errors import Conflict, NotFound, OperationError
 from noema.ids import derive_id, new_id
 from noema_events import FactProposed, FactProposedPayload
 from noema_events.catalog import SUBJECT_KEY_PATTERN

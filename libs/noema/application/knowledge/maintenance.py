@@ -13,7 +13,6 @@ from noema.application.access import Caller, InsufficientMemoryPermission
 from noema.application.knowledge.context import KnowledgeContext, domain_ref
 from noema.application.knowledge.events import conflict_events, mention_event, superseded_event
 from noema.application.knowledge.facts import FactOutcome, Facts
-from noema.application.upkeep import OperationError
 from noema.domain.dynamics import ACTIVATION_FLOOR, HALF_LIFE_DAYS
 from noema.domain.hot_tier import (
     PROMOTE_IMPORTANCE,
@@ -24,6 +23,7 @@ from noema.domain.hot_tier import (
     promotion,
 )
 from noema.domain.knowledge import FactView, clusters, compare, decide_conflict, equivalent, keeper
+from noema.errors import OperationError
 from noema.ids import derive_id, new_id
 from noema.ports import Row
 from noema_events import Event, MemoryCreated, MemoryCreatedPayload, OperatorAction, OperatorActionPayload

@@ -10,7 +10,7 @@ import structlog
 
 from noema.application.access import Caller, InsufficientMemoryPermission
 from noema.application.knowledge.context import Envelope, KnowledgeContext, require_operator
-from noema.application.upkeep import OperationError
+from noema.errors import OperationError
 from noema.ports import ConcurrentWrite
 from noema_events import NotesUpdated, NotesUpdatedPayload
 

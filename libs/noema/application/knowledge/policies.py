@@ -9,8 +9,8 @@ from typing import Any
 from noema.application.access import Caller, InsufficientMemoryPermission
 from noema.application.knowledge.context import KnowledgeContext, domain_ref
 from noema.application.knowledge.domains import Domains
-from noema.application.upkeep import Conflict, NotFound, OperationError
 from noema.domain.knowledge import DomainRef
+from noema.errors import Conflict, NotFound, OperationError
 from noema.ids import derive_id, new_id
 from noema_events import (
     Event,

@@ -1,0 +1,319 @@
+"""Imports point down: every module of the shipped code (libs, services, schemas, sdk) imports only
+modules of a lower layer or of its own part of a layer (docs/architecture.md#layers), and the
+drivers (nats-py, asyncpg) only where the servers are driven: the adapters, the runtime and the
+composition root. Read from the source (``ast``), every import counted: at the top, inside a
+function, under ``TYPE_CHECKING``.
+
+``KNOWN`` lists the imports against the direction that are still there, each to be removed by moving
+code, never added to: the test fails on an import against the direction that is not listed, and on a
+listed one that is gone (take it off the list)."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ("libs", "schemas", "services", "sdk")
+
+LAYERS: tuple[dict[str, tuple[str, ...]], ...] = (
+    # 0: what Noema shares with everyone: the published SDK and the event catalog (apart)
+    {"sdk": ("noema_sdk",), "events": ("noema_events",)},
+    # 1: the shared vocabulary: errors, ids, times, inputs, stream names
+    {
+        "vocabulary": (
+            "noema.errors",
+            "noema.ids",
+            "noema.instants",
+            "noema.stream_points",
+            "noema.inputs",
+            "noema.topology",
+            "noema",  # the package itself (its version), not what is under it
+        )
+    },
+    # 2: pure rules
+    {"domain": ("noema.domain",)},
+    # 3: what the application needs from the outside world
+    {"ports": ("noema.ports",)},
+    # 4: the application behind the ports, and apart from it the adapters that implement them
+    {"application": ("noema.application",), "adapters": ("noema.adapters", "noema.client")},
+    # 5: plumbing every process shares (settings, the worker loop, health, the embedded servers)
+    {"runtime": ("noema.runtime",)},
+    # 6: the composition root: builds the adapters and hands them to the application
+    {"composition": ("noema.composition",)},
+    # 7: the surfaces and workers, and the tools that generate documents from all of them
+    {
+        "surfaces": (
+            "noema_api",
+            "noema_attend",
+            "noema_cli",
+            "noema_conflicts",
+            "noema_decay",
+            "noema_embed",
+            "noema_mcp",
+            "noema_projector",
+            "noema_retrieve",
+            "noema_service",
+            "noema_events.generate",
+        )
+    },
+)
+"""The layers from the bottom up, each a few parts: a module may import its own part and any part of
+a lower layer, nothing else (two parts of one layer stay apart)."""
+
+DRIVERS = ("nats", "asyncpg")
+DRIVEN_FROM = ("adapters", "runtime", "composition", "sdk")
+"""The parts that may import a driver (the SDK is a client of the NATS agent service of its own)."""
+
+KNOWN: set[str] = {
+    # adapters importing the runtime's plumbing (tracing, metrics, NATS identities, settings, claims)
+    "libs/noema/adapters/asgi.py: noema.runtime.metrics",
+    "libs/noema/adapters/asgi.py: noema.runtime.tracing",
+    "libs/noema/adapters/jetstream.py: noema.runtime.identities",
+    "libs/noema/adapters/jetstream.py: noema.runtime.metrics",
+    "libs/noema/adapters/jetstream.py: noema.runtime.settings",
+    "libs/noema/adapters/jetstream.py: noema.runtime.tracing",
+    "libs/noema/adapters/postgres/claims.py: noema.runtime.claims",
+    # the application driving the servers and building adapters (the facade's construction and the
+    # server-driving procedures move to the composition root)
+    "libs/noema/application/asof.py: nats.aio.client",
+    "libs/noema/application/asof.py: nats.js.errors",
+    "libs/noema/application/asof.py: noema.adapters.jetstream",
+    "libs/noema/application/deadletters.py: nats.aio.client",
+    "libs/noema/application/deadletters.py: nats.js.api",
+    "libs/noema/application/deadletters.py: nats.js.errors",
+    "libs/noema/application/deadletters.py: noema.adapters.dlq_policy",
+    "libs/noema/application/deadletters.py: noema.adapters.jetstream",
+    "libs/noema/application/divergence.py: asyncpg",
+    "libs/noema/application/divergence.py: noema.adapters.postgres.digests",
+    "libs/noema/application/erasure.py: nats.aio.client",
+    "libs/noema/application/erasure.py: noema.adapters.erasure_streams",
+    "libs/noema/application/erasure.py: noema.adapters.postgres.keyring",
+    "libs/noema/application/facade.py: asyncpg",
+    "libs/noema/application/facade.py: nats.aio.client",
+    "libs/noema/application/facade.py: noema.adapters.embedders",
+    "libs/noema/application/facade.py: noema.adapters.jetstream",
+    "libs/noema/application/facade.py: noema.adapters.postgres.history",
+    "libs/noema/application/facade.py: noema.adapters.postgres.erasure_handlers",
+    "libs/noema/application/facade.py: noema.adapters.postgres.keyring",
+    "libs/noema/application/facade.py: noema.adapters.postgres.knowledge",
+    "libs/noema/application/facade.py: noema.adapters.postgres.projection",
+    "libs/noema/application/facade.py: noema.adapters.postgres.queries",
+    "libs/noema/application/facade.py: noema.adapters.postgres.tenancy",
+    "libs/noema/application/facade.py: noema.adapters.postgres.voices",
+    "libs/noema/application/facade.py: noema.client",
+    "libs/noema/application/facade.py: noema.runtime.metrics",
+    "libs/noema/application/facade.py: noema.runtime.settings",
+    "libs/noema/application/facade.py: noema.runtime.wiring",
+    "libs/noema/application/knowledge/__init__.py: asyncpg",
+    "libs/noema/application/knowledge/__init__.py: nats.aio.client",
+    "libs/noema/application/knowledge/__init__.py: noema.adapters.jetstream",
+    "libs/noema/application/knowledge/__init__.py: noema.adapters.postgres.keyring",
+    "libs/noema/application/knowledge/__init__.py: noema.adapters.postgres.knowledge",
+    "libs/noema/application/projections.py: asyncpg",
+    "libs/noema/application/projections.py: nats.aio.client",
+    "libs/noema/application/projections.py: noema.adapters.jetstream",
+    "libs/noema/application/projections.py: noema.adapters.postgres.versions",
+    "libs/noema/application/projections.py: noema.runtime.settings",
+    "libs/noema/application/replay.py: asyncpg",
+    "libs/noema/application/replay.py: nats.aio.client",
+    "libs/noema/application/replay.py: nats.aio.msg",
+    "libs/noema/application/replay.py: noema.adapters.errors",
+    "libs/noema/application/replay.py: noema.adapters.jetstream",
+    "libs/noema/application/replay.py: noema.adapters.postgres",
+    "libs/noema/application/replay.py: noema.adapters.postgres.bulkload",
+    "libs/noema/application/replay.py: noema.adapters.postgres.database",
+    "libs/noema/application/replay.py: noema.adapters.postgres.digests",
+    "libs/noema/application/replay.py: noema.adapters.postgres.projection",
+    "libs/noema/application/replay.py: noema.adapters.postgres.tenancy",
+    "libs/noema/application/replay.py: noema.runtime.settings",
+    "libs/noema/application/search.py: noema.adapters.postgres.voices",
+    "libs/noema/application/search.py: noema.runtime.threads",
+    "libs/noema/application/vectors.py: noema.runtime.threads",
+    # surfaces and workers that hold a driver (decisions without transport: a thin NATS adapter around
+    # each worker's decision, the surfaces over the composition root)
+    "services/noema_api/consistency.py: asyncpg",
+    "services/noema_api/endpoint.py: asyncpg",
+    "services/noema_api/routes/system.py: nats.errors",
+    "services/noema_api/routes/system.py: nats.js.errors",
+    "services/noema_attend/service.py: asyncpg",
+    "services/noema_attend/service.py: nats.aio.client",
+    "services/noema_attend/service.py: nats.js.api",
+    "services/noema_attend/service.py: nats.js.errors",
+    "services/noema_attend/worker.py: nats.aio.client",
+    "services/noema_attend/worker.py: nats.aio.msg",
+    "services/noema_attend/worker.py: nats.js",
+    "services/noema_cli/agent_cmd.py: nats",
+    "services/noema_cli/agent_cmd.py: nats.errors",
+    "services/noema_cli/projection_cmd.py: nats.aio.client",
+    "services/noema_cli/supervisor.py: asyncpg",
+    "services/noema_conflicts/service.py: asyncpg",
+    "services/noema_conflicts/service.py: nats.aio.msg",
+    "services/noema_conflicts/service.py: nats.js",
+    "services/noema_decay/service.py: asyncpg",
+    "services/noema_embed/service.py: nats.aio.msg",
+    "services/noema_projector/worker.py: asyncpg",
+    "services/noema_projector/worker.py: nats.aio.client",
+    "services/noema_projector/worker.py: nats.aio.msg",
+    "services/noema_projector/worker.py: nats.js",
+    "services/noema_projector/worker.py: nats.js.api",
+    "services/noema_projector/worker.py: nats.js.errors",
+    "services/noema_retrieve/service.py: nats.aio.client",
+    "services/noema_retrieve/service.py: nats.aio.msg",
+    "services/noema_retrieve/service.py: nats.js.api",
+    "services/noema_service/handler.py: nats.micro.request",
+    "services/noema_service/handler.py: nats.micro.service",
+    "services/noema_service/service.py: nats.micro",
+    "services/noema_service/service.py: nats.micro.service",
+}
+"""Imports against the direction that are still there (``path: imported module``): the ones left by
+the layer moves of issue 29 (the application's server-driving modules, the surfaces' NATS workers),
+to be removed, never added to."""
+
+
+@dataclass(frozen=True)
+class Part:
+    layer: int
+    name: str
+
+
+def _parts() -> list[tuple[str, Part]]:
+    found = [
+        (prefix, Part(i, name))
+        for i, parts in enumerate(LAYERS)
+        for name, prefixes in parts.items()
+        for prefix in prefixes
+    ]
+    return sorted(found, key=lambda p: -len(p[0]))  # the longest prefix decides
+
+
+PARTS = _parts()
+
+
+def part_of(module: str) -> Part | None:
+    """The part ``module`` belongs to (None: not Noema's: the standard library, a dependency)."""
+    for prefix, part in PARTS:
+        if module == prefix or (module.startswith(prefix + ".") and prefix != "noema"):
+            return part
+    return None
+
+
+def _module(path: Path, root: Path = ROOT) -> tuple[str, str]:
+    """(dotted name, its package) of a shipped source file."""
+    rel = path.relative_to(root).with_suffix("").parts[1:]
+    if rel[-1] == "__init__":
+        name = ".".join(rel[:-1])
+        return name, name
+    name = ".".join(rel)
+    return name, name.rpartition(".")[0]
+
+
+def _imported(tree: ast.AST, package: str) -> list[tuple[int, str]]:
+    """(line, module) of every import in ``tree``; ``from a import b`` counts as ``a.b`` when ``b`` is a
+    module of this tree (so a package's face does not hide what is taken from it)."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            out += [
+                (node.lineno, f"{module}.{a.name}" if _is_module(f"{module}.{a.name}") else module)
+                for a in node.names
+            ]
+    return out
+
+
+def _is_module(dotted: str) -> bool:
+    parts = dotted.split(".")
+    for top in SHIPPED:
+        base = ROOT / top / Path(*parts)
+        if base.with_suffix(".py").is_file() or (base / "__init__.py").is_file():
+            return True
+    return False
+
+
+def is_against(module: str, target: str) -> bool:
+    """Whether ``module`` importing ``target`` goes against the direction."""
+    here, there = part_of(module), part_of(target)
+    if here is None:
+        return False
+    if there is None:
+        return target.split(".")[0] in DRIVERS and here.name not in DRIVEN_FROM
+    return there != here and there.layer >= here.layer
+
+
+def against_the_direction(root: Path = ROOT) -> dict[str, list[int]]:
+    """``path: imported module`` → the lines of every import against the direction."""
+    found: dict[str, list[int]] = {}
+    for top in SHIPPED:
+        for path in sorted((root / top).rglob("*.py")):
+            module, package = _module(path, root)
+            for line, target in _imported(ast.parse(path.read_text(), str(path)), package):
+                if is_against(module, target):
+                    found.setdefault(f"{path.relative_to(root)}: {target}", []).append(line)
+    return found
+
+
+def test_every_module_of_the_tree_has_a_layer() -> None:
+    homeless = []
+    for top in SHIPPED:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            if part_of(_module(path)[0]) is None:
+                homeless.append(str(path.relative_to(ROOT)))
+    assert homeless == [], "give these modules a part in LAYERS"
+
+
+def test_the_parts_keep_their_order() -> None:
+    assert part_of("noema.adapters.postgres.voices") == Part(4, "adapters")
+    assert part_of("noema.application.facade") == Part(4, "application")
+    assert part_of("noema.errors") == Part(1, "vocabulary")
+    assert part_of("noema_events.generate") == Part(7, "surfaces")
+    assert part_of("noema_events.catalog") == Part(0, "events")
+    assert part_of("asyncpg") is None
+
+
+def test_an_import_against_the_direction_is_found() -> None:
+    assert is_against("noema.application.search", "asyncpg")  # a driver outside the adapters
+    assert is_against("noema.application.facade", "noema.adapters.jetstream")  # a part beside it
+    assert is_against("noema.adapters.jetstream", "noema.application.sealing")
+    assert is_against("noema.domain.ranking", "noema.ports")  # up
+    assert is_against("noema.errors", "noema.adapters.errors")
+    assert is_against("noema_events.catalog", "noema_service.operations")
+    assert not is_against("noema.application.search", "noema.errors")
+    assert not is_against("noema.application.search", "noema.application.vectors")
+    assert not is_against("noema.adapters.jetstream", "nats.js")
+    assert not is_against("noema.application.search", "numpy")
+    assert not is_against("noema_api.app", "noema.adapters.postgres")
+
+
+def test_the_scan_reads_every_kind_of_import(tmp_path: Path) -> None:
+    (tmp_path / "libs" / "noema" / "domain").mkdir(parents=True)
+    (tmp_path / "libs" / "noema" / "domain" / "rule.py").write_text(
+        "from __future__ import annotations\n"
+        "from typing import TYPE_CHECKING\n"
+        "from noema.errors import Kind\n"
+        "if TYPE_CHECKING:\n"
+        "    from noema.ports import Row\n"
+        "def f() -> None:\n"
+        "    import nats\n"
+        "    from .. import application\n"
+    )
+    assert against_the_direction(tmp_path) == {
+        "libs/noema/domain/rule.py: nats": [7],
+        "libs/noema/domain/rule.py: noema.application": [8],
+        "libs/noema/domain/rule.py: noema.ports": [5],
+    }
+
+
+def test_imports_point_down() -> None:
+    found = against_the_direction()
+    new = {k: v for k, v in found.items() if k not in KNOWN}
+    gone = sorted(KNOWN - found.keys())
+    assert new == {}, "an import against the direction (docs/architecture.md#layers): move the code instead"
+    assert gone == [], "no longer there: take these off KNOWN"
