@@ -182,9 +182,9 @@ async def main_async(memories: int, embedder: str, repeat: int) -> dict[str, Any
         "write_s": round(write_s, 2),
         "build_s": round(build_s, 2),
         "read_model_mb": {
-            "live": round(sizes["live"] / 2**20, 1),
-            "history": round(sizes["history"] / 2**20, 1),
-            "citations": round(sizes["citations"] / 2**20, 1),
+            "live": round(int(sizes["live"]) / 2**20, 1),
+            "history": round(int(sizes["history"]) / 2**20, 1),
+            "citations": round(int(sizes["citations"]) / 2**20, 1),
         },
         "repeat": repeat,
         **measured,

@@ -10,8 +10,10 @@ committed position.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import structlog
@@ -21,7 +23,8 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
-from noema.adapters.jetstream import DeadLetters
+from noema.adapters.jetstream import DeadLetters, last_seq_at
+from noema.adapters.postgres import history
 from noema.adapters.postgres.projection import Projected, ReadModelProjection
 from noema.adapters.pull import Puller
 from noema.runtime import tracing
@@ -78,6 +81,7 @@ class ProjectorHandler:
         position: int,
         connection: Callable[[], AbstractAsyncContextManager[asyncpg.Connection]] | None = None,
         metrics: Metrics | None = None,
+        history_days: int = 0,
     ) -> None:
         # Writes go through ``connection`` (default: the pool's): the claim's own connection when
         # several instances run, so only the session holding the claim can commit (fencing).
@@ -89,6 +93,10 @@ class ProjectorHandler:
         self._position = (metrics or Metrics()).projection_position.labels(projection.name)
         self._position.set(position)
         self._expected = position + 1
+        self._js = js
+        self._history_days = history_days
+        """``NOEMA_HISTORY_DAYS``: the history kept (0: all of it), bounded after a batch, hourly."""
+        self._next_prune = 0.0
 
     def _in_order(self, msgs: list[Msg]) -> list[Msg]:
         """The messages not applied yet, checked to continue the stream without a gap."""
@@ -139,6 +147,23 @@ class ProjectorHandler:
         self._expected = through + 1
         self._position.set(through)
         log.info("batch projected", events=applied, last_seq=through)
+        await self._bound_history()
+
+    async def _bound_history(self) -> None:
+        """Drop the history's versions older than ``NOEMA_HISTORY_DAYS`` (at most once an hour):
+        the first point kept is the last event the stream had stored that many days ago."""
+        if not self._history_days or time.monotonic() < self._next_prune:
+            return
+        self._next_prune = time.monotonic() + _PRUNE_EVERY_S
+        since = datetime.now(UTC) - timedelta(days=self._history_days)
+        horizon = await last_seq_at(
+            self._js, self._topology.event_stream, self._topology.event_subjects, since
+        )
+        if horizon > 0:
+            async with self._connection() as conn:
+                dropped = await history.prune(conn, horizon)
+            if dropped:
+                log.info("history bounded", starts_at=horizon, versions_dropped=dropped)
 
     async def reject(self, msg: Msg, reason: str, kind: str) -> None:
         """Skip one event for good: its dead letter first, then the position moves past it, then the ack."""
@@ -152,6 +177,9 @@ class ProjectorHandler:
             self._expected = seq + 1
             self._position.set(seq)
         await msg.ack()
+
+
+_PRUNE_EVERY_S = 3600.0
 
 
 class StreamGap(WorkerFatal):

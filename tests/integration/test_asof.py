@@ -30,7 +30,7 @@ import msgspec
 import pytest
 
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
-from noema.adapters.postgres import ReadModelProjection
+from noema.adapters.postgres import ReadModelProjection, history
 from noema.adapters.postgres.roles import DbRole
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES, workspace_scope
 from noema.adapters.postgres.voices import RecallStore
@@ -472,6 +472,38 @@ async def test_a_point_before_the_history_begins_is_refused_saying_how_to_ask(wo
     answer = await world.admin.get("/v1/memories", params={"workspace": "acme", "as_of": str(last)})
     assert answer.status_code == 200, answer.text
     assert len(answer.json()["items"]) == 2
+
+
+async def test_a_bounded_history_answers_from_its_start_and_still_matches_its_replay(
+    world: World, oracles: dict[int, Oracle]
+) -> None:
+    first = await world.publish(memory("the deploy key rotates on Fridays"))
+    created = memory("the vault key rotates monthly")
+    second = await world.publish(created)
+    with workspace_scope(ALL_WORKSPACES):
+        await world.app.change_status("retract", created.payload.memory_id, actor="operator:root", reason="x")
+        await world.caught_up()
+        await world.app.change_status("restore", created.payload.memory_id, actor="operator:root", reason="y")
+    last = await world.caught_up()
+    # As NOEMA_HISTORY_DAYS bounds it: the versions no point from `second` on can see are dropped.
+    owner = await asyncpg.connect(world.h.settings.database_url)
+    try:
+        await owner.execute(f"SET search_path = {world.h.settings.db_schema}, public")
+        assert await history.prune(owner, second + 1) > 0  # the retracted version, replaced since
+    finally:
+        await owner.close()
+    refused = await world.admin.get("/v1/memories", params={"workspace": "acme", "as_of": str(first)})
+    assert refused.status_code == 409, refused.text
+    assert "NOEMA_HISTORY_DAYS" in refused.json()["error"]
+    for seq in range(second + 1, last + 1):
+        oracle = await _oracle(world, seq, oracles)
+        for path in ("/v1/memories", "/v1/timeline"):
+            asked = await world.admin.get(path, params={"workspace": "acme", "as_of": str(seq)})
+            expected = await oracle.api.get(path, params={"workspace": "acme"})
+            assert asked.status_code == 200, asked.text
+            assert asked.json() == expected.json(), (seq, path)
+    report = await verify_replay(world.h.settings, world.h.nc)
+    assert report["match"] is True, report["differences"]
 
 
 async def test_a_server_reading_as_the_reader_role_answers_any_point_with_nothing_built_first(

@@ -31,9 +31,10 @@ __all__ = ["AsOf", "PointBeforeHistory", "PointNotInStream", "resolve"]
 
 
 class PointBeforeHistory(NoemaError):
-    """The point is older than the read model's history: it was migrated from a release that kept
-    none, and its history begins at the upgrade. The message says how to ask (the forensic replay,
-    or a projection rebuild, which rebuilds the whole history)."""
+    """The point is older than the read model's history: its versions are past the retention
+    (``NOEMA_HISTORY_DAYS``), or the read model was migrated from a release that kept none and its
+    history begins at the upgrade. The message says how to ask (the forensic replay, or a projection
+    rebuild, which rebuilds the whole history)."""
 
     kind = Kind.CONFLICT
 

@@ -210,10 +210,11 @@ class Noema:
             position = await ReadModelProjection().position(conn)
         if at.seq < start:
             raise PointBeforeHistory(
-                f"as of seq {at.seq}: this read model keeps its history from seq {start} (it was "
-                f"upgraded then); ask a later point, or replay the earlier one (`noemactl replay "
-                f"--until {at.seq} --keep`), or rebuild the read model with its whole history "
-                "(`noemactl projection rebuild`, then `switch`)"
+                f"as of seq {at.seq}: this read model keeps its history from seq {start} (older "
+                "versions are past NOEMA_HISTORY_DAYS, or it was upgraded from a release that kept "
+                f"none then); ask a later point, or replay the earlier one (`noemactl replay --until "
+                f"{at.seq} --keep`), or rebuild the read model with its whole history (`noemactl "
+                "projection rebuild`, then `switch`)"
             )
         if position < at.seq and not await self._projected(at.seq, timeout_s=10.0):
             raise Unavailable(

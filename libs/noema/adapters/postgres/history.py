@@ -20,7 +20,30 @@ import asyncpg
 from noema.adapters.postgres.textsearch import TermStats
 from noema.adapters.postgres.voices import RecallStore
 
-__all__ = ["SETTING", "PointPool", "asof_schema", "history_start", "point_store", "search_path"]
+__all__ = [
+    "HISTORY_TABLES",
+    "SETTING",
+    "PointPool",
+    "asof_schema",
+    "history_start",
+    "point_store",
+    "prune",
+    "search_path",
+]
+
+HISTORY_TABLES = (
+    "memories_history",
+    "relationships_history",
+    "memory_embeddings_history",
+    "domains_history",
+    "grants_history",
+    "workspace_settings_history",
+    "policies_history",
+    "conflicts_history",
+    "working_memory_history",
+    "agent_notes_history",
+)
+"""The history tables of migration 0014, one per state table."""
 
 SETTING = "noema.as_of_seq"
 """The setting the as-of views read their point from (``noema_as_of()``, migration 0014)."""
@@ -41,6 +64,23 @@ async def history_start(conn: asyncpg.Connection | asyncpg.Pool) -> int:
     earlier release starts at its position then)."""
     value = await conn.fetchval("SELECT seq FROM history_start")
     return int(value or 0)
+
+
+async def prune(conn: asyncpg.Connection, before_seq: int) -> int:
+    """Bound the history (``NOEMA_HISTORY_DAYS``): drop the versions no point from ``before_seq`` on
+    can see (replaced at or before it) and start the history there; returns the versions dropped
+    (0 when it already starts there or later). One transaction."""
+    dropped = 0
+    async with conn.transaction():
+        if before_seq <= await history_start(conn):
+            return 0
+        for table in HISTORY_TABLES:
+            status = await conn.execute(
+                f"DELETE FROM {table} WHERE valid_to_seq IS NOT NULL AND valid_to_seq <= $1", before_seq
+            )
+            dropped += int(status.split()[-1])
+        await conn.execute("UPDATE history_start SET seq = $1", before_seq)
+    return dropped
 
 
 class PointPool:
