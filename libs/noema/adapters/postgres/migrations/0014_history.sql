@@ -106,6 +106,33 @@ CREATE INDEX relationships_history_to ON relationships_history (to_id);
 CREATE INDEX policies_history_scope ON policies_history (workspace, domain);
 CREATE INDEX conflicts_history_scope ON conflicts_history (workspace, domain, origin_seq);
 
+-- BM25's postings as of a point: a memory's words change only by erasure, which blanks every version
+-- of it, so the postings held at a point are those of the memories created by then. Each posting
+-- carries its memory's creation sequence, and a covering index counts and reads a word's postings
+-- up to a point without touching the memories.
+ALTER TABLE memory_postings ADD COLUMN origin_seq bigint NOT NULL DEFAULT 0;
+UPDATE memory_postings p SET origin_seq = m.origin_seq FROM memories m WHERE m.id = p.memory_id;
+CREATE INDEX memory_postings_since ON memory_postings (lexeme, workspace, origin_seq) INCLUDE (memory_id, tf, dl);
+
+CREATE OR REPLACE FUNCTION noema_postings_added() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO memory_postings (lexeme, workspace, memory_id, tf, dl, origin_seq)
+    SELECT p.lexeme, n.workspace, n.id, p.tf, p.dl, n.origin_seq FROM new_rows n, noema_postings_of(n.search) p;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION noema_postings_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM memory_postings p
+    USING unnest(OLD.search) u
+    WHERE p.lexeme = u.lexeme AND p.workspace = OLD.workspace AND p.memory_id = OLD.id;
+    INSERT INTO memory_postings (lexeme, workspace, memory_id, tf, dl, origin_seq)
+    SELECT p.lexeme, NEW.workspace, NEW.id, p.tf, p.dl, NEW.origin_seq FROM noema_postings_of(NEW.search) p;
+    RETURN NULL;
+END
+$$;
+
 -- The views of the as-of schema: each table as it stood at `noema_as_of()`.
 DO $$
 DECLARE
@@ -128,13 +155,10 @@ BEGIN
     -- The audit copy: the events stored by then.
     EXECUTE format('CREATE VIEW %I.events WITH (security_invoker = true) AS SELECT * FROM %I.events '
                    'WHERE seq <= %I.noema_as_of()', asof, live, live);
-    -- BM25's postings and word counts: a memory's words never change but by erasure, which blanks
-    -- every version of it, so the postings held then are the live postings of the memories that
-    -- existed then.
+    -- BM25's postings and word counts: those of the memories created by then (above).
     EXECUTE format('CREATE VIEW %I.memory_postings WITH (security_invoker = true) AS '
-                   'SELECT p.lexeme, p.workspace, p.memory_id, p.tf, p.dl FROM %I.memory_postings p '
-                   'JOIN %I.memories m ON m.id = p.memory_id WHERE m.origin_seq <= %I.noema_as_of()',
-                   asof, live, live, live);
+                   'SELECT lexeme, workspace, memory_id, tf, dl, origin_seq FROM %I.memory_postings '
+                   'WHERE origin_seq <= %I.noema_as_of()', asof, live, live);
     EXECUTE format('CREATE VIEW %I.memory_terms WITH (security_invoker = true) AS '
                    'SELECT workspace, lexeme, count(*)::integer AS memories FROM %I.memory_postings '
                    'GROUP BY workspace, lexeme', asof, asof);
