@@ -144,7 +144,8 @@ _POSTINGS_TRIGGERS = ("memory_postings_insert", "memory_postings_delete", "memor
 
 _POSTINGS = """
     INSERT INTO memory_postings (lexeme, workspace, memory_id, tf, dl, origin_seq)
-    SELECT p.lexeme, m.workspace, m.id, p.tf, p.dl, m.origin_seq FROM memories m, noema_postings_of(m.search) p
+    SELECT p.lexeme, m.workspace, m.id, p.tf, p.dl, m.origin_seq
+    FROM memories m, noema_postings_of(m.search) p
     ORDER BY 1, 2, 3
 """
 """Every memory's postings, as the triggers write them (migration 0009's own backfill, with the
