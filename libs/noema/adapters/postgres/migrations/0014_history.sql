@@ -99,7 +99,10 @@ SELECT noema_keep_history('agent_notes', ARRAY['workspace', 'agent']);
 -- reads by id).
 CREATE INDEX memories_history_scope ON memories_history (workspace, mind, created_at DESC);
 CREATE INDEX memories_history_recent ON memories_history (workspace, (coalesce(happened_at, created_at)) DESC);
-CREATE INDEX memories_history_search ON memories_history USING gin (search) WITH (fastupdate = off);
+-- Full text over the versions of facts only (the preamble's facts; recall's text voice reads the
+-- postings): every memory's would double the cost of the projector's full-text upkeep.
+CREATE INDEX memories_history_fact_search ON memories_history USING gin (search) WITH (fastupdate = off)
+    WHERE kind = 'semantic';
 CREATE INDEX memories_history_slot ON memories_history (workspace, domain, topic) WHERE kind = 'semantic';
 CREATE INDEX relationships_history_from ON relationships_history (from_id);
 CREATE INDEX relationships_history_to ON relationships_history (to_id);
