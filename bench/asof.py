@@ -36,8 +36,9 @@ from noema.adapters.postgres import migrate
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES, workspace_scope
 from noema.adapters.postgres.voices import RecallStore
 from noema.application.access import Caller
-from noema.application.facade import Noema, SearchOptions
+from noema.application.facade import SearchOptions
 from noema.application.views import ListQuery
+from noema.composition.instance import Instance
 from noema.runtime.settings import Located
 from noema.topology import Topology
 
@@ -64,7 +65,7 @@ async def _timed(work: Callable[[], Awaitable[Any]]) -> float:
     return time.perf_counter() - started
 
 
-async def _point(app: Noema, seq: int, repeat: int) -> dict[str, Any]:
+async def _point(app: Instance, seq: int, repeat: int) -> dict[str, Any]:
     """The first read as of ``seq`` (building it), then ``repeat`` reads of each kind."""
     started = time.perf_counter()
     view = await app.as_of(seq)
@@ -110,7 +111,7 @@ async def main_async(memories: int, embedder: str, repeat: int) -> dict[str, Any
             pool = await RecallStore.create_pool(
                 db_url, name, workspace=ALL_WORKSPACES, min_size=1, max_size=4
             )
-            app = Noema(settings, pool, nc, await RecallStore.open(pool))
+            app = Instance(settings, pool, nc, await RecallStore.open(pool))
             app.workspace = ALL_WORKSPACES
             try:
                 await app.embedder()  # loaded before timing (a running surface has it loaded)

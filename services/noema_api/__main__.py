@@ -9,7 +9,7 @@ import structlog
 import uvicorn
 
 from noema.adapters.postgres import migrate
-from noema.application.facade import Noema
+from noema.composition.instance import Instance
 from noema.runtime import tracing
 from noema.runtime.health import ErrorTap, Heartbeat
 from noema.runtime.locate import locate
@@ -35,7 +35,7 @@ async def main(api_settings: ApiSettings, errors: ErrorTap | None = None) -> Non
     async with AsyncExitStack() as stack:
         await migrate(settings.database_url, settings.db_schema)
         metrics = Metrics()
-        app = await stack.enter_async_context(Noema.open(settings, name="noema-api", metrics=metrics))
+        app = await stack.enter_async_context(Instance.open(settings, name="noema-api", metrics=metrics))
         # The API's own heartbeat (through its connection), read by `noemactl status` and /readyz.
         await stack.enter_async_context(
             Heartbeat(

@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from noema.adapters.jetstream import connect_within
-from noema.application.replay import live_position as _live_position
+from noema.composition.replay import live_position as _live_position
 from noema.runtime.credentials import redact_url
 from noema.runtime.locate import read_state
 from noema.runtime.readiness import system_status

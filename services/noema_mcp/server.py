@@ -34,13 +34,13 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
 
 from noema.application.access import Caller
-from noema.application.facade import Noema
 from noema.application.tools import TOOLS, Tool, call_tool, input_schema, output_schema
+from noema.composition.instance import Instance
 from noema.errors import SURFACES, Kind, kind_of, public_message
 
 __all__ = ["PREAMBLE_URI", "Provider", "build_server", "preamble_uri", "tool_definitions"]
 
-Provider = Callable[[], Awaitable[Noema]]
+Provider = Callable[[], Awaitable[Instance]]
 """Gives the application layer to run a request on (raises when Noema cannot be reached)."""
 
 PREAMBLE_URI = "noema://preamble"
@@ -116,8 +116,8 @@ def _failure(exc: Exception, caller: Caller, what: str) -> tuple[Kind, str]:
     return kind, public_message(exc, kind)
 
 
-def _given(app: Noema) -> Provider:
-    async def provide() -> Noema:
+def _given(app: Instance) -> Provider:
+    async def provide() -> Instance:
         return app
 
     return provide
@@ -134,7 +134,7 @@ def _instructions(caller: Caller) -> str:
     )
 
 
-def build_server(app: Noema | Provider, caller: Caller) -> Server[Any]:
+def build_server(app: Instance | Provider, caller: Caller) -> Server[Any]:
     """An MCP server running every agent tool as ``caller`` against ``app`` (or the application
     layer a provider gives for each request)."""
     provider = app if callable(app) else _given(app)

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from noema.adapters.asgi import BodyLimit, JsonBodies, MetricsEndpoint, RequestLog, problem_response
 from noema.application.access import Caller
-from noema.application.facade import Noema
+from noema.composition.instance import Instance
 from noema.errors import PROBLEM_JSON, SURFACES, Kind, kind_of, problem, public_message
 from noema.runtime import tracing
 from noema.runtime.locate import locate
@@ -92,9 +92,9 @@ class Connection:
         self._metrics = metrics
         self._stack = contextlib.AsyncExitStack()
         self._lock = asyncio.Lock()
-        self._app: Noema | None = None
+        self._app: Instance | None = None
 
-    async def __call__(self) -> Noema:
+    async def __call__(self) -> Instance:
         """The application layer (connecting first if need be; raises what stops it)."""
         async with self._lock:
             if self._app is None:
@@ -102,7 +102,7 @@ class Connection:
                 # It acts for one agent: its connections see that agent's workspace only (row-level
                 # security).
                 self._app = await self._stack.enter_async_context(
-                    Noema.open(
+                    Instance.open(
                         located,
                         name=f"noema-mcp-{self._caller.agent}",
                         pool_size=2,

@@ -62,7 +62,7 @@ async def subscribe_from_position(nc: NATS, topology: Topology, position: int, b
 class ProjectorHandler:
     """Applies one batch of event messages and acks them after the commit.
 
-    Skips are decided once and the same way as replay (:func:`noema.application.replay.replay_into`): an event
+    Skips are decided once and the same way as replay (:func:`noema.composition.replay.replay_into`): an event
     that cannot be decoded, or that the database refuses, is dead-lettered as ``invalid``; an event
     whose handling keeps failing for another reason is retried by :class:`noema.runtime.worker.PullWorker`
     and dead-lettered as ``failed`` only after that (see :meth:`reject`). Every dead letter is

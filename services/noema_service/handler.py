@@ -18,7 +18,7 @@ from nats.micro.service import EndpointStats
 
 from noema.adapters.postgres.tenancy import workspace_scope
 from noema.application.access import Caller
-from noema.application.facade import Noema
+from noema.composition.instance import Instance
 from noema.errors import SURFACES, Kind, kind_of, public_message
 from noema.ids import new_id
 from noema.runtime import tracing
@@ -50,7 +50,7 @@ class Dispatcher:
     in progress finish and reply (:meth:`drain`).
     """
 
-    def __init__(self, app: Noema) -> None:
+    def __init__(self, app: Instance) -> None:
         self._app = app
         self._errors: dict[str, Counter[int]] = {}
         self._in_flight: set[asyncio.Task[None]] = set()

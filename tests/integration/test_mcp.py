@@ -29,8 +29,9 @@ from mcp.shared.exceptions import MCPError
 from noema.adapters.asgi import DEFAULT_MAX_BODY
 from noema.adapters.jetstream import last_on_subject, stream_last_seq
 from noema.adapters.postgres.roles import DbRole
-from noema.application.knowledge import Caller, Knowledge
+from noema.application.knowledge import Caller
 from noema.application.tools import TOOLS, input_schema, output_schema
+from noema.composition.instance import connected_knowledge
 from noema.errors import SURFACES, Kind
 from noema.runtime.locate import register, registry_dir, write_state
 from noema_conflicts.service import build as build_conflicts
@@ -163,7 +164,7 @@ async def test_every_tool_runs_as_the_configured_agent(
     # row-level security (the workers above started as the superuser; they are not under test).
     harness.settings = replace(harness.settings, database_url_reader=role_urls["reader"])
     await harness.start(build_conflicts)
-    k = Knowledge.connected(harness.pool, harness.nc, harness.topology)
+    k = connected_knowledge(harness.pool, harness.nc, harness.topology)
     async with TRANSPORTS[transport](harness, tmp_path / "server.log") as mcp:
         listed = {t.name: t for t in (await mcp.list_tools()).tools}
         assert set(listed) == set(TOOLS)

@@ -19,8 +19,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from noema.adapters.deadletters import DeadLetters
 from noema.adapters.jetstream import EventPublisher, read_stream
-from noema.application.deadletters import DeadLetters
 from noema.client import build_observation, send_observation
 from noema.domain.attention import memory_id_for
 from noema.runtime import tracing

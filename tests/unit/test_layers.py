@@ -20,7 +20,7 @@ SHIPPED = ("libs", "schemas", "services", "sdk")
 LAYERS: tuple[dict[str, tuple[str, ...]], ...] = (
     # 0: what Noema shares with everyone: the published SDK and the event catalog (apart)
     {"sdk": ("noema_sdk",), "events": ("noema_events",)},
-    # 1: the shared vocabulary: errors, ids, times, inputs, stream names
+    # 1: the shared vocabulary: errors, ids, times, inputs, stream names; running off the event loop
     {
         "vocabulary": (
             "noema.errors",
@@ -28,7 +28,9 @@ LAYERS: tuple[dict[str, tuple[str, ...]], ...] = (
             "noema.instants",
             "noema.stream_points",
             "noema.inputs",
+            "noema.observations",
             "noema.topology",
+            "noema.threads",
             "noema",  # the package itself (its version), not what is under it
         )
     },
@@ -67,7 +69,7 @@ DRIVEN_FROM = ("adapters", "runtime", "composition", "sdk")
 """The parts that may import a driver (the SDK is a client of the NATS agent service of its own)."""
 
 KNOWN: set[str] = {
-    # adapters importing the runtime's plumbing (tracing, metrics, NATS identities, settings, claims)
+    # adapters importing the runtime's plumbing (tracing, metrics, NATS identities and auth settings, claims)
     "libs/noema/adapters/asgi.py: noema.runtime.metrics",
     "libs/noema/adapters/asgi.py: noema.runtime.tracing",
     "libs/noema/adapters/jetstream.py: noema.runtime.identities",
@@ -75,66 +77,6 @@ KNOWN: set[str] = {
     "libs/noema/adapters/jetstream.py: noema.runtime.settings",
     "libs/noema/adapters/jetstream.py: noema.runtime.tracing",
     "libs/noema/adapters/postgres/claims.py: noema.runtime.claims",
-    # the application driving the servers and building adapters (the facade's construction and the
-    # server-driving procedures move to the composition root)
-    "libs/noema/application/asof.py: nats.aio.client",
-    "libs/noema/application/asof.py: nats.js.errors",
-    "libs/noema/application/asof.py: noema.adapters.jetstream",
-    "libs/noema/application/asof.py: noema.adapters.postgres.asof_schemas",
-    "libs/noema/application/asof.py: noema.adapters.postgres.database",
-    "libs/noema/application/asof.py: noema.runtime.settings",
-    "libs/noema/application/deadletters.py: nats.aio.client",
-    "libs/noema/application/deadletters.py: nats.js.api",
-    "libs/noema/application/deadletters.py: nats.js.errors",
-    "libs/noema/application/deadletters.py: noema.adapters.dlq_policy",
-    "libs/noema/application/deadletters.py: noema.adapters.jetstream",
-    "libs/noema/application/divergence.py: asyncpg",
-    "libs/noema/application/divergence.py: noema.adapters.postgres.digests",
-    "libs/noema/application/erasure.py: asyncpg",
-    "libs/noema/application/erasure.py: nats.aio.client",
-    "libs/noema/application/erasure.py: noema.adapters.erasure_streams",
-    "libs/noema/application/erasure.py: noema.adapters.postgres.keyring",
-    "libs/noema/application/facade.py: asyncpg",
-    "libs/noema/application/facade.py: nats.aio.client",
-    "libs/noema/application/facade.py: noema.adapters.embedders",
-    "libs/noema/application/facade.py: noema.adapters.jetstream",
-    "libs/noema/application/facade.py: noema.adapters.postgres.asof_schemas",
-    "libs/noema/application/facade.py: noema.adapters.postgres.erasure_handlers",
-    "libs/noema/application/facade.py: noema.adapters.postgres.keyring",
-    "libs/noema/application/facade.py: noema.adapters.postgres.knowledge",
-    "libs/noema/application/facade.py: noema.adapters.postgres.projection",
-    "libs/noema/application/facade.py: noema.adapters.postgres.queries",
-    "libs/noema/application/facade.py: noema.adapters.postgres.tenancy",
-    "libs/noema/application/facade.py: noema.adapters.postgres.voices",
-    "libs/noema/application/facade.py: noema.client",
-    "libs/noema/application/facade.py: noema.runtime.metrics",
-    "libs/noema/application/facade.py: noema.runtime.settings",
-    "libs/noema/application/facade.py: noema.runtime.wiring",
-    "libs/noema/application/knowledge/__init__.py: asyncpg",
-    "libs/noema/application/knowledge/__init__.py: nats.aio.client",
-    "libs/noema/application/knowledge/__init__.py: noema.adapters.jetstream",
-    "libs/noema/application/knowledge/__init__.py: noema.adapters.postgres.keyring",
-    "libs/noema/application/knowledge/__init__.py: noema.adapters.postgres.knowledge",
-    "libs/noema/application/projections.py: asyncpg",
-    "libs/noema/application/projections.py: nats.aio.client",
-    "libs/noema/application/projections.py: noema.adapters.jetstream",
-    "libs/noema/application/projections.py: noema.adapters.postgres.versions",
-    "libs/noema/application/projections.py: noema.runtime.settings",
-    "libs/noema/application/replay.py: asyncpg",
-    "libs/noema/application/replay.py: nats.aio.client",
-    "libs/noema/application/replay.py: nats.aio.msg",
-    "libs/noema/application/replay.py: noema.adapters.errors",
-    "libs/noema/application/replay.py: noema.adapters.jetstream",
-    "libs/noema/application/replay.py: noema.adapters.postgres",
-    "libs/noema/application/replay.py: noema.adapters.postgres.bulkload",
-    "libs/noema/application/replay.py: noema.adapters.postgres.database",
-    "libs/noema/application/replay.py: noema.adapters.postgres.digests",
-    "libs/noema/application/replay.py: noema.adapters.postgres.projection",
-    "libs/noema/application/replay.py: noema.adapters.postgres.tenancy",
-    "libs/noema/application/replay.py: noema.runtime.settings",
-    "libs/noema/application/search.py: noema.adapters.postgres.voices",
-    "libs/noema/application/search.py: noema.runtime.threads",
-    "libs/noema/application/vectors.py: noema.runtime.threads",
     # surfaces and workers that hold a driver (decisions without transport: a thin NATS adapter around
     # each worker's decision, the surfaces over the composition root)
     "services/noema_api/consistency.py: asyncpg",
@@ -172,8 +114,7 @@ KNOWN: set[str] = {
     "services/noema_service/service.py: nats.micro.service",
 }
 """Imports against the direction that are still there (``path: imported module``): the ones left by
-the layer moves of issue 29 (the application's server-driving modules, the surfaces' NATS workers),
-to be removed, never added to."""
+the layer moves of issue 29, to be removed, never added to."""
 
 
 @dataclass(frozen=True)

@@ -366,7 +366,7 @@ def run_service(main: Callable[[], Awaitable[None]]) -> None:
 
     uvloop.run(main())  # type: ignore[arg-type]
     if any(t.daemon and t.is_alive() for t in threading.enumerate()):
-        # Blocking work abandoned at shutdown (see noema.runtime.threads) would hold the exit until it
+        # Blocking work abandoned at shutdown (see noema.threads) would hold the exit until it
         # finishes (native code winding down its own threads): everything is closed, so leave now.
         sys.stdout.flush()
         sys.stderr.flush()

@@ -29,12 +29,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-import asyncpg
-from nats.aio.client import Client as NATS
-
-from noema.adapters.jetstream import EventPublisher
-from noema.adapters.postgres.keyring import PostgresKeyring
-from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.application.access import AccessControl, Caller, InsufficientMemoryPermission
 from noema.application.knowledge.context import KnowledgeContext, utcnow
 from noema.application.knowledge.domains import ACCESS_MODES, Domains
@@ -43,9 +37,7 @@ from noema.application.knowledge.facts import FactOutcome, Facts
 from noema.application.knowledge.maintenance import ConsolidateReport, HarmonizeReport, Maintenance
 from noema.application.knowledge.notes import Notes
 from noema.application.knowledge.policies import Policies
-from noema.application.sealing import KeyringSealer
 from noema.ports import EventSink, ExpectingSink, KnowledgeReadModel
-from noema.topology import Topology
 
 __all__ = [
     "ACCESS_MODES",
@@ -118,11 +110,3 @@ class Knowledge:
         self.consolidate = maintenance.consolidate
         self.harmonize = maintenance.harmonize
         self.record_meeting_decisions = maintenance.record_meeting_decisions
-
-    @classmethod
-    def connected(
-        cls, pool: asyncpg.Pool, nc: NATS, topology: Topology, clock: Callable[[], datetime] = utcnow
-    ) -> Knowledge:
-        """The operations over the PostgreSQL read model and the JetStream event stream."""
-        publisher = EventPublisher(nc, topology, KeyringSealer(PostgresKeyring(pool)))
-        return cls(PostgresKnowledge(pool), publisher, clock, appends=publisher)

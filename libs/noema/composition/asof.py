@@ -27,7 +27,7 @@ from nats.js.errors import NotFoundError
 from noema.adapters.jetstream import last_seq_at, stream_last_seq
 from noema.adapters.postgres import asof_schemas
 from noema.adapters.postgres.database import MigrationsPending
-from noema.application.replay import replay_into
+from noema.composition.replay import replay_into
 from noema.errors import Kind, NoemaError
 from noema.runtime.settings import Located
 from noema.stream_points import StreamPoint
