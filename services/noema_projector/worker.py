@@ -28,7 +28,9 @@ from noema.runtime import tracing
 from noema.runtime.metrics import Metrics
 from noema.runtime.topology import Topology
 from noema.runtime.worker import WorkerFatal
-from noema_events import EventDecodeError
+from noema_events import ContentErased, EventDecodeError
+
+from .erasing import delete_erased_observations
 
 __all__ = ["ProjectorHandler", "StreamGap", "subscribe_from_position"]
 
@@ -84,6 +86,7 @@ class ProjectorHandler:
         self._connection = connection or pool.acquire
         self._topology = topology
         self._projection = projection
+        self._js = js
         self._dead_letters = DeadLetters(js, topology, "projector", metrics)
         # The read model's position as committed (a gauge: where the projection is, for scraping).
         self._position = (metrics or Metrics()).projection_position.labels(projection.name)
@@ -139,6 +142,9 @@ class ProjectorHandler:
         self._expected = through + 1
         self._position.set(through)
         log.info("batch projected", events=applied, last_seq=through)
+        erasures = [p.event for p in batch if isinstance(p.event, ContentErased)]
+        if erasures:
+            await delete_erased_observations(self._js, self._topology, erasures)
 
     async def reject(self, msg: Msg, reason: str, kind: str) -> None:
         """Skip one event for good: its dead letter first, then the position moves past it, then the ack."""

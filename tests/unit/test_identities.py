@@ -56,10 +56,11 @@ def test_no_shipped_identity_may_delete_or_purge_a_stream(identity) -> None:  # 
     for stream in ("NOEMA_DEADLETTER", "NOEMA_DEADLETTER_MOVE"):
         may = _may_publish(identity.permissions.publish, f"$JS.API.STREAM.DELETE.{stream}")
         assert may == (identity.user == "noema-operator"), identity.user
-    # Single messages: never an event; an erased observation by the operator only (docs/privacy.md).
+    # Single messages: never an event; an erased observation by the operator (noemactl erase) and
+    # the projector (applying a recorded erasure, each message checked), never the API (docs/privacy.md).
     assert not _may_publish(identity.permissions.publish, "$JS.API.STREAM.MSG.DELETE.NOEMA_EVENTS")
     may = _may_publish(identity.permissions.publish, "$JS.API.STREAM.MSG.DELETE.NOEMA_OBSERVATIONS")
-    assert may == (identity.user in ("noema-operator", "noema-api")), identity.user
+    assert may == (identity.user in ("noema-operator", "noema-projector")), identity.user
     assert not any(fnmatch.fnmatch(p, "$JS.API.>") or p == ">" for p in identity.permissions.publish)
 
 

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
 import asyncpg
 import msgspec
@@ -61,6 +62,7 @@ from noema.client import Stored, build_observation, send_observation
 from noema.domain.knowledge import DomainRef
 from noema.errors import Unavailable
 from noema.ports import MemoryReads
+from noema.runtime.identities import shipped_allows
 from noema.runtime.settings import Located
 from noema.runtime.wiring import connect_nats, open_pool
 
@@ -419,6 +421,11 @@ class Noema:
                 self.clock(),
                 self.asof_schemas.drop,
                 self._projected,
+                delete_observations=shipped_allows(
+                    self.settings.nats_auth.user or urlsplit(self.settings.nats_url).username,
+                    f"$JS.API.STREAM.MSG.DELETE.{self.topology.observation_stream}",
+                    self.topology,
+                ),
             )
         owner = self.settings.database_url
         if owner is None:
