@@ -161,10 +161,7 @@ def _services_expected() -> dict[str, set[str]]:
             *EVENTS_READ,
         },
         "api": {
-            *(
-                evt(e)
-                for e in (*AGENT_EVENTS, "workspace.configured", "relationship.added", "content.erased")
-            ),
+            *(evt(e) for e in (*AGENT_EVENTS, "workspace.configured", "content.erased")),
             *any_obs,
             f"{P}.obs.{WORKSPACE}.{MIND}.recall",  # re-publishing a dead letter where it came from
             *EVENTS_READ,
