@@ -1,4 +1,5 @@
-"""Every identity, on a real nats-server configured as `noemactl up` configures it, tries everything
+"""Every identity, on a real nats-server configured as `noemactl up` configures it (unpartitioned,
+and with the deploy manifests' four partitions), tries everything
 in a fixed list of actions — publishing each event type, observations, dead letters, heartbeats,
 every JetStream API call on every stream and every worker's durable consumer, subscribing to
 others' subjects — and may do exactly what its row says (restated here, independently of
@@ -44,6 +45,14 @@ HEALTH, VECTORS = T.health_stream, T.vector_stream
 STREAMS = (OBS, EVT, DLQ, HEALTH, VECTORS)
 DURABLES = {"attend": OBS, "retrieve": OBS, "projector": EVT, "embed": EVT, "conflicts": EVT}
 WORKSPACE, MIND, AGENT, ROLE = "acme", "ops", "alice", "engineer"
+PARTITIONED = {"attend": OBS, "conflicts": EVT}
+DEPLOYED = 4
+"""The partition count of the partitioned server (the deploy manifests'); its workers' consumers
+are ``<durable>_4_<p>``, and ``<durable>_5_0`` is a larger count's (the operator's to delete)."""
+
+
+def partition_durables(worker: str, count: int) -> list[str]:
+    return [Topology(PREFIX, count).partitioned_durable(worker, p) for p in range(count)]
 
 
 def evt(name: str) -> str:
@@ -64,11 +73,19 @@ def _publish_universe() -> list[str]:
             out.append(f"$JS.API.STREAM.{verb}.{s}")
         out += [f"$JS.API.CONSUMER.CREATE.{s}", f"$JS.API.DIRECT.GET.{s}", f"$JS.API.DIRECT.GET.{s}.x"]
         out += [f"$JS.API.CONSUMER.DELETE.{s}.someone", f"$JS.API.CONSUMER.LIST.{s}"]
-    for worker, s in DURABLES.items():
-        d = T.durable(worker)
+        out.append(f"$JS.API.CONSUMER.NAMES.{s}")
+    for s, d in _consumer_names():
         for verb in ("CREATE", "DURABLE.CREATE", "DELETE", "INFO", "MSG.NEXT"):
             out.append(f"$JS.API.CONSUMER.{verb}.{s}.{d}")
         out += [f"$JS.API.CONSUMER.CREATE.{s}.{d}.{P}.obs.>", f"$JS.ACK.{s}.{d}.1.1.1.1.1"]
+    return out
+
+
+def _consumer_names() -> list[tuple[str, str]]:
+    """(stream, name) of every worker's durable consumer, unpartitioned and partitioned."""
+    out = [(s, T.durable(worker)) for worker, s in DURABLES.items()]
+    for worker, s in PARTITIONED.items():
+        out += [(s, d) for count in (DEPLOYED, DEPLOYED + 1) for d in partition_durables(worker, count)]
     return out
 
 
@@ -84,12 +101,13 @@ SUBSCRIBE_UNIVERSE = [
 ]
 
 
-def _common(name: str) -> set[str]:
-    """What every service process may do: the streams' info and attend's consumer's (status),
+def _common(name: str, partitions: int) -> set[str]:
+    """What every service process may do: the streams' info and attend's consumers' (status),
     the heartbeats read with an ephemeral consumer, its own heartbeat and dead letters."""
+    attend = partition_durables("attend", partitions) if partitions > 1 else [T.durable("attend")]
     return {
         *(f"$JS.API.STREAM.INFO.{s}" for s in STREAMS),
-        f"$JS.API.CONSUMER.INFO.{OBS}.{T.durable('attend')}",
+        *(f"$JS.API.CONSUMER.INFO.{OBS}.{d}" for d in attend),
         f"$JS.API.CONSUMER.CREATE.{HEALTH}",
         f"$JS.API.CONSUMER.DELETE.{HEALTH}.someone",
         f"$KV.{T.health_bucket}.{name}.i1",
@@ -97,8 +115,8 @@ def _common(name: str) -> set[str]:
     }
 
 
-def _own_consumer(worker: str) -> set[str]:
-    s, d = DURABLES[worker], T.durable(worker)
+def _own_consumer(worker: str, d: str | None = None) -> set[str]:
+    s, d = DURABLES[worker], d or T.durable(worker)
     return {
         f"$JS.API.CONSUMER.CREATE.{s}.{d}",
         f"$JS.API.CONSUMER.CREATE.{s}.{d}.{P}.obs.>",
@@ -126,7 +144,27 @@ AGENT_EVENTS = {
 }
 
 
-def _services_expected() -> dict[str, set[str]]:
+def _partitioned(worker: str, partitions: int) -> set[str]:
+    """What a partitioned worker may do on its stream besides its unpartitioned row: its partitions'
+    consumers; any consumer's info, the names and list, message get; deleting its own consumers of
+    this and every smaller count (by name), never a larger count's."""
+    if partitions == 1:
+        return set()
+    s = PARTITIONED[worker]
+    own = {T.durable(worker)} | {
+        d for count in range(2, partitions + 1) for d in partition_durables(worker, count)
+    }
+    return {
+        *(x for d in partition_durables(worker, partitions) for x in _own_consumer(worker, d)),
+        *(f"$JS.API.CONSUMER.INFO.{s}.{d}" for stream, d in _consumer_names() if stream == s),
+        f"$JS.API.CONSUMER.NAMES.{s}",
+        f"$JS.API.CONSUMER.LIST.{s}",
+        f"$JS.API.STREAM.MSG.GET.{s}",
+        *(f"$JS.API.CONSUMER.DELETE.{s}.{d}" for d in own),
+    }
+
+
+def _services_expected(partitions: int) -> dict[str, set[str]]:
     """Each service's row, restated: what it may publish in the universe beside :func:`_common`."""
     any_obs = {f"{P}.obs.{WORKSPACE}.{MIND}", f"{P}.obs.other.{AGENT}", f"{P}.obs.{WORKSPACE}.{AGENT}"}
     return {
@@ -144,6 +182,7 @@ def _services_expected() -> dict[str, set[str]]:
             *_own_consumer("attend"),
             f"$JS.API.CONSUMER.DELETE.{OBS}.{T.durable('attend')}",
             *EVENTS_READ,
+            *_partitioned("attend", partitions),
         },
         "retrieve": {f"{P}.obs.{WORKSPACE}.{MIND}.recall", *_own_consumer("retrieve"), *VECTOR_CACHE},
         "projector": {
@@ -159,13 +198,14 @@ def _services_expected() -> dict[str, set[str]]:
             *(evt(e) for e in ("conflict.recorded", "fact.mentioned", "memory.superseded")),
             *_own_consumer("conflicts"),
             *EVENTS_READ,
+            *_partitioned("conflicts", partitions),
         },
         "api": {
             *(evt(e) for e in (*AGENT_EVENTS, "workspace.configured", "content.erased")),
             *any_obs,
             f"{P}.obs.{WORKSPACE}.{MIND}.recall",  # re-publishing a dead letter where it came from
             *EVENTS_READ,
-            *(f"$JS.API.CONSUMER.INFO.{s}.{T.durable(w)}" for w, s in DURABLES.items()),
+            *(f"$JS.API.CONSUMER.INFO.{s}.{d}" for s, d in _consumer_names()),
             f"$JS.API.STREAM.MSG.GET.{DLQ}",
             f"$JS.API.DIRECT.GET.{DLQ}",
             f"$JS.API.DIRECT.GET.{DLQ}.x",
@@ -173,7 +213,7 @@ def _services_expected() -> dict[str, set[str]]:
             *(f"$JS.API.CONSUMER.CREATE.{s}" for s in (OBS, EVT, DLQ)),
             # Its readers' ephemeral consumers have names the server picks, so it may pull from
             # any consumer of those streams (a worker's too: never ack, delete or re-configure one).
-            *(f"$JS.API.CONSUMER.MSG.NEXT.{s}.{T.durable(w)}" for w, s in DURABLES.items()),
+            *(f"$JS.API.CONSUMER.MSG.NEXT.{s}.{d}" for s, d in _consumer_names()),
             f"$JS.API.STREAM.PURGE.{VECTORS}",  # an erasure empties the vector cache
         },
         "service": {*(evt(e) for e in AGENT_EVENTS), *any_obs, *EVENTS_READ},
@@ -190,18 +230,18 @@ def _operator_refused() -> set[str]:
         *(f"$JS.API.STREAM.MSG.DELETE.{s}" for s in (EVT, HEALTH, VECTORS)),
         *(f"$KV.{T.health_bucket}.{name}.i1" for name in SERVICES),
         # It creates consumers by name (nats-py's form for a name), not by the older durable form.
-        *(f"$JS.API.CONSUMER.DURABLE.CREATE.{s}.{T.durable(w)}" for w, s in DURABLES.items()),
+        *(f"$JS.API.CONSUMER.DURABLE.CREATE.{s}.{d}" for s, d in _consumer_names()),
     }
 
 
-def expected_publish(name: str) -> set[str]:
+def expected_publish(name: str, partitions: int = 1) -> set[str]:
     """The subjects of the universe identity ``name`` may publish on (``agent``: alice's)."""
     universe = set(_publish_universe())
     if name == "agent":
         return {f"{P}.obs.{WORKSPACE}.{AGENT}", f"{P}.agent.{WORKSPACE}.{ROLE}.{AGENT}.search_memory"}
     if name == OPERATOR:
         return universe - _operator_refused()
-    return (_common(name) | _services_expected()[name]) & universe
+    return (_common(name, partitions) | _services_expected(partitions)[name]) & universe
 
 
 def expected_subscribe(name: str) -> set[str]:
@@ -233,17 +273,17 @@ class Violations:
         return {s for s in subjects if s.lower() in seen}
 
 
-def _start(folder: Path) -> EmbeddedNats:
+def _start(folder: Path, partitions: int = 1) -> EmbeddedNats:
     CredentialStore(folder).add_agent(WORKSPACE, AGENT, ROLE, PREFIX)
-    server = EmbeddedNats(folder, prefix=PREFIX)
+    server = EmbeddedNats(folder, prefix=PREFIX, partitions=partitions)
     server.start()
     return server
 
 
-@pytest.fixture(scope="module")
-def rows_server() -> Iterator[EmbeddedNats]:
+@pytest.fixture(scope="module", params=[1, DEPLOYED], ids=["unpartitioned", "partitioned"])
+def rows_server(request: pytest.FixtureRequest) -> Iterator[EmbeddedNats]:
     folder = Path(tempfile.mkdtemp(prefix="noema-rows-", dir="/tmp"))
-    server = _start(folder)
+    server = _start(folder, request.param)
     try:
         yield server
     finally:
@@ -291,7 +331,7 @@ async def mismatches(server: EmbeddedNats, name: str) -> list[str]:
         await nc.close()
     allowed = set(publish) - violations.refused(publish)
     subscribed = set(SUBSCRIBE_UNIVERSE) - violations.refused(SUBSCRIBE_UNIVERSE, subscribe=True)
-    want, want_sub = expected_publish(name), expected_subscribe(name)
+    want, want_sub = expected_publish(name, server.topology.partitions), expected_subscribe(name)
     return sorted(
         [f"publish {s}: allowed outside the row" for s in allowed - want]
         + [f"publish {s}: refused inside the row" for s in want - allowed]

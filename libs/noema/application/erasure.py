@@ -7,9 +7,10 @@ records that it erases it (``content.erased``: who, when, why, which items — n
    content in the event stream and the ``events`` table can never be opened again, and blanks the
    read model's copies (memories' text, vectors, working-memory gists). The erasure waits for that
    (``keys_destroyed`` says whether it saw it; if the projector is down, it happens when it is back);
-2. deletes the erased observations and dead letters from their streams (overwritten on disk); the
-   projector deletes the observations too when it applies the erasure (each message checked to be
-   one of them), so one recorded by a process that may not delete them (the API) has them deleted;
+2. deletes the erased observations and dead letters from their streams (overwritten on disk); a
+   process whose NATS identity may not delete observations (the API's) names where they are stored
+   in the event instead, and the projector deletes them when it applies it (each message checked
+   to be one of them);
 3. empties the vector cache and drops the built as-of states (copies of past read models).
 
 Every step is idempotent, so an erasure that stopped half-way is finished by running it again.
@@ -216,7 +217,8 @@ async def erase(
             memory_ids=found.memory_ids,
             observation_ids=found.observation_ids,
             dead_letters=dead_letters,
-            observation_seqs=found.observation_seqs,
+            # Only when the projector is to delete them: else this process does, and counts them.
+            observation_seqs=[] if delete_observations else found.observation_seqs,
         ),
     )
     seq = await publisher.publish([event])
