@@ -5,15 +5,19 @@ observation (the projector does, applying the erasure)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx
 import pytest
 
 from noema.adapters.erasure_streams import scan
+from noema_sdk import NoemaClient
+from noema_sdk.errors import NotFound
 from tests.faults.instance import NOEMACTL, Instance, eventually, running
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -88,7 +92,45 @@ async def test_workers_run_within_their_rows_and_an_api_erasure_deletes_the_obse
 
     await eventually(deleted, 60, 0.5, "the projector deleted the erased observation")
     assert await _stored(instance, "the deploy key rotates") == 1  # nothing else
+    await _an_agent_uses_its_write_tools(instance)
     status = instance.ctl("status", "--json")
     assert status.returncode == 0, status.stdout + status.stderr
     assert json.loads(status.stdout)
     assert _violations(instance) == []
+
+
+async def _an_agent_uses_its_write_tools(instance: Instance) -> None:
+    """Through the agent service (its identity's row): every tool that publishes an event."""
+    added = instance.ctl("agent", "add", "-w", "acme", "-a", "alice", "-r", "engineer", "--json")
+    assert added.returncode == 0, added.stderr
+    creds = json.loads(added.stdout)
+    async with NoemaClient.connect(
+        creds["url"],
+        user=creds["user"],
+        password=creds["password"],
+        workspace="acme",
+        agent="alice",
+        role="engineer",
+    ) as alice:
+        fact = await alice.propose_fact(domain="infra", topic="db", content="the database is in Frankfurt")
+        await _once_projected(lambda: alice.supersede_fact(fact.memory_id, "in Dublin", reason="moved"))
+        policy = await alice.propose_policy(domain="infra", rule="deploy on Tuesdays")
+        await _once_projected(lambda: alice.supersede_policy(policy.policy_id, "Wednesdays", reason="moved"))
+        await alice.remember(session="s1", content="the on-call rota is in the wiki")
+        await alice.record_observation("halfway through the migration")
+        await alice.update_my_notes("next: the cache")
+        await alice.harmonize_memory(domain="infra")
+        await alice.consolidate_memory(domain="infra", stale_after_hours=0.0)
+
+
+async def _once_projected(call: Callable[[], Awaitable[object]]) -> None:
+    """``call`` once what it names is in the read model (a write is projected moments later)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            await call()
+            return
+        except NotFound:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
