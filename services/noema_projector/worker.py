@@ -21,6 +21,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from noema.adapters.erased_observations import delete_erased_observations
 from noema.adapters.jetstream import DeadLetters
 from noema.adapters.postgres.projection import Projected, ReadModelProjection
 from noema.adapters.pull import Puller
@@ -28,7 +29,7 @@ from noema.runtime import tracing
 from noema.runtime.metrics import Metrics
 from noema.runtime.worker import WorkerFatal
 from noema.topology import Topology
-from noema_events import EventDecodeError
+from noema_events import ContentErased, EventDecodeError
 
 __all__ = ["ProjectorHandler", "StreamGap", "subscribe_from_position"]
 
@@ -84,6 +85,7 @@ class ProjectorHandler:
         self._connection = connection or pool.acquire
         self._topology = topology
         self._projection = projection
+        self._js = js
         self._dead_letters = DeadLetters(js, topology, "projector", metrics)
         # The read model's position as committed (a gauge: where the projection is, for scraping).
         self._position = (metrics or Metrics()).projection_position.labels(projection.name)
@@ -139,6 +141,9 @@ class ProjectorHandler:
         self._expected = through + 1
         self._position.set(through)
         log.info("batch projected", events=applied, last_seq=through)
+        erasures = [p.event for p in batch if isinstance(p.event, ContentErased)]
+        if erasures:
+            await delete_erased_observations(self._js, self._topology, erasures)
 
     async def reject(self, msg: Msg, reason: str, kind: str) -> None:
         """Skip one event for good: its dead letter first, then the position moves past it, then the ack."""

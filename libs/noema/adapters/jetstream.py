@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import ssl
 import uuid
@@ -52,6 +51,7 @@ if TYPE_CHECKING:  # prometheus_client: loaded by the processes that keep metric
 E = TypeVar("E", bound=Event)
 
 __all__ = [
+    "EPHEMERAL_IDLE_S",
     "FAILED",
     "INVALID",
     "MAX_ATOMIC_BATCH",
@@ -668,6 +668,11 @@ async def publish_expecting(
     return seq
 
 
+EPHEMERAL_IDLE_S = 60.0
+"""How long an ephemeral reading consumer (:func:`read_stream`, the erasure's scan) outlives its last
+pull before the server removes it: longer than a reader's pause between two batches."""
+
+
 async def read_stream(
     nc: NATS, stream: str, subjects: str, start_seq: int, end_seq: int, batch: int = 1000
 ) -> AsyncIterator[list[Msg]]:
@@ -675,7 +680,9 @@ async def read_stream(
     ``batch`` (the last one shorter): a reader such as replay then applies full batches, whatever
     sizes the server delivers them in.
 
-    Uses an ephemeral pull consumer with no acks: reading never changes any durable state.
+    Uses an ephemeral pull consumer with no acks: reading never changes any durable state. It is
+    not deleted after (the API's identity may not delete consumers, noema.runtime.identities): the
+    server removes it once idle for :data:`EPHEMERAL_IDLE_S`.
     """
     if end_seq < start_seq:
         return
@@ -687,7 +694,7 @@ async def read_stream(
             opt_start_seq=start_seq,
             ack_policy=AckPolicy.NONE,
             filter_subject=subjects,
-            inactive_threshold=60.0,
+            inactive_threshold=EPHEMERAL_IDLE_S,
         ),
     )
     assert info.name is not None
@@ -709,5 +716,3 @@ async def read_stream(
                 yield pending
     finally:
         await puller.stop()
-        with contextlib.suppress(NotFoundError):
-            await js.delete_consumer(stream, info.name)

@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import asyncpg
 import msgspec
@@ -39,6 +40,7 @@ from noema.composition.erasure import ErasureReport, ErasureRequest
 from noema.composition.replay import verify_replay
 from noema.errors import Unavailable
 from noema.ports import Embedder
+from noema.runtime.identities import shipped_allows
 from noema.runtime.settings import Located
 from noema.runtime.wiring import connect_nats, open_pool
 from noema.stream_points import StreamPoint
@@ -246,6 +248,11 @@ class Instance(Noema):
                 self.clock(),
                 self.asof_schemas.drop,
                 self._projected,
+                delete_observations=shipped_allows(
+                    self.settings.nats_auth.user or urlsplit(self.settings.nats_url).username,
+                    f"$JS.API.STREAM.MSG.DELETE.{self.topology.observation_stream}",
+                    self.topology,
+                ),
             )
         owner = self.settings.database_url
         if owner is None:

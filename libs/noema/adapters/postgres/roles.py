@@ -8,10 +8,12 @@ Three login roles (cluster-wide; grants are per schema):
   model's vector index through an owner's-rights function, nothing else. It writes every
   workspace's rows, and bulk-loads them with COPY, which PostgreSQL refuses under row security:
   it is the one role that bypasses row security (BYPASSRLS — not a superuser right).
-- ``noema_reader`` reads only: the API, the agent service, the MCP server, the CLI's reads and the
-  workers that read the model (retrieve, embed, decay, conflicts).
+- ``noema_reader`` reads only, but for adding data keys and key links to the keyring: the API, the
+  agent service, the MCP server, the CLI's reads, the workers that read the model (retrieve, decay,
+  conflicts) and those that only seal and open content with the keyring (attend, embed).
 
-Row-level security (migration 0006) applies to the reader role (not to the owner or the projector).
+Row-level security (migration 0006; 0014 for the keyring) applies to the reader role (not to the
+owner or the projector).
 """
 
 from __future__ import annotations
