@@ -69,13 +69,9 @@ DRIVEN_FROM = ("adapters", "runtime", "composition", "sdk")
 """The parts that may import a driver (the SDK is a client of the NATS agent service of its own)."""
 
 KNOWN: set[str] = {
-    # adapters importing the runtime's plumbing (tracing, metrics, NATS identities and auth settings, claims)
-    "libs/noema/adapters/asgi.py: noema.runtime.metrics",
-    "libs/noema/adapters/asgi.py: noema.runtime.tracing",
+    # adapters importing the runtime's plumbing (NATS identities and auth settings, the claims' states)
     "libs/noema/adapters/jetstream.py: noema.runtime.identities",
-    "libs/noema/adapters/jetstream.py: noema.runtime.metrics",
     "libs/noema/adapters/jetstream.py: noema.runtime.settings",
-    "libs/noema/adapters/jetstream.py: noema.runtime.tracing",
     "libs/noema/adapters/postgres/claims.py: noema.runtime.claims",
     # surfaces and workers that hold a driver (decisions without transport: a thin NATS adapter around
     # each worker's decision, the surfaces over the composition root)
