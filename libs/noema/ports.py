@@ -598,7 +598,7 @@ class PastPoint(Protocol):
 
 
 class SearchTimer(Protocol):
-    """Where searches are timed (:class:`noema.runtime.metrics.Metrics`)."""
+    """Where searches are timed (:class:`noema.adapters.metrics.Metrics`)."""
 
     def timed_search(self, mode: str) -> AbstractContextManager[None]:
         """Time the block as one search in ``mode``."""

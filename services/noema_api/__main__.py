@@ -8,13 +8,13 @@ from contextlib import AsyncExitStack
 import structlog
 import uvicorn
 
+from noema.adapters import tracing
+from noema.adapters.metrics import Metrics
 from noema.adapters.postgres import migrate
 from noema.composition.instance import Instance
-from noema.runtime import tracing
 from noema.runtime.health import ErrorTap, Heartbeat
 from noema.runtime.locate import locate
 from noema.runtime.logging import configure_logging
-from noema.runtime.metrics import Metrics
 from noema.runtime.worker import until_connection_lost
 
 from .app import create_app

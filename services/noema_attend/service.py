@@ -11,12 +11,12 @@ from nats.aio.client import Client as NATS
 from nats.js.api import DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from noema.adapters.metrics import Metrics
 from noema.adapters.postgres.claims import AdvisoryClaim
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.adapters.pull import durable_puller
 from noema.domain.attention import AttentionConfig
 from noema.runtime.claims import ClaimedService
-from noema.runtime.metrics import Metrics
 from noema.runtime.partitions import PartitionedService
 from noema.runtime.settings import Located
 from noema.runtime.wiring import PartitionConsumer, open_bus, open_pool, partitioned_workers, sealer

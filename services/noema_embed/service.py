@@ -11,8 +11,10 @@ from datetime import UTC, datetime
 import structlog
 from nats.aio.msg import Msg
 
+from noema.adapters import tracing
 from noema.adapters.embedders import create_embedder
 from noema.adapters.jetstream import DeadLetters, EventPublisher
+from noema.adapters.metrics import Metrics
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.adapters.pull import durable_puller
 from noema.adapters.vector_cache import JetStreamVectorCache
@@ -20,8 +22,6 @@ from noema.application.upkeep import embed_memories
 from noema.domain.attention import memory_id_for
 from noema.domain.documents import memory_document
 from noema.ports import Embedder
-from noema.runtime import tracing
-from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema.runtime.stopping import StopFlag, StopsHandler, release
 from noema.runtime.wiring import open_bus, open_pool, sealer

@@ -20,13 +20,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from noema.adapters import tracing
 from noema.adapters.asgi import BodyLimit, JsonBodies, MetricsEndpoint, RequestLog, problem_response
+from noema.adapters.metrics import Metrics
 from noema.application.access import Caller
 from noema.composition.instance import Instance
 from noema.errors import PROBLEM_JSON, SURFACES, Kind, kind_of, problem, public_message
-from noema.runtime import tracing
 from noema.runtime.locate import locate
-from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Settings
 
 from . import DEFAULT_PORT, HEALTH_PATHS, HTTP_PATH

@@ -21,12 +21,12 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from noema.adapters import tracing
 from noema.adapters.erased_observations import delete_erased_observations
 from noema.adapters.jetstream import DeadLetters
+from noema.adapters.metrics import Metrics
 from noema.adapters.postgres.projection import Projected, ReadModelProjection
 from noema.adapters.pull import Puller
-from noema.runtime import tracing
-from noema.runtime.metrics import Metrics
 from noema.runtime.worker import WorkerFatal
 from noema.topology import Topology
 from noema_events import ContentErased, EventDecodeError
@@ -108,7 +108,7 @@ class ProjectorHandler:
 
     async def __call__(self, msgs: list[Msg]) -> None:
         """Decode, apply in one transaction, ack; when spans are recorded, each event's projection
-        joins the event's trace (:mod:`noema.runtime.tracing`)."""
+        joins the event's trace (:mod:`noema.adapters.tracing`)."""
         fresh = self._in_order(msgs)
         if not fresh:
             await msgs[-1].ack()

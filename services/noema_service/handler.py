@@ -16,12 +16,12 @@ import structlog
 from nats.micro.request import Handler, Request
 from nats.micro.service import EndpointStats
 
+from noema.adapters import tracing
 from noema.adapters.postgres.tenancy import workspace_scope
 from noema.application.access import Caller
 from noema.composition.instance import Instance
 from noema.errors import SURFACES, Kind, kind_of, public_message
 from noema.ids import new_id
-from noema.runtime import tracing
 from noema_sdk.protocol import encode_error, encode_result, parse_agent_subject
 
 from .operations import Operation

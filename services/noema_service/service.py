@@ -13,8 +13,8 @@ from nats.micro import add_service
 from nats.micro.service import Service
 
 from noema import __version__
+from noema.adapters.metrics import Metrics
 from noema.composition.instance import Instance
-from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema_sdk.protocol import QUEUE_GROUP, SERVICE_NAME, endpoint_subject
 

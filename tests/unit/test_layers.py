@@ -69,13 +69,9 @@ DRIVEN_FROM = ("adapters", "runtime", "composition", "sdk")
 """The parts that may import a driver (the SDK is a client of the NATS agent service of its own)."""
 
 KNOWN: set[str] = {
-    # adapters importing the runtime's plumbing (tracing, metrics, NATS identities and auth settings, claims)
-    "libs/noema/adapters/asgi.py: noema.runtime.metrics",
-    "libs/noema/adapters/asgi.py: noema.runtime.tracing",
+    # adapters importing the runtime's plumbing (NATS identities and auth settings, the claims' states)
     "libs/noema/adapters/jetstream.py: noema.runtime.identities",
-    "libs/noema/adapters/jetstream.py: noema.runtime.metrics",
     "libs/noema/adapters/jetstream.py: noema.runtime.settings",
-    "libs/noema/adapters/jetstream.py: noema.runtime.tracing",
     "libs/noema/adapters/postgres/claims.py: noema.runtime.claims",
     # surfaces and workers that hold a driver (decisions without transport: a thin NATS adapter around
     # each worker's decision, the surfaces over the composition root)
@@ -205,6 +201,57 @@ def against_the_direction(root: Path = ROOT) -> dict[str, list[int]]:
     return found
 
 
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module → the modules of the shipped tree it imports (every import, as above)."""
+    paths = {}
+    for top in SHIPPED:
+        for path in sorted((root / top).rglob("*.py")):
+            paths[_module(path, root)[0]] = path
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        graph[module] = set()
+        for _, target in _imported(ast.parse(path.read_text(), str(path)), package):
+            parts = target.split(".")
+            while parts and ".".join(parts) not in paths:
+                parts.pop()  # a name taken from a module: the module
+            if parts and ".".join(parts) != module:
+                graph[module].add(".".join(parts))
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The modules that import each other in a loop, each loop sorted (Tarjan's components)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            loop = []
+            while True:
+                w = stack.pop()
+                loop.append(w)
+                if w == v:
+                    break
+            if len(loop) > 1:
+                found.append(sorted(loop))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
 def test_every_module_of_the_tree_has_a_layer() -> None:
     homeless = []
     for top in SHIPPED:
@@ -262,3 +309,19 @@ def test_imports_point_down() -> None:
     gone = sorted(KNOWN - found.keys())
     assert new == {}, "an import against the direction (docs/architecture.md#layers): move the code instead"
     assert gone == [], "no longer there: take these off KNOWN"
+
+
+def test_a_loop_of_imports_is_found() -> None:
+    # the circle there was: the OpenAPI document's writer, the route table, the system routes
+    graph = {
+        "api.openapi": {"api.routes"},
+        "api.routes": {"api.system"},
+        "api.system": {"api.openapi"},
+        "x": {"api.routes"},
+    }
+    assert cycles(graph) == [["api.openapi", "api.routes", "api.system"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_modules_import_each_other_in_a_loop() -> None:
+    assert cycles(import_graph()) == [], "break the loop: move what both need below them"

@@ -18,9 +18,9 @@ from typing import Any
 
 import structlog
 
+from noema.adapters import tracing
+from noema.adapters.metrics import Metrics
 from noema.errors import PROBLEM_JSON, SURFACES, Kind, problem
-from noema.runtime import tracing
-from noema.runtime.metrics import Metrics
 
 __all__ = [
     "DEFAULT_MAX_BODY",

@@ -31,6 +31,7 @@ from nats.js.api import (
 )
 from nats.js.errors import APIError, NotFoundError
 
+from noema.adapters import tracing
 from noema.adapters.dlq_policy import DEFAULT_KEEP_BYTES, DeadLetterPolicy, kept_original
 from noema.adapters.dlq_upgrade import MOVE_SUFFIX
 from noema.adapters.liveness import track
@@ -38,7 +39,6 @@ from noema.adapters.published import note_published
 from noema.adapters.pull import Puller
 from noema.adapters.vector_cache import vector_stream_config
 from noema.ports import ConcurrentWrite, Sealer
-from noema.runtime import tracing
 from noema.runtime.identities import inbox_prefix
 from noema.runtime.settings import NatsAuth
 from noema.topology import Topology
@@ -46,7 +46,7 @@ from noema_events import Event, decode_event, encode_event
 from noema_sdk.tracing import carried
 
 if TYPE_CHECKING:  # prometheus_client: loaded by the processes that keep metrics, not by a command
-    from noema.runtime.metrics import Metrics
+    from noema.adapters.metrics import Metrics
 
 E = TypeVar("E", bound=Event)
 
@@ -459,7 +459,7 @@ MAX_ATOMIC_BATCH = 1000
 @dataclass(frozen=True, slots=True)
 class Outgoing:
     """One message to publish: subject, bytes, its ``Nats-Msg-Id`` and other headers (the trace
-    context it carries on, :mod:`noema.runtime.tracing`); with ``expected_last``, a fence: stored
+    context it carries on, :mod:`noema.adapters.tracing`); with ``expected_last``, a fence: stored
     only if the subject's last stream sequence is still that (0: no message yet)."""
 
     subject: str

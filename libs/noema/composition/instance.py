@@ -47,7 +47,7 @@ from noema.stream_points import StreamPoint
 from noema.topology import Topology
 
 if TYPE_CHECKING:  # prometheus_client: loaded by a process that keeps metrics (see Instance.metrics)
-    from noema.runtime.metrics import Metrics
+    from noema.adapters.metrics import Metrics
 
 __all__ = ["Instance", "connected_knowledge"]
 
@@ -120,7 +120,7 @@ class Instance(Noema):
         requests. A served process gives its own (``open(metrics=...)``); otherwise they are made
         on first use, so a one-shot command (``noemactl memory search``) loads no prometheus_client."""
         if self._metrics is None:
-            from noema.runtime.metrics import Metrics
+            from noema.adapters.metrics import Metrics
 
             self._metrics = Metrics()
         return self._metrics

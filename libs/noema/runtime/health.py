@@ -31,9 +31,9 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from noema.adapters.metrics import Metrics
 from noema.adapters.pull import Puller
 from noema.runtime.backlog import RateWindow
-from noema.runtime.metrics import Metrics
 from noema.runtime.tasks import cancel_and_wait
 from noema.topology import Topology
 

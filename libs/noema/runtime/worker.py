@@ -35,15 +35,15 @@ from typing import Any, Generic, NamedTuple, Protocol, TypeVar, overload
 import structlog
 from nats.aio.msg import Msg
 
+from noema.adapters import tracing
 from noema.adapters.errors import TRANSIENT
 from noema.adapters.jetstream import FAILED
 from noema.adapters.liveness import watch_connections
+from noema.adapters.metrics import Metrics
 from noema.adapters.pull import Puller, interrupt_all
-from noema.runtime import tracing
 from noema.runtime.health import ErrorTap, Heartbeat, connection_of
 from noema.runtime.locate import locate
 from noema.runtime.logging import configure_logging
-from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located, Settings
 from noema.runtime.tasks import cancel_and_wait
 from noema_events import Event, EventDecodeError, decode_event
