@@ -35,7 +35,7 @@ from noema.errors import SURFACES, Kind
 from noema.runtime.locate import register, registry_dir, write_state
 from noema_conflicts.service import build as build_conflicts
 from noema_mcp import HTTP_PATH
-from noema_mcp.server import PREAMBLE_URI, preamble_uri
+from noema_mcp.server import ERROR_CODE_META, PREAMBLE_URI, preamble_uri
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
 from tests.integration.http_support import exchange
@@ -51,6 +51,12 @@ TASK = "when do deploys/releases happen? (ops)"
 SERVE = ["-m", "noema_mcp", "--workspace", "acme", "--agent", "alice", "--role", "engineer"]
 
 
+def code_path() -> dict[str, str]:
+    """PYTHONPATH, when set (a worktree's code first), so that a server the test starts with an
+    environment of its own runs the code under test."""
+    return {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
+
+
 def server_log(log: Path) -> str:
     """What the server wrote on stderr."""
     return log.read_text()
@@ -60,7 +66,9 @@ def server_log(log: Path) -> str:
 async def over_stdio(harness: Harness, log: Path) -> AsyncIterator[ClientSession]:
     """The server spawned by the client, as an MCP host does (``python -m noema_mcp`` = ``noemactl mcp
     serve``), finding the servers through the NOEMA_* environment."""
-    params = StdioServerParameters(command=sys.executable, args=SERVE, env=harness.settings.to_env())
+    params = StdioServerParameters(
+        command=sys.executable, args=SERVE, env=harness.settings.to_env() | code_path()
+    )
     with log.open("w") as errlog:
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
@@ -92,7 +100,7 @@ async def http_server(harness: Harness, log: Path, token: str | None = None) -> 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = harness.settings.to_env() | ({"NOEMA_MCP_TOKEN": token} if token else {})
+    env = harness.settings.to_env() | code_path() | ({"NOEMA_MCP_TOKEN": token} if token else {})
     with log.open("w") as errlog:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -525,7 +533,7 @@ def host_env(harness: Harness, home: Path) -> dict[str, str]:
         "HOME": str(home),
         "NOEMA_PREFIX": harness.settings.prefix,
         "NOEMA_DB_SCHEMA": harness.settings.db_schema,
-    }
+    } | code_path()
 
 
 async def test_a_server_a_host_starts_anywhere_says_noema_is_not_running_then_finds_it(
@@ -553,10 +561,8 @@ async def test_a_server_a_host_starts_anywhere_says_noema_is_not_running_then_fi
             assert message.startswith("unavailable: no running Noema found in ")
             assert str(host_dir / "var") in message
             assert "noemactl up" in message
-            assert refused.structured_content == {
-                "error": message.removeprefix("unavailable: "),
-                "code": "unavailable",
-            }
+            assert refused.structured_content is None
+            assert refused.meta == {ERROR_CODE_META: "unavailable"}
             with pytest.raises(MCPError, match="no running Noema found") as unreadable:
                 await mcp.read_resource(PREAMBLE_URI)
             assert unreadable.value.code == SURFACES[Kind.UNAVAILABLE].mcp

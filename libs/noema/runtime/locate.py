@@ -133,8 +133,9 @@ def _running_data_dir(settings: Settings) -> tuple[Path, dict[str, Any]]:
     if len(elsewhere) == 1 and (state := read_state(elsewhere[0])) is not None:
         return elsewhere[0], state
     hint = (
-        "start it with `noemactl up` (or `make run`), or set NOEMA_NATS_URL and NOEMA_DATABASE_URL "
-        "to use external servers"
+        "start it with `noemactl up` (or `make run`); if it runs with another data folder, name that "
+        "folder with --data-dir or NOEMA_DATA_DIR; or set NOEMA_NATS_URL and NOEMA_DATABASE_URL to "
+        "use external servers"
     )
     if len(elsewhere) > 1:
         folders = ", ".join(map(str, elsewhere))
