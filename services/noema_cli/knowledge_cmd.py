@@ -14,6 +14,8 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from noema_events.vocabulary import VERACITIES
+
 from . import search
 from .common import (
     AsOfOption,
@@ -21,6 +23,7 @@ from .common import (
     JsonOption,
     caller,
     clip,
+    completes,
     err,
     out,
     print_json,
@@ -99,7 +102,9 @@ def fact_propose(
     agent: str | None = Agent(),
     role: str | None = Role(),
     repo: str | None = Repo(),
-    veracity: str = typer.Option("stated", help="stated, tool, imported or inferred."),
+    veracity: str = typer.Option(
+        "stated", help="stated, tool, imported or inferred.", autocompletion=completes(VERACITIES)
+    ),
     memory_type: str = typer.Option(
         "fact", "--type", help="Memory type (decay class), e.g. fact, convention."
     ),
@@ -145,7 +150,9 @@ def fact_supersede(
     content: str = typer.Argument(..., help="The new content."),
     workspace: str = Workspace(),
     reason: str = typer.Option("", help="Why."),
-    veracity: str = typer.Option("stated", help="stated, tool, imported or inferred."),
+    veracity: str = typer.Option(
+        "stated", help="stated, tool, imported or inferred.", autocompletion=completes(VERACITIES)
+    ),
     agent: str | None = Agent(),
     role: str | None = Role(),
     data_dir: Path | None = DataDir(),

@@ -18,6 +18,7 @@ import typer
 from rich.markup import escape
 
 from noema.runtime.settings import WORKERS, Settings, SettingsError
+from noema_events.vocabulary import CHANNELS, RELATIONS
 from noema_sdk.observations import MAX_CONTENT
 
 from . import (
@@ -40,6 +41,7 @@ from .common import (
     DataDir,
     JsonOption,
     caller,
+    completes,
     fail,
     operator_name,
     out,
@@ -136,7 +138,11 @@ def observe(
     workspace: str = typer.Option(..., "--workspace", "-w", help="Workspace (tenant)."),
     mind: str = typer.Option(..., "--mind", "-m", help="Mind/agent the observation belongs to."),
     channel: str = typer.Option(
-        "user", "--channel", "-c", help="operator, user, system, tool, source or low."
+        "user",
+        "--channel",
+        "-c",
+        help="operator, user, system, tool, source or low.",
+        autocompletion=completes(CHANNELS),
     ),
     salience: float | None = typer.Option(None, help="How much it stands out, 0..1 (estimated when absent)."),
     importance: float | None = typer.Option(None, help="How much it matters, 0..1."),
@@ -216,9 +222,12 @@ def memory_search(
         "hybrid",
         help="keyword (full text), vector (embeddings alone), semantic (full text and vectors fused by "
         "reciprocal rank) or hybrid (every voice, explained; the default).",
+        autocompletion=completes(search.MODES),
     ),
     profile: str = typer.Option(
-        "hybrid", help="With --mode hybrid: hybrid (voices + MMR) or weighted (the plain weighted fusion)."
+        "hybrid",
+        help="With --mode hybrid: hybrid (voices + MMR) or weighted (the plain weighted fusion).",
+        autocompletion=completes(search.PROFILES),
     ),
     mind: str | None = typer.Option(None, "--mind", "-m", help="Only memories of this mind."),
     kind: list[str] | None = search.Choices("kind", "Memory kind(s)."),
@@ -298,6 +307,7 @@ def memory_relate(
         "-r",
         help="related_to, supports, contradicts, derived_from, "
         "supersedes, part_of, caused_by or episodic_next.",
+        autocompletion=completes(RELATIONS),
     ),
     confidence: float = typer.Option(1.0, min=0.0, max=1.0, help="Confidence in the edge."),
     source: str = typer.Option("operator", help="Where the edge comes from."),
@@ -427,6 +437,7 @@ def status(
         "-e",
         help="Check only this kind of process (repeatable; default: NOEMA_STATUS_WORKERS, else all): "
         "attend, projector, embed, retrieve, decay, conflicts, api or service.",
+        autocompletion=completes(WORKERS),
     ),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),

@@ -13,9 +13,14 @@ from rich.table import Table
 from noema.instants import FORMS, InvalidInstant, parse_instant
 from noema_events.vocabulary import EPISTEMIC_KINDS, MEMORY_KINDS, MEMORY_STATUSES
 
-from .common import clip, fail, state
+from .common import clip, completes, fail, state
 
-__all__ = ["EXPLAINED", "Choices", "Instant", "results_table"]
+__all__ = ["EXPLAINED", "MODES", "PROFILES", "Choices", "Instant", "results_table"]
+
+MODES = ("keyword", "vector", "semantic", "hybrid")
+"""The search modes (``noema.application.search.MODES``, not imported: it loads the recall stack)."""
+PROFILES = ("hybrid", "weighted")
+"""The profiles of ``--mode hybrid``."""
 
 EXPLAINED = (
     "lexical",
@@ -53,7 +58,11 @@ def Choices(name: str, text: str) -> Any:
     """A repeatable ``--<name>`` option limited to the vocabulary's values (listed in --help)."""
     allowed = _CHOICES[name]
     return typer.Option(
-        None, f"--{name}", help=f"{text} One of: {', '.join(allowed)}.", parser=_one_of(allowed)
+        None,
+        f"--{name}",
+        help=f"{text} One of: {', '.join(allowed)}.",
+        parser=_one_of(allowed),
+        autocompletion=completes(allowed),
     )
 
 

@@ -62,6 +62,59 @@ def test_shell_completion_is_printed_and_completes_commands() -> None:
     assert completed.output.split() == ["timeline"]
 
 
+def _complete(line: str) -> list[str]:
+    """What bash completion offers for the last word of ``line`` (empty after a trailing space)."""
+    words = line.split()
+    current = len(words) if line.endswith(" ") else len(words) - 1
+    completing = {"_NOEMACTL_COMPLETE": "complete_bash", "COMP_WORDS": line, "COMP_CWORD": str(current)}
+    result = CliRunner().invoke(app, [], prog_name="noemactl", env=completing)
+    assert result.exit_code == 0, result.output
+    return result.output.split()
+
+
+def test_completion_offers_the_values_of_choice_options() -> None:
+    from noema.application.search import MODES
+    from noema_cli.search import PROFILES
+
+    assert _complete("noemactl memory search x --mode ") == list(MODES)
+    assert _complete("noemactl memory search x --mode h") == ["hybrid"]
+    assert _complete("noemactl memory search x --profile w") == ["weighted"]
+    assert PROFILES == ("hybrid", "weighted")
+    assert _complete("noemactl memory search x --status ar") == ["archived"]
+    assert _complete("noemactl observe x -c o") == ["operator"]
+    assert _complete("noemactl fact propose x --veracity i") == ["inferred", "imported"]
+    assert _complete("noemactl memory relate a b -r su") == ["supports", "supersedes"]
+    assert _complete("noemactl status --expect pro") == ["projector"]
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (
+            ["memory", "search", "x", "--limit", "0"],
+            "Invalid value for '--limit': 0 is below the minimum, 1.",
+        ),
+        (["memory", "search", "x", "--bogus"], "No such option: --bogus"),
+        (["memory", "search"], "Missing argument 'query'."),
+        (["fact", "list", "-w", "acme", "--json", "extra"], "Got unexpected extra argument(s) (extra)"),
+    ],
+)
+def test_an_argument_error_under_json_is_the_json_error_object_with_exit_2(
+    args: list[str], error: str
+) -> None:
+    as_json = args if "--json" in args else [*args, "--json"]
+    result = CliRunner().invoke(app, as_json, prog_name="noemactl")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    reported = json.loads(result.stderr)
+    assert reported["exit_code"] == 2
+    assert reported["error"].startswith(error), reported
+    assert reported["error"].endswith(" --help`)")  # where to read the usage
+    plain = CliRunner().invoke(app, [a for a in args if a != "--json"], prog_name="noemactl")
+    assert plain.exit_code == 2
+    assert "Usage: noemactl" in plain.stderr  # without --json: click's usage text, as before
+
+
 def test_version_prints_the_version_and_exits_0() -> None:
     from noema import __version__
 
