@@ -37,6 +37,7 @@ from noema.runtime.credentials import redact_url
 from noema.runtime.embedded import EmbeddedNats, EmbeddedPostgres, die_with_parent, resolve_data_dir
 from noema.runtime.identities import service_user
 from noema.runtime.locate import (
+    nats_fields,
     read_state,
     register,
     registered,
@@ -409,7 +410,9 @@ class Supervisor:
                 {
                     "pid": os.getpid(),
                     "started_at": datetime.now(UTC).isoformat(),
-                    "nats_url": located.nats_url,
+                    # The URL without credentials, the operator's beside it (nats.js refuses them
+                    # in a URL); `locate` puts them back (noema.runtime.locate.state_nats_url).
+                    **nats_fields(located.nats_url),
                     # Without credentials: `locate` adds those of the identity asking (e.g. mcp).
                     "nats_plain_url": self._nats.url if self._nats else None,
                     "database_url": located.database_url,

@@ -1,7 +1,8 @@
 """Noema through third-party Node clients, installed by `make setup` from tests/node/package-lock.json
 (`npm ci`): the official MCP TypeScript SDK client (`@modelcontextprotocol/sdk` 1.x) and the MCP
 Inspector's CLI mode (`@modelcontextprotocol/inspector` 2.x, on the SDK's 2.x client; it asks for
-Node 22.19 but runs on 20), against real NATS and PostgreSQL.
+Node 22.19 but runs on 20) — and nats.js v3 (`@nats-io/transport-node`, `@nats-io/jetstream`), the
+client of docs/sdk.md's Node.js example — against real NATS and PostgreSQL.
 
 Both clients check a tool result's structured content against the tool's output schema, and the
 TypeScript one does so even for an error result: an error that carried structured content in another
@@ -22,7 +23,9 @@ from typing import Any
 import pytest
 
 from noema.application.tools import TOOLS
+from noema.runtime.locate import nats_fields, write_state
 from noema_mcp.server import ERROR_CODE_META
+from noema_service.service import build as build_service
 from tests.conftest import Harness
 from tests.integration.test_mcp import SERVE, code_path, http_server
 
@@ -155,3 +158,28 @@ async def test_the_mcp_inspector_cli_shows_noemas_message_for_a_bad_argument_and
     message = failed({"result": down})
     assert message.startswith(f"unavailable: no running Noema found in {data_dir} — ")
     assert "noemactl up" in message
+
+
+async def test_a_nats_js_v3_client_connects_with_the_fields_of_noema_json(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """docs/sdk.md's Node.js example: nats.js v3 takes ``nats_url`` (no credentials in it, which
+    nats.js refuses), ``nats_user`` and ``nats_password`` from ``noema.json``, calls the agent
+    service, and ``$SRV.STATS`` counts the error reply in ``num_errors``."""
+    await harness.start(build_service)
+    data_dir = tmp_path / "var"
+    data_dir.mkdir()
+    fields = nats_fields(harness.settings.nats_url)
+    assert "@" not in str(fields["nats_url"])
+    write_state(data_dir, {"pid": os.getpid(), **fields, "database_url": harness.settings.database_url})
+    subject = f"{harness.topology.prefix}.agent.acme.engineer.alice.search_memory"
+    script = str(NODE_DIR / "nats_v3.mjs")
+    request = json.dumps({"query": "deploys", "limit": 0})
+    status, out, err = await run(node(), script, str(data_dir / "noema.json"), subject, request, cwd=NODE_DIR)
+    assert status == 0, err
+    answer = json.loads(out)
+    assert answer["reply"]["ok"] is False
+    assert answer["reply"]["error"]["code"] == 422
+    [endpoint] = [e for e in answer["stats"]["endpoints"] if e["name"] == "search_memory"]
+    assert endpoint["num_errors"] == 1
+    assert endpoint["last_error"].startswith("422:search_memory: limit must be at least 1")
