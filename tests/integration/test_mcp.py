@@ -614,3 +614,29 @@ async def test_http_serves_its_metrics_without_the_token_and_counts_its_searches
     assert 'noema_search_duration_seconds_count{mode="keyword"} 1.0' in scraped.text
     assert 'noema_http_requests_total{method="POST",route="unmatched",status="401"} 1.0' in scraped.text
     assert 'route="/mcp",status="200"' in scraped.text
+
+
+async def test_http_keeps_an_idle_keep_alive_connection_open_past_uvicorns_five_seconds(
+    harness: Harness, tmp_path: Path
+) -> None:
+    # A host pauses between tool calls; uvicorn's default closes an idle connection after 5 s.
+    async with http_server(harness, tmp_path / "server.log") as url:
+        parts = urlsplit(url)
+        assert parts.hostname is not None
+        assert parts.port is not None
+        reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+        request = f"GET /healthz HTTP/1.1\r\nHost: {parts.netloc}\r\n\r\n".encode()
+        try:
+            for _ in range(2):
+                writer.write(request)
+                await writer.drain()
+                status = await asyncio.wait_for(reader.readline(), 10)
+                assert status.startswith(b"HTTP/1.1 200"), status
+                length = 0
+                while (line := await reader.readline()) not in (b"\r\n", b""):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                await reader.readexactly(length)
+                await asyncio.sleep(6.5)  # idle longer than uvicorn's default keep-alive
+        finally:
+            writer.close()
