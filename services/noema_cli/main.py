@@ -289,6 +289,8 @@ def memory_search(
         return
     out.print(search.results_table(response["results"], explain, repo))
     if explain:
+        for line in search.explanations(response["results"], repo):
+            out.print(line, highlight=False, markup=False, soft_wrap=True)
         timings = ", ".join(f"{k} {v:.1f} ms" for k, v in response["timings_ms"].items())
         if response.get("intent"):
             weights = ", ".join(f"{k} {v:.2f}" for k, v in response["weights"].items())

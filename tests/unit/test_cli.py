@@ -154,3 +154,33 @@ def test_api_token_takes_the_data_folder_given_before_the_subcommand(
     assert json.loads(before.stdout)["file"] == str(tmp_path / "a" / "api-tokens.json")
     assert json.loads(after.stdout)["file"] == str(tmp_path / "b" / "api-tokens.json")
     assert not (tmp_path / "var").exists()
+
+
+def test_replay_keep_says_how_to_open_the_kept_schema_with_psql(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from noema.runtime.settings import Settings
+    from noema_cli.common import state
+    from noema_cli.replay_cmd import _how_to_query
+
+    state.settings = Settings(data_dir=tmp_path / "var")
+    embedded = _how_to_query("replay_noema_1_2")
+    assert embedded.startswith('query it with: psql "$(python3 -c ')
+    assert f"{tmp_path}/var/noema.json" in embedded
+    assert "['database_urls']['owner']" in embedded
+    assert "-c 'SET search_path TO replay_noema_1_2'" in embedded
+    state.settings = replace(state.settings, database_url="postgresql://x@db/noema")
+    assert _how_to_query("s").startswith('query it with: psql "$NOEMA_DATABASE_URL"')
+
+
+def test_explain_lines_say_why_a_score_is_below_zero() -> None:
+    from noema_cli.search import explanations
+
+    def result(rid: str, score: float, mmr: float) -> dict[str, Any]:
+        components = {"lexical": 0.3, "lexical_rank": 1.0, "mmr": mmr}
+        return {"id": rid, "score": score, "components": components}
+
+    kept, repeated = explanations([result("a" * 32, 0.4, -0.0001), result("b" * 32, -0.05, -0.45)], None)
+    assert kept == "aaaaaaaa  score 0.400: lexical 0.300 #1 · mmr 0.000"
+    assert repeated.startswith("bbbbbbbb  score -0.050: lexical 0.300 #1 · mmr -0.450  — below zero")
+    assert "diversity penalty, mmr -0.450" in repeated
