@@ -213,7 +213,18 @@ def fact_list(
         print_json(rows)
         return
     columns = ["id", "domain", "topic", "content", "agent", "veracity", "confidence", "mention_count"]
-    _show(rows, [*columns, "status", "valid_until"], f"no facts{note}")
+    _show([_fact_row(r) for r in rows], [*columns, "status", "valid_until"], f"no facts{note}")
+
+
+def _fact_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A fact as the table shows it: one an operator entered (`memory add`, POST /v1/memories) has
+    no proposing agent and no veracity, and says so; no topic is a dash."""
+    operator = not row.get("agent") and row.get("veracity") is None
+    return row | {
+        "agent": row.get("agent") or ("(operator entry)" if operator else "-"),
+        "veracity": row.get("veracity") or ("operator" if operator else "-"),
+        "topic": row.get("topic") or "-",
+    }
 
 
 # --- policies -----------------------------------------------------------------------------------

@@ -184,3 +184,12 @@ def test_explain_lines_say_why_a_score_is_below_zero() -> None:
     assert kept == "aaaaaaaa  score 0.400: lexical 0.300 #1 · mmr 0.000"
     assert repeated.startswith("bbbbbbbb  score -0.050: lexical 0.300 #1 · mmr -0.450  — below zero")
     assert "diversity penalty, mmr -0.450" in repeated
+
+
+def test_fact_list_shows_an_operator_entry_as_such_and_a_missing_topic_as_a_dash() -> None:
+    from noema_cli.knowledge_cmd import _fact_row
+
+    entered = _fact_row({"agent": "", "veracity": None, "topic": None, "content": "x"})
+    assert (entered["agent"], entered["veracity"], entered["topic"]) == ("(operator entry)", "operator", "-")
+    proposed = _fact_row({"agent": "alice", "veracity": "stated", "topic": "deploy-day"})
+    assert (proposed["agent"], proposed["veracity"], proposed["topic"]) == ("alice", "stated", "deploy-day")
