@@ -17,6 +17,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
+from noema.application.preamble import MIN_TASK_CHARS
 from noema.runtime.settings import WORKERS, Settings, SettingsError
 from noema_events.vocabulary import CHANNELS, RELATIONS
 from noema_sdk.observations import MAX_CONTENT
@@ -42,6 +43,7 @@ from .common import (
     JsonOption,
     caller,
     completes,
+    err,
     fail,
     operator_name,
     out,
@@ -386,6 +388,12 @@ def preamble(
         print_json(result)
     else:
         out.print(result["text"], highlight=False, markup=False)
+        if len(task.strip()) < MIN_TASK_CHARS:
+            err.print(
+                f"note: no facts are matched for a task under {MIN_TASK_CHARS} characters (requirements "
+                "§8): describe the task in a sentence to get the facts that match it",
+                highlight=False,
+            )
 
 
 @app.command("decay-tick")

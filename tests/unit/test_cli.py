@@ -193,3 +193,12 @@ def test_fact_list_shows_an_operator_entry_as_such_and_a_missing_topic_as_a_dash
     assert (entered["agent"], entered["veracity"], entered["topic"]) == ("(operator entry)", "operator", "-")
     proposed = _fact_row({"agent": "alice", "veracity": "stated", "topic": "deploy-day"})
     assert (proposed["agent"], proposed["veracity"], proposed["topic"]) == ("alice", "stated", "deploy-day")
+
+
+def test_get_preamble_says_a_task_needs_20_characters_for_facts() -> None:
+    from noema.application.preamble import MIN_TASK_CHARS
+    from noema.application.tools import TOOLS, input_schema
+
+    tool = TOOLS["get_preamble"]
+    assert f"{MIN_TASK_CHARS} characters" in tool.description
+    assert f"{MIN_TASK_CHARS} characters" in input_schema(tool)["properties"]["task"]["description"]
