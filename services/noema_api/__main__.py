@@ -9,6 +9,7 @@ import structlog
 import uvicorn
 
 from noema.adapters import tracing
+from noema.adapters.asgi import KEEP_ALIVE_S
 from noema.adapters.metrics import Metrics
 from noema.adapters.postgres import migrate
 from noema.composition.instance import Instance
@@ -57,6 +58,9 @@ async def main(api_settings: ApiSettings, errors: ErrorTap | None = None) -> Non
             # format; uvicorn's own handlers would write plain text into it, so it installs none.
             access_log=False,
             log_config=None,
+            # An idle keep-alive connection stays open 75 s (uvicorn's default is 5): clients that
+            # pause between calls (an agent thinking, a host between tool calls) reuse it.
+            timeout_keep_alive=KEEP_ALIVE_S,
         )
         log.info("api serving", url=f"http://{settings.api_host}:{settings.api_port}")
         # NATS lost for good: stop serving and exit non-zero, so `up` restarts the API.

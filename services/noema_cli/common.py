@@ -9,7 +9,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -35,6 +35,7 @@ __all__ = [
     "JsonOption",
     "caller",
     "clip",
+    "completes",
     "err",
     "exit_code",
     "fail",
@@ -244,6 +245,16 @@ def caller(workspace: str, agent: str | None = None, role: str | None = None) ->
         return Caller(workspace, agent or operator_name(), role or "agent")
     except OperationError as exc:
         fail_for(exc)
+
+
+def completes(values: Sequence[str]) -> Callable[[str], list[str]]:
+    """The ``autocompletion`` of an option that takes one of ``values``: those starting with what
+    was typed (``noemactl memory search x --mode <TAB>``)."""
+
+    def complete(incomplete: str) -> list[str]:
+        return [value for value in values if value.startswith(incomplete)]
+
+    return complete
 
 
 def clip(text: str, width: int = 70) -> str:

@@ -21,7 +21,14 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from noema.adapters import tracing
-from noema.adapters.asgi import BodyLimit, JsonBodies, MetricsEndpoint, RequestLog, problem_response
+from noema.adapters.asgi import (
+    KEEP_ALIVE_S,
+    BodyLimit,
+    JsonBodies,
+    MetricsEndpoint,
+    RequestLog,
+    problem_response,
+)
 from noema.adapters.metrics import Metrics
 from noema.application.access import Caller
 from noema.composition.instance import Instance
@@ -234,6 +241,9 @@ async def serve(
                 log_level="warning",
                 access_log=False,  # RequestLog logs each request in the process's own format
                 log_config=None,
+                # An idle keep-alive connection stays open 75 s (uvicorn's default is 5): hosts pause
+                # between tool calls and would otherwise find it closed under them.
+                timeout_keep_alive=KEEP_ALIVE_S,
             )
             await uvicorn.Server(config).serve()
         finally:

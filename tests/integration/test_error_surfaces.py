@@ -34,7 +34,7 @@ from noema_api.auth import TokenEntry, Tokens
 from noema_api.endpoint import Api, Endpoint, Req, routes
 from noema_cli import common
 from noema_cli.main import app as noemactl
-from noema_mcp.server import build_server
+from noema_mcp.server import ERROR_CODE_META, build_server
 from noema_mcp.service import http_app
 from noema_sdk.protocol import ERROR_CODE_HEADER, agent_subject
 from noema_service import operations
@@ -213,8 +213,10 @@ async def test_the_mcp_server_answers_each_kind_as_the_table_says(
         assert "secret" not in text
         assert "Traceback" not in text
         prefix = text[: text.index(":") + 2]
-        assert result.structured_content
-        assert prefix == f"{result.structured_content['code']}: "
+        # No structured content (clients check it against the output schema), the kind in _meta.
+        assert result.structured_content is None
+        assert result.meta is not None
+        assert prefix == f"{result.meta[ERROR_CODE_META]}: "
         return prefix
 
     seen: dict[Kind, str] = {

@@ -245,6 +245,10 @@ async def test_bad_input_is_rejected_with_422_and_a_message_naming_the_field(
     assert by_name["search_memory"]["data"]["errors_by_code"] == {"422": 1}
     assert by_name["update_my_notes"]["data"]["errors"] == 2
     assert by_name["update_my_notes"]["num_requests"] == 2
+    # The micro protocol's own counters count error replies too (`nats micro stats` shows them).
+    assert by_name["search_memory"]["num_errors"] == 1
+    assert by_name["search_memory"]["last_error"] == "422:search_memory: limit must be at least 1 (got 0)"
+    assert by_name["update_my_notes"]["num_errors"] == 2
 
 
 async def test_an_observation_published_twice_with_one_id_is_stored_once(

@@ -241,6 +241,9 @@ class Heartbeat:
         self._consumer_seen: tuple[int, int, int] | None = None
         self._window = RateWindow()
         self._task: asyncio.Task[None] | None = None
+        self.recorded_at: float | None = None
+        """``time.monotonic()`` of the last beat written (None before the first): the worker's
+        readiness probe (:mod:`noema.runtime.probes`)."""
 
     async def _observe_consumer(self, now: float) -> None:
         if self._consumer is None:
@@ -298,6 +301,7 @@ class Heartbeat:
             await self._observe_consumer(now)
         data = msgspec.json.encode(self.record(now, stopped))
         await self._nc.jetstream().publish(self._subject, data, timeout=IO_TIMEOUT_S)
+        self.recorded_at = time.monotonic()
         return True
 
     async def _loop(self) -> None:
