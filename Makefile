@@ -7,9 +7,12 @@ STAMP  := $(VENV)/.installed
 # langchain-mcp-adapters needs the MCP SDK below 2, Noema's server 2.3.0.
 LANGCHAIN_VENV  ?= .venv-langchain
 LANGCHAIN_STAMP := $(LANGCHAIN_VENV)/.installed
+# The Node clients the tests drive (tests/node/package-lock.json): the MCP TypeScript SDK, the MCP
+# Inspector's CLI, nats.js v3.
+NODE_STAMP := tests/node/node_modules/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help setup browser run test test-fast test-unit test-integration lint typecheck check schemas openapi deploy-auth deploy-files golden lock bench-ingest clean
+.PHONY: help setup browser node run test test-fast test-unit test-integration lint typecheck check schemas openapi deploy-auth deploy-files golden lock bench-ingest clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -27,7 +30,17 @@ $(LANGCHAIN_STAMP): examples/langchain/requirements.lock
 	$(LANGCHAIN_VENV)/bin/pip install --quiet --disable-pip-version-check -r examples/langchain/requirements.lock
 	@touch $(LANGCHAIN_STAMP)
 
-setup: $(STAMP) $(LANGCHAIN_STAMP) browser ## Create .venv (requirements.lock and Noema), .venv-langchain (the LangChain recipe's) and install chromium
+$(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		cd tests/node && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed; \
+	else \
+		echo "make setup: no npm on PATH. The tests with Node clients (tests/integration/test_node_clients.py)" >&2; \
+		echo "  need Node 20 or later and npm: install them (Debian: apt-get install nodejs npm), then run make setup again." >&2; \
+	fi
+
+node: $(NODE_STAMP) ## Install the Node clients the tests drive (tests/node, npm ci from its lock)
+
+setup: $(STAMP) $(LANGCHAIN_STAMP) $(NODE_STAMP) browser ## Create .venv (requirements.lock and Noema), .venv-langchain (the LangChain recipe's), tests/node's Node clients, and install chromium
 
 # The explorer's browser test drives a system chromium through Playwright (whose own browser downloads
 # are not used): Debian's package, installed here when none is on PATH and apt-get can (root); anyone
@@ -51,7 +64,7 @@ run: $(STAMP) ## Start Noema on the embedded default (NATS + PostgreSQL in ./var
 # processes, or takes a while, and is marked integration or slow.
 FAST := not integration and not slow
 
-test: $(STAMP) $(LANGCHAIN_STAMP) ## Run every test: the fast tier first (stops on a failure), then the rest once
+test: $(STAMP) $(LANGCHAIN_STAMP) $(NODE_STAMP) ## Run every test: the fast tier first (stops on a failure), then the rest once
 	$(BIN)/python -m pytest -m "$(FAST)"
 	$(BIN)/python -m pytest -m "integration or slow"
 
@@ -60,7 +73,7 @@ test-fast: $(STAMP) ## The fast tier only: unit and contract tests, no servers (
 
 test-unit: test-fast ## Same as test-fast (its former name)
 
-test-integration: $(STAMP) $(LANGCHAIN_STAMP) ## Everything but the fast tier: integration, e2e, faults (real NATS + PostgreSQL)
+test-integration: $(STAMP) $(LANGCHAIN_STAMP) $(NODE_STAMP) ## Everything but the fast tier: integration, e2e, faults (real NATS + PostgreSQL)
 	$(BIN)/python -m pytest -m "integration or slow"
 
 lint: $(STAMP) ## ruff (lint + format check)
@@ -101,5 +114,5 @@ lock: ## Re-pin requirements.lock (development), requirements-runtime.lock (the 
 bench-ingest: $(STAMP) ## Ingest benchmark (end-to-end vs raw pipe), prints JSON
 	$(BIN)/python -m bench.ingest --out bench/results/ingest.json
 
-clean: ## Remove the virtualenvs and caches (not ./var)
-	rm -rf $(VENV) $(LANGCHAIN_VENV) .pytest_cache .mypy_cache .ruff_cache
+clean: ## Remove the virtualenvs, tests/node/node_modules and caches (not ./var)
+	rm -rf $(VENV) $(LANGCHAIN_VENV) tests/node/node_modules .pytest_cache .mypy_cache .ruff_cache

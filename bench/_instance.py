@@ -23,7 +23,7 @@ import httpx
 import psutil
 
 from noema.runtime.embedded import die_with_parent, free_port
-from noema.runtime.locate import read_state
+from noema.runtime.locate import read_state, state_nats_url
 from noema_api.auth import operator_token
 
 __all__ = ["Instance", "running_instance"]
@@ -75,7 +75,7 @@ def _wait_ready(up: subprocess.Popen[bytes], data_dir: Path, log: Path) -> Insta
                         data_dir=data_dir,
                         api_url=str(state["api_url"]),
                         token=operator_token(data_dir / "api-tokens.json")[1],
-                        nats_url=str(state["nats_url"]),
+                        nats_url=state_nats_url(state),
                         owner_db_url=str(state["database_urls"]["owner"]),
                         up_pid=up.pid,
                         log=log,

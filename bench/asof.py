@@ -9,7 +9,7 @@ On embedded servers (bench._servers; or NOEMA_NATS_URL and NOEMA_DATABASE_URL):
    memories an ``attention.decided`` and a ``working_memory.updated``; a decay tick every 20,000
    events): about 5.7 events per memory.
 2. The read model is built from it as a projection rebuild builds one (the projector's code, in
-   bulk, indexes built): its live rows and every version of them (migration 0014).
+   bulk, indexes built): its live rows and every version of them (migration 0015).
 3. For the present and for two points of the stream (its last sequence and its middle one): the
    first read of a never-asked point (``Noema.as_of`` and a hybrid search, timed together), then
    ``R`` rounds of a hybrid search, a memory's detail (``memory show``), a listing and a preamble,
@@ -39,8 +39,9 @@ from noema.adapters.postgres.tenancy import ALL_WORKSPACES, workspace_scope
 from noema.adapters.postgres.voices import RecallStore
 from noema.application.access import Caller
 from noema.application.facade import Noema, SearchOptions
-from noema.application.replay import drop_schema, replay_into
 from noema.application.views import ListQuery
+from noema.composition.instance import Instance
+from noema.composition.replay import drop_schema, replay_into
 from noema.runtime.settings import Located
 from noema.topology import Topology
 
@@ -81,7 +82,7 @@ async def _round(view: Noema, i: int, ids: list[str], samples: dict[str, list[fl
     samples["preamble"].append(await _timed(partial(view.preamble, agent, query)))
 
 
-async def _measure(app: Noema, points: dict[str, int], repeat: int) -> dict[str, Any]:
+async def _measure(app: Instance, points: dict[str, int], repeat: int) -> dict[str, Any]:
     """First reads of each point, then ``repeat`` interleaved rounds of the present and each point."""
     out: dict[str, Any] = {}
     ids_of: dict[str, list[str]] = {}
@@ -158,7 +159,7 @@ async def main_async(memories: int, embedder: str, repeat: int) -> dict[str, Any
             pool = await RecallStore.create_pool(
                 db_url, schema, workspace=ALL_WORKSPACES, min_size=1, max_size=4
             )
-            app = Noema(settings, pool, nc, await RecallStore.open(pool))
+            app = Instance(settings, pool, nc, await RecallStore.open(pool))
             app.workspace = ALL_WORKSPACES
             try:
                 await pool.execute("ANALYZE")

@@ -13,7 +13,7 @@ On embedded servers (bench._servers; or NOEMA_NATS_URL and NOEMA_DATABASE_URL), 
    keys in the database's keyring), unless ``--plain`` (the stream as written before sealing).
 2. raw: the same stream fetched and acked by a durable pull consumer with the projector's
    configuration and batch size (the same fetch client), nothing else: the transport's ceiling.
-3. replay: :func:`noema.application.replay.replay_into` into a fresh schema as `noemactl replay`
+3. replay: :func:`noema.composition.replay.replay_into` into a fresh schema as `noemactl replay`
    runs it to compare (vector indexes checked, not built; the checksum of the rebuilt tables
    included).
 
@@ -41,7 +41,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from noema.adapters.jetstream import EventPublisher, connect, ensure_streams
 from noema.adapters.postgres.database import migrate
 from noema.adapters.pull import Puller
-from noema.application.replay import drop_schema, replay_into
+from noema.composition.replay import drop_schema, replay_into
 from noema.domain.dynamics import ACTIVATION_FLOOR, HALF_LIFE_DAYS, RECALL_BOOST
 from noema.ids import derive_id
 from noema.ports import Sealer

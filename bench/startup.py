@@ -17,7 +17,8 @@ With ``--before DIR`` (a checkout of an earlier commit, e.g. ``git archive <comm
 DIR``), every run times the same commands with that tree's code first on PYTHONPATH too,
 interleaved with this tree's, so that both see the same machine load. Prints JSON with the median
 of every figure per variant, the after/before ratios, the load average at start and end and the
-number of cores; also to FILE.
+number of cores, and ``checks``: ``--help`` and a keyword search each within 0.25 s of CPU (a loaded
+machine inflates CPU time too: compare at a quiet moment); also to FILE.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ OBSERVATIONS = (
     "staging uses its own deploy key, kept in the vault",
 )
 QUERY = "deploy key"
+CPU_TARGET_S = 0.25
+"""issue 32: `noemactl --help` and a keyword search each within this much CPU time (median)."""
 MCP_TIMEOUT_S = 120.0
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -191,6 +194,12 @@ def run(runs: int, before: Path | None) -> dict[str, Any]:
         "median_s": medians,
         **versions(),
     }
+    after = medians["after"]
+    result["checks"] = {
+        f"help_cpu <= {CPU_TARGET_S}": after["help_cpu"] <= CPU_TARGET_S,
+        f"search_keyword_cpu <= {CPU_TARGET_S}": after["search_keyword_cpu"] <= CPU_TARGET_S,
+    }
+    result["all_checks_held"] = all(result["checks"].values())
     if before is not None:
         result["before_tree"] = str(before)
         result["ratio_after_to_before"] = {

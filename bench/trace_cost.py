@@ -1,4 +1,4 @@
-"""What carrying trace context costs, in one process, without servers (noema.runtime.tracing).
+"""What carrying trace context costs, in one process, without servers (noema.adapters.tracing).
 
     python -m bench.trace_cost [--observations 1000] [--events-per-observation 3] [--repeat 20] [--out FILE]
 
@@ -24,9 +24,9 @@ from pathlib import Path
 import msgspec
 from opentelemetry.sdk.trace import TracerProvider
 
+from noema.adapters import tracing
 from noema.adapters.jetstream import Outgoing
 from noema.ids import new_id
-from noema.runtime import tracing
 from noema_events import MemoryCreated, MemoryCreatedPayload
 from noema_sdk.tracing import TRACEPARENT, new_traceparent, trace_headers
 

@@ -66,16 +66,34 @@ def memory_agent(server: MCPServerStdio, model: str | None = None) -> Agent[Any]
     )
 
 
+class ToolFailed(Exception):
+    """A tool answered with an error (``invalid: …``, ``unavailable: no running Noema found …``)."""
+
+
 async def call(agent: Agent[Any], name: str, arguments: dict[str, Any]) -> Any:
     """Call one of the agent's tools as the runner does when the model picks it; returns its output
-    (Noema's structured content, decoded)."""
+    (Noema's structured content, decoded). A tool that fails gives the model its text, not JSON:
+    raises :class:`ToolFailed` with it."""
     tools = {t.name: t for t in await agent.get_mcp_tools(RunContextWrapper(context=None))}
     tool = tools[name]
     assert isinstance(tool, FunctionTool)
     raw = json.dumps(arguments)
     context = ToolContext(context=None, tool_name=name, tool_call_id=f"call-{name}", tool_arguments=raw)
     output = await tool.on_invoke_tool(context, raw)
-    return json.loads(output) if isinstance(output, str) else output
+    if isinstance(output, str):
+        try:
+            return json.loads(output)
+        except ValueError:
+            raise ToolFailed(output) from None
+    # An error result: the SDK hands the model the text of the result's content.
+    text = output.get("text") if isinstance(output, dict) else None
+    raise ToolFailed(str(text or output))
+
+
+def forwarded_env() -> dict[str, str]:
+    """What the server needs of this process's environment to find Noema: the ``NOEMA_*`` variables
+    (``NOEMA_DATA_DIR``, external servers' URLs; the SDK starts it with a minimal environment)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("NOEMA_")}
 
 
 async def demo(server: MCPServerStdio) -> dict[str, Any]:
@@ -98,17 +116,24 @@ async def demo(server: MCPServerStdio) -> dict[str, Any]:
     return {"tools": sorted(t.name for t in tools), "proposed": proposed, "found": found}
 
 
-async def main(question: str | None) -> None:
+async def main(question: str | None) -> int:
     set_tracing_disabled(True)  # traces would go to OpenAI's platform; opt in if you want them
     async with noema_server(
-        os.environ.get("NOEMA_WORKSPACE", "acme"), os.environ.get("NOEMA_AGENT", "assistant")
+        os.environ.get("NOEMA_WORKSPACE", "acme"),
+        os.environ.get("NOEMA_AGENT", "assistant"),
+        env=forwarded_env(),
     ) as server:
         if os.environ.get("OPENAI_API_KEY") and question:
             result = await Runner.run(memory_agent(server), question)
             print(result.final_output)
-        else:
+            return 0
+        try:
             print(json.dumps(await demo(server), indent=2))
+        except ToolFailed as failed:
+            print(f"error: {failed}", file=sys.stderr)  # e.g. no running Noema found: start it
+            return 1
+    return 0
 
 
 if __name__ == "__main__":
-    asyncio.run(main(" ".join(sys.argv[1:]) or None))
+    sys.exit(asyncio.run(main(" ".join(sys.argv[1:]) or None)))

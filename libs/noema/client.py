@@ -1,94 +1,30 @@
 """Publisher client: validate an observation up front, publish it once, get its stream sequence.
 
-Depends only on nats-py and the event catalog, so agents can use it without the server's stack.
+Depends only on nats-py and the event catalog, so agents can use it without the server's stack. The
+validation itself (:func:`build_observation`) is :mod:`noema.observations`'s, where the application
+takes it from too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any
 
-import msgspec
+from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
-from noema.errors import Kind, NoemaError
-from noema.ids import new_id
+from noema.observations import InvalidObservation, Stored, build_observation
 from noema.topology import Topology
 from noema_events import ObservationRecorded, encode_event
-from noema_events.messages import humanize
 from noema_sdk.tracing import trace_headers
 
-__all__ = ["InvalidObservation", "Stored", "build_observation", "publish_observation", "send_observation"]
-
-
-class InvalidObservation(NoemaError, ValueError):
-    """The observation would be rejected; the message says which field and why."""
-
-    kind = Kind.INVALID
-
-
-def build_observation(
-    content: str,
-    *,
-    workspace: str,
-    mind: str,
-    channel: str = "user",
-    actor: str | None = None,
-    observation_id: str | None = None,
-    correlation_id: str | None = None,
-    occurred_at: datetime | None = None,
-    source: str | None = None,
-    participants: Sequence[str] = (),
-    epistemic_kind: str = "observation",
-    salience: float | None = None,
-    importance: float | None = None,
-    memory_type: str | None = None,
-    session: str | None = None,
-    happened_at: datetime | None = None,
-    metadata: Mapping[str, str] | None = None,
-    subjects: Sequence[str] = (),
-) -> ObservationRecorded:
-    """Build and validate an observation event (raises :class:`InvalidObservation`)."""
-    if not content or not content.strip():
-        raise InvalidObservation("content must not be blank")
-    if "\x00" in content:
-        raise InvalidObservation("content must not contain NUL characters")
-    if not mind:
-        raise InvalidObservation("mind must not be empty (observations belong to a mind)")
-    for name, value in (("workspace", workspace), ("mind", mind)):
-        # The schema's pattern lets a final line break through (Python's `$`); a subject cannot hold it.
-        if value.endswith("\n"):
-            raise InvalidObservation(f"{name} {value!r} must not end with a line break")
-    obs_id = observation_id or new_id()
-    raw: dict[str, Any] = {
-        "type": "observation.recorded.v1",
-        "id": obs_id,
-        "workspace": workspace,
-        "mind": mind,
-        "occurred_at": occurred_at or datetime.now(UTC),
-        "correlation_id": correlation_id or obs_id,
-        "actor": actor or mind,
-        "payload": {
-            "content": content,
-            "channel": channel,
-            "source": source,
-            "participants": list(participants),
-            "epistemic_kind": epistemic_kind,
-            "salience": salience,
-            "importance": importance,
-            "memory_type": memory_type,
-            "session": session,
-            "happened_at": happened_at,
-            "metadata": dict(metadata or {}),
-            "subjects": list(subjects),
-        },
-    }
-    try:
-        # convert() (unlike the constructor) enforces the schema's constraints.
-        return msgspec.convert(raw, ObservationRecorded)
-    except msgspec.ValidationError as exc:
-        raise InvalidObservation(humanize(exc, raw, struct=ObservationRecorded)) from exc
+__all__ = [
+    "InvalidObservation",
+    "JetStreamObservations",
+    "Stored",
+    "build_observation",
+    "publish_observation",
+    "send_observation",
+]
 
 
 async def publish_observation(
@@ -111,21 +47,12 @@ async def publish_observation(
     return (await send_observation(js, obs, topology=topology, timeout=timeout)).seq
 
 
-class Stored(NamedTuple):
-    """Where a published observation is: its stream sequence, and whether the stream already held an
-    observation of its id (within the duplicate window; it was then not stored again)."""
-
-    seq: int
-    duplicate: bool
-
-
 async def send_observation(
     js: JetStreamContext, obs: ObservationRecorded, *, topology: Topology | None = None, timeout: float = 5.0
 ) -> Stored:
     """Publish a built observation with ``Nats-Msg-Id`` = its id: the one publication of an
     observation, for every surface (``noemactl observe``, :meth:`noema.application.facade.Noema.observe`
-    behind the
-    NATS service's ``observe``, :func:`publish_observation`)."""
+    behind the NATS service's ``observe``, :func:`publish_observation`)."""
     topology = topology or Topology()
     ack = await js.publish(
         topology.observation_subject(obs.workspace, obs.mind),
@@ -134,3 +61,14 @@ async def send_observation(
         headers={"Nats-Msg-Id": obs.id, **trace_headers()},
     )
     return Stored(int(ack.seq), bool(ack.duplicate))
+
+
+class JetStreamObservations:
+    """:class:`noema.ports.ObservationSink` on a NATS connection."""
+
+    def __init__(self, nc: NATS, topology: Topology) -> None:
+        self._nc = nc
+        self._topology = topology
+
+    async def send(self, obs: ObservationRecorded) -> Stored:
+        return await send_observation(self._nc.jetstream(), obs, topology=self._topology)

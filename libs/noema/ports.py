@@ -17,15 +17,18 @@ active and its ``valid_until`` is unset or later than ``at``.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar
 
 from noema.domain.knowledge import FactView
+from noema.domain.ranking import Candidate
 from noema.domain.sealed_events import KeyRequest
 from noema.domain.sealing import KeyBytes
-from noema_events import Event
+from noema.observations import Stored
+from noema_events import Event, ObservationRecorded
 
 __all__ = [
     "AccessReads",
@@ -42,12 +45,16 @@ __all__ = [
     "MemoryReads",
     "MemoryRecords",
     "NoteReads",
+    "ObservationSink",
+    "PastPoint",
     "PolicyReads",
     "PreambleParts",
     "PreambleReads",
     "RecallFilters",
+    "RecallVoices",
     "Row",
     "Sealer",
+    "SearchTimer",
     "StreamPoint",
     "VectorCache",
 ]
@@ -516,4 +523,83 @@ class MemoryReads(MemoryRecords, EventReads, Protocol):
         limit: int,
     ) -> list[Row]:
         """Events matching the filters, newest first (payload as JSON text)."""
+        ...
+
+
+class RecallVoices(Protocol):
+    """The recall voices over the read model, each returning ranked (memory id, score) pairs inside
+    the filters (:class:`noema.adapters.postgres.voices.RecallStore`); scoring and fusion are the
+    domain's (:mod:`noema.domain.ranking`)."""
+
+    has_vectors: bool
+    """Whether the read model holds vectors to compare (pgvector is there)."""
+
+    async def lexical(
+        self,
+        query: str,
+        f: RecallFilters,
+        limit: int,
+        strict: bool = False,
+        broad: bool = True,
+        max_terms: int | None = None,
+    ) -> list[tuple[str, float]]:
+        """Full text: any selective word by default; web-search syntax when ``strict``."""
+        ...
+
+    async def semantic(
+        self, vector: Sequence[float], model: str, f: RecallFilters, limit: int
+    ) -> list[tuple[str, float]]:
+        """Nearest neighbours by cosine under one model."""
+        ...
+
+    async def recent(self, f: RecallFilters, limit: int) -> list[tuple[str, float]]:
+        """The newest memories."""
+        ...
+
+    async def graph(
+        self, seeds: Mapping[str, float], f: RecallFilters, limit: int, model: str | None, now: datetime
+    ) -> tuple[list[tuple[str, float]], dict[str, Candidate]]:
+        """The memories two hops from the seeds over relationship edges, with their candidate rows."""
+        ...
+
+    async def candidates(self, ids: Sequence[str], model: str | None, now: datetime) -> dict[str, Candidate]:
+        """What ranking needs of each memory."""
+        ...
+
+    async def details(self, ids: Sequence[str], now: datetime) -> dict[str, dict[str, Any]]:
+        """What a hit shows of each memory."""
+        ...
+
+
+class ObservationSink(Protocol):
+    """Where observations are published (:class:`noema.client.JetStreamObservations`)."""
+
+    async def send(self, obs: ObservationRecorded) -> Stored:
+        """Publish ``obs`` once (its id deduplicates a retry); where it is stored."""
+        ...
+
+
+class PastPoint(Protocol):
+    """The point a view as of the past reflects (:class:`noema.composition.asof.AsOf`)."""
+
+    @property
+    def seq(self) -> int:
+        """The state after this stream sequence."""
+        ...
+
+    @property
+    def time(self) -> datetime:
+        """The view's "now"."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """How every surface says it: ``{"seq": N, "time": "…"}``."""
+        ...
+
+
+class SearchTimer(Protocol):
+    """Where searches are timed (:class:`noema.adapters.metrics.Metrics`)."""
+
+    def timed_search(self, mode: str) -> AbstractContextManager[None]:
+        """Time the block as one search in ``mode``."""
         ...

@@ -604,6 +604,10 @@ class ContentErasedPayload(_Payload, frozen=True, kw_only=True, omit_defaults=Tr
     """Observations deleted from the observation stream (their messages overwritten)."""
     dead_letters: list[str] = msgspec.field(default_factory=list)
     """Dead letters deleted, as ``<stream>:<seq>``."""
+    observation_seqs: list[int] = msgspec.field(default_factory=list)
+    """Where the erased observations are stored on the observation stream, when the process that
+    recorded the erasure left deleting them to the projector (its NATS identity may not): the
+    projector, applying the erasure, deletes each message there that is one of them."""
 
 
 class ContentErased(Event, frozen=True, kw_only=True, tag="content.erased.v1"):

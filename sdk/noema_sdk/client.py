@@ -19,6 +19,7 @@ from nats.aio.client import Client as NATS
 from .errors import (
     InvalidRequest,
     NoemaError,
+    PermissionDenied,
     RequestTimeout,
     ServiceUnavailable,
     error_for_code,
@@ -42,6 +43,7 @@ from .observations import build_observation_event
 from .protocol import ERROR_CODE_HEADER, ERROR_HEADER, Reply, agent_subject, observation_subject
 from .protocol import agent_user as _agent_user
 from .protocol import inbox_prefix as _inbox_prefix
+from .refusals import Refusals
 from .tracing import trace_headers
 
 __all__ = ["NoemaClient"]
@@ -96,6 +98,8 @@ class NoemaClient:
         self.role = role
         self.prefix = prefix
         self.timeout = timeout
+        self._refusals: Refusals | None = None
+        """Set by :meth:`connect`: the refusals the server sends the connection it opened."""
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -140,6 +144,9 @@ class NoemaClient:
             inbox_prefix = _inbox_prefix(unquote(named) if named else _agent_user(workspace, agent))
         if inbox_prefix is not None:
             options["inbox_prefix"] = inbox_prefix
+        # Refusals end a request at once (PermissionDenied) and are logged, without tracebacks.
+        refusals = Refusals(inbox_prefix)
+        options["error_cb"] = refusals.error_cb
         if tls_ca is not None or url.startswith("tls://"):
             options["tls"] = ssl.create_default_context(cafile=tls_ca)
         options |= nats_options
@@ -153,7 +160,9 @@ class NoemaClient:
                 "`noemactl agent add` printed?"
             ) from None
         try:
-            yield cls(nc, workspace=workspace, agent=agent, role=role, prefix=prefix, timeout=timeout)
+            client = cls(nc, workspace=workspace, agent=agent, role=role, prefix=prefix, timeout=timeout)
+            client._refusals = refusals
+            yield client
         finally:
             await nc.close()
 
@@ -166,7 +175,7 @@ class NoemaClient:
         wait = self.timeout if timeout is None else timeout
         try:
             # The trace headers let the service continue the caller's trace (an observe's memory).
-            msg = await self.nc.request(subject, payload, timeout=wait, headers=trace_headers())
+            msg = await self._request(subject, payload, wait, operation)
         except nats.errors.NoRespondersError:
             raise ServiceUnavailable(
                 f"no Noema service answers on {subject}: is it running (`noemactl up`), "
@@ -181,6 +190,33 @@ class NoemaClient:
         except _CONNECTION_ERRORS as exc:
             raise ServiceUnavailable(f"NATS connection unusable: {exc!r}", operation=operation) from None
         return _decode_reply(operation, msg.data, msg.headers, result)
+
+    async def _request(self, subject: str, payload: bytes, wait: float, operation: str) -> Any:
+        """The reply to a request; on a connection :meth:`connect` opened, a request the server
+        refuses (the subject, or the inbox replies come to) raises :class:`PermissionDenied` as
+        soon as the server says so, instead of waiting for the timeout."""
+        request = self.nc.request(subject, payload, timeout=wait, headers=trace_headers())
+        if self._refusals is None:
+            return await request
+        with self._refusals.watching(subject) as refused:
+            asking: asyncio.Future[Any] = asyncio.ensure_future(request)
+            either: set[asyncio.Future[Any]] = {asking, refused}
+            try:
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:
+                asking.cancel()
+                raise
+            if not asking.done():
+                asking.cancel()
+                with contextlib.suppress(BaseException):
+                    await asking
+                raise PermissionDenied(
+                    f"{operation}: {refused.result()}: this client's credentials do not allow "
+                    f"workspace {self.workspace!r}, agent {self.agent!r}, role {self.role!r} "
+                    "(check them against what `noemactl agent add` printed)",
+                    operation=operation,
+                )
+            return asking.result()
 
     # --- agent operations -----------------------------------------------------------------------
 

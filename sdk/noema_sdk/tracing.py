@@ -1,7 +1,7 @@
 """W3C trace context on the bus: the ``traceparent`` and ``tracestate`` NATS headers of an observation.
 
 Every observation is published with a ``traceparent`` header, so the workers that turn it into a
-memory can continue its trace (the server side is ``noema.runtime.tracing``). The publisher's own
+memory can continue its trace (the server side is ``noema.adapters.tracing``). The publisher's own
 trace is used when it has one: the current OpenTelemetry span's context when the application uses
 OpenTelemetry, else the ``TRACEPARENT``/``TRACESTATE`` environment variables (a tool run inside a
 trace); otherwise the observation starts a new trace of its own.

@@ -8,13 +8,14 @@ from contextlib import AsyncExitStack
 import structlog
 import uvicorn
 
+from noema.adapters import tracing
+from noema.adapters.asgi import KEEP_ALIVE_S
+from noema.adapters.metrics import Metrics
 from noema.adapters.postgres import migrate
-from noema.application.facade import Noema
-from noema.runtime import tracing
+from noema.composition.instance import Instance
 from noema.runtime.health import ErrorTap, Heartbeat
 from noema.runtime.locate import locate
 from noema.runtime.logging import configure_logging
-from noema.runtime.metrics import Metrics
 from noema.runtime.worker import until_connection_lost
 
 from .app import create_app
@@ -35,7 +36,7 @@ async def main(api_settings: ApiSettings, errors: ErrorTap | None = None) -> Non
     async with AsyncExitStack() as stack:
         await migrate(settings.database_url, settings.db_schema)
         metrics = Metrics()
-        app = await stack.enter_async_context(Noema.open(settings, name="noema-api", metrics=metrics))
+        app = await stack.enter_async_context(Instance.open(settings, name="noema-api", metrics=metrics))
         # The API's own heartbeat (through its connection), read by `noemactl status` and /readyz.
         await stack.enter_async_context(
             Heartbeat(
@@ -57,6 +58,9 @@ async def main(api_settings: ApiSettings, errors: ErrorTap | None = None) -> Non
             # format; uvicorn's own handlers would write plain text into it, so it installs none.
             access_log=False,
             log_config=None,
+            # An idle keep-alive connection stays open 75 s (uvicorn's default is 5): clients that
+            # pause between calls (an agent thinking, a host between tool calls) reuse it.
+            timeout_keep_alive=KEEP_ALIVE_S,
         )
         log.info("api serving", url=f"http://{settings.api_host}:{settings.api_port}")
         # NATS lost for good: stop serving and exit non-zero, so `up` restarts the API.

@@ -24,13 +24,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from noema.adapters.jetstream import EventPublisher
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES, NO_WORKSPACE, workspace_scope
 from noema.adapters.published import recording_published
-from noema.application.facade import Noema
 from noema.application.views import parse
+from noema.composition.instance import Instance
 from noema.errors import PROBLEM_JSON, InvalidQuery, Kind, NotFound, kind_of, public_message
 from noema.inputs import InvalidInput, convert
+from noema.ports import ExpectingSink
 from noema.stream_points import StreamPoint, parse_stream_point
 
 from .auth import Principal, Tokens
@@ -61,7 +61,7 @@ _PATH_PARAM = re.compile(r"{(\w+)}")
 class Api:
     """What handlers work with: the application layer every surface calls, and the tokens."""
 
-    app: Noema
+    app: Instance
     tokens: Tokens
 
     @property
@@ -73,7 +73,7 @@ class Api:
         """Now, as the application layer tells it."""
         return self.app.clock()
 
-    def bus(self) -> EventPublisher:
+    def bus(self) -> ExpectingSink:
         """The publisher; while NATS is not connected, writes answer 503 (``unavailable``)."""
         return self.app.writer()
 

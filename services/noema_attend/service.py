@@ -11,11 +11,12 @@ from nats.aio.client import Client as NATS
 from nats.js.api import DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from noema.adapters.metrics import Metrics
 from noema.adapters.postgres.claims import AdvisoryClaim
+from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.adapters.pull import durable_puller
 from noema.domain.attention import AttentionConfig
 from noema.runtime.claims import ClaimedService
-from noema.runtime.metrics import Metrics
 from noema.runtime.partitions import PartitionedService
 from noema.runtime.settings import Located
 from noema.runtime.wiring import PartitionConsumer, open_bus, open_pool, partitioned_workers, sealer
@@ -34,8 +35,11 @@ async def build(
     worker per partition this instance owns (:func:`build_partitioned`)."""
     nc, js, topology = await open_bus(settings, stack, "noema-attend")
     # The claim's connection and one for the keyring: attend reads and writes NATS; PostgreSQL says
-    # who decides and holds the keys content is sealed under (noema.domain.sealed_events).
-    pool = await open_pool(settings, stack, "reader", app="noema-attend", max_size=2)
+    # who decides and holds the keys content is sealed under (noema.domain.sealed_events). It seals
+    # every workspace's memories: the keyring's row security lets it see every workspace's keys.
+    pool = await open_pool(
+        settings, stack, "reader", app="noema-attend", workspace=ALL_WORKSPACES, max_size=2
+    )
     config = AttentionConfig(
         threshold=settings.attend_threshold,
         capacity=settings.attend_capacity,

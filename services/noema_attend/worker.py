@@ -42,6 +42,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
+from noema.adapters import tracing
 from noema.adapters.jetstream import (
     MAX_ATOMIC_BATCH,
     DeadLetters,
@@ -49,11 +50,10 @@ from noema.adapters.jetstream import (
     last_on_subject,
     stream_last_seq,
 )
+from noema.adapters.metrics import Metrics
 from noema.domain.attention import AttentionConfig, decide_cycle, working_memory_of
 from noema.domain.knowledge import WorkingMemory
 from noema.ports import ConcurrentWrite, Sealer
-from noema.runtime import tracing
-from noema.runtime.metrics import Metrics
 from noema.runtime.worker import decode_each
 from noema.topology import Topology
 from noema_events import (
@@ -271,7 +271,7 @@ class AttendHandler:
 
     async def __call__(self, msgs: list[Msg]) -> None:
         """Validate, decide, publish the decision events, then ack every message; each event carries
-        the trace context of the candidate that caused it (:mod:`noema.runtime.tracing`)."""
+        the trace context of the candidate that caused it (:mod:`noema.adapters.tracing`)."""
         with tracing.batch("noema.attend") as traces:
             await self._handle(msgs, traces)
 

@@ -9,15 +9,19 @@ one) must be UTF-8: anything else is exit 2 with what to fix, before the command
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
+from typer.exceptions import Abort
 
 from .common import fail, state
 
-__all__ = ["Utf8Group", "undecodable"]
+__all__ = ["Utf8Group", "json_requested", "undecodable"]
 
 
 def _is_utf8(text: str) -> bool:
@@ -53,9 +57,44 @@ def undecodable(args: Sequence[str], env: Mapping[str, str]) -> str | None:
     return None
 
 
+def json_requested(args: Sequence[str]) -> bool:
+    """Whether ``--json`` is among the options (not after ``--``, where it would be a value)."""
+    options = args[: args.index("--")] if "--" in args else args
+    return "--json" in options
+
+
+def _usage_message(exc: ClickException) -> str:
+    """A parsing error's message, with where to read the usage (click prints the usage itself)."""
+    message = exc.format_message()
+    if isinstance(exc, UsageError) and exc.ctx is not None:
+        message = f"{message} (see `{exc.ctx.command_path} --help`)"
+    return message
+
+
 class Utf8Group(TyperGroup):
     """The root command group: refuses undecodable input before parsing, so no command (not even
-    one that would connect to a running instance first) sees it."""
+    one that would connect to a running instance first) sees it; under ``--json``, an error found
+    while parsing the arguments (an unknown option, a value out of range) is the JSON object
+    ``{"error", "exit_code"}`` on stderr like every other error, not click's usage text."""
+
+    def main(self, args: Sequence[str] | None = None, *rest: Any, **extra: Any) -> Any:
+        """Run the command line; under ``--json``, report a parsing error as JSON (exit 2)."""
+        argv = list(sys.argv[1:] if args is None else args)
+        if not json_requested(argv):
+            return super().main(argv, *rest, **extra)
+        try:
+            # Not standalone: click raises what it would print; a typer.Exit comes back as its code.
+            code = super().main(argv, *rest, **{**extra, "standalone_mode": False})
+        except NoArgsIsHelpError as exc:  # a group given no command: its help, as without --json
+            exc.show()
+            sys.exit(exc.exit_code)
+        except ClickException as exc:
+            print(json.dumps({"error": _usage_message(exc), "exit_code": exc.exit_code}), file=sys.stderr)
+            sys.exit(exc.exit_code)
+        except Abort:
+            print(json.dumps({"error": "aborted", "exit_code": 1}), file=sys.stderr)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # typer's vendored click Context
         """Check every argument (and the ``NOEMA_*`` environment), then parse as usual."""

@@ -13,9 +13,9 @@ from typing import Any
 import msgspec
 
 from noema.adapters.jetstream import connect_within
-from noema.application.replay import live_position as _live_position
+from noema.composition.replay import live_position as _live_position
 from noema.runtime.credentials import redact_url
-from noema.runtime.locate import read_state
+from noema.runtime.locate import read_state, state_nats_url
 from noema.runtime.readiness import system_status
 from noema.runtime.settings import Located
 
@@ -66,7 +66,7 @@ async def status(settings: Located) -> dict[str, Any]:
 
     # `settings` already carries the URLs (located); the state file tells whether they are ours.
     state = read_state(settings.data_dir.expanduser().resolve())
-    if state is not None and state.get("nats_url") != settings.nats_url:
+    if state is not None and state_nats_url(state) != settings.nats_url:
         state = None
     expected = settings.expected_workers
     if state and state.get("api_url") and "api" in expected:

@@ -9,7 +9,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -27,7 +27,7 @@ from noema.stream_points import EXAMPLES, InvalidStreamPoint, parse_stream_point
 if TYPE_CHECKING:
     # The application layer (asyncpg, nats, NumPy) loads when a command runs, not for --help:
     # what a command module imports at its top is what `noemactl --help` waits for.
-    from noema.application.facade import Noema
+    from noema.composition.instance import Instance
 
 __all__ = [
     "AsOfOption",
@@ -35,6 +35,7 @@ __all__ = [
     "JsonOption",
     "caller",
     "clip",
+    "completes",
     "err",
     "exit_code",
     "fail",
@@ -182,7 +183,7 @@ def JsonOption() -> Any:
     )
 
 
-def run_app(work: Callable[[Noema], Coroutine[Any, Any, T]], as_of: str | None = None) -> T:
+def run_app(work: Callable[[Instance], Coroutine[Any, Any, T]], as_of: str | None = None) -> T:
     """Run ``work`` against the running instance's application layer; with ``as_of`` (a --as-of
     value), against its state as of that point (:meth:`noema.application.facade.Noema.as_of`),
     saying which point in front of a table and in the JSON."""
@@ -194,11 +195,11 @@ def run_app(work: Callable[[Noema], Coroutine[Any, Any, T]], as_of: str | None =
             fail(str(exc), 2)
 
     from noema.adapters.postgres.tenancy import ALL_WORKSPACES
-    from noema.application.facade import Noema
+    from noema.composition.instance import Instance
 
     async def go(settings: Located) -> T:
         # The operator's own CLI reads every workspace (each command names the one it asks about).
-        async with Noema.open(settings, name="noemactl", pool_size=2, workspace=ALL_WORKSPACES) as app:
+        async with Instance.open(settings, name="noemactl", pool_size=2, workspace=ALL_WORKSPACES) as app:
             if point is None:
                 return await work(app)
             view = await app.as_of(point)
@@ -212,7 +213,7 @@ def run_app(work: Callable[[Noema], Coroutine[Any, Any, T]], as_of: str | None =
 
 
 def run_read(
-    read: Callable[[Noema], Coroutine[Any, Any, T]],
+    read: Callable[[Instance], Coroutine[Any, Any, T]],
     workspace: str | None,
     empty: Callable[[T], bool],
     as_of: str | None = None,
@@ -220,7 +221,7 @@ def run_read(
     """Run a read like :func:`run_app`; also returns what to add to an empty answer when nothing
     was ever recorded in ``workspace`` (a typo looks like lost data otherwise), else ``""``."""
 
-    async def go(app: Noema) -> tuple[T, str]:
+    async def go(app: Instance) -> tuple[T, str]:
         result = await read(app)
         if not workspace or not empty(result) or await app.workspace_exists(workspace):
             return result, ""
@@ -243,6 +244,16 @@ def caller(workspace: str, agent: str | None = None, role: str | None = None) ->
         return Caller(workspace, agent or operator_name(), role or "agent")
     except OperationError as exc:
         fail_for(exc)
+
+
+def completes(values: Sequence[str]) -> Callable[[str], list[str]]:
+    """The ``autocompletion`` of an option that takes one of ``values``: those starting with what
+    was typed (``noemactl memory search x --mode <TAB>``)."""
+
+    def complete(incomplete: str) -> list[str]:
+        return [value for value in values if value.startswith(incomplete)]
+
+    return complete
 
 
 def clip(text: str, width: int = 70) -> str:

@@ -1,6 +1,6 @@
 """``noemactl dlq list|show|retry|drop``: the messages workers refused, and what an operator does with them.
 
-Every command calls :class:`noema.application.deadletters.DeadLetters`, as the HTTP API's ``/v1/dead-letters``
+Every command calls :class:`noema.adapters.deadletters.DeadLetters`, as the HTTP API's ``/v1/dead-letters``
 does, so ``--json`` prints exactly what the API answers. They need NATS only (not PostgreSQL): dead
 letters can be inspected while the read model is down. Retry and drop are recorded as an
 ``operator.action`` (``dlq_retry`` / ``dlq_drop``) naming ``operator:$USER`` and the reason.
@@ -26,7 +26,7 @@ from .common import DataDir, JsonOption, clip, fail, operator_name, out, print_j
 from .render import print_record, when
 
 if TYPE_CHECKING:  # the NATS adapters load when a command runs, not for --help
-    from noema.application.deadletters import DeadLetterDetail, DeadLetterPage, DeadLetters
+    from noema.adapters.deadletters import DeadLetterDetail, DeadLetterPage, DeadLetters
 
 __all__ = ["dlq_app"]
 
@@ -41,8 +41,8 @@ SEQ_HELP = "The dead letter's sequence on the dead-letter stream (the `seq` colu
 
 
 def _with(work: Callable[[DeadLetters], Awaitable[T]]) -> T:
+    from noema.adapters.deadletters import DeadLetters
     from noema.adapters.jetstream import EventPublisher
-    from noema.application.deadletters import DeadLetters
     from noema.runtime.wiring import connect_nats
 
     async def go(settings: Located) -> T:
@@ -91,7 +91,7 @@ def list_(
 
     Example: noemactl dlq list --source attend --since 2026-03-01
     """
-    from noema.application.deadletters import DeadLetterQuery
+    from noema.adapters.deadletters import DeadLetterQuery
 
     use(data_dir)
     try:

@@ -1,5 +1,5 @@
 """``noemactl erase``: erase personal data for good, keeping the record that it happened
-(:mod:`noema.application.erasure`, docs/privacy.md)."""
+(:mod:`noema.composition.erasure`, docs/privacy.md)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from noema_events.catalog import SUBJECT_KEY_PATTERN
 from .common import DataDir, JsonOption, fail, operator_name, out, print_json, run, run_app, use
 
 if TYPE_CHECKING:  # the application layer loads when a command runs, not for --help
-    from noema.application.erasure import ErasureReport, Scope
-    from noema.application.facade import Noema
+    from noema.composition.erasure import ErasureReport, Scope
+    from noema.composition.instance import Instance
 
 __all__ = ["register"]
 
@@ -50,7 +50,7 @@ def erase(
 
     Example: noemactl erase -w acme --subject person:4711 --reason "GDPR Art. 17 request #812"
     """
-    from noema.application.erasure import ErasureRequest
+    from noema.composition.erasure import ErasureRequest
 
     use(data_dir)
     targets: tuple[tuple[Scope, str | None], ...] = (
@@ -71,7 +71,7 @@ def erase(
         fail(f"--{scope} {target!r}: a key or id is 1-200 letters, digits and . _ : @ / + = -", 2)
     request = ErasureRequest(workspace, scope, target, reason.strip(), f"operator:{operator_name()}")
 
-    async def work(app: Noema) -> ErasureReport:
+    async def work(app: Instance) -> ErasureReport:
         return await app.erase(request)
 
     report = run_app(work)

@@ -14,6 +14,8 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from noema_events.vocabulary import VERACITIES
+
 from . import search
 from .common import (
     AsOfOption,
@@ -21,6 +23,7 @@ from .common import (
     JsonOption,
     caller,
     clip,
+    completes,
     err,
     out,
     print_json,
@@ -99,7 +102,9 @@ def fact_propose(
     agent: str | None = Agent(),
     role: str | None = Role(),
     repo: str | None = Repo(),
-    veracity: str = typer.Option("stated", help="stated, tool, imported or inferred."),
+    veracity: str = typer.Option(
+        "stated", help="stated, tool, imported or inferred.", autocompletion=completes(VERACITIES)
+    ),
     memory_type: str = typer.Option(
         "fact", "--type", help="Memory type (decay class), e.g. fact, convention."
     ),
@@ -145,7 +150,9 @@ def fact_supersede(
     content: str = typer.Argument(..., help="The new content."),
     workspace: str = Workspace(),
     reason: str = typer.Option("", help="Why."),
-    veracity: str = typer.Option("stated", help="stated, tool, imported or inferred."),
+    veracity: str = typer.Option(
+        "stated", help="stated, tool, imported or inferred.", autocompletion=completes(VERACITIES)
+    ),
     agent: str | None = Agent(),
     role: str | None = Role(),
     data_dir: Path | None = DataDir(),
@@ -206,7 +213,18 @@ def fact_list(
         print_json(rows)
         return
     columns = ["id", "domain", "topic", "content", "agent", "veracity", "confidence", "mention_count"]
-    _show(rows, [*columns, "status", "valid_until"], f"no facts{note}")
+    _show([_fact_row(r) for r in rows], [*columns, "status", "valid_until"], f"no facts{note}")
+
+
+def _fact_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A fact as the table shows it: one an operator entered (`memory add`, POST /v1/memories) has
+    no proposing agent and no veracity, and says so; no topic is a dash."""
+    operator = not row.get("agent") and row.get("veracity") is None
+    return row | {
+        "agent": row.get("agent") or ("(operator entry)" if operator else "-"),
+        "veracity": row.get("veracity") or ("operator" if operator else "-"),
+        "topic": row.get("topic") or "-",
+    }
 
 
 # --- policies -----------------------------------------------------------------------------------

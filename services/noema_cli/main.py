@@ -17,7 +17,9 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
+from noema.application.preamble import MIN_TASK_CHARS
 from noema.runtime.settings import WORKERS, Settings, SettingsError
+from noema_events.vocabulary import CHANNELS, RELATIONS
 from noema_sdk.observations import MAX_CONTENT
 
 from . import (
@@ -40,6 +42,8 @@ from .common import (
     DataDir,
     JsonOption,
     caller,
+    completes,
+    err,
     fail,
     operator_name,
     out,
@@ -136,7 +140,11 @@ def observe(
     workspace: str = typer.Option(..., "--workspace", "-w", help="Workspace (tenant)."),
     mind: str = typer.Option(..., "--mind", "-m", help="Mind/agent the observation belongs to."),
     channel: str = typer.Option(
-        "user", "--channel", "-c", help="operator, user, system, tool, source or low."
+        "user",
+        "--channel",
+        "-c",
+        help="operator, user, system, tool, source or low.",
+        autocompletion=completes(CHANNELS),
     ),
     salience: float | None = typer.Option(None, help="How much it stands out, 0..1 (estimated when absent)."),
     importance: float | None = typer.Option(None, help="How much it matters, 0..1."),
@@ -216,9 +224,12 @@ def memory_search(
         "hybrid",
         help="keyword (full text), vector (embeddings alone), semantic (full text and vectors fused by "
         "reciprocal rank) or hybrid (every voice, explained; the default).",
+        autocompletion=completes(search.MODES),
     ),
     profile: str = typer.Option(
-        "hybrid", help="With --mode hybrid: hybrid (voices + MMR) or weighted (the plain weighted fusion)."
+        "hybrid",
+        help="With --mode hybrid: hybrid (voices + MMR) or weighted (the plain weighted fusion).",
+        autocompletion=completes(search.PROFILES),
     ),
     mind: str | None = typer.Option(None, "--mind", "-m", help="Only memories of this mind."),
     kind: list[str] | None = search.Choices("kind", "Memory kind(s)."),
@@ -280,6 +291,8 @@ def memory_search(
         return
     out.print(search.results_table(response["results"], explain, repo))
     if explain:
+        for line in search.explanations(response["results"], repo):
+            out.print(line, highlight=False, markup=False, soft_wrap=True)
         timings = ", ".join(f"{k} {v:.1f} ms" for k, v in response["timings_ms"].items())
         if response.get("intent"):
             weights = ", ".join(f"{k} {v:.2f}" for k, v in response["weights"].items())
@@ -298,6 +311,7 @@ def memory_relate(
         "-r",
         help="related_to, supports, contradicts, derived_from, "
         "supersedes, part_of, caused_by or episodic_next.",
+        autocompletion=completes(RELATIONS),
     ),
     confidence: float = typer.Option(1.0, min=0.0, max=1.0, help="Confidence in the edge."),
     source: str = typer.Option("operator", help="Where the edge comes from."),
@@ -374,6 +388,12 @@ def preamble(
         print_json(result)
     else:
         out.print(result["text"], highlight=False, markup=False)
+        if len(task.strip()) < MIN_TASK_CHARS:
+            err.print(
+                f"note: no facts are matched for a task under {MIN_TASK_CHARS} characters (requirements "
+                "§8): describe the task in a sentence to get the facts that match it",
+                highlight=False,
+            )
 
 
 @app.command("decay-tick")
@@ -427,6 +447,7 @@ def status(
         "-e",
         help="Check only this kind of process (repeatable; default: NOEMA_STATUS_WORKERS, else all): "
         "attend, projector, embed, retrieve, decay, conflicts, api or service.",
+        autocompletion=completes(WORKERS),
     ),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),

@@ -22,7 +22,8 @@ from .common import DataDir, JsonOption, err, fail, operator_name, out, print_js
 from .memory_cmd import INSTANT, KINDS
 
 if TYPE_CHECKING:  # the application layer loads when a command runs, not for --help
-    from noema.application.facade import Noema, StatusAction
+    from noema.application.facade import StatusAction
+    from noema.composition.instance import Instance
 
 __all__ = ["register"]
 
@@ -50,7 +51,7 @@ def _status_command(action: StatusAction, verb: str, done: str) -> Callable[...,
     ) -> None:
         use(data_dir)
 
-        async def work(app: Noema) -> curation.OperatorReceipt:
+        async def work(app: Instance) -> curation.OperatorReceipt:
             full = await app.resolve_memory(memory_id)
             return await app.change_status(action, full, actor=f"operator:{operator_name()}", reason=reason)
 
@@ -77,7 +78,7 @@ def correct(
     """
     use(data_dir)
 
-    async def work(app: Noema) -> curation.OperatorReceipt:
+    async def work(app: Instance) -> curation.OperatorReceipt:
         full = await app.resolve_memory(memory_id)
         return await app.correct(full, content, actor=f"operator:{operator_name()}", reason=reason)
 
@@ -139,7 +140,7 @@ def add(
     except InvalidQuery as exc:
         fail(str(exc), 2)
 
-    async def work(app: Noema) -> curation.OperatorReceipt:
+    async def work(app: Instance) -> curation.OperatorReceipt:
         return await app.enter_knowledge(operator_name(), entry, reason)
 
     receipt = run_app(work)

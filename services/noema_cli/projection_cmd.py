@@ -1,5 +1,5 @@
 """``noemactl projection``: versions of the read model, rebuilt from the event stream and switched
-in when caught up (:mod:`noema.application.projections`)."""
+in when caught up (:mod:`noema.composition.projections`)."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def rebuild(data_dir: Path | None = DataDir(), as_json: bool = JsonOption()) -> 
 
     Example: noemactl projection rebuild && noemactl projection switch 2
     """
-    from noema.application import projections  # the read model's adapters: not for --help
+    from noema.composition import projections  # the read model's adapters: not for --help
 
     use(data_dir)
     with progress_bar("rebuilding", disable=as_json) as report:
@@ -84,7 +84,7 @@ def status(data_dir: Path | None = DataDir(), as_json: bool = JsonOption()) -> N
 
     Example: noemactl projection status --json
     """
-    from noema.application import projections
+    from noema.composition import projections
 
     use(data_dir)
     result = _with_nats(projections.status)
@@ -123,7 +123,7 @@ def switch(
 
     Example: noemactl projection switch 2
     """
-    from noema.application import projections
+    from noema.composition import projections
 
     use(data_dir)
     result = _with_nats(lambda s, nc: projections.switch(s, nc, version))
@@ -150,7 +150,7 @@ def drop(
 
     Example: noemactl projection drop 1
     """
-    from noema.application import projections
+    from noema.composition import projections
 
     use(data_dir)
     result = run(lambda s: projections.drop(s, version))

@@ -11,7 +11,7 @@ import typer
 
 from noema.stream_points import EXAMPLES, InvalidStreamPoint, StreamPoint, parse_stream_point
 
-from .common import DataDir, JsonOption, clip, fail, out, print_json, progress_bar, run_app, use
+from .common import DataDir, JsonOption, clip, fail, out, print_json, progress_bar, run_app, state, use
 
 __all__ = ["differences", "partition_lines", "register", "replay"]
 
@@ -81,7 +81,23 @@ def _print(result: dict[str, Any], keep: bool) -> None:
         for line in differences(result["differences"]):
             out.print(line, highlight=False, markup=False)
     if keep:
-        out.print(f"kept in schema {result['schema']}")
+        out.print(
+            f"kept in schema {result['schema']}; {_how_to_query(result['schema'])}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _how_to_query(schema: str) -> str:
+    """How to open the kept schema with psql: the database URL is the configured one, or the
+    embedded instance's, recorded (with its password) in noema.json."""
+    if state.settings.database_url:
+        url = '"$NOEMA_DATABASE_URL"'
+    else:
+        path = (state.settings.data_dir.expanduser().resolve() / "noema.json").as_posix()
+        reading = f"import json; print(json.load(open({path!r}))['database_urls']['owner'])"
+        url = f'"$(python3 -c "{reading}")"'
+    return f"query it with: psql {url} -c 'SET search_path TO {schema}' -c '\\dt'"
 
 
 def partition_lines(partitions: list[dict[str, Any]]) -> list[str]:

@@ -13,9 +13,14 @@ from rich.table import Table
 from noema.instants import FORMS, InvalidInstant, parse_instant
 from noema_events.vocabulary import EPISTEMIC_KINDS, MEMORY_KINDS, MEMORY_STATUSES
 
-from .common import clip, fail, state
+from .common import clip, completes, fail, state
 
-__all__ = ["EXPLAINED", "Choices", "Instant", "results_table"]
+__all__ = ["EXPLAINED", "MODES", "PROFILES", "Choices", "Instant", "explanations", "results_table"]
+
+MODES = ("keyword", "vector", "semantic", "hybrid")
+"""The search modes (``noema.application.search.MODES``, not imported: it loads the recall stack)."""
+PROFILES = ("hybrid", "weighted")
+"""The profiles of ``--mode hybrid``."""
 
 EXPLAINED = (
     "lexical",
@@ -53,7 +58,11 @@ def Choices(name: str, text: str) -> Any:
     """A repeatable ``--<name>`` option limited to the vocabulary's values (listed in --help)."""
     allowed = _CHOICES[name]
     return typer.Option(
-        None, f"--{name}", help=f"{text} One of: {', '.join(allowed)}.", parser=_one_of(allowed)
+        None,
+        f"--{name}",
+        help=f"{text} One of: {', '.join(allowed)}.",
+        parser=_one_of(allowed),
+        autocompletion=completes(allowed),
     )
 
 
@@ -83,29 +92,40 @@ def _cell(components: dict[str, float], name: str) -> str:
     if name in ("semantic", "vector") and components.get("semantic_available") == 0.0:
         return "no vector"  # the voice could not judge this memory (its weight went to the text)
     rank = components.get(f"{name}_rank")
-    return f"{value + 0.0:.3f}" + (f" #{int(rank)}" if rank else "")  # (+ 0.0: no "-0.000")
+    return f"{round(value, 3) + 0.0:.3f}" + (f" #{int(rank)}" if rank else "")  # (no "-0.000")
 
 
 def results_table(results: Sequence[dict[str, Any]], explain: bool, repo: str | None) -> Table:
-    """One row per result; with ``explain``, a column per component the results carry (and, when a
-    repository was given, whether the result was placed first for it)."""
+    """One row per result (``explain``: :func:`explanations` follow it, a line per result, so that
+    the table keeps room for the content at any terminal width)."""
     table = Table("id", "workspace/mind", "score", "content", "origin event")
-    shown = [c for c in EXPLAINED if any(c in r["components"] for r in results)] if explain else []
-    for c in shown:
-        table.add_column(c)
-    if explain and repo:
-        table.add_column("repo")
     for r in results:
         m = r["memory"]
-        row = [
+        table.add_row(
             r["id"][:8],
             f"{m.get('workspace')}/{m.get('mind') or '-'}",
             f"{r['score']:.3f}",
             clip(r["content"], 60),
             f"memory.created #{m.get('origin_seq')} ({str(m.get('origin_event', ''))[:8]})",
-        ]
-        row += [_cell(r["components"], c) for c in shown]
-        if explain and repo:
-            row.append("first" if r["components"].get("repo_first") else "")
-        table.add_row(*row)
+        )
     return table
+
+
+def explanations(results: Sequence[dict[str, Any]], repo: str | None) -> list[str]:
+    """A line per result: its score and every component it carries (``name value #rank``), and,
+    when a repository was given, whether it was placed first for it. A score below zero says why:
+    the diversity penalty (``mmr``) outweighed its relevance."""
+    shown = [c for c in EXPLAINED if any(c in r["components"] for r in results)]
+    lines = []
+    for r in results:
+        components = r["components"]
+        parts = [f"{c} {cell}" for c in shown if (cell := _cell(components, c))]
+        if repo:
+            parts.append("repo first" if components.get("repo_first") else "repo -")
+        line = f"{r['id'][:8]}  score {r['score']:.3f}: " + " · ".join(parts)
+        if r["score"] < 0:
+            penalty = components.get("mmr")
+            why = f" (the diversity penalty, mmr {penalty:.3f}," if penalty is not None else " (a penalty"
+            line += f"  — below zero{why} outweighs its relevance: it repeats a result ranked above)"
+        lines.append(line)
+    return lines

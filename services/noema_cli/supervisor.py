@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from noema.runtime.credentials import redact_url
 from noema.runtime.embedded import EmbeddedNats, EmbeddedPostgres, die_with_parent, resolve_data_dir
 from noema.runtime.identities import service_user
 from noema.runtime.locate import (
+    nats_fields,
     read_state,
     register,
     registered,
@@ -91,6 +93,9 @@ STREAMS_RETRY_S = 2.0
 STOP_GRACE_S = 3.5
 """How long the services have to stop on SIGTERM before they are killed (all at once)."""
 POLL_S = 0.2
+READY_POLL_S = 1.0
+"""How often `up` asks the API's /readyz until it first says ready."""
+READY_TIMEOUT_S = 2.0
 
 
 @dataclass
@@ -280,6 +285,10 @@ class Supervisor:
         self._located: Located | None = None
         self._streams_due: float | None = None
         """When the streams are to be checked again after a NATS restart (None: not needed)."""
+        self._ready_due: float | None = None
+        """When to ask the API's /readyz again until it first answers 200 (None: said, or no API)."""
+        self._up_at = 0.0
+        self._ready_url = ""
 
     def request_stop(self, *_: Any) -> None:
         """Ask the supervisor to stop everything (signal-safe)."""
@@ -332,8 +341,6 @@ class Supervisor:
                 hint="stop it first, or give another data folder (--data-dir or NOEMA_DATA_DIR)",
             )
             return 5  # conflict (docs/errors.md): the data folder is in use
-        data_dir.mkdir(parents=True, exist_ok=True)
-        self._data_dir = data_dir
         settings = Settings(**{**self.settings.__dict__, "data_dir": data_dir})
         # Before any server starts: a metrics port range that does not fit is refused at once.
         self._children = [
@@ -358,6 +365,9 @@ class Supervisor:
                 hint=f"another Noema or program listens there: stop it, or choose another with {setting}",
             )
             return 5  # conflict (docs/errors.md)
+        # Only now, once nothing refused to start: a refused `up` leaves no data folder behind.
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self._data_dir = data_dir
         with contextlib.suppress(OSError):
             registered(registry_dir())  # forgets the records of instances that died (a killed `up`)
         # SIGHUP too: a closed terminal stops everything cleanly (PostgreSQL is not our child and
@@ -409,7 +419,9 @@ class Supervisor:
                 {
                     "pid": os.getpid(),
                     "started_at": datetime.now(UTC).isoformat(),
-                    "nats_url": located.nats_url,
+                    # The URL without credentials, the operator's beside it (nats.js refuses them
+                    # in a URL); `locate` puts them back (noema.runtime.locate.state_nats_url).
+                    **nats_fields(located.nats_url),
                     # Without credentials: `locate` adds those of the identity asking (e.g. mcp).
                     "nats_plain_url": self._nats.url if self._nats else None,
                     "database_url": located.database_url,
@@ -434,7 +446,11 @@ class Supervisor:
                 api_tokens=str(tokens_file),
                 api_token_created=created,
                 api_token_hint="run `noemactl api token` to print it",
+                ready_hint="`noema is ready` follows once every part has reported (GET /readyz: 200)",
             )
+            if "api" in self.services:
+                self._up_at = self._ready_due = time.monotonic()
+                self._ready_url = f"http://{located.api_host}:{located.api_port}/readyz"
             return self._supervise(env_of)
         finally:
             self._shutdown(data_dir)
@@ -454,7 +470,24 @@ class Supervisor:
                 if self._stop_requested:
                     break
                 self._check_child(child, env_of, now, down)
+            self._announce_ready(now)
         return 0
+
+    def _announce_ready(self, now: float) -> None:
+        """Say `noema is ready` once the API's /readyz first answers 200: the workers have sent
+        their first heartbeats a few seconds after `noema is up` (until then /readyz says 503)."""
+        if self._ready_due is None or now < self._ready_due:
+            return
+        try:
+            with urllib.request.urlopen(self._ready_url, timeout=READY_TIMEOUT_S) as answer:
+                ready = answer.status == 200
+        except (OSError, ValueError):  # not serving yet, or 503 (an HTTPError)
+            ready = False
+        if not ready:
+            self._ready_due = time.monotonic() + READY_POLL_S
+            return
+        self._ready_due = None
+        log.info("noema is ready", waited_s=round(now - self._up_at, 1), readyz=self._ready_url)
 
     def _check_server(self, server: _Server, now: float) -> None:
         """Restart an embedded server that exited: at once, then with backoff until it starts."""

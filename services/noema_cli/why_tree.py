@@ -6,6 +6,7 @@ the rendering is tested without a running instance."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.table import Table
@@ -17,6 +18,9 @@ __all__ = ["diff_tables", "payload_lines", "tree_lines"]
 _TEXT = 72
 _LISTED = 3
 """At most this many items of a list of records are shown, unless they concern the steps."""
+_EPOCH_FLOOR = 1e8
+"""A temporal score above this is a Unix time (recency), not a 0/1 match of a named time window."""
+
 _CAUSES = {
     "observation": "observation (on the observation stream)",
     "recall": "recall proposal (on the observation stream)",
@@ -38,12 +42,20 @@ def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
 
 
+def _component(key: str, value: Any) -> str:
+    """A score component: the temporal voice's value for recency is when the memory happened (a
+    Unix time), shown as that time; anything else as a scalar."""
+    if key == "temporal_score" and isinstance(value, int | float) and value > _EPOCH_FLOOR:
+        return datetime.fromtimestamp(value, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return _scalar(value)
+
+
 def _inline(record: Mapping[str, Any]) -> str:
     """A record on one line: ``key=value`` pairs, nested records and lists compacted."""
     parts = []
     for key, value in record.items():
         if _is_scalar(value):
-            parts.append(f"{key}={_scalar(value)}")
+            parts.append(f"{key}={_component(key, value)}")
         elif isinstance(value, Mapping):
             parts.append(f"{key}=({_inline(value)})")
         else:

@@ -46,6 +46,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from noema.adapters.jetstream import DeadLetters, EventPublisher, last_on_subject
+from noema.adapters.metrics import Metrics
 from noema.adapters.postgres import ReadModelProjection, migrate
 from noema.adapters.postgres.claims import AdvisoryClaim
 from noema.adapters.postgres.knowledge import PostgresKnowledge
@@ -56,7 +57,6 @@ from noema.domain.knowledge import Verdict, decide_conflict, slot_relation
 from noema.ids import derive_id
 from noema.ports import EventSink, FactReads, Sealer
 from noema.runtime.claims import ClaimedService
-from noema.runtime.metrics import Metrics
 from noema.runtime.partitions import PartitionedService
 from noema.runtime.settings import Located
 from noema.runtime.wiring import PartitionConsumer, open_bus, open_pool, partitioned_workers, sealer

@@ -17,10 +17,10 @@ import asyncpg
 import structlog
 
 from noema.adapters.jetstream import EventPublisher
+from noema.adapters.metrics import Metrics
 from noema.adapters.postgres import MemoryQueries
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.application.upkeep import decay_tick
-from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema.runtime.wiring import open_bus, open_pool
 

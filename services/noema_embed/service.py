@@ -11,16 +11,17 @@ from datetime import UTC, datetime
 import structlog
 from nats.aio.msg import Msg
 
+from noema.adapters import tracing
 from noema.adapters.embedders import create_embedder
 from noema.adapters.jetstream import DeadLetters, EventPublisher
+from noema.adapters.metrics import Metrics
+from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.adapters.pull import durable_puller
 from noema.adapters.vector_cache import JetStreamVectorCache
 from noema.application.upkeep import embed_memories
 from noema.domain.attention import memory_id_for
 from noema.domain.documents import memory_document
 from noema.ports import Embedder
-from noema.runtime import tracing
-from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema.runtime.stopping import StopFlag, StopsHandler, release
 from noema.runtime.wiring import open_bus, open_pool, sealer
@@ -145,8 +146,9 @@ async def build(
     if embedder is None:
         raise RuntimeError("the embed worker needs an embedder (NOEMA_EMBEDDER is 'none')")
     nc, js, topology = await open_bus(settings, stack, "noema-embed")
-    # Only for the keyring: the memories' text comes sealed in the events it embeds.
-    pool = await open_pool(settings, stack, "reader", app="noema-embed", max_size=1)
+    # Only for the keyring: the memories' text comes sealed in the events it embeds (of every
+    # workspace: the keyring's row security lets it see every workspace's keys).
+    pool = await open_pool(settings, stack, "reader", app="noema-embed", workspace=ALL_WORKSPACES, max_size=1)
     durable = topology.durable("embed")
     # Small batches: embedding is the slow part (about 100 texts/s on 2 cores).
     puller = await durable_puller(

@@ -7,12 +7,12 @@ fields), so a client cannot act as anyone else. Each call goes through
 :func:`noema.application.tools.call_tool`, the same path as every other agent surface.
 
 Every failure is mapped once, by its :class:`~noema.errors.Kind` (docs/errors.md): a tool call that
-fails is a tool result with ``isError`` whose text is ``<kind>: <message>`` for the model to read
-(its structured content ``{"error": message, "code": kind}``) — Noema not running included, so that
-the host shows why; a resource read that fails is a JSON-RPC error with the kind's code, and so is
-a call of a tool that does not exist (``-32602``, invalid params, as the MCP specification says).
-An unexpected failure (``internal``) is logged with its traceback on stderr and reported without
-it, as the SDK's own ``MCPServer`` does.
+fails is a tool result with ``isError`` whose text is ``<kind>: <message>`` for the model to read, the
+kind also in ``_meta["noema/code"]`` and no structured content (which clients check against the
+tool's output schema) — Noema not running included, so that the host shows why; a resource read
+that fails is a JSON-RPC error with the kind's code, and so is a call of a tool that does not exist
+(``-32602``, invalid params, as the MCP specification says). An unexpected failure (``internal``) is
+logged with its traceback on stderr and reported without it, as the SDK's own ``MCPServer`` does.
 
 The application layer comes from a *provider*, asked on every request: the composition root's
 opens the running Noema on first use (:class:`noema_mcp.service.Connection`).
@@ -34,19 +34,22 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
 
 from noema.application.access import Caller
-from noema.application.facade import Noema
 from noema.application.tools import TOOLS, Tool, call_tool, input_schema, output_schema
+from noema.composition.instance import Instance
 from noema.errors import SURFACES, Kind, kind_of, public_message
 
-__all__ = ["PREAMBLE_URI", "Provider", "build_server", "preamble_uri", "tool_definitions"]
+__all__ = ["ERROR_CODE_META", "PREAMBLE_URI", "Provider", "build_server", "preamble_uri", "tool_definitions"]
 
-Provider = Callable[[], Awaitable[Noema]]
+Provider = Callable[[], Awaitable[Instance]]
 """Gives the application layer to run a request on (raises when Noema cannot be reached)."""
 
 PREAMBLE_URI = "noema://preamble"
 """The dispatch preamble without a task (policies and notes); ``PREAMBLE_URI/{task}`` adds the facts
 matching a task, ``?repo=<slug>`` ranks that repository's memory first and ``?as_of=<point>`` gives
 the preamble as of a past point."""
+
+ERROR_CODE_META = "noema/code"
+"""The ``_meta`` key of a failed tool call's result that holds its kind (``invalid``, ``unavailable``…)."""
 
 _MARKDOWN = "text/markdown"
 _PREAMBLE = types.Resource(
@@ -102,10 +105,14 @@ def _result(data: Any) -> types.CallToolResult:
 
 
 def _error(kind: Kind, message: str) -> types.CallToolResult:
+    # No structured content: a client checks whatever a result carries against the tool's output
+    # schema (the TypeScript SDK's does so even on an error, and throws -32602 instead of showing the
+    # message), and the specification leaves an error result's structured content undefined. The kind
+    # stays machine-readable in ``_meta``, under Noema's own key.
     return types.CallToolResult(
         content=[types.TextContent(text=f"{kind}: {message}")],
-        structured_content={"error": message, "code": str(kind)},
         is_error=True,
+        _meta={ERROR_CODE_META: str(kind)},
     )
 
 
@@ -118,8 +125,8 @@ def _failure(exc: Exception, caller: Caller, what: str) -> tuple[Kind, str]:
     return kind, public_message(exc, kind)
 
 
-def _given(app: Noema) -> Provider:
-    async def provide() -> Noema:
+def _given(app: Instance) -> Provider:
+    async def provide() -> Instance:
         return app
 
     return provide
@@ -136,7 +143,7 @@ def _instructions(caller: Caller) -> str:
     )
 
 
-def build_server(app: Noema | Provider, caller: Caller) -> Server[Any]:
+def build_server(app: Instance | Provider, caller: Caller) -> Server[Any]:
     """An MCP server running every agent tool as ``caller`` against ``app`` (or the application
     layer a provider gives for each request)."""
     provider = app if callable(app) else _given(app)

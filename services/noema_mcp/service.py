@@ -20,13 +20,20 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from noema.adapters.asgi import BodyLimit, JsonBodies, MetricsEndpoint, RequestLog, problem_response
+from noema.adapters import tracing
+from noema.adapters.asgi import (
+    KEEP_ALIVE_S,
+    BodyLimit,
+    JsonBodies,
+    MetricsEndpoint,
+    RequestLog,
+    problem_response,
+)
+from noema.adapters.metrics import Metrics
 from noema.application.access import Caller
-from noema.application.facade import Noema
+from noema.composition.instance import Instance
 from noema.errors import PROBLEM_JSON, SURFACES, Kind, kind_of, problem, public_message
-from noema.runtime import tracing
 from noema.runtime.locate import locate
-from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Settings
 
 from . import DEFAULT_PORT, HEALTH_PATHS, HTTP_PATH
@@ -92,9 +99,9 @@ class Connection:
         self._metrics = metrics
         self._stack = contextlib.AsyncExitStack()
         self._lock = asyncio.Lock()
-        self._app: Noema | None = None
+        self._app: Instance | None = None
 
-    async def __call__(self) -> Noema:
+    async def __call__(self) -> Instance:
         """The application layer (connecting first if need be; raises what stops it)."""
         async with self._lock:
             if self._app is None:
@@ -102,7 +109,7 @@ class Connection:
                 # It acts for one agent: its connections see that agent's workspace only (row-level
                 # security).
                 self._app = await self._stack.enter_async_context(
-                    Noema.open(
+                    Instance.open(
                         located,
                         name=f"noema-mcp-{self._caller.agent}",
                         pool_size=2,
@@ -234,6 +241,9 @@ async def serve(
                 log_level="warning",
                 access_log=False,  # RequestLog logs each request in the process's own format
                 log_config=None,
+                # An idle keep-alive connection stays open 75 s (uvicorn's default is 5): hosts pause
+                # between tool calls and would otherwise find it closed under them.
+                timeout_keep_alive=KEEP_ALIVE_S,
             )
             await uvicorn.Server(config).serve()
         finally:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from contextlib import AsyncExitStack
 
+from noema.adapters.metrics import Metrics
 from noema.adapters.postgres import ReadModelProjection, migrate
 from noema.adapters.postgres.claims import AdvisoryClaim
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.runtime.claims import ClaimedService
-from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema.runtime.wiring import open_bus, open_pool
 from noema.runtime.worker import PullWorker

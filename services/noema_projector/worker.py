@@ -23,15 +23,16 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from noema.adapters import tracing
+from noema.adapters.erased_observations import delete_erased_observations
 from noema.adapters.jetstream import DeadLetters, last_seq_at
+from noema.adapters.metrics import Metrics
 from noema.adapters.postgres import history
 from noema.adapters.postgres.projection import Projected, ReadModelProjection
 from noema.adapters.pull import Puller
-from noema.runtime import tracing
-from noema.runtime.metrics import Metrics
 from noema.runtime.worker import WorkerFatal
 from noema.topology import Topology
-from noema_events import EventDecodeError
+from noema_events import ContentErased, EventDecodeError
 
 __all__ = ["ProjectorHandler", "StreamGap", "subscribe_from_position"]
 
@@ -65,7 +66,7 @@ async def subscribe_from_position(nc: NATS, topology: Topology, position: int, b
 class ProjectorHandler:
     """Applies one batch of event messages and acks them after the commit.
 
-    Skips are decided once and the same way as replay (:func:`noema.application.replay.replay_into`): an event
+    Skips are decided once and the same way as replay (:func:`noema.composition.replay.replay_into`): an event
     that cannot be decoded, or that the database refuses, is dead-lettered as ``invalid``; an event
     whose handling keeps failing for another reason is retried by :class:`noema.runtime.worker.PullWorker`
     and dead-lettered as ``failed`` only after that (see :meth:`reject`). Every dead letter is
@@ -88,6 +89,7 @@ class ProjectorHandler:
         self._connection = connection or pool.acquire
         self._topology = topology
         self._projection = projection
+        self._js = js
         self._dead_letters = DeadLetters(js, topology, "projector", metrics)
         # The read model's position as committed (a gauge: where the projection is, for scraping).
         self._position = (metrics or Metrics()).projection_position.labels(projection.name)
@@ -114,7 +116,7 @@ class ProjectorHandler:
 
     async def __call__(self, msgs: list[Msg]) -> None:
         """Decode, apply in one transaction, ack; when spans are recorded, each event's projection
-        joins the event's trace (:mod:`noema.runtime.tracing`)."""
+        joins the event's trace (:mod:`noema.adapters.tracing`)."""
         fresh = self._in_order(msgs)
         if not fresh:
             await msgs[-1].ack()
@@ -147,6 +149,9 @@ class ProjectorHandler:
         self._expected = through + 1
         self._position.set(through)
         log.info("batch projected", events=applied, last_seq=through)
+        erasures = [p.event for p in batch if isinstance(p.event, ContentErased)]
+        if erasures:
+            await delete_erased_observations(self._js, self._topology, erasures)
         await self._bound_history()
 
     async def _bound_history(self) -> None:

@@ -20,6 +20,7 @@ from nats.js.api import DeliverPolicy
 
 from noema.adapters.embedders import create_embedder
 from noema.adapters.jetstream import DeadLetters, Outgoing, publish_batch
+from noema.adapters.metrics import Metrics
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.adapters.postgres.voices import RecallStore
 from noema.adapters.pull import durable_puller
@@ -30,7 +31,6 @@ from noema.domain.attention import memory_id_for
 from noema.domain.documents import observation_document
 from noema.ids import derive_id
 from noema.ports import Embedder, RecallFilters, Sealer
-from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema.runtime.stopping import StopFlag, StopsHandler, release
 from noema.runtime.tasks import cancel_and_wait

@@ -1,8 +1,10 @@
 """Handling one request: the caller from the subject, the operation, one reply (result or error).
 
-Errors are answered with a JSON body *and* the NATS micro error headers, and counted per code in
-the endpoint's STATS ``data`` (the library counts only exceptions that escape a handler; ours never
-do, so every request gets a body that says what went wrong).
+Errors are answered with a JSON body *and* the NATS micro error headers, and counted: in the
+endpoint's STATS ``num_errors`` and ``last_error`` (``<code>:<message>``), as the micro protocol
+says of every error reply, and per code in its ``data``. (nats-py counts only exceptions that escape
+a handler; ours never do, so that every request gets a body that says what went wrong: the counts
+are set here.)
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ import structlog
 from nats.micro.request import Handler, Request
 from nats.micro.service import EndpointStats
 
+from noema.adapters import tracing
 from noema.adapters.postgres.tenancy import workspace_scope
 from noema.application.access import Caller
-from noema.application.facade import Noema
+from noema.composition.instance import Instance
 from noema.errors import SURFACES, Kind, kind_of, public_message
 from noema.ids import new_id
-from noema.runtime import tracing
 from noema_sdk.protocol import encode_error, encode_result, parse_agent_subject
 
 from .operations import Operation
@@ -50,9 +52,10 @@ class Dispatcher:
     in progress finish and reply (:meth:`drain`).
     """
 
-    def __init__(self, app: Noema) -> None:
+    def __init__(self, app: Instance) -> None:
         self._app = app
         self._errors: dict[str, Counter[int]] = {}
+        self._last_error: dict[str, str] = {}
         self._in_flight: set[asyncio.Task[None]] = set()
 
     def handler(self, op: Operation) -> Handler:
@@ -73,9 +76,13 @@ class Dispatcher:
             await asyncio.gather(*self._in_flight, return_exceptions=True)
 
     def stats(self, endpoint: EndpointStats) -> dict[str, Any]:
-        """STATS ``data`` of an endpoint: error replies by code."""
+        """STATS ``data`` of an endpoint: error replies by code; sets its ``num_errors`` and
+        ``last_error`` to the error replies (the library passes the stats it is about to send)."""
         counts = self._errors.get(endpoint.name, Counter())
-        return {"errors": sum(counts.values()), "errors_by_code": {str(k): v for k, v in counts.items()}}
+        errors = sum(counts.values())
+        endpoint.num_errors = errors
+        endpoint.last_error = self._last_error.get(endpoint.name) or endpoint.last_error
+        return {"errors": errors, "errors_by_code": {str(k): v for k, v in counts.items()}}
 
     async def _handle(self, op: Operation, request: Request) -> None:
         started = time.perf_counter()
@@ -96,6 +103,7 @@ class Dispatcher:
                 message = f"internal error (logged as {error_id})"
                 log.exception("request failed", operation=op.name, subject=request.subject, error_id=error_id)
             self._errors[op.name][code] += 1
+            self._last_error[op.name] = f"{code}:{message}"
             body, headers = encode_error(code, message)
         self._app.metrics.agent_requests.labels(op.name, str(code)).inc()
         try:

@@ -12,8 +12,8 @@ import msgspec
 from msgspec import Meta
 
 from noema.application.access import Caller
-from noema.application.facade import Noema
 from noema.application.tools import TOOLS, call_tool, decode, input_schema
+from noema.composition.instance import Instance
 from noema.inputs import text_dates
 from noema.instants import FORMS, Instant
 from noema_sdk import models
@@ -32,7 +32,7 @@ class Operation:
     name: str
     description: str
     schema: dict[str, Any]
-    run: Callable[[Noema, Caller, bytes], Awaitable[Any]]
+    run: Callable[[Instance, Caller, bytes], Awaitable[Any]]
     input: type[msgspec.Struct]
     result: type[msgspec.Struct]
 
@@ -110,7 +110,7 @@ class ObserveInput(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     metadata: Annotated[dict[str, str], Meta(description="Free-form string attributes kept with it.")] = {}
 
 
-async def _observe(app: Noema, who: Caller, raw: bytes) -> Any:
+async def _observe(app: Instance, who: Caller, raw: bytes) -> Any:
     args = decode("observe", ObserveInput, raw)  # read as the tools' input is (dates included)
     fields = msgspec.structs.asdict(args)
     return await app.observe(who, fields.pop("content"), **fields)
@@ -119,7 +119,7 @@ async def _observe(app: Noema, who: Caller, raw: bytes) -> Any:
 def _tool(name: str) -> Operation:
     tool = TOOLS[name]
 
-    async def run(app: Noema, who: Caller, raw: bytes) -> Any:
+    async def run(app: Instance, who: Caller, raw: bytes) -> Any:
         return await call_tool(app, who, name, raw)
 
     return Operation(name, tool.description, input_schema(tool), run, tool.input, RESULTS[name])

@@ -13,8 +13,8 @@ from nats.micro import add_service
 from nats.micro.service import Service
 
 from noema import __version__
-from noema.application.facade import Noema
-from noema.runtime.metrics import Metrics
+from noema.adapters.metrics import Metrics
+from noema.composition.instance import Instance
 from noema.runtime.settings import Located
 from noema_sdk.protocol import QUEUE_GROUP, SERVICE_NAME, endpoint_subject
 
@@ -52,7 +52,7 @@ class AgentService:
 async def build(settings: Located, stack: AsyncExitStack, *, metrics: Metrics | None = None) -> AgentService:
     """Open the application layer and register every endpoint; resources are owned by ``stack``;
     searches and requests are counted into ``metrics``."""
-    app = await stack.enter_async_context(Noema.open(settings, name="noema-service", metrics=metrics))
+    app = await stack.enter_async_context(Instance.open(settings, name="noema-service", metrics=metrics))
     dispatcher = Dispatcher(app)
     micro = await add_service(
         app.nc,

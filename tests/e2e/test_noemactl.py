@@ -454,3 +454,27 @@ def test_knowledge_commands_facts_conflicts_grants_policies_notes(data_dir: Path
     finally:
         assert stop(up) == 0
     assert_no_permission_refused(data_dir)  # knowledge, conflicts, notes: all within their grants
+
+
+def test_up_says_noema_is_ready_once_readyz_answers_200(data_dir: Path, tmp_path: Path) -> None:
+    # `noema is up` comes when every process started; the workers report a few seconds later, and
+    # only then does /readyz answer 200: `noema is ready` says when.
+    log = tmp_path / "up.log"
+    with log.open("w") as out:
+        up = subprocess.Popen([*NOEMACTL, "up"], env=_env(data_dir), text=True, stdout=out, stderr=out)
+    try:
+        deadline = time.monotonic() + 120
+        ready: dict[str, Any] | None = None
+        while ready is None and time.monotonic() < deadline:
+            assert up.poll() is None, log.read_text()
+            for line in log.read_text().splitlines():
+                if line.startswith("{") and json.loads(line).get("event") == "noema is ready":
+                    ready = json.loads(line)
+            time.sleep(0.2)
+        assert ready is not None, log.read_text()
+        events = [json.loads(line)["event"] for line in log.read_text().splitlines() if line.startswith("{")]
+        assert events.index("noema is up") < events.index("noema is ready")
+        with urllib.request.urlopen(ready["readyz"], timeout=10) as answer:
+            assert answer.status == 200
+    finally:
+        assert stop(up) == 0

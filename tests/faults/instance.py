@@ -29,6 +29,7 @@ from noema.adapters.jetstream import nats_servers
 from noema.client import build_observation, send_observation
 from noema.runtime.embedded import free_port
 from noema.runtime.health import watched_consumer
+from noema.runtime.locate import state_nats_url
 from noema.topology import Topology
 from tests.support import assert_eventually
 
@@ -115,8 +116,11 @@ class Instance:
             self.up = subprocess.Popen([*NOEMACTL, "up"], env=self._env, stdout=log, stderr=subprocess.STDOUT)
 
     def state(self) -> dict[str, Any]:
-        """The state file ``up`` writes (addresses, service pids)."""
-        return dict(json.loads((self.data_dir / "noema.json").read_text()))
+        """The state file ``up`` writes (addresses, service pids), its ``nats_url`` with the
+        operator's credentials put in (``nats_user``, ``nats_password``), as Noema connects."""
+        state = dict(json.loads((self.data_dir / "noema.json").read_text()))
+        state["nats_url"] = state_nats_url(state)
+        return state
 
     async def ready(self, timeout: float = 180.0) -> None:
         """Wait until ``up`` wrote its state and every durable consumer exists; open connections."""

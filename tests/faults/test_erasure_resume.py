@@ -34,7 +34,7 @@ async def test_an_erasure_cut_short_is_finished_by_running_it_again(
     async def connection_lost(*_: Any) -> int:
         raise nats.errors.ConnectionClosedError
 
-    monkeypatch.setattr("noema.application.erasure.delete_messages", connection_lost)
+    monkeypatch.setattr("noema.composition.erasure.delete_messages", connection_lost)
     body = {"workspace": "acme", "scope": "subject", "target": PERSON, "reason": "GDPR request 812"}
 
     cut = await api.admin.post("/v1/erasures", json=body)
@@ -45,7 +45,7 @@ async def test_an_erasure_cut_short_is_finished_by_running_it_again(
     await api.caught_up()  # what was recorded is applied anyway: the keys are gone
     assert await _memory_count(api, "id = $1 AND content = '' AND erased_at IS NOT NULL", memory) == 1
 
-    monkeypatch.setattr("noema.application.erasure.delete_messages", delete_messages)
+    monkeypatch.setattr("noema.composition.erasure.delete_messages", delete_messages)
     again = await api.admin.post("/v1/erasures", json=body)
 
     assert again.status_code == 200, again.text

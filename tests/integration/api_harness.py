@@ -14,8 +14,8 @@ from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection
 from noema.adapters.postgres.roles import DbRole
 from noema.adapters.postgres.voices import RecallStore
-from noema.application.facade import Noema
 from noema.application.search import Recall
+from noema.composition.instance import Instance
 from noema.ids import new_id
 from noema.runtime.health import Heartbeat
 from noema_api.app import create_app
@@ -136,7 +136,7 @@ async def api(harness: Harness, role_urls: dict[DbRole, str]) -> AsyncIterator[A
     harness.stack.push_async_callback(pool.close)
     settings = replace(harness.settings, embedder="none", status_workers=("projector",))
     app = create_app(
-        Api(Noema(settings, pool, harness.nc, await RecallStore.open(pool), clock=lambda: NOW), tokens)
+        Api(Instance(settings, pool, harness.nc, await RecallStore.open(pool), clock=lambda: NOW), tokens)
     )
     recall = Recall(await RecallStore.open(harness.pool), None)
     transport = httpx.ASGITransport(app=app)

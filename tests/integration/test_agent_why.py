@@ -15,6 +15,7 @@ import pytest
 from noema.adapters.postgres.roles import DbRole
 from noema.application.access import Caller
 from noema.application.knowledge import Knowledge
+from noema.composition.instance import connected_knowledge
 from noema_conflicts.service import build as build_conflicts
 from noema_projector.service import build as build_projector
 from noema_sdk import NotFound, Why
@@ -41,7 +42,7 @@ async def knowledge(harness: Harness, role_urls: dict[DbRole, str]) -> Knowledge
     )
     await harness.start(build_projector)
     await harness.start(build_conflicts)
-    return Knowledge.connected(harness.pool, harness.nc, harness.topology)
+    return connected_knowledge(harness.pool, harness.nc, harness.topology)
 
 
 async def superseded_fact(harness: Harness, k: Knowledge) -> tuple[str, str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from noema.application.access import Caller
-from noema.application.knowledge import Knowledge
+from noema.composition.instance import connected_knowledge
 from noema_conflicts.service import build as build_conflicts
 from tests.integration.api_harness import ApiHarness, api
 from tests.support import assert_eventually, consumer_drained
@@ -103,7 +103,7 @@ async def test_facts_conflicts_policies_grants_through_the_api_are_audited(api: 
 
 
 async def test_knowledge_reads_errors_and_token_scope(api: ApiHarness) -> None:
-    k = Knowledge.connected(api.h.pool, api.h.nc, api.h.topology)
+    k = connected_knowledge(api.h.pool, api.h.nc, api.h.topology)
     await k.update_my_notes(Caller("acme", "ops-agent"), "halfway through the auth refactor")
     await api.caught_up()
     notes = (await api.admin.get("/v1/notes", params={"workspace": "acme", "agent": "ops-agent"})).json()

@@ -34,12 +34,13 @@ from noema.adapters.postgres import ReadModelProjection, history
 from noema.adapters.postgres.roles import DbRole
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES, workspace_scope
 from noema.adapters.postgres.voices import RecallStore
-from noema.application import projections
+from noema.composition import projections
 from noema.application.access import Caller
-from noema.application.erasure import ErasureRequest
-from noema.application.facade import Noema, SearchOptions
-from noema.application.replay import drop_schema, verify_replay
+from noema.application.facade import SearchOptions
+from noema.composition.erasure import ErasureRequest
 from noema.application.tools import call_tool
+from noema.composition.instance import Instance
+from noema.composition.replay import drop_schema, verify_replay
 from noema_api.app import create_app
 from noema_api.auth import TokenEntry, Tokens
 from noema_api.endpoint import Api
@@ -78,7 +79,7 @@ class World:
     """The servers, the live application (reader role, row security) and the API over it."""
 
     h: Harness
-    app: Noema
+    app: Instance
     admin: httpx.AsyncClient
     acme: httpx.AsyncClient
     tokens: Tokens
@@ -119,7 +120,7 @@ async def world(harness: Harness, role_urls: dict[DbRole, str]) -> AsyncIterator
         role_urls["reader"], harness.settings.db_schema, min_size=1, max_size=4
     )
     harness.stack.push_async_callback(pool.close)
-    app = Noema(harness.settings, pool, harness.nc, await RecallStore.open(pool))
+    app = Instance(harness.settings, pool, harness.nc, await RecallStore.open(pool))
     harness.stack.push_async_callback(app.close_views)
     tokens = Tokens(
         [TokenEntry(name="alice", token=ADMIN), TokenEntry(name="acme-ops", workspace="acme", token=ACME)]
@@ -143,7 +144,7 @@ class Oracle:
     seq: int
     time: datetime
     schema: str
-    app: Noema
+    app: Instance
     api: httpx.AsyncClient
 
 
@@ -167,7 +168,7 @@ async def _oracle(world: World, seq: int, kept: dict[int, Oracle]) -> Oracle:
         h.settings.database_url, report["schema"], workspace="*", min_size=1, max_size=2
     )
     # Exact vector comparison on both sides: like with like (a kept replay has its HNSW index).
-    app = Noema(h.settings, pool, h.nc, await RecallStore.open(pool, exact=True), clock=lambda: time)
+    app = Instance(h.settings, pool, h.nc, await RecallStore.open(pool, exact=True), clock=lambda: time)
     transport = httpx.ASGITransport(app=create_app(Api(app, world.tokens)))
     api = httpx.AsyncClient(transport=transport, base_url="http://n", headers=_bearer(ADMIN))
     kept[seq] = Oracle(seq, time, report["schema"], app, api)
@@ -515,7 +516,7 @@ async def test_a_server_reading_as_the_reader_role_answers_any_point_with_nothin
     reader = replace(world.h.settings, database_url=role_urls["reader"])
     pool = await RecallStore.create_pool(role_urls["reader"], reader.db_schema, min_size=1, max_size=2)
     world.h.stack.push_async_callback(pool.close)
-    app = Noema(reader, pool, world.h.nc, await RecallStore.open(pool))
+    app = Instance(reader, pool, world.h.nc, await RecallStore.open(pool))
     world.h.stack.push_async_callback(app.close_views)
     transport = httpx.ASGITransport(app=create_app(Api(app, world.tokens)))
     async with httpx.AsyncClient(transport=transport, base_url="http://n", headers=_bearer(ADMIN)) as api:
@@ -545,7 +546,7 @@ class WordsEmbedder:
         return [x / norm for x in vector]
 
 
-def _with_embedder(app: Noema, embedder: WordsEmbedder) -> None:
+def _with_embedder(app: Instance, embedder: WordsEmbedder) -> None:
     app._embedder, app._embedder_loaded = embedder, True  # as loaded from NOEMA_EMBEDDER
 
 

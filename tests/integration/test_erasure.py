@@ -22,6 +22,7 @@ from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.application.knowledge import Caller, Knowledge
 from noema.application.sealing import KeyringSealer
 from noema.client import publish_observation
+from noema.composition.instance import connected_knowledge
 from noema.domain.attention import memory_id_for
 from noema.domain.sealed_events import KeyRequest
 from noema.ids import new_id
@@ -305,7 +306,7 @@ async def test_erasing_an_agents_notes_removes_every_version_and_they_start_afre
     h = api.h
     # The keyring is one per database, shared by every test's schema: an agent name of this test's own.
     name = f"ops-{new_id()[:8]}"
-    k = Knowledge.connected(h.pool, h.nc, h.topology)
+    k = connected_knowledge(h.pool, h.nc, h.topology)
     agent, other = Caller("acme", name), Caller("acme", "dev-agent")
     await k.update_my_notes(agent, f"call {MARKER} back about 555-0199")
     # A third version, appended while another session rewrote the notes (a second one): the append's
@@ -400,7 +401,7 @@ async def test_an_append_racing_an_erasure_of_the_notes_lands_under_a_key_of_its
     h = api.h
     name = f"ops-{new_id()[:8]}"  # the keyring is shared by every test's schema
     agent = Caller("acme", name)
-    await Knowledge.connected(h.pool, h.nc, h.topology).update_my_notes(agent, f"call {MARKER} back")
+    await connected_knowledge(h.pool, h.nc, h.topology).update_my_notes(agent, f"call {MARKER} back")
     await api.caught_up()
     racing = _ErasedAfterFirstKey(api, name)
     publisher = EventPublisher(h.nc, h.topology, KeyringSealer(racing))

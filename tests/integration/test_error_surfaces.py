@@ -26,15 +26,15 @@ from typer.testing import CliRunner
 from noema.adapters.asgi import DEFAULT_MAX_BODY
 from noema.adapters.jetstream import connect
 from noema.adapters.postgres.voices import RecallStore
-from noema.application.facade import Noema
-from noema.application.knowledge import Caller, Knowledge
+from noema.application.knowledge import Caller
+from noema.composition.instance import Instance, connected_knowledge
 from noema.errors import Kind
 from noema_api.app import create_app
 from noema_api.auth import TokenEntry, Tokens
 from noema_api.endpoint import Api, Endpoint, Req, routes
 from noema_cli import common
 from noema_cli.main import app as noemactl
-from noema_mcp.server import build_server
+from noema_mcp.server import ERROR_CODE_META, build_server
 from noema_mcp.service import http_app
 from noema_sdk.protocol import ERROR_CODE_HEADER, agent_subject
 from noema_service import operations
@@ -71,7 +71,7 @@ async def world(api: ApiHarness) -> World:
         memory("deploys happen on fridays", domain="ops", topic="deploy-day"),
     )
     await api.given(retraction(fact))
-    await Knowledge.connected(api.h.pool, api.h.nc, api.h.topology).set_grant(
+    await connected_knowledge(api.h.pool, api.h.nc, api.h.topology).set_grant(
         OPERATOR, "intern", "security", "read"
     )
     await api.caught_up()
@@ -106,7 +106,7 @@ async def test_the_http_api_answers_each_kind_with_its_status_and_code(api: ApiH
     gone = await connect(api.h.settings.nats_url, name="gone", auth=api.h.settings.nats_auth)
     await gone.close()
     tokens = Tokens([TokenEntry(name="alice", token=ADMIN)])
-    down = Api(Noema(api.h.settings, api.h.pool, gone, await RecallStore.open(api.h.pool)), tokens)
+    down = Api(Instance(api.h.settings, api.h.pool, gone, await RecallStore.open(api.h.pool)), tokens)
 
     # Internal: a handler with a bug, served by the same endpoint machinery.
     async def bug(req: Req[None, None]) -> Any:
@@ -132,7 +132,7 @@ async def test_the_nats_service_answers_each_kind_with_its_error_code(
 ) -> None:
     w = await world(api)
 
-    async def bug(app: Noema, who: Caller, raw: bytes) -> Any:
+    async def bug(app: Instance, who: Caller, raw: bytes) -> Any:
         raise KeyError("secret internals")
 
     monkeypatch.setitem(
@@ -190,20 +190,20 @@ async def test_the_mcp_server_answers_each_kind_as_the_table_says(
 ) -> None:
     w = await world(api)
     store = await RecallStore.open(api.h.pool)
-    noema = Noema(api.h.settings, api.h.pool, api.h.nc, store)
+    noema = Instance(api.h.settings, api.h.pool, api.h.nc, store)
     closed = await RecallStore.create_pool(
         api.h.settings.database_url_for("reader"), api.h.settings.db_schema
     )
     await closed.close()
-    down = Noema(api.h.settings, closed, api.h.nc, store)
-    buggy = Noema(api.h.settings, api.h.pool, api.h.nc, store)
+    down = Instance(api.h.settings, closed, api.h.nc, store)
+    buggy = Instance(api.h.settings, api.h.pool, api.h.nc, store)
 
     async def bug(*args: Any, **kw: Any) -> Any:
         raise KeyError("secret internals")
 
     monkeypatch.setattr(buggy, "preamble", bug)
 
-    async def tool(app: Noema, who: Caller, name: str, args: dict[str, Any]) -> str:
+    async def tool(app: Instance, who: Caller, name: str, args: dict[str, Any]) -> str:
         async with Client(build_server(app, who)) as mcp:
             result = await mcp.call_tool(name, args)
         assert result.is_error, (name, result)
@@ -213,8 +213,10 @@ async def test_the_mcp_server_answers_each_kind_as_the_table_says(
         assert "secret" not in text
         assert "Traceback" not in text
         prefix = text[: text.index(":") + 2]
-        assert result.structured_content
-        assert prefix == f"{result.structured_content['code']}: "
+        # No structured content (clients check it against the output schema), the kind in _meta.
+        assert result.structured_content is None
+        assert result.meta is not None
+        assert prefix == f"{result.meta[ERROR_CODE_META]}: "
         return prefix
 
     seen: dict[Kind, str] = {
@@ -250,7 +252,7 @@ async def test_the_mcp_server_answers_each_kind_as_the_table_says(
     check(seen, lambda row: row.mcp_tool)
 
     # A request that is not a tool call (a resource read) fails with the kind's JSON-RPC code.
-    async def read(app: Noema, uri: str) -> str:
+    async def read(app: Instance, uri: str) -> str:
         async with Client(build_server(app, ALICE)) as mcp:
             with pytest.raises(MCPError) as failed:
                 await mcp.read_resource(uri)

@@ -14,8 +14,8 @@ from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import MemoryQueries, ReadModelProjection, checksum
 from noema.application import upkeep
 from noema.application.access import Caller
-from noema.application.knowledge import Knowledge
-from noema.application.replay import drop_schema, replay_into
+from noema.composition.instance import connected_knowledge
+from noema.composition.replay import drop_schema, replay_into
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
 from tests.integration.recorded_stream import (
@@ -73,7 +73,7 @@ async def test_v2_events_written_beside_v1_ones_replay_to_the_live_read_model(ha
     publisher, queries = EventPublisher(harness.nc, harness.topology), MemoryQueries(harness.pool)
     await upkeep.record_retrieval(queries, publisher, "mem-deploy-key", now=tick + timedelta(days=1))
     await upkeep.decay_tick(queries, publisher, tick + timedelta(days=3))
-    knowledge = Knowledge.connected(harness.pool, harness.nc, harness.topology, clock=lambda: tick)
+    knowledge = connected_knowledge(harness.pool, harness.nc, harness.topology, clock=lambda: tick)
     ann = Caller("attic", "ann", "dev")
     await knowledge.propose_fact(ann, "boxes", "where", "The old box is in the attic", veracity="inferred")
     await _caught_up(harness)

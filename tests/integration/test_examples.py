@@ -17,12 +17,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
+
 from noema.application.tools import TOOLS
 from noema_conflicts.service import build as build_conflicts
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
 from tests.integration.test_knowledge import settled
-from tests.integration.test_mcp import events
+from tests.integration.test_mcp import code_path, events
 
 ROOT = Path(__file__).resolve().parents[2]
 LANGCHAIN_PYTHON = ROOT / ".venv-langchain" / "bin" / "python"
@@ -93,3 +95,25 @@ async def test_the_langchain_recipe_runs_the_tools_in_a_langgraph_graph_from_its
     outcome = json.loads(out)
     assert outcome["found"][0]["content"] == "Releases happen on Thursdays"
     await recalled_by(harness, "dave", outcome)
+
+
+@pytest.mark.integration
+async def test_the_openai_agents_recipe_says_noema_is_not_running_and_forwards_noema_data_dir(
+    tmp_path: Path,
+) -> None:
+    # NOEMA_DATA_DIR names a folder where nothing runs: the server the SDK starts must look there
+    # (the recipe forwards NOEMA_*), and the recipe says what the tool said instead of crashing.
+    data_dir = tmp_path / "elsewhere" / "var"
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "NOEMA_DATA_DIR": str(data_dir)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(ROOT / "examples" / "openai_agents" / "noema_agent.py"),
+        cwd=tmp_path,
+        env=env | code_path(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 1, err.decode()
+    assert "Traceback" not in err.decode()
+    assert f"error: unavailable: no running Noema found in {data_dir}" in err.decode()

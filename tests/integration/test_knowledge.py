@@ -18,9 +18,10 @@ from noema.adapters.postgres.voices import RecallStore
 from noema.application import curation
 from noema.application.knowledge import Caller, InsufficientMemoryPermission, Knowledge
 from noema.application.preamble import build_preamble
-from noema.application.replay import drop_schema, replay_into
 from noema.application.search import Recall
 from noema.client import publish_observation
+from noema.composition.instance import connected_knowledge
+from noema.composition.replay import drop_schema, replay_into
 from noema.domain.knowledge import slot_relation
 from noema.ports import RecallFilters
 from noema_attend.service import build as build_attend
@@ -55,7 +56,7 @@ async def settled(harness: Harness) -> None:
 async def knowledge(harness: Harness) -> Knowledge:
     await harness.start(build_projector)
     await harness.start(build_conflicts)
-    return Knowledge.connected(harness.pool, harness.nc, harness.topology)
+    return connected_knowledge(harness.pool, harness.nc, harness.topology)
 
 
 async def slot(harness: Harness, domain: str, topic: str) -> list[dict[str, Any]]:
@@ -89,7 +90,7 @@ async def test_a_repeated_fact_raises_confidence_instead_of_duplicating(harness:
 async def test_two_equivalent_facts_racing_past_the_read_model_are_merged_by_the_worker(
     harness: Harness,
 ) -> None:
-    k = Knowledge.connected(harness.pool, harness.nc, harness.topology)
+    k = connected_knowledge(harness.pool, harness.nc, harness.topology)
     # Both are proposed before anything is projected, so neither sees the other: the race.
     first = await k.propose_fact(ALICE, "ops", "backups", "Backups run nightly at 02:00")
     second = await k.propose_fact(BOB, "ops", "backups", "backups run nightly at 02:00")
@@ -268,7 +269,7 @@ async def test_consolidate_promotes_merges_with_provenance_and_archives(harness:
     clock = [datetime.now(UTC)]
     await harness.start(build_projector)
     await harness.start(build_conflicts)
-    k = Knowledge.connected(harness.pool, harness.nc, harness.topology, clock=lambda: clock[0])
+    k = connected_knowledge(harness.pool, harness.nc, harness.topology, clock=lambda: clock[0])
     a = await k.propose_fact(
         ALICE,
         "ops",
@@ -398,7 +399,7 @@ async def test_working_memory_is_bounded_and_survives_a_restart_of_attend(harnes
     await harness.start(build_projector)
     first = await harness.start(build_attend)
     await observe_migration_steps(harness, 12)
-    k = Knowledge.connected(harness.pool, harness.nc, harness.topology)
+    k = connected_knowledge(harness.pool, harness.nc, harness.topology)
 
     async def held(n: int) -> dict[str, Any] | None:
         # A cycle publishes its memories and its working memory together: once n memories are

@@ -8,8 +8,9 @@ import pytest
 
 from noema.adapters.postgres.voices import RecallStore
 from noema.application.access import Caller
-from noema.application.facade import Noema, SearchOptions
+from noema.application.facade import SearchOptions
 from noema.client import publish_observation
+from noema.composition.instance import Instance
 from noema_attend.service import build as build_attend
 from noema_conflicts.service import build as build_conflicts
 from noema_projector.service import build as build_projector
@@ -24,8 +25,8 @@ PARTNER = Caller("acme", "hana", "hr-partner")
 KEYWORD = SearchOptions(mode="keyword", limit=50)
 
 
-async def facade(harness: Harness) -> Noema:
-    return Noema(harness.settings, harness.pool, harness.nc, await RecallStore.open(harness.pool))
+async def facade(harness: Harness) -> Instance:
+    return Instance(harness.settings, harness.pool, harness.nc, await RecallStore.open(harness.pool))
 
 
 async def test_in_strict_mode_the_facade_shows_a_role_only_the_domains_it_may_read(harness: Harness) -> None:

@@ -14,6 +14,7 @@ import pytest
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import ReadModelProjection
 from noema.application.knowledge import Knowledge
+from noema.composition.instance import connected_knowledge
 from noema.domain.dynamics import initial_confidence, mention_confidence
 from noema.errors import InvalidQuery, OperationError
 from noema.ids import new_id
@@ -33,7 +34,7 @@ async def knowledge_at(harness: Harness, clock: list[datetime]) -> Knowledge:
     """Projector and conflicts worker running; the knowledge layer's clock is ``clock[0]``."""
     await harness.start(build_projector)
     await harness.start(build_conflicts)
-    return Knowledge.connected(harness.pool, harness.nc, harness.topology, clock=lambda: clock[0])
+    return connected_knowledge(harness.pool, harness.nc, harness.topology, clock=lambda: clock[0])
 
 
 async def test_two_facts_about_different_things_in_one_topic_both_stay_active(harness: Harness) -> None:
@@ -188,7 +189,7 @@ async def test_the_working_memory_capacity_comes_from_the_settings(harness: Harn
         return position == await stream_last_seq(harness.js, harness.topology.event_stream)
 
     await assert_eventually(caught_up)
-    wm = await Knowledge.connected(harness.pool, harness.nc, harness.topology).working_memory("acme", "ops")
+    wm = await connected_knowledge(harness.pool, harness.nc, harness.topology).working_memory("acme", "ops")
     assert (wm["capacity"], len(wm["items"])) == (3, 3)
 
 

@@ -29,13 +29,14 @@ from mcp.shared.exceptions import MCPError
 from noema.adapters.asgi import DEFAULT_MAX_BODY
 from noema.adapters.jetstream import last_on_subject, stream_last_seq
 from noema.adapters.postgres.roles import DbRole
-from noema.application.knowledge import Caller, Knowledge
+from noema.application.knowledge import Caller
 from noema.application.tools import TOOLS, input_schema, output_schema
+from noema.composition.instance import connected_knowledge
 from noema.errors import SURFACES, Kind
 from noema.runtime.locate import register, registry_dir, write_state
 from noema_conflicts.service import build as build_conflicts
 from noema_mcp import HTTP_PATH
-from noema_mcp.server import PREAMBLE_URI, preamble_uri
+from noema_mcp.server import ERROR_CODE_META, PREAMBLE_URI, preamble_uri
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
 from tests.integration.http_support import exchange
@@ -51,6 +52,12 @@ TASK = "when do deploys/releases happen? (ops)"
 SERVE = ["-m", "noema_mcp", "--workspace", "acme", "--agent", "alice", "--role", "engineer"]
 
 
+def code_path() -> dict[str, str]:
+    """PYTHONPATH, when set (a worktree's code first), so that a server the test starts with an
+    environment of its own runs the code under test."""
+    return {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
+
+
 def server_log(log: Path) -> str:
     """What the server wrote on stderr."""
     return log.read_text()
@@ -60,7 +67,9 @@ def server_log(log: Path) -> str:
 async def over_stdio(harness: Harness, log: Path) -> AsyncIterator[ClientSession]:
     """The server spawned by the client, as an MCP host does (``python -m noema_mcp`` = ``noemactl mcp
     serve``), finding the servers through the NOEMA_* environment."""
-    params = StdioServerParameters(command=sys.executable, args=SERVE, env=harness.settings.to_env())
+    params = StdioServerParameters(
+        command=sys.executable, args=SERVE, env=harness.settings.to_env() | code_path()
+    )
     with log.open("w") as errlog:
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
@@ -92,7 +101,7 @@ async def http_server(harness: Harness, log: Path, token: str | None = None) -> 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = harness.settings.to_env() | ({"NOEMA_MCP_TOKEN": token} if token else {})
+    env = harness.settings.to_env() | code_path() | ({"NOEMA_MCP_TOKEN": token} if token else {})
     with log.open("w") as errlog:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -163,7 +172,7 @@ async def test_every_tool_runs_as_the_configured_agent(
     # row-level security (the workers above started as the superuser; they are not under test).
     harness.settings = replace(harness.settings, database_url_reader=role_urls["reader"])
     await harness.start(build_conflicts)
-    k = Knowledge.connected(harness.pool, harness.nc, harness.topology)
+    k = connected_knowledge(harness.pool, harness.nc, harness.topology)
     async with TRANSPORTS[transport](harness, tmp_path / "server.log") as mcp:
         listed = {t.name: t for t in (await mcp.list_tools()).tools}
         assert set(listed) == set(TOOLS)
@@ -525,7 +534,7 @@ def host_env(harness: Harness, home: Path) -> dict[str, str]:
         "HOME": str(home),
         "NOEMA_PREFIX": harness.settings.prefix,
         "NOEMA_DB_SCHEMA": harness.settings.db_schema,
-    }
+    } | code_path()
 
 
 async def test_a_server_a_host_starts_anywhere_says_noema_is_not_running_then_finds_it(
@@ -553,10 +562,8 @@ async def test_a_server_a_host_starts_anywhere_says_noema_is_not_running_then_fi
             assert message.startswith("unavailable: no running Noema found in ")
             assert str(host_dir / "var") in message
             assert "noemactl up" in message
-            assert refused.structured_content == {
-                "error": message.removeprefix("unavailable: "),
-                "code": "unavailable",
-            }
+            assert refused.structured_content is None
+            assert refused.meta == {ERROR_CODE_META: "unavailable"}
             with pytest.raises(MCPError, match="no running Noema found") as unreadable:
                 await mcp.read_resource(PREAMBLE_URI)
             assert unreadable.value.code == SURFACES[Kind.UNAVAILABLE].mcp
@@ -608,3 +615,29 @@ async def test_http_serves_its_metrics_without_the_token_and_counts_its_searches
     assert 'noema_search_duration_seconds_count{mode="keyword"} 1.0' in scraped.text
     assert 'noema_http_requests_total{method="POST",route="unmatched",status="401"} 1.0' in scraped.text
     assert 'route="/mcp",status="200"' in scraped.text
+
+
+async def test_http_keeps_an_idle_keep_alive_connection_open_past_uvicorns_five_seconds(
+    harness: Harness, tmp_path: Path
+) -> None:
+    # A host pauses between tool calls; uvicorn's default closes an idle connection after 5 s.
+    async with http_server(harness, tmp_path / "server.log") as url:
+        parts = urlsplit(url)
+        assert parts.hostname is not None
+        assert parts.port is not None
+        reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+        request = f"GET /healthz HTTP/1.1\r\nHost: {parts.netloc}\r\n\r\n".encode()
+        try:
+            for _ in range(2):
+                writer.write(request)
+                await writer.drain()
+                status = await asyncio.wait_for(reader.readline(), 10)
+                assert status.startswith(b"HTTP/1.1 200"), status
+                length = 0
+                while (line := await reader.readline()) not in (b"\r\n", b""):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                await reader.readexactly(length)
+                await asyncio.sleep(6.5)  # idle longer than uvicorn's default keep-alive
+        finally:
+            writer.close()

@@ -17,9 +17,9 @@ from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import MemoryQueries, ReadModelProjection, checksum
 from noema.adapters.postgres.voices import RecallStore
 from noema.application import upkeep
-from noema.application.replay import drop_schema, replay_into
 from noema.application.search import Recall
 from noema.client import publish_observation
+from noema.composition.replay import drop_schema, replay_into
 from noema.domain.dynamics import (
     CONFIDENCE_CAP,
     FADE_THRESHOLD,

@@ -22,9 +22,9 @@ import structlog
 from prometheus_client.parser import text_string_to_metric_families
 
 from noema.adapters.jetstream import stream_last_seq
+from noema.adapters.metrics import Metrics
 from noema.client import publish_observation
 from noema.runtime.health import Heartbeat
-from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema_attend.service import build as build_attend
 from noema_projector.service import build as build_projector

@@ -269,7 +269,7 @@ async def test_a_worker_identity_runs_its_consumer_and_publishes_events(prepared
         msgs = await assert_eventually(lambda: puller.fetch(timeout=1.0))
         await msgs[0].ack()
         await puller.stop()
-        ack = await nc.jetstream().publish(f"{topology.prefix}.evt.acme.alice.test", b"{}")
+        ack = await nc.jetstream().publish(f"{topology.prefix}.evt.acme.alice.attention_decided", b"{}")
         assert ack.stream == topology.event_stream
         # …but not another worker's consumer.
         with pytest.raises(nats.errors.TimeoutError):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from datetime import timedelta
@@ -82,13 +83,18 @@ async def test_explain_shows_the_components_of_each_mode(harness: Harness) -> No
     )
 
     async def header_and_rows(*args: str) -> tuple[set[str], list[str]]:
-        """The table's column names and the first line of each of its rows (cells may wrap)."""
+        """The component names the explanation lines show, and those lines (one per result, after
+        the table: the table itself keeps room for the content at any width)."""
         result = await noemactl(harness, "memory", "search", "deploy key", "-w", "acme", "--explain", *args)
         assert result.returncode == 0, result.stderr
-        lines = result.stdout.splitlines()
-        body = next(i for i, line in enumerate(lines) if line.startswith("┡"))
-        header = {word for line in lines[:body] for word in line.replace("┃", " ").split()}
-        rows = [line for line in lines[body:] if line.startswith("│ ") and line[2:10].strip()]
+        rows = [line for line in result.stdout.splitlines() if re.match(r"^[0-9a-f]{8}  score ", line)]
+        assert rows, result.stdout
+        assert all("…" not in line for line in rows), "nothing cut"
+        header = {
+            re.sub(r"[^a-z]", "", part.split()[0]) for r in rows for part in r.split(": ", 1)[1].split(" · ")
+        }
+        # The table above is the plain one: the content column is never squeezed by components.
+        assert "lexical" not in result.stdout.split("┘")[0]
         return header, rows
 
     header, rows = await header_and_rows("--mode", "keyword")
@@ -101,5 +107,5 @@ async def test_explain_shows_the_components_of_each_mode(harness: Harness) -> No
     assert {"text", "recency", "activation"} <= header
     header, rows = await header_and_rows("--repo", "web")
     assert {"lexical", "graph", "mmr", "repo"} <= header
-    assert "first" in rows[0]
-    assert "first" not in rows[1]
+    assert "repo first" in rows[0]
+    assert "repo first" not in rows[1]

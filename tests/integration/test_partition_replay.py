@@ -14,8 +14,8 @@ import pytest
 
 from noema.adapters.jetstream import EventPublisher
 from noema.adapters.postgres import ReadModelProjection
-from noema.application.replay import verify_replay
 from noema.client import publish_observation
+from noema.composition.replay import verify_replay
 from noema.runtime.settings import Located
 from noema.topology import partition_of
 from noema_attend.service import build as build_attend

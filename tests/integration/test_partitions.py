@@ -22,8 +22,9 @@ from noema.adapters.jetstream import ensure_streams, read_stream, stream_last_se
 from noema.adapters.postgres import create_pool
 from noema.adapters.postgres.claims import AdvisoryClaim, AdvisoryPartitions, claim_key
 from noema.adapters.pull import Puller, durable_puller
-from noema.application.knowledge import Caller, Knowledge
+from noema.application.knowledge import Caller
 from noema.client import build_observation, publish_observation, send_observation
+from noema.composition.instance import connected_knowledge
 from noema.runtime.claims import ClaimLost
 from noema.runtime.partitions import PartitionedService
 from noema.runtime.settings import Located
@@ -205,7 +206,7 @@ async def test_two_conflicts_instances_share_the_partitions_and_every_race_has_o
     first: Instance = await instances(build_conflicts)
     second: Instance = await instances(build_conflicts)
     await assert_eventually(lambda: balanced(first, second), 20, 0.05, "two partitions each")
-    k = Knowledge.connected(harness.pool, harness.nc, harness.topology)
+    k = connected_knowledge(harness.pool, harness.nc, harness.topology)
 
     async def race(workspaces: list[str]) -> None:
         for ws in workspaces:

@@ -22,10 +22,10 @@ from noema.adapters.postgres.database import MigrationsPending
 from noema.adapters.postgres.roles import DB_ROLES, DbRole, prepare_database
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES, NO_WORKSPACE, workspace_scope
 from noema.adapters.postgres.voices import RecallStore
-from noema.application.facade import Noema
-from noema.application.replay import drop_schema, replay_into
 from noema.application.views import ListQuery
 from noema.client import publish_observation
+from noema.composition.instance import Instance
+from noema.composition.replay import drop_schema, replay_into
 from noema.runtime.settings import Located
 from noema.runtime.stopping import StopsHandler
 from noema_attend.service import build as build_attend
@@ -177,7 +177,7 @@ async def test_a_scoped_block_narrows_a_pool_even_for_a_query_that_forgets_the_w
     async with harness.pool.acquire() as conn:
         await _seed(conn, "globex")
     settings = replace(harness.settings, database_url_reader=role_urls["reader"])
-    async with Noema.open(settings, name="test-scope") as app:
+    async with Instance.open(settings, name="test-scope") as app:
         # An "every workspace" listing, as a surface bug might issue it, for a caller of one workspace:
         everything = ListQuery(workspace=None, limit=50)
         assert (await app.list_memories(everything)).items == []  # outside any scope: nothing

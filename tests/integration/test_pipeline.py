@@ -8,8 +8,8 @@ import pytest
 
 from noema.adapters.postgres import MemoryQueries, ReadModelProjection, checksum
 from noema.adapters.postgres.projection import Projected
-from noema.application.replay import drop_schema, replay_into
 from noema.client import publish_observation
+from noema.composition.replay import drop_schema, replay_into
 from noema_attend.service import build as build_attend
 from noema_events import decode_event
 from noema_projector.service import build as build_projector

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
+from noema.adapters.deadletters import DeadLetterQuery, DeadLetters
 from noema.adapters.jetstream import EventPublisher
 from noema.adapters.postgres import checksum, connect
-from noema.application.deadletters import DeadLetterQuery, DeadLetters
-from noema.application.replay import drop_schema, replay_into
 from noema.client import build_observation, publish_observation
+from noema.composition.replay import drop_schema, replay_into
 from noema.domain.attention import AttentionConfig, decide_cycle, memory_id_for
 from noema.ids import new_id
 from noema.runtime.worker import Service

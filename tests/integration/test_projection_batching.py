@@ -14,7 +14,7 @@ import pytest
 
 from noema.adapters.postgres import ReadModelProjection, checksum, connect, migrate
 from noema.adapters.postgres.projection import Projected
-from noema.application.replay import drop_schema
+from noema.composition.replay import drop_schema
 from noema_events import (
     ActivationDecayed,
     ConflictRecorded,

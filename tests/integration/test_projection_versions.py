@@ -17,8 +17,8 @@ import pytest
 
 from noema.adapters.postgres import versions as pv
 from noema.adapters.postgres.roles import DbRole, prepare_database
-from noema.application.replay import replay_into
 from noema.client import publish_observation
+from noema.composition.replay import replay_into
 from noema_attend.service import build as build_attend
 from noema_conflicts.service import build as build_conflicts
 from tests.conftest import Harness

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from noema.application.replay import drop_schema, replay_into
+from noema.composition.replay import drop_schema, replay_into
 from tests.conftest import Harness
 from tests.integration.recorded_stream import CONSTANT_CHANGES, V1_STREAM, fresh_events, publish_recorded
 

@@ -12,8 +12,8 @@ from noema.adapters import jetstream
 from noema.adapters.jetstream import EventPublisher
 from noema.adapters.postgres import ReadModelProjection
 from noema.adapters.pull import Puller
-from noema.application.replay import drop_schema, verify_replay
 from noema.client import publish_observation
+from noema.composition.replay import drop_schema, verify_replay
 from noema_attend.service import build as build_attend
 from noema_events import Event, MemoryEmbedded, MemoryEmbeddedPayload
 from noema_projector.service import build as build_projector

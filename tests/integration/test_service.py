@@ -18,9 +18,8 @@ import referencing.jsonschema
 from noema.adapters.jetstream import stream_last_seq
 from noema.adapters.postgres.roles import DbRole
 from noema.application.access import Caller
-from noema.application.facade import Noema
-from noema.application.knowledge import Knowledge
 from noema.application.tools import TOOLS
+from noema.composition.instance import Instance, connected_knowledge
 from noema_conflicts.service import build as build_conflicts
 from noema_events import ObservationRecorded, decode_event
 from noema_events.generate import SCHEMAS_DIR
@@ -192,7 +191,7 @@ async def test_every_agent_operation_round_trips_through_the_sdk_with_its_events
 async def test_a_refused_operation_raises_permission_denied_and_writes_nothing(
     harness: Harness, pipeline: AgentService
 ) -> None:
-    k = Knowledge.connected(harness.pool, harness.nc, harness.topology)
+    k = connected_knowledge(harness.pool, harness.nc, harness.topology)
     await k.set_grant(OPERATOR, "intern", "security", "read")
     await settled(harness)
     before = await stream_last_seq(harness.js, harness.topology.event_stream)
@@ -246,6 +245,10 @@ async def test_bad_input_is_rejected_with_422_and_a_message_naming_the_field(
     assert by_name["search_memory"]["data"]["errors_by_code"] == {"422": 1}
     assert by_name["update_my_notes"]["data"]["errors"] == 2
     assert by_name["update_my_notes"]["num_requests"] == 2
+    # The micro protocol's own counters count error replies too (`nats micro stats` shows them).
+    assert by_name["search_memory"]["num_errors"] == 1
+    assert by_name["search_memory"]["last_error"] == "422:search_memory: limit must be at least 1 (got 0)"
+    assert by_name["update_my_notes"]["num_errors"] == 2
 
 
 async def test_an_observation_published_twice_with_one_id_is_stored_once(
@@ -332,7 +335,7 @@ async def test_a_slow_operation_times_out_and_a_stopping_service_still_answers_i
 ) -> None:
     started, release = asyncio.Event(), asyncio.Event()
 
-    async def slow(app: Noema, who: Caller, raw: bytes) -> Any:
+    async def slow(app: Instance, who: Caller, raw: bytes) -> Any:
         started.set()
         await release.wait()
         return {"text": f"for {who.agent}", "policies": [], "notes": None, "facts": []}
@@ -359,7 +362,7 @@ async def test_a_slow_operation_times_out_and_a_stopping_service_still_answers_i
 async def test_a_bug_is_a_500_that_names_its_log_entry_and_leaks_nothing(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def broken(app: Noema, who: Caller, raw: bytes) -> Any:
+    async def broken(app: Instance, who: Caller, raw: bytes) -> Any:
         raise RuntimeError("secret internals")
 
     monkeypatch.setitem(

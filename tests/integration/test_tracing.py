@@ -19,11 +19,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from noema.adapters import tracing
+from noema.adapters.deadletters import DeadLetters
 from noema.adapters.jetstream import EventPublisher, read_stream
-from noema.application.deadletters import DeadLetters
 from noema.client import build_observation, send_observation
 from noema.domain.attention import memory_id_for
-from noema.runtime import tracing
 from noema_attend.service import build as build_attend
 from noema_embed.service import build as build_embed
 from noema_events import decode_event, encode_event

@@ -10,6 +10,7 @@ from typing import Any
 import typer.main
 import yaml
 
+from noema.runtime.probes import PATHS as WORKER_PROBE_PATHS
 from noema.runtime.settings import Settings
 from noema_api.routes import ENDPOINTS
 from noema_cli.main import app
@@ -72,8 +73,13 @@ KNOWN_VARIABLES = (
 tokens file, the metrics port, unset by default; the MCP server's own)."""
 PUBLIC_GET_PATHS = {e.path for e in ENDPOINTS if e.public and e.method == "GET"}
 """API paths answered without a token: the only ones a probe can use."""
-PROBE_PATHS = {"noema_api": PUBLIC_GET_PATHS, "noema_mcp": set(HEALTH_PATHS)}
-"""What a probe of each serving process may ask for (without a token)."""
+PROBE_PATHS = {
+    "noema_api": PUBLIC_GET_PATHS,
+    "noema_mcp": set(HEALTH_PATHS),
+    **{module: set(WORKER_PROBE_PATHS) for module in SERVICES.values() if module != "noema_api"},
+}
+"""What a probe of each serving process may ask for (without a token): a worker's on its metrics
+port (noema.runtime.probes)."""
 PROCESSES = {**SERVICES, "mcp": "noema_mcp"}
 """Every process deployed, by name: those ``noemactl up`` runs, and the MCP server over HTTP (which
 ``up`` leaves to MCP hosts, who start it over stdio)."""

@@ -7,6 +7,7 @@ import hashlib
 
 import pytest
 
+from noema.adapters.deadletters import preview
 from noema.adapters.dlq_policy import (
     ORIGINAL_SHA256,
     ORIGINAL_SIZE,
@@ -15,7 +16,6 @@ from noema.adapters.dlq_policy import (
     kept_original,
 )
 from noema.adapters.jetstream import _stream_configs
-from noema.application.deadletters import preview
 from noema.runtime.settings import Settings, SettingsError
 from noema.topology import Topology
 

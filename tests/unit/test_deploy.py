@@ -22,6 +22,7 @@ from .deploy_files import (
     container,
     documents,
     environment,
+    load,
     module_of,
     of_kind,
     pod_labels,
@@ -128,11 +129,37 @@ def test_probes_use_only_health_checks_that_exist() -> None:
         for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
             if probe in spec:
                 check_probe(spec[probe], spec, module)
-        # A liveness probe restarts the pod: it must look at the process itself, never at the
-        # servers (an outage would restart every pod at once). Workers exit on failure instead.
-        assert "exec" not in spec.get("livenessProbe", {}), d["metadata"]["name"]
-    assert "livenessProbe" in container(by_module()["noema_api"])
+        # Every process has a liveness probe (checkov CKV_K8S_8). It restarts the pod, so it looks
+        # at the process itself, never at the servers (an outage would restart every pod at once):
+        # an HTTP path the process answers on its own, never a command (nor a CLI started per probe).
+        assert "httpGet" in spec["livenessProbe"], d["metadata"]["name"]
+        assert "exec" not in spec["readinessProbe"], d["metadata"]["name"]
+    for module in set(by_module()) - {"noema_api", "noema_mcp"}:
+        spec = container(by_module()[module])
+        assert spec["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "metrics"}, module
+        assert spec["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}, module
     assert container(by_module()["noema_mcp"])["readinessProbe"]["httpGet"]["path"] == "/readyz"
+
+
+def test_every_deployment_of_several_replicas_spreads_them_over_nodes() -> None:
+    for d in kind("Deployment"):
+        name = d["metadata"]["name"]
+        if d["spec"].get("replicas", 2) < 2:  # no replicas: KEDA scales it, to several
+            continue
+        pod = d["spec"]["template"]["spec"]
+        [spread] = pod["topologySpreadConstraints"]
+        assert spread["topologyKey"] == "kubernetes.io/hostname", name
+        assert spread["maxSkew"] == 1, name
+        assert spread["whenUnsatisfiable"] == "ScheduleAnyway", name  # one node still runs them all
+        assert spread["labelSelector"]["matchLabels"] == d["spec"]["selector"]["matchLabels"], name
+
+
+def test_every_image_is_the_kustomization_images_entry_so_it_can_be_pinned_by_digest() -> None:
+    kustomization = load(DEPLOY / "k8s" / "kustomization.yaml")
+    [entry] = kustomization["images"]
+    for workload in [*kind("Deployment"), *kind("Job")]:
+        for spec in workload["spec"]["template"]["spec"]["containers"]:
+            assert spec["image"] == entry["name"], workload["metadata"]["name"]
 
 
 def test_every_deployment_has_one_disruption_budget_that_never_blocks_a_drain() -> None:

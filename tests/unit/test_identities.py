@@ -15,12 +15,14 @@ from noema.runtime.credentials import CredentialStore, redact_url, url_with_cred
 from noema.runtime.embedded import EmbeddedNats, _nats_binary
 from noema.runtime.identities import (
     OPERATOR,
+    ROWS,
     SERVICES,
     agent_identity,
     agent_user,
     inbox_prefix,
     render_authorization,
     service_identity,
+    shipped_allows,
 )
 from noema.runtime.settings import NatsAuth, Settings, SettingsError
 from noema.topology import Topology
@@ -56,10 +58,11 @@ def test_no_shipped_identity_may_delete_or_purge_a_stream(identity) -> None:  # 
     for stream in ("NOEMA_DEADLETTER", "NOEMA_DEADLETTER_MOVE"):
         may = _may_publish(identity.permissions.publish, f"$JS.API.STREAM.DELETE.{stream}")
         assert may == (identity.user == "noema-operator"), identity.user
-    # Single messages: never an event; an erased observation by the operator only (docs/privacy.md).
+    # Single messages: never an event; an erased observation by the operator (noemactl erase) and
+    # the projector (applying a recorded erasure, each message checked), never the API (docs/privacy.md).
     assert not _may_publish(identity.permissions.publish, "$JS.API.STREAM.MSG.DELETE.NOEMA_EVENTS")
     may = _may_publish(identity.permissions.publish, "$JS.API.STREAM.MSG.DELETE.NOEMA_OBSERVATIONS")
-    assert may == (identity.user in ("noema-operator", "noema-api")), identity.user
+    assert may == (identity.user in ("noema-operator", "noema-projector")), identity.user
     assert not any(fnmatch.fnmatch(p, "$JS.API.>") or p == ">" for p in identity.permissions.publish)
 
 
@@ -210,3 +213,23 @@ def test_a_partitioned_worker_may_delete_its_own_consumers_only(worker: str) -> 
     others = ["noema_retrieve", "noema_projector", "noema_embed", f"noema_{worker}_8_5", "anything"]
     assert not any(_may_publish(publish, f"{delete}.{durable}") for durable in others)
     assert _may_publish(publish, f"$JS.API.STREAM.MSG.GET.{stream}"), "the first message of a layout"
+
+
+def test_every_service_has_a_row_and_every_row_names_known_event_types() -> None:
+    import typing
+
+    from noema_events import AnyEvent
+
+    known = {t.__struct_config__.tag.rsplit(".", 1)[0] for t in typing.get_args(AnyEvent)}
+    assert set(ROWS) == set(SERVICES)
+    for name, row in ROWS.items():
+        assert set(row.events) <= known, name
+
+
+def test_a_process_knows_which_steps_its_shipped_identity_lacks() -> None:
+    """The API's erasure leaves deleting observations to the projector instead of timing out."""
+    delete = "$JS.API.STREAM.MSG.DELETE.NOEMA_OBSERVATIONS"
+    assert not shipped_allows("noema-api", delete, TOPOLOGY)
+    assert shipped_allows("noema-projector", delete, TOPOLOGY)
+    assert shipped_allows("noema-operator", delete, TOPOLOGY)  # not a service's: it tries
+    assert shipped_allows(None, delete, TOPOLOGY)  # credentials in a .creds file, a test's user

@@ -18,6 +18,7 @@ from noema.errors import Kind, kind_of
 from noema.runtime.locate import (
     NotRunning,
     locate,
+    nats_fields,
     register,
     registered,
     registry_dir,
@@ -196,3 +197,24 @@ def test_any_other_failure_while_decoding_is_not_taken_for_an_undecodable_messag
 
     with pytest.raises(RuntimeError, match="a bug"):
         decode_each([_msg(b"", 1)], broken)
+
+
+def test_noema_json_keeps_nats_credentials_in_fields_beside_a_url_without_them(tmp_path: Path) -> None:
+    url = "nats://noema-operator:p%40ss@127.0.0.1:4222"
+    fields = nats_fields(url)
+    assert fields == {
+        "nats_url": "nats://127.0.0.1:4222",
+        "nats_user": "noema-operator",
+        "nats_password": "p@ss",
+    }
+    cluster = "nats://u:p@127.0.0.1:4222,nats://u:p@127.0.0.1:4223"
+    assert nats_fields(cluster)["nats_url"] == "nats://127.0.0.1:4222,nats://127.0.0.1:4223"
+    assert nats_fields("nats://127.0.0.1:4222")["nats_user"] is None
+
+    # Noema's own connections get the URL with the credentials back, from a file of either form.
+    new, old = tmp_path / "new", tmp_path / "old"
+    for data_dir, nats in ((new, fields), (old, {"nats_url": url})):
+        data_dir.mkdir()
+        write_state(data_dir, {"pid": os.getpid(), **nats, "database_url": OWNER})
+        located = locate(Settings(data_dir=data_dir))
+        assert located.nats_url == "nats://noema-operator:p%40ss@127.0.0.1:4222", data_dir.name

@@ -11,8 +11,8 @@ import pytest
 import structlog
 from typer.testing import CliRunner
 
+from noema.adapters.metrics import Metrics
 from noema.runtime.logging import configure_logging
-from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Settings, SettingsError
 from noema_cli.main import app
 from noema_cli.supervisor import _assign_metrics_ports, _Child

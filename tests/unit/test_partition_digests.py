@@ -4,7 +4,7 @@ digests add up exactly, and the comparison names the partitions that differ."""
 from __future__ import annotations
 
 from noema.adapters.postgres.digests import EMPTY, Digest, combined, summed, totals
-from noema.application.divergence import by_partition, partitions_compared
+from noema.adapters.postgres.divergence import by_partition, partitions_compared
 from noema.topology import partition_of
 from noema_cli.replay_cmd import partition_lines
 

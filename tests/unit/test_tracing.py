@@ -15,8 +15,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from noema.adapters import tracing
 from noema.adapters.jetstream import Outgoing
-from noema.runtime import tracing
 from noema_sdk.tracing import carried, trace_headers, trace_id_of
 from tests.support import memory_created
 
@@ -194,7 +194,7 @@ def test_configure_records_with_the_exporter_asked_for(name: str) -> None:
 
 def test_a_worker_without_an_exporter_never_imports_opentelemetry() -> None:
     code = (
-        "import sys; from noema.runtime import tracing; import noema_attend.worker, noema_projector.worker, "
+        "import sys; from noema.adapters import tracing; import noema_attend.worker, noema_projector.worker, "
         "noema_embed.service; assert not tracing.configure('attend', {}); "
         "from noema.adapters.jetstream import EventPublisher; "
         "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from dataclasses import replace
+from pathlib import Path
 
 from noema.runtime.settings import Settings
 from noema_cli.supervisor import _Child, _fixed_ports, _taken_port, port_in_use
@@ -44,3 +45,16 @@ def test_the_taken_port_is_named_with_the_setting_that_chooses_it() -> None:
             port,
             "NOEMA_API_PORT",
         )
+
+
+def test_up_refusing_a_taken_port_creates_no_data_folder(tmp_path: Path) -> None:
+    from noema_cli.supervisor import Supervisor
+
+    data_dir = tmp_path / "fresh" / "var"
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        settings = replace(Settings.from_env({}), api_port=held.getsockname()[1], data_dir=data_dir)
+        assert Supervisor(settings).run() == 5
+    assert not data_dir.exists()
+    assert not data_dir.parent.exists()

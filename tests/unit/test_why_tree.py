@@ -145,3 +145,13 @@ def test_the_diff_has_a_table_per_kind_with_the_events_responsible() -> None:
         ["superseded by m-2"],
         ["#12 memory.superseded.v1 conflicts 2026-03-02T09:00:00+00:00"],
     ]
+
+
+def test_a_recency_temporal_score_shows_as_the_time_it_stands_for() -> None:
+    payload = {"query": "deploys", "components": {"temporal_score": 1796594706.25, "lexical_score": 0.3}}
+    _, line = payload_lines(payload)
+    assert "temporal_score=2026-12-06T22:05:06Z" in line
+    assert "1.797e+09" not in line
+    # A question naming a time: the score is whether it happened then (0 or 1), shown as is.
+    [line] = payload_lines({"components": {"temporal_score": 1.0}})
+    assert "temporal_score=1" in line

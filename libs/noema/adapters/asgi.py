@@ -18,12 +18,13 @@ from typing import Any
 
 import structlog
 
+from noema.adapters import tracing
+from noema.adapters.metrics import Metrics
 from noema.errors import PROBLEM_JSON, SURFACES, Kind, problem
-from noema.runtime import tracing
-from noema.runtime.metrics import Metrics
 
 __all__ = [
     "DEFAULT_MAX_BODY",
+    "KEEP_ALIVE_S",
     "BodyLimit",
     "JsonBodies",
     "MetricsEndpoint",
@@ -35,6 +36,10 @@ __all__ = [
 DEFAULT_MAX_BODY = 1024 * 1024
 """1 MiB: the largest body an operator action or an MCP tool call needs is a few tens of KB
 (content is at most 32,000 characters)."""
+
+KEEP_ALIVE_S = 75
+"""Seconds an idle keep-alive connection of the HTTP servers (API, MCP) stays open; uvicorn's
+default, 5, closes it under a client that pauses between calls."""
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

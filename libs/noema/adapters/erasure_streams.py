@@ -18,6 +18,7 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from noema.adapters.jetstream import EPHEMERAL_IDLE_S
 from noema.adapters.pull import Puller
 from noema.topology import Topology
 
@@ -72,28 +73,25 @@ async def scan(nc: NATS, stream: str, subjects: str | list[str]) -> AsyncIterato
             ack_policy=AckPolicy.NONE,
             filter_subject=subjects if isinstance(subjects, str) else None,
             filter_subjects=None if isinstance(subjects, str) else subjects,
-            inactive_threshold=60.0,
+            inactive_threshold=EPHEMERAL_IDLE_S,
         ),
     )
     assert info.name is not None
+    # Not deleted after: the server removes it once idle (noema.adapters.jetstream.read_stream).
+    if not info.num_pending:
+        return
+    puller = await Puller(nc, stream, info.name, 500).start()
     try:
-        if not info.num_pending:
-            return
-        puller = await Puller(nc, stream, info.name, 500).start()
-        try:
-            while True:
-                msgs = await puller.fetch(timeout=10.0)
-                if not msgs:
-                    raise RuntimeError(f"stream {stream} stopped delivering before its end")
-                for msg in msgs:
-                    yield msg
-                if msgs[-1].metadata.num_pending == 0:
-                    return
-        finally:
-            await puller.stop()
+        while True:
+            msgs = await puller.fetch(timeout=10.0)
+            if not msgs:
+                raise RuntimeError(f"stream {stream} stopped delivering before its end")
+            for msg in msgs:
+                yield msg
+            if msgs[-1].metadata.num_pending == 0:
+                return
     finally:
-        with contextlib.suppress(NotFoundError):
-            await js.delete_consumer(stream, info.name)
+        await puller.stop()
 
 
 async def _scan(

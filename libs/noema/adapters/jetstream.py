@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import ssl
 import uuid
@@ -32,6 +31,7 @@ from nats.js.api import (
 )
 from nats.js.errors import APIError, NotFoundError
 
+from noema.adapters import tracing
 from noema.adapters.dlq_policy import DEFAULT_KEEP_BYTES, DeadLetterPolicy, kept_original
 from noema.adapters.dlq_upgrade import MOVE_SUFFIX
 from noema.adapters.liveness import track
@@ -39,7 +39,6 @@ from noema.adapters.published import note_published
 from noema.adapters.pull import Puller
 from noema.adapters.vector_cache import vector_stream_config
 from noema.ports import ConcurrentWrite, Sealer
-from noema.runtime import tracing
 from noema.runtime.identities import inbox_prefix
 from noema.runtime.settings import NatsAuth
 from noema.topology import Topology
@@ -47,11 +46,12 @@ from noema_events import Event, decode_event, encode_event
 from noema_sdk.tracing import carried
 
 if TYPE_CHECKING:  # prometheus_client: loaded by the processes that keep metrics, not by a command
-    from noema.runtime.metrics import Metrics
+    from noema.adapters.metrics import Metrics
 
 E = TypeVar("E", bound=Event)
 
 __all__ = [
+    "EPHEMERAL_IDLE_S",
     "FAILED",
     "INVALID",
     "MAX_ATOMIC_BATCH",
@@ -459,7 +459,7 @@ MAX_ATOMIC_BATCH = 1000
 @dataclass(frozen=True, slots=True)
 class Outgoing:
     """One message to publish: subject, bytes, its ``Nats-Msg-Id`` and other headers (the trace
-    context it carries on, :mod:`noema.runtime.tracing`); with ``expected_last``, a fence: stored
+    context it carries on, :mod:`noema.adapters.tracing`); with ``expected_last``, a fence: stored
     only if the subject's last stream sequence is still that (0: no message yet)."""
 
     subject: str
@@ -668,6 +668,11 @@ async def publish_expecting(
     return seq
 
 
+EPHEMERAL_IDLE_S = 60.0
+"""How long an ephemeral reading consumer (:func:`read_stream`, the erasure's scan) outlives its last
+pull before the server removes it: longer than a reader's pause between two batches."""
+
+
 async def read_stream(
     nc: NATS, stream: str, subjects: str, start_seq: int, end_seq: int, batch: int = 1000
 ) -> AsyncIterator[list[Msg]]:
@@ -675,7 +680,9 @@ async def read_stream(
     ``batch`` (the last one shorter): a reader such as replay then applies full batches, whatever
     sizes the server delivers them in.
 
-    Uses an ephemeral pull consumer with no acks: reading never changes any durable state.
+    Uses an ephemeral pull consumer with no acks: reading never changes any durable state. It is
+    not deleted after (the API's identity may not delete consumers, noema.runtime.identities): the
+    server removes it once idle for :data:`EPHEMERAL_IDLE_S`.
     """
     if end_seq < start_seq:
         return
@@ -687,7 +694,7 @@ async def read_stream(
             opt_start_seq=start_seq,
             ack_policy=AckPolicy.NONE,
             filter_subject=subjects,
-            inactive_threshold=60.0,
+            inactive_threshold=EPHEMERAL_IDLE_S,
         ),
     )
     assert info.name is not None
@@ -709,5 +716,3 @@ async def read_stream(
                 yield pending
     finally:
         await puller.stop()
-        with contextlib.suppress(NotFoundError):
-            await js.delete_consumer(stream, info.name)

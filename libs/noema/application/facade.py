@@ -1,46 +1,29 @@
 """The application layer every surface calls: the CLI, the HTTP API, the MCP server and the NATS
 service hold one :class:`Noema` and call its methods, so none re-implements logic.
 
-It owns one PostgreSQL pool (pgvector-aware, for recall) and one NATS connection, and composes the
-operations: recall (search), the dispatch preamble, observations, knowledge (facts, policies,
-grants, notes, hot tier, maintenance), access control and the operators' reads (listing, timeline,
-memory detail, audit log, why, audit diff). Agents' reads honour their grants in strict mode;
-writes go through events.
+It composes the operations over the ports it is given: recall (search), the dispatch preamble,
+observations, knowledge (facts, policies, grants, notes, hot tier, maintenance), access control, the
+operators' reads (listing, timeline, memory detail, audit log, why, audit diff) and writes. Agents'
+reads honour their grants in strict mode; writes go through events. What connects to the servers and
+builds the adapters is the composition root's (:mod:`noema.composition.instance`), with the
+operations that drive the servers themselves (erasure, replay, the as-of states).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-import asyncpg
 import msgspec
-import structlog
-from nats.aio.client import Client as NATS
 
-from noema.adapters.embedders import create_embedder
-from noema.adapters.jetstream import EventPublisher
-from noema.adapters.postgres.erasure_handlers import blank_copies
-from noema.adapters.postgres.history import PointPool, history_start, point_store, search_path
-from noema.adapters.postgres.keyring import PostgresKeyring
-from noema.adapters.postgres.knowledge import PostgresKnowledge
-from noema.adapters.postgres.projection import ReadModelProjection
-from noema.adapters.postgres.queries import MemoryQueries
-from noema.adapters.postgres.tenancy import NO_WORKSPACE, workspace_scope
-from noema.adapters.postgres.voices import RecallStore
-from noema.application import curation, erasure, upkeep
+from noema.application import curation, upkeep
 from noema.application.access import AccessControl, Caller, InsufficientMemoryPermission
-from noema.application.asof import AsOf, PointBeforeHistory, resolve
 from noema.application.audit_views import AuditDiff, DiffQuery, Why
 from noema.application.changes import audit_diff
 from noema.application.curation import KnowledgeEntry, OperatorReceipt, create_memory
-from noema.application.deadletters import DeadLetters
-from noema.application.erasure import ErasureReport, ErasureRequest
 from noema.application.knowledge import Knowledge
 from noema.application.lineage import why
 from noema.application.preamble import Preamble, build_preamble
@@ -52,19 +35,21 @@ from noema.application.reads import (
     timeline,
     workspace_exists,
 )
-from noema.application.replay import verify_replay
-from noema.application.sealing import KeyringSealer
 from noema.application.search import MODES, Recall, SearchResponse
 from noema.application.views import AuditPage, AuditQuery, ListQuery, MemoryDetail, MemoryPage, TimelineQuery
-from noema.client import Stored, build_observation, send_observation
 from noema.domain.knowledge import DomainRef
 from noema.errors import InvalidQuery, OperationError, Unavailable
-from noema.ports import Embedder, MemoryReads, RecallFilters
-from noema.runtime.settings import Located
-from noema.runtime.wiring import connect_nats, open_pool
-
-if TYPE_CHECKING:  # prometheus_client: loaded by a process that keeps metrics (see Noema.metrics)
-    from noema.runtime.metrics import Metrics
+from noema.observations import Stored, build_observation
+from noema.ports import (
+    Embedder,
+    ExpectingSink,
+    MemoryReads,
+    ObservationSink,
+    PastPoint,
+    RecallFilters,
+    RecallVoices,
+    SearchTimer,
+)
 from noema.stream_points import StreamPoint
 from noema_events import Event, ObservationRecorded
 
@@ -77,8 +62,6 @@ __all__ = [
     "SearchOptions",
     "StatusAction",
 ]
-
-log = structlog.get_logger("noema.erasure")
 
 StatusAction = Literal["retract", "archive", "restore"]
 """The status changes an operator makes to a memory."""
@@ -111,159 +94,54 @@ class SearchOptions:
 
 
 class Noema:
-    """One running Noema, as seen by a surface."""
+    """What Noema does, as every surface calls it: the operations over the ports it is given (the
+    composition root, :class:`noema.composition.instance.Instance`, builds them)."""
 
     def __init__(
         self,
-        settings: Located,
-        pool: asyncpg.Pool,
-        nc: NATS,
-        store: RecallStore,
-        clock: Callable[[], datetime] = _utcnow,
         *,
-        point: AsOf | None = None,
-        parent: Noema | None = None,
-        metrics: Metrics | None = None,
+        publisher: ExpectingSink,
+        memories: MemoryReads,
+        knowledge: Knowledge,
+        voices: RecallVoices,
+        observations: ObservationSink,
+        embedder: Callable[[], Awaitable[Embedder | None]],
+        connected: Callable[[], bool],
+        decay_interval_s: float,
+        clock: Callable[[], datetime] = _utcnow,
+        point: PastPoint | None = None,
+        as_of: Callable[[StreamPoint], Awaitable[Noema]] | None = None,
+        metrics: SearchTimer | None = None,
     ) -> None:
-        self.settings = settings
-        self._metrics = metrics
-        self.pool = pool
-        self.nc = nc
+        self.publisher = publisher
+        """Where every write goes (:meth:`writer`)."""
+        self.memories = memories
+        """The operators' reads of the read model (:class:`~noema.ports.MemoryReads`)."""
+        self.knowledge = knowledge
+        self.access: AccessControl = self.knowledge.access_control
         self.clock = clock
         """The time every operation of this instance takes as "now" (tests pin it)."""
-        self.topology = settings.topology
-        self.publisher = EventPublisher(nc, self.topology, KeyringSealer(PostgresKeyring(pool)))
-        self.dead_letters = DeadLetters(nc, self.topology, self.publisher)
-        """The dead-letter stream: list, show, retry, drop (JetStream only, no read model)."""
-        self.memories: MemoryReads = MemoryQueries(pool, clock)
-        """The operators' reads of the read model (:class:`~noema.ports.MemoryReads`)."""
-        self.knowledge = Knowledge(PostgresKnowledge(pool), self.publisher, clock, appends=self.publisher)
-        self.access: AccessControl = self.knowledge.access_control
-        self._store = store
-        self._embedder: Embedder | None = None
-        self._embedder_loaded = False
-        self._embedder_lock = asyncio.Lock()
         self.point = point
         """For a view as of a past point (:meth:`as_of`): the point it reads; None: the present."""
-        self._parent = parent
-        self.workspace = NO_WORKSPACE
-        """What this instance's connections see by default under row-level security."""
-        self._past: asyncpg.Pool | None = None
-        """The connections of the as-of reads (:meth:`as_of`), opened on first use."""
-        self._past_lock = asyncio.Lock()
-
-    @property
-    def metrics(self) -> Metrics:
-        """The process's metrics: searches are timed into them, and the surfaces count their
-        requests. A served process gives its own (``open(metrics=...)``); otherwise they are made
-        on first use, so a one-shot command (``noemactl memory search``) loads no prometheus_client."""
-        if self._metrics is None:
-            from noema.runtime.metrics import Metrics
-
-            self._metrics = Metrics()
-        return self._metrics
-
-    @classmethod
-    @contextlib.asynccontextmanager
-    async def open(
-        cls,
-        settings: Located,
-        *,
-        name: str = "noema",
-        pool_size: int = 4,
-        workspace: str = NO_WORKSPACE,
-        metrics: Metrics | None = None,
-    ) -> AsyncIterator[Noema]:
-        """Connect to the located servers as the read-only database role; closes everything on
-        exit. ``workspace`` is what its connections see under row-level security unless a
-        :func:`~noema.adapters.postgres.tenancy.workspace_scope` block says otherwise: a surface
-        acting for one workspace scopes each request; ``"*"`` is every workspace."""
-        async with contextlib.AsyncExitStack() as stack:
-            pool = await open_pool(
-                settings,
-                stack,
-                "reader",
-                app=name,
-                max_size=pool_size,
-                workspace=workspace,
-                create=RecallStore.create_pool,
-            )
-            nc = await connect_nats(settings, stack, name)
-            app = cls(settings, pool, nc, await RecallStore.open(pool), metrics=metrics)
-            app.workspace = workspace
-            stack.push_async_callback(app.close_views)
-            yield app
+        self._voices = voices
+        self._observations = observations
+        self._load_embedder = embedder
+        self._connected = connected
+        self._decay_interval_s = decay_interval_s
+        self._as_of = as_of
+        self._metrics = metrics
 
     async def as_of(self, point: StreamPoint) -> Noema:
         """A read-only view of the state as of ``point``, on which every read of this class answers
-        what it answered then (:mod:`noema.application.asof`): the same code over the versions of
-        the read model's history valid at the point's sequence, its clock pinned to the point's
-        time, its vectors compared exactly. Its :attr:`point` says which sequence and time it
-        reflects; a point the stream holds no state for is a
-        :class:`~noema.application.asof.PointNotInStream`, one before the history's start a
-        :class:`~noema.application.asof.PointBeforeHistory`."""
-        if self._parent is not None:
-            return await self._parent.as_of(point)
-        at = await resolve(self.nc, self.topology, point, self.clock())
-        async with self.pool.acquire() as conn:
-            start = await history_start(conn)
-            position = await ReadModelProjection().position(conn)
-        if at.seq < start:
-            raise PointBeforeHistory(
-                f"as of seq {at.seq}: this read model keeps its history from seq {start} (older "
-                "versions are past NOEMA_HISTORY_DAYS, or it was upgraded from a release that kept "
-                f"none then); ask a later point, or replay the earlier one (`noemactl replay --until "
-                f"{at.seq} --keep`), or rebuild the read model with its whole history (`noemactl "
-                "projection rebuild`, then `switch`)"
-            )
-        if position < at.seq and not await self._projected(at.seq, timeout_s=10.0):
-            raise Unavailable(
-                f"as of seq {at.seq}: the read model has not applied the stream that far yet; retry shortly"
-            )
-        pool = PointPool(await self._past_pool(), at.seq)
-        # The reads take a pool: a point's pool lends connections pinned to the point.
-        pinned: asyncpg.Pool = pool
-        store = point_store(pool, self._store, self.settings.db_schema)
-        return Noema(
-            self.settings,
-            pinned,
-            self.nc,
-            store,
-            lambda: at.time,
-            point=at,
-            parent=self,
-            metrics=self._metrics,
-        )
-
-    async def _past_pool(self) -> asyncpg.Pool:
-        async with self._past_lock:
-            if self._past is None:
-                self._past = await RecallStore.create_pool(
-                    self.settings.database_url_for("reader"),
-                    self.settings.db_schema,
-                    app="noema-asof",
-                    workspace=self.workspace,
-                    search_path=search_path(self.settings.db_schema),
-                    min_size=0,
-                    max_size=4,
-                )
-            return self._past
-
-    async def close_views(self) -> None:
-        """Close the connections of the as-of reads (:meth:`open` does it on exit)."""
-        if self._past is not None:
-            past, self._past = self._past, None
-            await past.close()
+        what it answered then (:mod:`noema.composition.asof`); its :attr:`point` says which sequence
+        and time it reflects."""
+        if self._as_of is None:
+            raise OperationError("this instance reads the present only")
+        return await self._as_of(point)
 
     async def embedder(self) -> Embedder | None:
         """The query embedder (loaded on first use; None when NOEMA_EMBEDDER=none)."""
-        if self._parent is not None:
-            return await self._parent.embedder()
-        async with self._embedder_lock:
-            if not self._embedder_loaded:
-                self._embedder = await asyncio.to_thread(create_embedder, self.settings.embedder)
-                self._embedder_loaded = True
-        return self._embedder
+        return await self._load_embedder()
 
     async def search(
         self, caller: Caller | None, query: str, options: SearchOptions, workspace: str | None = None
@@ -286,7 +164,7 @@ class Noema:
             now=self.clock(),
         )
         embedder = await self.embedder() if options.mode != "keyword" else None
-        recall = Recall(self._store, embedder)
+        recall = Recall(self._voices, embedder)
         # The mode is the caller's text until Recall checks it: label an unknown one as such.
         mode = options.mode if options.mode in MODES else "unknown"
         try:
@@ -303,9 +181,7 @@ class Noema:
                     repo=options.repo,
                     now=self.clock(),
                 )
-        except asyncpg.PostgresSyntaxError as exc:
-            raise InvalidQuery(f"query not understood: {exc}") from None
-        except ValueError as exc:
+        except ValueError as exc:  # a query the database cannot read is one too (the voices')
             raise InvalidQuery(str(exc)) from None
 
     async def preamble(self, caller: Caller, task: str, repo: str | None = None) -> Preamble:
@@ -330,7 +206,7 @@ class Noema:
             )
         except ValueError as exc:
             raise OperationError(str(exc)) from None
-        stored = await send_observation(self.nc.jetstream(), obs, topology=self.topology)
+        stored = await self._observations.send(obs)
         return {"observation_id": obs.id, "seq": stored.seq, "duplicate": stored.duplicate}
 
     async def list_memories(self, query: ListQuery) -> MemoryPage:
@@ -391,62 +267,19 @@ class Noema:
         (:func:`noema.application.changes.audit_diff`; a point it cannot read is an InvalidQuery)."""
         return await audit_diff(self.memories, query)
 
-    def writer(self) -> EventPublisher:
+    def writer(self) -> ExpectingSink:
         """The publisher every write goes through; while NATS is not connected a write is
         :class:`~noema.errors.Unavailable` (instead of hanging until the client gives up)."""
         if self.point is not None:
             raise OperationError(f"the state as of seq {self.point.seq} is read-only: write without as_of")
-        if not self.nc.is_connected:
+        if not self._connected():
             raise Unavailable("not connected to NATS; writes are unavailable (retry later)")
         return self.publisher
-
-    async def erase(self, request: ErasureRequest) -> ErasureReport:
-        """Operators: erase a subject's, a memory's or an observation's content for good, keeping
-        the record that it happened (:mod:`noema.application.erasure`, docs/privacy.md)."""
-        publisher = self.writer()
-        with workspace_scope(request.workspace):
-            report = await erasure.erase(
-                PostgresKeyring(self.pool),
-                self.nc,
-                self.topology,
-                publisher,
-                request,
-                self.clock(),
-                self._projected,
-            )
-        owner = self.settings.database_url
-        if owner is None:
-            return report
-        try:
-            copies = await blank_copies(
-                owner,
-                self.settings.db_schema,
-                request.workspace,
-                report.key_ids,
-                self.clock(),
-                report.erasure_id,
-                request.target if request.scope == "notes" else None,
-            )
-        except (asyncpg.PostgresError, OSError) as exc:  # a process without the owner's rights
-            log.warning("copies of the read model not blanked; run `noemactl erase` again", error=str(exc))
-            return report
-        return msgspec.structs.replace(report, copies_blanked=copies)
-
-    async def _projected(self, seq: int, timeout_s: float = 60.0) -> bool:
-        """Wait until the projector applied the stream through ``seq`` (False after ``timeout_s``)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            async with self.pool.acquire() as conn:
-                if await ReadModelProjection().position(conn) >= seq:
-                    return True
-            if time.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(0.2)
 
     async def publish_observation(self, obs: ObservationRecorded) -> Stored:
         """Operators: publish a built observation as is (its actor and mind are the caller's own)."""
         self.writer()
-        return await send_observation(self.nc.jetstream(), obs, topology=self.topology)
+        return await self._observations.send(obs)
 
     async def change_status(
         self, action: StatusAction, memory_id: str, *, actor: str, reason: str
@@ -498,7 +331,7 @@ class Noema:
         """Publish a decay tick now for ``workspaces`` (every one with memories): what faded or
         expired in the last ``NOEMA_DECAY_INTERVAL``."""
         now = self.clock()
-        since = now - timedelta(seconds=self.settings.decay_interval_s)
+        since = now - timedelta(seconds=self._decay_interval_s)
         return await upkeep.decay_tick(self.memories, self.writer(), now, workspaces, since=since)
 
     async def embed_missing(
@@ -513,18 +346,3 @@ class Noema:
             self.memories, self.writer(), embedder, now=self.clock, batch=batch, progress=progress
         )
         return done, embedder.name
-
-    async def replay(
-        self,
-        until: StreamPoint | None = None,
-        keep: bool = False,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> dict[str, Any]:
-        """Rebuild the read model from the event stream into fresh tables and compare it with the
-        live one at one stream sequence, or build the state as of ``until`` (a sequence or a time)
-        (see :func:`noema.application.replay.verify_replay`). A point the stream holds no state
-        for (before its first event, beyond its end, in the future) is refused as ``--as-of``
-        refuses it (:class:`~noema.application.asof.PointNotInStream`)."""
-        if until is not None:
-            await resolve(self.nc, self.topology, until, self.clock())
-        return await verify_replay(self.settings, self.nc, until, keep, progress)

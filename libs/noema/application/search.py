@@ -35,7 +35,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from noema.adapters.postgres.voices import RecallStore
 from noema.domain.ranking import (
     INTENT_WEIGHTS,
     Candidate,
@@ -50,8 +49,8 @@ from noema.domain.ranking import (
     repo_first,
 )
 from noema.domain.timewords import TimeWindow, named_window, names_time
-from noema.ports import Embedder, RecallFilters
-from noema.runtime.threads import in_daemon_thread
+from noema.ports import Embedder, RecallFilters, RecallVoices
+from noema.threads import in_daemon_thread
 
 __all__ = ["MODES", "Recall", "RecallFilters", "SearchResponse", "SearchResult"]
 
@@ -88,7 +87,7 @@ class SearchResponse:
 class Recall:
     """Runs searches against a read model, with an optional embedder for the semantic voice."""
 
-    def __init__(self, store: RecallStore, embedder: Embedder | None) -> None:
+    def __init__(self, store: RecallVoices, embedder: Embedder | None) -> None:
         self.store = store
         self.embedder = embedder
 

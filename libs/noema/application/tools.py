@@ -255,7 +255,14 @@ class UpdateNotesInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=
 class PreambleInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """get_preamble arguments."""
 
-    task: Annotated[str, Meta(max_length=8_000, description="The task you are starting (matches facts).")]
+    task: Annotated[
+        str,
+        Meta(
+            max_length=8_000,
+            description="The task you are starting, in a sentence: facts are matched for a task of 20 "
+            "characters or more (a shorter one, e.g. two words, gets policies and notes only).",
+        ),
+    ]
     repo: Annotated[
         Short | None, Meta(description="Current repository slug: its facts and policies rank first.")
     ] = None
@@ -524,7 +531,8 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             "get_preamble",
-            "The dispatch preamble for a task: active policies, your notes and up to five matching facts.",
+            "The dispatch preamble for a task: active policies, your notes and up to five facts matching "
+            "the task (described in 20 characters or more; a shorter task gets no facts).",
             PreambleInput,
             PreambleOutput,
             _preamble,

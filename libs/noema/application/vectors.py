@@ -9,7 +9,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from noema.ports import Embedder, VectorCache
-from noema.runtime.threads import in_daemon_thread
+from noema.threads import in_daemon_thread
 
 __all__ = ["POLL_S", "PassageVectors", "passage_vectors"]
 

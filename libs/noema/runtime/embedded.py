@@ -299,6 +299,7 @@ class EmbeddedNats(_Credentialed):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
+                self.stop()  # its pid file, if it wrote one
                 raise RuntimeError(f"nats-server exited with {self._proc.returncode}; see {self.log_path}")
             if _says_info(self.port):
                 return
@@ -331,15 +332,19 @@ class EmbeddedNats(_Credentialed):
             self._proc.terminate()
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop the server gracefully (SIGTERM flushes JetStream), killing it after ``timeout``."""
-        if self._proc is None or self._proc.poll() is not None:
+        """Stop the server gracefully (SIGTERM flushes JetStream), killing it after ``timeout``;
+        its pid file goes with it (a stale one would name another process some day)."""
+        if self._proc is None:
             return
-        self._proc.terminate()
-        try:
-            self._proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+        if self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        with contextlib.suppress(OSError):
+            self.pid_path.unlink()
 
 
 _HBA = """\

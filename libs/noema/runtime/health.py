@@ -31,9 +31,9 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from noema.adapters.metrics import Metrics
 from noema.adapters.pull import Puller
 from noema.runtime.backlog import RateWindow
-from noema.runtime.metrics import Metrics
 from noema.runtime.tasks import cancel_and_wait
 from noema.topology import Topology
 
@@ -241,6 +241,9 @@ class Heartbeat:
         self._consumer_seen: tuple[int, int, int] | None = None
         self._window = RateWindow()
         self._task: asyncio.Task[None] | None = None
+        self.recorded_at: float | None = None
+        """``time.monotonic()`` of the last beat written (None before the first): the worker's
+        readiness probe (:mod:`noema.runtime.probes`)."""
 
     async def _observe_consumer(self, now: float) -> None:
         if self._consumer is None:
@@ -298,6 +301,7 @@ class Heartbeat:
             await self._observe_consumer(now)
         data = msgspec.json.encode(self.record(now, stopped))
         await self._nc.jetstream().publish(self._subject, data, timeout=IO_TIMEOUT_S)
+        self.recorded_at = time.monotonic()
         return True
 
     async def _loop(self) -> None:

@@ -1,35 +1,46 @@
 """Who may do what on NATS: one identity per Noema process and per agent, least privilege each.
 
-Pure: the permissions are derived from the topology (the prefix) and rendered as the
-``authorization`` block of a nats-server config; :mod:`noema.runtime.credentials` keeps the passwords.
+Pure: the permissions are a table (:data:`ROWS`: per service, the event types it publishes, the
+observation subjects and the JetStream API groups) expanded with the topology (the prefix, the
+partitions) into exact subjects, and rendered as the ``authorization`` block of a nats-server config
+(the embedded server's, and the deploy manifests' through :mod:`noema.runtime.natsconfig`);
+:mod:`noema.runtime.credentials` keeps the passwords. docs/security.md shows the table;
+tests/integration/test_identity_rows.py checks it on a real server.
 
-No identity here may call ``$JS.API.STREAM.PURGE``, nor ``$JS.API.STREAM.DELETE`` of the
-observation or event stream, and only the operator may create or update streams (``noemactl up``
-prepares them with it): a worker that could update a stream could also shrink its limits and so lose
-the source of truth. The one deletion granted is the operator's of the dead-letter stream and its
-temporary copy, which ``noemactl dlq upgrade`` recreates.
+No identity here may call ``$JS.API.STREAM.PURGE`` (but of the vector cache, a cache), nor
+``$JS.API.STREAM.DELETE`` of the observation or event stream, and only the operator may create or
+update streams (``noemactl up`` prepares them with it): a worker that could update a stream could
+also shrink its limits and so lose the source of truth. The one stream deletion granted is the
+operator's of the dead-letter stream and its temporary copy, which ``noemactl dlq upgrade``
+recreates. Single observations are deleted by erasures only: the operator's and the projector's
+(applying a recorded ``content.erased``); no process deletes another's durable consumer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from noema.topology import Topology
 
 __all__ = [
     "OPERATOR",
+    "ROWS",
     "SERVICES",
     "Identity",
     "Permissions",
+    "Row",
     "agent_identity",
     "agent_user",
     "deploy_identities",
+    "event_subject",
     "inbox_prefix",
     "password_variable",
     "render_authorization",
     "service_identity",
     "service_user",
+    "shipped_allows",
+    "subject_matches",
 ]
 
 SERVICES = ("attend", "projector", "embed", "retrieve", "decay", "conflicts", "api", "service", "mcp")
@@ -186,26 +197,142 @@ def _erasure(topology: Topology) -> list[str]:
 
 
 def _ephemeral_reader(topology: Topology) -> list[str]:
-    # read_stream (replay, dead-letter listing): an ephemeral consumer without acks, deleted after.
+    # read_stream and the erasure's scan: an ephemeral consumer without acks, created without a name
+    # (a named create could re-configure a worker's durable consumer) and never deleted (a deletion
+    # cannot be told from a durable's by its subject): the server removes it once idle
+    # (noema.adapters.jetstream.EPHEMERAL_IDLE_S).
     out = []
     for stream in (topology.event_stream, topology.dead_letter_stream, topology.observation_stream):
         out += [
             f"$JS.API.CONSUMER.CREATE.{stream}",
-            f"$JS.API.CONSUMER.CREATE.{stream}.>",
             f"$JS.API.CONSUMER.MSG.NEXT.{stream}.*",
-            f"$JS.API.CONSUMER.DELETE.{stream}.*",
             f"$JS.API.CONSUMER.INFO.{stream}.*",
         ]
     return out
 
 
+# What each identity may do, as data. ``events``: the event types it publishes, each only on its own
+# subject ``<prefix>.evt.<workspace>.<mind>.<event>`` (any workspace and mind: the services serve
+# every workspace); ``observations``: which observation subjects it publishes on; ``jetstream``: the
+# JetStream API groups below it may call (each an exact list of subjects, :data:`_JETSTREAM`). Every
+# process also reads the streams' info and the heartbeats (``noemactl status`` runs with the pod's
+# credentials), writes its own heartbeat and its own dead letters (``<prefix>.dlq.<name>``), and
+# uses its own durable consumers (:data:`_CONSUMERS`). Each row is what its process publishes
+# (the publish sites: noema.domain.attention, noema.application.upkeep/knowledge/curation/erasure,
+# the services' own modules); tests/integration/test_identity_rows.py tries everything outside it.
+_AGENT_EVENTS = (
+    # What an agent's tools publish through the knowledge layer (noema.application.knowledge):
+    # facts and their mentions, supersessions and conflicts (harmonize), policies, memories
+    # (remember, consolidate), notes, the audit record of an action, and a domain created with its
+    # first fact (its creator's grant).
+    "fact.proposed",
+    "fact.mentioned",
+    "memory.superseded",
+    "conflict.recorded",
+    "policy.proposed",
+    "policy.superseded",
+    "memory.created",
+    "notes.updated",
+    "operator.action",
+    "domain.created",
+    "grant.changed",
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    """What one identity may do besides what every process may (see the table's comment)."""
+
+    events: tuple[str, ...] = ()
+    observations: str = ""
+    """``any``: ``<prefix>.obs.*.*`` (observations on behalf of authenticated callers); ``all``:
+    ``<prefix>.obs.>`` (also recall subjects: re-publishing a dead letter on its subject);
+    ``recall``: ``<prefix>.obs.*.*.recall``."""
+    jetstream: tuple[str, ...] = ()
+
+
+ROWS: dict[str, Row] = {
+    "attend": Row(
+        events=(
+            "attention.decided",
+            "memory.created",
+            "memory.retrieved",
+            "working_memory.updated",
+            "relationship.added",
+        ),
+        jetstream=("events_read", "recreate_own_consumer"),
+    ),
+    "retrieve": Row(observations="recall", jetstream=("vector_cache",)),
+    "projector": Row(jetstream=("recreate_own_consumer", "erase_observations")),
+    "embed": Row(events=("memory.embedded",), jetstream=("vector_cache",)),
+    "decay": Row(events=("activation.decayed",), jetstream=("events_read",)),
+    "conflicts": Row(
+        events=("conflict.recorded", "fact.mentioned", "memory.superseded"), jetstream=("events_read",)
+    ),
+    "api": Row(
+        events=(*_AGENT_EVENTS, "workspace.configured", "content.erased"),
+        observations="all",
+        jetstream=(
+            "events_read",
+            "consumers_info",
+            "dead_letters_admin",
+            "ephemeral_reader",
+            "purge_vector_cache",
+        ),
+    ),
+    "service": Row(events=_AGENT_EVENTS, observations="any", jetstream=("events_read",)),
+    "mcp": Row(events=_AGENT_EVENTS, observations="any", jetstream=("events_read",)),
+}
+"""Each service's row (the operator's is in :func:`service_identity`; an agent's :func:`agent_identity`)."""
+
+
+def event_subject(prefix: str, event: str) -> str:
+    """The subjects of events named ``event`` (``memory.created``) in every workspace and mind."""
+    return f"{prefix}.evt.*.*.{event.replace('.', '_')}"
+
+
+def _vector_cache(topology: Topology) -> list[str]:
+    # The vector cache retrieve and embed share (noema.adapters.vector_cache): put, and get by subject.
+    return [topology.vector_subjects, f"$JS.API.DIRECT.GET.{topology.vector_stream}.>"]
+
+
+def _recreate_own_consumer(name: str, topology: Topology) -> list[str]:
+    # attend re-creates its consumer just after the last decided candidate on start; the projector
+    # at its own tracked position.
+    kind = _CONSUMERS[name][0]
+    stream = topology.observation_stream if kind == "observations" else topology.event_stream
+    return [f"$JS.API.CONSUMER.DELETE.{stream}.{topology.durable(name)}"]
+
+
+def _erase_observations(topology: Topology) -> list[str]:
+    # Applying a recorded erasure (content.erased), the projector deletes the erased observations it
+    # names, each checked to be one of them (noema.adapters.erased_observations).
+    stream = topology.observation_stream
+    return [f"$JS.API.STREAM.MSG.GET.{stream}", f"$JS.API.STREAM.MSG.DELETE.{stream}"]
+
+
+_JETSTREAM: dict[str, Callable[[str, Topology], list[str]]] = {
+    "events_read": lambda _, t: _events_read(t),
+    "consumers_info": lambda _, t: _all_consumers_info(t),
+    "dead_letters_admin": lambda _, t: _dead_letters_admin(t),
+    "ephemeral_reader": lambda _, t: _ephemeral_reader(t),
+    "purge_vector_cache": lambda _, t: [f"$JS.API.STREAM.PURGE.{t.vector_stream}"],
+    "vector_cache": lambda _, t: _vector_cache(t),
+    "recreate_own_consumer": _recreate_own_consumer,
+    "erase_observations": lambda _, t: _erase_observations(t),
+}
+"""The JetStream API groups a row may name, each expanded to exact subjects."""
+
+
 def _service_publish(name: str, topology: Topology) -> list[str]:
     p = topology.prefix
+    row = ROWS[name]
     streams = {"observations": topology.observation_stream, "events": topology.event_stream}
     # Every process may read the streams' and consumers' state and the heartbeats: `noemactl status`
     # (the Kubernetes probe) runs with the credentials of the pod it probes.
     allowed = [*_stream_info(topology), *_status_reader(topology)]
-    allowed += [f"{p}.evt.>", f"{p}.dlq.{name}"]
+    allowed += [event_subject(p, event) for event in row.events]
+    allowed.append(f"{p}.dlq.{name}")
     allowed.append(f"$KV.{topology.health_bucket}.{name}.>")  # its own heartbeat (noema.runtime.health)
     for kind in _CONSUMERS.get(name, ()):
         for durable in dict.fromkeys([topology.durable(name), *_durables(name, topology)]):
@@ -224,27 +351,29 @@ def _service_publish(name: str, topology: Topology) -> list[str]:
             f"$JS.API.STREAM.MSG.GET.{stream}",
             *(f"$JS.API.CONSUMER.DELETE.{stream}.{durable}" for durable in _own_durables(name, topology)),
         ]
-    if name == "projector":
-        # It re-creates its consumer at its own tracked position on start.
-        allowed.append(f"$JS.API.CONSUMER.DELETE.{topology.event_stream}.{topology.durable(name)}")
-    if name == "attend":
-        # It re-creates its consumer just after the last decided candidate on start.
-        allowed.append(f"$JS.API.CONSUMER.DELETE.{topology.observation_stream}.{topology.durable(name)}")
-    if name == "retrieve":
-        allowed.append(f"{p}.obs.*.*.recall")  # recall candidates, beside the observations
-    if name in ("retrieve", "embed"):
-        # The vector cache they share (noema.adapters.vector_cache): put, and get by subject.
-        allowed += [topology.vector_subjects, f"$JS.API.DIRECT.GET.{topology.vector_stream}.>"]
-    if name in ("attend", "api", "service", "mcp", "conflicts", "decay"):
-        allowed += _events_read(topology)
-    if name in ("api", "service", "mcp"):
-        allowed.append(f"{p}.obs.*.*")  # observations on behalf of their (authenticated) callers
-    if name == "api":
-        allowed += _all_consumers_info(topology)
-        allowed += _dead_letters_admin(topology) + _ephemeral_reader(topology)
-        allowed += _erasure(topology)  # POST /v1/erasures
-        allowed += [f"{p}.obs.>", f"{p}.evt.>"]  # re-publishing a dead letter on its subject
+    observations = {"any": [f"{p}.obs.*.*"], "all": [f"{p}.obs.>"], "recall": [f"{p}.obs.*.*.recall"], "": []}
+    allowed += observations[row.observations]
+    for group in row.jetstream:
+        allowed += _JETSTREAM[group](name, topology)
     return list(dict.fromkeys(allowed))  # once each, in order
+
+
+def subject_matches(pattern: str, subject: str) -> bool:
+    """NATS subject matching: ``*`` one token, ``>`` one or more at the end."""
+    p, s = pattern.split("."), subject.split(".")
+    if p[-1] == ">":
+        return len(s) >= len(p) and all(a in ("*", b) for a, b in zip(p[:-1], s, strict=False))
+    return len(p) == len(s) and all(a in ("*", b) for a, b in zip(p, s, strict=True))
+
+
+def shipped_allows(user: str | None, subject: str, topology: Topology) -> bool:
+    """Whether ``user``, when it is a shipped service's identity, may publish on ``subject`` (True
+    for any other user: the operator's, an external server's own): a process asks before a step its
+    identity may lack, instead of waiting for a refused request to time out."""
+    services = {service_user(name): name for name in SERVICES}
+    if user not in services:
+        return True
+    return any(subject_matches(pattern, subject) for pattern in _service_publish(services[user], topology))
 
 
 def service_identity(name: str, password: str, topology: Topology) -> Identity:

@@ -17,19 +17,22 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from noema.errors import Kind, NoemaError
-from noema.runtime.credentials import CredentialStore, write_private
+from noema.runtime.credentials import CredentialStore, url_with_credentials, write_private
 from noema.runtime.identities import OPERATOR
 from noema.runtime.settings import DEFAULT_DATA_DIR, Located, Settings
 
 __all__ = [
     "NotRunning",
     "locate",
+    "nats_fields",
     "read_state",
     "register",
     "registered",
     "registry_dir",
+    "state_nats_url",
     "state_path",
     "unregister",
     "write_state",
@@ -48,9 +51,34 @@ def state_path(data_dir: Path) -> Path:
 
 
 def write_state(data_dir: Path, state: dict[str, Any]) -> None:
-    """Record the running instance's addresses (atomically, readable by its owner only: the NATS
-    URL carries the operator's credentials)."""
+    """Record the running instance's addresses (atomically, readable by its owner only: it holds
+    the operator's NATS credentials)."""
     write_private(state_path(data_dir), json.dumps(state, indent=2))
+
+
+def nats_fields(url: str) -> dict[str, str | None]:
+    """How ``noema.json`` records a NATS URL that may carry credentials: ``nats_url`` without them
+    (a comma-separated list for a cluster), ``nats_user`` and ``nats_password`` beside it (None
+    when it had none). Clients that refuse credentials in a URL (nats.js) take the fields as their
+    options; every NATS client does."""
+    user = password = None
+    plain = []
+    for one in url.split(","):
+        parts = urlsplit(one)
+        if parts.username is not None:
+            user, password = unquote(parts.username), unquote(parts.password or "")
+        netloc = (parts.hostname or "") + (f":{parts.port}" if parts.port is not None else "")
+        plain.append(urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)))
+    return {"nats_url": ",".join(plain), "nats_user": user, "nats_password": password}
+
+
+def state_nats_url(state: Mapping[str, Any]) -> str:
+    """The NATS URL of a recorded state with its credentials in it (what Noema's own connections
+    take): ``nats_url`` plus ``nats_user``/``nats_password``, or the URL alone as a ``noema.json``
+    written before the fields (whose URL carried them) has it."""
+    url = str(state["nats_url"])
+    user, password = state.get("nats_user"), state.get("nats_password")
+    return url_with_credentials(url, str(user), str(password or "")) if user else url
 
 
 def _alive(pid: int) -> bool:
@@ -133,8 +161,9 @@ def _running_data_dir(settings: Settings) -> tuple[Path, dict[str, Any]]:
     if len(elsewhere) == 1 and (state := read_state(elsewhere[0])) is not None:
         return elsewhere[0], state
     hint = (
-        "start it with `noemactl up` (or `make run`), or set NOEMA_NATS_URL and NOEMA_DATABASE_URL "
-        "to use external servers"
+        "start it with `noemactl up` (or `make run`); if it runs with another data folder, name that "
+        "folder with --data-dir or NOEMA_DATA_DIR; or set NOEMA_NATS_URL and NOEMA_DATABASE_URL to "
+        "use external servers"
     )
     if len(elsewhere) > 1:
         folders = ", ".join(map(str, elsewhere))
@@ -154,7 +183,7 @@ def locate(settings: Settings, identity: str = OPERATOR) -> Located:
         return Located.of(settings)
     data_dir, state = _running_data_dir(settings)
     settings = replace(settings, data_dir=data_dir)
-    nats_url = settings.nats_url or str(state["nats_url"])
+    nats_url = settings.nats_url or state_nats_url(state)
     if settings.nats_url is None and identity != OPERATOR and state.get("nats_plain_url"):
         nats_url = CredentialStore(data_dir).service_url(str(state["nats_plain_url"]), identity)
     # An embedded instance records one URL per database role (noema.adapters.postgres.roles).

@@ -22,7 +22,7 @@ from noema.runtime.settings import Located
 from noema.topology import Topology
 
 if TYPE_CHECKING:  # the worker runtime: loaded by partitioned_workers, not by the application layer
-    from noema.runtime.metrics import Metrics
+    from noema.adapters.metrics import Metrics
     from noema.runtime.partitions import PartitionedService
     from noema.runtime.worker import BatchHandler, PullWorker
 

@@ -27,6 +27,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack, suppress
@@ -35,15 +36,17 @@ from typing import Any, Generic, NamedTuple, Protocol, TypeVar, overload
 import structlog
 from nats.aio.msg import Msg
 
+from noema.adapters import tracing
 from noema.adapters.errors import TRANSIENT
 from noema.adapters.jetstream import FAILED
 from noema.adapters.liveness import watch_connections
+from noema.adapters.metrics import Metrics
 from noema.adapters.pull import Puller, interrupt_all
-from noema.runtime import tracing
 from noema.runtime.health import ErrorTap, Heartbeat, connection_of
 from noema.runtime.locate import locate
 from noema.runtime.logging import configure_logging
-from noema.runtime.metrics import Metrics
+from noema.runtime.probes import PATHS as PROBE_PATHS
+from noema.runtime.probes import LoopWatch, Probe, Readiness
 from noema.runtime.settings import Located, Settings
 from noema.runtime.tasks import cancel_and_wait
 from noema_events import Event, EventDecodeError, decode_event
@@ -366,7 +369,7 @@ def run_service(main: Callable[[], Awaitable[None]]) -> None:
 
     uvloop.run(main())  # type: ignore[arg-type]
     if any(t.daemon and t.is_alive() for t in threading.enumerate()):
-        # Blocking work abandoned at shutdown (see noema.runtime.threads) would hold the exit until it
+        # Blocking work abandoned at shutdown (see noema.threads) would hold the exit until it
         # finishes (native code winding down its own threads): everything is closed, so leave now.
         sys.stdout.flush()
         sys.stderr.flush()
@@ -392,6 +395,17 @@ def _claim_state_of(service: object) -> Callable[[], str] | None:
     return lambda: str(getattr(service, "claim_state", ""))
 
 
+def _process_name() -> str:
+    """The worker's module (``noema_projector``…), naming its metrics server before it is built."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return str(getattr(spec, "name", None) or sys.argv[0]).removesuffix(".__main__")
+
+
+def _age(monotonic_at: float | None) -> float | None:
+    return None if monotonic_at is None else time.monotonic() - monotonic_at
+
+
 class Build(Protocol):
     """A service's composition root: builds it from located settings, its resources owned by
     ``stack``, instrumented into ``metrics``."""
@@ -409,7 +423,9 @@ def serve(build: Build, *, background: bool = False) -> None:
     NATS connection, named after the service's ``name``. A ``background`` worker (understanding that
     may lag: embed, retrieve, conflicts, decay) lowers its CPU priority by ``NOEMA_BACKGROUND_NICE``,
     so that on busy cores searches, attention and the projector are served first. With
-    ``NOEMA_METRICS_PORT`` set, the process serves its Prometheus metrics there.
+    ``NOEMA_METRICS_PORT`` set, the process serves its Prometheus metrics there, and beside them its
+    liveness (``/livez``: its event loop runs) and readiness (``/readyz``: alive, NATS connected, a
+    heartbeat recorded lately) for Kubernetes' probes (:mod:`noema.runtime.probes`).
     """
     settings = Settings.from_env()
     if background and settings.background_nice:
@@ -421,29 +437,37 @@ def serve(build: Build, *, background: bool = False) -> None:
         async with AsyncExitStack() as stack:
             located = locate(settings)
             metrics = Metrics()
+            # The loop's watch and the probes first: a worker that takes long to build (NATS or
+            # PostgreSQL away, a model to load) is alive meanwhile, and not ready.
+            watch = LoopWatch()
+            watching = asyncio.create_task(watch.run(), name="loop-watch")
+            stack.push_async_callback(cancel_and_wait, watching)
+            ready = Readiness(watch.problem, located.heartbeat_interval_s)
+            if located.metrics_port is not None:
+                probes: dict[str, Probe] = dict(zip(PROBE_PATHS, (watch.problem, ready), strict=True))
+                await stack.enter_async_context(
+                    metrics.serving(located.metrics_host, located.metrics_port, _process_name(), probes)
+                )
             service = await build(located, stack, metrics=metrics)
             name = str(getattr(service, "name", "worker"))
             tracing.configure(name)  # spans exported only when OTEL_* configures an exporter
-            if located.metrics_port is not None:
-                await stack.enter_async_context(
-                    metrics.serving(located.metrics_host, located.metrics_port, name)
-                )
             nc = connection_of(service)
             if nc is not None:
-                # Entered last, so it stops (and records a crash) before the connections close.
-                await stack.enter_async_context(
-                    Heartbeat(
-                        nc,
-                        located.topology,
-                        name,
-                        interval_s=located.heartbeat_interval_s,
-                        errors=errors,
-                        metrics=metrics,
-                        # owner or standby, for a worker run under a claim (noema.runtime.claims)
-                        claim=_claim_state_of(service),
-                    )
+                heartbeat = Heartbeat(
+                    nc,
+                    located.topology,
+                    name,
+                    interval_s=located.heartbeat_interval_s,
+                    errors=errors,
+                    metrics=metrics,
+                    # owner or standby, for a worker run under a claim (noema.runtime.claims)
+                    claim=_claim_state_of(service),
                 )
+                ready.started(lambda: nc.is_connected, lambda: _age(heartbeat.recorded_at))
+                # Entered last, so it stops (and records a crash) before the connections close.
+                await stack.enter_async_context(heartbeat)
             else:
+                ready.started(None, None)
                 structlog.get_logger("noema.health").warning("no NATS connection found; no heartbeat")
             await run_until_signalled(service.run, service.shutdown)
 

@@ -1,4 +1,4 @@
-"""Dead letters: list, show, retry, drop — through :class:`noema.application.deadletters.DeadLetters`, as
+"""Dead letters: list, show, retry, drop — through :class:`noema.adapters.deadletters.DeadLetters`, as
 ``noemactl dlq`` does.
 
 Dead letters are not per workspace (a poison message may name none, or lie about it), so only a
@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from noema.application.deadletters import (
+from noema.adapters.deadletters import (
     MAX_SEQ,
     DeadLetterDetail,
     DeadLetterPage,

@@ -1,13 +1,13 @@
 """Erasure for operators (``POST /v1/erasures``), as ``noemactl erase`` does: content about a
 subject, or one memory or observation, erased for good with the record that it happened
-(:mod:`noema.application.erasure`, docs/privacy.md). Agents have no such tool."""
+(:mod:`noema.composition.erasure`, docs/privacy.md). Agents have no such tool."""
 
 from __future__ import annotations
 
 import msgspec
 
-from noema.application.erasure import ErasureReport, ErasureRequest, Scope
 from noema.application.views import Name
+from noema.composition.erasure import ErasureReport, ErasureRequest, Scope
 from noema_events.catalog import SubjectKey
 
 from ..endpoint import Endpoint, Req

@@ -8,10 +8,12 @@ Three login roles (cluster-wide; grants are per schema):
   model's vector index through an owner's-rights function, nothing else. It writes every
   workspace's rows, and bulk-loads them with COPY, which PostgreSQL refuses under row security:
   it is the one role that bypasses row security (BYPASSRLS — not a superuser right).
-- ``noema_reader`` reads only: the API, the agent service, the MCP server, the CLI's reads and the
-  workers that read the model (retrieve, embed, decay, conflicts).
+- ``noema_reader`` reads only, but for adding data keys and key links to the keyring: the API, the
+  agent service, the MCP server, the CLI's reads, the workers that read the model (retrieve, decay,
+  conflicts) and those that only seal and open content with the keyring (attend, embed).
 
-Row-level security (migration 0006) applies to the reader role (not to the owner or the projector).
+Row-level security (migration 0006; 0014 for the keyring) applies to the reader role (not to the
+owner or the projector).
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ async def prepare_database(conn: asyncpg.Connection, schema: str) -> None:
     await conn.execute(LEAKPROOF_SQL)
     database = await conn.fetchval("SELECT current_database()")
     await conn.execute(f'GRANT CREATE, CONNECT ON DATABASE "{database}" TO {owner}')
-    for given in (schema, f"{schema}_asof", KEYRING_SCHEMA):  # _asof: the as-of views (migration 0014)
+    for given in (schema, f"{schema}_asof", KEYRING_SCHEMA):  # _asof: the as-of views (migration 0015)
         await _give(conn, given, owner)
 
 
@@ -149,7 +151,7 @@ async def grant_roles(conn: asyncpg.Connection, schema: str) -> list[str]:
         )
     }
     reader, projector = DB_ROLES["reader"], DB_ROLES["projector"]
-    # The as-of views (migration 0014) read with their reader's rights (security_invoker).
+    # The as-of views (migration 0015) read with their reader's rights (security_invoker).
     asof = f"{schema}_asof"
     has_asof = await conn.fetchval(
         "SELECT coalesce(pg_has_role(current_user, nspowner, 'USAGE'), false) FROM pg_namespace "

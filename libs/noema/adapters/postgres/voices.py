@@ -16,6 +16,7 @@ import asyncpg
 
 from noema.adapters.postgres.textsearch import BROAD_CANDIDATES, TermStats, TextQuery, selective_query
 from noema.domain.ranking import Candidate
+from noema.errors import InvalidQuery
 from noema.ports import RecallFilters
 
 __all__ = ["RecallStore", "activation_sql", "filter_conditions"]
@@ -198,8 +199,17 @@ class RecallStore:
 
         ``broad=False`` returns nothing for a query made only of very common words: beside other
         voices, such a query has no text signal worth ranking most of the store for. ``max_terms``:
-        match on at most that many words, the rarest (see :func:`selective_query`).
+        match on at most that many words, the rarest (see :func:`selective_query`). A query the
+        database cannot read is an :class:`~noema.errors.InvalidQuery`.
         """
+        try:
+            return await self._lexical(query, f, limit, strict, broad, max_terms)
+        except asyncpg.PostgresSyntaxError as exc:
+            raise InvalidQuery(f"query not understood: {exc}") from None
+
+    async def _lexical(
+        self, query: str, f: RecallFilters, limit: int, strict: bool, broad: bool, max_terms: int | None
+    ) -> list[tuple[str, float]]:
         async with self._pool.acquire() as conn:
             args: list[Any] = []
             if strict:

@@ -3,7 +3,7 @@ model, rebuilt from the event stream into a schema of its own and switched in on
 (``noemactl projection rebuild|status|switch|drop``); no migration has to backfill derived data.
 
 - :func:`rebuild` replays the whole stream into a fresh schema, in bulk and with the live projection's
-  own code (:func:`noema.application.replay.replay_into`), makes it durable, gives it the live read
+  own code (:func:`noema.composition.replay.replay_into`), makes it durable, gives it the live read
   model's grants and row security (the same migrations made it), then catches it up with the live
   read model's position; it is then ``ready``, resting in ``<schema>_v<N>``.
 - :func:`switch` catches a ready (or retired) version up again, then holds the projector off for a
@@ -31,7 +31,7 @@ from nats.aio.client import Client as NATS
 
 from noema.adapters.jetstream import stream_last_seq
 from noema.adapters.postgres import versions as pv
-from noema.application.replay import catch_up, replay_into
+from noema.composition.replay import catch_up, replay_into
 from noema.errors import Conflict, NotFound
 from noema.runtime.settings import Located
 

@@ -3,7 +3,7 @@
 ``verify_replay`` compares the result with the live read model at one stream sequence: it reads the
 live model's position and its rows in one snapshot (the projector commits both together), replays
 exactly to that position, and compares table by table and partition by partition (the rows of the
-workspaces in each partition, :func:`noema.application.divergence.by_partition`); when they differ
+workspaces in each partition, :func:`noema.adapters.postgres.divergence.by_partition`); when they differ
 it names the rows and the partitions they are in. On a busy system the projector keeps going
 meanwhile, which changes nothing of the comparison.
 
@@ -44,9 +44,9 @@ from noema.adapters.postgres import (
 )
 from noema.adapters.postgres.bulkload import BulkLoad, DeferredIndexRefused
 from noema.adapters.postgres.digests import combined, snapshot, totals, workspace_digests
+from noema.adapters.postgres.divergence import by_partition, divergent_rows, partitions_compared
 from noema.adapters.postgres.projection import Projected
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
-from noema.application.divergence import by_partition, divergent_rows, partitions_compared
 from noema.runtime.settings import Located
 from noema.stream_points import StreamPoint
 from noema.topology import Topology
@@ -82,7 +82,8 @@ class ReplayResult:
     digests: dict[str, str] = field(default_factory=dict)
     """Table → digest of its rows (:func:`noema.adapters.postgres.digests.table_digests`)."""
     partitions: dict[int, str] = field(default_factory=dict)
-    """Partition → checksum of its workspaces' rows (:func:`noema.application.divergence.by_partition`)."""
+    """Partition → checksum of its workspaces' rows
+    (:func:`noema.adapters.postgres.divergence.by_partition`)."""
 
 
 async def drop_schema(url: str, schema: str) -> None:
@@ -168,7 +169,7 @@ async def catch_up(nc: NATS, url: str, topology: Topology, schema: str, until_se
     """Apply the stream's events after ``schema``'s position up to ``until_seq`` to that (already
     built) read model, as :func:`replay_into` applies them, with every index maintained; returns
     the position reached. A projection version follows the stream this way until it is switched in
-    (:mod:`noema.application.projections`)."""
+    (:mod:`noema.composition.projections`)."""
     projection = ReadModelProjection()
     conn = await connect(url, schema, app="noema-projection")
     try:

@@ -13,9 +13,14 @@ the last beat (``NOEMA_HEARTBEAT_INTERVAL``, 5 s by default), not read again per
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
+import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import structlog
 from prometheus_client import (
@@ -25,15 +30,48 @@ from prometheus_client import (
     Histogram,
     PlatformCollector,
     ProcessCollector,
-    start_http_server,
 )
-from prometheus_client.exposition import choose_encoder
+from prometheus_client.exposition import ThreadingWSGIServer, choose_encoder, make_wsgi_app
 
 from noema import __version__
 
 __all__ = ["LATENCY_BUCKETS", "Metrics"]
 
+# A probe answers None when its check holds, else why not (noema.runtime.probes builds them; the
+# adapters sit below the runtime, so the shape is restated here).
+Probe = Callable[[], str | None]
+
 log = structlog.get_logger("noema.metrics")
+
+_PROBE_STATES = {"/livez": ("alive", "dead"), "/readyz": ("ready", "unready")}
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """No access line on stderr per scrape or probe."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _with_probes(metrics_app: WsgiApp, probes: Mapping[str, Probe]) -> WsgiApp:
+    """``metrics_app``, with each probe answering at its path (JSON, 200 or 503)."""
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        probe = probes.get(environ.get("PATH_INFO", ""))
+        if probe is None:
+            return metrics_app(environ, start_response)
+        good, bad = _PROBE_STATES.get(environ["PATH_INFO"], ("ok", "failing"))
+        problem = probe()
+        body = {"status": good} if problem is None else {"status": bad, "reason": problem}
+        status = "200 OK" if problem is None else "503 Service Unavailable"
+        data = json.dumps(body).encode()
+        start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+        return [data]
+
+    return app
+
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 """Seconds: a keyword search takes milliseconds, a cold hybrid one on a busy machine seconds."""
@@ -148,13 +186,27 @@ class Metrics:
         return encode(self.registry), content_type
 
     @asynccontextmanager
-    async def serving(self, host: str, port: int, process: str) -> AsyncIterator[int]:
+    async def serving(
+        self, host: str, port: int, process: str, probes: Mapping[str, Probe] | None = None
+    ) -> AsyncIterator[int]:
         """Serve ``/metrics`` on ``host:port`` (0: any free port) while the block runs; yields the
-        port (``process`` names it in the log). The server runs in a thread of its own, so a scrape
+        port (``process`` names it in the log). ``probes`` answer beside it by path (``/livez``,
+        ``/readyz``: 200 when the probe finds nothing wrong, else 503 with its reason; see
+        :mod:`noema.runtime.probes`). The server runs in a thread of its own, so a scrape or a probe
         never waits for the event loop."""
-        server, thread = start_http_server(port, addr=host, registry=self.registry)
+        app = _with_probes(make_wsgi_app(self.registry), probes or {})
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        server_class = type("MetricsServer", (ThreadingWSGIServer,), {"address_family": family})
+        server: WSGIServer = make_server(host, port, app, server_class, handler_class=_QuietHandler)
+        thread = threading.Thread(target=server.serve_forever, name=f"metrics-{process}", daemon=True)
+        thread.start()
         bound = int(server.server_port)
-        log.info("metrics serving", url=f"http://{host}:{bound}/metrics", process=process)
+        log.info(
+            "metrics serving",
+            url=f"http://{host}:{bound}/metrics",
+            process=process,
+            probes=sorted(probes or {}),
+        )
         try:
             yield bound
         finally:

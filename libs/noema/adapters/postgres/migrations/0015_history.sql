@@ -1,4 +1,4 @@
--- The read model keeps its own history (as-of reads, noema.application.asof). Every state table gets
+-- The read model keeps its own history (as-of reads, noema.composition.asof). Every state table gets
 -- a history table beside it, `<table>_history`: the same columns, one row per version of a row, with
 -- the stream sequence from which it held (`valid_from_seq`) and until which it held (`valid_to_seq`,
 -- NULL while it still holds: the live row's version). The projector writes them in the same

@@ -7,7 +7,10 @@ records that it erases it (``content.erased``: who, when, why, which items — n
    content in the event stream and the ``events`` table can never be opened again, and blanks the
    read model's copies (memories' text, vectors, working-memory gists). The erasure waits for that
    (``keys_destroyed`` says whether it saw it; if the projector is down, it happens when it is back);
-2. deletes the erased observations and dead letters from their streams (overwritten on disk);
+2. deletes the erased observations and dead letters from their streams (overwritten on disk); a
+   process whose NATS identity may not delete observations (the API's) names where they are stored
+   in the event instead, and the projector deletes them when it applies it (each message checked
+   to be one of them);
 3. empties the vector cache (the read model's history is blanked by the projection, with the rows).
 
 Every step is idempotent, so an erasure that stopped half-way is finished by running it again.
@@ -168,8 +171,13 @@ async def erase(
     request: ErasureRequest,
     now: datetime,
     projected: Callable[[int], Awaitable[bool]],
+    *,
+    delete_observations: bool = True,
 ) -> ErasureReport:
-    """Erase what ``request`` covers; raises :class:`NothingToErase` when nothing matches."""
+    """Erase what ``request`` covers; raises :class:`NothingToErase` when nothing matches.
+
+    ``delete_observations`` False: leave deleting the erased observations to the projector, which
+    does when it applies the erasure (a process whose NATS identity may not delete them: the API's)."""
     if request.scope == "notes" and not re.fullmatch(NAME_PATTERN, request.target):
         raise NotAnAgent(f"{request.target!r} is not an agent name (1-64 letters, digits, _ and -)")
     erasure_id = new_id()
@@ -197,10 +205,16 @@ async def erase(
             memory_ids=found.memory_ids,
             observation_ids=found.observation_ids,
             dead_letters=dead_letters,
+            # Only when the projector is to delete them: else this process does, and counts them.
+            observation_seqs=[] if delete_observations else found.observation_seqs,
         ),
     )
     seq = await publisher.publish([event])
-    observations = await delete_messages(nc, topology.observation_stream, found.observation_seqs)
+    observations = (
+        await delete_messages(nc, topology.observation_stream, found.observation_seqs)
+        if delete_observations
+        else 0
+    )
     letters = await delete_messages(nc, topology.dead_letter_stream, found.dead_letter_seqs)
     await purge_vector_cache(nc, topology)
     return ErasureReport(
