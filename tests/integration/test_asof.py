@@ -34,11 +34,11 @@ from noema.adapters.postgres import ReadModelProjection, history
 from noema.adapters.postgres.roles import DbRole
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES, workspace_scope
 from noema.adapters.postgres.voices import RecallStore
-from noema.composition import projections
 from noema.application.access import Caller
 from noema.application.facade import SearchOptions
-from noema.composition.erasure import ErasureRequest
 from noema.application.tools import call_tool
+from noema.composition import projections
+from noema.composition.erasure import ErasureRequest
 from noema.composition.instance import Instance
 from noema.composition.replay import drop_schema, verify_replay
 from noema_api.app import create_app

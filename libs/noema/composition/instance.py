@@ -193,7 +193,14 @@ class Instance(Noema):
         pinned: asyncpg.Pool = pool
         store = point_store(pool, self._store, self.settings.db_schema)
         return Instance(
-            self.settings, pinned, self.nc, store, lambda: at.time, point=at, parent=self, metrics=self._metrics
+            self.settings,
+            pinned,
+            self.nc,
+            store,
+            lambda: at.time,
+            point=at,
+            parent=self,
+            metrics=self._metrics,
         )
 
     async def _past_pool(self) -> asyncpg.Pool:
