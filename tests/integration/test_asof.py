@@ -41,6 +41,7 @@ from noema.composition import projections
 from noema.composition.erasure import ErasureRequest
 from noema.composition.instance import Instance
 from noema.composition.replay import drop_schema, verify_replay
+from noema.errors import NotFound as NotFoundError
 from noema_api.app import create_app
 from noema_api.auth import TokenEntry, Tokens
 from noema_api.endpoint import Api
@@ -55,6 +56,7 @@ from noema_events import (
     MemoryRetrieved,
     MemoryRetrievedPayload,
 )
+from noema_mcp.server import preamble_uri
 from noema_projector.service import build as build_projector
 from noema_sdk import InvalidRequest, NotFound
 from noema_service.service import build as build_service
@@ -329,10 +331,31 @@ async def test_as_of_reads_on_every_surface_equal_the_replayed_oracle(
             assert (given.text, given.policies, given.notes, given.facts) == (
                 expected["text"], expected["policies"], expected["notes"], expected["facts"],
             )  # fmt: skip
+            why = {"id": ids["key"]}
             for tool, args in (("search_memory", search), ("get_preamble", {"task": TASK})):
                 over_mcp = ok(await mcp.call_tool(tool, {**args, "as_of": seq}))
                 assert over_mcp.pop("as_of") == at
                 assert over_mcp == json.loads(json.dumps(await call_tool(oracle.app, ALICE, tool, args))), seq
+            # why, as of the point: what the replay answers, or the same refusal (strict mode hides
+            # the ops domain from alice's role at the last points).
+            over_mcp_why = await mcp.call_tool("why", {**why, "as_of": seq})
+            try:
+                expected = json.loads(json.dumps(await call_tool(oracle.app, ALICE, "why", why)))
+            except NotFoundError:
+                assert error(over_mcp_why).startswith("not_found:"), seq
+            else:
+                answered = ok(over_mcp_why)
+                assert answered.pop("as_of") == at
+                assert answered == expected, seq
+            # The preamble resource, as of the point (it refused as_of before).
+            [contents] = (await mcp.read_resource(f"{preamble_uri(TASK)}?as_of={seq}")).contents
+            expected = await call_tool(oracle.app, ALICE, "get_preamble", {"task": TASK})
+            assert getattr(contents, "text", None) == expected["text"], seq
+            explained = await sdk.why(ids["key"], as_of=seq)
+            assert explained.as_of is not None
+            assert explained.as_of.seq == seq
+            expected = await call_tool(oracle.app, INTERN, "why", why)
+            assert [s.id for s in explained.steps] == [s["id"] for s in expected["steps"]], seq
 
     # The points differ where the scenario changed something (so the answers are not the present's).
     first, retracted = points[0], points[4]
