@@ -16,7 +16,7 @@ from noema.adapters.jetstream import connect_within
 from noema.application.replay import live_position as _live_position
 from noema.runtime.credentials import redact_url
 from noema.runtime.locate import read_state
-from noema.runtime.readiness import system_status
+from noema.runtime.readiness import STARTING, system_status
 from noema.runtime.settings import Located
 
 __all__ = ["status"]
@@ -59,10 +59,10 @@ async def status(settings: Located) -> dict[str, Any]:
         if nc is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(nc.close(), 2)
-    checks = [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in found.checks]
+    checks = [{"name": c.name, "ok": c.ok, "detail": c.detail, "state": c.state} for c in found.checks]
 
     def add(name: str, ok: bool, detail: str) -> None:
-        checks.append({"name": name, "ok": ok, "detail": detail})
+        checks.append({"name": name, "ok": ok, "detail": detail, "state": ""})
 
     # `settings` already carries the URLs (located); the state file tells whether they are ours.
     state = read_state(settings.data_dir.expanduser().resolve())
@@ -85,4 +85,11 @@ async def status(settings: Located) -> dict[str, Any]:
             else:
                 add(f"process {name}", False, f"pid {pid} is not running")
     workers = [msgspec.to_builtins(w) for w in found.workers]
-    return {"healthy": all(c["ok"] for c in checks), "checks": checks, "workers": workers}
+    failed = [c for c in checks if not c["ok"]]
+    return {
+        "healthy": not failed,
+        # Only parts taking their claim right after a start do not pass yet (exit 3, not 1).
+        "starting": bool(failed) and all(c["state"] == STARTING for c in failed),
+        "checks": checks,
+        "workers": workers,
+    }
