@@ -28,6 +28,7 @@ __all__ = [
     "Codes",
     "Kind",
     "NoemaError",
+    "RateLimited",
     "Unavailable",
     "kind_of",
     "markdown_table",
@@ -47,6 +48,7 @@ class Kind(StrEnum):
     CONFLICT = "conflict"
     TOO_LARGE = "too_large"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    RATE_LIMITED = "rate_limited"
     UNAVAILABLE = "unavailable"
     INTERNAL = "internal"
 
@@ -62,6 +64,17 @@ class Unavailable(NoemaError):
     """A server this operation needs is not reachable (the message says which and what to do)."""
 
     kind = Kind.UNAVAILABLE
+
+
+class RateLimited(NoemaError):
+    """The caller is over its rate or concurrency limit (:mod:`noema.runtime.admission`); the
+    message names the limit, ``retry_after`` says in how many whole seconds to try again."""
+
+    kind = Kind.RATE_LIMITED
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -158,6 +171,14 @@ SURFACES: dict[Kind, Codes] = {
         mcp=415,
         cli=None,
         http_only_mcp=True,
+    ),
+    Kind.RATE_LIMITED: Codes(
+        "Too many requests",
+        "the caller is over its rate or concurrency limit; retry after the time given (Retry-After)",
+        http=429,
+        nats=429,
+        mcp=_SERVER_ERROR,
+        cli=None,
     ),
     Kind.UNAVAILABLE: Codes(
         "Service unavailable",
