@@ -14,7 +14,8 @@ Prints JSON: per run (``limited``, ``unlimited``) quiet's latencies alone and un
 (p50/p99 ms, and the flood's p99 as a ratio of the alone one), and the flood's requests sent,
 served, refused (429) and otherwise failed; ``checks`` and ``all_checks_held``: with the limits,
 quiet's p99 under the flood within 2x its p99 alone, none of quiet's searches refused, the flood
-served no more than its bucket allows and refused the rest. ``tests/integration/test_admission.py``
+served no more than its bucket allows and refused the rest (the unlimited run is the baseline, held
+to nothing). ``tests/integration/test_admission.py``
 runs the limited scenario (:func:`flood`) and holds the same checks.
 """
 
@@ -262,13 +263,9 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             runs["limited" if limited else "unlimited"] = await _scenario(
                 nats_url, database_url, args.limit, args
             )
-    limited_run = runs["limited"]
     report.update({name: run.figures() for name, run in runs.items()})
-    checks = limited_run.checks(max(1, round(args.limit)))
-    # The baseline shows what the limits are for: without them the flood starves quiet.
-    checks["unlimited_flood_hurts_quiet"] = p99(runs["unlimited"].flooded_ms) > 2 * p99(
-        runs["unlimited"].alone_ms
-    )
+    # The unlimited run is the baseline (what the limits are for), not held to anything.
+    checks = runs["limited"].checks(max(1, round(args.limit)))
     report["checks"] = checks
     report["all_checks_held"] = all(checks.values())
     return report
@@ -284,6 +281,9 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=300)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    from noema.runtime.logging import configure_logging
+
+    configure_logging("json", "warning")  # stdout carries the figures only
     emit(asyncio.run(_main(args)), args.out)
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,14 @@ def _running(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[:1] not in (["Z"], ["X"])
 
 
+def _started_at(state: dict[str, Any] | None) -> float | None:
+    """When ``up`` started the instance (UNIX seconds), from its state file; None when unknown."""
+    try:
+        return datetime.fromisoformat(str((state or {})["started_at"])).timestamp()
+    except (KeyError, ValueError):
+        return None
+
+
 async def status(settings: Located) -> dict[str, Any]:
     """Health of every part: the system checks of :mod:`noema.runtime.readiness` (the same as ``/readyz``),
     plus, for the instance ``up`` runs from this data folder, its API and its processes; and the
@@ -53,21 +63,27 @@ async def status(settings: Located) -> dict[str, Any]:
         nc = await connect_within(settings.nats_url, "noemactl-status", 5, auth=settings.nats_auth)
     except Exception as exc:  # whatever the reason, NATS is not usable: that is the finding
         nats_error = f"{redact_url(settings.nats_url)}: {type(exc).__name__}: {exc}".rstrip(": ")
+    # `settings` already carries the URLs (located); the state file tells whether they are ours.
+    state = read_state(settings.data_dir.expanduser().resolve())
+    if state is not None and state.get("nats_url") != settings.nats_url:
+        state = None
+    started_at = _started_at(state)
     try:
-        found = await system_status(settings, nc, lambda: _live_position(settings), nats_error=nats_error)
+        found = await system_status(
+            settings, nc, lambda: _live_position(settings), nats_error=nats_error, started_at=started_at
+        )
     finally:
         if nc is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(nc.close(), 2)
     checks = [{"name": c.name, "ok": c.ok, "detail": c.detail, "state": c.state} for c in found.checks]
 
-    def add(name: str, ok: bool, detail: str) -> None:
-        checks.append({"name": name, "ok": ok, "detail": detail, "state": ""})
+    just_started = started_at is not None and time.time() - started_at <= settings.stall_after_s
 
-    # `settings` already carries the URLs (located); the state file tells whether they are ours.
-    state = read_state(settings.data_dir.expanduser().resolve())
-    if state is not None and state.get("nats_url") != settings.nats_url:
-        state = None
+    def add(name: str, ok: bool, detail: str) -> None:
+        starting = not ok and just_started and name == "api http"  # the API is still starting up
+        checks.append({"name": name, "ok": ok, "detail": detail, "state": STARTING if starting else ""})
+
     expected = settings.expected_workers
     if state and state.get("api_url") and "api" in expected:
         url = f"{state['api_url']}/healthz"

@@ -1,4 +1,5 @@
-"""``noemactl status`` tells the truth after a crash (issue 28, item 6), on a real ``noemactl up``.
+"""``noemactl status`` tells the truth after a crash and right after a start (issue 28, item 6), on
+a real ``noemactl up``.
 
 embed is SIGKILLed in the middle of a backlog. The messages it had been given stay in flight until
 the consumer's ack wait (300 s) ends, holding the consumer's ack floor where it was, while the
@@ -7,6 +8,10 @@ stall — "nothing acknowledged, 0/s, drains never" — for as long as the ack w
 being stored. Here ``status`` is sampled every second meanwhile: it never says "nothing
 acknowledged" across a second in which vectors were stored. ``NOEMA_STALL_AFTER`` is lowered to
 10 s, so the old verdict would show within the test's few minutes.
+
+Right after ``up`` logs "noema is up", its processes are still starting (importing, connecting,
+taking their claims): ``status`` sampled every second from then on says so — exit 3, ``starting`` —
+and never fails (exit 1) on its way to exit 0.
 """
 
 from __future__ import annotations
@@ -22,7 +27,16 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.faults.instance import TOPOLOGY, Instance, Publisher, eventually, memory_counts, record, running
+from tests.faults.instance import (
+    TOPOLOGY,
+    Instance,
+    Publisher,
+    eventually,
+    memory_counts,
+    record,
+    running,
+    temporary_root,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -135,3 +149,40 @@ async def test_status_never_says_nothing_acknowledged_while_a_restarted_embed_st
     assert not wolf, f"status said 'nothing acknowledged' while vectors were stored: {wolf[:3]}"
     working = [s for s in held if s["detail"] and "progressing" in s["detail"]]
     assert working, f"status never said the restarted embed was progressing: {held[:3]}"
+
+
+async def test_right_after_up_status_says_starting_and_never_fails_on_its_way_to_ok() -> None:
+    with temporary_root() as root:
+        instance = Instance(root, {"NOEMA_EMBEDDER": "none"})
+        instance.start()
+        try:
+
+            async def up() -> bool:
+                assert instance.up is not None
+                assert instance.up.poll() is None, instance.tail()
+                return bool(instance.log_path.exists() and instance.events("noema is up"))
+
+            await eventually(up, 180, 0.1, "noema is up")
+            samples: list[tuple[float, int, list[str]]] = []
+            started = time.monotonic()
+            while time.monotonic() - started < 180:
+                code, report = await _status_of(instance)
+                failing = [f"{c['name']}: {c['detail']}" for c in report["checks"] if not c["ok"]]
+                samples.append((round(time.monotonic() - started, 1), code, failing))
+                if code == 0:
+                    break
+                await asyncio.sleep(1.0)
+            codes = [code for _, code, _ in samples]
+            record("status-after-up", samples=len(samples), codes=codes)
+            assert codes[-1] == 0, samples[-3:]
+            assert set(codes) <= {0, 3}, [s for s in samples if s[1] not in (0, 3)]
+            starting = [s for s in samples if s[1] == 3]
+            assert all(all("starting" in line for line in s[2]) for s in starting), starting
+        finally:
+            instance.force_stop()
+            instance.keep_log("status-after-up")
+
+
+async def _status_of(instance: Instance) -> tuple[int, dict[str, Any]]:
+    done = await asyncio.to_thread(instance.ctl, "status", "--json", timeout=60)
+    return done.returncode, json.loads(done.stdout)

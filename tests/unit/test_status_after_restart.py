@@ -133,3 +133,18 @@ def test_starting_beside_a_real_failure_is_a_failure() -> None:
     down = assess_heartbeats("embed", [], LIMITS, NOW)
     assert starting(checks)
     assert not starting([*checks, down])
+
+
+def test_right_after_up_a_process_without_a_heartbeat_yet_is_starting() -> None:
+    # `up` started the instance 4 s ago; embed has not connected yet, and an earlier run's
+    # heartbeat of it (the bucket outlives a restart) says it stopped.
+    earlier = beat("embed", ago=600, stopped=True, started_at=NOW - 4000)
+    checks, load = assess("embed", [earlier], None, LIMITS, NOW, TOPOLOGY, started_at=NOW - 4)
+    assert [c.state for c in checks] == [STARTING, STARTING]
+    assert checks[0].detail == "starting: no heartbeat yet (started 4 s ago)"
+    assert load.state == STARTING
+    assert starting(checks)
+    # Long after the start, the same is down.
+    checks, load = assess("embed", [earlier], None, LIMITS, NOW, TOPOLOGY, started_at=NOW - 400)
+    assert [c.state for c in checks] == ["", "missing"]
+    assert not starting(checks)

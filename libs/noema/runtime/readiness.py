@@ -188,10 +188,16 @@ def _ago(now: float, then: float) -> str:
 
 
 def assess_heartbeats(
-    worker: str, records: Sequence[HeartbeatRecord], limits: Thresholds, now: float
+    worker: str,
+    records: Sequence[HeartbeatRecord],
+    limits: Thresholds,
+    now: float,
+    started_at: float | None = None,
 ) -> Check:
     """Is at least one process of ``worker`` running and connected (a fresh heartbeat)? For a worker
-    run under a claim, does one of them own it (:func:`_assess_claim`)?"""
+    run under a claim, does one of them own it (:func:`_assess_claim`)? ``started_at``: when the
+    whole instance was started (``noemactl up``), if known; for ``stall_s`` after it, a worker with
+    no live heartbeat yet is :data:`STARTING`, not down."""
     label = LABELS.get(worker, worker)
     mine = [r for r in records if r.worker == worker]
     live = [r for r in mine if not r.stopped and now - r.beat_at <= limits.stale_s]
@@ -211,6 +217,8 @@ def assess_heartbeats(
         if silent:
             detail += f"; {silent} earlier instance(s) silent, ignored"
         return Check(label, True, detail + last_error)
+    if started_at is not None and 0 <= now - started_at <= limits.stall_s:
+        return Check(label, False, f"starting: no heartbeat yet (started {_ago(now, started_at)})", STARTING)
     if not mine:
         return Check(label, False, "no heartbeat: not running, or never connected to NATS")
     newest = max(mine, key=lambda r: r.beat_at)
@@ -374,19 +382,21 @@ def assess(
     limits: Thresholds,
     now: float,
     topology: Topology,
+    started_at: float | None = None,
 ) -> tuple[list[Check], WorkerLoad]:
     """The checks of ``worker`` — its heartbeat's and, when it reads a durable consumer, that
-    consumer's — and its row of the per-worker table."""
-    checks = [assess_heartbeats(worker, records, limits, now)]
+    consumer's — and its row of the per-worker table (``started_at``: see :func:`assess_heartbeats`)."""
+    checks = [assess_heartbeats(worker, records, limits, now, started_at)]
     mine = [r for r in records if r.worker == worker]
     live = len(_live(mine, limits, now))
     watched = watched_consumer(worker, topology)
     if watched is None:
-        state = "running" if checks[0].ok else "down"
+        state = "running" if checks[0].ok else STARTING if checks[0].state == STARTING else "down"
         return checks, WorkerLoad(worker=worker, live=live, state=state, ok=checks[0].ok)
     check = assess_consumer(worker, consumer, records, limits, now, watched.durable)
     if checks[0].state == STARTING and not check.ok:
-        # Only an owner creates and reads the consumer: missing or unread until the claim is taken.
+        # The consumer is created by the worker as it starts (under a claim, by its owner only):
+        # missing, or not read, until then.
         check = Check(check.name, False, f"starting: {check.detail}", STARTING)
     checks.append(check)
     rate = None if consumer is None else consumer_rate(mine, consumer, now)
@@ -399,7 +409,7 @@ def assess(
         backlog=backlog,
         rate=rate,
         drain_s=None if drain is None or math.isinf(drain) else drain,
-        state="down" if live == 0 else STARTING if checks[0].state == STARTING else check.state,
+        state=STARTING if checks[0].state == STARTING else "down" if live == 0 else check.state,
         ok=all(c.ok for c in checks),
     )
     return checks, load
@@ -499,7 +509,7 @@ async def _stream_checks(nc: NATS, topology: Topology) -> tuple[list[Check], int
 
 
 async def _worker_checks(
-    nc: NATS, settings: Settings, limits: Thresholds, now: float
+    nc: NATS, settings: Settings, limits: Thresholds, now: float, started_at: float | None
 ) -> tuple[list[Check], list[WorkerLoad]]:
     """Heartbeats and consumers: each expected worker's checks and figures."""
     topology = settings.topology
@@ -514,7 +524,7 @@ async def _worker_checks(
     checks: list[Check] = []
     loads: list[WorkerLoad] = []
     for worker in expected:
-        found, load = assess(worker, records, by_worker.get(worker), limits, now, topology)
+        found, load = assess(worker, records, by_worker.get(worker), limits, now, topology, started_at)
         checks += found
         loads.append(load)
     return checks, loads
@@ -528,12 +538,15 @@ async def system_status(
     nats_error: str | None = None,
     clock: Callable[[], float] = time.time,
     timeout: float = 5.0,
+    started_at: float | None = None,
 ) -> SystemStatus:
     """Every check of the running system, NATS and PostgreSQL probed concurrently, with the
     per-worker figures (none when NATS cannot be read).
 
     ``nc`` is the caller's connection (None with ``nats_error`` when it could not connect);
-    ``position`` reads the projector's committed position from PostgreSQL.
+    ``position`` reads the projector's committed position from PostgreSQL; ``started_at``: when
+    the instance was started (``noemactl up``'s state says), so that processes without a heartbeat
+    yet read as starting for ``NOEMA_STALL_AFTER`` seconds after it (None: not known).
     """
     limits = Thresholds.of(settings)
     now = clock()
@@ -549,7 +562,7 @@ async def system_status(
         # on its own: what the other says (a stream naming a server that is down) is still told.
         streams, workers = await asyncio.gather(
             _settled(_stream_checks(nc, settings.topology), timeout),
-            _settled(_worker_checks(nc, settings, limits, now), timeout),
+            _settled(_worker_checks(nc, settings, limits, now, started_at), timeout),
         )
         if isinstance(streams, BaseException) and isinstance(workers, BaseException):
             return [Check("nats", False, _failure(streams, timeout))]
