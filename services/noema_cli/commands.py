@@ -81,8 +81,10 @@ async def status(settings: Located) -> dict[str, Any]:
     just_started = started_at is not None and time.time() - started_at <= settings.stall_after_s
 
     def add(name: str, ok: bool, detail: str) -> None:
-        starting = not ok and just_started and name == "api http"  # the API is still starting up
-        checks.append({"name": name, "ok": ok, "detail": detail, "state": STARTING if starting else ""})
+        if not ok and just_started and name == "api http":  # the API is still starting up
+            checks.append({"name": name, "ok": ok, "detail": f"starting: {detail}", "state": STARTING})
+        else:
+            checks.append({"name": name, "ok": ok, "detail": detail, "state": ""})
 
     expected = settings.expected_workers
     if state and state.get("api_url") and "api" in expected:
