@@ -150,6 +150,24 @@ async def test_status_never_says_nothing_acknowledged_while_a_restarted_embed_st
     working = [s for s in held if s["detail"] and "progressing" in s["detail"]]
     assert working, f"status never said the restarted embed was progressing: {held[:3]}"
 
+    # Worked off but for the killed embed's messages, which wait for their ack wait: nothing is
+    # acknowledged now, and still no stall — status names the process that held them.
+    orphaned: list[tuple[int, list[str]]] = []
+    until = time.monotonic() + STALL_AFTER_S + 20
+    while samples[-1]["pending"] == 0 and time.monotonic() < until:
+        code, report = await _status(instance)
+        info = await _embed_consumer(instance)
+        if int(info.ack_floor.consumer_seq) != floor_at_kill or int(info.num_pending or 0):
+            break  # delivered again already (or more work came)
+        orphaned.append((code, [c["detail"] for c in report["checks"] if c["name"] == "embed consumer"]))
+        await asyncio.sleep(1.0)
+    record("status-after-embed-kill-drained", samples=len(orphaned), last=orphaned[-1] if orphaned else None)
+    assert orphaned, "the killed embed's messages were delivered again before they could be sampled"
+    assert all(code == 0 for code, _ in orphaned), orphaned
+    assert any("which stopped: delivered again within its ack wait" in d for _, ds in orphaned for d in ds), (
+        orphaned
+    )
+
 
 async def test_right_after_up_status_says_starting_and_never_fails_on_its_way_to_ok() -> None:
     with temporary_root() as root:

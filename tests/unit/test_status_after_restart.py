@@ -148,3 +148,56 @@ def test_right_after_up_a_process_without_a_heartbeat_yet_is_starting() -> None:
     checks, load = assess("embed", [earlier], None, LIMITS, NOW, TOPOLOGY, started_at=NOW - 400)
     assert [c.state for c in checks] == ["", "missing"]
     assert not starting(checks)
+
+
+def _drained(held: int | None, killed_ago: float) -> tuple[list[HeartbeatRecord], ConsumerState]:
+    """The restarted embed has worked off everything but the killed one's messages, 120 s ago."""
+    killed = beat("embed", ago=killed_ago, pid=40, instance=instance_name("host-a", 40), ack_floor=FLOOR)
+    live = beat(
+        "embed",
+        started_at=NOW - killed_ago + 5,
+        ack_floor=FLOOR,
+        settled=9_000,
+        progress_at=NOW - 120,
+        held=held,
+    )
+    consumer = ConsumerState("noema_embed", 0, ORPHANS, FLOOR, delivered=9_000 + ORPHANS, ack_wait=300.0)
+    return [killed, live], consumer
+
+
+def test_only_a_killed_workers_messages_in_flight_are_not_a_stall_until_their_ack_wait_ends() -> None:
+    records, consumer = _drained(held=0, killed_ago=200)
+    check = assess_consumer("embed", consumer, records, LIMITS, NOW, "noema_embed")
+    assert check.ok, check.detail
+    assert check.state == "working"
+    assert check.detail == (
+        "noema_embed: 0 waiting, 128 in flight, held by pid 40, which stopped: delivered again "
+        "within its ack wait (300 s), in ~120 s"
+    )
+
+
+def test_messages_in_flight_are_a_stall_when_a_live_worker_holds_them_or_the_ack_wait_is_over() -> None:
+    for held, killed_ago in ((64, 200), (None, 200), (0, 400)):
+        records, consumer = _drained(held=held, killed_ago=killed_ago)
+        check = assess_consumer("embed", consumer, records, LIMITS, NOW, "noema_embed")
+        assert not check.ok, (held, killed_ago, check.detail)
+        assert "nothing acknowledged for 120 s" in check.detail
+
+
+class _Queue:
+    queued = 3
+
+
+def test_a_heartbeat_reports_what_the_services_pull_workers_hold() -> None:
+    from noema.runtime.worker import PullWorker, _held_of
+
+    workers = [PullWorker(f"attend-{p}", _Queue(), None, 64) for p in range(2)]  # type: ignore[arg-type]
+
+    class Partitioned:
+        def __init__(self) -> None:
+            self.parts = {0: workers[0], 1: workers[1]}
+
+    held = _held_of(Partitioned())
+    assert held is not None
+    assert held() == 6
+    assert _held_of(object()) is None

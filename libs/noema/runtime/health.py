@@ -96,6 +96,8 @@ class HeartbeatRecord(msgspec.Struct, frozen=True, kw_only=True):
     last_error_at: float | None = None
     stopped: bool = False
     """The last record of a process that crashed (``last_error`` says why)."""
+    held: int | None = None
+    """Messages of its consumer the process holds (delivered to it, not finished); None: unknown."""
     claim: str | None = None
     """For a worker that runs under a claim (:mod:`noema.runtime.claims`): ``owner`` (this instance
     works), ``standby`` (another one does; this one takes over when it goes) or ``lost``; for a
@@ -126,6 +128,8 @@ class ConsumerFigures:
     """Messages not yet delivered."""
     ack_pending: int
     """Delivered, not yet acknowledged."""
+    ack_wait: float | None = None
+    """Seconds a delivered message may go unacknowledged before it is delivered again."""
 
     @property
     def settled(self) -> int:
@@ -142,11 +146,13 @@ async def consumer_figures(js: JetStreamContext, watched: WatchedConsumer) -> Co
             info = await js.consumer_info(watched.stream, durable, timeout=IO_TIMEOUT_S)
         except NotFoundError:
             return None
+        ack_wait = info.config.ack_wait if info.config else None
         total = ConsumerFigures(
             total.delivered + int(info.delivered.consumer_seq if info.delivered else 0),
             total.ack_floor + int(info.ack_floor.consumer_seq if info.ack_floor else 0),
             total.pending + int(info.num_pending or 0),
             total.ack_pending + int(info.num_ack_pending or 0),
+            max(total.ack_wait or 0.0, float(ack_wait)) if ack_wait else total.ack_wait,
         )
     return total
 
@@ -235,8 +241,10 @@ class Heartbeat:
         pid: int | None = None,
         claim: Callable[[], str] | None = None,
         metrics: Metrics | None = None,
+        held: Callable[[], int] | None = None,
     ) -> None:
         self._nc = nc
+        self._held = held
         self._metrics = metrics
         self._claim = claim
         self._topology = topology
@@ -298,6 +306,7 @@ class Heartbeat:
             last_error_at=error[1] if error else None,
             stopped=stopped,
             claim=self._claim() if self._claim is not None else None,
+            held=self._held() if self._held is not None else None,
         )
 
     async def beat(self, stopped: bool = False) -> bool:

@@ -117,6 +117,8 @@ class ConsumerState:
     """Consumer sequence below which everything is acknowledged."""
     delivered: int | None = None
     """Consumer sequence of the last delivery (None: not read)."""
+    ack_wait: float | None = None
+    """Seconds a delivery may go unacknowledged before it is delivered again (None: not read)."""
 
     @property
     def backlog(self) -> int:
@@ -353,6 +355,9 @@ def assess_consumer(
     if not moved and last is not None:
         assert last.progress_at is not None
         quiet = now - last.progress_at
+        orphaned = _orphaned(consumer, mine, limits, now)
+        if quiet > limits.stall_s and orphaned is not None:
+            return Check(name, True, f"{durable}: {counts}, {orphaned}", "working")
         if quiet > limits.stall_s:
             detail = (
                 f"{durable} stalled: {counts}, 0/s: nothing acknowledged for {quiet:.0f} s "
@@ -373,6 +378,29 @@ def assess_consumer(
         detail = f"{durable} behind: {counts}, {pace} (threshold {limits.max_drain_s:g} s)"
         return Check(name, False, detail, "behind")
     return Check(name, True, f"{durable}: {counts}, {pace}, progressing", "working")
+
+
+def _orphaned(
+    consumer: ConsumerState, records: Sequence[HeartbeatRecord], limits: Thresholds, now: float
+) -> str | None:
+    """Why nothing is acknowledged, when it is messages in flight to a process that is gone: nothing
+    waits, the live processes hold none of what is in flight (their heartbeats say), and the gone
+    one's ack wait, counted from its last heartbeat, has not ended yet — they are delivered again
+    by then. None otherwise (a stall, or not known)."""
+    live = _live(records, limits, now)
+    gone = [r for r in records if r not in live]
+    if consumer.pending or not consumer.ack_pending or not live or not gone or consumer.ack_wait is None:
+        return None
+    if any(r.held is None or r.held > 0 for r in live):
+        return None
+    last = max(gone, key=lambda r: r.beat_at)
+    due = last.beat_at + limits.stale_s + consumer.ack_wait
+    if now > due:
+        return None
+    return (
+        f"held by pid {last.pid}, which stopped: delivered again within its ack wait "
+        f"({consumer.ack_wait:g} s), in ~{max(0.0, due - now):.0f} s"
+    )
 
 
 def assess(
@@ -461,7 +489,12 @@ async def _consumer(nc: NATS, watched: WatchedConsumer) -> ConsumerState | None:
     if figures is None:
         return None
     return ConsumerState(
-        watched.durable, figures.pending, figures.ack_pending, figures.ack_floor, figures.delivered
+        watched.durable,
+        figures.pending,
+        figures.ack_pending,
+        figures.ack_floor,
+        figures.delivered,
+        figures.ack_wait,
     )
 
 
