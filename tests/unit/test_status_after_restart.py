@@ -201,3 +201,13 @@ def test_a_heartbeat_reports_what_the_services_pull_workers_hold() -> None:
     assert held is not None
     assert held() == 6
     assert _held_of(object()) is None
+
+
+def test_a_process_that_crashed_right_after_up_is_not_starting() -> None:
+    crashed = beat(
+        "embed", ago=1, stopped=True, started_at=NOW - 2, last_error="crashed: boom", last_error_at=NOW
+    )
+    check = assess_heartbeats("embed", [crashed], LIMITS, NOW, started_at=NOW - 4)
+    assert not check.ok
+    assert check.state != STARTING
+    assert "crashed" in check.detail

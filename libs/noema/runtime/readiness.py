@@ -141,6 +141,10 @@ STARTING = "starting"
 taking their claim (:mod:`noema.runtime.claims`): not working yet, not failed either. ``status``
 exits 3 when such checks are all that does not pass."""
 
+START_SLACK_S = 5.0
+"""How much earlier than the instance's recorded start its processes' own start may be (``up``
+records it after spawning them)."""
+
 REPLICA_SILENT_S = 10.0
 """A stream replica its leader has not heard from for this long is counted as down."""
 
@@ -219,7 +223,10 @@ def assess_heartbeats(
         if silent:
             detail += f"; {silent} earlier instance(s) silent, ignored"
         return Check(label, True, detail + last_error)
-    if started_at is not None and 0 <= now - started_at <= limits.stall_s:
+    # Starting: just after the instance's start, and not one heartbeat of this run yet (one that
+    # stopped or went silent means the process started, then died).
+    this_run = [r for r in mine if started_at is not None and r.started_at >= started_at - START_SLACK_S]
+    if started_at is not None and 0 <= now - started_at <= limits.stall_s and not this_run:
         return Check(label, False, f"starting: no heartbeat yet (started {_ago(now, started_at)})", STARTING)
     if not mine:
         return Check(label, False, "no heartbeat: not running, or never connected to NATS")
