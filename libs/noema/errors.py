@@ -32,6 +32,7 @@ __all__ = [
     "NoemaError",
     "NotFound",
     "OperationError",
+    "RateLimited",
     "Unavailable",
     "kind_of",
     "markdown_table",
@@ -51,6 +52,7 @@ class Kind(StrEnum):
     CONFLICT = "conflict"
     TOO_LARGE = "too_large"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    RATE_LIMITED = "rate_limited"
     UNAVAILABLE = "unavailable"
     INTERNAL = "internal"
 
@@ -91,6 +93,17 @@ class InvalidQuery(OperationError):
     """A read's query or filters are not understood (kind ``malformed``)."""
 
     kind = Kind.MALFORMED
+
+
+class RateLimited(NoemaError):
+    """The caller is over its rate or concurrency limit (:mod:`noema.domain.admission`); the
+    message names the limit, ``retry_after`` says in how many whole seconds to try again."""
+
+    kind = Kind.RATE_LIMITED
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -187,6 +200,14 @@ SURFACES: dict[Kind, Codes] = {
         mcp=415,
         cli=None,
         http_only_mcp=True,
+    ),
+    Kind.RATE_LIMITED: Codes(
+        "Too many requests",
+        "the caller is over its rate or concurrency limit; retry after the time given (Retry-After)",
+        http=429,
+        nats=429,
+        mcp=_SERVER_ERROR,
+        cli=None,
     ),
     Kind.UNAVAILABLE: Codes(
         "Service unavailable",

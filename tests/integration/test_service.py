@@ -307,8 +307,15 @@ async def test_instances_share_requests_through_the_queue_group(
     harness: Harness, pipeline: AgentService
 ) -> None:
     second: AgentService = await harness.start(build_service)
+    # At most four at once: within alice's concurrency limit on either instance (NOEMA_CONCURRENCY_LIMIT).
+    at_once = asyncio.Semaphore(4)
+
+    async def note(i: int) -> Any:
+        async with at_once:
+            return await alice.update_my_notes(f"note {i}")
+
     async with client(harness) as alice:
-        replies = await asyncio.gather(*(alice.update_my_notes(f"note {i}") for i in range(24)))
+        replies = await asyncio.gather(*(note(i) for i in range(24)))
     assert len(replies) == 24
 
     async def handled(service: AgentService) -> int:
