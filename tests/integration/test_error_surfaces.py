@@ -255,8 +255,10 @@ async def test_the_mcp_server_answers_each_kind_as_the_table_says(
         assert not (await mcp.call_tool("get_preamble", {"task": "x"})).is_error
         limited = await mcp.call_tool("get_preamble", {"task": "x"})
     assert limited.is_error
-    assert limited.structured_content
-    assert limited.structured_content["retry_after"] >= 1
+    assert limited.structured_content is None  # as every error result (docs/mcp.md)
+    assert limited.meta is not None
+    assert limited.meta[ERROR_CODE_META] == "rate_limited"
+    assert limited.meta["noema/retry_after"] >= 1
     [content] = limited.content
     assert isinstance(content, types.TextContent)
     seen[Kind.RATE_LIMITED] = content.text[: content.text.index(":") + 2]
