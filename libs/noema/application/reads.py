@@ -32,6 +32,7 @@ from noema.application.views import (
 from noema.ids import short_prefix_hint
 from noema.ports import MemoryOrder, MemoryReads, Row
 from noema_events import KNOWN_TAGS
+from noema_events.bounded import decode_json
 
 __all__ = [
     "CITING_LIMIT",
@@ -57,7 +58,8 @@ def _memories(rows: list[Row]) -> list[Memory]:
 def event_records(rows: list[Row]) -> list[EventRecord]:
     """Event rows (payload as JSON text) as EventRecord structs."""
     return [
-        msgspec.convert({**dict(r), "payload": msgspec.json.decode(r["payload"])}, EventRecord) for r in rows
+        msgspec.convert({**dict(r), "payload": decode_json(r["payload"], max_bytes=None)}, EventRecord)
+        for r in rows
     ]
 
 
