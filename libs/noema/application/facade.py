@@ -473,6 +473,7 @@ class Noema:
             reason=reason,
             content=content,
             now=self.clock(),
+            links=PostgresKeyring(self.pool),
         )
 
     async def relate(
