@@ -10,8 +10,10 @@ refusal saying what is wrong. Decoded values handed over by a library (an MCP SD
 checked by :func:`check_value_depth`.
 
 The depth check is a pre-scan of the bytes: counting brackets is one pass in C; only a document with
-more brackets than the depth limit has its strings stripped and its innermost bracket pairs removed
-``max_depth`` times (each a pass in C), after which a document within the limit has none left.
+more brackets than the depth limit has its brackets (strings' too) kept and its innermost pairs
+removed up to ``max_depth`` times, each a pass in C, after which a document within the limit has none
+left; only what is left then (too deep, brackets in strings, or unbalanced) is measured exactly,
+outside strings, stopping at the first level past the limit.
 """
 
 from __future__ import annotations
@@ -58,14 +60,14 @@ class OutOfBounds(Undecodable):
 
 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
-_INNERMOST = re.compile(rb"\[\]|\{\}")
-"""A pair of brackets with none inside: one pass removes the innermost level, and only that one."""
+_BRACKETS = b"[]{}"
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in _BRACKETS)
+_ONE_KIND = bytes.maketrans(b"{}", b"[]")
 
 
 def _brackets(data: bytes) -> bytes:
     """The brackets of ``data`` outside strings, in order."""
-    return _NOT_BRACKET.sub(b"", _STRING.sub(b"", data))
+    return _STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
 
 
 def json_depth(data: bytes, limit: int | None = None) -> int:
@@ -84,15 +86,22 @@ def json_depth(data: bytes, limit: int | None = None) -> int:
 def _too_deep(data: bytes, max_depth: int) -> bool:
     if data.count(b"[") + data.count(b"{") <= max_depth:
         return False  # cannot nest deeper than it has brackets: the common case, one pass in C
-    rest = _brackets(data)
+    # A bound first, in C: every bracket, strings' too, as one kind; each replace removes the
+    # innermost pairs, one level (it does not look again at the pairs it forms).
+    rest = data.translate(_ONE_KIND, _NOT_BRACKETS)
+    run = b"[" * (max_depth + 1)  # in the bound, a level past the limit: measure exactly at once
     for _ in range(max_depth):
-        shorter = _INNERMOST.sub(b"", rest)
+        if not rest or run in rest:
+            break
+        shorter = rest.replace(b"[]", b"")
         if len(shorter) == len(rest):
             break
         rest = shorter
-    # Nothing left: it nests no deeper than the limit. Something left: it is deeper, or its brackets
-    # do not balance (broken JSON, which the parser reports unless it is also too deep).
-    return bool(rest) and json_depth(data, max_depth) > max_depth
+    if not rest:
+        return False
+    # Deeper than the limit, or brackets in strings count, or they do not balance (broken JSON,
+    # which the parser reports unless it is also too deep): the exact measure decides.
+    return json_depth(data, max_depth) > max_depth
 
 
 def check_bounds(
