@@ -510,3 +510,28 @@ async def test_an_erased_memory_reads_erased_refuses_every_change_and_correction
     # Replay gives the same statuses (the projection of content.erased sets them).
     replayed = await ctl(api, "replay")
     assert replayed.code == 0, replayed.stdout + replayed.stderr
+
+
+async def test_an_erasure_succeeds_in_a_workspace_whose_stream_holds_a_poison_message(
+    api: ApiHarness,
+) -> None:
+    h = api.h
+    about = await observe_the_person(api)
+    # Any agent may publish this on its own subject: 10 KB, nested 5,000 levels, naming the subject.
+    poison = f'{{"payload": {{"subjects": ["{PERSON}"], "deep": '.encode() + b"[" * 5_000 + b"]" * 5_000
+    await h.nc.publish(f"{h.topology.prefix}.obs.acme.mallory", poison + b"}}")
+    other = b'{"payload": {"deep": ' + b"{" * 5_000  # about nobody: it stays
+    await h.nc.publish(f"{h.topology.prefix}.obs.acme.mallory", other)
+    await h.nc.flush()
+    observations = h.topology.observation_stream, h.topology.observation_subjects
+    await assert_eventually(lambda: _stream_holds(api, *observations, b"{{{{"), timeout=30)
+    body = {"workspace": "acme", "scope": "subject", "target": PERSON, "reason": "GDPR request 815"}
+
+    erased = await api.admin.post("/v1/erasures", json=body)
+
+    assert erased.status_code == 200, erased.text
+    assert erased.json()["observation_ids"] == [about]
+    assert erased.json()["observations_deleted"] == 2  # the observation and the poison naming it
+    assert await _stream_holds(api, *observations, MARKER.encode()) == 0
+    assert await _stream_holds(api, *observations, PERSON.encode()) == 0
+    assert await _stream_holds(api, *observations, b"{{{{") == 1
