@@ -207,6 +207,7 @@ async def _erase_a_subject(api: ApiHarness, tmp_path: Path, stack: AsyncExitStac
     then = await ctl_json(api, "memory", "show", memory, "--as-of", str(before_erasure))
     assert then["memory"]["content"] == ""
     assert then["memory"]["erased_at"] is not None
+    assert then["memory"]["status"] == "erased"
     # Working memory still holds it until it decays out: marked erased, not shown as empty.
     wm = await ctl_json(api, "wm", "show", "-w", "acme", "-m", "ops")
     [held] = [i for i in wm["items"] if i["memory_id"] == memory]
