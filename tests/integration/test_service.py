@@ -252,6 +252,8 @@ async def test_a_request_nested_too_deep_is_a_422_before_it_is_parsed(
     harness: Harness, pipeline: AgentService
 ) -> None:
     deep = b'{"query": "x", "filters": ' + b"[" * 5_000 + b"]" * 5_000 + b"}"
+    async with client(harness) as alice:
+        await alice.search_memory("warm-up")  # the service answers
     for operation in ("search_memory", "observe"):
         subject = agent_subject(harness.topology.prefix, "acme", "engineer", "alice", operation)
         reply = await harness.nc.request(subject, deep, timeout=10)
