@@ -247,10 +247,15 @@ name: this module sits below the adapters and imports no driver. The same classe
 
 
 def kind_of(exc: BaseException) -> Kind:
-    """The kind of any exception: a :class:`NoemaError`'s own, ``unavailable`` for a server that is
-    not there, ``internal`` (a bug) for everything else."""
+    """The kind of any exception: a :class:`NoemaError`'s own, ``invalid`` for bytes refused by the
+    bounded decoding (:class:`noema_events.Undecodable`), ``unavailable`` for a server that is not
+    there, ``internal`` (a bug) for everything else."""
     if isinstance(exc, NoemaError):
         return exc.kind
+    from noema_events.bounded import Undecodable
+
+    if isinstance(exc, Undecodable):
+        return Kind.INVALID
     if isinstance(exc, (OSError, TimeoutError)) or any(
         f"{cls.__module__.partition('.')[0]}.{cls.__qualname__}" in _DRIVERS_UNAVAILABLE
         for cls in type(exc).__mro__
@@ -264,7 +269,7 @@ def public_message(exc: BaseException, kind: Kind | None = None) -> str:
     server that is not there, which kind of failure it was (a driver's text may name hosts); for a
     bug nothing but that it is one (the surface logs the traceback)."""
     kind = kind or kind_of(exc)
-    if isinstance(exc, NoemaError):
+    if isinstance(exc, NoemaError) or kind is Kind.INVALID:
         return str(exc)
     if kind is Kind.UNAVAILABLE:
         return f"a server Noema needs is unavailable ({type(exc).__name__}); retry later"

@@ -35,6 +35,7 @@ from noema.errors import PROBLEM_JSON, InvalidQuery, Kind, NotFound, RateLimited
 from noema.inputs import InvalidInput, convert
 from noema.ports import ExpectingSink
 from noema.stream_points import StreamPoint, parse_stream_point
+from noema_events.bounded import OutOfBounds, Undecodable, decode_json
 
 from .auth import Principal, Tokens
 from .consistency import (
@@ -228,9 +229,11 @@ async def parse_body(request: Request, struct: type[msgspec.Struct] | None) -> A
     data = await request.body()
     if not data.strip():
         raise ApiError(Kind.MALFORMED, "the body is empty: it must be a JSON object")
-    try:
-        raw = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
+    try:  # bounded: its size by BodyLimit, its depth here (before the parser and _clean recurse)
+        raw = decode_json(data, max_bytes=None, what="the body")
+    except OutOfBounds as exc:
+        raise ApiError(Kind.INVALID, str(exc)) from None
+    except Undecodable as exc:
         raise ApiError(Kind.MALFORMED, f"the body must be a JSON object in UTF-8: {exc}") from None
     _clean(raw)
     try:

@@ -36,6 +36,7 @@ from noema.adapters.pull import Puller
 from noema.runtime.backlog import Progress
 from noema.runtime.tasks import cancel_and_wait
 from noema.topology import Topology
+from noema_events.bounded import Undecodable, decode_json
 
 __all__ = [
     "ConsumerFigures",
@@ -399,8 +400,8 @@ async def read_heartbeats(
                 headers = msg.headers or {}
                 if not msg.data or "KV-Operation" in headers or "Nats-Marker-Reason" in headers:
                     continue
-                with contextlib.suppress(msgspec.DecodeError):
-                    records.append(msgspec.json.decode(msg.data, type=HeartbeatRecord))
+                with contextlib.suppress(Undecodable):  # any bytes on the bucket: not a heartbeat
+                    records.append(decode_json(msg.data, HeartbeatRecord, what="a heartbeat"))
     finally:
         await puller.stop()
         with contextlib.suppress(Exception):
