@@ -9,7 +9,7 @@ On embedded servers (bench._servers; or NOEMA_NATS_URL and NOEMA_DATABASE_URL):
    memories an ``attention.decided`` and a ``working_memory.updated``; a decay tick every 20,000
    events): about 5.7 events per memory.
 2. The read model is built from it as a projection rebuild builds one (the projector's code, in
-   bulk, indexes built): its live rows and every version of them (migration 0015).
+   bulk, indexes built): its live rows and every version of them (migration 0016).
 3. For the present and for two points of the stream (its last sequence and its middle one): the
    first read of a never-asked point (``Noema.as_of`` and a hybrid search, timed together), then
    ``R`` rounds of a hybrid search, a memory's detail (``memory show``), a listing and a preamble,

@@ -1,6 +1,6 @@
 """Reads as of a past point of the event stream (``--as-of TIME|SEQ``, ``as_of``).
 
-The read model keeps its own history (:mod:`noema.adapters.postgres.history`, migration 0015):
+The read model keeps its own history (:mod:`noema.adapters.postgres.history`, migration 0016):
 every version of every row, with the stream sequences from which and until which it held, written
 by the projector from the events. A read as of a sequence runs the same application code that
 reads the present over the versions valid at that sequence, with the clock pinned to the point's

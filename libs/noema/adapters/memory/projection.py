@@ -71,7 +71,7 @@ class Tables:
     """The last stream sequence applied."""
     history: list[Projected] = field(default_factory=list)
     """Every event applied, in stream order: the in-memory read model's history, from which
-    :meth:`as_of` answers (PostgreSQL keeps row versions instead, migration 0015)."""
+    :meth:`as_of` answers (PostgreSQL keeps row versions instead, migration 0016)."""
     _past: dict[int, Tables] = field(default_factory=dict)
 
     def as_of(self, seq: int) -> Tables:

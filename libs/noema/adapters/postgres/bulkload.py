@@ -149,7 +149,7 @@ _POSTINGS = """
     ORDER BY 1, 2, 3
 """
 """Every memory's postings, as the triggers write them (migration 0009's own backfill, with the
-memory's creation sequence of migration 0015)."""
+memory's creation sequence of migration 0016)."""
 
 _COMPRESSED_UNINDEXED = """
     SELECT c.relname, a.attname FROM pg_attribute a

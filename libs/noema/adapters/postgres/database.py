@@ -167,7 +167,7 @@ async def migrate(url: str, schema: str) -> list[int]:
 
 async def drop_schema(url: str, schema: str) -> None:
     """Drop ``schema`` and everything in it, if it exists, with its as-of views (``<schema>_asof``,
-    migration 0015); callers decide which schemas may go."""
+    migration 0016); callers decide which schemas may go."""
     conn = await asyncpg.connect(url)
     try:
         await conn.execute(f"DROP SCHEMA IF EXISTS {schema}_asof, {schema} CASCADE")

@@ -25,13 +25,14 @@ ERASURE_HANDLERS = Handlers()
 # ones whose content a replay can no longer open, and the only ones blanked here.
 # A fact's participant is the agent that proposed it (the event's actor, not sealed content): it
 # stays, as a replay to any point before the erasure shows it, so every version of the history reads
-# as that replay does, but for the erasure's own mark (erased_at, erasure_id).
+# as that replay does, but for the erasure's own mark (erased_at, erasure_id); the earlier versions
+# keep their status, as the replay does, and the erasure's own version is `erased`.
 _BLANK_MEMORIES = """
     UPDATE {table} m SET content = '', steps = '{{}}', preconditions = '{{}}', outcomes = '{{}}',
         participants = CASE WHEN EXISTS (SELECT 1 FROM events e WHERE e.seq = m.origin_seq
                                          AND starts_with(e.type, 'fact.proposed.'))
                             THEN m.participants ELSE '{{}}' END,
-        erased_at = $3, erasure_id = $4{seq}
+        erased_at = $3, erasure_id = $4{status}{seq}
     WHERE m.workspace = $1 AND m.id = ANY($2::text[])
 """
 
@@ -80,10 +81,12 @@ async def blank(
     holds; ``seq``: the erasure's sequence, from which the live rows' new versions hold (None: a
     frozen copy, whose rows are blanked in place)."""
     ids = list(keys)
-    await conn.execute(_BLANK_MEMORIES.format(table="memories", seq=_AT_ERASURE.format(n="$5::bigint")),
+    await conn.execute(_BLANK_MEMORIES.format(
+            table="memories", status=", status = 'erased'", seq=_AT_ERASURE.format(n="$5::bigint")
+        ),
                        workspace, ids, at, erasure_id, seq)  # fmt: skip
     await conn.execute(
-        _BLANK_MEMORIES.format(table="memories_history", seq=""), workspace, ids, at, erasure_id
+        _BLANK_MEMORIES.format(table="memories_history", status="", seq=""), workspace, ids, at, erasure_id
     )
     for table in ("memory_embeddings", "memory_embeddings_history"):
         await conn.execute(

@@ -1,4 +1,4 @@
-"""The read model's history (migration 0015), read as of a point of the stream.
+"""The read model's history (migration 0016), read as of a point of the stream.
 
 Each state table keeps every version of its rows in ``<table>_history``, valid from the stream
 sequence that wrote it (``valid_from_seq``) until the one that replaced it (``valid_to_seq``, NULL
@@ -43,10 +43,10 @@ HISTORY_TABLES = (
     "working_memory_history",
     "agent_notes_history",
 )
-"""The history tables of migration 0015, one per state table."""
+"""The history tables of migration 0016, one per state table."""
 
 SETTING = "noema.as_of_seq"
-"""The setting the as-of views read their point from (``noema_as_of()``, migration 0015)."""
+"""The setting the as-of views read their point from (``noema_as_of()``, migration 0016)."""
 
 
 def asof_schema(schema: str) -> str:

@@ -58,7 +58,7 @@ PROJECTED_TABLES: tuple[str, ...] = (
     *(f"{table}_history" for table in STATE_TABLES[1:]),
 )
 """Tables the projection owns; replay rebuilds them and the checksum covers them: the live rows and
-every version the history holds (migration 0015)."""
+every version the history holds (migration 0016)."""
 
 PROJECTION_HANDLERS = Handlers.joined(HANDLERS, KNOWLEDGE_HANDLERS, ERASURE_HANDLERS)
 """Event type → handler of every type the projection applies (a type two modules handle fails the

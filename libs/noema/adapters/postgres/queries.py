@@ -179,7 +179,7 @@ class MemoryQueries(EventQueries):
     async def citing_events(self, memory_id: str, workspace: str, limit: int) -> list[dict[str, Any]]:
         """Events (:data:`EVENT_FIELDS`) whose payload names the memory (a string value equal to its
         id), newest first: read by the ``event_citations`` index the projector keeps (migration
-        0015). Every event that concerns a memory is published in the memory's workspace."""
+        0016). Every event that concerns a memory is published in the memory's workspace."""
         rows = await self._pool.fetch(
             f"SELECT {EVENT_FIELDS} FROM events WHERE seq IN "
             "(SELECT seq FROM event_citations WHERE ref = $2 AND workspace = $1) "

@@ -106,7 +106,7 @@ async def prepare_database(conn: asyncpg.Connection, schema: str) -> None:
     await conn.execute(LEAKPROOF_SQL)
     database = await conn.fetchval("SELECT current_database()")
     await conn.execute(f'GRANT CREATE, CONNECT ON DATABASE "{database}" TO {owner}')
-    for given in (schema, f"{schema}_asof", KEYRING_SCHEMA):  # _asof: the as-of views (migration 0015)
+    for given in (schema, f"{schema}_asof", KEYRING_SCHEMA):  # _asof: the as-of views (migration 0016)
         await _give(conn, given, owner)
 
 
@@ -151,7 +151,7 @@ async def grant_roles(conn: asyncpg.Connection, schema: str) -> list[str]:
         )
     }
     reader, projector = DB_ROLES["reader"], DB_ROLES["projector"]
-    # The as-of views (migration 0015) read with their reader's rights (security_invoker).
+    # The as-of views (migration 0016) read with their reader's rights (security_invoker).
     asof = f"{schema}_asof"
     has_asof = await conn.fetchval(
         "SELECT coalesce(pg_has_role(current_user, nspowner, 'USAGE'), false) FROM pg_namespace "

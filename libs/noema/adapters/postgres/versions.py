@@ -217,7 +217,7 @@ async def make_durable(conn: asyncpg.Connection, schema: str) -> None:
 
 
 async def rename_schema(conn: asyncpg.Connection, old: str, new: str) -> None:
-    """Rename a read model's schema, its as-of views' schema (``<schema>_asof``, migration 0015,
+    """Rename a read model's schema, its as-of views' schema (``<schema>_asof``, migration 0016,
     whose views follow their tables whatever their schema's name) and the search path its
     functions were created with."""
     await conn.execute(f"ALTER SCHEMA {_checked(old)} RENAME TO {_checked(new)}")
