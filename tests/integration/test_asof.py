@@ -365,11 +365,11 @@ async def test_as_of_reads_on_every_surface_equal_the_replayed_oracle(
 
 
 def _unerased(data: Any) -> Any:
-    """``data`` without when and by which erasure content was erased: as of a point before an
-    erasure the history shows the memory as erased (its content blanked in every version), where a
+    """``data`` without the erasure's mark (status, when, by which erasure): as of a point before an
+    erasure the history shows the memory as erased (every version blanked and marked), where a
     replay to that point has only the blank content (its key is gone) and no erasure yet."""
     if isinstance(data, dict):
-        return {k: _unerased(v) for k, v in data.items() if k not in ("erased_at", "erasure_id")}
+        return {k: _unerased(v) for k, v in data.items() if k not in ("erased_at", "erasure_id", "status")}
     if isinstance(data, list):
         return [_unerased(v) for v in data]
     return data
@@ -402,9 +402,16 @@ async def test_every_sequence_reads_as_the_replayed_oracle_through_an_erasure_an
         ("/v1/audit", {"workspace": "acme"}),
         (f"/v1/why/{ids['key']}", {"workspace": "acme"}),
     ]
+    # Reads that select by status (active only) or rank what they select: before the erasure the
+    # history leaves the erased memory out of them (it reads erased), the replay does not.
+    by_status = {"/v1/memories/search", "/v1/memories", "/v1/timeline"}
     for seq in range(1, last + 1):
         oracle = await _oracle(world, seq, oracles)
         for path, params in reads:
+            if seq < erasure and (
+                path in by_status or (path == "/v1/facts" and "include_inactive" not in params)
+            ):
+                continue
             asked = await world.admin.get(path, params={**params, "as_of": str(seq)})
             expected = await oracle.api.get(path, params=params)
             assert asked.status_code == expected.status_code, (seq, path, asked.text, expected.text)
@@ -417,6 +424,7 @@ async def test_every_sequence_reads_as_the_replayed_oracle_through_an_erasure_an
                 await world.admin.get(f"/v1/memories/{secret.memory_id}", params={"as_of": str(seq)})
             ).json()
             assert shown["memory"]["erased_at"] is not None
+            assert shown["memory"]["status"] == "erased"
             assert "zqxmarker4711" not in json.dumps(shown)
         await oracle.api.aclose()
         await oracle.app.pool.close()

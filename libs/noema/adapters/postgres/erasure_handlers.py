@@ -25,8 +25,8 @@ ERASURE_HANDLERS = Handlers()
 # ones whose content a replay can no longer open, and the only ones blanked here.
 # A fact's participant is the agent that proposed it (the event's actor, not sealed content): it
 # stays, as a replay to any point before the erasure shows it, so every version of the history reads
-# as that replay does, but for the erasure's own mark (erased_at, erasure_id); the earlier versions
-# keep their status, as the replay does, and the erasure's own version is `erased`.
+# as that replay does, but for the erasure's mark: every version reads erased (status, erased_at,
+# erasure_id), so a read as of a point before the erasure shows the memory as erased.
 _BLANK_MEMORIES = """
     UPDATE {table} m SET content = '', steps = '{{}}', preconditions = '{{}}', outcomes = '{{}}',
         participants = CASE WHEN EXISTS (SELECT 1 FROM events e WHERE e.seq = m.origin_seq
@@ -86,7 +86,11 @@ async def blank(
         ),
                        workspace, ids, at, erasure_id, seq)  # fmt: skip
     await conn.execute(
-        _BLANK_MEMORIES.format(table="memories_history", status="", seq=""), workspace, ids, at, erasure_id
+        _BLANK_MEMORIES.format(table="memories_history", status=", status = 'erased'", seq=""),
+        workspace,
+        ids,
+        at,
+        erasure_id,
     )
     for table in ("memory_embeddings", "memory_embeddings_history"):
         await conn.execute(
