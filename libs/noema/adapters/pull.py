@@ -25,8 +25,9 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
 
-__all__ = ["ConsumerUnavailable", "Puller", "durable_puller", "interrupt_all"]
+__all__ = ["ConsumerUnavailable", "Puller", "durable_puller", "durable_puller_after", "interrupt_all"]
 
 log = structlog.get_logger("noema.pull")
 
@@ -212,3 +213,33 @@ async def durable_puller(
         ),
     )
     return await Puller(nc, stream, durable, batch).start()
+
+
+async def durable_puller_after(
+    nc: NATS,
+    stream: str,
+    durable: str,
+    filter_subject: str | list[str],
+    batch: int,
+    *,
+    after: int,
+    ack_wait: float,
+    max_ack_pending: int,
+) -> Puller:
+    """:func:`durable_puller` delivering from just after sequence ``after`` (a worker's mark), in
+    order: the consumer is recreated there (a crashed process's unacked messages would otherwise
+    come back only after their ack wait, behind newer ones). ``after`` 0: kept, from the start."""
+    if after:
+        with contextlib.suppress(NotFoundError):
+            await nc.jetstream().delete_consumer(stream, durable)
+    return await durable_puller(
+        nc,
+        stream,
+        durable,
+        filter_subject,
+        batch,
+        ack_wait=ack_wait,
+        max_ack_pending=max_ack_pending,
+        deliver_policy=DeliverPolicy.BY_START_SEQUENCE if after else DeliverPolicy.ALL,
+        opt_start_seq=after + 1 if after else None,
+    )

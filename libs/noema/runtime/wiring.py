@@ -21,6 +21,9 @@ from noema.application.sealing import KeyringSealer
 from noema.runtime.settings import Located
 from noema.topology import Topology
 
+Pool = asyncpg.Pool
+"""A database pool, as the composition roots of the workers hand it on (they hold no driver)."""
+
 if TYPE_CHECKING:  # the worker runtime: loaded by partitioned_workers, not by the application layer
     from noema.adapters.metrics import Metrics
     from noema.runtime.partitions import PartitionedService
@@ -29,6 +32,7 @@ if TYPE_CHECKING:  # the worker runtime: loaded by partitioned_workers, not by t
 __all__ = [
     "Bus",
     "PartitionConsumer",
+    "Pool",
     "PoolFactory",
     "connect_nats",
     "open_bus",
