@@ -27,7 +27,14 @@ from nats.aio.subscription import Subscription
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
-__all__ = ["ConsumerUnavailable", "Puller", "durable_puller", "durable_puller_after", "interrupt_all"]
+__all__ = [
+    "ConsumerUnavailable",
+    "DeliverPolicy",
+    "Puller",
+    "durable_puller",
+    "durable_puller_after",
+    "interrupt_all",
+]
 
 log = structlog.get_logger("noema.pull")
 

@@ -26,9 +26,11 @@ class Delivered(Generic[T_co]):
 
 class Decision(Protocol[T_contra]):
     """A worker's decision over one batch, in stream order: what it stores is stored before it
-    returns (the messages are acked after); raising has the batch retried."""
+    returns (the messages are acked after); raising has the batch retried. Any async callable
+    returning None (all decided) fits."""
 
-    async def __call__(self, batch: Sequence[Delivered[T_contra]], through: int) -> None:
+    async def __call__(self, batch: Sequence[Delivered[T_contra]], through: int) -> int | None:
         """Decide ``batch``; ``through`` is the highest sequence the batch covers (malformed and
-        skipped messages included; 0 when it covers none)."""
+        skipped messages included; 0 when it covers none). Returns None when the whole batch is
+        decided, else how many of its first events are (a stop asked for: the rest comes again)."""
         ...

@@ -21,6 +21,7 @@ message that keeps failing is dead-lettered and acked.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
@@ -32,6 +33,7 @@ from nats.js import JetStreamContext as JetStream
 from noema.adapters import tracing
 from noema.adapters.jetstream import DeadLetters
 from noema.application.deliveries import Decision, Delivered
+from noema.runtime.stopping import release
 from noema.runtime.worker import decode_each
 from noema_events import Event, decode_event
 
@@ -47,7 +49,13 @@ def _event(msg: Msg) -> Event:
 
 
 class EventConsumer(Generic[T]):
-    """Hands each batch's decoded events to ``decide`` (see the module doc)."""
+    """Hands each batch's decoded events to ``decide`` (see the module doc).
+
+    How a batch is acked: all at once after the decision (the default); ``one_by_one``: each message
+    as soon as its event is decided; ``chunk``: in chunks of that many messages, each decided and
+    acked in turn, a stop (``stopping``) honoured between two (the rest is released, redelivered at
+    once). A decision that returns a number handled only the first that many events: the messages
+    of the others are released (a stop asked for mid-batch)."""
 
     def __init__(
         self,
@@ -57,6 +65,9 @@ class EventConsumer(Generic[T]):
         *,
         owns: bool,
         one_by_one: bool = False,
+        chunk: int | None = None,
+        stopping: Callable[[], bool] = lambda: False,
+        traced: bool = True,
         decode: Callable[[Msg], T] = _event,  # type: ignore[assignment]
         skip: Callable[[Msg], Awaitable[bool]] | None = None,
         # Told (messages, how many were not skipped, how many decoded) once a batch is acked.
@@ -67,14 +78,27 @@ class EventConsumer(Generic[T]):
         self._dead_letters = dead_letters
         self._owns = owns
         self._one_by_one = one_by_one
+        self._chunk = chunk
+        self._stopping = stopping
+        self._traced = traced
         self._decode = decode
         self._skip = skip
         self._done = done
 
     async def __call__(self, msgs: list[Msg]) -> None:
-        """Decode, decide, then ack every message; each event stored carries the trace context of
-        the message that caused it."""
-        with tracing.batch(f"noema.{self.name}") as traces:
+        """Decode, decide, then ack; each event stored carries the trace context of the message
+        that caused it."""
+        if self._chunk is None:
+            await self._batch(msgs)
+            return
+        for start in range(0, len(msgs), self._chunk):
+            if self._stopping():
+                await release(msgs[start:])
+                return
+            await self._batch(msgs[start : start + self._chunk])
+
+    async def _batch(self, msgs: list[Msg]) -> None:
+        with tracing.batch(f"noema.{self.name}") if self._traced else contextlib.nullcontext() as traces:
             fresh = [m for m in msgs if not (self._skip is not None and await self._skip(m))]
             good, malformed = decode_each(fresh, self._decode)
             for msg, exc in malformed:
@@ -84,13 +108,18 @@ class EventConsumer(Generic[T]):
                     log.warning("undecodable event skipped", worker=self.name, seq=_seq(msg))
             batch = [Delivered(_seq(msg), item) for msg, item in good]
             for msg, item in good:
-                traces.carry(_id(item), msg.headers, **{"messaging.destination.name": msg.subject})
+                if traces is not None:
+                    traces.carry(_id(item), msg.headers, **{"messaging.destination.name": msg.subject})
             if self._one_by_one:
                 await self._each(msgs, good)
             else:
-                await self.decision(batch, _seq(fresh[-1]) if fresh else 0)
+                handled = await self.decision(batch, _seq(fresh[-1]) if fresh else 0)
+                left = [] if handled is None else [msg for msg, _ in good[handled:]]
+                unhandled = {id(msg) for msg in left}
                 for msg in msgs:
-                    await msg.ack()
+                    if id(msg) not in unhandled:
+                        await msg.ack()
+                await release(left)
             if self._done is not None:
                 self._done(msgs, len(fresh), len(batch))
 
