@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -22,7 +22,7 @@ from noema.composition.pipeline import InMemoryPipeline
 from noema.domain.attention import memory_id_for
 from noema.ports import EventSink, KnowledgeReadModel, MemoryReads
 from noema.runtime.settings import Located
-from noema_events import ObservationRecorded, encode_event
+from noema_events import ActivationDecayed, ObservationRecorded, RecallProposed, decode_event, encode_event
 from tests.conftest import Harness
 from tests.support import assert_eventually
 
@@ -55,6 +55,11 @@ class Pipeline:
     observe: Callable[[ObservationRecorded], Awaitable[None]]
     settle: Callable[[Callable[[], Awaitable[bool]]], Awaitable[None]]
     """Return once the condition holds (in memory: after running every worker until idle)."""
+    proposals: Callable[[], Awaitable[list[RecallProposed]]]
+    """The recall proposals on the observation stream, in order."""
+    decay: Callable[[datetime], Awaitable[ActivationDecayed]]
+    """A decay tick as of the time given (aligned down to the hour), as the decay worker ticks it;
+    returns the tick of workspace ``acme``."""
 
     def operations(self) -> Knowledge:
         return Knowledge(self.knowledge, self.sink, _now)
@@ -77,24 +82,46 @@ async def pipeline(servers_if_needed: Harness | None) -> AsyncIterator[Pipeline]
             await memory.run()
             assert await check()
 
-        yield Pipeline("memory", memory.knowledge, memory.records, memory.stream, memory.observe, settled)
+        async def proposed() -> list[RecallProposed]:
+            return [ev for ev in memory.candidates if isinstance(ev, RecallProposed)]
+
+        async def decay(at: datetime) -> ActivationDecayed:
+            await memory.decay(at)
+            return [ev for ev in memory.stream.events if isinstance(ev, ActivationDecayed)][-1]
+
+        yield Pipeline(
+            "memory",
+            memory.knowledge,
+            memory.records,
+            memory.stream,
+            memory.observe,
+            settled,
+            proposed,
+            decay,
+        )
         return
     yield await _on_servers(servers_if_needed)
 
 
 async def _on_servers(h: Harness) -> Pipeline:
-    from noema.adapters.jetstream import EventPublisher
+    from noema.adapters.jetstream import EventPublisher, last_on_subject, read_stream, stream_last_seq
     from noema.adapters.postgres import MemoryQueries
     from noema.adapters.postgres.knowledge import PostgresKnowledge
+    from noema.runtime.wiring import sealer
     from noema_attend.service import build as build_attend
     from noema_conflicts.service import build as build_conflicts
+    from noema_decay.service import DecayWorker
     from noema_embed.service import build as build_embed
     from noema_projector.service import build as build_projector
+    from noema_retrieve.service import build as build_retrieve
 
     async def embed(settings: Located, stack: AsyncExitStack) -> Any:
         return await build_embed(settings, stack, Fixed())
 
-    for build in (build_projector, build_attend, build_conflicts, embed):
+    async def retrieve(settings: Located, stack: AsyncExitStack) -> Any:
+        return await build_retrieve(settings, stack, Fixed())
+
+    for build in (build_projector, build_attend, build_conflicts, embed, retrieve):
         await h.start(build)
 
     async def observe(obs: ObservationRecorded) -> None:
@@ -104,6 +131,25 @@ async def _on_servers(h: Harness) -> Pipeline:
     async def eventually(check: Callable[[], Awaitable[bool]]) -> None:
         await assert_eventually(check)
 
+    async def proposed() -> list[RecallProposed]:
+        t = h.topology
+        last = await stream_last_seq(h.js, t.observation_stream)
+        out: list[RecallProposed] = []
+        async for batch in read_stream(h.nc, t.observation_stream, t.observation_subjects, 1, last):
+            out += [ev for ev in (decode_event(m.data) for m in batch) if isinstance(ev, RecallProposed)]
+        return await sealer(h.pool).open(out)  # retrieve seals what it proposes (docs/privacy.md)
+
+    async def decay(at: datetime) -> ActivationDecayed:
+        await DecayWorker(
+            MemoryQueries(h.pool), EventPublisher(h.nc, h.topology), 3600, clock=lambda: at
+        ).tick()
+        subject = h.topology.event_subject_for("acme", "", "activation.decayed")
+        last = await last_on_subject(h.js, h.topology.event_stream, subject)
+        assert last is not None
+        tick = decode_event(last[1])
+        assert isinstance(tick, ActivationDecayed)
+        return tick
+
     return Pipeline(
         "servers",
         PostgresKnowledge(h.pool),
@@ -111,6 +157,8 @@ async def _on_servers(h: Harness) -> Pipeline:
         EventPublisher(h.nc, h.topology),
         observe,
         eventually,
+        proposed,
+        decay,
     )
 
 
@@ -189,3 +237,54 @@ async def test_every_memory_and_fact_is_embedded(pipeline: Pipeline) -> None:
         return stored and await pipeline.records.count_unembedded(Fixed.name) == 0
 
     await pipeline.settle(embedded)
+
+
+async def test_a_past_memory_is_proposed_to_attention_for_a_related_observation(pipeline: Pipeline) -> None:
+    first = observation("the deploy key rotates on Fridays")
+    await pipeline.observe(first)
+
+    async def remembered() -> bool:
+        return await pipeline.records.get(memory_id_for(first.id)) is not None
+
+    await pipeline.settle(remembered)
+    question = observation("when does the deploy key rotate?", n=2)
+    await pipeline.observe(question)
+
+    async def proposed() -> bool:
+        return any(p.payload.observation_id == question.id for p in await pipeline.proposals())
+
+    await pipeline.settle(proposed)
+    (proposal,) = [p for p in await pipeline.proposals() if p.payload.observation_id == question.id]
+    assert proposal.payload.memory_id == memory_id_for(first.id)
+    assert proposal.payload.content == "the deploy key rotates on Fridays"
+    assert (proposal.workspace, proposal.mind, proposal.causation_id) == ("acme", "ops", question.id)
+
+
+async def test_a_decay_tick_lists_a_fact_that_expired_in_its_interval(pipeline: Pipeline) -> None:
+    tick_at = datetime.fromtimestamp((_now() + timedelta(days=2)).timestamp() // 3600 * 3600, UTC)
+    alice = Caller("acme", "alice", "engineer")
+    ops = pipeline.operations()
+    expiring = await ops.propose_fact(
+        alice, "ops", "freeze", "The release freeze holds", valid_until=tick_at - timedelta(minutes=30)
+    )
+    await ops.propose_fact(alice, "ops", "backups", "Backups are kept for 30 days")
+
+    async def both() -> bool:
+        facts = await pipeline.knowledge.list_facts(
+            "acme",
+            at=_now(),
+            domain="ops",
+            topic=None,
+            include_inactive=False,
+            readable=None,
+            repo=None,
+            limit=10,
+        )
+        return len(facts) == 2
+
+    await pipeline.settle(both)
+    tick = await pipeline.decay(tick_at + timedelta(minutes=10))
+    assert tick.payload.tick_at == tick_at
+    assert tick.payload.since == tick_at - timedelta(hours=1)
+    assert tick.payload.expired == [expiring.memory_id]
+    assert tick.payload.expired_total == 1

@@ -83,7 +83,6 @@ KNOWN: set[str] = {
     "services/noema_cli/agent_cmd.py: nats.errors",
     "services/noema_cli/projection_cmd.py: nats.aio.client",
     "services/noema_cli/supervisor.py: asyncpg",
-    "services/noema_decay/service.py: asyncpg",
     "services/noema_projector/worker.py: asyncpg",
     "services/noema_projector/worker.py: nats.aio.client",
     "services/noema_projector/worker.py: nats.aio.msg",

@@ -16,6 +16,7 @@ from typing import TypeVar
 from noema.adapters.memory import InMemoryKnowledge, InMemoryReads
 from noema.adapters.memory.attend_log import InMemoryAttendLog
 from noema.adapters.memory.stream import InMemoryEventStream
+from noema.adapters.memory.voices import InMemoryVoices
 from noema.application.attend import Attention
 from noema.application.conflicts import Settling
 from noema.application.deliveries import Delivered
@@ -69,8 +70,9 @@ class _Candidates:
 
 
 class InMemoryPipeline:
-    """Attend, retrieve (given a ``recall``), conflicts and embed (given an ``embedder``) over the
-    in-memory streams; :meth:`run` until idle, :meth:`decay` for a tick."""
+    """Attend, retrieve (over ``recall``, by default the in-memory voices; none unless
+    ``retrieve``), conflicts and embed (given an ``embedder``) over the in-memory streams; :meth:`run`
+    until idle, :meth:`decay` for a tick."""
 
     def __init__(
         self,
@@ -78,6 +80,7 @@ class InMemoryPipeline:
         *,
         embedder: Embedder | None = None,
         recall: Recall | None = None,
+        retrieve: bool = True,
         clock: Callable[[], datetime] = _utcnow,
         topology: Topology | None = None,
     ) -> None:
@@ -94,6 +97,8 @@ class InMemoryPipeline:
         )
         self.settling = Settling(self.knowledge, self.stream, clock)
         self.embedding = None if embedder is None else Embedding(_Opened(self.stream), embedder, clock)
+        if recall is None and retrieve:
+            recall = Recall(InMemoryVoices(self.knowledge.tables, clock), embedder)
         self.recalling = None if recall is None else Recalling(recall, self._candidates, clock)
         self._read: dict[str, int] = {"attend": 0, "retrieve": 0, "conflicts": 0, "embed": 0}
         """Each worker's cursor: the last sequence it has decided."""
@@ -153,8 +158,9 @@ class InMemoryPipeline:
             await decide([d], d.seq)
         return bool(batch)
 
-    async def decay(self, interval: timedelta = timedelta(hours=1)) -> list[str]:
-        """One decay tick now, aligned down to ``interval`` (as the decay worker ticks)."""
+    async def decay(self, at: datetime | None = None, interval: timedelta = timedelta(hours=1)) -> list[str]:
+        """One decay tick at ``at`` (default: now), aligned down to ``interval``, as the decay worker
+        ticks (noema_decay.service)."""
         seconds = interval.total_seconds()
-        aligned = datetime.fromtimestamp(self.clock().timestamp() // seconds * seconds, UTC)
+        aligned = datetime.fromtimestamp((at or self.clock()).timestamp() // seconds * seconds, UTC)
         return await decay_tick(self.records, self.stream, aligned, since=aligned - interval)
