@@ -33,6 +33,7 @@ __all__ = [
     "Puller",
     "durable_puller",
     "durable_puller_after",
+    "in_order_puller",
     "interrupt_all",
 ]
 
@@ -250,3 +251,29 @@ async def durable_puller_after(
         deliver_policy=DeliverPolicy.BY_START_SEQUENCE if after else DeliverPolicy.ALL,
         opt_start_seq=after + 1 if after else None,
     )
+
+
+async def in_order_puller(
+    nc: NATS, stream: str, durable: str, subjects: str, position: int, batch: int
+) -> Puller:
+    """(Re)create a durable consumer that delivers ``stream`` in order from ``position + 1`` (from the
+    start when 0), for one reader that acks a batch by acking its last message (the projector)."""
+    js = nc.jetstream()
+    with contextlib.suppress(NotFoundError):
+        await js.delete_consumer(stream, durable)
+    config = ConsumerConfig(
+        durable_name=durable,
+        # One reader consumes in order, so acking the last message of a batch acknowledges the
+        # whole batch: one ack per commit instead of one per event.
+        ack_policy=AckPolicy.ALL,
+        ack_wait=300.0,
+        max_ack_pending=batch * 4,
+        filter_subject=subjects,
+        **(
+            {"deliver_policy": DeliverPolicy.BY_START_SEQUENCE, "opt_start_seq": position + 1}
+            if position
+            else {"deliver_policy": DeliverPolicy.ALL}
+        ),
+    )
+    await js.add_consumer(stream, config)
+    return await Puller(nc, stream, durable, batch).start()

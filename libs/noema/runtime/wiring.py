@@ -23,6 +23,8 @@ from noema.topology import Topology
 
 Pool = asyncpg.Pool
 """A database pool, as the composition roots of the workers hand it on (they hold no driver)."""
+DbConnection = asyncpg.Connection
+"""A database connection, as a worker holds one of its pool's."""
 
 if TYPE_CHECKING:  # the worker runtime: loaded by partitioned_workers, not by the application layer
     from noema.adapters.metrics import Metrics
@@ -31,6 +33,7 @@ if TYPE_CHECKING:  # the worker runtime: loaded by partitioned_workers, not by t
 
 __all__ = [
     "Bus",
+    "DbConnection",
     "PartitionConsumer",
     "Pool",
     "PoolFactory",
