@@ -21,10 +21,13 @@ from noema.application.attend import Attention
 from noema.application.conflicts import Settling
 from noema.application.deliveries import Delivered
 from noema.application.embed import Embedding
+from noema.application.facade import Noema
+from noema.application.knowledge import Knowledge
 from noema.application.retrieve import Recalling
 from noema.application.search import Recall
 from noema.application.upkeep import decay_tick
 from noema.domain.attention import AttentionConfig
+from noema.observations import Stored
 from noema.ports import Embedder
 from noema.topology import Topology
 from noema_events import Event, FactProposed, MemoryCreated, ObservationRecorded, RecallProposed
@@ -68,6 +71,13 @@ class _Candidates:
         for p in proposals:
             self.add(p)
 
+    async def send(self, obs: ObservationRecorded) -> Stored:
+        """As :class:`noema.client.JetStreamObservations` publishes: once per id."""
+        duplicate = obs.id in self._ids
+        self.add(obs)
+        seq = next(i for i, ev in enumerate(self.events, 1) if ev.id == obs.id)
+        return Stored(seq, duplicate)
+
 
 class InMemoryPipeline:
     """Attend, retrieve (over ``recall``, by default the in-memory voices; none unless
@@ -85,6 +95,7 @@ class InMemoryPipeline:
         topology: Topology | None = None,
     ) -> None:
         self.clock = clock
+        self.embedder = embedder
         self.knowledge = InMemoryKnowledge()
         """The read model (what the projector keeps)."""
         self.stream = InMemoryEventStream(self.knowledge, topology=topology)
@@ -97,8 +108,10 @@ class InMemoryPipeline:
         )
         self.settling = Settling(self.knowledge, self.stream, clock)
         self.embedding = None if embedder is None else Embedding(_Opened(self.stream), embedder, clock)
+        self.voices = InMemoryVoices(self.knowledge.tables, clock)
+        """The recall voices over the read model (retrieve's and searches')."""
         if recall is None and retrieve:
-            recall = Recall(InMemoryVoices(self.knowledge.tables, clock), embedder)
+            recall = Recall(self.voices, embedder)
         self.recalling = None if recall is None else Recalling(recall, self._candidates, clock)
         self._read: dict[str, int] = {"attend": 0, "retrieve": 0, "conflicts": 0, "embed": 0}
         """Each worker's cursor: the last sequence it has decided."""
@@ -157,6 +170,26 @@ class InMemoryPipeline:
         for d in batch:  # one at a time, as conflicts' consumer hands them (embed: chunk of one)
             await decide([d], d.seq)
         return bool(batch)
+
+    def noema(self, decay_interval_s: float = 3600.0) -> Noema:
+        """The application facade every surface calls, over this pipeline's streams and read model
+        (what :class:`noema.composition.instance.Instance` is over the servers): observations
+        recorded through it wait on the observation stream until :meth:`run`."""
+
+        async def load_embedder() -> Embedder | None:
+            return self.embedder
+
+        return Noema(
+            publisher=self.stream,
+            memories=self.records,
+            knowledge=Knowledge(self.knowledge, self.stream, self.clock, appends=self.stream),
+            voices=self.voices,
+            observations=self._candidates,
+            embedder=load_embedder,
+            connected=lambda: True,
+            decay_interval_s=decay_interval_s,
+            clock=self.clock,
+        )
 
     async def decay(self, at: datetime | None = None, interval: timedelta = timedelta(hours=1)) -> list[str]:
         """One decay tick at ``at`` (default: now), aligned down to ``interval``, as the decay worker
