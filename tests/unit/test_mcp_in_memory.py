@@ -8,17 +8,27 @@ from __future__ import annotations
 import json
 from typing import Any, cast
 
+import httpx
 import pytest
 from mcp import Client, types
 from mcp.shared.exceptions import MCPError
 
-from noema.application.knowledge import Caller
+from noema.adapters.asgi import DEFAULT_MAX_BODY
+from noema.application.facade import Noema
+from noema.application.knowledge import Caller, Knowledge
 from noema.composition.instance import Instance
 from noema.composition.pipeline import InMemoryPipeline
 from noema.domain.attention import memory_id_for
-from noema_mcp.server import PREAMBLE_URI, build_server
+from noema.errors import Kind
+from noema_mcp.server import ERROR_CODE_META, PREAMBLE_URI, build_server
+from noema_mcp.service import http_app
+from tests.integration.api_harness import memory, retraction
+from tests.unit.test_errors import documented
 
 ALICE = Caller("acme", "alice", "engineer")
+OPERATOR = Caller("acme", "root", operator=True)
+IVY = Caller("acme", "ivy", "intern")  # may read the security domain, not write it
+TABLE = documented()
 
 
 def ok(result: types.CallToolResult) -> Any:
@@ -100,3 +110,113 @@ async def test_an_observation_is_found_through_mcp_once_the_pipeline_ran() -> No
         found = ok(await mcp.call_tool("search_memory", {"query": "deploy key"}))["results"]
     assert [r["content"] for r in found] == ["the deploy key rotates on Fridays"]
     assert found[0]["id"] == memory_id_for(stored["observation_id"])
+
+
+class Down:
+    """A read model and recall voices whose server is gone: every read fails as a dropped connection."""
+
+    def __getattr__(self, name: str) -> Any:
+        async def unreachable(*args: Any, **kw: Any) -> Any:
+            raise ConnectionRefusedError("connection refused")
+
+        return unreachable
+
+
+def down_facade(pipeline: InMemoryPipeline) -> Noema:
+    """The facade over ``pipeline`` with its read model and voices unreachable."""
+    gone = cast(Any, Down())
+    up = pipeline.noema()
+    return Noema(
+        publisher=pipeline.stream,
+        memories=gone,
+        knowledge=Knowledge(gone, pipeline.stream, pipeline.clock),
+        voices=gone,
+        observations=up._observations,
+        embedder=up._load_embedder,
+        connected=lambda: True,
+        decay_interval_s=3600.0,
+        clock=pipeline.clock,
+    )
+
+
+async def test_the_mcp_server_answers_each_kind_as_the_table_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Moved from tests/integration/test_error_surfaces.py (a real instance there; here the servers
+    that are not there are a read model that refuses connections), assertions kept."""
+    pipeline = InMemoryPipeline()
+    active, b, c, fact = (
+        memory("the deploy key rotates"),
+        memory("b"),
+        memory("c"),
+        memory("deploys happen on fridays", domain="ops", topic="deploy-day"),
+    )
+    await pipeline.stream.publish([active, b, c, fact])
+    await pipeline.stream.publish([retraction(fact.payload.memory_id)])
+    await pipeline.noema().knowledge.set_grant(OPERATOR, "intern", "security", "read")
+    noema = cast(Instance, pipeline.noema())
+    down = cast(Instance, down_facade(pipeline))
+    buggy = cast(Instance, pipeline.noema())
+
+    async def bug(*args: Any, **kw: Any) -> Any:
+        raise KeyError("secret internals")
+
+    monkeypatch.setattr(buggy, "preamble", bug)
+
+    async def tool(app: Instance, who: Caller, name: str, args: dict[str, Any]) -> str:
+        async with Client(build_server(app, who)) as mcp:
+            result = await mcp.call_tool(name, args)
+        assert result.is_error, (name, result)
+        [content] = result.content
+        assert isinstance(content, types.TextContent)
+        text = content.text
+        assert "secret" not in text
+        assert "Traceback" not in text
+        prefix = text[: text.index(":") + 2]
+        # No structured content (clients check it against the output schema), the kind in _meta.
+        assert result.structured_content is None
+        assert result.meta is not None
+        assert prefix == f"{result.meta[ERROR_CODE_META]}: "
+        return prefix
+
+    seen: dict[Kind, str] = {
+        Kind.MALFORMED: await tool(noema, ALICE, "supersede_fact", {"fact_id": "abc", "content": "x"}),
+        Kind.INVALID: await tool(noema, ALICE, "search_memory", {"query": "deploys", "limit": 0}),
+        Kind.FORBIDDEN: await tool(noema, IVY, "propose_policy", {"domain": "security", "rule": "x"}),
+        Kind.NOT_FOUND: await tool(noema, ALICE, "supersede_fact", {"fact_id": "zzzzzzzzzz", "content": "x"}),
+        Kind.CONFLICT: await tool(
+            noema, ALICE, "supersede_fact", {"fact_id": fact.payload.memory_id, "content": "x"}
+        ),
+        Kind.UNAVAILABLE: await tool(down, ALICE, "search_memory", {"query": "deploys"}),
+        Kind.INTERNAL: await tool(buggy, ALICE, "get_preamble", {"task": "x"}),
+    }
+    # Over the HTTP transport, the token and the body limit answer before any tool runs.
+    server = build_server(noema, ALICE)
+    transport = httpx.ASGITransport(app=http_app(server, "127.0.0.1", token="t0ken"))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        unauthenticated = await client.post("/mcp", json={})
+        too_large = await client.post(
+            "/mcp", content=b"x" * (DEFAULT_MAX_BODY + 1), headers={"Authorization": "Bearer t0ken"}
+        )
+        not_json = await client.post(
+            "/mcp", content=b"hello", headers={"Authorization": "Bearer t0ken", "Content-Type": "text/plain"}
+        )
+    for kind, res in (
+        (Kind.UNAUTHENTICATED, unauthenticated),
+        (Kind.TOO_LARGE, too_large),
+        (Kind.UNSUPPORTED_MEDIA_TYPE, not_json),
+    ):
+        assert res.headers["content-type"] == "application/problem+json"
+        assert res.json()["code"] == kind
+        seen[kind] = f"HTTP {res.status_code}"
+    wanted = {kind: row.mcp_tool for kind, row in TABLE.items() if row.mcp_tool is not None}
+    assert seen == wanted
+
+    # A request that is not a tool call (a resource read) fails with the kind's JSON-RPC code.
+    async def read(app: Instance, uri: str) -> str:
+        async with Client(build_server(app, ALICE)) as mcp:
+            with pytest.raises(MCPError) as failed:
+                await mcp.read_resource(uri)
+        return str(failed.value.code)
+
+    assert await read(noema, "noema://nowhere") == TABLE[Kind.NOT_FOUND].mcp_request
+    assert await read(down, "noema://preamble/x") == TABLE[Kind.UNAVAILABLE].mcp_request
+    assert await read(buggy, "noema://preamble/x") == TABLE[Kind.INTERNAL].mcp_request
