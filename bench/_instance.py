@@ -144,6 +144,10 @@ def running_instance(
         NOEMA_API_PORT=str(free_port()),
         NOEMA_LOG_FORMAT="json",
         NOEMA_LOG_LEVEL="warning",
+        # A benchmark's one token or agent stands for many callers: no per-caller limits
+        # (bench/admission.py measures them, in-process).
+        NOEMA_RATE_LIMIT="0",
+        NOEMA_CONCURRENCY_LIMIT="0",
         XDG_RUNTIME_DIR=str(runtime),
     )
     env.update(extra_env or {})  # may override the defaults above (e.g. NOEMA_LOG_LEVEL)

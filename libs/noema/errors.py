@@ -32,6 +32,7 @@ __all__ = [
     "NoemaError",
     "NotFound",
     "OperationError",
+    "RateLimited",
     "Unavailable",
     "kind_of",
     "markdown_table",
@@ -51,6 +52,7 @@ class Kind(StrEnum):
     CONFLICT = "conflict"
     TOO_LARGE = "too_large"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    RATE_LIMITED = "rate_limited"
     UNAVAILABLE = "unavailable"
     INTERNAL = "internal"
 
@@ -91,6 +93,17 @@ class InvalidQuery(OperationError):
     """A read's query or filters are not understood (kind ``malformed``)."""
 
     kind = Kind.MALFORMED
+
+
+class RateLimited(NoemaError):
+    """The caller is over its rate or concurrency limit (:mod:`noema.domain.admission`); the
+    message names the limit, ``retry_after`` says in how many whole seconds to try again."""
+
+    kind = Kind.RATE_LIMITED
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -188,6 +201,14 @@ SURFACES: dict[Kind, Codes] = {
         cli=None,
         http_only_mcp=True,
     ),
+    Kind.RATE_LIMITED: Codes(
+        "Too many requests",
+        "the caller is over its rate or concurrency limit; retry after the time given (Retry-After)",
+        http=429,
+        nats=429,
+        mcp=_SERVER_ERROR,
+        cli=None,
+    ),
     Kind.UNAVAILABLE: Codes(
         "Service unavailable",
         "NATS, PostgreSQL or the running instance is not there; retry later",
@@ -226,10 +247,15 @@ name: this module sits below the adapters and imports no driver. The same classe
 
 
 def kind_of(exc: BaseException) -> Kind:
-    """The kind of any exception: a :class:`NoemaError`'s own, ``unavailable`` for a server that is
-    not there, ``internal`` (a bug) for everything else."""
+    """The kind of any exception: a :class:`NoemaError`'s own, ``invalid`` for bytes refused by the
+    bounded decoding (:class:`noema_events.Undecodable`), ``unavailable`` for a server that is not
+    there, ``internal`` (a bug) for everything else."""
     if isinstance(exc, NoemaError):
         return exc.kind
+    from noema_events.bounded import Undecodable
+
+    if isinstance(exc, Undecodable):
+        return Kind.INVALID
     if isinstance(exc, (OSError, TimeoutError)) or any(
         f"{cls.__module__.partition('.')[0]}.{cls.__qualname__}" in _DRIVERS_UNAVAILABLE
         for cls in type(exc).__mro__
@@ -243,7 +269,7 @@ def public_message(exc: BaseException, kind: Kind | None = None) -> str:
     server that is not there, which kind of failure it was (a driver's text may name hosts); for a
     bug nothing but that it is one (the surface logs the traceback)."""
     kind = kind or kind_of(exc)
-    if isinstance(exc, NoemaError):
+    if isinstance(exc, NoemaError) or kind is Kind.INVALID:
         return str(exc)
     if kind is Kind.UNAVAILABLE:
         return f"a server Noema needs is unavailable ({type(exc).__name__}); retry later"

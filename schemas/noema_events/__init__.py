@@ -3,6 +3,7 @@
 This package depends only on msgspec so that publishers and SDKs can use it without the server.
 """
 
+from .bounded import OutOfBounds, Undecodable, check_bounds, check_value_depth, decode_json
 from .catalog import *  # noqa: F403
 from .catalog import __all__ as _catalog_all
 from .codec import KNOWN_TAGS, EventDecodeError, Recorded, decode_event, decode_recorded, encode_event, upcast
@@ -15,8 +16,13 @@ __all__ = [
     "Event",
     "EventDecodeError",
     "Name",
+    "OutOfBounds",
     "Recorded",
+    "Undecodable",
+    "check_bounds",
+    "check_value_depth",
     "decode_event",
+    "decode_json",
     "decode_recorded",
     "encode_event",
     "upcast",

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-from itertools import accumulate
 from typing import Any, NamedTuple
 
 import msgspec
 
+from .bounded import MAX_BYTES, MAX_DEPTH, OutOfBounds, Undecodable, check_bounds
 from .catalog import EVENT_TYPES, AnyEvent
 from .envelope import Event
 from .upcasting import EARLIER_TYPES, UPCASTERS
@@ -44,7 +44,7 @@ _decoder = msgspec.json.Decoder(AnyEvent)
 _encoder = msgspec.json.Encoder()
 
 
-class EventDecodeError(ValueError):
+class EventDecodeError(Undecodable):
     """The bytes are not a valid event of any known version; the message says why."""
 
 
@@ -78,33 +78,17 @@ _NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
 """A NUL in JSON text: ``\\u0000`` not itself escaped (``\\\\u0000`` is the six characters of that
 spelling, which are fine). A raw NUL byte is not JSON at all: the parser says so."""
 
-MAX_EVENT_BYTES = 1024 * 1024
-"""The largest message decoded (1 MiB). The biggest real event (an attention cycle of 500 decisions)
-is a few hundred KB; anything larger is refused before the parser sees it."""
-
-MAX_DEPTH = 32
-"""The deepest nesting of arrays and objects decoded. Real events nest at most five levels; a deeper
-document is refused before the parser sees it, so no decoder or handler can run out of stack on it."""
-
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
-_NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
-_DEPTH_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
-
-
-def _depth(data: bytes) -> int:
-    """The deepest nesting of ``[``/``{`` outside strings (exact for valid JSON, a bound otherwise)."""
-    brackets = _NOT_BRACKET.sub(b"", _STRING.sub(b"", data)).translate(_DEPTH_STEP)
-    return max(accumulate(1 if b == 1 else -1 for b in brackets), default=0)
+MAX_EVENT_BYTES = MAX_BYTES
+"""The largest message decoded (1 MiB): :data:`noema_events.bounded.MAX_BYTES`."""
 
 
 def _check_bounds(data: bytes) -> None:
-    if len(data) > MAX_EVENT_BYTES:
-        raise EventDecodeError(f"message is {len(data):,} bytes; the limit is {MAX_EVENT_BYTES:,} bytes")
+    try:
+        check_bounds(data, max_bytes=MAX_EVENT_BYTES, max_depth=MAX_DEPTH, what="the message")
+    except OutOfBounds as exc:
+        raise EventDecodeError(str(exc)) from None
     if NUL_ESCAPE in data and _NUL.search(data):
         raise EventDecodeError("text must not contain NUL characters (U+0000)")
-    # Counting is cheap; the exact scan runs only for documents with enough brackets to be too deep.
-    if data.count(b"[") + data.count(b"{") > MAX_DEPTH and (depth := _depth(data)) > MAX_DEPTH:
-        raise EventDecodeError(f"JSON nests {depth} levels deep; the limit is {MAX_DEPTH}")
 
 
 def decode_event(data: bytes | str) -> Event:

@@ -65,7 +65,7 @@ Channel = Literal["operator", "user", "system", "tool", "source", "low"]
 Veracity = Literal["stated", "inferred", "tool", "imported"]
 """How a fact came to be known: stated by a human, inferred by an agent, produced by a tool, imported."""
 
-MemoryStatus = Literal["active", "retracted", "superseded", "archived"]
+MemoryStatus = Literal["active", "retracted", "superseded", "archived", "erased"]
 """Lifecycle of a record; non-active records stay for provenance and leave normal recall."""
 
 Access = Literal["none", "read", "write"]

@@ -7,6 +7,7 @@ __all__ = [
     "NoemaError",
     "NotFound",
     "PermissionDenied",
+    "RateLimited",
     "RequestTimeout",
     "ServerError",
     "ServiceUnavailable",
@@ -57,12 +58,20 @@ class ServiceUnavailable(NoemaError):
     code = 503
 
 
+class RateLimited(NoemaError):
+    """The agent is over its rate or concurrency limit (429); nothing was done. Retry after the
+    seconds the message gives (the reply's ``Retry-After`` header carries them too)."""
+
+    code = 429
+
+
 class RequestTimeout(NoemaError, TimeoutError):
     """No reply within the timeout. The operation may still have been applied."""
 
 
 _BY_CODE: dict[int, type[NoemaError]] = {
-    cls.code: cls for cls in (InvalidRequest, PermissionDenied, NotFound, ServerError, ServiceUnavailable)
+    cls.code: cls
+    for cls in (InvalidRequest, PermissionDenied, NotFound, RateLimited, ServerError, ServiceUnavailable)
 }
 
 

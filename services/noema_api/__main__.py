@@ -50,7 +50,12 @@ async def main(api_settings: ApiSettings, errors: ErrorTap | None = None) -> Non
         )
         await app.embedder()  # load it now: a bad NOEMA_EMBEDDER fails here, not on the first search
         config = uvicorn.Config(
-            create_app(Api(app, tokens), api_settings.max_body),
+            create_app(
+                # Each token's rate and concurrency limits (NOEMA_RATE_LIMIT, ...): one token's
+                # flood is refused (429) instead of starving the others.
+                Api(app, tokens, metrics.admission(settings.admission_limits, "api")),
+                api_settings.max_body,
+            ),
             host=settings.api_host,
             port=settings.api_port,
             log_level="warning",

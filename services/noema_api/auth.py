@@ -23,6 +23,7 @@ from typing import Annotated
 import msgspec
 
 from noema.errors import Kind
+from noema_events.bounded import Undecodable, decode_json
 from noema_events.envelope import NAME_PATTERN
 
 from .errors import ApiError
@@ -123,10 +124,10 @@ class Tokens:
 
 def _decode(path: Path) -> TokenFile:
     try:
-        return msgspec.json.decode(path.read_bytes(), type=TokenFile)
+        return decode_json(path.read_bytes(), TokenFile, max_bytes=None, what=f"token file {path}")
     except FileNotFoundError:
         raise TokensError(f"no tokens file at {path}") from None
-    except (OSError, msgspec.DecodeError) as exc:
+    except (OSError, Undecodable) as exc:
         raise TokensError(f"cannot read tokens file {path}: {exc}") from None
 
 

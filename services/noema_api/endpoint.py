@@ -10,7 +10,9 @@ other exception is a bug, logged with its traceback and answered with a plain 50
 
 from __future__ import annotations
 
+import contextlib
 import re
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,10 +30,12 @@ from noema.adapters.postgres.tenancy import ALL_WORKSPACES, NO_WORKSPACE, worksp
 from noema.adapters.published import recording_published
 from noema.application.views import parse
 from noema.composition.instance import Instance
-from noema.errors import PROBLEM_JSON, InvalidQuery, Kind, NotFound, kind_of, public_message
+from noema.domain.admission import Admission
+from noema.errors import PROBLEM_JSON, InvalidQuery, Kind, NotFound, RateLimited, kind_of, public_message
 from noema.inputs import InvalidInput, convert
 from noema.ports import ExpectingSink
 from noema.stream_points import StreamPoint, parse_stream_point
+from noema_events.bounded import OutOfBounds, Undecodable, decode_json
 
 from .auth import Principal, Tokens
 from .consistency import (
@@ -59,10 +63,12 @@ _PATH_PARAM = re.compile(r"{(\w+)}")
 
 @dataclass(frozen=True)
 class Api:
-    """What handlers work with: the application layer every surface calls, and the tokens."""
+    """What handlers work with: the application layer every surface calls, and the tokens; with
+    ``admission``, each token's rate and concurrency limits (:mod:`noema.domain.admission`)."""
 
     app: Instance
     tokens: Tokens
+    admission: Admission | None = None
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -223,9 +229,11 @@ async def parse_body(request: Request, struct: type[msgspec.Struct] | None) -> A
     data = await request.body()
     if not data.strip():
         raise ApiError(Kind.MALFORMED, "the body is empty: it must be a JSON object")
-    try:
-        raw = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
+    try:  # bounded: its size by BodyLimit, its depth here (before the parser and _clean recurse)
+        raw = decode_json(data, max_bytes=None, what="the body")
+    except OutOfBounds as exc:
+        raise ApiError(Kind.INVALID, str(exc)) from None
+    except Undecodable as exc:
         raise ApiError(Kind.MALFORMED, f"the body must be a JSON object in UTF-8: {exc}") from None
     _clean(raw)
     try:
@@ -251,7 +259,7 @@ async def _past(api: Api, point: StreamPoint, headers: dict[str, str]) -> Api:
     assert view.point is not None
     headers[AS_OF_SEQ_HEADER] = str(view.point.seq)
     headers[AS_OF_TIME_HEADER] = view.point.time.isoformat()
-    return Api(view, api.tokens)
+    return Api(view, api.tokens, api.admission)
 
 
 def _serve(endpoint: Endpoint, api: Api) -> Callable[[Request], Awaitable[Response]]:
@@ -264,30 +272,15 @@ def _serve(endpoint: Endpoint, api: Api) -> Callable[[Request], Awaitable[Respon
                 if endpoint.public
                 else api.tokens.authenticate(request.headers.get("authorization"))
             )
-            check_path(request.scope.get("raw_path") or request.url.path.encode())
-            path = dict(request.path_params)
-            _clean(path)
-            after_seq = (
-                parse_after_seq(query_params(request.scope.get("query_string", b"")))
-                if endpoint.reads_after
-                else None
+            admitted = (
+                api.admission.admitted(principal.name, time.monotonic())
+                if api.admission is not None and not endpoint.public
+                else contextlib.nullcontext()
             )
-            as_of = _as_of(request) if endpoint.reads_as_of else None
-            query = parse_query(request, endpoint.query, endpoint.reads_after, endpoint.reads_as_of)
-            body = await parse_body(request, endpoint.body)
-            # Row-level security sees what the token may: its workspace, every one for an
-            # all-workspace token, none for a public endpoint (defence in depth under the checks).
-            with (
-                workspace_scope(NO_WORKSPACE if endpoint.public else (principal.workspace or ALL_WORKSPACES)),
-                recording_published() as published,
-            ):
-                headers = await caught_up(api.pool, after_seq) if after_seq is not None else {}
-                past = api if as_of is None else await _past(api, as_of, headers)
-                result = _with_next(
-                    await endpoint.handler(Req(past, principal, query, body, path)), request, headers
-                )
-            if published.seq:
-                headers[SEQ_HEADER] = str(published.seq)
+            with admitted:  # a token over its limits is refused before its request is read
+                result, headers = await _answer(endpoint, api, request, principal)
+        except RateLimited as exc:
+            return error_response(Kind.RATE_LIMITED, str(exc), {"Retry-After": str(exc.retry_after)})
         except ApiError as exc:
             return error_response(exc.kind, exc.message, exc.headers)
         except Exception as exc:
@@ -301,6 +294,36 @@ def _serve(endpoint: Endpoint, api: Api) -> Callable[[Request], Awaitable[Respon
         return response
 
     return serve
+
+
+async def _answer(
+    endpoint: Endpoint, api: Api, request: Request, principal: Principal
+) -> tuple[Any, dict[str, str]]:
+    """The handler's answer to an authenticated (and admitted) request, and the headers to send
+    with it."""
+    check_path(request.scope.get("raw_path") or request.url.path.encode())
+    path = dict(request.path_params)
+    _clean(path)
+    after_seq = (
+        parse_after_seq(query_params(request.scope.get("query_string", b"")))
+        if endpoint.reads_after
+        else None
+    )
+    as_of = _as_of(request) if endpoint.reads_as_of else None
+    query = parse_query(request, endpoint.query, endpoint.reads_after, endpoint.reads_as_of)
+    body = await parse_body(request, endpoint.body)
+    # Row-level security sees what the token may: its workspace, every one for an
+    # all-workspace token, none for a public endpoint (defence in depth under the checks).
+    with (
+        workspace_scope(NO_WORKSPACE if endpoint.public else (principal.workspace or ALL_WORKSPACES)),
+        recording_published() as published,
+    ):
+        headers = await caught_up(api.pool, after_seq) if after_seq is not None else {}
+        past = api if as_of is None else await _past(api, as_of, headers)
+        result = _with_next(await endpoint.handler(Req(past, principal, query, body, path)), request, headers)
+    if published.seq:
+        headers[SEQ_HEADER] = str(published.seq)
+    return result, headers
 
 
 def routes(endpoints: Sequence[Endpoint], api: Api) -> list[Route]:

@@ -35,6 +35,8 @@ _REASONS = {
     413: "The body is larger than the server's limit (NOEMA_API_MAX_BODY, default 1 MiB)",
     415: "The body is not JSON by its Content-Type (send application/json)",
     422: "The body does not match the schema, or the operation is not possible",
+    429: "The token is over its rate or concurrency limit (NOEMA_RATE_LIMIT, NOEMA_RATE_BURST, "
+    "NOEMA_CONCURRENCY_LIMIT); retry after Retry-After seconds",
     503: "A server Noema depends on is unavailable",
 }
 INFO = {
@@ -104,6 +106,10 @@ _NEXT_LINK = {
     "schema": {"type": "string"},
 }
 
+_RETRY_AFTER = {
+    "description": "Seconds to wait before the token's next request is admitted (a whole number).",
+    "schema": {"type": "integer", "minimum": 1},
+}
 _CHALLENGE = {
     "description": 'The scheme to authenticate with: `Bearer realm="noema"`, with `error="invalid_token"` '
     "when the token given is wrong.",
@@ -235,7 +241,7 @@ def _operation(endpoint: Endpoint, components: dict[str, Any]) -> dict[str, Any]
         responses[str(status)] = {"description": _REASONS[status], "content": _json(_ref(body))}
     implied = (
         {400}
-        | ({401, 403} if not endpoint.public else set())
+        | ({401, 403, 429} if not endpoint.public else set())
         | ({413, 415, 422} if endpoint.body else set())
         | ({404, 409, 422} if endpoint.reads_as_of else set())  # as_of: no such point, not built
     )
@@ -243,6 +249,8 @@ def _operation(endpoint: Endpoint, components: dict[str, Any]) -> dict[str, Any]
         responses[str(status)] = {"description": _REASONS[status], "content": _problem()}
     if "401" in responses:
         responses["401"]["headers"] = {"WWW-Authenticate": _CHALLENGE}
+    if "429" in responses:
+        responses["429"]["headers"] = {"Retry-After": _RETRY_AFTER}
     op: dict[str, Any] = {
         "summary": endpoint.summary,
         "tags": [endpoint.tag],

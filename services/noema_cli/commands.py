@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from noema.adapters.jetstream import connect_within
 from noema.composition.replay import live_position as _live_position
 from noema.runtime.credentials import redact_url
 from noema.runtime.locate import read_state, state_nats_url
-from noema.runtime.readiness import system_status
+from noema.runtime.readiness import STARTING, system_status
 from noema.runtime.settings import Located
 
 __all__ = ["status"]
@@ -43,6 +45,14 @@ def _running(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[:1] not in (["Z"], ["X"])
 
 
+def _started_at(state: dict[str, Any] | None) -> float | None:
+    """When ``up`` started the instance (UNIX seconds), from its state file; None when unknown."""
+    try:
+        return datetime.fromisoformat(str((state or {})["started_at"])).timestamp()
+    except (KeyError, ValueError):
+        return None
+
+
 async def status(settings: Located) -> dict[str, Any]:
     """Health of every part: the system checks of :mod:`noema.runtime.readiness` (the same as ``/readyz``),
     plus, for the instance ``up`` runs from this data folder, its API and its processes; and the
@@ -53,21 +63,29 @@ async def status(settings: Located) -> dict[str, Any]:
         nc = await connect_within(settings.nats_url, "noemactl-status", 5, auth=settings.nats_auth)
     except Exception as exc:  # whatever the reason, NATS is not usable: that is the finding
         nats_error = f"{redact_url(settings.nats_url)}: {type(exc).__name__}: {exc}".rstrip(": ")
-    try:
-        found = await system_status(settings, nc, lambda: _live_position(settings), nats_error=nats_error)
-    finally:
-        if nc is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(nc.close(), 2)
-    checks = [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in found.checks]
-
-    def add(name: str, ok: bool, detail: str) -> None:
-        checks.append({"name": name, "ok": ok, "detail": detail})
-
     # `settings` already carries the URLs (located); the state file tells whether they are ours.
     state = read_state(settings.data_dir.expanduser().resolve())
     if state is not None and state_nats_url(state) != settings.nats_url:
         state = None
+    started_at = _started_at(state)
+    try:
+        found = await system_status(
+            settings, nc, lambda: _live_position(settings), nats_error=nats_error, started_at=started_at
+        )
+    finally:
+        if nc is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(nc.close(), 2)
+    checks = [{"name": c.name, "ok": c.ok, "detail": c.detail, "state": c.state} for c in found.checks]
+
+    just_started = started_at is not None and time.time() - started_at <= settings.stall_after_s
+
+    def add(name: str, ok: bool, detail: str) -> None:
+        if not ok and just_started and name == "api http":  # the API is still starting up
+            checks.append({"name": name, "ok": ok, "detail": f"starting: {detail}", "state": STARTING})
+        else:
+            checks.append({"name": name, "ok": ok, "detail": detail, "state": ""})
+
     expected = settings.expected_workers
     if state and state.get("api_url") and "api" in expected:
         url = f"{state['api_url']}/healthz"
@@ -85,4 +103,11 @@ async def status(settings: Located) -> dict[str, Any]:
             else:
                 add(f"process {name}", False, f"pid {pid} is not running")
     workers = [msgspec.to_builtins(w) for w in found.workers]
-    return {"healthy": all(c["ok"] for c in checks), "checks": checks, "workers": workers}
+    failed = [c for c in checks if not c["ok"]]
+    return {
+        "healthy": not failed,
+        # Only parts taking their claim right after a start do not pass yet (exit 3, not 1).
+        "starting": bool(failed) and all(c["state"] == STARTING for c in failed),
+        "checks": checks,
+        "workers": workers,
+    }

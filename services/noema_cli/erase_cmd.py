@@ -45,7 +45,8 @@ def erase(
     deleted, the vector cache emptied and built as-of states dropped. What stays is the audit record
     (`noemactl audit --type content.erased`): who, when, why and which items. Give exactly one of
     --subject, --memory, --observation, --notes. Then run `noemactl compact` to remove the old bytes
-    from disk.
+    from disk. An erased memory reads as `erased` and refuses every change; what an earlier erasure
+    erased is not erased or counted again (exit 4 when nothing new is left).
 
     Example: noemactl erase -w acme --subject person:4711 --reason "GDPR Art. 17 request #812"
     """

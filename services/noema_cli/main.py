@@ -452,7 +452,8 @@ def status(
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
-    """Exit 0 when every part of Noema works; otherwise print a FAIL line per problem and exit 1.
+    """Exit 0 when every part of Noema works; otherwise print a FAIL line per problem and exit 1
+    (exit 3 when the only parts not working yet are starting: just started, taking their claim).
 
     Checks NATS and the streams, PostgreSQL, the projector's lag, and per process (attend, projector,
     embed, retrieve, decay, conflicts, api, agent service) a fresh heartbeat (running and connected),
@@ -480,14 +481,19 @@ def status(
         print_json(report)
     else:
         for check in report["checks"]:
-            mark = "[green]ok[/]" if check["ok"] else "[red]FAIL[/]"
+            mark = "ok" if check["ok"] else "wait" if check["state"] == "starting" else "FAIL"
+            colour = {"ok": "green", "wait": "yellow", "FAIL": "red"}[mark]
             line = escape(f"{check['name']}: {check['detail']}")  # details quote errors, brackets and all
-            out.print(f"{mark:>5} {line}", highlight=False)
+            out.print(f"[{colour}]{mark}[/] {line}", highlight=False)
         if report["workers"]:
             out.print(worker_table(report["workers"]))
         failed = sum(not c["ok"] for c in report["checks"])
-        if failed:
+        if report["starting"]:
+            out.print(f"starting: {failed} part(s) taking their claim", highlight=False)
+        elif failed:
             out.print(f"{failed} problem(s)", highlight=False)
+    if report["starting"]:
+        raise typer.Exit(3)
     if not report["healthy"]:
         raise typer.Exit(1)
 

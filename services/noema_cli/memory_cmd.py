@@ -23,7 +23,7 @@ from .render import erased_content, event_table, memory_table, print_page, print
 __all__ = ["register"]
 
 KINDS = "episodic, semantic, procedural or autobiographical"
-STATUSES = "active, retracted, superseded or archived"
+STATUSES = "active, retracted, superseded, archived or erased"
 INSTANT = FORMS
 
 

@@ -20,7 +20,9 @@ opens the running Noema on first use (:class:`noema_mcp.service.Connection`).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
@@ -36,7 +38,8 @@ from mcp.types import INVALID_PARAMS
 from noema.application.access import Caller
 from noema.application.tools import TOOLS, Tool, call_tool, input_schema, output_schema
 from noema.composition.instance import Instance
-from noema.errors import SURFACES, Kind, kind_of, public_message
+from noema.domain.admission import Admission
+from noema.errors import SURFACES, Kind, RateLimited, kind_of, public_message
 
 __all__ = ["ERROR_CODE_META", "PREAMBLE_URI", "Provider", "build_server", "preamble_uri", "tool_definitions"]
 
@@ -102,7 +105,7 @@ def _result(data: Any) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured)
 
 
-def _error(kind: Kind, message: str) -> types.CallToolResult:
+def _error(kind: Kind, message: str, **more: Any) -> types.CallToolResult:
     # No structured content: a client checks whatever a result carries against the tool's output
     # schema (the TypeScript SDK's does so even on an error, and throws -32602 instead of showing the
     # message), and the specification leaves an error result's structured content undefined. The kind
@@ -110,7 +113,8 @@ def _error(kind: Kind, message: str) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(text=f"{kind}: {message}")],
         is_error=True,
-        _meta={ERROR_CODE_META: str(kind)},
+        # More about the failure (a refusal's retry_after) beside the kind, under Noema's key too.
+        _meta={ERROR_CODE_META: str(kind), **{f"noema/{k}": v for k, v in more.items()}},
     )
 
 
@@ -141,10 +145,18 @@ def _instructions(caller: Caller) -> str:
     )
 
 
-def build_server(app: Instance | Provider, caller: Caller) -> Server[Any]:
+def build_server(app: Instance | Provider, caller: Caller, admission: Admission | None = None) -> Server[Any]:
     """An MCP server running every agent tool as ``caller`` against ``app`` (or the application
-    layer a provider gives for each request)."""
+    layer a provider gives for each request). With ``admission``, a tool call or resource read over
+    the caller's rate or concurrency limit is refused at once: a tool result with ``isError``,
+    ``rate_limited: …``, and ``noema/retry_after`` (seconds) in its ``_meta``."""
     provider = app if callable(app) else _given(app)
+    key = f"{caller.workspace}/{caller.agent}"
+
+    def admitted() -> contextlib.AbstractContextManager[None]:
+        if admission is None:
+            return contextlib.nullcontext()
+        return admission.admitted(key, time.monotonic())
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -157,7 +169,10 @@ def build_server(app: Instance | Provider, caller: Caller) -> Server[Any]:
         if params.name not in TOOLS:
             raise MCPError(INVALID_PARAMS, f"unknown tool {params.name!r}; the tools are: {', '.join(TOOLS)}")
         try:
-            return _result(await call_tool(await provider(), caller, params.name, params.arguments or {}))
+            with admitted():
+                return _result(await call_tool(await provider(), caller, params.name, params.arguments or {}))
+        except RateLimited as exc:
+            return _error(Kind.RATE_LIMITED, str(exc), retry_after=exc.retry_after)
         except Exception as exc:
             return _error(*_failure(exc, caller, params.name))
 
@@ -183,7 +198,8 @@ def build_server(app: Instance | Provider, caller: Caller) -> Server[Any]:
         if repo := parse_qs(uri.query).get("repo"):
             args["repo"] = repo[0]
         try:
-            preamble = await call_tool(await provider(), caller, "get_preamble", args)
+            with admitted():
+                preamble = await call_tool(await provider(), caller, "get_preamble", args)
         except Exception as exc:
             kind, message = _failure(exc, caller, "get_preamble")
             raise MCPError(SURFACES[kind].mcp, message) from None

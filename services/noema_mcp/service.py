@@ -227,7 +227,8 @@ async def serve(
     metrics = Metrics()
     tracing.configure("mcp")  # spans exported only when OTEL_* configures an exporter
     async with Connection(settings, caller, metrics) as connection:
-        server = build_server(connection, caller)
+        # The agent's rate and concurrency limits (NOEMA_RATE_LIMIT, ...), as on every surface.
+        server = build_server(connection, caller, metrics.admission(settings.admission_limits, "mcp"))
         warming = asyncio.create_task(connection.warm_up())
         try:
             if transport == "stdio":

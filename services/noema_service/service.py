@@ -53,7 +53,8 @@ async def build(settings: Located, stack: AsyncExitStack, *, metrics: Metrics | 
     """Open the application layer and register every endpoint; resources are owned by ``stack``;
     searches and requests are counted into ``metrics``."""
     app = await stack.enter_async_context(Instance.open(settings, name="noema-service", metrics=metrics))
-    dispatcher = Dispatcher(app)
+    # Each agent's rate and concurrency limits (NOEMA_RATE_LIMIT, ...): a flood is refused (429).
+    dispatcher = Dispatcher(app, app.metrics.admission(settings.admission_limits, "service"))
     micro = await add_service(
         app.nc,
         name=SERVICE_NAME,

@@ -1,7 +1,11 @@
 """Erasure is physical (docs/privacy.md): on a running ``noemactl up`` (embedded default, real
 vectors), a marker observed about a subject becomes a memory, a vector, a recall and a dead letter;
 after ``noemactl erase --subject`` and ``noemactl compact`` no file of the instance — the NATS store,
-PostgreSQL's data and write-ahead log, the logs — holds the marker's bytes, and replay still matches."""
+PostgreSQL's data and write-ahead log, the logs — holds the marker's bytes, and replay still matches.
+
+An agent's poison message on its own subject — JSON nested 5,000 levels deep, naming the subject —
+stays in the observation stream (attend dead-letters a copy): the erasure's scan skips decoding it
+(docs/reliability.md, bounded decoding), matches it by its bytes, and deletes it with the rest."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import nats
 import pytest
 
 from tests.faults.instance import Instance, eventually, running
@@ -51,6 +56,7 @@ async def test_after_erase_and_compact_no_file_of_the_instance_holds_the_erased_
     assert instance.nc is not None
     await instance.nc.publish("noema.obs.acme.ops", f'{{"broken": "{MARKER.decode()} {PERSON}'.encode())
     await instance.nc.flush()
+    await _publish_poison_as_an_agent(instance)
     assert instance.pool is not None
     pool = instance.pool
 
@@ -73,7 +79,8 @@ async def test_after_erase_and_compact_no_file_of_the_instance_holds_the_erased_
     assert erased.returncode == 0, erased.stderr
     report = json.loads(erased.stdout)
     assert report["keys_destroyed"] is True
-    assert report["dead_letters_deleted"] == 1
+    assert report["observations_deleted"] == 3  # the one observed, the broken bytes, the poison
+    assert report["dead_letters_deleted"] == 2
     compacted = instance.ctl("compact")
     assert compacted.returncode == 0, compacted.stderr
 
@@ -86,3 +93,22 @@ async def test_after_erase_and_compact_no_file_of_the_instance_holds_the_erased_
     kept = instance.ctl("memory", "search", "deploy key", "-w", "acme", "--json")
     assert "Fridays" in kept.stdout
     await instance.assert_replay_matches()
+
+
+async def _publish_poison_as_an_agent(instance: Instance) -> None:
+    """As agent ``mallory`` (its own credentials), on its own observation subject: an observation
+    about the subject whose payload also nests 5,000 levels deep (~10 KB)."""
+    added = instance.ctl("agent", "add", "-w", "acme", "-a", "mallory", "-r", "engineer", "--json")
+    assert added.returncode == 0, added.stderr
+    who = json.loads(added.stdout)
+    head = (
+        '{"type":"observation.recorded.v1","workspace":"acme","mind":"mallory",'
+        f'"payload":{{"subjects":["{PERSON}"],"content":"{MARKER.decode()} poison","deep":'
+    ).encode()
+    poison = head + b"[" * 5_000 + b"]" * 5_000 + b"}}"
+    agent = await nats.connect(who["url"], user=who["user"], password=who["password"])
+    try:
+        await agent.publish("noema.obs.acme.mallory", poison)
+        await agent.flush()
+    finally:
+        await agent.close()

@@ -340,3 +340,30 @@ async def test_an_operator_draws_a_neighbourhood_proposes_a_policy_and_visits_ev
         await tabs.get_by_role("button", name="Grants").click()
         await expect(view.locator("p.meta").first).to_contain_text("access mode: ")
         await expect(page.locator("#error")).to_be_hidden()
+
+
+async def test_an_erased_memory_shows_as_erased_with_nothing_to_do_to_it(
+    api: ApiHarness, explorer: Explorer
+) -> None:
+    from playwright.async_api import expect
+
+    page = explorer.page
+    gone, _ = await api.given(memory("Ann's phone is 555-0199"), memory("the pager rotates on mondays"))
+    body = {"workspace": "acme", "scope": "memory", "target": gone, "reason": "GDPR request 812"}
+    erased = await api.admin.post("/v1/erasures", json=body)
+    assert erased.status_code == 200, erased.text
+    await api.caught_up()
+    view, detail = page.locator("#view"), page.locator("#detail")
+    async with explorer.steps():
+        await sign_in(page, "acme")
+        await page.locator("#tabs").get_by_role("button", name="Timeline").click()
+        await expect(view.locator(".card")).to_have_count(2)
+        card = view.locator(".card.erased")
+        await expect(card.locator(".content")).to_have_text(re.compile(r"^\(content erased at .+\)$"))
+        await expect(card.locator(".badge", has_text="erased")).to_be_visible()
+        await card.click()
+        await expect(detail.locator(".notice.erased")).to_contain_text("Erased: its content is gone for good")
+        await expect(detail.locator("h2")).to_have_text(re.compile(r"^\(content erased at .+\)$"))
+        for action in ("Inaccurate…", "Correct…", "Archive…", "Restore…"):
+            await expect(detail.get_by_role("button", name=action)).to_have_count(0)
+        await expect(page.locator("#error")).to_be_hidden()

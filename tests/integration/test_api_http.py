@@ -209,3 +209,26 @@ async def test_every_error_is_a_problem_with_a_stable_code_and_the_old_error_mem
     # Routing errors too: a 405 keeps its status in the problem, with the kind malformed.
     wrong = await api.admin.delete("/v1/memories")
     assert (wrong.status_code, wrong.json()["status"], wrong.json()["code"]) == (405, 405, "malformed")
+
+
+DEEP = b'{"content": ' + b"[" * 5_000 + b"]" * 5_000 + b"}"
+"""A 10 KB body nested 5,000 levels deep: parsed, it was a RecursionError and a 500."""
+
+
+@pytest.mark.parametrize(
+    "endpoint", [e for e in ENDPOINTS if e.body is not None], ids=lambda e: f"{e.method} {e.path}"
+)
+async def test_every_route_that_takes_a_body_refuses_one_nested_too_deep_with_a_422(
+    api: ApiHarness, endpoint: object
+) -> None:
+    from noema_api.endpoint import Endpoint
+
+    assert isinstance(endpoint, Endpoint)
+    path = endpoint.path
+    for name in endpoint.path_params:
+        path = path.replace(f"{{{name}}}", "0196f1e2-0000-7000-8000-000000000000")
+    res = await api.admin.request(
+        endpoint.method, path, content=DEEP, headers={"Content-Type": "application/json"}
+    )
+    assert res.status_code == 422, res.text
+    assert "more than 32 levels deep" in res.json()["error"]

@@ -209,6 +209,7 @@ async def _erase_a_subject(api: ApiHarness, tmp_path: Path, stack: AsyncExitStac
     then = await ctl_json(api, "memory", "show", memory, "--as-of", str(before_erasure))
     assert then["memory"]["content"] == ""
     assert then["memory"]["erased_at"] is not None
+    assert then["memory"]["status"] == "erased"
     # Working memory still holds it until it decays out: marked erased, not shown as empty.
     wm = await ctl_json(api, "wm", "show", "-w", "acme", "-m", "ops")
     [held] = [i for i in wm["items"] if i["memory_id"] == memory]
@@ -426,3 +427,114 @@ async def test_a_data_key_is_its_workspaces_and_an_id_reused_elsewhere_gets_none
     assert await keyring.linked("globex", "subject", ["person:2"]) == set()
     assert await keyring.linked("acme", "subject", ["person:1"]) == {mine}
     assert (await keyring.ensure([KeyRequest(mine, "acme")]))[mine] == key  # acme's, unchanged
+
+
+async def test_an_erased_memory_reads_erased_refuses_every_change_and_corrections_go_with_their_subject(
+    api: ApiHarness,
+) -> None:
+    h = api.h
+    await h.start(build_attend)
+    first = memory_id_for(await observe_the_person(api))
+    await assert_eventually(lambda: _memory_count(api, "id = $1", first), timeout=90)
+    fact = {"workspace": "acme", "domain": "people", "topic": "ann-phone", "reason": "from the call"}
+    proposed = await api.admin.post(
+        "/v1/facts", json={**fact, "content": f"Ann ({MARKER}) is on 555-0199", "subjects": [PERSON]}
+    )
+    assert proposed.status_code in (200, 202), proposed.text
+    fact_id = proposed.json()["memory_id"]
+    await api.caught_up()
+    # A correction of content about the subject is about the subject too: it carries its tag (the
+    # fact cites no observation an erasure could find it by).
+    copy = (
+        await ctl_json(
+            api, "memory", "correct", fact_id, f"Ann ({MARKER}) is on 555-0100", "--reason", "new number"
+        )
+    )["memory_id"]
+    await api.caught_up()
+    erased = await ctl_json(api, "erase", "-w", "acme", "--subject", PERSON, "--reason", "GDPR request 813")
+    assert sorted(erased["memory_ids"]) == sorted([first, fact_id, copy])
+    await api.caught_up()
+    assert await _memory_count(api, "content LIKE $1", f"%{MARKER}%") == 0
+
+    # Erased on every surface: its status, the active listing, the CLI, MCP's search filters.
+    for mid in (first, fact_id, copy):
+        shown = (await api.admin.get(f"/v1/memories/{mid}")).json()["memory"]
+        assert (shown["status"], shown["content"]) == ("erased", "")
+    active = await ctl_json(api, "memory", "list", "-w", "acme", "--status", "active")
+    assert {first, fact_id, copy} & {m["id"] for m in active["items"]} == set()
+    listed = await ctl_json(api, "memory", "list", "-w", "acme", "--status", "erased")
+    assert {m["id"] for m in listed["items"]} == {first, fact_id, copy}
+    # Nothing can be done to it: 409 over HTTP, exit 5 from noemactl, with the reason.
+    for action in ("retract", "archive", "restore"):
+        res = await api.admin.post(f"/v1/memories/{copy}/{action}", json={"reason": "x"})
+        assert res.status_code == 409, (action, res.text)
+        assert "was erased" in res.json()["error"]
+    fix = {"content": "Ann: 555-0111", "reason": "x"}
+    res = await api.admin.post(f"/v1/memories/{copy}/correct", json=fix)
+    assert res.status_code == 409, res.text
+    assert "was erased" in res.json()["error"]
+    for args in (
+        ["memory", "correct", copy, "Ann's number is 555-0111", "--reason", "x"],
+        ["memory", "retract", copy, "--reason", "x"],
+        ["memory", "relate", copy, first, "--relation", "supports"],
+    ):
+        ran = await ctl(api, *args)
+        assert ran.code == 5, (args, ran.stdout, ran.stderr)
+        assert "was erased" in ran.stderr, args
+
+    # New content about the subject, corrected, then erased again: only the new is erased and
+    # counted, and nothing readable of it is left anywhere.
+    later = new_id()
+    await publish_observation(
+        h.js, f"{MARKER} later: Ann moved to Lyon", workspace="acme", mind="ops",
+        observation_id=later, subjects=[PERSON], topology=h.topology,
+    )  # fmt: skip
+    second = memory_id_for(later)
+    await assert_eventually(lambda: _memory_count(api, "id = $1", second), timeout=90)
+    fixed = f"{MARKER} later: Ann lives in Lyon"
+    copy2 = (await ctl_json(api, "memory", "correct", second, fixed, "--reason", "r"))["memory_id"]
+    await api.caught_up()
+    again = await ctl_json(api, "erase", "-w", "acme", "--subject", PERSON, "--reason", "GDPR request 814")
+    assert sorted(again["memory_ids"]) == sorted([second, copy2])
+    assert again["observations_deleted"] == 1
+    await api.caught_up()
+    assert await _memory_count(api, "content LIKE $1", f"%{MARKER}%") == 0
+    assert await _memory_count(api, "status = 'erased'") == 5
+    for stream, subjects in (
+        (h.topology.event_stream, h.topology.event_subjects),
+        (h.topology.observation_stream, h.topology.observation_subjects),
+        (h.topology.dead_letter_stream, h.topology.dead_letter_subjects),
+    ):
+        assert await _stream_holds(api, stream, subjects, MARKER.encode()) == 0, stream
+    # A third finds nothing new and says it was erased before, counting nothing again.
+    third = await ctl(api, "erase", "-w", "acme", "--subject", PERSON, "--reason", "x")
+    assert third.code == 4, third.stderr
+    assert "was erased before" in third.stderr
+    # Replay gives the same statuses (the projection of content.erased sets them).
+    replayed = await ctl(api, "replay")
+    assert replayed.code == 0, replayed.stdout + replayed.stderr
+
+
+async def test_an_erasure_succeeds_in_a_workspace_whose_stream_holds_a_poison_message(
+    api: ApiHarness,
+) -> None:
+    h = api.h
+    about = await observe_the_person(api)
+    # Any agent may publish this on its own subject: 10 KB, nested 5,000 levels, naming the subject.
+    poison = f'{{"payload": {{"subjects": ["{PERSON}"], "deep": '.encode() + b"[" * 5_000 + b"]" * 5_000
+    await h.nc.publish(f"{h.topology.prefix}.obs.acme.mallory", poison + b"}}")
+    other = b'{"payload": {"deep": ' + b"{" * 5_000  # about nobody: it stays
+    await h.nc.publish(f"{h.topology.prefix}.obs.acme.mallory", other)
+    await h.nc.flush()
+    observations = h.topology.observation_stream, h.topology.observation_subjects
+    await assert_eventually(lambda: _stream_holds(api, *observations, b"{{{{"), timeout=30)
+    body = {"workspace": "acme", "scope": "subject", "target": PERSON, "reason": "GDPR request 815"}
+
+    erased = await api.admin.post("/v1/erasures", json=body)
+
+    assert erased.status_code == 200, erased.text
+    assert erased.json()["observation_ids"] == [about]
+    assert erased.json()["observations_deleted"] == 2  # the observation and the poison naming it
+    assert await _stream_holds(api, *observations, MARKER.encode()) == 0
+    assert await _stream_holds(api, *observations, PERSON.encode()) == 0
+    assert await _stream_holds(api, *observations, b"{{{{") == 1

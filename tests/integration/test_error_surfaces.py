@@ -27,6 +27,7 @@ from noema.adapters.jetstream import connect
 from noema.adapters.postgres.voices import RecallStore
 from noema.application.knowledge import Caller
 from noema.composition.instance import Instance, connected_knowledge
+from noema.domain.admission import Admission, AdmissionLimits
 from noema.errors import Kind
 from noema_api.app import create_app
 from noema_api.auth import TokenEntry, Tokens
@@ -49,6 +50,11 @@ OPERATOR = Caller("acme", "root", operator=True)
 ALICE = Caller("acme", "alice", "engineer")
 IVY = Caller("acme", "ivy", "intern")  # may read the security domain, not write it
 TABLE = documented()
+
+
+def one_request_a_while() -> Admission:
+    """Limits a second request of a caller is over at once (rate_limited)."""
+    return Admission(AdmissionLimits(rate=0.001, burst=1, concurrency=0))
 
 
 @dataclass(frozen=True)
@@ -110,14 +116,21 @@ async def test_the_http_api_answers_each_kind_with_its_status_and_code(api: ApiH
         raise KeyError("secret internals")
 
     buggy = Starlette(routes=routes([Endpoint("GET", "/v1/bug", bug, "a bug", None, "test")], down))
+    # Rate limited: the token's second request, over limits that admit one.
+    up = Instance(api.h.settings, api.h.pool, api.h.nc, await RecallStore.open(api.h.pool))
+    limited = create_app(Api(up, tokens, one_request_a_while()))
     auth = {"Authorization": f"Bearer {ADMIN}"}
     async with (
         httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(down)), base_url="http://x") as d,
         httpx.AsyncClient(transport=httpx.ASGITransport(app=buggy), base_url="http://x") as b,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=limited), base_url="http://x") as r,
     ):
         calls[Kind.UNAVAILABLE] = lambda: d.post(f"{path}/retract", json={"reason": "x"}, headers=auth)
         calls[Kind.INTERNAL] = lambda: b.get("/v1/bug", headers=auth)
+        assert (await r.get("/v1/memories", headers=auth)).status_code == 200
+        calls[Kind.RATE_LIMITED] = lambda: r.get("/v1/memories", headers=auth)
         answers = {kind: await call() for kind, call in calls.items()}
+    assert int(answers[Kind.RATE_LIMITED].headers["Retry-After"]) >= 1
     for kind, res in answers.items():
         assert res.json()["code"] == kind, (kind, res.text)
         assert "secret" not in res.text
@@ -169,6 +182,13 @@ async def test_the_nats_service_answers_each_kind_with_its_error_code(
             answers[kind] = await call()
         except Exception as exc:
             raise AssertionError(f"the {kind} call got no reply") from exc
+    # Rate limited: Alice's second request, over limits that admit one.
+    service._dispatcher._admission = one_request_a_while()
+    await request(ALICE, "get_preamble", {"task": ""})
+    answers[Kind.RATE_LIMITED] = limited = await request(ALICE, "get_preamble", {"task": ""})
+    assert limited.headers is not None
+    assert int(limited.headers["Retry-After"]) >= 1
+    service._dispatcher._admission = None
     # Unavailable last: the service's read model goes away (its pool is closed under it).
     await service._dispatcher._app.pool.close()
     answers[Kind.UNAVAILABLE] = await request(ALICE, "search_memory", {"query": "deploys"})

@@ -458,6 +458,17 @@ async def test_http_refuses_a_body_above_the_limit_before_reading_it(
         assert (await exchange(url, head)).status == 413
 
 
+async def test_http_refuses_a_body_nested_too_deep_with_a_422(harness: Harness, tmp_path: Path) -> None:
+    accept = "Accept: application/json, text/event-stream"
+    deep = b'{"jsonrpc": "2.0", "id": 1, "method": "x", "params": ' + b"[" * 5_000 + b"]" * 5_000 + b"}"
+    async with http_server(harness, tmp_path / "mcp.log") as url:
+        path = urlsplit(url).path
+        head = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1", accept, "Content-Type: application/json"]
+        refused = await exchange(url, [*head, f"Content-Length: {len(deep)}"], [deep])
+        assert refused.status == 422
+        assert "more than 32 levels deep" in refused.json()["error"]
+
+
 def serve_without_servers(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """``python -m noema_mcp ARGS`` with a data folder where nothing runs."""
     return subprocess.run(

@@ -251,6 +251,21 @@ async def test_bad_input_is_rejected_with_422_and_a_message_naming_the_field(
     assert by_name["update_my_notes"]["num_errors"] == 2
 
 
+async def test_a_request_nested_too_deep_is_a_422_before_it_is_parsed(
+    harness: Harness, pipeline: AgentService
+) -> None:
+    deep = b'{"query": "x", "filters": ' + b"[" * 5_000 + b"]" * 5_000 + b"}"
+    async with client(harness) as alice:
+        await alice.search_memory("warm-up")  # the service answers
+    for operation in ("search_memory", "observe"):
+        subject = agent_subject(harness.topology.prefix, "acme", "engineer", "alice", operation)
+        reply = await harness.nc.request(subject, deep, timeout=10)
+        assert reply.headers is not None
+        assert reply.headers[ERROR_CODE_HEADER] == "422", reply.data
+        assert "more than 32 levels deep" in json.loads(reply.data)["error"]["message"]
+    assert await stream_last_seq(harness.js, harness.topology.event_stream) == 0
+
+
 async def test_an_observation_published_twice_with_one_id_is_stored_once(
     harness: Harness, pipeline: AgentService
 ) -> None:
@@ -307,8 +322,15 @@ async def test_instances_share_requests_through_the_queue_group(
     harness: Harness, pipeline: AgentService
 ) -> None:
     second: AgentService = await harness.start(build_service)
+    # At most four at once: within alice's concurrency limit on either instance (NOEMA_CONCURRENCY_LIMIT).
+    at_once = asyncio.Semaphore(4)
+
+    async def note(i: int) -> Any:
+        async with at_once:
+            return await alice.update_my_notes(f"note {i}")
+
     async with client(harness) as alice:
-        replies = await asyncio.gather(*(alice.update_my_notes(f"note {i}") for i in range(24)))
+        replies = await asyncio.gather(*(note(i) for i in range(24)))
     assert len(replies) == 24
 
     async def handled(service: AgentService) -> int:

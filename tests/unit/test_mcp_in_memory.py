@@ -18,6 +18,7 @@ from noema.application.facade import Noema
 from noema.application.knowledge import Caller, Knowledge
 from noema.composition.instance import Instance
 from noema.composition.pipeline import InMemoryPipeline
+from noema.domain.admission import Admission, AdmissionLimits
 from noema.domain.attention import memory_id_for
 from noema.errors import Kind
 from noema_mcp.server import ERROR_CODE_META, PREAMBLE_URI, build_server
@@ -112,6 +113,11 @@ async def test_an_observation_is_found_through_mcp_once_the_pipeline_ran() -> No
     assert found[0]["id"] == memory_id_for(stored["observation_id"])
 
 
+def one_request_a_while() -> Admission:
+    """Limits a second request of a caller is over at once (rate_limited)."""
+    return Admission(AdmissionLimits(rate=0.001, burst=1, concurrency=0))
+
+
 class Down:
     """A read model and recall voices whose server is gone: every read fails as a dropped connection."""
 
@@ -188,6 +194,18 @@ async def test_the_mcp_server_answers_each_kind_as_the_table_says(monkeypatch: p
         Kind.UNAVAILABLE: await tool(down, ALICE, "search_memory", {"query": "deploys"}),
         Kind.INTERNAL: await tool(buggy, ALICE, "get_preamble", {"task": "x"}),
     }
+    # Rate limited: the agent's second tool call, over limits that admit one.
+    async with Client(build_server(noema, ALICE, one_request_a_while())) as mcp:
+        assert not (await mcp.call_tool("get_preamble", {"task": "x"})).is_error
+        limited = await mcp.call_tool("get_preamble", {"task": "x"})
+    assert limited.is_error
+    assert limited.structured_content is None  # as every error result (docs/mcp.md)
+    assert limited.meta is not None
+    assert limited.meta[ERROR_CODE_META] == "rate_limited"
+    assert limited.meta["noema/retry_after"] >= 1
+    [content] = limited.content
+    assert isinstance(content, types.TextContent)
+    seen[Kind.RATE_LIMITED] = content.text[: content.text.index(":") + 2]
     # Over the HTTP transport, the token and the body limit answer before any tool runs.
     server = build_server(noema, ALICE)
     transport = httpx.ASGITransport(app=http_app(server, "127.0.0.1", token="t0ken"))

@@ -21,6 +21,7 @@ import structlog
 from noema.adapters import tracing
 from noema.adapters.metrics import Metrics
 from noema.errors import PROBLEM_JSON, SURFACES, Kind, problem
+from noema_events.bounded import OutOfBounds, check_bounds
 
 __all__ = [
     "DEFAULT_MAX_BODY",
@@ -57,7 +58,8 @@ def _size(limit: int) -> str:
 
 
 class BodyLimit:
-    """Refuse (413) any HTTP request whose body is larger than ``max_bytes``.
+    """Refuse (413) any HTTP request whose body is larger than ``max_bytes``, and (422) one nested
+    deeper than the bounded decoding allows (:mod:`noema_events.bounded`), whichever route it is for.
 
     The body is read here, up to the limit, and handed to ``app`` in one message: the application
     never waits on a body that will be refused, and memory per request is bounded by the limit.
@@ -97,7 +99,13 @@ class BodyLimit:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        await self._app(scope, _replay(b"".join(chunks), receive), send)
+        body = b"".join(chunks)
+        try:  # every body is JSON (JsonBodies): none nested deeper than any decoder may recurse
+            check_bounds(body, max_bytes=None, what="the body")
+        except OutOfBounds as exc:
+            await problem_response(send, Kind.INVALID, str(exc))
+            return
+        await self._app(scope, _replay(body, receive), send)
 
     async def _refuse(self, send: Send) -> None:
         # The rest of the body is never read: the connection cannot carry another request.

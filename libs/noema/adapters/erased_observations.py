@@ -13,31 +13,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import msgspec
 import structlog
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from noema.topology import Topology
 from noema_events import ContentErased
+from noema_events.bounded import Undecodable, decode_json
 
 __all__ = ["delete_erased_observations"]
 
 log = structlog.get_logger("noema.erasure")
 
 
-class _Id(msgspec.Struct, forbid_unknown_fields=False):
-    id: str = ""
-
-
-_decoder = msgspec.json.Decoder(_Id)
-
-
 def _observation_id(data: bytes) -> str:
     try:
-        return _decoder.decode(data).id
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        body = decode_json(data)  # any agent's bytes: bounded before the parser (noema_events.bounded)
+    except Undecodable:
         return ""
+    found = body.get("id") if isinstance(body, dict) else None
+    return found if isinstance(found, str) else ""
 
 
 async def delete_erased_observations(

@@ -21,6 +21,7 @@ from nats.js.errors import NotFoundError
 from noema.adapters.jetstream import EPHEMERAL_IDLE_S
 from noema.adapters.pull import Puller
 from noema.topology import Topology
+from noema_events.bounded import Undecodable, decode_json
 
 __all__ = [
     "Found",
@@ -45,16 +46,15 @@ class _Envelope(msgspec.Struct, forbid_unknown_fields=False):
     payload: dict[str, object] = msgspec.field(default_factory=dict)
 
 
-_decoder = msgspec.json.Decoder(_Envelope)
-
-
 def _about(data: bytes, subject: str | None, ids: Collection[str]) -> tuple[bool, str]:
     """Whether a message's bytes are about ``subject`` or one of ``ids``, and the observation id it
-    names. A message that does not decode (a dead letter may be any bytes) is about them when their
-    text appears in its bytes: subject keys and ids are opaque tokens, so that match is precise."""
+    names. A message that does not decode (a dead letter may be any bytes; an agent may publish JSON
+    nested thousands of levels deep, refused by the bounded decoding before it is parsed) is about
+    them when their text appears in its bytes: subject keys and ids are opaque tokens, so that match
+    is precise. No message stops the scan."""
     try:
-        env = _decoder.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+        env = decode_json(data, _Envelope, max_bytes=None)
+    except Undecodable:
         needles = [*ids, *([subject] if subject else [])]
         return any(n.encode() in data for n in needles), ""
     subjects = env.payload.get("subjects")

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import ssl
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 import nats
@@ -43,6 +42,7 @@ from noema.runtime.identities import inbox_prefix
 from noema.runtime.settings import NatsAuth
 from noema.topology import Topology
 from noema_events import Event, decode_event, encode_event
+from noema_events.bounded import decode_json
 from noema_sdk.tracing import carried
 
 if TYPE_CHECKING:  # prometheus_client: loaded by the processes that keep metrics, not by a command
@@ -560,7 +560,7 @@ async def store_batch(
                 }
             ),
         )
-        answer = json.loads(reply.data)
+        answer = decode_json(reply.data, dict[str, Any], what="the batch's reply")
         error = answer.get("error")
         if error and error.get("err_code") == WRONG_LAST_SEQUENCE:
             raise ConcurrentWrite(str(error.get("description")))

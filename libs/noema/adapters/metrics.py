@@ -34,6 +34,7 @@ from prometheus_client import (
 from prometheus_client.exposition import ThreadingWSGIServer, choose_encoder, make_wsgi_app
 
 from noema import __version__
+from noema.domain.admission import Admission, AdmissionLimits, Refusal
 
 __all__ = ["LATENCY_BUCKETS", "Metrics"]
 
@@ -160,6 +161,22 @@ class Metrics:
             "Requests answered by the NATS agent service, by operation and reply code (200, or the error's)",
             ["operation", "code"],
         )
+        self.requests_refused = self._counter(
+            "noema_requests_refused",
+            "Requests refused by admission control (docs/operations.md), by surface (api, mcp, "
+            "service) and limit (rate, concurrency)",
+            ["surface", "limit"],
+        )
+
+    def admission(self, limits: AdmissionLimits, surface: str) -> Admission:
+        """The per-caller limits of ``surface`` (api, mcp or service), its refusals counted in
+        :attr:`requests_refused`."""
+        refused = self.requests_refused
+
+        def count(refusal: Refusal) -> None:
+            refused.labels(surface, refusal.reason).inc()
+
+        return Admission(limits, on_refusal=count)
 
     def _counter(self, name: str, doc: str, labels: list[str]) -> Counter:
         return Counter(name, doc, labels, registry=self.registry)

@@ -181,6 +181,11 @@ class Puller:
             await self._request()  # pipeline: the next batch travels while this one is processed
         return out
 
+    @property
+    def queued(self) -> int:
+        """Messages received and not yet handed out by :meth:`fetch`."""
+        return len(self._queue)
+
     async def stop(self) -> None:
         """Stop receiving (messages not handed out are redelivered after the ack wait)."""
         if self._sub is not None:

@@ -16,10 +16,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 import msgspec
 
+from noema.application.upkeep import refuse_erased
 from noema.domain.dynamics import ACTIVATION_FLOOR, HALF_LIFE_DAYS
 from noema.errors import Conflict, NotFound, OperationError
 from noema.ids import new_id
@@ -44,6 +45,7 @@ __all__ = [
     "NotFound",
     "OperationError",
     "OperatorReceipt",
+    "SubjectLinks",
     "archive",
     "correct",
     "create_memory",
@@ -124,12 +126,19 @@ async def _target(reads: MemoryRecords, memory_id: str, action: str) -> Row:
     row = await reads.memory(memory_id)
     if row is None:
         raise NotFound(f"no memory {memory_id}")
+    refuse_erased(row, action)
     if row["status"] not in _FROM[action]:
         raise Conflict(
             f"cannot {action} memory {memory_id}: it is {row['status']} "
             f"(only {' or '.join(_FROM[action])} memories can be)"
         )
     return row
+
+
+class SubjectLinks(Protocol):
+    """Which subjects an item's content is about (the keyring's links, :mod:`noema.composition.erasure`)."""
+
+    async def subjects(self, workspace: str, key_id: str) -> list[str]: ...
 
 
 def _action(
@@ -222,11 +231,14 @@ async def correct(
     reason: str,
     content: str,
     now: datetime,
+    links: SubjectLinks | None = None,
 ) -> OperatorReceipt:
     """Supersede a memory by a corrected copy; the receipt's ``memory_id`` is the new memory's.
 
     The copy keeps the old record's classification and scope, takes the operator channel's
-    credibility, and cites the old record's sources; the old record stays, marked superseded.
+    credibility, and cites the old record's sources; the old record stays, marked superseded. It is
+    about what the old record was about: it carries its subjects (from ``links``), so an erasure of
+    one of them erases the copy too (docs/privacy.md).
     """
     reason = _reason(reason)
     content = content.strip()
@@ -261,6 +273,7 @@ async def correct(
             happened_at=row["happened_at"],
             valid_until=row["valid_until"],
             session=row["session"],
+            subjects=await links.subjects(row["workspace"], memory_id) if links else [],
         ),
     )
     superseded = MemorySuperseded(

@@ -23,7 +23,7 @@ from noema.application import curation, upkeep
 from noema.application.access import AccessControl, Caller, InsufficientMemoryPermission
 from noema.application.audit_views import AuditDiff, DiffQuery, Why
 from noema.application.changes import audit_diff
-from noema.application.curation import KnowledgeEntry, OperatorReceipt, create_memory
+from noema.application.curation import KnowledgeEntry, OperatorReceipt, SubjectLinks, create_memory
 from noema.application.knowledge import Knowledge
 from noema.application.lineage import why
 from noema.application.preamble import Preamble, build_preamble
@@ -112,6 +112,7 @@ class Noema:
         point: PastPoint | None = None,
         as_of: Callable[[StreamPoint], Awaitable[Noema]] | None = None,
         metrics: SearchTimer | None = None,
+        subjects: SubjectLinks | None = None,
     ) -> None:
         self.publisher = publisher
         """Where every write goes (:meth:`writer`)."""
@@ -130,6 +131,8 @@ class Noema:
         self._decay_interval_s = decay_interval_s
         self._as_of = as_of
         self._metrics = metrics
+        self._subjects = subjects
+        """Which subjects a memory's content is about (the keyring's links): a correction carries them."""
 
     async def as_of(self, point: StreamPoint) -> Noema:
         """A read-only view of the state as of ``point``, on which every read of this class answers
@@ -300,6 +303,7 @@ class Noema:
             reason=reason,
             content=content,
             now=self.clock(),
+            links=self._subjects,
         )
 
     async def relate(

@@ -31,6 +31,7 @@ from noema.errors import InvalidQuery, NotFound
 from noema.ids import short_prefix_hint
 from noema.ports import MemoryOrder, MemoryReads, RecallFilters, Row
 from noema_events import KNOWN_TAGS
+from noema_events.bounded import decode_json
 
 __all__ = [
     "CITING_LIMIT",
@@ -56,7 +57,8 @@ def _memories(rows: list[Row]) -> list[Memory]:
 def event_records(rows: list[Row]) -> list[EventRecord]:
     """Event rows (payload as JSON text) as EventRecord structs."""
     return [
-        msgspec.convert({**dict(r), "payload": msgspec.json.decode(r["payload"])}, EventRecord) for r in rows
+        msgspec.convert({**dict(r), "payload": decode_json(r["payload"], max_bytes=None)}, EventRecord)
+        for r in rows
     ]
 
 

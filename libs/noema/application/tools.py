@@ -37,6 +37,7 @@ from noema.errors import Kind, NoemaError
 from noema.inputs import InvalidInput, convert, text_dates
 from noema.instants import FORMS, Instant
 from noema.stream_points import parse_stream_point
+from noema_events.bounded import OutOfBounds, Undecodable, check_value_depth, decode_json
 from noema_events.catalog import Subjects
 from noema_events.vocabulary import EpistemicKind, MemoryStatus
 
@@ -598,13 +599,17 @@ def decode(name: str, struct: type[T], raw: bytes | dict[str, Any]) -> T:
     """Raw JSON (bytes) or decoded arguments as ``struct``, read by :func:`noema.inputs.convert` (as
     every surface reads its input: dates included); a refusal is a :class:`ToolInputError` naming
     the operation ``name``."""
+    try:  # bounded (noema_events.bounded): bytes before they are parsed, arguments an SDK decoded
+        if isinstance(raw, bytes | bytearray):
+            raw = decode_json(raw or b"{}", what="the input")
+        else:
+            check_value_depth(raw, what="the input")
+    except OutOfBounds as exc:
+        raise ToolInputError(f"{name}: {exc}") from None
+    except Undecodable as exc:
+        raise ToolInputError(f"{name}: input is not JSON ({exc})") from None
     if _has_nul(raw):
         raise ToolInputError(f"{name}: text must not contain NUL characters")
-    if isinstance(raw, bytes | bytearray):
-        try:
-            raw = msgspec.json.decode(raw or b"{}")
-        except msgspec.DecodeError as exc:
-            raise ToolInputError(f"{name}: input is not JSON ({exc})") from None
     try:
         return convert(struct, raw)
     except InvalidInput as exc:

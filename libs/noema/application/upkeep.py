@@ -37,8 +37,18 @@ __all__ = [
     "embedded_event",
     "embedding_work",
     "record_retrieval",
+    "refuse_erased",
     "relate",
 ]
+
+
+def refuse_erased(row: Mapping[str, Any], action: str) -> None:
+    """Raise :class:`Conflict` when the memory of ``row`` was erased: nothing may be done to it."""
+    if row["status"] == "erased" or row.get("erased_at") is not None:
+        raise Conflict(
+            f"cannot {action} memory {row['id']}: it was erased (noemactl erase, docs/privacy.md); "
+            "its content is gone for good and nothing can be done to it"
+        )
 
 
 async def relate(
@@ -64,6 +74,9 @@ async def relate(
     for mid in (from_id, to_id):
         if mid not in scopes:
             raise NotFound(f"no memory {mid}")
+    for mid in (from_id, to_id):
+        if (row := await reads.memory(mid)) is not None:
+            refuse_erased(row, "relate")
     a, b = scopes[from_id], scopes[to_id]
     if a != b:
         raise OperationError(

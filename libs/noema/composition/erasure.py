@@ -105,13 +105,15 @@ class _Found:
     observation_ids: list[str]
     observation_seqs: list[int]
     dead_letter_seqs: list[int]
+    erased_before: int = 0
+    """Items it covers that an earlier erasure erased already (not erased, nor counted, again)."""
 
 
 async def _find(keyring: PostgresKeyring, nc: NATS, topology: Topology, request: ErasureRequest) -> _Found:
     ws, target = request.workspace, request.target
     if request.scope == "notes":  # every version of the agent's notes; nothing derives from notes
-        notes = await keyring.existing(ws, await keyring.linked(ws, "source", [notes_source(target)]))
-        return _Found(sorted(notes), [], [], [], [])
+        versions = await keyring.linked(ws, "source", [notes_source(target)])
+        return _Found(sorted(await keyring.existing(ws, versions, live=True)), [], [], [], [])
     subject = target if request.scope == "subject" else None
     seeds: set[str] = set()
     obs_ids: set[str] = set()
@@ -132,8 +134,11 @@ async def _find(keyring: PostgresKeyring, nc: NATS, topology: Topology, request:
         derived = await keyring.linked(ws, "source", frontier) - keys
         keys |= derived
         frontier = derived
-    stored = await keyring.existing(ws, keys)
-    memories = await keyring.memories(ws, keys)
+    # What an earlier erasure erased is neither erased nor counted again (its keys are destroyed,
+    # its memories marked erased); an erasure cut short before the projector applied it is redone.
+    stored = await keyring.existing(ws, keys, live=True)
+    memories = await keyring.memories(ws, keys, erased=False)
+    erased_before = len(await keyring.existing(ws, keys) - stored)
     dead = await find_dead_letters(nc, topology, ws, subject, obs_ids | {target})
     return _Found(
         key_ids=sorted(stored | set(memories)),
@@ -141,6 +146,7 @@ async def _find(keyring: PostgresKeyring, nc: NATS, topology: Topology, request:
         observation_ids=sorted(obs_ids & {o.observation_id for o in observations}),
         observation_seqs=[o.seq for o in observations],
         dead_letter_seqs=[d.seq for d in dead],
+        erased_before=erased_before,
     )
 
 
@@ -197,6 +203,11 @@ async def erase(
         await _empty_notes(publisher, request, erasure_id, now)
     found = await _find(keyring, nc, topology, request)
     if not (found.key_ids or found.observation_seqs or found.dead_letter_seqs or request.scope == "notes"):
+        if found.erased_before:
+            raise NothingToErase(
+                f"everything in workspace {request.workspace!r} about {request.scope} {request.target!r} "
+                f"was erased before ({found.erased_before} items): nothing is left to erase"
+            )
         raise NothingToErase(
             f"nothing in workspace {request.workspace!r} is about {request.scope} {request.target!r}"
         )

@@ -111,6 +111,7 @@ class Instance(Noema):
             point=point,
             as_of=self._view,
             metrics=metrics,
+            subjects=PostgresKeyring(pool),
         )
         self._metrics: Metrics | None = metrics
 

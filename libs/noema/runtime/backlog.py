@@ -1,13 +1,16 @@
 """How fast each worker works off its backlog: the pure arithmetic behind the per-worker figures of
 ``noemactl status`` and ``/readyz`` (:mod:`noema.runtime.readiness`).
 
-A worker's **rate** is the number of messages its durable consumer acknowledged per second over
-about the last :data:`RATE_WINDOW_S` seconds: the consumer's ack floor (a consumer sequence, so a
-redelivered message counts each time it is delivered) now, against a sample of it taken by the
-worker's own heartbeat at the start of the window (:class:`RateWindow`, carried in the heartbeat as
-``window_at`` / ``window_floor``). Reading the floor *now*, not the worker's last report of it, keeps
-the rate honest for a worker that stopped: its floor stays put while the clock runs, and the rate
-falls to 0. The **drain estimate** is backlog / rate, when there is a backlog and a rate.
+A worker's **rate** is the number of deliveries its durable consumer settled per second over about
+the last :data:`RATE_WINDOW_S` seconds. *Settled* is the consumer's delivered sequence less its
+messages in flight (a consumer sequence, so a redelivered message counts each time it is
+delivered): unlike the ack floor, it moves while a few messages in flight hold the floor back —
+those a worker that was killed had been given, which come back only after the consumer's ack wait
+while its successor works on. The count now is compared with a sample of it taken by the worker's
+own heartbeat at the start of the window (:class:`RateWindow`, carried in the heartbeat as
+``window_at`` / ``window_settled``). Reading the count *now*, not the worker's last report of it,
+keeps the rate honest for a worker that stopped: its count stays put while the clock runs, and the
+rate falls to 0. The **drain estimate** is backlog / rate, when there is a backlog and a rate.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import msgspec
 
 __all__ = [
     "RATE_WINDOW_S",
+    "Progress",
     "RateWindow",
     "Sample",
     "WorkerLoad",
@@ -33,17 +37,18 @@ estimate is judged (a burst that has just arrived is not yet "falling behind")."
 
 
 class Sample(msgspec.Struct, frozen=True):
-    """The consumer's ack floor at a time (UNIX seconds)."""
+    """The consumer's settled deliveries (or, in older heartbeats, its ack floor) at a time (UNIX
+    seconds)."""
 
     at: float
-    floor: int
+    count: int
 
 
 class RateWindow:
-    """The heartbeat's samples of its consumer's ack floor over the last :data:`RATE_WINDOW_S`.
+    """The heartbeat's samples of its consumer's settled deliveries over the last :data:`RATE_WINDOW_S`.
 
     :attr:`start` is the newest sample at least a window old (else the oldest one): the rate is
-    measured from there. A floor that went down means the consumer was re-created (attend and the
+    measured from there. A count that went down means the consumer was re-created (attend and the
     projector do so on start): the samples before it no longer compare, so they are dropped.
     """
 
@@ -53,11 +58,11 @@ class RateWindow:
         self.busy_since: float | None = None
         """When the backlog last went from nothing to something (None while it is empty)."""
 
-    def add(self, at: float, floor: int, backlog: int) -> None:
-        """Record the consumer as seen at ``at``."""
-        if self._samples and floor < self._samples[-1].floor:
+    def add(self, at: float, count: int, backlog: int) -> None:
+        """Record the consumer as seen at ``at``: ``count`` settled deliveries, ``backlog`` waiting."""
+        if self._samples and count < self._samples[-1].count:
             self._samples.clear()
-        self._samples.append(Sample(at, floor))
+        self._samples.append(Sample(at, count))
         while len(self._samples) >= 2 and at - self._samples[1].at >= self._window:
             self._samples.popleft()
         if backlog == 0:
@@ -71,14 +76,38 @@ class RateWindow:
         return self._samples[0] if self._samples else None
 
 
+class Progress:
+    """What a worker's heartbeat tells of its consumer's progress, from the figures it reads at each
+    beat: when the consumer last moved (:attr:`progress_at`) and the rate window (:attr:`window`).
+
+    The consumer moved when its ack floor or its settled deliveries changed, or nothing waits. The
+    floor alone would stand still for the whole ack wait after a worker was killed with messages in
+    flight, while its successor acknowledges everything after them: a stall to the floor, work done
+    to the settled count.
+    """
+
+    def __init__(self, started_at: float, window_s: float = RATE_WINDOW_S) -> None:
+        self.progress_at = started_at
+        """Last time the consumer was seen to move (the worker's start before the first look)."""
+        self.window = RateWindow(window_s)
+        self._last: tuple[int, int] | None = None
+
+    def see(self, at: float, floor: int, settled: int, backlog: int) -> None:
+        """Record the consumer as read at ``at``."""
+        if backlog == 0 or (floor, settled) != self._last:
+            self.progress_at = at
+        self._last = (floor, settled)
+        self.window.add(at, settled, backlog)
+
+
 def rate_since(
-    samples: list[Sample], floor_now: int, now: float, window_s: float = RATE_WINDOW_S
+    samples: list[Sample], count_now: int, now: float, window_s: float = RATE_WINDOW_S
 ) -> float | None:
-    """Messages acknowledged per second from the best of ``samples`` to ``floor_now`` at ``now``.
+    """Deliveries settled per second from the best of ``samples`` to ``count_now`` at ``now``.
 
     The best sample is the newest one at least ``window_s`` old, else the oldest: for a live worker
     its window start (about a minute back), for one silent longer than that its last heartbeat (so
-    the rate covers only the recent past). None when unknown: no sample, no time elapsed, or a floor
+    the rate covers only the recent past). None when unknown: no sample, no time elapsed, or a count
     lower than the sample's (the consumer was re-created since).
     """
     if not samples:
@@ -87,9 +116,9 @@ def rate_since(
     old = [s for s in ordered if now - s.at >= window_s]
     start = old[-1] if old else ordered[0]
     elapsed = now - start.at
-    if elapsed <= 0 or floor_now < start.floor:
+    if elapsed <= 0 or count_now < start.count:
         return None
-    return (floor_now - start.floor) / elapsed
+    return (count_now - start.count) / elapsed
 
 
 def drain_estimate(backlog: int, rate: float | None) -> float | None:
@@ -126,10 +155,11 @@ class WorkerLoad(msgspec.Struct, frozen=True, kw_only=True):
     backlog: int | None = None
     """Messages waiting plus delivered but not yet acknowledged (None: no consumer, or not read)."""
     rate: float | None = None
-    """Messages acknowledged per second over about the last minute (None: not known yet)."""
+    """Deliveries settled (acknowledged) per second over about the last minute (None: not known yet)."""
     drain_s: float | None = None
     """Estimated seconds to work off the backlog at that rate (None: unknown, or no progress)."""
     state: str
     """``idle``, ``working``, ``lagging``, ``behind``, ``stalled``, ``missing`` (no consumer yet),
-    ``running`` (no consumer to judge) or ``down`` (no live process)."""
+    ``starting`` (its instances are taking their claim), ``running`` (no consumer to judge) or
+    ``down`` (no live process)."""
     ok: bool

@@ -33,9 +33,10 @@ from nats.js.errors import NotFoundError
 
 from noema.adapters.metrics import Metrics
 from noema.adapters.pull import Puller
-from noema.runtime.backlog import RateWindow
+from noema.runtime.backlog import Progress
 from noema.runtime.tasks import cancel_and_wait
 from noema.topology import Topology
+from noema_events.bounded import Undecodable, decode_json
 
 __all__ = [
     "ConsumerFigures",
@@ -76,17 +77,28 @@ class HeartbeatRecord(msgspec.Struct, frozen=True, kw_only=True):
     """The consumer's ack floor (consumer sequence), as last seen by the worker."""
     backlog: int | None = None
     """Messages waiting plus delivered but unacknowledged, as last seen."""
+    settled: int | None = None
+    """The consumer's settled deliveries (delivered less in flight), as last seen by the worker:
+    it moves whenever a delivery is acknowledged, also while messages in flight to a process that
+    was killed hold the ack floor back until their ack wait ends (:mod:`noema.runtime.backlog`)."""
     progress_at: float | None = None
-    """Last time the ack floor moved or nothing was waiting: the consumer was keeping up."""
+    """Last time the ack floor or the settled deliveries moved, or nothing was waiting: the consumer
+    was keeping up."""
     window_at: float | None = None
+    window_settled: int | None = None
+    """The settled deliveries at the start of the rate window (:class:`noema.runtime.backlog.RateWindow`)
+    and when."""
     window_floor: int | None = None
-    """The ack floor at the start of the rate window (:class:`noema.runtime.backlog.RateWindow`) and when."""
+    """Heartbeats of earlier versions: the ack floor at the start of the rate window (read, no longer
+    written)."""
     busy_since: float | None = None
     """Since when the consumer has had a backlog, without a moment with none (None: empty now)."""
     last_error: str | None = None
     last_error_at: float | None = None
     stopped: bool = False
     """The last record of a process that crashed (``last_error`` says why)."""
+    held: int | None = None
+    """Messages of its consumer the process holds (delivered to it, not finished); None: unknown."""
     claim: str | None = None
     """For a worker that runs under a claim (:mod:`noema.runtime.claims`): ``owner`` (this instance
     works), ``standby`` (another one does; this one takes over when it goes) or ``lost``; for a
@@ -117,6 +129,13 @@ class ConsumerFigures:
     """Messages not yet delivered."""
     ack_pending: int
     """Delivered, not yet acknowledged."""
+    ack_wait: float | None = None
+    """Seconds a delivered message may go unacknowledged before it is delivered again."""
+
+    @property
+    def settled(self) -> int:
+        """Deliveries acknowledged (or given up and redelivered): delivered less those in flight."""
+        return max(0, self.delivered - self.ack_pending)
 
 
 async def consumer_figures(js: JetStreamContext, watched: WatchedConsumer) -> ConsumerFigures | None:
@@ -128,11 +147,13 @@ async def consumer_figures(js: JetStreamContext, watched: WatchedConsumer) -> Co
             info = await js.consumer_info(watched.stream, durable, timeout=IO_TIMEOUT_S)
         except NotFoundError:
             return None
+        ack_wait = info.config.ack_wait if info.config else None
         total = ConsumerFigures(
             total.delivered + int(info.delivered.consumer_seq if info.delivered else 0),
             total.ack_floor + int(info.ack_floor.consumer_seq if info.ack_floor else 0),
             total.pending + int(info.num_pending or 0),
             total.ack_pending + int(info.num_ack_pending or 0),
+            max(total.ack_wait or 0.0, float(ack_wait)) if ack_wait else total.ack_wait,
         )
     return total
 
@@ -221,8 +242,10 @@ class Heartbeat:
         pid: int | None = None,
         claim: Callable[[], str] | None = None,
         metrics: Metrics | None = None,
+        held: Callable[[], int] | None = None,
     ) -> None:
         self._nc = nc
+        self._held = held
         self._metrics = metrics
         self._claim = claim
         self._topology = topology
@@ -236,10 +259,8 @@ class Heartbeat:
         self.instance = instance_name(self._host, self._pid)
         self._subject = topology.heartbeat_subject(worker, self.instance)
         self._started = clock()
-        self._floor: int | None = None
-        self._progress_at = self._started
-        self._consumer_seen: tuple[int, int, int] | None = None
-        self._window = RateWindow()
+        self._progress = Progress(self._started)
+        self._consumer_seen: tuple[int, int, int, int] | None = None
         self._task: asyncio.Task[None] | None = None
         self.recorded_at: float | None = None
         """``time.monotonic()`` of the last beat written (None before the first): the worker's
@@ -252,13 +273,10 @@ class Heartbeat:
         if figures is None:
             self._consumer_seen = None
             return
-        floor, delivered = figures.ack_floor, figures.delivered
+        floor, delivered, settled = figures.ack_floor, figures.delivered, figures.settled
         backlog = figures.pending + figures.ack_pending
-        if backlog == 0 or floor != self._floor:
-            self._progress_at = now
-        self._floor = floor
-        self._window.add(now, floor, backlog)
-        self._consumer_seen = (delivered, floor, backlog)
+        self._progress.see(now, floor, settled, backlog)
+        self._consumer_seen = (delivered, floor, backlog, settled)
         if self._metrics is not None:
             labels = (self.worker, self._consumer.durable)
             self._metrics.consumer_pending.labels(*labels).set(figures.pending)
@@ -270,7 +288,8 @@ class Heartbeat:
         """The record a beat at ``now`` writes."""
         seen = self._consumer_seen
         error = self.errors.last
-        start = self._window.start if seen else None
+        window = self._progress.window
+        start = window.start if seen else None
         return HeartbeatRecord(
             worker=self.worker,
             instance=self.instance,
@@ -282,14 +301,16 @@ class Heartbeat:
             delivered=seen[0] if seen else None,
             ack_floor=seen[1] if seen else None,
             backlog=seen[2] if seen else None,
-            progress_at=self._progress_at if seen else None,
+            settled=seen[3] if seen else None,
+            progress_at=self._progress.progress_at if seen else None,
             window_at=start.at if start else None,
-            window_floor=start.floor if start else None,
-            busy_since=self._window.busy_since if seen else None,
+            window_settled=start.count if start else None,
+            busy_since=window.busy_since if seen else None,
             last_error=error[0] if error else None,
             last_error_at=error[1] if error else None,
             stopped=stopped,
             claim=self._claim() if self._claim is not None else None,
+            held=self._held() if self._held is not None else None,
         )
 
     async def beat(self, stopped: bool = False) -> bool:
@@ -379,8 +400,8 @@ async def read_heartbeats(
                 headers = msg.headers or {}
                 if not msg.data or "KV-Operation" in headers or "Nats-Marker-Reason" in headers:
                     continue
-                with contextlib.suppress(msgspec.DecodeError):
-                    records.append(msgspec.json.decode(msg.data, type=HeartbeatRecord))
+                with contextlib.suppress(Undecodable):  # any bytes on the bucket: not a heartbeat
+                    records.append(decode_json(msg.data, HeartbeatRecord, what="a heartbeat"))
     finally:
         await puller.stop()
         with contextlib.suppress(Exception):

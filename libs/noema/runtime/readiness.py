@@ -39,6 +39,7 @@ from noema.runtime.settings import Settings
 from noema.topology import Topology
 
 __all__ = [
+    "STARTING",
     "Check",
     "ConsumerState",
     "SystemStatus",
@@ -49,6 +50,7 @@ __all__ = [
     "assess_stream",
     "consumer_rate",
     "problems",
+    "starting",
     "system_status",
     "unready",
 ]
@@ -63,7 +65,8 @@ class Check:
     detail: str
     state: str = ""
     """For a consumer check, the word for it: idle, working, lagging, behind, stalled or missing;
-    ``degraded`` for a problem that leaves every part working (a stream replica's server down)."""
+    ``degraded`` for a problem that leaves every part working (a stream replica's server down);
+    ``starting`` (:data:`STARTING`) while a worker's instances take their claim for the first time."""
 
     @property
     def line(self) -> str:
@@ -112,17 +115,35 @@ class ConsumerState:
     """Delivered, not yet acknowledged."""
     ack_floor: int
     """Consumer sequence below which everything is acknowledged."""
+    delivered: int | None = None
+    """Consumer sequence of the last delivery (None: not read)."""
+    ack_wait: float | None = None
+    """Seconds a delivery may go unacknowledged before it is delivered again (None: not read)."""
 
     @property
     def backlog(self) -> int:
         """The consumer's lag: waiting plus in flight."""
         return self.pending + self.ack_pending
 
+    @property
+    def settled(self) -> int | None:
+        """Deliveries settled: delivered less in flight (None when ``delivered`` was not read)."""
+        return None if self.delivered is None else max(0, self.delivered - self.ack_pending)
+
 
 T = TypeVar("T")
 
 DEGRADED = "degraded"
 """The state of a failed check that leaves the system working, with less to spare."""
+
+STARTING = "starting"
+"""The state of a check that does not pass yet because its instances have just started and are
+taking their claim (:mod:`noema.runtime.claims`): not working yet, not failed either. ``status``
+exits 3 when such checks are all that does not pass."""
+
+START_SLACK_S = 5.0
+"""How much earlier than the instance's recorded start its processes' own start may be (``up``
+records it after spawning them)."""
 
 REPLICA_SILENT_S = 10.0
 """A stream replica its leader has not heard from for this long is counted as down."""
@@ -173,9 +194,16 @@ def _ago(now: float, then: float) -> str:
 
 
 def assess_heartbeats(
-    worker: str, records: Sequence[HeartbeatRecord], limits: Thresholds, now: float
+    worker: str,
+    records: Sequence[HeartbeatRecord],
+    limits: Thresholds,
+    now: float,
+    started_at: float | None = None,
 ) -> Check:
-    """Is at least one process of ``worker`` running and connected (a fresh heartbeat)?"""
+    """Is at least one process of ``worker`` running and connected (a fresh heartbeat)? For a worker
+    run under a claim, does one of them own it (:func:`_assess_claim`)? ``started_at``: when the
+    whole instance was started (``noemactl up``), if known; for ``stall_s`` after it, a worker with
+    no live heartbeat yet is :data:`STARTING`, not down."""
     label = LABELS.get(worker, worker)
     mine = [r for r in records if r.worker == worker]
     live = [r for r in mine if not r.stopped and now - r.beat_at <= limits.stale_s]
@@ -190,11 +218,16 @@ def assess_heartbeats(
         beat = _ago(now, newest.beat_at)
         claimed = [r for r in live if r.claim is not None]
         if claimed:
-            return _assess_claim(label, claimed, silent, now, last_error)
+            return _assess_claim(label, claimed, silent, now, last_error, limits)
         detail = f"{len(live)} live (pid {newest.pid} on {newest.host}, heartbeat {beat})"
         if silent:
             detail += f"; {silent} earlier instance(s) silent, ignored"
         return Check(label, True, detail + last_error)
+    # Starting: just after the instance's start, and not one heartbeat of this run yet (one that
+    # stopped or went silent means the process started, then died).
+    this_run = [r for r in mine if started_at is not None and r.started_at >= started_at - START_SLACK_S]
+    if started_at is not None and 0 <= now - started_at <= limits.stall_s and not this_run:
+        return Check(label, False, f"starting: no heartbeat yet (started {_ago(now, started_at)})", STARTING)
     if not mine:
         return Check(label, False, "no heartbeat: not running, or never connected to NATS")
     newest = max(mine, key=lambda r: r.beat_at)
@@ -207,10 +240,17 @@ def assess_heartbeats(
 
 
 def _assess_claim(
-    label: str, live: Sequence[HeartbeatRecord], silent: int, now: float, last_error: str
+    label: str,
+    live: Sequence[HeartbeatRecord],
+    silent: int,
+    now: float,
+    last_error: str,
+    limits: Thresholds,
 ) -> Check:
     """The heartbeat check of a worker run under a claim (:mod:`noema.runtime.claims`): which live
-    instance owns it, how many stand by; failing while none owns it (nothing works meanwhile)."""
+    instance owns it, how many stand by; failing while none owns it (nothing works meanwhile) —
+    :data:`STARTING` instead while every live instance started less than ``stall_s`` ago (they are
+    taking the claim for the first time, as right after ``noemactl up``)."""
     owners = [r for r in live if (r.claim or "").partition(":")[0] == "owner"]
     standby = [r for r in live if r.claim == "standby"]
     waiting = f"{len(standby)} standing by" + (
@@ -218,6 +258,10 @@ def _assess_claim(
     )
     tail = (f"; {silent} earlier instance(s) silent, ignored" if silent else "") + last_error
     if not owners:
+        oldest = min(r.started_at for r in live)
+        if now - oldest <= limits.stall_s:
+            detail = f"starting: {len(live)} live (started {_ago(now, oldest)}), taking the claim: {waiting}"
+            return Check(label, False, detail + tail, STARTING)
         return Check(label, False, f"{len(live)} live, none owns the claim yet: {waiting}" + tail)
     if any(":" in (r.claim or "") for r in owners):  # partitions (noema.runtime.partitions)
         shares = ", ".join(f"pid {r.pid} owns {(r.claim or '').partition(':')[2]}" for r in owners)
@@ -241,24 +285,37 @@ def _pace(rate: float | None, backlog: int) -> str:
     return f"{rate:.1f}/s" + (f", drains in {format_drain(drain)}" if backlog and rate > 0 else "")
 
 
-def _rate_samples(records: Sequence[HeartbeatRecord]) -> list[Sample]:
-    """The window start and last report of the newest heartbeat that carries a rate window."""
-    windowed = [r for r in records if r.window_at is not None and r.window_floor is not None]
+def _rate_samples(records: Sequence[HeartbeatRecord], settled: bool) -> list[Sample]:
+    """The window start and last report of the newest heartbeat that carries a rate window: of the
+    settled deliveries, or (``settled`` False, heartbeats of earlier versions) of the ack floor."""
+
+    def window(r: HeartbeatRecord) -> int | None:
+        return r.window_settled if settled else r.window_floor
+
+    windowed = [r for r in records if r.window_at is not None and window(r) is not None]
     if not windowed:
         return []
     last = max(windowed, key=lambda r: r.beat_at)
+    start = window(last)
     assert last.window_at is not None
-    assert last.window_floor is not None
-    samples = [Sample(last.window_at, last.window_floor)]
-    if last.ack_floor is not None:
-        samples.append(Sample(last.beat_at, last.ack_floor))
+    assert start is not None
+    samples = [Sample(last.window_at, start)]
+    reported = last.settled if settled else last.ack_floor
+    if reported is not None:
+        samples.append(Sample(last.beat_at, reported))
     return samples
 
 
 def consumer_rate(records: Sequence[HeartbeatRecord], consumer: ConsumerState, now: float) -> float | None:
-    """Messages ``consumer`` acknowledged per second over about the last minute
-    (:func:`noema.runtime.backlog.rate_since`, from its worker's heartbeats)."""
-    return rate_since(_rate_samples(records), consumer.ack_floor, now)
+    """Deliveries ``consumer`` settled per second over about the last minute
+    (:func:`noema.runtime.backlog.rate_since`, from its worker's heartbeats); measured on the ack
+    floor when the heartbeats predate the settled count."""
+    settled = consumer.settled
+    if settled is not None:
+        samples = _rate_samples(records, settled=True)
+        if samples:
+            return rate_since(samples, settled, now)
+    return rate_since(_rate_samples(records, settled=False), consumer.ack_floor, now)
 
 
 def _live(records: Sequence[HeartbeatRecord], limits: Thresholds, now: float) -> list[HeartbeatRecord]:
@@ -275,8 +332,13 @@ def assess_consumer(
 ) -> Check:
     """Does ``worker``'s durable consumer keep up? It fails when it is missing; when its backlog
     exceeds ``max_lag`` (lagging); when messages wait and nothing acknowledges them, because no
-    process of ``worker`` is live or its ack floor has not moved for ``stall_s`` (stalled); or when
-    a backlog older than the rate window would take more than ``max_drain_s`` at its rate (behind)."""
+    process of ``worker`` is live or neither its ack floor nor its settled deliveries have moved for
+    ``stall_s`` (stalled); or when a backlog older than the rate window would take more than
+    ``max_drain_s`` at its rate (behind).
+
+    A worker that acknowledges messages while the ack floor stays put — held back by messages in
+    flight to a process that was killed, which come back only after the consumer's ack wait — is
+    working, not stalled: progress is the settled deliveries moving, not just the floor."""
     name = f"{worker} consumer"
     if consumer is None:
         return Check(name, False, f"{durable} missing (the {worker} worker never started)", "missing")
@@ -290,13 +352,19 @@ def assess_consumer(
         return Check(name, False, detail, "lagging")
     seen = [r for r in mine if r.progress_at is not None]
     last = max(seen, key=lambda r: r.beat_at) if seen else None
-    moved = last is not None and consumer.ack_floor != last.ack_floor
+    moved = last is not None and (
+        consumer.ack_floor != last.ack_floor
+        or (consumer.settled is not None and last.settled is not None and consumer.settled != last.settled)
+    )
     if not moved and not _live(mine, limits, now):
         detail = f"{durable} stalled: {counts}, 0/s: no live {worker} process works it off"
         return Check(name, False, detail, "stalled")
     if not moved and last is not None:
         assert last.progress_at is not None
         quiet = now - last.progress_at
+        orphaned = _orphaned(consumer, mine, limits, now)
+        if quiet > limits.stall_s and orphaned is not None:
+            return Check(name, True, f"{durable}: {counts}, {orphaned}", "working")
         if quiet > limits.stall_s:
             detail = (
                 f"{durable} stalled: {counts}, 0/s: nothing acknowledged for {quiet:.0f} s "
@@ -319,6 +387,29 @@ def assess_consumer(
     return Check(name, True, f"{durable}: {counts}, {pace}, progressing", "working")
 
 
+def _orphaned(
+    consumer: ConsumerState, records: Sequence[HeartbeatRecord], limits: Thresholds, now: float
+) -> str | None:
+    """Why nothing is acknowledged, when it is messages in flight to a process that is gone: nothing
+    waits, the live processes hold none of what is in flight (their heartbeats say), and the gone
+    one's ack wait, counted from its last heartbeat, has not ended yet — they are delivered again
+    by then. None otherwise (a stall, or not known)."""
+    live = _live(records, limits, now)
+    gone = [r for r in records if r not in live]
+    if consumer.pending or not consumer.ack_pending or not live or not gone or consumer.ack_wait is None:
+        return None
+    if any(r.held is None or r.held > 0 for r in live):
+        return None
+    last = max(gone, key=lambda r: r.beat_at)
+    due = last.beat_at + limits.stale_s + consumer.ack_wait
+    if now > due:
+        return None
+    return (
+        f"held by pid {last.pid}, which stopped: delivered again within its ack wait "
+        f"({consumer.ack_wait:g} s), in ~{max(0.0, due - now):.0f} s"
+    )
+
+
 def assess(
     worker: str,
     records: Sequence[HeartbeatRecord],
@@ -326,17 +417,22 @@ def assess(
     limits: Thresholds,
     now: float,
     topology: Topology,
+    started_at: float | None = None,
 ) -> tuple[list[Check], WorkerLoad]:
     """The checks of ``worker`` — its heartbeat's and, when it reads a durable consumer, that
-    consumer's — and its row of the per-worker table."""
-    checks = [assess_heartbeats(worker, records, limits, now)]
+    consumer's — and its row of the per-worker table (``started_at``: see :func:`assess_heartbeats`)."""
+    checks = [assess_heartbeats(worker, records, limits, now, started_at)]
     mine = [r for r in records if r.worker == worker]
     live = len(_live(mine, limits, now))
     watched = watched_consumer(worker, topology)
     if watched is None:
-        state = "running" if checks[0].ok else "down"
+        state = "running" if checks[0].ok else STARTING if checks[0].state == STARTING else "down"
         return checks, WorkerLoad(worker=worker, live=live, state=state, ok=checks[0].ok)
     check = assess_consumer(worker, consumer, records, limits, now, watched.durable)
+    if checks[0].state == STARTING and not check.ok:
+        # The consumer is created by the worker as it starts (under a claim, by its owner only):
+        # missing, or not read, until then.
+        check = Check(check.name, False, f"starting: {check.detail}", STARTING)
     checks.append(check)
     rate = None if consumer is None else consumer_rate(mine, consumer, now)
     backlog = consumer.backlog if consumer is not None else None
@@ -348,7 +444,7 @@ def assess(
         backlog=backlog,
         rate=rate,
         drain_s=None if drain is None or math.isinf(drain) else drain,
-        state="down" if live == 0 else check.state,
+        state=STARTING if checks[0].state == STARTING else "down" if live == 0 else check.state,
         ok=all(c.ok for c in checks),
     )
     return checks, load
@@ -399,7 +495,14 @@ async def _consumer(nc: NATS, watched: WatchedConsumer) -> ConsumerState | None:
     figures = await consumer_figures(nc.jetstream(), watched)
     if figures is None:
         return None
-    return ConsumerState(watched.durable, figures.pending, figures.ack_pending, figures.ack_floor)
+    return ConsumerState(
+        watched.durable,
+        figures.pending,
+        figures.ack_pending,
+        figures.ack_floor,
+        figures.delivered,
+        figures.ack_wait,
+    )
 
 
 def _missing_stream(stream: str, topology: Topology) -> Check:
@@ -446,7 +549,7 @@ async def _stream_checks(nc: NATS, topology: Topology) -> tuple[list[Check], int
 
 
 async def _worker_checks(
-    nc: NATS, settings: Settings, limits: Thresholds, now: float
+    nc: NATS, settings: Settings, limits: Thresholds, now: float, started_at: float | None
 ) -> tuple[list[Check], list[WorkerLoad]]:
     """Heartbeats and consumers: each expected worker's checks and figures."""
     topology = settings.topology
@@ -461,7 +564,7 @@ async def _worker_checks(
     checks: list[Check] = []
     loads: list[WorkerLoad] = []
     for worker in expected:
-        found, load = assess(worker, records, by_worker.get(worker), limits, now, topology)
+        found, load = assess(worker, records, by_worker.get(worker), limits, now, topology, started_at)
         checks += found
         loads.append(load)
     return checks, loads
@@ -475,12 +578,15 @@ async def system_status(
     nats_error: str | None = None,
     clock: Callable[[], float] = time.time,
     timeout: float = 5.0,
+    started_at: float | None = None,
 ) -> SystemStatus:
     """Every check of the running system, NATS and PostgreSQL probed concurrently, with the
     per-worker figures (none when NATS cannot be read).
 
     ``nc`` is the caller's connection (None with ``nats_error`` when it could not connect);
-    ``position`` reads the projector's committed position from PostgreSQL.
+    ``position`` reads the projector's committed position from PostgreSQL; ``started_at``: when
+    the instance was started (``noemactl up``'s state says), so that processes without a heartbeat
+    yet read as starting for ``NOEMA_STALL_AFTER`` seconds after it (None: not known).
     """
     limits = Thresholds.of(settings)
     now = clock()
@@ -496,7 +602,7 @@ async def system_status(
         # on its own: what the other says (a stream naming a server that is down) is still told.
         streams, workers = await asyncio.gather(
             _settled(_stream_checks(nc, settings.topology), timeout),
-            _settled(_worker_checks(nc, settings, limits, now), timeout),
+            _settled(_worker_checks(nc, settings, limits, now, started_at), timeout),
         )
         if isinstance(streams, BaseException) and isinstance(workers, BaseException):
             return [Check("nats", False, _failure(streams, timeout))]
@@ -534,6 +640,13 @@ async def system_status(
             )
         )
     return SystemStatus(checks, loads)
+
+
+def starting(checks: Sequence[Check]) -> bool:
+    """Some check does not pass because its part is starting, and none fails for another reason:
+    ``status`` exits 3 (see :data:`STARTING`)."""
+    failed = [c for c in checks if not c.ok]
+    return bool(failed) and all(c.state == STARTING for c in failed)
 
 
 def problems(checks: Sequence[Check]) -> list[str]:

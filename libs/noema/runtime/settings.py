@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from noema.adapters.dlq_policy import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DeadLetterPolicy
+from noema.domain.admission import AdmissionLimits
 from noema.domain.knowledge import DEFAULT_WM_CAPACITY
 from noema.errors import Kind, NoemaError
 from noema.topology import MAX_PARTITIONS, Topology
@@ -191,6 +192,18 @@ class Settings:
     asof_keep: int = 8
     """As-of schemas kept for reads as of a past point (``--as-of``); building another drops the
     oldest beyond this many."""
+    rate_limit: float = 20.0
+    """Requests a second one caller (an API token, an agent) may make of the API, the MCP server or
+    the agent service, sustained (``NOEMA_RATE_LIMIT``; 0: no rate limit; noema.domain.admission)."""
+    rate_burst: int = 40
+    """Requests one caller may make at once after a quiet spell (``NOEMA_RATE_BURST``)."""
+    concurrency_limit: int = 8
+    """Requests of one caller in progress at once on one process (``NOEMA_CONCURRENCY_LIMIT``; 0: none)."""
+
+    @property
+    def admission_limits(self) -> AdmissionLimits:
+        """The per-caller limits every surface applies."""
+        return AdmissionLimits(self.rate_limit, self.rate_burst, self.concurrency_limit)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -247,6 +260,9 @@ class Settings:
             dlq_max_age_s=_float(env, "NOEMA_DLQ_MAX_AGE", DEFAULT_MAX_AGE_S, 0.0, 3650 * 86400.0),
             dlq_max_bytes=_int(env, "NOEMA_DLQ_MAX_BYTES", DEFAULT_MAX_BYTES, 0, 1 << 50),
             asof_keep=_int(env, "NOEMA_ASOF_KEEP", 8, 1, 1000),
+            rate_limit=_float(env, "NOEMA_RATE_LIMIT", 20.0, 0.0, 1e6),
+            rate_burst=_int(env, "NOEMA_RATE_BURST", 40, 1, 10**6),
+            concurrency_limit=_int(env, "NOEMA_CONCURRENCY_LIMIT", 8, 0, 10**6),
             metrics_port=_int(env, "NOEMA_METRICS_PORT", 0, 0, 65535)
             if env.get("NOEMA_METRICS_PORT")
             else None,
@@ -324,6 +340,9 @@ class Settings:
             "NOEMA_DLQ_MAX_AGE": str(self.dlq_max_age_s),
             "NOEMA_DLQ_MAX_BYTES": str(self.dlq_max_bytes),
             "NOEMA_METRICS_HOST": self.metrics_host,
+            "NOEMA_RATE_LIMIT": str(self.rate_limit),
+            "NOEMA_RATE_BURST": str(self.rate_burst),
+            "NOEMA_CONCURRENCY_LIMIT": str(self.concurrency_limit),
         }
         if self.metrics_port is not None:
             env["NOEMA_METRICS_PORT"] = str(self.metrics_port)

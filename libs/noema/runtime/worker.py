@@ -183,9 +183,16 @@ class PullWorker:
         self._max_deliver = max_deliver
         self._backoff_base = backoff_base
         self._stopping = asyncio.Event()
+        self._in_hand = 0
         self.last_error: str | None = None
         """The last failure handling a message (None once a batch succeeds again)."""
         self.log = structlog.get_logger(f"noema.{name}")
+
+    @property
+    def held(self) -> int:
+        """Messages this worker has been delivered and not finished: the batch in hand and those
+        received for the next one (its heartbeat reports it; see :mod:`noema.runtime.readiness`)."""
+        return self._in_hand + self._puller.queued
 
     async def run(self) -> None:
         """Loop until :meth:`shutdown`; the batch in hand is finished (or left for redelivery) first."""
@@ -199,8 +206,12 @@ class PullWorker:
                     self._check_contiguous(msgs)
                 msgs = [m for m in msgs if not await self._exhausted(m)]
                 if msgs:
-                    with self._batch_seconds.time():
-                        await self._handle(msgs)
+                    self._in_hand = len(msgs)
+                    try:
+                        with self._batch_seconds.time():
+                            await self._handle(msgs)
+                    finally:
+                        self._in_hand = 0
         finally:
             await self._puller.stop()
         self.log.info("worker stopped", worker=self.name)
@@ -388,6 +399,33 @@ class Service(Protocol):
         ...
 
 
+def _held_of(service: object) -> Callable[[], int] | None:
+    """The messages the service's pull workers hold (:attr:`PullWorker.held`), found among its parts
+    at most three levels down; None when it has none."""
+    workers: list[PullWorker] = []
+    seen: set[int] = set()
+    level: list[object] = [service]
+    for _ in range(4):
+        deeper: list[object] = []
+        for obj in level:
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            if isinstance(obj, PullWorker):
+                workers.append(obj)
+                continue
+            if isinstance(obj, list | tuple | set):
+                deeper.extend(obj)
+            elif isinstance(obj, dict):
+                deeper.extend(obj.values())
+            with suppress(TypeError):
+                deeper.extend(vars(obj).values())
+        level = deeper
+    if not workers:
+        return None
+    return lambda: sum(w.held for w in workers)
+
+
 def _claim_state_of(service: object) -> Callable[[], str] | None:
     state = getattr(type(service), "claim_state", None)
     if not isinstance(state, property):
@@ -462,6 +500,7 @@ def serve(build: Build, *, background: bool = False) -> None:
                     metrics=metrics,
                     # owner or standby, for a worker run under a claim (noema.runtime.claims)
                     claim=_claim_state_of(service),
+                    held=_held_of(service),
                 )
                 ready.started(lambda: nc.is_connected, lambda: _age(heartbeat.recorded_at))
                 # Entered last, so it stops (and records a crash) before the connections close.

@@ -20,7 +20,7 @@ export function graphView() {
 }
 
 const RELATION_COLORS = { contradicts: "#d92d20", supersedes: "#7a5af8", supports: "#12b76a", episodic_next: "#98a2b3" };
-const NODE_COLORS = { root: "#3559c7", active: "#0ba5ec", retracted: "#b42318", superseded: "#667085", archived: "#98a2b3" };
+const NODE_COLORS = { root: "#3559c7", active: "#0ba5ec", retracted: "#b42318", superseded: "#667085", archived: "#98a2b3", erased: "#d0d5dd" };
 
 /** A small force-directed layout: nodes repel, edges pull, the root stays in the centre.
  *  Deterministic (rings by hop as the start), so the same neighbourhood always looks the same. */

@@ -1,5 +1,5 @@
 // A memory: its card in lists, and the detail panel (provenance, relationships, citing events) with
-// the operator actions (inaccurate, correct, archive, restore).
+// the operator actions (inaccurate, correct, archive, restore) — none for an erased memory.
 
 import { api } from "./api.js";
 import { ask, askReason } from "./controls.js";
@@ -16,9 +16,14 @@ export function memoryMeta(m) {
     h("span", {}, fmtTime(m.happened_at || m.created_at)));
 }
 
+/** A memory's content as shown: said to be erased when it was (docs/privacy.md), never blank. */
+export function contentText(m) {
+  return m.status === "erased" || m.erased_at ? `(content erased${m.erased_at ? ` at ${fmtTime(m.erased_at)}` : ""})` : m.content;
+}
+
 export function memoryCard(m, extra = null) {
   return h("div", { class: `card ${m.status}`, onclick: () => openDetail(m.id) },
-    h("div", { class: "content" }, m.content), memoryMeta(m), extra);
+    h("div", { class: "content" }, contentText(m)), memoryMeta(m), extra);
 }
 
 export async function openDetail(id) {
@@ -31,7 +36,7 @@ export async function openDetail(id) {
     h("div", { class: "actions" }, h("button", { onclick: () => { panel.hidden = true; } }, "Close"),
       h("button", { onclick: () => { state.graphRoot = m.id; nav.switchTab("graph"); } }, "Show in graph"),
       h("button", { onclick: () => { state.whyId = m.id; nav.switchTab("why"); } }, "Why?")),
-    h("h2", {}, m.content),
+    h("h2", {}, contentText(m)),
     memoryMeta(m),
     statusNotice(m, detail.citing_events),
     m.superseded_by ? h("p", {}, "Superseded by ", h("a", { onclick: () => openDetail(m.superseded_by) }, short(m.superseded_by))) : null,
@@ -78,6 +83,7 @@ function statusNotice(m, citing) {
     retracted: "Retracted: marked inaccurate. It stays for provenance, readable here and in lists, and is left out of normal recall (search with status retracted to find it).",
     archived: "Archived: kept for provenance and left out of normal recall.",
     superseded: "Superseded by a newer version; kept for provenance and left out of normal recall.",
+    erased: "Erased: its content is gone for good (noemactl erase; the audit log has who, when and why). Its record stays for provenance; nothing can be done to it.",
   }[m.status];
   return h("div", { class: `notice ${m.status}` }, what,
     action ? h("div", { class: "meta" }, `${action.actor}, ${fmtTime(action.occurred_at)}: “${action.payload.reason}”`) : null);
@@ -92,6 +98,7 @@ export function eventBlock(e, label = "") {
 }
 
 function operatorActions(m) {
+  if (m.status === "erased") return null; // the API refuses every action on it (409)
   // Each action is an operator_action event with the token's name and the reason (the audit log).
   const act = (call) => guarded(async () => {
     await call();

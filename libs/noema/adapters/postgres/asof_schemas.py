@@ -85,7 +85,8 @@ async def exists(owner_url: str, schema: str) -> bool:
 
 
 _MARK_ERASED = """
-    UPDATE "{schema}".memories m SET erased_at = k.destroyed_at, erasure_id = k.erasure_id
+    UPDATE "{schema}".memories m
+    SET erased_at = k.destroyed_at, erasure_id = k.erasure_id, status = 'erased'
     FROM noema_keyring.data_keys k
     WHERE k.key_id = m.id AND k.workspace = m.workspace AND k.key IS NULL AND m.erased_at IS NULL
 """

@@ -25,7 +25,7 @@ ERASURE_HANDLERS = Handlers()
 # ones whose content a replay can no longer open, and the only ones blanked here.
 _BLANK_MEMORIES = """
     UPDATE memories SET content = '', participants = '{}', steps = '{}', preconditions = '{}',
-                        outcomes = '{}', erased_at = $3, erasure_id = $4
+                        outcomes = '{}', erased_at = $3, erasure_id = $4, status = 'erased'
     WHERE workspace = $1 AND id = ANY($2::text[])
 """
 

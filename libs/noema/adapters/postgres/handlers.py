@@ -272,7 +272,7 @@ async def memory_superseded(conn: asyncpg.Connection, run: Run[MemorySuperseded]
     args = [(ev.payload.memory_id, ev.payload.superseded_by, ev.occurred_at, ev.workspace) for _, ev in run]
     await conn.executemany(
         "UPDATE memories SET status = 'superseded', superseded_by = $2, updated_at = $3 "
-        "WHERE id = $1 AND workspace = $4",
+        "WHERE id = $1 AND workspace = $4 AND status <> 'erased'",  # erased stays erased
         args,
     )
 
@@ -288,7 +288,7 @@ async def operator_action(conn: asyncpg.Connection, run: Run[OperatorAction]) ->
         if status is not None and ev.payload.target_id:
             await conn.execute(
                 "UPDATE memories SET status = $2, updated_at = $3 "
-                "WHERE id = $1 AND workspace = $4 AND status <> 'superseded'",
+                "WHERE id = $1 AND workspace = $4 AND status NOT IN ('superseded', 'erased')",
                 ev.payload.target_id,
                 status,
                 ev.occurred_at,

@@ -107,16 +107,29 @@ class PostgresKeyring:
             )
         return {r["key_id"] for r in rows}
 
-    async def existing(self, workspace: str, key_ids: Collection[str]) -> set[str]:
-        """Which of ``key_ids`` are keys of ``workspace`` (destroyed or not)."""
+    async def existing(self, workspace: str, key_ids: Collection[str], live: bool = False) -> set[str]:
+        """Which of ``key_ids`` are keys of ``workspace`` (destroyed or not; only those not
+        destroyed yet with ``live``)."""
         async with self._pool.acquire() as conn:
             rows = await conn.fetch(
                 """SELECT key_id FROM noema_keyring.data_keys
-                   WHERE workspace = $1 AND key_id = ANY($2::text[])""",
+                   WHERE workspace = $1 AND key_id = ANY($2::text[]) AND (NOT $3 OR key IS NOT NULL)""",
                 workspace,
                 list(key_ids),
+                live,
             )
         return {r["key_id"] for r in rows}
+
+    async def subjects(self, workspace: str, key_id: str) -> list[str]:
+        """The subjects the content under ``key_id`` is about (what a copy of it must carry)."""
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(
+                """SELECT value FROM noema_keyring.key_links
+                   WHERE workspace = $1 AND kind = 'subject' AND key_id = $2 ORDER BY value""",
+                workspace,
+                key_id,
+            )
+        return [r["value"] for r in rows]
 
     async def sources_of(self, workspace: str, key_ids: Collection[str]) -> list[str]:
         """The items (observations, memories) the keys' content came from."""
@@ -129,11 +142,16 @@ class PostgresKeyring:
             )
         return sorted(r["value"] for r in rows)
 
-    async def memories(self, workspace: str, ids: Collection[str]) -> list[str]:
-        """Which of ``ids`` are memories in the live read model (a memory's key is its id)."""
+    async def memories(self, workspace: str, ids: Collection[str], erased: bool = True) -> list[str]:
+        """Which of ``ids`` are memories in the live read model (a memory's key is its id); without
+        ``erased``, only those not erased yet."""
         async with self._pool.acquire() as conn:
             rows = await conn.fetch(
-                "SELECT id FROM memories WHERE workspace = $1 AND id = ANY($2::text[])", workspace, list(ids)
+                "SELECT id FROM memories WHERE workspace = $1 AND id = ANY($2::text[]) "
+                "AND ($3 OR erased_at IS NULL)",
+                workspace,
+                list(ids),
+                erased,
             )
         return sorted(r["id"] for r in rows)
 
