@@ -463,8 +463,9 @@ async def test_http_refuses_a_body_nested_too_deep_with_a_422(harness: Harness, 
     deep = b'{"jsonrpc": "2.0", "id": 1, "method": "x", "params": ' + b"[" * 5_000 + b"]" * 5_000 + b"}"
     async with http_server(harness, tmp_path / "mcp.log") as url:
         path = urlsplit(url).path
+        # Connection: close, since the answer is read until the server closes (it keeps others alive).
         head = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1", accept, "Content-Type: application/json"]
-        refused = await exchange(url, [*head, f"Content-Length: {len(deep)}"], [deep])
+        refused = await exchange(url, [*head, "Connection: close", f"Content-Length: {len(deep)}"], [deep])
         assert refused.status == 422
         assert "more than 32 levels deep" in refused.json()["error"]
 
