@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-
-import asyncpg
-from nats.aio.client import Client as NATS
-from nats.js.api import DeliverPolicy
-from nats.js.errors import NotFoundError
 
 from noema.adapters.metrics import Metrics
 from noema.adapters.postgres.claims import AdvisoryClaim
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
-from noema.adapters.pull import durable_puller
+from noema.adapters.pull import durable_puller_after
 from noema.domain.attention import AttentionConfig
 from noema.runtime.claims import ClaimedService
+from noema.runtime.consumer import Connection
 from noema.runtime.partitions import PartitionedService
 from noema.runtime.settings import Located
-from noema.runtime.wiring import PartitionConsumer, open_bus, open_pool, partitioned_workers, sealer
+from noema.runtime.wiring import PartitionConsumer, Pool, open_bus, open_pool, partitioned_workers, sealer
 from noema.runtime.worker import PullWorker
 
 from .worker import AttendHandler, decided_through
@@ -33,7 +28,7 @@ async def build(
     """Connect; once this instance owns attend's claim, ensure the durable consumer and work (a
     standby until then); resources are owned by ``stack``. With partitions, one consumer and one
     worker per partition this instance owns (:func:`build_partitioned`)."""
-    nc, js, topology = await open_bus(settings, stack, "noema-attend")
+    nc, _, topology = await open_bus(settings, stack, "noema-attend")
     # The claim's connection and one for the keyring: attend reads and writes NATS; PostgreSQL says
     # who decides and holds the keys content is sealed under (noema.domain.sealed_events). It seals
     # every workspace's memories: the keyring's row security lets it see every workspace's keys.
@@ -54,20 +49,16 @@ async def build(
         # A durable consumer with explicit acks, delivering from just after the last decided
         # candidate (see noema_attend.worker); recreated by the owner only. Each mind's working
         # memory is read back from the stream by the new owner, so nothing is carried over.
-        through = await decided_through(js, topology)
-        if through:
-            with contextlib.suppress(NotFoundError):
-                await js.delete_consumer(topology.observation_stream, durable)
-        puller = await durable_puller(
+        through = await decided_through(nc, topology)
+        puller = await durable_puller_after(
             nc,
             topology.observation_stream,
             durable,
             topology.observation_subjects,
             settings.batch_size,
+            after=through,
             ack_wait=60.0,
             max_ack_pending=20_000,
-            deliver_policy=DeliverPolicy.BY_START_SEQUENCE if through else DeliverPolicy.ALL,
-            opt_start_seq=through + 1 if through else None,
         )
         # Fenced: the claim is checked right before each cycle's events are published.
         handler = AttendHandler(
@@ -79,7 +70,7 @@ async def build(
 
 
 def build_partitioned(
-    settings: Located, nc: NATS, pool: asyncpg.Pool, config: AttentionConfig, metrics: Metrics | None = None
+    settings: Located, nc: Connection, pool: Pool, config: AttentionConfig, metrics: Metrics | None = None
 ) -> PartitionedService:
     """attend with ``NOEMA_PARTITIONS`` > 1: the partitions are shared among the live instances, and
     the owner of a partition reads it with a consumer of its own (noema.adapters.partition_consumers);

@@ -34,55 +34,48 @@ events; observations, the bulk, are partitioned by the stream itself.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 
-import asyncpg
-import structlog
-from nats.aio.msg import Msg
-from nats.js import JetStreamContext
-
-from noema.adapters.jetstream import DeadLetters, EventPublisher, last_on_subject
+from noema.adapters.catch_up import ReadModelCatchUp
+from noema.adapters.jetstream import DeadLetters, EventPublisher
 from noema.adapters.metrics import Metrics
-from noema.adapters.postgres import ReadModelProjection, migrate
+from noema.adapters.postgres import migrate
 from noema.adapters.postgres.claims import AdvisoryClaim
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.adapters.pull import durable_puller
-from noema.application.knowledge import conflict_events, mention_event, superseded_event
-from noema.domain.knowledge import Verdict, decide_conflict, slot_relation
-from noema.ids import derive_id
+from noema.application.conflicts import Settling
 from noema.ports import EventSink, FactReads, Sealer
 from noema.runtime.claims import ClaimedService
+from noema.runtime.consumer import EventConsumer, JetStream
 from noema.runtime.partitions import PartitionedService
 from noema.runtime.settings import Located
-from noema.runtime.wiring import PartitionConsumer, open_bus, open_pool, partitioned_workers, sealer
-from noema.runtime.worker import PullWorker, decode_each
+from noema.runtime.wiring import PartitionConsumer, Pool, open_bus, open_pool, partitioned_workers, sealer
+from noema.runtime.worker import PullWorker
 from noema.topology import Topology
 from noema_events import Event, FactProposed
 
 __all__ = ["ConflictsHandler", "build"]
 
-log = structlog.get_logger("noema.conflicts")
-ACTOR = "conflicts"
 PARTITION_BATCH = 32
 """Facts fetched at once by a partition's consumer (decided one by one, in order; the other
 partitions' facts in the batch are only acked)."""
 
 
-class ConflictsHandler:
-    """Decides each proposed fact against its slot, in stream order."""
+class ConflictsHandler(EventConsumer[Event]):
+    """The NATS consumer around :class:`noema.application.conflicts.Settling` (:attr:`settling`): one
+    fact at a time, each acked once its decisions are stored; the projector, owner of the event
+    stream, dead-letters what does not decode."""
 
     def __init__(
         self,
-        pool: asyncpg.Pool | None,
+        pool: Pool | None,
         publisher: EventSink,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         wait_timeout: float = 60.0,
-        js: JetStreamContext | None = None,
+        js: JetStream | None = None,
         topology: Topology | None = None,
         dead_letters: DeadLetters | None = None,
         facts: FactReads | None = None,
@@ -93,127 +86,24 @@ class ConflictsHandler:
         if facts is None:
             assert pool is not None, "the facts are read from the pool's read model unless given"
             facts = PostgresKnowledge(pool)
-        self._facts = facts
-        # Raises once this instance's claim is lost (noema.runtime.claims): checked before publishing.
-        self._fence = fence
-        self._partition = partition  # None: every workspace's facts
-        self._js = js
-        self._dead_letters = dead_letters
-        self._topology = topology
-        self._pool = pool
-        self._publisher = publisher
-        self._sealer = sealer
-        self._clock = clock
-        self._wait_timeout = wait_timeout
-        self._published_seq = 0
-        self._position = ReadModelProjection()
-
-    async def _caught_up(self, seq: int) -> None:
-        """Wait until the projector has applied the stream through ``seq``."""
-        if self._pool is None:
-            return  # no projector to wait for: the read model (in memory) applies as it stores
-        deadline = time.monotonic() + self._wait_timeout
-        while True:
-            async with self._pool.acquire() as conn:
-                if await self._position.position(conn) >= seq:
-                    return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the read model did not reach seq {seq} in {self._wait_timeout:.0f} s")
-            await asyncio.sleep(0.02)
-
-    async def _workspace_last_seq(self, workspace: str) -> int:
-        """The stream sequence of the last event stored for ``workspace`` (0 without a stream)."""
-        if self._js is None or self._topology is None:
-            return 0
-        t = self._topology
-        last = await last_on_subject(self._js, t.event_stream, t.workspace_event_subjects(workspace))
-        return 0 if last is None else last[0]
+        # Without a pool there is no projector to wait for: the read model (in memory) applies as
+        # it stores.
+        catch_up = None if pool is None else ReadModelCatchUp(pool, js, topology, wait_timeout)
+        self.settling = Settling(
+            facts,
+            publisher,
+            clock,
+            catch_up=catch_up,
+            fence=fence,
+            sealer=sealer,
+            topology=topology,
+            partition=partition,
+        )
+        super().__init__("conflicts", self.settling, dead_letters, owns=False, one_by_one=True)
 
     async def decide(self, ev: FactProposed) -> list[Event]:
         """The events that settle ``ev`` against its slot (none when nothing conflicts)."""
-        p = ev.payload
-        involved = [p.memory_id, p.supersedes or p.memory_id]
-        by_id = await self._facts.facts_with_status(involved)
-        new_row = by_id.get(p.memory_id)
-        if new_row is None or new_row[1] != "active":
-            return []  # already settled (a redelivery)
-        new = new_row[0]
-        now = self._clock()
-        events: list[Event] = []
-
-        def settle(verdict: Verdict) -> list[Event]:
-            return conflict_events(
-                ev.workspace, verdict, domain=p.domain, topic=p.topic, actor=ACTOR, now=now, cause=ev.id
-            )
-
-        old_row = by_id.get(p.supersedes) if p.supersedes else None
-        if old_row is not None and old_row[1] == "active":
-            events += settle(decide_conflict(new, old_row[0], explicit=True))
-        if p.valid_until is not None and p.valid_until <= ev.occurred_at:
-            return events  # expired on arrival: it contends for nothing
-        slot = await self._facts.slot_rivals(
-            ev.workspace, p.domain, p.topic, before_seq=new.seq, exclude=involved, at=ev.occurred_at
-        )
-        for other in slot:
-            relation = slot_relation(new.content, other.content)
-            if relation == "coexist":
-                continue
-            if relation == "mention":
-                events += [
-                    superseded_event(ev.workspace, ACTOR, new, other.id, "same fact as an active one", now),
-                    mention_event(
-                        ev.workspace,
-                        ACTOR,
-                        other,
-                        p.veracity,
-                        new.sources,
-                        now,
-                        merged_from=[new.id],
-                        reason="mentioned again",
-                        event_id=derive_id("fact.mentioned", new.id, other.id),
-                    ),
-                ]
-                break
-            v = decide_conflict(new, other)
-            events += settle(v)
-            if v.loser.id == new.id:
-                break
-        return events
-
-    def _ours(self, workspace: str) -> bool:
-        """Whether this handler decides ``workspace``'s facts (its partition's, or all)."""
-        if self._partition is None or self._topology is None:
-            return True
-        return self._topology.partition(workspace) == self._partition
-
-    async def __call__(self, msgs: list[Msg]) -> None:
-        """Decide each fact in order; decisions are stored before the fact is acked."""
-        decoded, undecodable = decode_each(msgs)
-        for msg, _ in undecodable:
-            await msg.ack()  # the projector, owner of the event stream, dead-letters it
-        facts = [ev for _, ev in decoded]
-        if self._sealer is not None:
-            facts = await self._sealer.open(facts)  # content comes sealed (docs/privacy.md)
-        for (msg, _), ev in zip(decoded, facts, strict=True):
-            if isinstance(ev, FactProposed) and self._ours(ev.workspace):
-                # Everything of its workspace stored before this fact was delivered — including
-                # decisions another replica (or this one before a restart) published — must be in
-                # the read model; other workspaces' events are not waited for.
-                last = await self._workspace_last_seq(ev.workspace)
-                await self._caught_up(max(msg.metadata.sequence.stream, self._published_seq, last))
-                events = await self.decide(ev)
-                if events:
-                    if self._fence is not None:
-                        await self._fence()
-                    self._published_seq = max(self._published_seq, await self._publisher.publish(events))
-                    log.info("fact settled", memory_id=ev.payload.memory_id, events=[e.type for e in events])
-            await msg.ack()
-
-    async def reject(self, msg: Msg, reason: str, kind: str) -> None:
-        """Dead-letter a fact that cannot be settled (it stays active, unsettled), and ack it."""
-        if self._dead_letters is not None:
-            await self._dead_letters.write(msg, reason, kind)
-        await msg.ack()
+        return await self.settling.decide(ev)
 
 
 async def build(

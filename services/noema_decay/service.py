@@ -13,7 +13,6 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime, timedelta
 
-import asyncpg
 import structlog
 
 from noema.adapters.jetstream import EventPublisher
@@ -21,6 +20,7 @@ from noema.adapters.metrics import Metrics
 from noema.adapters.postgres import MemoryQueries
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.application.upkeep import decay_tick
+from noema.ports import EventSink, MemoryRecords
 from noema.runtime.settings import Located
 from noema.runtime.wiring import open_bus, open_pool
 
@@ -36,12 +36,12 @@ class DecayWorker:
 
     def __init__(
         self,
-        pool: asyncpg.Pool,
-        publisher: EventPublisher,
+        records: MemoryRecords,
+        publisher: EventSink,
         interval_s: float,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        self._pool = pool
+        self._records = records
         self._publisher = publisher
         self._interval = interval_s
         self._clock = clock
@@ -52,7 +52,7 @@ class DecayWorker:
         now = self._clock()
         aligned = datetime.fromtimestamp(now.timestamp() // self._interval * self._interval, UTC)
         since = aligned - timedelta(seconds=self._interval)
-        workspaces = await decay_tick(MemoryQueries(self._pool), self._publisher, aligned, since=since)
+        workspaces = await decay_tick(self._records, self._publisher, aligned, since=since)
         log.info("decay tick", tick_at=aligned.isoformat(), workspaces=len(workspaces))
         return workspaces
 
@@ -76,4 +76,4 @@ async def build(settings: Located, stack: AsyncExitStack, *, metrics: Metrics | 
     # Read-only; a tick covers every workspace, so it sees them all under row security.
     pool = await open_pool(settings, stack, "reader", app="noema-decay", workspace=ALL_WORKSPACES, max_size=1)
     nc, _, topology = await open_bus(settings, stack, "noema-decay")
-    return DecayWorker(pool, EventPublisher(nc, topology), settings.decay_interval_s)
+    return DecayWorker(MemoryQueries(pool), EventPublisher(nc, topology), settings.decay_interval_s)

@@ -9,19 +9,12 @@ committed position.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
 
-import asyncpg
 import structlog
-from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
-from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.errors import NotFoundError
 
 from noema.adapters import tracing
 from noema.adapters.erased_observations import delete_erased_observations
@@ -29,7 +22,9 @@ from noema.adapters.jetstream import DeadLetters, last_seq_at
 from noema.adapters.metrics import Metrics
 from noema.adapters.postgres import history
 from noema.adapters.postgres.projection import Projected, ReadModelProjection
-from noema.adapters.pull import Puller
+from noema.adapters.pull import Puller, in_order_puller
+from noema.runtime.consumer import Connection, JetStream, Msg
+from noema.runtime.wiring import DbConnection, Pool
 from noema.runtime.worker import WorkerFatal
 from noema.topology import Topology
 from noema_events import ContentErased, EventDecodeError
@@ -39,28 +34,10 @@ __all__ = ["ProjectorHandler", "StreamGap", "subscribe_from_position"]
 log = structlog.get_logger("noema.projector")
 
 
-async def subscribe_from_position(nc: NATS, topology: Topology, position: int, batch: int) -> Puller:
-    """(Re)create the projector's durable consumer to deliver from ``position + 1``."""
-    js = nc.jetstream()
+async def subscribe_from_position(nc: Connection, topology: Topology, position: int, batch: int) -> Puller:
+    """(Re)create the projector's durable consumer to deliver from ``position + 1``, in order."""
     durable = topology.durable("projector")
-    with contextlib.suppress(NotFoundError):
-        await js.delete_consumer(topology.event_stream, durable)
-    config = ConsumerConfig(
-        durable_name=durable,
-        # One projector per partition consumes in order, so acking the last message of a batch
-        # acknowledges the whole batch: one ack per commit instead of one per event.
-        ack_policy=AckPolicy.ALL,
-        ack_wait=300.0,
-        max_ack_pending=batch * 4,
-        filter_subject=topology.event_subjects,
-        **(
-            {"deliver_policy": DeliverPolicy.BY_START_SEQUENCE, "opt_start_seq": position + 1}
-            if position
-            else {"deliver_policy": DeliverPolicy.ALL}
-        ),
-    )
-    await js.add_consumer(topology.event_stream, config)
-    return await Puller(nc, topology.event_stream, durable, batch).start()
+    return await in_order_puller(nc, topology.event_stream, durable, topology.event_subjects, position, batch)
 
 
 class ProjectorHandler:
@@ -75,12 +52,12 @@ class ProjectorHandler:
 
     def __init__(
         self,
-        js: JetStreamContext,
-        pool: asyncpg.Pool,
+        js: JetStream,
+        pool: Pool,
         topology: Topology,
         projection: ReadModelProjection,
         position: int,
-        connection: Callable[[], AbstractAsyncContextManager[asyncpg.Connection]] | None = None,
+        connection: Callable[[], AbstractAsyncContextManager[DbConnection]] | None = None,
         metrics: Metrics | None = None,
         history_days: int = 0,
     ) -> None:

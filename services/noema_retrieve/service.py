@@ -13,64 +13,59 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 
-import structlog
-from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
-from nats.js.api import DeliverPolicy
-
+from noema.adapters.attend_log import JetStreamProposals
 from noema.adapters.embedders import create_embedder
-from noema.adapters.jetstream import DeadLetters, Outgoing, publish_batch
+from noema.adapters.jetstream import DeadLetters
 from noema.adapters.metrics import Metrics
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.adapters.postgres.voices import RecallStore
-from noema.adapters.pull import durable_puller
+from noema.adapters.pull import DeliverPolicy, durable_puller
 from noema.adapters.vector_cache import JetStreamVectorCache
-from noema.application.search import Recall, SearchResult
-from noema.application.vectors import passage_vectors
-from noema.domain.attention import memory_id_for
-from noema.domain.documents import observation_document
-from noema.ids import derive_id
-from noema.ports import Embedder, RecallFilters, Sealer
+from noema.application.retrieve import (
+    CHUNK,
+    CONTENT_CHARS,
+    DEPTH,
+    MIN_SCORE,
+    PROPOSALS,
+    TEXT_TERMS,
+    Recalling,
+)
+from noema.application.search import Recall
+from noema.ports import Embedder, Sealer
+from noema.runtime.consumer import Connection, EventConsumer
 from noema.runtime.settings import Located
-from noema.runtime.stopping import StopFlag, StopsHandler, release
+from noema.runtime.stopping import StopFlag, StopsHandler
 from noema.runtime.tasks import cancel_and_wait
 from noema.runtime.wiring import open_bus, open_pool, sealer
-from noema.runtime.worker import PullWorker, decode_each
+from noema.runtime.worker import PullWorker
 from noema.topology import Topology
-from noema_events import (
-    ObservationRecorded,
-    RecallProposed,
-    RecallProposedPayload,
-    encode_event,
-)
+from noema_events import Event
 
-__all__ = ["CHUNK", "CONTENT_CHARS", "MIN_SCORE", "PROPOSALS", "RetrieveHandler", "build"]
-
-log = structlog.get_logger("noema.retrieve")
-
-PROPOSALS = 3
-"""Recalled memories proposed per observation."""
-MIN_SCORE = 0.3
-"""Recalls scoring below this are not worth attention's time."""
-CONTENT_CHARS = 500
-"""How much of a recalled memory a proposal carries (attention's context relevance and gist)."""
-DEPTH = 12
-"""Hits asked of each recall voice (a search asks 50): a proposal is one of the best three, and
-every further candidate costs database and scoring work (docs/benchmarks.md, *Under load*)."""
-TEXT_TERMS = 8
-"""The text voice matches an observation on its eight rarest words, not all of them: a whole
-observation's ordinary words otherwise match most of its workspace, and scoring those matches was
-most of a recall's database time (``python -m bench.recall_cost``; docs/benchmarks.md)."""
-CHUNK = 8
-"""Observations embedded per call: the unit after which a stop is honoured (well under a second)."""
+__all__ = [
+    "CHUNK",
+    "CONTENT_CHARS",
+    "DEPTH",
+    "MIN_SCORE",
+    "PROPOSALS",
+    "TEXT_TERMS",
+    "RetrieveHandler",
+    "build",
+]
 
 
-class RetrieveHandler:
-    """Recall for each observation of a batch; publish the proposals; ack."""
+class RetrieveHandler(EventConsumer[Event]):
+    """The NATS consumer around :class:`noema.application.retrieve.Recalling` (:attr:`recalling`):
+    recall for each observation of a batch, publish the proposals (stored before the ack), ack.
+
+    Failures are :class:`noema.runtime.worker.PullWorker`'s to handle: lost servers are retried with
+    backoff; an observation whose recall keeps failing is dead-lettered (``failed``) alone while
+    the rest of its batch goes on. Undecodable observations are skipped here: attend, which owns the
+    observation stream, dead-letters them. A stop asked for mid-batch ends it after the current
+    chunk: the rest is nakked."""
 
     def __init__(
         self,
-        nc: NATS,
+        nc: Connection,
         recall: Recall,
         topology: Topology,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -79,122 +74,17 @@ class RetrieveHandler:
         sealer: Sealer | None = None,
         metrics: Metrics | None = None,
     ) -> None:
-        self._nc = nc
-        self._dead_letters = DeadLetters(nc.jetstream(), topology, "retrieve", metrics)
-        self._cache = cache
-        self._sealer = sealer
-        self._recall = recall
-        self._topology = topology
-        self._clock = clock
-        self._stopping = stopping or StopFlag()
-
-    def proposals(
-        self, obs: ObservationRecorded, results: list[SearchResult], now: datetime
-    ) -> list[RecallProposed]:
-        """The candidates for one observation (its own memory excluded), ids derived from both."""
-        own = memory_id_for(obs.id)
-        out = []
-        for r in results:
-            if r.id == own or r.score < MIN_SCORE:
-                continue
-            out.append(
-                RecallProposed(
-                    id=derive_id("recall.proposed", obs.id, r.id),
-                    workspace=obs.workspace,
-                    mind=obs.mind,
-                    occurred_at=now,
-                    causation_id=obs.id,
-                    correlation_id=obs.correlation_id,
-                    actor="retrieve",
-                    payload=RecallProposedPayload(
-                        memory_id=r.id,
-                        observation_id=obs.id,
-                        query=obs.payload.content[:500],
-                        score=round(r.score, 6),
-                        importance=float(r.memory.get("importance", 0.5)),
-                        credibility=float(r.memory.get("credibility", 0.8)),
-                        components={k: round(v, 6) for k, v in r.components.items()},
-                        content=r.content[:CONTENT_CHARS],
-                        subjects=list(obs.payload.subjects),
-                    ),
-                )
-            )
-        return out[:PROPOSALS]
-
-    async def __call__(self, msgs: list[Msg]) -> None:
-        """Recall, publish proposals (stored before the ack), ack.
-
-        Each observation is recalled with the vector of the passage its memory will be — computed
-        once for a chunk of observations and left in the vector cache, where the embed worker finds
-        it for that memory (so an observation is embedded once, not twice).
-
-        Failures are :class:`noema.runtime.worker.PullWorker`'s to handle: lost servers are retried with
-        backoff; an observation whose recall keeps failing is dead-lettered (``failed``) alone while
-        the rest of its batch goes on. Undecodable observations are skipped here: attend, which owns
-        the observation stream, dead-letters them. A stop asked for mid-batch ends it after the
-        current chunk: the rest is nakked.
-        """
-        outgoing: list[Outgoing] = []
-        done = len(msgs)
-        chunks = [_observations(msgs[start : start + CHUNK]) for start in range(0, len(msgs), CHUNK)]
-        # Pipelined: the next chunk is embedded (in a thread) while this one's recalls run in
-        # PostgreSQL, so neither the cores' embedding nor the database waits for the other.
-        upcoming = asyncio.ensure_future(self._vectors(chunks[0])) if chunks else None
-        try:
-            for k, observations in enumerate(chunks):
-                if self._stopping.is_set or upcoming is None:
-                    done = k * CHUNK
-                    break
-                vectors = await upcoming
-                upcoming = (
-                    asyncio.ensure_future(self._vectors(chunks[k + 1])) if k + 1 < len(chunks) else None
-                )
-                for obs, vector in zip(observations, vectors, strict=True):
-                    results = await self._recall_for(obs, vector)
-                    subject = self._topology.recall_subject(obs.workspace, obs.mind)
-                    proposals = self.proposals(obs, results, self._clock())
-                    if self._sealer is not None:
-                        proposals = await self._sealer.seal(proposals)
-                    outgoing += [Outgoing(subject, encode_event(p), p.id) for p in proposals]
-        finally:
-            if upcoming is not None and not upcoming.done():
-                upcoming.cancel()  # a stop or a failure: the chunk is redelivered, embedded again
-        if outgoing:
-            await publish_batch(self._nc, self._nc.jetstream(), outgoing)
-        for msg in msgs[:done]:
-            await msg.ack()
-        await release(msgs[done:])
-        log.info("recalled", observations=done, proposals=len(outgoing))
-
-    async def reject(self, msg: Msg, reason: str, kind: str) -> None:
-        """Dead-letter an observation recall keeps failing for (it still became memory), and ack it."""
-        await self._dead_letters.reject(msg, reason, kind)
-
-    async def _vectors(self, observations: list[ObservationRecorded]) -> list[list[float] | None]:
-        embedder = self._recall.embedder
-        if not observations or embedder is None or not self._recall.vectors_available:
-            return [None] * len(observations)
-        documents = [observation_document(obs) for obs in observations]
-        return list((await passage_vectors(embedder, documents, self._cache)).vectors)
-
-    async def _recall_for(self, obs: ObservationRecorded, vector: list[float] | None) -> list[SearchResult]:
-        response = await self._recall.search(
-            obs.payload.content,
-            # The observation's own memory may already be projected: it must not be a candidate,
-            # or it would take the top of every normalised voice and push real recalls down.
-            RecallFilters(workspace=obs.workspace, mind=obs.mind, exclude_ids=(memory_id_for(obs.id),)),
-            limit=PROPOSALS + 1,
-            query_vector=vector,
-            depth=DEPTH,
-            text_terms=TEXT_TERMS,
-            details=False,
+        stop = stopping or StopFlag()
+        self.recalling = Recalling(
+            recall, JetStreamProposals(nc, topology, sealer), clock, lambda: stop.is_set, cache
         )
-        return response.results
-
-
-def _observations(msgs: list[Msg]) -> list[ObservationRecorded]:
-    # The undecodable are skipped: attend, which owns the observation stream, dead-letters them.
-    return [obs for _, obs in decode_each(msgs).events if isinstance(obs, ObservationRecorded)]
+        super().__init__(
+            "retrieve",
+            self.recalling,
+            DeadLetters(nc.jetstream(), topology, "retrieve", metrics),
+            owns=False,
+            traced=False,
+        )
 
 
 async def build(

@@ -1,5 +1,6 @@
-"""One failing call per error kind through every surface — the HTTP API, the NATS agent service, the
-MCP server and ``noemactl`` — on real NATS and PostgreSQL, each answer checked against the table of
+"""One failing call per error kind through every surface — the HTTP API, the NATS agent service and
+``noemactl`` — on real NATS and PostgreSQL (the MCP server's: tests/unit/test_mcp_in_memory.py, in
+memory), each answer checked against the table of
 docs/errors.md (parsed: the document, not the code, is what these tests hold the surfaces to)."""
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ from typing import Any
 
 import httpx
 import pytest
-from mcp import Client, types
-from mcp.shared.exceptions import MCPError
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from starlette.applications import Starlette
@@ -35,8 +34,6 @@ from noema_api.auth import TokenEntry, Tokens
 from noema_api.endpoint import Api, Endpoint, Req, routes
 from noema_cli import common
 from noema_cli.main import app as noemactl
-from noema_mcp.server import ERROR_CODE_META, build_server
-from noema_mcp.service import http_app
 from noema_sdk.protocol import ERROR_CODE_HEADER, agent_subject
 from noema_service import operations
 from noema_service.service import AgentService
@@ -205,94 +202,7 @@ async def test_the_nats_service_answers_each_kind_with_its_error_code(
     check(codes, lambda row: row.nats)
 
 
-async def test_the_mcp_server_answers_each_kind_as_the_table_says(
-    api: ApiHarness, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    w = await world(api)
-    store = await RecallStore.open(api.h.pool)
-    noema = Instance(api.h.settings, api.h.pool, api.h.nc, store)
-    closed = await RecallStore.create_pool(
-        api.h.settings.database_url_for("reader"), api.h.settings.db_schema
-    )
-    await closed.close()
-    down = Instance(api.h.settings, closed, api.h.nc, store)
-    buggy = Instance(api.h.settings, api.h.pool, api.h.nc, store)
-
-    async def bug(*args: Any, **kw: Any) -> Any:
-        raise KeyError("secret internals")
-
-    monkeypatch.setattr(buggy, "preamble", bug)
-
-    async def tool(app: Instance, who: Caller, name: str, args: dict[str, Any]) -> str:
-        async with Client(build_server(app, who)) as mcp:
-            result = await mcp.call_tool(name, args)
-        assert result.is_error, (name, result)
-        [content] = result.content
-        assert isinstance(content, types.TextContent)
-        text = content.text
-        assert "secret" not in text
-        assert "Traceback" not in text
-        prefix = text[: text.index(":") + 2]
-        # No structured content (clients check it against the output schema), the kind in _meta.
-        assert result.structured_content is None
-        assert result.meta is not None
-        assert prefix == f"{result.meta[ERROR_CODE_META]}: "
-        return prefix
-
-    seen: dict[Kind, str] = {
-        Kind.MALFORMED: await tool(noema, ALICE, "supersede_fact", {"fact_id": "abc", "content": "x"}),
-        Kind.INVALID: await tool(noema, ALICE, "search_memory", {"query": "deploys", "limit": 0}),
-        Kind.FORBIDDEN: await tool(noema, IVY, "propose_policy", {"domain": "security", "rule": "x"}),
-        Kind.NOT_FOUND: await tool(noema, ALICE, "supersede_fact", {"fact_id": "zzzzzzzzzz", "content": "x"}),
-        Kind.CONFLICT: await tool(
-            noema, ALICE, "supersede_fact", {"fact_id": w.retracted_fact, "content": "x"}
-        ),
-        Kind.UNAVAILABLE: await tool(down, ALICE, "search_memory", {"query": "deploys"}),
-        Kind.INTERNAL: await tool(buggy, ALICE, "get_preamble", {"task": "x"}),
-    }
-    # Rate limited: the agent's second tool call, over limits that admit one.
-    async with Client(build_server(noema, ALICE, one_request_a_while())) as mcp:
-        assert not (await mcp.call_tool("get_preamble", {"task": "x"})).is_error
-        limited = await mcp.call_tool("get_preamble", {"task": "x"})
-    assert limited.is_error
-    assert limited.structured_content is None  # as every error result (docs/mcp.md)
-    assert limited.meta is not None
-    assert limited.meta[ERROR_CODE_META] == "rate_limited"
-    assert limited.meta["noema/retry_after"] >= 1
-    [content] = limited.content
-    assert isinstance(content, types.TextContent)
-    seen[Kind.RATE_LIMITED] = content.text[: content.text.index(":") + 2]
-    # Over the HTTP transport, the token and the body limit answer before any tool runs.
-    server = build_server(noema, ALICE)
-    transport = httpx.ASGITransport(app=http_app(server, "127.0.0.1", token="t0ken"))
-    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
-        unauthenticated = await client.post("/mcp", json={})
-        too_large = await client.post(
-            "/mcp", content=b"x" * (DEFAULT_MAX_BODY + 1), headers={"Authorization": "Bearer t0ken"}
-        )
-        not_json = await client.post(
-            "/mcp", content=b"hello", headers={"Authorization": "Bearer t0ken", "Content-Type": "text/plain"}
-        )
-    for kind, res in (
-        (Kind.UNAUTHENTICATED, unauthenticated),
-        (Kind.TOO_LARGE, too_large),
-        (Kind.UNSUPPORTED_MEDIA_TYPE, not_json),
-    ):
-        assert res.headers["content-type"] == "application/problem+json"
-        assert res.json()["code"] == kind
-        seen[kind] = f"HTTP {res.status_code}"
-    check(seen, lambda row: row.mcp_tool)
-
-    # A request that is not a tool call (a resource read) fails with the kind's JSON-RPC code.
-    async def read(app: Instance, uri: str) -> str:
-        async with Client(build_server(app, ALICE)) as mcp:
-            with pytest.raises(MCPError) as failed:
-                await mcp.read_resource(uri)
-        return str(failed.value.code)
-
-    assert await read(noema, "noema://nowhere") == TABLE[Kind.NOT_FOUND].mcp_request
-    assert await read(down, "noema://preamble/x") == TABLE[Kind.UNAVAILABLE].mcp_request
-    assert await read(buggy, "noema://preamble/x") == TABLE[Kind.INTERNAL].mcp_request
+# The MCP server, each kind as the table says: tests/unit/test_mcp_in_memory.py (in memory).
 
 
 async def test_noemactl_exits_with_each_kinds_code(api: ApiHarness, tmp_path: Path) -> None:

@@ -344,49 +344,7 @@ async def test_every_tool_runs_as_the_configured_agent(
     }
 
 
-async def test_an_agent_argument_cannot_impersonate_and_bad_input_is_a_tool_error(
-    harness: Harness, tmp_path: Path
-) -> None:
-    await harness.start(build_projector)
-    async with over_stdio(harness, tmp_path / "server.log") as mcp:
-        before = await stream_last_seq(harness.js, harness.topology.event_stream)
-        refused = error(
-            await mcp.call_tool(
-                "propose_fact", {"domain": "ops", "topic": "t", "content": "I am bob", "agent": "bob"}
-            )
-        )
-        assert "unknown field `agent`" in refused
-        assert "unknown field `agent`" in error(
-            await mcp.call_tool("update_my_notes", {"notes": "x", "agent": "bob"})
-        )
-        assert "`query`" in error(await mcp.call_tool("search_memory", {}))
-        assert "unknown field `text`; accepted fields: content" in error(
-            await mcp.call_tool("record_observation", {"text": "hi"})
-        )
-        # A tool that does not exist is not a result for the model but an error of the request.
-        with pytest.raises(MCPError, match="unknown tool 'forget_everything'") as unknown:
-            await mcp.call_tool("forget_everything", {})
-        assert unknown.value.code == -32602
-        assert "no fact nope" in error(
-            await mcp.call_tool("supersede_fact", {"fact_id": "nope", "content": "x"})
-        )
-        assert await stream_last_seq(harness.js, harness.topology.event_stream) == before
-
-        resources = await mcp.list_resources()
-        assert [r.uri for r in resources.resources] == [PREAMBLE_URI]
-        templates = await mcp.list_resource_templates()
-        assert [t.uri_template for t in templates.resource_templates] == [PREAMBLE_URI + "/{task}"]
-        with pytest.raises(MCPError, match="unknown resource"):
-            await mcp.read_resource("noema://someone-else/notes")
-
-        ok(await mcp.call_tool("update_my_notes", {"notes": "mine"}))
-        await assert_eventually(
-            lambda: harness.pool.fetchval("SELECT agent FROM agent_notes WHERE notes = 'mine'")
-        )
-        assert await harness.pool.fetchval("SELECT agent FROM agent_notes") == "alice"
-        [contents] = (await mcp.read_resource(PREAMBLE_URI)).contents
-        assert isinstance(contents, types.TextResourceContents)
-        assert "mine" in contents.text
+# The agent argument and bad input as tool errors: tests/unit/test_mcp_in_memory.py (in memory).
 
 
 async def test_http_with_a_token_answers_only_requests_that_carry_it(

@@ -358,7 +358,10 @@ async def test_the_decay_worker_s_tick_lists_what_faded_in_the_interval_before_i
     before = [tuple(r) for r in await harness.pool.fetch("SELECT * FROM memories ORDER BY id")]
 
     worker = DecayWorker(
-        harness.pool, publisher, 3600, clock=lambda: T0 + timedelta(days=60, hours=13, minutes=30)
+        MemoryQueries(harness.pool),
+        publisher,
+        3600,
+        clock=lambda: T0 + timedelta(days=60, hours=13, minutes=30),
     )
     assert await worker.tick() == ["acme"]
     await assert_eventually(lambda: _caught_up(harness))

@@ -25,8 +25,17 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
 
-__all__ = ["ConsumerUnavailable", "Puller", "durable_puller", "interrupt_all"]
+__all__ = [
+    "ConsumerUnavailable",
+    "DeliverPolicy",
+    "Puller",
+    "durable_puller",
+    "durable_puller_after",
+    "in_order_puller",
+    "interrupt_all",
+]
 
 log = structlog.get_logger("noema.pull")
 
@@ -216,4 +225,60 @@ async def durable_puller(
             max_ack_pending=max_ack_pending,
         ),
     )
+    return await Puller(nc, stream, durable, batch).start()
+
+
+async def durable_puller_after(
+    nc: NATS,
+    stream: str,
+    durable: str,
+    filter_subject: str | list[str],
+    batch: int,
+    *,
+    after: int,
+    ack_wait: float,
+    max_ack_pending: int,
+) -> Puller:
+    """:func:`durable_puller` delivering from just after sequence ``after`` (a worker's mark), in
+    order: the consumer is recreated there (a crashed process's unacked messages would otherwise
+    come back only after their ack wait, behind newer ones). ``after`` 0: kept, from the start."""
+    if after:
+        with contextlib.suppress(NotFoundError):
+            await nc.jetstream().delete_consumer(stream, durable)
+    return await durable_puller(
+        nc,
+        stream,
+        durable,
+        filter_subject,
+        batch,
+        ack_wait=ack_wait,
+        max_ack_pending=max_ack_pending,
+        deliver_policy=DeliverPolicy.BY_START_SEQUENCE if after else DeliverPolicy.ALL,
+        opt_start_seq=after + 1 if after else None,
+    )
+
+
+async def in_order_puller(
+    nc: NATS, stream: str, durable: str, subjects: str, position: int, batch: int
+) -> Puller:
+    """(Re)create a durable consumer that delivers ``stream`` in order from ``position + 1`` (from the
+    start when 0), for one reader that acks a batch by acking its last message (the projector)."""
+    js = nc.jetstream()
+    with contextlib.suppress(NotFoundError):
+        await js.delete_consumer(stream, durable)
+    config = ConsumerConfig(
+        durable_name=durable,
+        # One reader consumes in order, so acking the last message of a batch acknowledges the
+        # whole batch: one ack per commit instead of one per event.
+        ack_policy=AckPolicy.ALL,
+        ack_wait=300.0,
+        max_ack_pending=batch * 4,
+        filter_subject=subjects,
+        **(
+            {"deliver_policy": DeliverPolicy.BY_START_SEQUENCE, "opt_start_seq": position + 1}
+            if position
+            else {"deliver_policy": DeliverPolicy.ALL}
+        ),
+    )
+    await js.add_consumer(stream, config)
     return await Puller(nc, stream, durable, batch).start()

@@ -21,6 +21,11 @@ from noema.application.sealing import KeyringSealer
 from noema.runtime.settings import Located
 from noema.topology import Topology
 
+Pool = asyncpg.Pool
+"""A database pool, as the composition roots of the workers hand it on (they hold no driver)."""
+DbConnection = asyncpg.Connection
+"""A database connection, as a worker holds one of its pool's."""
+
 if TYPE_CHECKING:  # the worker runtime: loaded by partitioned_workers, not by the application layer
     from noema.adapters.metrics import Metrics
     from noema.runtime.partitions import PartitionedService
@@ -28,7 +33,9 @@ if TYPE_CHECKING:  # the worker runtime: loaded by partitioned_workers, not by t
 
 __all__ = [
     "Bus",
+    "DbConnection",
     "PartitionConsumer",
+    "Pool",
     "PoolFactory",
     "connect_nats",
     "open_bus",
