@@ -397,11 +397,19 @@ class NoemaClient:
         args = {"task": task, "repo": repo, "as_of": _point(as_of)}
         return await self._call("get_preamble", args, Preamble, timeout)
 
-    async def why(self, id: str, *, limit: int = 500, timeout: float | None = None) -> Why:
+    async def why(
+        self,
+        id: str,
+        *,
+        limit: int = 500,
+        as_of: int | datetime | None = None,
+        timeout: float | None = None,
+    ) -> Why:
         """Why ``id`` (a memory's, fact's, policy's, observation's or event's of your workspace) is
         what it is: the events naming it with their causes and effects, each with its recorded
-        decision; what your role may not read is shown as a bare ``cause`` step."""
-        return await self._call("why", {"id": id, "limit": limit}, Why, timeout)
+        decision; what your role may not read is shown as a bare ``cause`` step (``as_of``: as the
+        events stored by that past point tell it)."""
+        return await self._call("why", {"id": id, "limit": limit, "as_of": _point(as_of)}, Why, timeout)
 
     # --- observations ---------------------------------------------------------------------------
 

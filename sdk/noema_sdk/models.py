@@ -263,6 +263,8 @@ class Why(_Result, frozen=True, kw_only=True):
     workspace: str
     steps: list[WhyStep] = []
     truncated: bool = False
+    as_of: AsOf | None = None
+    """With ``as_of``: the point the answer reflects (the events stored by then)."""
 
 
 class ObservationReceipt(_Result, frozen=True, kw_only=True):

@@ -80,11 +80,10 @@ AS_OF_PARAMETER: dict[str, Any] = {
     "description": "Answer as of this past point: an event-stream sequence (e.g. `1200`) or an ISO-8601 "
     "time with its zone (e.g. `2026-03-02T10:32:00Z`; a time means the last event the stream had "
     "stored by then). The state then, read with that moment as now, by the same code as the present "
-    "(built by replay on first use, then kept). `Noema-As-Of-Seq` and `Noema-As-Of-Time` say which "
-    "point the answer reflects. A point before the first event, beyond the stream's end or in the "
-    "future names no state: 404; a point not built yet, asked of a server that reads as the "
-    "read-only role (as `noemactl up` runs it), is a 409 naming the `noemactl asof build` that "
-    "builds it.",
+    "over the read model's history, with nothing to build first. `Noema-As-Of-Seq` and "
+    "`Noema-As-Of-Time` say which point the answer reflects. A point before the first event, beyond "
+    "the stream's end or in the future names no state: 404; a point before the read model's history "
+    "begins (a read model upgraded from a release that kept none) is a 409 saying how to ask.",
     # Sequences from 1 (the server reads a few more forms; see audit_views.POINT_PATTERN).
     "schema": {"type": "string", "pattern": "^([1-9][0-9]{0,17}|" + POINT_PATTERN.split("|", 1)[1]},
 }

@@ -125,8 +125,13 @@ class Endpoint:
 
     @property
     def reads_as_of(self) -> bool:
-        """Whether the endpoint takes ``as_of`` (every read of memory and knowledge does)."""
-        return self.reads_after and self.tag in ("memories", "knowledge")
+        """Whether the endpoint takes ``as_of``: every read of memory and knowledge does, and the
+        audit questions (the log, why, audit diff: the events stored by then); not the read
+        model's position, which is about now."""
+        return self.reads_after and (
+            self.tag in ("memories", "knowledge")
+            or (self.tag == "audit" and self.path != "/v1/replay/status")
+        )
 
     @property
     def path_params(self) -> list[str]:

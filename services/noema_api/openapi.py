@@ -243,7 +243,7 @@ def _operation(endpoint: Endpoint, components: dict[str, Any]) -> dict[str, Any]
         {400}
         | ({401, 403, 429} if not endpoint.public else set())
         | ({413, 415, 422} if endpoint.body else set())
-        | ({404, 409, 422} if endpoint.reads_as_of else set())  # as_of: no such point, not built
+        | ({404, 409, 422} if endpoint.reads_as_of else set())  # as_of: no such point, before the history
     )
     for status in sorted(implied | set(endpoint.errors)):
         responses[str(status)] = {"description": _REASONS[status], "content": _problem()}

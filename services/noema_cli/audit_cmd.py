@@ -18,7 +18,7 @@ from noema.application.audit_views import POINT_FORMS, DiffQuery, WhyQuery
 from noema.application.views import AuditQuery, parse
 from noema.errors import InvalidQuery
 
-from .common import DataDir, JsonOption, fail, out, run_app, use
+from .common import AsOfOption, DataDir, JsonOption, fail, out, run_app, use
 from .render import event_table, print_page, print_record
 from .why_tree import diff_tables, tree_lines
 
@@ -51,6 +51,7 @@ def audit(
     actor: str | None = typer.Option(None, help="Only events of this actor, e.g. operator:alice."),
     before: int | None = typer.Option(None, help="Only events before this stream sequence (the next page)."),
     limit: int = typer.Option(50, help="At most this many (1-200)."),
+    as_of: str | None = AsOfOption(),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
@@ -66,7 +67,7 @@ def audit(
     use(data_dir)
     values = {"workspace": workspace, "type": event_type, "actor": actor, "before": before, "limit": limit}
     query = _query(AuditQuery, values)
-    page = run_app(lambda app: app.audit(query))
+    page = run_app(lambda app: app.audit(query), as_of)
     print_page(page, as_json, event_table(page.items), "no matching events")
     if page.next_before is not None and not as_json:
         out.print(f"older events: --before {page.next_before}", highlight=False)
@@ -78,6 +79,7 @@ def diff(
     end: str = typer.Argument(..., metavar="TO", help="Up to this point (included), written the same way."),
     workspace: str | None = typer.Option(None, "--workspace", "-w", help="Workspace (default: all)."),
     limit: int = typer.Option(1000, help="Read at most this many change events (1-10000)."),
+    as_of: str | None = AsOfOption(),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
@@ -95,7 +97,7 @@ def diff(
     use(data_dir)
     values = {"from": start, "to": end, "workspace": workspace, "limit": limit}
     query = _query(DiffQuery, values, check=diff_points)
-    found = run_app(lambda app: app.audit_diff(query))
+    found = run_app(lambda app: app.audit_diff(query), as_of)
     if as_json:
         print_record(found)
         return
@@ -117,6 +119,7 @@ def why(
         None, "--workspace", "-w", help="Workspace (default: the one that has the id)."
     ),
     limit: int = typer.Option(500, help="At most this many events naming the id, and as many after them."),
+    as_of: str | None = AsOfOption(),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
 ) -> None:
@@ -130,7 +133,7 @@ def why(
     """
     use(data_dir)
     query = _query(WhyQuery, {"workspace": workspace, "limit": limit})
-    found = run_app(lambda app: app.why(ref, query.workspace, query.limit))
+    found = run_app(lambda app: app.why(ref, query.workspace, query.limit), as_of)
     if as_json:
         print_record(found)
         return

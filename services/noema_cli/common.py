@@ -137,8 +137,7 @@ def print_json(data: Any) -> None:
 
 AS_OF_HELP = (
     f"Answer as of this point: {EXAMPLES}. The state after that stream sequence (a time: the last "
-    "event stored by then), read with that moment as now; built by replay on first use, then kept "
-    "(noemactl asof list)."
+    "event stored by then), read with that moment as now from the read model's history."
 )
 
 

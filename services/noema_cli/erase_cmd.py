@@ -42,7 +42,8 @@ def erase(
 ) -> None:
     """Erase content for good: its data keys are destroyed (the sealed text in the event stream can
     never be read again), the read model's copies are blanked, the observations and dead letters
-    deleted, the vector cache emptied and built as-of states dropped. What stays is the audit record
+    deleted and the vector cache emptied; every version the read model's history holds is blanked
+    too, so no read as of any point shows the content again. What stays is the audit record
     (`noemactl audit --type content.erased`): who, when, why and which items. Give exactly one of
     --subject, --memory, --observation, --notes. Then run `noemactl compact` to remove the old bytes
     from disk. An erased memory reads as `erased` and refuses every change; what an earlier erasure
@@ -81,8 +82,7 @@ def erase(
     out.print(
         f"erasure {report.erasure_id} recorded at seq {report.seq}: {len(report.memory_ids)} memories, "
         f"{len(report.key_ids)} data keys, {report.observations_deleted} observations and "
-        f"{report.dead_letters_deleted} dead letters deleted, "
-        f"{len(report.as_of_dropped)} as-of states dropped"
+        f"{report.dead_letters_deleted} dead letters deleted"
     )
     if not report.keys_destroyed:
         out.print(

@@ -48,7 +48,8 @@ Provider = Callable[[], Awaitable[Instance]]
 
 PREAMBLE_URI = "noema://preamble"
 """The dispatch preamble without a task (policies and notes); ``PREAMBLE_URI/{task}`` adds the facts
-matching a task, and ``?repo=<slug>`` ranks that repository's memory first."""
+matching a task, ``?repo=<slug>`` ranks that repository's memory first and ``?as_of=<point>`` gives
+the preamble as of a past point."""
 
 ERROR_CODE_META = "noema/code"
 """The ``_meta`` key of a failed tool call's result that holds its kind (``invalid``, ``unavailable``…)."""
@@ -66,7 +67,8 @@ _PREAMBLE_FOR_TASK = types.ResourceTemplate(
     name="preamble-for-task",
     title="Dispatch preamble for a task",
     description="Policies, your notes and up to five facts matching the task (percent-encoded; add "
-    "?repo=<slug> to rank a repository's memory first).",
+    "?repo=<slug> to rank a repository's memory first, ?as_of=<seq or zoned time> for the preamble "
+    "given at that past point).",
     mime_type=_MARKDOWN,
 )
 _log = structlog.get_logger("noema.mcp")
@@ -195,8 +197,11 @@ def build_server(app: Instance | Provider, caller: Caller, admission: Admission 
                 SURFACES[Kind.NOT_FOUND].mcp, f"unknown resource {params.uri!r}; see resources/list"
             )
         args: dict[str, Any] = {"task": unquote(uri.path.removeprefix("/"))}
-        if repo := parse_qs(uri.query).get("repo"):
+        query = parse_qs(uri.query)
+        if repo := query.get("repo"):
             args["repo"] = repo[0]
+        if as_of := query.get("as_of"):  # the preamble given at a past point
+            args["as_of"] = as_of[0]
         try:
             with admitted():
                 preamble = await call_tool(await provider(), caller, "get_preamble", args)

@@ -39,7 +39,14 @@ async def build(
             position = await projection.position(conn)
         puller = await subscribe_from_position(nc, topology, position, settings.batch_size)
         handler = ProjectorHandler(
-            js, pool, topology, projection, position, connection=claim.connection, metrics=metrics
+            js,
+            pool,
+            topology,
+            projection,
+            position,
+            connection=claim.connection,
+            metrics=metrics,
+            history_days=settings.history_days,
         )
         return PullWorker("projector", puller, handler, settings.batch_size, metrics=metrics)
 

@@ -10,15 +10,16 @@ sink), then the port is read directly, so the suite checks the adapter and not a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+import asyncpg
 import pytest
 
 from noema.adapters.jetstream import EventPublisher
 from noema.adapters.memory import InMemoryEventStream, InMemoryKnowledge, InMemoryReads
-from noema.adapters.postgres import MemoryQueries, ReadModelProjection
+from noema.adapters.postgres import MemoryQueries, ReadModelProjection, create_pool, history
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.application.knowledge import Knowledge
 from noema.ports import ExpectingSink, KnowledgeReadModel, MemoryReads
@@ -41,6 +42,10 @@ class Backend:
     topology: Topology
     """The subjects the sink stores events on."""
     clock: list[datetime]
+    as_of: Callable[[int], tuple[KnowledgeReadModel, MemoryReads]]
+    """The read model and the operators' reads as of a stream sequence (the history's versions)."""
+    position: Callable[[], Awaitable[int]]
+    """The last stream sequence the read model applied."""
 
     def knowledge(self, sink: ExpectingSink | None = None) -> Knowledge:
         """The knowledge operations over this backend (publishing to ``sink`` when given), at the
@@ -93,18 +98,47 @@ async def backend(servers_if_needed: Harness | None) -> AsyncIterator[Backend]:
         stream = InMemoryEventStream(reads)
         # Activations are read at the backend's clock (the facade's), as PostgreSQL's are below.
         records = InMemoryReads(reads.tables, lambda: clock[0])
-        yield Backend("memory", reads, records, stream, stream.topology, clock)
+
+        async def applied() -> int:
+            return reads.tables.position
+
+        def past(seq: int) -> tuple[KnowledgeReadModel, MemoryReads]:
+            return reads.as_of(seq), records.as_of(seq)
+
+        yield Backend("memory", reads, records, stream, stream.topology, clock, past, applied)
         return
     from noema_projector.service import build as build_projector
 
     await servers_if_needed.start(build_projector)
-    pool = servers_if_needed.pool
-    sink = _Projected(servers_if_needed)
+    h = servers_if_needed
+    pool = h.pool
+    sink = _Projected(h)
+    # The as-of reads' connections: the as-of views first on the search path, each lent pinned to a point.
+    asof = await create_pool(
+        h.settings.database_url,
+        h.settings.db_schema,
+        settings={"search_path": history.search_path(h.settings.db_schema)},
+        workspace="*",
+        min_size=1,
+        max_size=2,
+    )
+    h.stack.push_async_callback(asof.close)
+
+    async def position() -> int:
+        async with pool.acquire() as conn:
+            return await ReadModelProjection().position(conn)
+
+    def pinned(seq: int) -> tuple[KnowledgeReadModel, MemoryReads]:
+        point: asyncpg.Pool = history.PointPool(asof, seq)
+        return PostgresKnowledge(point), MemoryQueries(point, lambda: clock[0])
+
     yield Backend(
         "postgres",
         PostgresKnowledge(pool),
         MemoryQueries(pool, lambda: clock[0]),
         sink,
-        servers_if_needed.topology,
+        h.topology,
         clock,
+        pinned,
+        position,
     )

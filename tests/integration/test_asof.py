@@ -30,15 +30,18 @@ import msgspec
 import pytest
 
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
-from noema.adapters.postgres import ReadModelProjection
+from noema.adapters.postgres import ReadModelProjection, history
 from noema.adapters.postgres.roles import DbRole
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES, workspace_scope
 from noema.adapters.postgres.voices import RecallStore
 from noema.application.access import Caller
 from noema.application.facade import SearchOptions
 from noema.application.tools import call_tool
+from noema.composition import projections
+from noema.composition.erasure import ErasureRequest
 from noema.composition.instance import Instance
 from noema.composition.replay import drop_schema, verify_replay
+from noema.errors import NotFound as NotFoundError
 from noema_api.app import create_app
 from noema_api.auth import TokenEntry, Tokens
 from noema_api.endpoint import Api
@@ -53,6 +56,7 @@ from noema_events import (
     MemoryRetrieved,
     MemoryRetrievedPayload,
 )
+from noema_mcp.server import preamble_uri
 from noema_projector.service import build as build_projector
 from noema_sdk import InvalidRequest, NotFound
 from noema_service.service import build as build_service
@@ -119,7 +123,6 @@ async def world(harness: Harness, role_urls: dict[DbRole, str]) -> AsyncIterator
     )
     harness.stack.push_async_callback(pool.close)
     app = Instance(harness.settings, pool, harness.nc, await RecallStore.open(pool))
-    harness.stack.push_async_callback(app.asof_schemas.drop)  # (runs after close_views)
     harness.stack.push_async_callback(app.close_views)
     tokens = Tokens(
         [TokenEntry(name="alice", token=ADMIN), TokenEntry(name="acme-ops", workspace="acme", token=ACME)]
@@ -328,16 +331,104 @@ async def test_as_of_reads_on_every_surface_equal_the_replayed_oracle(
             assert (given.text, given.policies, given.notes, given.facts) == (
                 expected["text"], expected["policies"], expected["notes"], expected["facts"],
             )  # fmt: skip
+            why = {"id": ids["key"]}
             for tool, args in (("search_memory", search), ("get_preamble", {"task": TASK})):
                 over_mcp = ok(await mcp.call_tool(tool, {**args, "as_of": seq}))
                 assert over_mcp.pop("as_of") == at
                 assert over_mcp == json.loads(json.dumps(await call_tool(oracle.app, ALICE, tool, args))), seq
+            # why, as of the point: what the replay answers, or the same refusal (strict mode hides
+            # the ops domain from alice's role at the last points).
+            over_mcp_why = await mcp.call_tool("why", {**why, "as_of": seq})
+            try:
+                expected = json.loads(json.dumps(await call_tool(oracle.app, ALICE, "why", why)))
+            except NotFoundError:
+                assert error(over_mcp_why).startswith("not_found:"), seq
+            else:
+                answered = ok(over_mcp_why)
+                assert answered.pop("as_of") == at
+                assert answered == expected, seq
+            # The preamble resource, as of the point (it refused as_of before).
+            [contents] = (await mcp.read_resource(f"{preamble_uri(TASK)}?as_of={seq}")).contents
+            expected = await call_tool(oracle.app, ALICE, "get_preamble", {"task": TASK})
+            assert getattr(contents, "text", None) == expected["text"], seq
+            explained = await sdk.why(ids["key"], as_of=seq)
+            assert explained.as_of is not None
+            assert explained.as_of.seq == seq
+            expected = await call_tool(oracle.app, INTERN, "why", why)
+            assert [s.id for s in explained.steps] == [s["id"] for s in expected["steps"]], seq
 
     # The points differ where the scenario changed something (so the answers are not the present's).
     first, retracted = points[0], points[4]
     assert ids["nightly"] in seen[first]
     assert ids["nightly"] not in seen[retracted]
     assert [r["id"] for r in live["results"]] == seen[points[-1]]
+
+
+def _unerased(data: Any) -> Any:
+    """``data`` without the erasure's mark (status, when, by which erasure): as of a point before an
+    erasure the history shows the memory as erased (every version blanked and marked), where a
+    replay to that point has only the blank content (its key is gone) and no erasure yet."""
+    if isinstance(data, dict):
+        return {k: _unerased(v) for k, v in data.items() if k not in ("erased_at", "erasure_id", "status")}
+    if isinstance(data, list):
+        return [_unerased(v) for v in data]
+    return data
+
+
+async def test_every_sequence_reads_as_the_replayed_oracle_through_an_erasure_and_a_projection_switch(
+    world: World, oracles: dict[int, Oracle]
+) -> None:
+    """Observe, recall, a decay tick, fact supersession, policies, notes, a retraction, strict mode
+    with a grant, an erasure and a projection switch: at every sequence of the stream, every read
+    of memory, knowledge and audit answers what the replay to that sequence answers."""
+    with workspace_scope(ALL_WORKSPACES):
+        _, ids = await _scenario(world)
+        secret = await world.app.knowledge.propose_fact(
+            OPERATOR, "security", "pager", "The pager passphrase is zqxmarker4711"
+        )
+        await world.caught_up()
+        request = ErasureRequest("acme", "memory", secret.memory_id, "asked to forget", "operator:root")
+        erasure = (await world.app.erase(request)).seq
+        await world.caught_up()
+        built = await projections.rebuild(world.h.settings, world.h.nc)
+        await projections.switch(world.h.settings, world.h.nc, built["version"])
+        await world.app.knowledge.set_notes(OPERATOR, "intern", "after the switch")
+        await world.app.knowledge.propose_fact(OPERATOR, "ops", "deploy-day", "Deploys happen on Mondays")
+        last = await world.caught_up()
+
+    reads = [
+        *_api_reads(ids),
+        (f"/v1/memories/{secret.memory_id}", {}),
+        ("/v1/audit", {"workspace": "acme"}),
+        (f"/v1/why/{ids['key']}", {"workspace": "acme"}),
+    ]
+    # Reads that select by status (active only) or rank what they select: before the erasure the
+    # history leaves the erased memory out of them (it reads erased), the replay does not.
+    by_status = {"/v1/memories/search", "/v1/memories", "/v1/timeline"}
+    for seq in range(1, last + 1):
+        oracle = await _oracle(world, seq, oracles)
+        for path, params in reads:
+            if seq < erasure and (
+                path in by_status or (path == "/v1/facts" and "include_inactive" not in params)
+            ):
+                continue
+            asked = await world.admin.get(path, params={**params, "as_of": str(seq)})
+            expected = await oracle.api.get(path, params=params)
+            assert asked.status_code == expected.status_code, (seq, path, asked.text, expected.text)
+            if seq < erasure:
+                assert _unerased(asked.json()) == _unerased(expected.json()), (seq, path)
+            else:
+                assert asked.json() == expected.json(), (seq, path)
+        if seq == erasure - 1:  # before the erasure: shown as erased, never with its content
+            shown = (
+                await world.admin.get(f"/v1/memories/{secret.memory_id}", params={"as_of": str(seq)})
+            ).json()
+            assert shown["memory"]["erased_at"] is not None
+            assert shown["memory"]["status"] == "erased"
+            assert "zqxmarker4711" not in json.dumps(shown)
+        await oracle.api.aclose()
+        await oracle.app.pool.close()
+        await drop_schema(world.h.settings.database_url, oracles.pop(seq).schema)
 
 
 async def test_a_point_with_no_state_is_not_found_and_one_that_is_no_point_invalid_everywhere(
@@ -376,7 +467,7 @@ async def test_a_point_with_no_state_is_not_found_and_one_that_is_no_point_inval
         assert refused.startswith("not_found:")
 
 
-async def test_a_workspace_token_sees_no_other_workspace_as_of_and_one_point_is_built_once(
+async def test_a_workspace_token_sees_no_other_workspace_as_of(
     world: World,
 ) -> None:
     acme, globex = memory("the acme deploy key"), memory("the globex deploy key", workspace="globex")
@@ -388,7 +479,6 @@ async def test_a_workspace_token_sees_no_other_workspace_as_of_and_one_point_is_
     for answer in answers:
         assert answer.status_code == 200, answer.text
         assert [m["id"] for m in answer.json()["items"]] == [acme.payload.memory_id]
-    assert [k["seq"] for k in await world.app.asof_schemas.kept()] == [seq]
     found = await world.acme.get("/v1/memories/search", params={"q": "deploy key", "as_of": str(seq)})
     assert [r["id"] for r in found.json()["results"]] == [acme.payload.memory_id]
     other = await world.acme.get(f"/v1/memories/{globex.payload.memory_id}", params={"as_of": str(seq)})
@@ -398,31 +488,61 @@ async def test_a_workspace_token_sees_no_other_workspace_as_of_and_one_point_is_
     ).status_code == 403
 
 
-async def test_a_state_built_by_an_earlier_release_is_rebuilt_not_read(world: World) -> None:
-    seq = await world.publish(memory("the deploy key rotates on Fridays"))
-    first = await world.admin.get("/v1/memories", params={"workspace": "acme", "as_of": str(seq)})
-    assert first.status_code == 200, first.text
-    (kept,) = await world.app.asof_schemas.kept()
-    # As an earlier release left it: its read model lacks this release's last migration.
+async def test_a_point_before_the_history_begins_is_refused_saying_how_to_ask(world: World) -> None:
+    first = await world.publish(memory("the deploy key rotates on Fridays"))
+    last = await world.publish(memory("the deploy key rotates on Tuesdays"))
+    # As a read model upgraded from a release that kept no history: it begins at the upgrade.
     owner = await asyncpg.connect(world.h.settings.database_url)
     try:
-        await owner.execute(
-            f"DELETE FROM {kept['schema']}.schema_migrations WHERE version = "
-            f"(SELECT max(version) FROM {kept['schema']}.schema_migrations)"
-        )
+        await owner.execute(f"UPDATE {world.h.settings.db_schema}.history_start SET seq = $1", last)
     finally:
         await owner.close()
-    again = await world.admin.get("/v1/memories", params={"workspace": "acme", "as_of": str(seq)})
-    assert again.status_code == 200, again.text
-    assert again.json() == first.json()
-    (rebuilt,) = await world.app.asof_schemas.kept()
-    assert rebuilt["built_at"] > kept["built_at"]
+    refused = await world.admin.get("/v1/memories", params={"workspace": "acme", "as_of": str(first)})
+    assert refused.status_code == 409, refused.text
+    assert f"replay --until {first} --keep" in refused.json()["error"]
+    assert "projection rebuild" in refused.json()["error"]
+    answer = await world.admin.get("/v1/memories", params={"workspace": "acme", "as_of": str(last)})
+    assert answer.status_code == 200, answer.text
+    assert len(answer.json()["items"]) == 2
 
 
-async def test_a_server_reading_as_the_reader_role_answers_from_built_points_and_names_the_build_for_others(
+async def test_a_bounded_history_answers_from_its_start_and_still_matches_its_replay(
+    world: World, oracles: dict[int, Oracle]
+) -> None:
+    first = await world.publish(memory("the deploy key rotates on Fridays"))
+    created = memory("the vault key rotates monthly")
+    second = await world.publish(created)
+    with workspace_scope(ALL_WORKSPACES):
+        await world.app.change_status("retract", created.payload.memory_id, actor="operator:root", reason="x")
+        await world.caught_up()
+        await world.app.change_status("restore", created.payload.memory_id, actor="operator:root", reason="y")
+    last = await world.caught_up()
+    # As NOEMA_HISTORY_DAYS bounds it: the versions no point from `second` on can see are dropped.
+    owner = await asyncpg.connect(world.h.settings.database_url)
+    try:
+        await owner.execute(f"SET search_path = {world.h.settings.db_schema}, public")
+        assert await history.prune(owner, second + 1) > 0  # the retracted version, replaced since
+    finally:
+        await owner.close()
+    refused = await world.admin.get("/v1/memories", params={"workspace": "acme", "as_of": str(first)})
+    assert refused.status_code == 409, refused.text
+    assert "NOEMA_HISTORY_DAYS" in refused.json()["error"]
+    for seq in range(second + 1, last + 1):
+        oracle = await _oracle(world, seq, oracles)
+        for path in ("/v1/memories", "/v1/timeline"):
+            asked = await world.admin.get(path, params={"workspace": "acme", "as_of": str(seq)})
+            expected = await oracle.api.get(path, params={"workspace": "acme"})
+            assert asked.status_code == 200, asked.text
+            assert asked.json() == expected.json(), (seq, path)
+    report = await verify_replay(world.h.settings, world.h.nc)
+    assert report["match"] is True, report["differences"]
+
+
+async def test_a_server_reading_as_the_reader_role_answers_any_point_with_nothing_built_first(
     world: World, role_urls: dict[DbRole, str]
 ) -> None:
-    seq = await world.publish(memory("the deploy key rotates on Fridays"))
+    first = await world.publish(memory("the deploy key rotates on Fridays"))
+    second = await world.publish(memory("the vault key rotates monthly"))
     # As `up` runs the API: its only database URL is the read-only role's.
     reader = replace(world.h.settings, database_url=role_urls["reader"])
     pool = await RecallStore.create_pool(role_urls["reader"], reader.db_schema, min_size=1, max_size=2)
@@ -431,22 +551,13 @@ async def test_a_server_reading_as_the_reader_role_answers_from_built_points_and
     world.h.stack.push_async_callback(app.close_views)
     transport = httpx.ASGITransport(app=create_app(Api(app, world.tokens)))
     async with httpx.AsyncClient(transport=transport, base_url="http://n", headers=_bearer(ADMIN)) as api:
-        refused = await api.get("/v1/memories", params={"workspace": "acme", "as_of": str(seq)})
-        assert refused.status_code == 409, refused.text
-        assert f"noemactl asof build {seq}" in refused.json()["error"]
-        assert await world.app.asof_schemas.kept() == []  # nothing half-built left behind
-
-        built = await _ctl_json(world, "asof", "build", str(seq))
-        assert built["seq"] == seq
-        answer = await api.get("/v1/memories", params={"workspace": "acme", "as_of": str(seq)})
-        assert answer.status_code == 200, answer.text
-        assert answer.headers["Noema-As-Of-Seq"] == str(seq)
-        assert len(answer.json()["items"]) == 1
-    assert [k["seq"] for k in await _ctl_json(world, "asof", "list")] == [seq]
-    missing = await _ctl(world, "asof", "drop", str(seq + 1000))
-    assert missing.code == 4, missing.stderr  # a typo is not "dropped 0", exit 0
-    assert "noemactl asof list" in missing.stderr
-    assert (await _ctl_json(world, "asof", "drop"))["dropped"] == [built["schema"]]
+        for seq, n in ((first, 1), (second, 2)):
+            answer = await api.get("/v1/memories", params={"workspace": "acme", "as_of": str(seq)})
+            assert answer.status_code == 200, answer.text
+            assert answer.headers["Noema-As-Of-Seq"] == str(seq)
+            assert len(answer.json()["items"]) == n
+    gone = await _ctl(world, "asof", "list")
+    assert gone.code == 2, gone  # the build machinery is gone: there is nothing to build or keep
 
 
 class WordsEmbedder:

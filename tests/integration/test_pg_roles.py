@@ -132,7 +132,7 @@ async def test_an_application_role_with_another_workspace_set_reads_nothing_from
     harness: Harness, role_urls: dict[DbRole, str], seeded: None
 ) -> None:
     schema, reader = harness.settings.db_schema, role_urls["reader"]
-    seeded_rows = dict.fromkeys(PROJECTED_TABLES, 1) | {"memories": 2}
+    seeded_rows = dict.fromkeys(PROJECTED_TABLES, 1) | {"memories": 2, "memories_history": 2}
     assert await _counts(reader, schema, "acme") == seeded_rows
     assert await _counts(reader, schema, ALL_WORKSPACES) == seeded_rows
     assert await _counts(reader, schema, "other") == dict.fromkeys(PROJECTED_TABLES, 0)

@@ -77,9 +77,15 @@ async def test_a_corrupted_live_row_is_named_with_the_column_that_differs(harnes
     report = await verify_replay(harness.settings, harness.nc)
 
     assert report["match"] is False
-    assert report["differences"]["count"] == {"memories": 1}
-    [row] = report["differences"]["rows"]
+    # The update wrote the live row and, through the history's trigger, its open version.
+    assert report["differences"]["count"] == {"memories": 1, "memories_history": 1}
+    row, version = report["differences"]["rows"]
     assert (row["table"], row["key"], row["in"]) == ("memories", {"id": corrupted}, "both")
+    assert (version["table"], version["in"], list(version["columns"])) == (
+        "memories_history",
+        "both",
+        ["activation"],
+    )
     assert list(row["columns"]) == ["activation"]
     assert row["columns"]["activation"]["live"] == 0.125
     assert row["columns"]["activation"]["replay"] != 0.125

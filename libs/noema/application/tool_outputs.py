@@ -13,6 +13,8 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import Meta
 
+from noema.application.audit_views import Why
+
 __all__ = [
     "AsOfOutput",
     "ConflictsOutput",
@@ -25,6 +27,7 @@ __all__ = [
     "PreambleOutput",
     "SearchMemoryOutput",
     "SupersedePolicyOutput",
+    "WhyOutput",
 ]
 
 
@@ -155,4 +158,10 @@ class PreambleOutput(_Output, frozen=True, kw_only=True):
     policies: Annotated[list[str], Meta(description="The active policies it carries.")]
     notes: Annotated[str | None, Meta(description="Your private notes, if any.")]
     facts: Annotated[list[str], Meta(description="Up to five facts matching the task.")]
+    as_of: AsOf = None
+
+
+class WhyOutput(Why, frozen=True, kw_only=True):
+    """why: the chain of events behind an id (:class:`~noema.application.audit_views.Why`)."""
+
     as_of: AsOf = None

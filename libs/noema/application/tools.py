@@ -19,7 +19,6 @@ from msgspec import Meta
 
 from noema.application.access import Caller
 from noema.application.agent_lineage import why_for
-from noema.application.audit_views import Why
 from noema.application.facade import Noema, SearchOptions
 from noema.application.tool_outputs import (
     ConflictsOutput,
@@ -32,6 +31,7 @@ from noema.application.tool_outputs import (
     PreambleOutput,
     SearchMemoryOutput,
     SupersedePolicyOutput,
+    WhyOutput,
 )
 from noema.errors import Kind, NoemaError
 from noema.inputs import InvalidInput, convert, text_dates
@@ -286,6 +286,7 @@ class WhyInput(_Input, frozen=True, kw_only=True, forbid_unknown_fields=True):
     limit: Annotated[
         int, Meta(ge=1, le=5_000, description="At most this many events name the id (and as many follow).")
     ] = 500
+    as_of: AsOfPoint = None
 
 
 class ToolInputError(NoemaError, ValueError):
@@ -545,7 +546,7 @@ TOOLS: dict[str, Tool] = {
             "attention scores, recall components, the conflict rule that superseded a fact). Only "
             "your workspace, and only what your role may read.",
             WhyInput,
-            Why,
+            WhyOutput,
             _why,
             False,
         ),

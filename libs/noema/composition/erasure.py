@@ -11,7 +11,7 @@ records that it erases it (``content.erased``: who, when, why, which items — n
    process whose NATS identity may not delete observations (the API's) names where they are stored
    in the event instead, and the projector deletes them when it applies it (each message checked
    to be one of them);
-3. empties the vector cache and drops the built as-of states (copies of past read models).
+3. empties the vector cache (the read model's history is blanked by the projection, with the rows).
 
 Every step is idempotent, so an erasure that stopped half-way is finished by running it again.
 What is found: the observations tagged with the subject (or of that id), the memories, facts and
@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-import asyncpg
 import msgspec
 import structlog
 from nats.aio.client import Client as NATS
@@ -90,7 +89,6 @@ class ErasureReport(msgspec.Struct, frozen=True, kw_only=True):
     dead_letters: list[str]
     observations_deleted: int = 0
     dead_letters_deleted: int = 0
-    as_of_dropped: list[str] = msgspec.field(default_factory=list)
     keys_destroyed: bool = False
     """Whether the projector applied the erasure (keys destroyed, read model blanked) in time; if
     not, it does when it next runs."""
@@ -171,15 +169,6 @@ async def _empty_notes(
     await publisher.publish([empty])
 
 
-async def _dropped(drop_as_of: Callable[[], Awaitable[list[str]]]) -> list[str]:
-    """The built as-of states dropped; none when this process may not (it says so in its log)."""
-    try:
-        return await drop_as_of()
-    except (asyncpg.PostgresError, OSError) as exc:
-        log.warning("as-of states not dropped; run `noemactl asof drop`", error=str(exc))
-        return []
-
-
 async def erase(
     keyring: PostgresKeyring,
     nc: NATS,
@@ -187,7 +176,6 @@ async def erase(
     publisher: ExpectingSink,
     request: ErasureRequest,
     now: datetime,
-    drop_as_of: Callable[[], Awaitable[list[str]]],
     projected: Callable[[int], Awaitable[bool]],
     *,
     delete_observations: bool = True,
@@ -249,6 +237,5 @@ async def erase(
         dead_letters=dead_letters,
         observations_deleted=observations,
         dead_letters_deleted=letters,
-        as_of_dropped=await _dropped(drop_as_of),
         keys_destroyed=await projected(seq),
     )

@@ -2,7 +2,8 @@
 builds the adapters (the JetStream publisher with its keyring sealer, the PostgreSQL reads, knowledge
 and recall voices, the dead-letter stream) and hands them to the application facade
 (:class:`noema.application.facade.Noema`) as its ports; and it holds the operations that drive the
-servers themselves: erasure, replay and the states as of a past point."""
+servers themselves: erasure, replay and the reads as of a past point (over the read model's
+history)."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ from nats.aio.client import Client as NATS
 from noema.adapters.deadletters import DeadLetters
 from noema.adapters.embedders import create_embedder
 from noema.adapters.jetstream import EventPublisher
-from noema.adapters.postgres import asof_schemas
 from noema.adapters.postgres.erasure_handlers import blank_copies
+from noema.adapters.postgres.history import PointPool, history_start, point_store, search_path
 from noema.adapters.postgres.keyring import PostgresKeyring
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.projection import ReadModelProjection
@@ -35,7 +36,7 @@ from noema.application.knowledge import Knowledge
 from noema.application.sealing import KeyringSealer
 from noema.client import JetStreamObservations
 from noema.composition import erasure
-from noema.composition.asof import AsOf, AsOfNotBuilt, AsOfSchemas, resolve
+from noema.composition.asof import AsOf, PointBeforeHistory, resolve
 from noema.composition.erasure import ErasureReport, ErasureRequest
 from noema.composition.replay import verify_replay
 from noema.errors import Unavailable
@@ -95,9 +96,10 @@ class Instance(Noema):
         self._embedder_lock = asyncio.Lock()
         self.workspace = NO_WORKSPACE
         """What this instance's connections see by default under row-level security."""
-        self.asof_schemas = AsOfSchemas(settings, nc)
-        self._views: dict[str, tuple[asyncpg.Pool, RecallStore]] = {}
-        self._views_lock = asyncio.Lock()
+        self._store = store
+        self._past: asyncpg.Pool | None = None
+        """The connections of the as-of reads (:meth:`as_of`), opened on first use."""
+        self._past_lock = asyncio.Lock()
         super().__init__(
             publisher=publisher,
             memories=MemoryQueries(pool, clock),
@@ -163,68 +165,64 @@ class Instance(Noema):
     async def _view(self, point: StreamPoint) -> Instance:
         """A read-only view of the state as of ``point`` (:meth:`Noema.as_of` asks for it), on which
         every read of the facade answers what it answered then (:mod:`noema.composition.asof`): the
-        same code over the as-of schema at the point's sequence (built on first use), its clock
-        pinned to the point's time, its vectors compared exactly. Its :attr:`point` says which
-        sequence and time it reflects; a point the stream holds no state for is a
-        :class:`~noema.composition.asof.PointNotInStream`."""
+        same code over the versions of the read model's history valid at the point's sequence
+        (:mod:`noema.adapters.postgres.history`), its clock pinned to the point's time, its vectors
+        compared exactly. Nothing is built: any point answers at once, as the read-only role too.
+        Its :attr:`point` says which sequence and time it reflects; a point the stream holds no
+        state for is a :class:`~noema.composition.asof.PointNotInStream`, one before the history's
+        start a :class:`~noema.composition.asof.PointBeforeHistory`."""
+        if self._parent is not None:
+            return await self._parent._view(point)
         at = await resolve(self.nc, self.topology, point, self.clock())
-        for _ in range(2):
-            schema = self.asof_schemas.name(at.seq)
-            if schema not in self._views:  # a kept pool's schema is checked by holds() below
-                await self.asof_schemas.ensure(at.seq, self.clock())
-            pool, store = await self._view_store(schema)
-            if await asof_schemas.holds(pool, at.seq):
-                return Instance(
-                    self.settings,
-                    pool,
-                    self.nc,
-                    store,
-                    lambda: at.time,
-                    point=at,
-                    parent=self,
-                    metrics=self._metrics,
-                )
-            # Dropped meanwhile, emptied by a crash of PostgreSQL (its tables are unlogged), or
-            # built by an earlier release (its read model lacks a migration of this one's).
-            await self._close_view(schema)
-            try:
-                await asof_schemas.drop(self.settings.database_url, schema)
-            except asyncpg.InsufficientPrivilegeError:
-                raise AsOfNotBuilt(
-                    f"the state as of seq {at.seq} was lost (a crash of PostgreSQL empties it) or was "
-                    f"built by an earlier release, and this "
-                    f"process may not rebuild it: run `noemactl asof drop {at.seq}` and "
-                    f"`noemactl asof build {at.seq}`"
-                ) from None
-        raise Unavailable(f"the state as of seq {at.seq} could not be built; retry")
-
-    async def _view_store(self, schema: str) -> tuple[asyncpg.Pool, RecallStore]:
-        async with self._views_lock:
-            if schema in self._views:
-                self._views[schema] = self._views.pop(schema)  # most recently used last
-                return self._views[schema]
-            while len(self._views) >= self.settings.asof_keep:
-                await self._close_view(next(iter(self._views)))
-            pool = await RecallStore.create_pool(
-                self.settings.database_url_for("reader"),
-                schema,
-                app="noema-asof",
-                workspace=self.workspace,
-                min_size=0,
-                max_size=2,
+        async with self.pool.acquire() as conn:
+            start = await history_start(conn)
+            position = await ReadModelProjection().position(conn)
+        if at.seq < start:
+            raise PointBeforeHistory(
+                f"as of seq {at.seq}: this read model keeps its history from seq {start} (older "
+                "versions are past NOEMA_HISTORY_DAYS, or it was upgraded from a release that kept "
+                f"none then); ask a later point, or replay the earlier one (`noemactl replay --until "
+                f"{at.seq} --keep`), or rebuild the read model with its whole history (`noemactl "
+                "projection rebuild`, then `switch`)"
             )
-            self._views[schema] = (pool, await RecallStore.open(pool, exact=True))
-            return self._views[schema]
+        if position < at.seq and not await self._projected(at.seq, timeout_s=10.0):
+            raise Unavailable(
+                f"as of seq {at.seq}: the read model has not applied the stream that far yet; retry shortly"
+            )
+        pool = PointPool(await self._past_pool(), at.seq)
+        # The reads take a pool: a point's pool lends connections pinned to the point.
+        pinned: asyncpg.Pool = pool
+        store = point_store(pool, self._store, self.settings.db_schema)
+        return Instance(
+            self.settings,
+            pinned,
+            self.nc,
+            store,
+            lambda: at.time,
+            point=at,
+            parent=self,
+            metrics=self._metrics,
+        )
 
-    async def _close_view(self, schema: str) -> None:
-        found = self._views.pop(schema, None)
-        if found is not None:
-            await found[0].close()
+    async def _past_pool(self) -> asyncpg.Pool:
+        async with self._past_lock:
+            if self._past is None:
+                self._past = await RecallStore.create_pool(
+                    self.settings.database_url_for("reader"),
+                    self.settings.db_schema,
+                    app="noema-asof",
+                    workspace=self.workspace,
+                    search_path=search_path(self.settings.db_schema),
+                    min_size=0,
+                    max_size=4,
+                )
+            return self._past
 
     async def close_views(self) -> None:
-        """Close the connections of the as-of views (:meth:`open` does it on exit)."""
-        for schema in list(self._views):
-            await self._close_view(schema)
+        """Close the connections of the as-of reads (:meth:`open` does it on exit)."""
+        if self._past is not None:
+            past, self._past = self._past, None
+            await past.close()
 
     async def _loaded_embedder(self) -> Embedder | None:
         if self._parent is not None:
@@ -247,7 +245,6 @@ class Instance(Noema):
                 publisher,
                 request,
                 self.clock(),
-                self.asof_schemas.drop,
                 self._projected,
                 delete_observations=shipped_allows(
                     self.settings.nats_auth.user or urlsplit(self.settings.nats_url).username,

@@ -33,7 +33,15 @@ from nats.aio.msg import Msg
 
 from noema.adapters.errors import TRANSIENT
 from noema.adapters.jetstream import last_seq_at, read_stream, stream_last_seq
-from noema.adapters.postgres import PROJECTED_TABLES, ReadModelProjection, connect, database, migrate
+from noema.adapters.postgres import (
+    PROJECTED_TABLES,
+    ReadModelProjection,
+    connect,
+    database,
+    history_start,
+    migrate,
+    prune_history,
+)
 from noema.adapters.postgres.bulkload import BulkLoad, DeferredIndexRefused
 from noema.adapters.postgres.digests import combined, snapshot, totals, workspace_digests
 from noema.adapters.postgres.divergence import by_partition, divergent_rows, partitions_compared
@@ -94,10 +102,12 @@ async def replay_into(
     progress: Callable[[int, int], None] | None = None,
     *,
     indexes: bool = True,
+    history_from: int = 0,
 ) -> ReplayResult:
     """Project the event stream from seq 1 to ``until_seq`` (default: its end) into ``schema``,
     loaded in bulk (:class:`~noema.adapters.postgres.bulkload.BulkLoad`); ``indexes=False`` only
-    checks the vector indexes instead of building them, for a schema that is compared and dropped.
+    checks the vector indexes instead of building them, for a schema that is compared and dropped;
+    ``history_from``: its history bounded to start there, as the live one's (``NOEMA_HISTORY_DAYS``).
 
     When an index the bulk load deferred refuses a row (the live projection skipped that event),
     the stream is replayed again with every index maintained, as live."""
@@ -105,10 +115,14 @@ async def replay_into(
     if until_seq is not None:
         last = min(last, until_seq)
     try:
-        return await _replay(nc, url, topology, schema, last, progress, indexes, bulk=True)
+        return await _replay(
+            nc, url, topology, schema, last, progress, indexes, bulk=True, history_from=history_from
+        )
     except DeferredIndexRefused as exc:
         log.warning("an index refuses a replayed row; replaying with indexes maintained", reason=str(exc))
-        return await _replay(nc, url, topology, schema, last, progress, indexes, bulk=False)
+        return await _replay(
+            nc, url, topology, schema, last, progress, indexes, bulk=False, history_from=history_from
+        )
 
 
 async def _replay(
@@ -120,6 +134,7 @@ async def _replay(
     progress: Callable[[int, int], None] | None,
     indexes: bool,
     bulk: bool,
+    history_from: int = 0,
 ) -> ReplayResult:
     await drop_schema(url, schema)
     await migrate(url, schema)
@@ -134,6 +149,8 @@ async def _replay(
                 progress(through, last)
         if load is not None:
             await load.finish(conn, build_indexes=indexes)
+        if history_from:
+            await prune_history(conn, history_from)
         by_workspace = await workspace_digests(conn, PROJECTED_TABLES)
     finally:
         await conn.close()
@@ -283,7 +300,14 @@ async def _compared(
             position = await ReadModelProjection().position(live)
             by_workspace = await workspace_digests(live, PROJECTED_TABLES)
             result = await replay_into(
-                nc, settings.database_url, topology, schema, position, progress, indexes=keep
+                nc,
+                settings.database_url,
+                topology,
+                schema,
+                position,
+                progress,
+                indexes=keep,
+                history_from=await history_start(live),  # bounded as the live one (NOEMA_HISTORY_DAYS)
             )
             expected = totals(by_workspace)
             differing = [t for t in PROJECTED_TABLES if expected[t] != result.digests.get(t)]

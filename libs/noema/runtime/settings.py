@@ -189,9 +189,10 @@ class Settings:
     (unset): not served. The operator API serves them on its own port instead."""
     metrics_host: str = "127.0.0.1"
     """The address the metrics port listens on (``0.0.0.0`` where Prometheus scrapes pods)."""
-    asof_keep: int = 8
-    """As-of schemas kept for reads as of a past point (``--as-of``); building another drops the
-    oldest beyond this many."""
+    history_days: int = 0
+    """How many days of the read model's history (the row versions as-of reads answer from) the
+    projector keeps: versions replaced longer ago are dropped, and earlier points are refused with a
+    message naming ``replay --until N --keep``; 0 (the default): every version is kept."""
     rate_limit: float = 20.0
     """Requests a second one caller (an API token, an agent) may make of the API, the MCP server or
     the agent service, sustained (``NOEMA_RATE_LIMIT``; 0: no rate limit; noema.domain.admission)."""
@@ -259,7 +260,7 @@ class Settings:
             status_workers=_workers(env),
             dlq_max_age_s=_float(env, "NOEMA_DLQ_MAX_AGE", DEFAULT_MAX_AGE_S, 0.0, 3650 * 86400.0),
             dlq_max_bytes=_int(env, "NOEMA_DLQ_MAX_BYTES", DEFAULT_MAX_BYTES, 0, 1 << 50),
-            asof_keep=_int(env, "NOEMA_ASOF_KEEP", 8, 1, 1000),
+            history_days=_int(env, "NOEMA_HISTORY_DAYS", 0, 0, 100_000),
             rate_limit=_float(env, "NOEMA_RATE_LIMIT", 20.0, 0.0, 1e6),
             rate_burst=_int(env, "NOEMA_RATE_BURST", 40, 1, 10**6),
             concurrency_limit=_int(env, "NOEMA_CONCURRENCY_LIMIT", 8, 0, 10**6),

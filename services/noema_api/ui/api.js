@@ -5,8 +5,8 @@ import { showError } from "./dom.js";
 import { nav } from "./nav.js";
 import { ApiError, state } from "./state.js";
 
-// The reads that take as_of: memory and knowledge (not the audit log, why, dead letters, status).
-const AS_OF_READS = /^\/v1\/(memories|timeline|facts|policies|conflicts|grants|domains|working-memory|notes)(\/|$)/;
+// The reads that take as_of: memory, knowledge and audit (not dead letters or status).
+const AS_OF_READS = /^\/v1\/(memories|timeline|facts|policies|conflicts|grants|domains|working-memory|notes|audit|why)(\/|$)/;
 
 /** Call the operator API; `params` become the query string (empty values left out). */
 export async function api(method, path, { params = {}, body } = {}) {

@@ -69,6 +69,24 @@ class Tables:
     """Sequence → the audit copy of the event stored there (``events``), in stream order."""
     position: int = 0
     """The last stream sequence applied."""
+    history: list[Projected] = field(default_factory=list)
+    """Every event applied, in stream order: the in-memory read model's history, from which
+    :meth:`as_of` answers (PostgreSQL keeps row versions instead, migration 0016)."""
+    _past: dict[int, Tables] = field(default_factory=dict)
+
+    def as_of(self, seq: int) -> Tables:
+        """The tables as they stood after stream sequence ``seq`` (the reads as of a point run over
+        them, as PostgreSQL's run over the versions valid then); kept, since the past stays as it
+        was."""
+        found = self._past.get(seq)
+        if found is None:
+            found = Tables()
+            for item in self.history:
+                if item.seq > seq:
+                    break
+                found.apply(item)
+            self._past[seq] = found
+        return found
 
     def _insert(self, row: dict[str, object]) -> None:
         """A new memory (a re-published creation of an existing id changes nothing)."""
@@ -112,6 +130,7 @@ class Tables:
         if seq <= self.position:
             return
         self.position = seq
+        self.history.append(item)
         if self._refused(ev):
             return
         self.events[seq] = dict(zip(EVENT_COLUMNS, event_row(item), strict=True))

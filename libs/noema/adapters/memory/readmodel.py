@@ -124,6 +124,10 @@ class InMemoryKnowledge:
     def __init__(self, tables: Tables | None = None) -> None:
         self.tables = tables or Tables()
 
+    def as_of(self, seq: int) -> InMemoryKnowledge:
+        """The same read model as it stood after stream sequence ``seq`` (read-only)."""
+        return InMemoryKnowledge(self.tables.as_of(seq))
+
     def apply(self, batch: Sequence[Projected]) -> None:
         """Apply stored events in stream order, as the projector does."""
         for item in batch:

@@ -84,6 +84,10 @@ class InMemoryReads(InMemoryRecords, InMemoryEvents):
         super().__init__(tables)
         self._clock = clock
 
+    def as_of(self, seq: int, clock: Callable[[], datetime] | None = None) -> InMemoryReads:
+        """The same reads as of stream sequence ``seq`` (``clock``: that moment's, by default this one's)."""
+        return InMemoryReads(self.tables.as_of(seq), clock or self._clock)
+
     async def get(self, full_id: str) -> Row | None:
         """One memory by its full id with its origin event, relationships and vectors."""
         m = self.tables.memories.get(full_id)

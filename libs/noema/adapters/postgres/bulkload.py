@@ -143,11 +143,13 @@ _POSTINGS_TRIGGERS = ("memory_postings_insert", "memory_postings_delete", "memor
 """The triggers that keep ``memory_postings`` (migration 0009); its TRUNCATE trigger stays on."""
 
 _POSTINGS = """
-    INSERT INTO memory_postings (lexeme, workspace, memory_id, tf, dl)
-    SELECT p.lexeme, m.workspace, m.id, p.tf, p.dl FROM memories m, noema_postings_of(m.search) p
+    INSERT INTO memory_postings (lexeme, workspace, memory_id, tf, dl, origin_seq)
+    SELECT p.lexeme, m.workspace, m.id, p.tf, p.dl, m.origin_seq
+    FROM memories m, noema_postings_of(m.search) p
     ORDER BY 1, 2, 3
 """
-"""Every memory's postings, as the triggers write them (migration 0009's own backfill)."""
+"""Every memory's postings, as the triggers write them (migration 0009's own backfill, with the
+memory's creation sequence of migration 0016)."""
 
 _COMPRESSED_UNINDEXED = """
     SELECT c.relname, a.attname FROM pg_attribute a

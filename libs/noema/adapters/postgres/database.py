@@ -166,9 +166,10 @@ async def migrate(url: str, schema: str) -> list[int]:
 
 
 async def drop_schema(url: str, schema: str) -> None:
-    """Drop ``schema`` and everything in it, if it exists (callers decide which schemas may go)."""
+    """Drop ``schema`` and everything in it, if it exists, with its as-of views (``<schema>_asof``,
+    migration 0016); callers decide which schemas may go."""
     conn = await asyncpg.connect(url)
     try:
-        await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        await conn.execute(f"DROP SCHEMA IF EXISTS {schema}_asof, {schema} CASCADE")
     finally:
         await conn.close()

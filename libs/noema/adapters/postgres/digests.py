@@ -49,6 +49,7 @@ _WORKSPACE_DIGESTS = """
 
 _WORKSPACE_OF: dict[str, tuple[str, str]] = {
     "memory_embeddings": ("m.workspace", "LEFT JOIN memories m ON m.id = t.memory_id"),
+    "memory_embeddings_history": ("m.workspace", "LEFT JOIN memories m ON m.id = t.memory_id"),
 }
 """How a row's workspace is found in a table without a ``workspace`` column: (expression, join)."""
 

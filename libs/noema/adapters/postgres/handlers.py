@@ -90,13 +90,14 @@ MEMORY_COLUMNS = (
     "created_at",
     "updated_at",
     "tier",
+    "row_seq",
 )
 
 
 def memory_row(item: Projected, **fields: object) -> tuple[object, ...]:
     """A ``memories`` row in ``MEMORY_COLUMNS`` order (see :func:`memory_columns`; a column missing
     from both raises ``KeyError``)."""
-    row = memory_columns(item.event, item.seq, **fields)
+    row = memory_columns(item.event, item.seq, **fields) | {"row_seq": item.seq}
     return tuple(row[c] for c in MEMORY_COLUMNS)
 
 
@@ -188,18 +189,20 @@ _REINFORCE = """
         half_life_days = r.half_life,
         activation_floor = r.floor,
         recall_count = m.recall_count + r.recalls,
-        updated_at = greatest(m.updated_at, r.at)
+        updated_at = greatest(m.updated_at, r.at),
+        row_seq = r.seq
     FROM unnest($1::text[], $2::timestamptz[], $3::float8[], $4::float8[], $5::integer[], $6::float8[],
-                $7::text[])
-         AS r(id, at, amount, half_life, recalls, floor, workspace)
+                $7::text[], $8::bigint[])
+         AS r(id, at, amount, half_life, recalls, floor, workspace, seq)
     WHERE m.id = r.id AND m.workspace = r.workspace
 """
 # Every change to a memory names its workspace too: an event of another workspace that names the
 # same id (an agent there chose a colliding observation id) changes nothing here.
 
 
-Reinforcement = tuple[str, datetime, float, float, int, float, str]
-"""(memory id, time, amount, half-life in days, recalls it counts as, activation floor, workspace)."""
+Reinforcement = tuple[str, datetime, float, float, int, float, str, int]
+"""(memory id, time, amount, half-life in days, recalls it counts as, activation floor, workspace,
+stream sequence)."""
 
 
 async def _reinforce(conn: asyncpg.Connection, rows: Sequence[Reinforcement]) -> None:
@@ -222,10 +225,19 @@ async def _reinforce(conn: asyncpg.Connection, rows: Sequence[Reinforcement]) ->
 async def memory_retrieved(conn: asyncpg.Connection, run: Run[MemoryRetrieved]) -> None:
     """A recall: decay to the recall time, then the recorded boost; recall_count + 1."""
     args = []
-    for _, ev in run:
+    for item, ev in run:
         p = ev.payload
         args.append(
-            (p.memory_id, ev.occurred_at, p.boost, p.half_life_days, 1, p.activation_floor, ev.workspace)
+            (
+                p.memory_id,
+                ev.occurred_at,
+                p.boost,
+                p.half_life_days,
+                1,
+                p.activation_floor,
+                ev.workspace,
+                item.seq,
+            )
         )
     await _reinforce(conn, args)
 
@@ -234,11 +246,20 @@ async def memory_retrieved(conn: asyncpg.Connection, run: Run[MemoryRetrieved]) 
 async def memory_reinforced(conn: asyncpg.Connection, run: Run[MemoryReinforced]) -> None:
     """An explicit reinforcement: like a recall, without counting as one."""
     args = []
-    for _, ev in run:
+    for item, ev in run:
         p = ev.payload
         boost = min(1.0, max(0.0, p.amount))
         args.append(
-            (p.memory_id, ev.occurred_at, boost, p.half_life_days, 0, p.activation_floor, ev.workspace)
+            (
+                p.memory_id,
+                ev.occurred_at,
+                boost,
+                p.half_life_days,
+                0,
+                p.activation_floor,
+                ev.workspace,
+                item.seq,
+            )
         )
     await _reinforce(conn, args)
 
@@ -249,7 +270,7 @@ async def activation_decayed(conn: asyncpg.Connection, run: Run[ActivationDecaye
     release (``rewrite``, an upcast v1) is applied as its projector did — every memory of the
     workspace decayed up to the tick time, in one statement, which then decays from there with the
     tick's half-life and floor — so replay reproduces the read models those ticks built."""
-    for _, ev in run:
+    for item, ev in run:
         if not ev.payload.rewrite:
             continue
         await conn.execute(
@@ -257,21 +278,26 @@ async def activation_decayed(conn: asyncpg.Connection, run: Run[ActivationDecaye
                    activation = noema_decay(activation, noema_days($2, activation_at), importance, $3, $4),
                    activation_at = $2,
                    half_life_days = $3,
-                   activation_floor = $4
+                   activation_floor = $4,
+                   row_seq = $5
                WHERE workspace = $1 AND activation_at < $2""",
             ev.workspace,
             ev.payload.tick_at,
             ev.payload.half_life_days,
             ev.payload.activation_floor,
+            item.seq,
         )
 
 
 @HANDLERS.register(MemorySuperseded)
 async def memory_superseded(conn: asyncpg.Connection, run: Run[MemorySuperseded]) -> None:
     """The old version stays, marked superseded and pointing at its replacement."""
-    args = [(ev.payload.memory_id, ev.payload.superseded_by, ev.occurred_at, ev.workspace) for _, ev in run]
+    args = [
+        (ev.payload.memory_id, ev.payload.superseded_by, ev.occurred_at, ev.workspace, item.seq)
+        for item, ev in run
+    ]
     await conn.executemany(
-        "UPDATE memories SET status = 'superseded', superseded_by = $2, updated_at = $3 "
+        "UPDATE memories SET status = 'superseded', superseded_by = $2, updated_at = $3, row_seq = $5 "
         "WHERE id = $1 AND workspace = $4 AND status <> 'erased'",  # erased stays erased
         args,
     )
@@ -283,16 +309,17 @@ _STATUS_BY_ACTION = {"retract": "retracted", "archive": "archived", "restore": "
 @HANDLERS.register(OperatorAction)
 async def operator_action(conn: asyncpg.Connection, run: Run[OperatorAction]) -> None:
     """Retract / archive / restore change the target's status; the action itself is in ``events``."""
-    for _, ev in run:
+    for item, ev in run:
         status = _STATUS_BY_ACTION.get(ev.payload.action)
         if status is not None and ev.payload.target_id:
             await conn.execute(
-                "UPDATE memories SET status = $2, updated_at = $3 "
+                "UPDATE memories SET status = $2, updated_at = $3, row_seq = $5 "
                 "WHERE id = $1 AND workspace = $4 AND status NOT IN ('superseded', 'erased')",
                 ev.payload.target_id,
                 status,
                 ev.occurred_at,
                 ev.workspace,
+                item.seq,
             )
 
 
@@ -301,18 +328,28 @@ async def fact_mentioned(conn: asyncpg.Connection, run: Run[FactMentioned]) -> N
     """A repeated mention raises confidence by the recorded rate, up to the recorded cap, and
     mention_count by the mentions the event stands for (a merge: one per merged fact)."""
     args = []
-    for _, ev in run:
+    for item, ev in run:
         p = ev.payload
         sources = list(p.source_observation_ids)
         args.append(
-            (p.memory_id, p.rate, p.confidence_cap, sources, ev.occurred_at, p.mentions, ev.workspace)
+            (
+                p.memory_id,
+                p.rate,
+                p.confidence_cap,
+                sources,
+                ev.occurred_at,
+                p.mentions,
+                ev.workspace,
+                item.seq,
+            )
         )
     await conn.executemany(
         """UPDATE memories SET
                confidence = least($3, confidence + $2 * (1 - confidence)),
                mention_count = mention_count + $6,
                source_observation_ids = source_observation_ids || $4::text[],
-               updated_at = greatest(updated_at, $5)
+               updated_at = greatest(updated_at, $5),
+               row_seq = $8
            WHERE id = $1 AND workspace = $7""",
         args,
     )
@@ -327,8 +364,8 @@ async def relationship_added(conn: asyncpg.Connection, run: Run[RelationshipAdde
         p = ev.payload
         await conn.execute(
             """INSERT INTO relationships (id, workspace, mind, from_id, to_id, relation, confidence,
-                                          source, origin_event, origin_seq, created_at)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING""",
+                                          source, origin_event, origin_seq, created_at, row_seq)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $10) ON CONFLICT (id) DO NOTHING""",
             p.relationship_id,
             ev.workspace,
             ev.mind,
@@ -371,8 +408,8 @@ async def memory_embedded(conn: asyncpg.Connection, run: Run[MemoryEmbedded]) ->
         rows = [(*r[:3], "{" + r[3][1:-1] + "}", *r[4:]) for r in rows]
     await conn.executemany(
         f"""INSERT INTO memory_embeddings (memory_id, model, dimensions, embedding, origin_event, origin_seq,
-                                          created_at)
-            SELECT $1, $2, $3, $4{cast}, $5, $6, $7
+                                          created_at, row_seq)
+            SELECT $1, $2, $3, $4{cast}, $5, $6, $7, $6
             WHERE EXISTS (SELECT 1 FROM memories WHERE id = $1 AND workspace = $8)
             ON CONFLICT (memory_id, model) DO NOTHING""",
         rows,

@@ -76,13 +76,13 @@ async def fact_proposed(conn: asyncpg.Connection, run: Run[FactProposed]) -> Non
 async def domain_created(conn: asyncpg.Connection, run: Run[DomainCreated]) -> None:
     """The first use of a domain (a repeated creation changes nothing)."""
     args = []
-    for _, ev in run:
+    for item, ev in run:
         p = ev.payload
         name = p.domain.split("/", 1)[1] if p.repo else p.domain
-        args.append((ev.workspace, p.domain, name, p.repo, ev.actor, ev.occurred_at, ev.id))
+        args.append((ev.workspace, p.domain, name, p.repo, ev.actor, ev.occurred_at, ev.id, item.seq))
     await conn.executemany(
-        """INSERT INTO domains (workspace, domain, name, repo, created_by, created_at, origin_event)
-           VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING""",
+        """INSERT INTO domains (workspace, domain, name, repo, created_by, created_at, origin_event, row_seq)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING""",
         args,
     )
 
@@ -91,14 +91,17 @@ async def domain_created(conn: asyncpg.Connection, run: Run[DomainCreated]) -> N
 async def grant_changed(conn: asyncpg.Connection, run: Run[GrantChanged]) -> None:
     """(role, domain) → access; the latest event wins."""
     args = []
-    for _, ev in run:
+    for item, ev in run:
         p = ev.payload
-        args.append((ev.workspace, p.role, p.domain, p.access, ev.actor, ev.occurred_at, ev.id, p.seeded))
+        args.append(
+            (ev.workspace, p.role, p.domain, p.access, ev.actor, ev.occurred_at, ev.id, p.seeded, item.seq)
+        )
     await conn.executemany(
-        """INSERT INTO grants (workspace, role, domain, access, changed_by, updated_at, origin_event, seeded)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+        """INSERT INTO grants (workspace, role, domain, access, changed_by, updated_at, origin_event, seeded,
+                               row_seq)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
            ON CONFLICT (workspace, role, domain) DO UPDATE SET access = $4, changed_by = $5,
-               updated_at = $6, origin_event = $7, seeded = $8""",
+               updated_at = $6, origin_event = $7, seeded = $8, row_seq = $9""",
         args,
     )
 
@@ -106,15 +109,17 @@ async def grant_changed(conn: asyncpg.Connection, run: Run[GrantChanged]) -> Non
 @KNOWLEDGE_HANDLERS.register(WorkspaceConfigured)
 async def workspace_configured(conn: asyncpg.Connection, run: Run[WorkspaceConfigured]) -> None:
     """A workspace's access mode."""
-    for _, ev in run:
+    for item, ev in run:
         await conn.execute(
-            """INSERT INTO workspace_settings (workspace, access_mode, updated_at, origin_event)
-               VALUES ($1, $2, $3, $4)
-               ON CONFLICT (workspace) DO UPDATE SET access_mode = $2, updated_at = $3, origin_event = $4""",
+            """INSERT INTO workspace_settings (workspace, access_mode, updated_at, origin_event, row_seq)
+               VALUES ($1, $2, $3, $4, $5)
+               ON CONFLICT (workspace) DO UPDATE SET access_mode = $2, updated_at = $3, origin_event = $4,
+                   row_seq = $5""",
             ev.workspace,
             ev.payload.access_mode,
             ev.occurred_at,
             ev.id,
+            item.seq,
         )
 
 
@@ -141,8 +146,8 @@ async def policy_proposed(conn: asyncpg.Connection, run: Run[PolicyProposed]) ->
         )
     await conn.executemany(
         """INSERT INTO policies (id, workspace, domain, repo, rule, required_role, source_fact_ids,
-                                 proposed_by, created_at, updated_at, origin_event, origin_seq)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11) ON CONFLICT (id) DO NOTHING""",
+                                 proposed_by, created_at, updated_at, origin_event, origin_seq, row_seq)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11, $11) ON CONFLICT (id) DO NOTHING""",
         args,
     )
 
@@ -150,9 +155,12 @@ async def policy_proposed(conn: asyncpg.Connection, run: Run[PolicyProposed]) ->
 @KNOWLEDGE_HANDLERS.register(PolicySuperseded)
 async def policy_superseded(conn: asyncpg.Connection, run: Run[PolicySuperseded]) -> None:
     """The old policy stays, inactive, pointing at its replacement (if any)."""
-    args = [(ev.payload.policy_id, ev.payload.superseded_by, ev.occurred_at, ev.workspace) for _, ev in run]
+    args = [
+        (ev.payload.policy_id, ev.payload.superseded_by, ev.occurred_at, ev.workspace, item.seq)
+        for item, ev in run
+    ]
     await conn.executemany(
-        "UPDATE policies SET active = false, superseded_by = $2, updated_at = $3 "
+        "UPDATE policies SET active = false, superseded_by = $2, updated_at = $3, row_seq = $5 "
         "WHERE id = $1 AND workspace = $4",
         args,
     )
@@ -182,32 +190,31 @@ async def conflict_recorded(conn: asyncpg.Connection, run: Run[ConflictRecorded]
         )
     await conn.executemany(
         """INSERT INTO conflicts (id, workspace, domain, topic, winner_id, loser_id, rule, detail, decided_by,
-                                  created_at, origin_event, origin_seq)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (id) DO NOTHING""",
+                                  created_at, origin_event, origin_seq, row_seq)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12) ON CONFLICT (id) DO NOTHING""",
         args,
     )
 
 
 _WORKING_MEMORY = """
-    INSERT INTO working_memory (workspace, mind, capacity, items, updated_at, origin_event)
-    SELECT DISTINCT ON (workspace, mind) workspace, mind, capacity, items, updated_at, origin_event
-    FROM unnest($1::text[], $2::text[], $3::integer[], $4::jsonb[], $5::timestamptz[], $6::text[])
-         WITH ORDINALITY AS r(workspace, mind, capacity, items, updated_at, origin_event, n)
-    ORDER BY workspace, mind, n DESC
+    INSERT INTO working_memory (workspace, mind, capacity, items, updated_at, origin_event, row_seq)
+    SELECT workspace, mind, capacity, items, updated_at, origin_event, row_seq
+    FROM unnest($1::text[], $2::text[], $3::integer[], $4::jsonb[], $5::timestamptz[], $6::text[],
+                $7::bigint[])
+         AS r(workspace, mind, capacity, items, updated_at, origin_event, row_seq)
     ON CONFLICT (workspace, mind) DO UPDATE SET capacity = excluded.capacity, items = excluded.items,
-        updated_at = excluded.updated_at, origin_event = excluded.origin_event
+        updated_at = excluded.updated_at, origin_event = excluded.origin_event, row_seq = excluded.row_seq
 """
 
 
 @KNOWLEDGE_HANDLERS.register(WorkingMemoryUpdated)
 async def working_memory_updated(conn: asyncpg.Connection, run: Run[WorkingMemoryUpdated]) -> None:
-    """A mind's working memory, replaced whole: each mind's last state of the run, in one statement
-    (a live system updates the same few minds over and over).
+    """A mind's working memory, replaced whole. Each state of the run is a version of its own (the
+    history keeps them all), so the run is written in rounds, one statement each: the n-th update
+    of each mind in the n-th round (an upsert writes a row once per statement).
 
-    Every state of the run is still read by the server (a JSON value it refuses fails the run, as
-    one by one); only the capacity's check constraint sees the written rows alone, so a run holding
-    a capacity that check refuses is applied one event at a time, and the database refuses exactly
-    the events it refuses then."""
+    A capacity that the check constraint refuses fails its round; the run is then applied one
+    event at a time, and the database refuses exactly the events it refuses then."""
     rows = [
         (
             ev.workspace,
@@ -216,27 +223,39 @@ async def working_memory_updated(conn: asyncpg.Connection, run: Run[WorkingMemor
             _json.encode(ev.payload.items).decode(),
             ev.occurred_at,
             ev.id,
+            item.seq,
         )
-        for _, ev in run
+        for item, ev in run
     ]
-    if all(row[2] > 0 for row in rows):  # working_memory's CHECK (capacity > 0), migration 0005
-        await conn.execute(_WORKING_MEMORY, *(list(column) for column in zip(*rows, strict=True)))
+    if not all(row[2] > 0 for row in rows):  # working_memory's CHECK (capacity > 0), migration 0005
+        for row in rows:
+            await conn.execute(_WORKING_MEMORY, *([value] for value in row))
         return
+    rounds: list[list[tuple[object, ...]]] = []
+    seen: dict[tuple[str, str], int] = {}
     for row in rows:
-        await conn.execute(_WORKING_MEMORY, *([value] for value in row))
+        n = seen.get((row[0], row[1]), 0)
+        seen[(row[0], row[1])] = n + 1
+        if n == len(rounds):
+            rounds.append([])
+        rounds[n].append(row)
+    for batch in rounds:
+        await conn.execute(_WORKING_MEMORY, *(list(column) for column in zip(*batch, strict=True)))
 
 
 @KNOWLEDGE_HANDLERS.register(NotesUpdated)
 async def notes_updated(conn: asyncpg.Connection, run: Run[NotesUpdated]) -> None:
     """An agent's notes, replaced whole."""
-    for _, ev in run:
+    for item, ev in run:
         await conn.execute(
-            """INSERT INTO agent_notes (workspace, agent, notes, updated_at, origin_event)
-               VALUES ($1, $2, $3, $4, $5)
-               ON CONFLICT (workspace, agent) DO UPDATE SET notes = $3, updated_at = $4, origin_event = $5""",
+            """INSERT INTO agent_notes (workspace, agent, notes, updated_at, origin_event, row_seq)
+               VALUES ($1, $2, $3, $4, $5, $6)
+               ON CONFLICT (workspace, agent) DO UPDATE SET notes = $3, updated_at = $4, origin_event = $5,
+                   row_seq = $6""",
             ev.workspace,
             ev.payload.agent,
             ev.payload.notes,
             ev.occurred_at,
             ev.id,
+            item.seq,
         )

@@ -30,6 +30,7 @@ __all__ = [
     "POISON",
     "PROJECTED_TABLES",
     "PROJECTION_HANDLERS",
+    "STATE_TABLES",
     "Projected",
     "ReadModelProjection",
     "Refused",
@@ -37,7 +38,7 @@ __all__ = [
     "event_row",
 ]
 
-PROJECTED_TABLES: tuple[str, ...] = (
+STATE_TABLES: tuple[str, ...] = (
     "events",
     "memories",
     "relationships",
@@ -50,7 +51,14 @@ PROJECTED_TABLES: tuple[str, ...] = (
     "working_memory",
     "agent_notes",
 )
-"""Tables the projection owns; replay rebuilds them and the checksum covers them."""
+"""The state tables the projection owns (besides ``events``), each with its history."""
+
+PROJECTED_TABLES: tuple[str, ...] = (
+    *STATE_TABLES,
+    *(f"{table}_history" for table in STATE_TABLES[1:]),
+)
+"""Tables the projection owns; replay rebuilds them and the checksum covers them: the live rows and
+every version the history holds (migration 0016)."""
 
 PROJECTION_HANDLERS = Handlers.joined(HANDLERS, KNOWLEDGE_HANDLERS, ERASURE_HANDLERS)
 """Event type → handler of every type the projection applies (a type two modules handle fails the

@@ -177,17 +177,15 @@ class MemoryQueries(EventQueries):
         )
 
     async def citing_events(self, memory_id: str, workspace: str, limit: int) -> list[dict[str, Any]]:
-        """Events (:data:`EVENT_FIELDS`) whose payload names the memory, newest first.
-
-        Every event that concerns a memory is published in the memory's workspace, so the
-        ``events_workspace_type`` index bounds the scan to that workspace; within it, the payload's
-        text is matched for the quoted id (ids are UUIDs, so a quoted match is exact).
-        """
+        """Events (:data:`EVENT_FIELDS`) whose payload names the memory (a string value equal to its
+        id), newest first: read by the ``event_citations`` index the projector keeps (migration
+        0016). Every event that concerns a memory is published in the memory's workspace."""
         rows = await self._pool.fetch(
-            f"SELECT {EVENT_FIELDS} FROM events WHERE workspace = $1 AND strpos(payload::text, $2) > 0 "
+            f"SELECT {EVENT_FIELDS} FROM events WHERE seq IN "
+            "(SELECT seq FROM event_citations WHERE ref = $2 AND workspace = $1) "
             "ORDER BY seq DESC LIMIT $3",
             workspace,
-            f'"{memory_id}"',
+            memory_id,
             limit,
         )
         return await opened_rows(self._pool, rows)

@@ -106,7 +106,7 @@ async def prepare_database(conn: asyncpg.Connection, schema: str) -> None:
     await conn.execute(LEAKPROOF_SQL)
     database = await conn.fetchval("SELECT current_database()")
     await conn.execute(f'GRANT CREATE, CONNECT ON DATABASE "{database}" TO {owner}')
-    for given in (schema, KEYRING_SCHEMA):
+    for given in (schema, f"{schema}_asof", KEYRING_SCHEMA):  # _asof: the as-of views (migration 0016)
         await _give(conn, given, owner)
 
 
@@ -127,10 +127,12 @@ async def _give(conn: asyncpg.Connection, schema: str, owner: str) -> None:
     async with conn.transaction():
         await conn.execute(f"ALTER SCHEMA {schema} OWNER TO {owner}")
         for table in await conn.fetch(
-            "SELECT relname FROM pg_class WHERE relnamespace = $1::regnamespace AND relkind IN ('r', 'p')",
+            "SELECT relname, relkind FROM pg_class WHERE relnamespace = $1::regnamespace "
+            "AND relkind IN ('r', 'p', 'v')",
             schema,
         ):
-            await conn.execute(f'ALTER TABLE {schema}."{table["relname"]}" OWNER TO {owner}')
+            kind = "VIEW" if table["relkind"] == "v" else "TABLE"
+            await conn.execute(f'ALTER {kind} {schema}."{table["relname"]}" OWNER TO {owner}')
         for func in await conn.fetch(
             "SELECT oid::regprocedure::text AS sig FROM pg_proc WHERE pronamespace = $1::regnamespace",
             schema,
@@ -149,9 +151,19 @@ async def grant_roles(conn: asyncpg.Connection, schema: str) -> list[str]:
         )
     }
     reader, projector = DB_ROLES["reader"], DB_ROLES["projector"]
+    # The as-of views (migration 0016) read with their reader's rights (security_invoker).
+    asof = f"{schema}_asof"
+    has_asof = await conn.fetchval(
+        "SELECT coalesce(pg_has_role(current_user, nspowner, 'USAGE'), false) FROM pg_namespace "
+        "WHERE nspname = $1",
+        asof,
+    )
     if reader in existing:
         await conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {reader}")
         await conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {reader}")
+        if has_asof:
+            await conn.execute(f"GRANT USAGE ON SCHEMA {asof} TO {reader}")
+            await conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {asof} TO {reader}")
     if projector in existing:
         await conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {projector}")
         await conn.execute(

@@ -217,8 +217,12 @@ async def make_durable(conn: asyncpg.Connection, schema: str) -> None:
 
 
 async def rename_schema(conn: asyncpg.Connection, old: str, new: str) -> None:
-    """Rename a read model's schema, and the search path its functions were created with."""
+    """Rename a read model's schema, its as-of views' schema (``<schema>_asof``, migration 0016,
+    whose views follow their tables whatever their schema's name) and the search path its
+    functions were created with."""
     await conn.execute(f"ALTER SCHEMA {_checked(old)} RENAME TO {_checked(new)}")
+    if await conn.fetchval("SELECT to_regnamespace($1) IS NOT NULL", f"{old}_asof"):
+        await conn.execute(f"ALTER SCHEMA {_checked(old + '_asof')} RENAME TO {_checked(new + '_asof')}")
     for row in await conn.fetch(
         """SELECT p.oid::regprocedure::text AS signature FROM pg_proc p
            WHERE p.pronamespace = $1::regnamespace
@@ -294,5 +298,5 @@ async def drop_version(conn: asyncpg.Connection, live: str, version: int) -> str
             raise LookupError(f"version {version} is active or unknown")
         if schema == live:
             raise RuntimeError(f"refusing to drop the live schema {live}")
-        await conn.execute(f"DROP SCHEMA IF EXISTS {_checked(schema)} CASCADE")
+        await conn.execute(f"DROP SCHEMA IF EXISTS {_checked(schema + '_asof')}, {_checked(schema)} CASCADE")
     return str(schema)

@@ -143,8 +143,11 @@ class RecallStore:
         approximate): the reads of an as-of schema are exact, like the oracle they are held to."""
 
     @staticmethod
-    async def create_pool(url: str, schema: str, app: str = "noema-recall", **kwargs: Any) -> asyncpg.Pool:
-        """A pool for recall: pgvector values as numpy arrays, HNSW scans that survive filtering."""
+    async def create_pool(
+        url: str, schema: str, app: str = "noema-recall", search_path: str | None = None, **kwargs: Any
+    ) -> asyncpg.Pool:
+        """A pool for recall: pgvector values as numpy arrays, HNSW scans that survive filtering;
+        ``search_path``: another one than ``schema``'s (the as-of views', for one)."""
         from pgvector.asyncpg import register_vector
 
         from noema.adapters.postgres.database import create_pool
@@ -167,6 +170,8 @@ class RecallStore:
             # 216 ms that way. Planning a recall's statements costs well under a millisecond.
             "plan_cache_mode": "force_custom_plan",
         }
+        if search_path is not None:
+            hnsw["search_path"] = search_path
         return await create_pool(url, schema, app=app, settings=hnsw, init=init, **kwargs)
 
     @classmethod
