@@ -275,6 +275,8 @@ def memory_search(
     if as_json:
         print_json(response)
         return
+    for voice, why in response["unavailable"].items():
+        out.print(escape(f"note: the {voice} voice was not heard ({why})"), highlight=False)
     if not response["results"]:
         out.print(f"no matching memories{note}")
         return

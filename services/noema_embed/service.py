@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import structlog
 from nats.aio.msg import Msg
 
-from noema.adapters.embedders import Embedder, create_embedder
+from noema.adapters.embedders import Embedder
 from noema.adapters.jetstream import DeadLetters, EventPublisher
 from noema.adapters.pull import durable_puller
 from noema.adapters.vector_cache import VectorCache
@@ -19,6 +19,7 @@ from noema.application.upkeep import embed_memories
 from noema.domain.attention import memory_id_for
 from noema.domain.documents import memory_document
 from noema.runtime import tracing
+from noema.runtime.embedding import start_embedder
 from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema.runtime.stopping import StopFlag, StopsHandler, release
@@ -31,7 +32,8 @@ __all__ = ["EmbedHandler", "build"]
 log = structlog.get_logger("noema.embed")
 
 CHUNK = 4
-"""Messages embedded per call: the unit after which a stop is honoured (well under a second)."""
+"""Messages embedded per call in process: the unit after which a stop is honoured (well under a
+second). A remote embedder takes its ``chunk`` at once (requests in flight on the server)."""
 PATIENCE_S = 20.0
 """How long an observation's memory waits for retrieve's vector of it (see noema.application.vectors)."""
 IMPATIENT_S = 60.0
@@ -65,16 +67,17 @@ class EmbedHandler:
         self._embedder = embedder
         self._clock = clock
         self._stopping = stopping or StopFlag()
+        self._chunk = _chunk(embedder)
 
     async def __call__(self, msgs: list[Msg]) -> None:
         """Embed, publish (stored before the ack), ack — in chunks of :data:`CHUNK` messages, so a stop
         asked for mid-batch ends it after the current chunk (the rest is nakked)."""
         count = computed = 0
-        for start in range(0, len(msgs), CHUNK):
+        for start in range(0, len(msgs), self._chunk):
             if self._stopping.is_set:
                 await release(msgs[start:])
                 break
-            chunk = msgs[start : start + CHUNK]
+            chunk = msgs[start : start + self._chunk]
             now = self._clock()
             patient = time.monotonic() >= self._impatient_until
             # Each memory.embedded carries the trace of the event that asked for it.
@@ -140,22 +143,26 @@ async def build(
     metrics: Metrics | None = None,
 ) -> StopsHandler:
     """Connect and bind the durable ``embed`` consumer (memory.created and fact.proposed events)."""
-    embedder = embedder or create_embedder(settings.embedder)
+    nc, js, topology = await open_bus(settings, stack, "noema-embed")
+    # For the keyring (the memories' text comes sealed in the events it embeds) and the start check.
+    pool = await open_pool(settings, stack, "reader", app="noema-embed", max_size=1)
+    if embedder is None:
+        # Checked before the consumer is bound: a wrong server or model exits 2 having taken nothing.
+        embedder = await start_embedder(settings, pool)
     if embedder is None:
         raise RuntimeError("the embed worker needs an embedder (NOEMA_EMBEDDER is 'none')")
-    nc, js, topology = await open_bus(settings, stack, "noema-embed")
-    # Only for the keyring: the memories' text comes sealed in the events it embeds.
-    pool = await open_pool(settings, stack, "reader", app="noema-embed", max_size=1)
     durable = topology.durable("embed")
-    # Small batches: embedding is the slow part (about 100 texts/s on 2 cores).
+    # Small batches in process: embedding is the slow part (about 100 texts/s on 2 cores). A remote
+    # embedder gets enough at once to keep its requests in flight.
+    batch = max(64, _chunk(embedder))
     puller = await durable_puller(
         nc,
         topology.event_stream,
         durable,
         [f"{topology.prefix}.evt.*.*.memory_created", f"{topology.prefix}.evt.*.*.fact_proposed"],
-        64,
+        batch,
         ack_wait=300.0,
-        max_ack_pending=2_000,
+        max_ack_pending=max(2_000, 4 * batch),
     )
     stopping = StopFlag()
     handler = EmbedHandler(
@@ -166,4 +173,10 @@ async def build(
         cache=VectorCache(nc, topology, embedder.name, embedder.dimensions),
         metrics=metrics,
     )
-    return StopsHandler(PullWorker("embed", puller, handler, 64, metrics=metrics), stopping)
+    return StopsHandler(PullWorker("embed", puller, handler, batch, metrics=metrics), stopping)
+
+
+def _chunk(embedder: Embedder) -> int:
+    """Texts per embedding call: :data:`CHUNK` in process, a remote embedder's ``chunk`` (its request
+    size times its requests in flight)."""
+    return int(getattr(embedder, "chunk", CHUNK))

@@ -18,7 +18,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
-from noema.adapters.embedders import Embedder, create_embedder
+from noema.adapters.embedders import Embedder, EmbedderUnavailable
 from noema.adapters.jetstream import DeadLetters, Outgoing, publish_batch
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
 from noema.adapters.postgres.voices import RecallFilters, RecallStore
@@ -30,6 +30,7 @@ from noema.application.vectors import passage_vectors
 from noema.domain.attention import memory_id_for
 from noema.domain.documents import observation_document
 from noema.ids import derive_id
+from noema.runtime.embedding import start_embedder
 from noema.runtime.metrics import Metrics
 from noema.runtime.settings import Located
 from noema.runtime.stopping import StopFlag, StopsHandler, release
@@ -175,7 +176,13 @@ class RetrieveHandler:
         if not observations or embedder is None or not self._recall.vectors_available:
             return [None] * len(observations)
         documents = [observation_document(obs) for obs in observations]
-        return list((await passage_vectors(embedder, documents, self._cache)).vectors)
+        try:
+            return list((await passage_vectors(embedder, documents, self._cache)).vectors)
+        except EmbedderUnavailable as exc:
+            # Recall goes on from text and graph while the embedding server is away; the embed
+            # worker, which keeps its messages until the server is back, computes these vectors.
+            log.warning("embedder unavailable; recalling without vectors", error=str(exc))
+            return [None] * len(observations)
 
     async def _recall_for(self, obs: ObservationRecorded, vector: list[float] | None) -> list[SearchResult]:
         response = await self._recall.search(
@@ -216,7 +223,7 @@ async def build(
         max_size=2,
         create=RecallStore.create_pool,
     )
-    embedder = embedder or create_embedder(settings.embedder)
+    embedder = embedder or await start_embedder(settings, pool)
     recall = Recall(await RecallStore.open(pool), embedder)
     nc, _, topology = await open_bus(settings, stack, "noema-retrieve")
     durable = topology.durable("retrieve")
