@@ -5,6 +5,7 @@ and heals by itself."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -78,7 +79,7 @@ def test_the_start_check_says_what_to_fix(
     says: str,
 ) -> None:
     options = embedding_server.options()
-    fields = {"base_url": options.base_url, "model": options.model, "roles": options.roles}
+    fields: dict[str, object] = {"base_url": options.base_url, "model": options.model, "roles": options.roles}
     if "base_url" in change:
         fields["base_url"] = options.base_url.removesuffix("/v1") + str(change.pop("base_url"))
     fields.update(change)
@@ -96,7 +97,7 @@ def test_nothing_listening_is_a_start_error_after_the_wait() -> None:
     assert time.monotonic() - started >= 1.0
 
 
-def test_the_api_key_is_sent_and_never_shown(embedding_server: EmbeddingServer, tmp_path) -> None:  # noqa: F811
+def test_the_api_key_is_sent_and_never_shown(embedding_server: EmbeddingServer, tmp_path: Path) -> None:  # noqa: F811
     key = tmp_path / "key"
     key.write_text("sk-very-secret\n")
     embedder = OpenAIEmbedder(embedding_server.options(api_key_file=key))
