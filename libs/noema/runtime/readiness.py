@@ -574,8 +574,10 @@ def _caused_by_embedder(check: Check, embedder: Check) -> Check:
     """A failed embed or retrieve consumer check, naming the embedding server that does not answer."""
     if check.ok or check.name not in ("embed consumer", "retrieve consumer"):
         return check
-    cause = embedder.detail.split(":", 1)[0]
-    return Check(check.name, False, f"{check.detail}; cause: embedder {cause}", check.state)
+    where = embedder.detail.split(" does not answer", 1)[0]
+    return Check(
+        check.name, False, f"{check.detail}; cause: the embedder {where} does not answer", check.state
+    )
 
 
 def problems(checks: Sequence[Check]) -> list[str]:
