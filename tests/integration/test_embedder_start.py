@@ -20,6 +20,7 @@ from noema_events import MemoryCreated, MemoryCreatedPayload
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
 from tests.embedding_server import MODEL, EmbeddingServer, embedding_server  # noqa: F401 (fixture)
+from tests.faults.instance import Instance, temporary_root
 from tests.support import assert_eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -113,3 +114,21 @@ async def test_vectors_of_another_dimension_count_under_the_model_s_name_are_ref
     assert "gives 384-dimensional vectors, but the vectors stored under that name have 8" in done.stderr
     assert "NOEMA_EMBEDDER_MODEL" in done.stderr
     await _consumer_absent(harness, "embed")
+
+
+async def test_up_refuses_a_model_the_server_does_not_serve_before_starting_any_worker(
+    embedding_server: EmbeddingServer,  # noqa: F811
+) -> None:
+    with temporary_root() as root:
+        instance = Instance(root, {**embedding_server.env(), "NOEMA_EMBEDDER_MODEL": "nomic-embed-text"})
+        instance.start()
+        assert instance.up is not None
+        try:
+            code = await asyncio.to_thread(instance.up.wait, 180)
+        finally:
+            instance.force_stop()
+        assert code == 2, instance.tail()
+        [refused] = instance.events("embedder unusable")
+        assert "does not serve model 'nomic-embed-text'" in refused["error"]
+        assert "NOEMA_EMBEDDER_MODEL" in refused["error"]
+        assert not instance.events("service started"), "a worker was started"
