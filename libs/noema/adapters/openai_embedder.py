@@ -15,7 +15,8 @@ which also keys the vectors so that spaces never mix); docs/operations.md, *Embe
   ``attempts`` times with backoff; one that still fails opens the circuit for ``cooldown_s``, during
   which every call fails at once with :class:`EmbedderUnavailable` (an ``OSError``: workers retry it
   with backoff, keeping their messages; searches answer without the vector voice) — then one call
-  tries again. A query (``embed_query``) is tried once within ``query_timeout_s``.
+  tries again. A query (``embed_query``) is tried once within ``query_timeout_s``; whatever fails it
+  (a refusal too) is :class:`EmbedderUnavailable`, and the search answers without the vector voice.
 - **The start check** (:meth:`OpenAIEmbedder.verify`): the model is listed by ``GET {base}/models``
   (when the server lists models) and one probe embedding gives the dimensions; a wrong URL, a wrong
   model or an unexpected dimension count is an :class:`EmbedderConfigError` saying what to fix.
@@ -282,7 +283,7 @@ class OpenAIEmbedder:
                     vectors = self._vectors(answer, len(texts))
                     self._circuit.succeeded()
                     return vectors
-                if answer.status in (400, 413, 422):
+                if answer.status in (400, 413, 422) and not query:
                     raise EmbedderRequestError(
                         f"the embedding server refused {len(texts)} text(s): "
                         f"{answer.status} {answer.message()}"

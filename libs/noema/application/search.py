@@ -39,8 +39,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from noema.adapters.embedders import Embedder, EmbedderUnavailable
-from noema.adapters.openai_embedder import EmbedderRequestError
+from noema.adapters.embedders import Embedder
 from noema.adapters.postgres.voices import RecallFilters, RecallStore
 from noema.domain.ranking import (
     INTENT_WEIGHTS,
@@ -147,8 +146,9 @@ class Recall:
             # Off the event loop: tens of milliseconds of CPU that other requests must not wait for.
             try:
                 vector = await in_daemon_thread(lambda: embedder.embed_query(query))
-            except (EmbedderUnavailable, EmbedderRequestError) as exc:
-                # Answered without the semantic voice (its weight goes to the text voice).
+            except OSError as exc:
+                # The embedder is away (a remote one raises EmbedderUnavailable, an OSError): answered
+                # without the semantic voice, whose weight goes to the text voice.
                 unavailable["semantic"] = f"the query could not be embedded: {exc}"
             timings["query_embedding"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()

@@ -12,7 +12,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
-from noema.adapters.openai_embedder import EmbedderUnavailable
 from noema.application.vectors import PassageVectors, passage_vectors
 from noema.domain.documents import memory_document
 from noema.domain.dynamics import ACTIVATION_FLOOR, FADE_THRESHOLD, HALF_LIFE_DAYS, RECALL_BOOST
@@ -236,7 +235,7 @@ async def embed_missing(
             try:
                 done += len((await embed_memories(publisher, embedder, work, now())).vectors)
                 break
-            except EmbedderUnavailable:
+            except ConnectionError:  # a remote embedder's EmbedderUnavailable
                 down_since = down_since or time.monotonic()
                 if time.monotonic() - down_since > patience_s:
                     raise
