@@ -94,8 +94,9 @@ class RemoteOptions:
     """Texts per request."""
     concurrency: int = 4
     """Requests in flight at once within one call."""
-    timeout_s: float = 60.0
-    """A passage request's timeout (a batch on a busy CPU server takes seconds)."""
+    timeout_s: float = 300.0
+    """A passage request's timeout. Generous: a server that runs one inference at a time queues the
+    requests in flight, and a request that times out is computed all the same, then sent again."""
     query_timeout_s: float = 3.0
     """A search's query embedding gives up after this: the search then answers without vectors."""
     dimensions: int | None = None

@@ -147,6 +147,7 @@ def _remote_embedder(env: Mapping[str, str], embedder: str) -> RemoteOptions | N
         passage_prefix=env.get("NOEMA_EMBEDDER_PASSAGE_PREFIX", "passage: "),
         batch=_int(env, "NOEMA_EMBEDDER_BATCH", 64, 1, 4096),
         concurrency=_int(env, "NOEMA_EMBEDDER_CONCURRENCY", 4, 1, 64),
+        timeout_s=_float(env, "NOEMA_EMBEDDER_TIMEOUT", 300.0, 1.0, 3600.0),
         query_timeout_s=_float(env, "NOEMA_EMBEDDER_QUERY_TIMEOUT", 3.0, 0.05, 120.0),
         dimensions=_int(env, "NOEMA_EMBEDDER_DIMENSIONS", 0, 1, 65536) if dims else None,
     )
@@ -162,6 +163,7 @@ def _remote_embedder_env(remote: RemoteOptions | None) -> dict[str, str]:
         "NOEMA_EMBEDDER_PASSAGE_PREFIX": remote.passage_prefix,
         "NOEMA_EMBEDDER_BATCH": str(remote.batch),
         "NOEMA_EMBEDDER_CONCURRENCY": str(remote.concurrency),
+        "NOEMA_EMBEDDER_TIMEOUT": str(remote.timeout_s),
         "NOEMA_EMBEDDER_QUERY_TIMEOUT": str(remote.query_timeout_s),
     }
     if remote.api_key_file is not None:
