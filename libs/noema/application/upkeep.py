@@ -199,6 +199,8 @@ async def embed_memories(
 
 OUTAGE_PATIENCE_S = 300.0
 """How long ``embed-missing`` waits through an embedding server that does not answer."""
+OUTAGE_RETRY_S = 2.0
+"""How often ``embed-missing`` tries again meanwhile (the embedder's own circuit answers at once)."""
 
 
 async def embed_missing(
@@ -239,7 +241,7 @@ async def embed_missing(
                 down_since = down_since or time.monotonic()
                 if time.monotonic() - down_since > patience_s:
                     raise
-                await asyncio.sleep(2.0)
+                await asyncio.sleep(OUTAGE_RETRY_S)
         after = rows[-1]["id"]
         if progress:
             progress(done, total)
