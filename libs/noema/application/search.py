@@ -15,6 +15,10 @@ counts only for the memories it could judge: for the others its weight goes to t
 its own hits are weighed by how much of the scope it could see (see :mod:`noema.domain.ranking`);
 each result's ``semantic_available`` says which case it was.
 
+A search never fails because the embedder does: when the query cannot be embedded (a remote
+embedding server down, or slower than its query timeout), the search answers from the other voices,
+as without vectors, and the response's ``unavailable`` says the semantic voice was not heard and why.
+
 In every mode and profile, the memories of the current repository (``repo``) rank first, the
 others after them (nothing is filtered out); every result's components explain its score.
 
@@ -82,6 +86,8 @@ class SearchResponse:
     weights: dict[str, float]
     results: list[SearchResult]
     timings_ms: dict[str, float]
+    unavailable: dict[str, str] = field(default_factory=dict)
+    """Voices that could not be heard, each with why (``semantic``: the query could not be embedded)."""
 
 
 class Recall:
@@ -129,6 +135,7 @@ class Recall:
             raise ValueError("query must not be empty")
         now = now or datetime.now(UTC)
         timings: dict[str, float] = {}
+        unavailable: dict[str, str] = {}
         vector: Sequence[float] | None = query_vector
         model = self.embedder.name if self.embedder else None
         if vector is None and mode != "keyword" and self.vectors_available:
@@ -136,7 +143,12 @@ class Recall:
             assert embedder is not None
             t = time.perf_counter()
             # Off the event loop: tens of milliseconds of CPU that other requests must not wait for.
-            vector = await in_daemon_thread(lambda: embedder.embed_query(query))
+            try:
+                vector = await in_daemon_thread(lambda: embedder.embed_query(query))
+            except OSError as exc:
+                # The embedder is away (a remote one raises EmbedderUnavailable, an OSError): answered
+                # without the semantic voice, whose weight goes to the text voice.
+                unavailable["semantic"] = f"the query could not be embedded: {exc}"
             timings["query_embedding"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
         ranked, intent, weights = await self._rank(
@@ -154,7 +166,7 @@ class Recall:
             )
             for s in ranked
         ]
-        return SearchResponse(query, mode, intent, weights, results, timings)
+        return SearchResponse(query, mode, intent, weights, results, timings, unavailable)
 
     async def _rank(
         self,

@@ -343,6 +343,8 @@ async def _search(app: Noema, who: Caller, a: SearchMemoryInput) -> Any:
     if a.explain:
         out["intent"] = response.intent
         out["weights"] = response.weights
+    if response.unavailable:
+        out["unavailable"] = response.unavailable
     return out
 
 

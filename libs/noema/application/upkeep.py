@@ -6,6 +6,8 @@ reproduces every effect. Used by the CLI, the workers and (later) the API alike.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -175,6 +177,12 @@ async def embed_memories(
     return found
 
 
+OUTAGE_PATIENCE_S = 300.0
+"""How long ``embed-missing`` waits through an embedding server that does not answer."""
+OUTAGE_RETRY_S = 2.0
+"""How often ``embed-missing`` tries again meanwhile (the embedder's own circuit answers at once)."""
+
+
 async def embed_missing(
     reads: MemoryRecords,
     publisher: EventSink,
@@ -183,22 +191,41 @@ async def embed_missing(
     now: Callable[[], datetime],
     batch: int = 64,
     progress: Callable[[int, int], None] | None = None,
+    limit: int | None = None,
+    patience_s: float = OUTAGE_PATIENCE_S,
 ) -> int:
-    """Backfill: embed every memory that has no vector for the embedder's model; returns how many."""
+    """Backfill: embed every memory (at most ``limit``) that has no vector for the embedder's model;
+    returns how many. A remote embedder gets its ``chunk`` at a time (requests in flight); while it
+    is unavailable the backfill waits and goes on, giving up after ``patience_s`` without an answer."""
+    batch = max(batch, int(getattr(embedder, "chunk", batch)))
     total = await reads.count_unembedded(embedder.name)
+    if limit is not None:
+        total = min(total, limit)
     done, after = 0, ""
     if progress:
         progress(0, total)
-    while True:
+    while limit is None or done < limit:
         # Keyset pagination: vectors arrive through the projector, so the rows just sent may still
         # look missing; walking by id never selects them twice.
-        rows = await reads.unembedded(embedder.name, after, batch)
+        size = batch if limit is None else min(batch, limit - done)
+        rows = await reads.unembedded(embedder.name, after, size)
         if not rows:
             return done
-        done += len((await embed_memories(publisher, embedder, embedding_work(rows), now())).vectors)
+        work = embedding_work(rows)
+        down_since: float | None = None
+        while True:
+            try:
+                done += len((await embed_memories(publisher, embedder, work, now())).vectors)
+                break
+            except ConnectionError:  # a remote embedder's EmbedderUnavailable
+                down_since = down_since or time.monotonic()
+                if time.monotonic() - down_since > patience_s:
+                    raise
+                await asyncio.sleep(OUTAGE_RETRY_S)
         after = rows[-1]["id"]
         if progress:
             progress(done, total)
+    return done
 
 
 TICK_LISTED = 1000

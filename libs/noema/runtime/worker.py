@@ -31,7 +31,7 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack, suppress
-from typing import Any, Generic, NamedTuple, Protocol, TypeVar, overload
+from typing import Any, Generic, NamedTuple, NoReturn, Protocol, TypeVar, overload
 
 import structlog
 from nats.aio.msg import Msg
@@ -42,6 +42,7 @@ from noema.adapters.jetstream import FAILED
 from noema.adapters.liveness import watch_connections
 from noema.adapters.metrics import Metrics
 from noema.adapters.pull import Puller, interrupt_all
+from noema.errors import Kind, NoemaError
 from noema.runtime.health import ErrorTap, Heartbeat, connection_of
 from noema.runtime.locate import locate
 from noema.runtime.logging import configure_logging
@@ -465,7 +466,10 @@ def serve(build: Build, *, background: bool = False) -> None:
     liveness (``/livez``: its event loop runs) and readiness (``/readyz``: alive, NATS connected, a
     heartbeat recorded lately) for Kubernetes' probes (:mod:`noema.runtime.probes`).
     """
-    settings = Settings.from_env()
+    try:
+        settings = Settings.from_env()
+    except NoemaError as exc:
+        _refuse(exc)
     if background and settings.background_nice:
         os.nice(settings.background_nice)
     errors = ErrorTap()
@@ -510,4 +514,17 @@ def serve(build: Build, *, background: bool = False) -> None:
                 structlog.get_logger("noema.health").warning("no NATS connection found; no heartbeat")
             await run_until_signalled(service.run, service.shutdown)
 
-    run_service(main)
+    try:
+        run_service(main)
+    except NoemaError as exc:
+        if exc.kind != Kind.INVALID:
+            raise
+        structlog.get_logger("noema.worker").error("cannot start", error=str(exc))
+        _refuse(exc)
+
+
+def _refuse(exc: NoemaError) -> NoReturn:
+    """Exit 2 on a setting that must be fixed (a malformed one, an embedding server that cannot be
+    used as configured), saying what to fix: a restart would only fail the same way."""
+    print(f"error: {exc}", file=sys.stderr)
+    sys.exit(2)

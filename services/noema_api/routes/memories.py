@@ -52,6 +52,7 @@ async def search(req: Req[SearchQuery, None]) -> SearchResults:
         mode=found.mode,
         intent=found.intent,
         weights=found.weights,
+        unavailable=found.unavailable,
         results=[
             SearchHit(
                 id=r.id,

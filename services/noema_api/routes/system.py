@@ -41,11 +41,17 @@ async def readyz(req: Req[None, None]) -> Response:
     """Readiness of the whole system: the checks of ``noemactl status`` (NATS and the streams,
     PostgreSQL, the projector's lag, every process's heartbeat and consumer progress); 503 with a
     line per problem while any part is down, stalled, lagging or behind. Lost redundancy alone (a
-    stream replica's server down, the stream served by the others) is not unready: ``status`` and
-    ``GET /v1/status`` report it."""
-    found = unready((await _system(req)).checks)
+    stream replica's server down, the stream served by the others) or a remote embedding server that
+    does not answer (searches go on without the vector voice) is not unready: 200 with status
+    ``degraded`` and the problems, until the embed backlog stalls (``NOEMA_STALL_AFTER``), then 503
+    naming the embedder as the cause."""
+    checks = (await _system(req)).checks
+    found = unready(checks)
     if found:
         return json_response(Health(status="unavailable", problems=found), 503)
+    degraded = [c.line for c in checks if not c.ok]
+    if degraded:  # every part works, with less to spare (or, the embedder away, without vectors)
+        return json_response(Health(status="degraded", problems=degraded))
     return json_response(Health(status="ok"))
 
 

@@ -12,11 +12,12 @@ import asyncpg
 
 from noema.adapters.postgres.events import EVENT_FIELDS, EventQueries
 from noema.adapters.postgres.keyring import opened_rows
+from noema.adapters.postgres.tenancy import ALL_WORKSPACES, workspace_scope
 from noema.adapters.postgres.voices import activation_sql, filter_conditions
 from noema.ids import id_prefix
 from noema.ports import Fading, MemoryOrder, RecallFilters
 
-__all__ = ["EVENT_FIELDS", "MEMORY_FIELDS", "MemoryQueries", "resolve_id"]
+__all__ = ["EVENT_FIELDS", "MEMORY_FIELDS", "MemoryQueries", "resolve_id", "stored_dimensions"]
 
 MEMORY_FIELDS = (
     "id, workspace, mind, kind, epistemic_kind, content, domain, topic, repo, confidence, importance, "
@@ -311,3 +312,12 @@ class MemoryQueries(EventQueries):
             id_prefix(given),
         )
         return [r["workspace"] for r in rows]
+
+
+async def stored_dimensions(pool: asyncpg.Pool, model: str) -> int | None:
+    """The dimension count of the vectors stored for ``model`` in every workspace (None: none stored)."""
+    with workspace_scope(ALL_WORKSPACES):
+        found = await pool.fetchval(
+            "SELECT dimensions FROM memory_embeddings WHERE model = $1 LIMIT 1", model
+        )
+    return None if found is None else int(found)
