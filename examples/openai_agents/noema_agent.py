@@ -30,6 +30,12 @@ INSTRUCTIONS = (
 )
 
 
+def _beside_python(name: str) -> str:
+    """``name`` in this interpreter's bin folder when it is there (an installed Noema), else as is."""
+    beside = os.path.join(os.path.dirname(sys.executable), name)
+    return beside if os.path.isfile(beside) else name
+
+
 def noema_server(
     workspace: str,
     agent: str,
@@ -39,11 +45,12 @@ def noema_server(
     env: dict[str, str] | None = None,
 ) -> MCPServerStdio:
     """The Noema MCP server for one agent identity, started by the SDK over stdio. ``command``:
-    ``noemactl`` (found on PATH; give an absolute path to be sure); ``args`` replace
+    ``noemactl`` (found on PATH, else beside this Python, as in a virtualenv that is not activated;
+    give an absolute path to be sure); ``args`` replace
     ``mcp serve --workspace … --agent … --role …``; ``env``: extra variables (e.g. NOEMA_DATA_DIR)."""
     return MCPServerStdio(
         params={
-            "command": command or shutil.which("noemactl") or "noemactl",
+            "command": command or shutil.which("noemactl") or _beside_python("noemactl"),
             "args": args or ["mcp", "serve", "--workspace", workspace, "--agent", agent, "--role", role],
             "env": env,
         },
