@@ -41,6 +41,7 @@ from noema_projector.service import build as build_projector
 from tests.conftest import Harness
 from tests.integration.http_support import exchange
 from tests.integration.test_knowledge import settled
+from tests.mcp_results import error, ok
 from tests.support import assert_eventually
 
 pytestmark = pytest.mark.integration
@@ -135,24 +136,6 @@ async def http_server(harness: Harness, log: Path, token: str | None = None) -> 
 
 
 TRANSPORTS = {"stdio": over_stdio, "http": over_http}
-
-
-def ok(result: types.CallToolResult) -> Any:
-    """The structured result of a successful call (its text content is the same JSON)."""
-    assert not result.is_error, result.content
-    [content] = result.content
-    assert isinstance(content, types.TextContent)
-    assert json.loads(content.text) == result.structured_content
-    return result.structured_content
-
-
-def error(result: types.CallToolResult) -> str:
-    """The message of a call that failed as a tool error."""
-    assert result.is_error
-    [content] = result.content
-    assert isinstance(content, types.TextContent)
-    assert "Traceback" not in content.text
-    return content.text
 
 
 async def events(harness: Harness, **where: str) -> list[dict[str, Any]]:

@@ -5,7 +5,6 @@ tested against real servers in tests/integration/test_mcp.py."""
 
 from __future__ import annotations
 
-import json
 from typing import Any, cast
 
 import httpx
@@ -24,30 +23,13 @@ from noema.errors import Kind
 from noema_mcp.server import ERROR_CODE_META, PREAMBLE_URI, build_server
 from noema_mcp.service import http_app
 from tests.integration.api_harness import memory, retraction
+from tests.mcp_results import error, ok
 from tests.unit.test_errors import documented
 
 ALICE = Caller("acme", "alice", "engineer")
 OPERATOR = Caller("acme", "root", operator=True)
 IVY = Caller("acme", "ivy", "intern")  # may read the security domain, not write it
 TABLE = documented()
-
-
-def ok(result: types.CallToolResult) -> Any:
-    """The structured result of a successful call (its text content is the same JSON)."""
-    assert not result.is_error, result.content
-    [content] = result.content
-    assert isinstance(content, types.TextContent)
-    assert json.loads(content.text) == result.structured_content
-    return result.structured_content
-
-
-def error(result: types.CallToolResult) -> str:
-    """The message of a call that failed as a tool error."""
-    assert result.is_error
-    [content] = result.content
-    assert isinstance(content, types.TextContent)
-    assert "Traceback" not in content.text
-    return content.text
 
 
 def server(pipeline: InMemoryPipeline, caller: Caller = ALICE) -> Any:
