@@ -22,8 +22,9 @@ from noema_sdk import NotFound, Why
 from noema_service.service import build as build_service
 from tests.conftest import Harness
 from tests.integration.test_knowledge import settled
-from tests.integration.test_mcp import error, ok, over_stdio
+from tests.integration.test_mcp import over_stdio
 from tests.integration.test_service import client
+from tests.mcp_results import error, ok
 
 pytestmark = pytest.mark.integration
 

@@ -63,8 +63,9 @@ from noema_service.service import build as build_service
 from tests.conftest import Harness
 from tests.integration.api_harness import ACME, ADMIN, memory
 from tests.integration.test_cli_reads import NOEMACTL, Ran
-from tests.integration.test_mcp import error, ok, over_stdio
+from tests.integration.test_mcp import over_stdio
 from tests.integration.test_service import client
+from tests.mcp_results import error, ok
 from tests.support import assert_eventually, consumer_drained
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -33,7 +33,8 @@ from noema_events import Event, NotesUpdated, NotesUpdatedPayload
 from noema_retrieve.service import build as build_retrieve
 from tests.integration.api_harness import ApiHarness, api, memory
 from tests.integration.test_cli_reads import ctl, ctl_json
-from tests.integration.test_mcp import ok, over_stdio
+from tests.integration.test_mcp import over_stdio
+from tests.mcp_results import ok
 from tests.support import assert_eventually, envelope
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
