@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from noema.adapters.postgres import history
+from noema.adapters.postgres import create_pool, history
 from noema.adapters.postgres.tenancy import ALL_WORKSPACES, workspace_scope
 from noema_projector.retention import history_retention
 from tests.integration.api_harness import memory
@@ -47,9 +47,15 @@ async def test_the_projector_drops_the_versions_past_the_bound_and_refuses_a_poi
     assert await _versions(world, vault) == [(first, retracted), (retracted, restored), (restored, None)]
 
     # A day later, keeping a day: the first point kept is the retraction (the last event stored by
-    # then). The version it replaced goes; the ones a point from it on sees stay.
+    # then). The version it replaced goes; the ones a point from it on sees stay. As the projector
+    # runs it: its own database role, every workspace's rows.
+    assert world.h.settings.database_url_projector is not None
+    projector = await create_pool(
+        world.h.settings.database_url_projector, world.h.settings.db_schema, workspace=ALL_WORKSPACES
+    )
+    world.h.stack.push_async_callback(projector.close)
     retention = history_retention(
-        1, world.h.js, world.h.topology, world.h.pool.acquire, clock=lambda: bound + timedelta(days=1)
+        1, world.h.js, world.h.topology, projector.acquire, clock=lambda: bound + timedelta(days=1)
     )
     assert await retention() >= 1
     assert await _versions(world, vault) == [(retracted, restored), (restored, None)]
