@@ -13,6 +13,7 @@ from noema.runtime.settings import Located
 from noema.runtime.wiring import open_bus, open_pool
 from noema.runtime.worker import PullWorker
 
+from .retention import history_retention
 from .worker import ProjectorHandler, subscribe_from_position
 
 __all__ = ["build"]
@@ -46,8 +47,15 @@ async def build(
             position,
             connection=claim.connection,
             metrics=metrics,
-            history_days=settings.history_days,
         )
-        return PullWorker("projector", puller, handler, settings.batch_size, metrics=metrics)
+        # NOEMA_HISTORY_DAYS, before each fetch: hourly, when idle too (the history ages unwritten).
+        retention = history_retention(settings.history_days, js, topology, claim.connection)
+
+        async def bound_history() -> None:
+            await retention()
+
+        return PullWorker(
+            "projector", puller, handler, settings.batch_size, metrics=metrics, before_fetch=bound_history
+        )
 
     return ClaimedService("projector", nc, claim, start)

@@ -9,18 +9,15 @@ committed position.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from datetime import UTC, datetime, timedelta
 
 import structlog
 
 from noema.adapters import tracing
 from noema.adapters.erased_observations import delete_erased_observations
-from noema.adapters.jetstream import DeadLetters, last_seq_at
+from noema.adapters.jetstream import DeadLetters
 from noema.adapters.metrics import Metrics
-from noema.adapters.postgres import history
 from noema.adapters.postgres.projection import Projected, ReadModelProjection
 from noema.adapters.pull import Puller, in_order_puller
 from noema.runtime.consumer import Connection, JetStream, Msg
@@ -59,7 +56,6 @@ class ProjectorHandler:
         position: int,
         connection: Callable[[], AbstractAsyncContextManager[DbConnection]] | None = None,
         metrics: Metrics | None = None,
-        history_days: int = 0,
     ) -> None:
         # Writes go through ``connection`` (default: the pool's): the claim's own connection when
         # several instances run, so only the session holding the claim can commit (fencing).
@@ -72,10 +68,6 @@ class ProjectorHandler:
         self._position = (metrics or Metrics()).projection_position.labels(projection.name)
         self._position.set(position)
         self._expected = position + 1
-        self._js = js
-        self._history_days = history_days
-        """``NOEMA_HISTORY_DAYS``: the history kept (0: all of it), bounded after a batch, hourly."""
-        self._next_prune = 0.0
 
     def _in_order(self, msgs: list[Msg]) -> list[Msg]:
         """The messages not applied yet, checked to continue the stream without a gap."""
@@ -129,23 +121,6 @@ class ProjectorHandler:
         erasures = [p.event for p in batch if isinstance(p.event, ContentErased)]
         if erasures:
             await delete_erased_observations(self._js, self._topology, erasures)
-        await self._bound_history()
-
-    async def _bound_history(self) -> None:
-        """Drop the history's versions older than ``NOEMA_HISTORY_DAYS`` (at most once an hour):
-        the first point kept is the last event the stream had stored that many days ago."""
-        if not self._history_days or time.monotonic() < self._next_prune:
-            return
-        self._next_prune = time.monotonic() + _PRUNE_EVERY_S
-        since = datetime.now(UTC) - timedelta(days=self._history_days)
-        horizon = await last_seq_at(
-            self._js, self._topology.event_stream, self._topology.event_subjects, since
-        )
-        if horizon > 0:
-            async with self._connection() as conn:
-                dropped = await history.prune(conn, horizon)
-            if dropped:
-                log.info("history bounded", starts_at=horizon, versions_dropped=dropped)
 
     async def reject(self, msg: Msg, reason: str, kind: str) -> None:
         """Skip one event for good: its dead letter first, then the position moves past it, then the ack."""
@@ -159,9 +134,6 @@ class ProjectorHandler:
             self._expected = seq + 1
             self._position.set(seq)
         await msg.ack()
-
-
-_PRUNE_EVERY_S = 3600.0
 
 
 class StreamGap(WorkerFatal):

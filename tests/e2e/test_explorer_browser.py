@@ -100,33 +100,42 @@ class Explorer:
             raise
 
 
-@pytest.fixture
-async def explorer(browser: Browser, served: str, tmp_path: Path) -> AsyncIterator[Explorer]:
-    """A fresh tab on the served explorer; at the end, whatever went wrong in it fails the test:
-    a console error (a module that did not load, a CSP refusal, an API error), an uncaught
+@asynccontextmanager
+async def open_tab(browser: Browser, base_url: str, folder: Path) -> AsyncIterator[Explorer]:
+    """A fresh tab on the explorer served at ``base_url``; at the end, whatever went wrong in it
+    fails: a console error (a module that did not load, a CSP refusal, an API error), an uncaught
     exception, a request that failed."""
-    context = await browser.new_context(base_url=served, viewport={"width": 1400, "height": 900})
+    context = await browser.new_context(base_url=base_url, viewport={"width": 1400, "height": 900})
     # Past the API's after_seq bound (5 s), so a slow projector on a loaded machine is no failure,
     # and short of Playwright's 30 s, so a page that never shows something fails soon.
     context.set_default_timeout(STEP_TIMEOUT_MS)
-    tab = Explorer(await context.new_page(), [], tmp_path)
+    tab = Explorer(await context.new_page(), [], folder)
     report = tab.problems.append
     tab.page.on("console", lambda msg: report(f"console: {msg.text}") if msg.type == "error" else None)
     tab.page.on("pageerror", lambda error: report(f"uncaught: {error}"))
     tab.page.on("requestfailed", lambda req: report(f"failed: {req.method} {req.url} ({req.failure})"))
-    yield tab
-    await context.close()
+    try:
+        yield tab
+    finally:
+        await context.close()
     assert not tab.problems, "the page reported errors:\n" + "\n".join(tab.problems)
 
 
-async def sign_in(tab: Page, workspace: str) -> None:
-    """Open the page, paste the token into the dialog it opens with, and type a workspace."""
+@pytest.fixture
+async def explorer(browser: Browser, served: str, tmp_path: Path) -> AsyncIterator[Explorer]:
+    """A fresh tab on the served explorer (:func:`open_tab`)."""
+    async with open_tab(browser, served, tmp_path) as tab:
+        yield tab
+
+
+async def sign_in(tab: Page, workspace: str, token: str = ADMIN) -> None:
+    """Open the page, paste ``token`` into the dialog it opens with, and type a workspace."""
     from playwright.async_api import expect
 
     await tab.goto("/ui/")
     dialog = tab.locator("#token-dialog")
     await expect(dialog).to_be_visible()
-    await dialog.locator("#token").fill(ADMIN)
+    await dialog.locator("#token").fill(token)
     await dialog.get_by_role("button", name="Sign in").click()
     await expect(dialog).to_be_hidden()
     await expect(tab.locator("#signin")).to_have_text("Sign out")

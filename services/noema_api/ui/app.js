@@ -12,6 +12,7 @@ import { factsView } from "./facts.js";
 import { addView } from "./forms.js";
 import { grantsView } from "./grants.js";
 import { graphView } from "./graph.js";
+import { openDetail } from "./memory.js";
 import { nav } from "./nav.js";
 import { policiesView } from "./policies.js";
 import { searchView } from "./search.js";
@@ -50,6 +51,7 @@ function switchTab(tab) {
 
 function closeDetail() {
   $("#detail").hidden = true;
+  state.detailId = "";
   fill($("#detail"));
 }
 
@@ -81,6 +83,7 @@ async function start() {
     state.asOf = asOf.value.trim();
     if (!state.asOf) $("#as-of-shown").textContent = "";
     refreshListing(); // the search or listing shown, again as of the new point
+    if (!$("#detail").hidden && state.detailId) openDetail(state.detailId); // and the memory open
   });
   $("#scope").addEventListener("submit", (event) => event.preventDefault());
   $("#signin").addEventListener("click", () => {

@@ -14,7 +14,7 @@ export function factsView() {
     fill(table, dataTable(["domain", "topic", "fact", "status", "confidence", "mentions", "by", ""], page.items, (f) => [
       f.domain, f.topic || "", h("a", { onclick: () => openDetail(f.id) }, f.content), badge(f.status),
       h("td", { class: "num" }, fmtNum(f.confidence, 2)), h("td", { class: "num" }, f.mention_count), f.agent,
-      f.status === "active" ? supersedeButton("fact", f.content, async (content, reason) => {
+      f.status === "active" && !state.asOf ? supersedeButton("fact", f.content, async (content, reason) => {
         // The new fact shows at once (read after the write's sequence); the old one turns
         // superseded when the conflicts worker has applied the replacement.
         const replaced = await api("POST", `/v1/facts/${encodeURIComponent(f.id)}/supersede`, { body: { content, reason } });

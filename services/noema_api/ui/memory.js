@@ -32,6 +32,7 @@ export async function openDetail(id) {
   const detail = await guarded(() => api("GET", `/v1/memories/${encodeURIComponent(id)}`));
   if (!detail || state.workspace !== asked) return; // the operator moved to another workspace meanwhile
   const m = detail.memory;
+  state.detailId = m.id;
   fill(panel,
     h("div", { class: "actions" }, h("button", { onclick: () => { panel.hidden = true; } }, "Close"),
       h("button", { onclick: () => { state.graphRoot = m.id; nav.switchTab("graph"); } }, "Show in graph"),
@@ -99,6 +100,8 @@ export function eventBlock(e, label = "") {
 
 function operatorActions(m) {
   if (m.status === "erased") return null; // the API refuses every action on it (409)
+  // An action changes the memory now, whatever it was then: a past state is only read.
+  if (state.asOf) return h("p", { class: "meta past" }, "Read as of a past point: empty the as of field to act on this memory now.");
   // Each action is an operator_action event with the token's name and the reason (the audit log).
   const act = (call) => guarded(async () => {
     await call();

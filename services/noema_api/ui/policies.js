@@ -11,7 +11,7 @@ export function policiesView() {
     const page = await api("GET", "/v1/policies", { params: { workspace: requireWorkspace(), include_inactive: true } });
     fill(table, dataTable(["domain", "rule", "required role", "state", "by", ""], page.items, (p) => [
       p.domain, p.rule, p.required_role || "", badge(p.active ? "active" : "superseded"), p.proposed_by,
-      p.active ? supersedeButton("rule", p.rule, async (rule, reason) => {
+      p.active && !state.asOf ? supersedeButton("rule", p.rule, async (rule, reason) => {
         await api("POST", `/v1/policies/${encodeURIComponent(p.id)}/supersede`, { body: { rule, reason } });
         load();
       }) : "",

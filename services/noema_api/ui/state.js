@@ -13,6 +13,8 @@ export const state = {
   // A past point every read of memory and knowledge is asked as of (as_of): a stream sequence or a
   // time with its zone; empty for now. The API says which sequence and time it answered for.
   asOf: "",
+  // The memory whose detail is open (it follows the as of field), "" when none.
+  detailId: "",
   vocabulary: null,
 };
 
