@@ -40,7 +40,7 @@ from noema.adapters.vector_cache import vector_stream_config
 from noema.ports import ConcurrentWrite, Sealer
 from noema.runtime.identities import inbox_prefix
 from noema.runtime.settings import NatsAuth
-from noema.topology import Topology
+from noema.topology import MAX_ATOMIC_BATCH, Topology
 from noema_events import Event, decode_event, encode_event
 from noema_events.bounded import decode_json
 from noema_sdk.tracing import carried
@@ -450,10 +450,6 @@ class DeadLetters:
         """Dead-letter ``msg`` and ack it: it is never handed out again."""
         await self.write(msg, reason, kind)
         await msg.ack()
-
-
-MAX_ATOMIC_BATCH = 1000
-"""NATS's default limit on messages per atomic batch."""
 
 
 @dataclass(frozen=True, slots=True)
