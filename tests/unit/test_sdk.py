@@ -105,6 +105,27 @@ def test_each_tool_has_an_sdk_method_taking_exactly_its_arguments(name: str) -> 
     assert method.__doc__, "every method says what it does"
 
 
+@pytest.mark.parametrize("name", sorted(TOOLS))
+def test_each_sdk_method_defaults_as_the_tool_does_and_reads_the_tools_output_type(name: str) -> None:
+    method = getattr(NoemaClient, name)
+    tool = TOOLS[name]
+    defaults = {
+        f.name: f.default if f.default is not msgspec.NODEFAULT else f.default_factory()
+        for f in msgspec.structs.fields(tool.input)
+        if f.default is not msgspec.NODEFAULT or f.default_factory is not msgspec.NODEFAULT
+    }
+    params = inspect.signature(method).parameters
+    sdk = {k: list(p.default) if isinstance(p.default, tuple) else p.default for k, p in params.items()}
+    assert {k: sdk[k] for k in defaults} == defaults
+    assert all(
+        params[k].default is inspect.Parameter.empty for k in params.keys() - defaults - {"self", "timeout"}
+    )
+    # The method decodes the reply into the tool's own output type (the one the schemas come from);
+    # list_memory_conflicts hands back its list.
+    source = inspect.getsource(method)
+    assert f", {tool.output.__name__}, timeout)" in source
+
+
 def test_observe_takes_exactly_the_observation_fields() -> None:
     assert _fields(ObserveInput) == {"content", *ObservationFields.__annotations__}
 
