@@ -210,8 +210,9 @@ class Conflict(_Result, frozen=True, kw_only=True):
     """A recorded conflict with both sides and the rule that decided it."""
 
     id: str
-    domain: str
-    topic: str
+    domain: str | None
+    """None when the conflict was recorded without one (the event allows it)."""
+    topic: str | None
     rule: str
     detail: str = ""
     decided_by: str
