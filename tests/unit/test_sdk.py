@@ -141,7 +141,7 @@ def _shape(t: msgspec.inspect.Type) -> str:
     if isinstance(t, msgspec.inspect.StructType):
         return SERVER_NAMES.get(t.cls, t.cls).__name__
     if isinstance(t, msgspec.inspect.LiteralType):
-        return f"literal{sorted(t.values)}"
+        return f"literal{sorted(map(str, t.values))}"
     return type(t).__name__.removesuffix("Type").lower()
 
 
