@@ -70,8 +70,6 @@ DRIVEN_FROM = ("adapters", "runtime", "composition", "sdk")
 
 KNOWN: set[str] = {
     # adapters importing the runtime's plumbing (NATS identities and auth settings, the claims' states)
-    "libs/noema/adapters/jetstream.py: noema.runtime.identities",
-    "libs/noema/adapters/jetstream.py: noema.runtime.settings",
     "libs/noema/adapters/postgres/claims.py: noema.runtime.claims",
     # surfaces and workers that hold a driver (decisions without transport: a thin NATS adapter around
     # each worker's decision, the surfaces over the composition root)

@@ -34,15 +34,15 @@ from noema.adapters import tracing
 from noema.adapters.dlq_policy import DEFAULT_KEEP_BYTES, DeadLetterPolicy, kept_original
 from noema.adapters.dlq_upgrade import MOVE_SUFFIX
 from noema.adapters.liveness import track
+from noema.adapters.nats_auth import NatsAuth
 from noema.adapters.published import note_published
 from noema.adapters.pull import Puller
 from noema.adapters.vector_cache import vector_stream_config
 from noema.ports import ConcurrentWrite, Sealer
-from noema.runtime.identities import inbox_prefix
-from noema.runtime.settings import NatsAuth
 from noema.topology import MAX_ATOMIC_BATCH, Topology
 from noema_events import Event, decode_event, encode_event
 from noema_events.bounded import decode_json
+from noema_sdk.protocol import inbox_prefix
 from noema_sdk.tracing import carried
 
 if TYPE_CHECKING:  # prometheus_client: loaded by the processes that keep metrics, not by a command
