@@ -70,7 +70,6 @@ DRIVEN_FROM = ("adapters", "runtime", "composition", "sdk")
 
 KNOWN: set[str] = {
     # adapters importing the runtime's plumbing (NATS identities and auth settings, the claims' states)
-    "libs/noema/adapters/postgres/claims.py: noema.runtime.claims",
     # surfaces and workers that hold a driver (decisions without transport: a thin NATS adapter around
     # each worker's decision, the surfaces over the composition root)
     "services/noema_api/consistency.py: asyncpg",
