@@ -72,10 +72,6 @@ KNOWN: set[str] = {
     # adapters importing the runtime's plumbing (NATS identities and auth settings, the claims' states)
     # surfaces and workers that hold a driver (decisions without transport: a thin NATS adapter around
     # each worker's decision, the surfaces over the composition root)
-    "services/noema_api/consistency.py: asyncpg",
-    "services/noema_api/endpoint.py: asyncpg",
-    "services/noema_api/routes/system.py: nats.errors",
-    "services/noema_api/routes/system.py: nats.js.errors",
     "services/noema_cli/agent_cmd.py: nats",
     "services/noema_cli/agent_cmd.py: nats.errors",
     "services/noema_cli/projection_cmd.py: nats.aio.client",

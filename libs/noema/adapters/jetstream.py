@@ -344,6 +344,17 @@ async def stream_last_seq(js: JetStreamContext, stream: str) -> int:
     return int(info.state.last_seq)
 
 
+async def stream_last_seq_within(nc: NATS, stream: str, seconds: float) -> int | None:
+    """:func:`stream_last_seq`, or None when it cannot be known within ``seconds`` (NATS not
+    connected, the stream missing, an error or no answer): for a status that reports what it sees."""
+    if not nc.is_connected:
+        return None
+    try:
+        return await asyncio.wait_for(stream_last_seq(nc.jetstream(), stream), seconds)
+    except (NotFoundError, nats.errors.Error, TimeoutError):
+        return None
+
+
 async def first_seq_on(js: JetStreamContext, stream: str, subjects: str) -> int | None:
     """The sequence of the oldest message ``stream`` holds on ``subjects`` (None when none)."""
     try:
