@@ -69,9 +69,8 @@ DRIVEN_FROM = ("adapters", "runtime", "composition", "sdk")
 """The parts that may import a driver (the SDK is a client of the NATS agent service of its own)."""
 
 KNOWN: set[str] = {
-    # adapters importing the runtime's plumbing (NATS identities and auth settings, the claims' states)
-    # surfaces and workers that hold a driver (decisions without transport: a thin NATS adapter around
-    # each worker's decision, the surfaces over the composition root)
+    # surfaces that hold a driver: noemactl (the agent credentials check, the projection commands'
+    # client type, the supervisor's database setup) and the NATS agent service (its transport)
     "services/noema_cli/agent_cmd.py: nats",
     "services/noema_cli/agent_cmd.py: nats.errors",
     "services/noema_cli/projection_cmd.py: nats.aio.client",
