@@ -69,11 +69,10 @@ DRIVEN_FROM = ("adapters", "runtime", "composition", "sdk")
 """The parts that may import a driver (the SDK is a client of the NATS agent service of its own)."""
 
 KNOWN: set[str] = {
-    # surfaces that hold a driver: noemactl (the agent credentials check, the projection commands'
-    # client type, the supervisor's database setup) and the NATS agent service (its transport)
+    # surfaces that hold a driver: noemactl (the agent credentials check, the supervisor's database
+    # setup) and the NATS agent service (its transport)
     "services/noema_cli/agent_cmd.py: nats",
     "services/noema_cli/agent_cmd.py: nats.errors",
-    "services/noema_cli/projection_cmd.py: nats.aio.client",
     "services/noema_cli/supervisor.py: asyncpg",
     "services/noema_service/handler.py: nats.micro.request",
     "services/noema_service/handler.py: nats.micro.service",
