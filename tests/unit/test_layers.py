@@ -69,11 +69,7 @@ DRIVEN_FROM = ("adapters", "runtime", "composition", "sdk")
 """The parts that may import a driver (the SDK is a client of the NATS agent service of its own)."""
 
 KNOWN: set[str] = {
-    # surfaces that hold a driver: noemactl (the agent credentials check, the supervisor's database
-    # setup) and the NATS agent service (its transport)
-    "services/noema_cli/agent_cmd.py: nats",
-    "services/noema_cli/agent_cmd.py: nats.errors",
-    "services/noema_cli/supervisor.py: asyncpg",
+    # the NATS agent service's transport (nats.micro): the surface that holds a driver
     "services/noema_service/handler.py: nats.micro.request",
     "services/noema_service/handler.py: nats.micro.service",
     "services/noema_service/service.py: nats.micro",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -342,6 +343,33 @@ async def stream_last_seq(js: JetStreamContext, stream: str) -> int:
     """The sequence of the newest message in a stream (0 when empty)."""
     info = await js.stream_info(stream)
     return int(info.state.last_seq)
+
+
+async def credentials_accepted(url: str, user: str, password: str, seconds: float = 10.0) -> bool:
+    """Whether the NATS server at ``url`` takes ``user``'s ``password`` within ``seconds``, asking
+    again until it does (a server reloads its configuration asynchronously)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            nc = await nats.connect(
+                url.split(","),
+                user=user,
+                password=password,
+                inbox_prefix=inbox_prefix(user),
+                allow_reconnect=False,
+                connect_timeout=2,
+                error_cb=_quiet,
+            )
+        except (nats.errors.Error, OSError, TimeoutError):
+            await asyncio.sleep(0.1)
+            continue
+        await nc.close()
+        return True
+    return False
+
+
+async def _quiet(_: Exception) -> None:
+    return None
 
 
 async def stream_last_seq_within(nc: NATS, stream: str, seconds: float) -> int | None:
