@@ -34,6 +34,7 @@ __all__ = [
     "OperationError",
     "RateLimited",
     "Unavailable",
+    "WorkerFatal",
     "kind_of",
     "markdown_table",
     "problem",
@@ -104,6 +105,10 @@ class RateLimited(NoemaError):
     def __init__(self, message: str, retry_after: int) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class WorkerFatal(RuntimeError):
+    """The worker cannot go on in this process (e.g. its consumer skipped messages); a restart resumes."""
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ active and its ``valid_until`` is unset or later than ``at``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -27,11 +28,15 @@ from noema.domain.knowledge import FactView
 from noema.domain.ranking import Candidate
 from noema.domain.sealed_events import KeyRequest
 from noema.domain.sealing import KeyBytes
+from noema.errors import WorkerFatal
 from noema.observations import Stored
 from noema_events import Event, ObservationRecorded
 
 __all__ = [
     "AccessReads",
+    "Claim",
+    "ClaimLost",
+    "ClaimState",
     "ConcurrentWrite",
     "Embedder",
     "EventReads",
@@ -602,4 +607,36 @@ class SearchTimer(Protocol):
 
     def timed_search(self, mode: str) -> AbstractContextManager[None]:
         """Time the block as one search in ``mode``."""
+        ...
+
+
+# --- claims (noema.runtime.claims: of a stateful worker's instances, one owns a partition) ---
+
+ClaimState = Literal["standby", "owner", "lost"]
+"""``standby`` until the claim is held, ``owner`` while it is, ``lost`` after (for good)."""
+
+
+class ClaimLost(WorkerFatal):
+    """This instance no longer holds its claim: it must not write; the process exits (and is
+    restarted, as a standby)."""
+
+
+class Claim(Protocol):
+    """Exclusive ownership of one partition of one worker kind, among its instances."""
+
+    @property
+    def state(self) -> ClaimState:
+        """Where this instance stands."""
+        ...
+
+    async def acquire(self, stopping: asyncio.Event) -> bool:
+        """Stand by until the claim is held (True), or ``stopping`` is set first (False)."""
+        ...
+
+    async def check(self) -> None:
+        """Raise :class:`ClaimLost` unless the claim is still held (asks the claim's store)."""
+        ...
+
+    async def release(self) -> None:
+        """Give the claim up (at a clean stop), so a standby takes over at once."""
         ...

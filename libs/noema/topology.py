@@ -7,7 +7,11 @@ from dataclasses import dataclass
 
 from noema_events import Event, EventDecodeError, Recorded, decode_recorded
 
-__all__ = ["MAX_PARTITIONS", "Topology", "partition_of"]
+__all__ = ["MAX_ATOMIC_BATCH", "MAX_PARTITIONS", "Topology", "partition_of"]
+
+MAX_ATOMIC_BATCH = 1000
+"""The most messages one atomic batch publish may carry (NATS's default limit): the stream adapter
+stores bigger lists in chunks of this size, and attention splits a bigger cycle."""
 
 MAX_PARTITIONS = 64
 """The most partitions a deployment may configure (``NOEMA_PARTITIONS``)."""

@@ -26,6 +26,7 @@ from .errors import (
 )
 from .models import (
     Conflict,
+    ConflictList,
     ConsolidateReport,
     FactOutcome,
     HarmonizeReport,
@@ -61,10 +62,6 @@ _CONNECTION_ERRORS = (
     nats.errors.OutboundBufferLimitError,
     nats.errors.NoServersError,
 )
-
-
-class _Conflicts(msgspec.Struct, frozen=True):
-    conflicts: list[Conflict]
 
 
 class NoemaClient:
@@ -373,7 +370,7 @@ class NoemaClient:
     ) -> list[Conflict]:
         """Recorded conflicts, newest first (``as_of``: as recorded by that past point)."""
         args = {"domain": domain, "limit": limit, "as_of": _point(as_of)}
-        return (await self._call("list_memory_conflicts", args, _Conflicts, timeout)).conflicts
+        return (await self._call("list_memory_conflicts", args, ConflictList, timeout)).conflicts
 
     async def record_observation(self, content: str, *, timeout: float | None = None) -> RecordedObservation:
         """Note something: appended, timestamped, to your private notes (no other agent reads them;

@@ -1,4 +1,7 @@
-"""Typed results of the agent operations (decoded from the service's replies).
+"""Typed results of the agent operations: the one description of what each agent operation
+returns. The SDK decodes the service's replies into them; the server derives from them the bus
+contract's reply schemas (``schemas/asyncapi.json``) and the MCP tools' ``outputSchema``, so the
+field descriptions below are what agents read.
 
 Unknown fields are ignored, so an older SDK keeps working against a newer service.
 """
@@ -6,15 +9,17 @@ Unknown fields are ignored, so an older SDK keeps working against a newer servic
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 import msgspec
+from msgspec import Meta
 
 __all__ = [
     "AsOf",
     "Channel",
     "Conflict",
     "ConflictDecision",
+    "ConflictList",
     "ConsolidateReport",
     "Corroboration",
     "EpistemicKind",
@@ -77,60 +82,73 @@ class AsOf(_Result, frozen=True, kw_only=True):
     """The past point an answer given ``as_of`` reflects: the state after event-stream sequence
     ``seq``, read with ``time`` as now."""
 
-    seq: int
-    time: datetime
+    seq: Annotated[int, Meta(description="The event-stream sequence the answer reflects.")]
+    time: Annotated[datetime, Meta(description="The time of that event (RFC 3339).")]
+
+
+_AS_OF = Meta(description="Present when as_of was given: the point answered for.")
 
 
 class SearchHit(_Result, frozen=True, kw_only=True):
     """One recalled memory; ``components`` (each score voice) only with ``explain=True``."""
 
-    id: str
-    content: str
-    score: float
-    kind: str | None = None
-    epistemic_kind: str | None = None
-    domain: str | None = None
-    topic: str | None = None
-    mind: str | None = None
-    when: datetime | None = None
-    confidence: float | None = None
-    components: dict[str, float] | None = None
+    id: Annotated[str, Meta(description="The memory's id (for why, supersede_fact, …).")]
+    content: Annotated[str, Meta(description="What the memory says.")]
+    score: Annotated[float, Meta(description="Its fused score; results come best first.")]
+    kind: Annotated[str | None, Meta(description="episodic, semantic, procedural or autobiographical.")] = (
+        None
+    )
+    epistemic_kind: Annotated[str | None, Meta(description="How sure: observation, fact, belief, …")] = None
+    domain: Annotated[str | None, Meta(description="Its domain, if any.")] = None
+    topic: Annotated[str | None, Meta(description="Its topic in the domain, if any.")] = None
+    mind: Annotated[str | None, Meta(description="The mind (agent) it belongs to.")] = None
+    when: Annotated[
+        datetime | None, Meta(description="When it happened (else when it was recorded), RFC 3339.")
+    ] = None
+    confidence: Annotated[float | None, Meta(description="How confident the memory is, 0..1.")] = None
+    components: Annotated[
+        dict[str, float] | None, Meta(description="With explain: every component of the score.")
+    ] = None
 
 
 class SearchResult(_Result, frozen=True, kw_only=True):
     """What ``search_memory`` found, best first; ``intent`` and ``weights`` only with ``explain``."""
 
-    query: str
-    mode: str
-    results: list[SearchHit]
-    intent: str | None = None
-    weights: dict[str, float] | None = None
-    as_of: AsOf | None = None
-    """With ``as_of``: the point the answer reflects."""
+    query: Annotated[str, Meta(description="The query as searched.")]
+    mode: Annotated[str, Meta(description="The mode that ranked the results.")]
+    results: Annotated[list[SearchHit], Meta(description="The memories recalled, best first.")]
+    intent: Annotated[str | None, Meta(description="With explain: how the query was read.")] = None
+    weights: Annotated[
+        dict[str, float] | None, Meta(description="With explain: each voice's weight in the fusion.")
+    ] = None
+    as_of: Annotated[AsOf | None, _AS_OF] = None
 
 
 class FactOutcome(_Result, frozen=True, kw_only=True):
     """What a fact write did: ``proposed`` (new), ``mentioned`` (an equivalent one got stronger) or
     ``remembered`` (kept in the hot tier)."""
 
-    outcome: str
-    memory_id: str
-    domain: str
-    topic: str
+    outcome: Annotated[
+        str,
+        Meta(description="proposed (a new fact), mentioned (an equivalent one was repeated), remembered, …"),
+    ]
+    memory_id: Annotated[str, Meta(description="The fact's (or hot-tier item's) memory id.")]
+    domain: Annotated[str, Meta(description="The domain it was recorded in.")]
+    topic: Annotated[str, Meta(description="Its topic.")]
 
 
 class PolicyOutcome(_Result, frozen=True, kw_only=True):
     """The id of a proposed policy."""
 
-    policy_id: str
+    policy_id: Annotated[str, Meta(description="The new policy's id.")]
 
 
 class PolicyChange(_Result, frozen=True, kw_only=True):
     """A superseded policy and its replacement (None when it was deactivated)."""
 
-    policy_id: str | None
-    superseded: str
-    deactivated: bool
+    policy_id: Annotated[str | None, Meta(description="The replacing policy's id (null: deactivated).")]
+    superseded: Annotated[str, Meta(description="The id of the policy replaced.")]
+    deactivated: Annotated[bool, Meta(description="True when no rule was given: the policy just ends.")]
 
 
 class Promotion(_Result, frozen=True, kw_only=True):
@@ -152,11 +170,13 @@ class Merge(_Result, frozen=True, kw_only=True):
 class ConsolidateReport(_Result, frozen=True, kw_only=True):
     """What ``consolidate_memory`` changed."""
 
-    promoted: list[Promotion] = []
-    merged: list[Merge] = []
-    archived: list[str] = []
-    skipped: list[dict[str, str]] = []
-    """Items worth promoting into a domain the caller's role may not write (strict mode)."""
+    promoted: Annotated[list[Promotion], Meta(description="Hot-tier items promoted to facts.")] = []
+    merged: Annotated[list[Merge], Meta(description="Near-duplicate facts merged into one.")] = []
+    archived: Annotated[list[str], Meta(description="Ids of the stale hot-tier items archived.")] = []
+    skipped: Annotated[
+        list[dict[str, str]],
+        Meta(description="Items worth promoting into a domain your role may not write (strict mode)."),
+    ] = []
 
 
 class Corroboration(_Result, frozen=True, kw_only=True):
@@ -178,16 +198,21 @@ class ConflictDecision(_Result, frozen=True, kw_only=True):
 class HarmonizeReport(_Result, frozen=True, kw_only=True):
     """What ``harmonize_memory`` changed."""
 
-    corroborated: list[Corroboration] = []
-    conflicts: list[ConflictDecision] = []
+    corroborated: Annotated[
+        list[Corroboration], Meta(description="Agreeing facts made one (confidence raised).")
+    ] = []
+    conflicts: Annotated[
+        list[ConflictDecision], Meta(description="Contradictions decided and recorded.")
+    ] = []
 
 
 class Conflict(_Result, frozen=True, kw_only=True):
     """A recorded conflict with both sides and the rule that decided it."""
 
     id: str
-    domain: str
-    topic: str
+    domain: str | None
+    """None when the conflict was recorded without one (the event allows it)."""
+    topic: str | None
     rule: str
     detail: str = ""
     decided_by: str
@@ -200,29 +225,40 @@ class Conflict(_Result, frozen=True, kw_only=True):
     loser_agent: str | None = None
 
 
+class ConflictList(_Result, frozen=True, kw_only=True):
+    """What ``list_memory_conflicts`` found."""
+
+    conflicts: Annotated[
+        list[Conflict],
+        Meta(
+            description="Recorded conflicts, newest first: both sides (winner_id, loser_id, …) and the rule."
+        ),
+    ]
+    as_of: Annotated[AsOf | None, _AS_OF] = None
+
+
 class RecordedObservation(_Result, frozen=True, kw_only=True):
     """What ``record_observation`` appended to your private notes: the timestamped line."""
 
-    agent: str
-    line: str
+    agent: Annotated[str, Meta(description="Whose notes got the line (yours).")]
+    line: Annotated[str, Meta(description="The line appended, with its timestamp.")]
 
 
 class NotesUpdate(_Result, frozen=True, kw_only=True):
     """Whose notes were replaced, and their new length."""
 
-    agent: str
-    characters: int
+    agent: Annotated[str, Meta(description="Whose notes were replaced (yours).")]
+    characters: Annotated[int, Meta(description="The length of the notes now kept.")]
 
 
 class Preamble(_Result, frozen=True, kw_only=True):
     """The dispatch preamble and what went into it."""
 
-    text: str
-    policies: list[str] = []
-    notes: str | None = None
-    facts: list[str] = []
-    as_of: AsOf | None = None
-    """With ``as_of``: the point the answer reflects."""
+    text: Annotated[str, Meta(description="The preamble to read before the task (Markdown).")]
+    policies: Annotated[list[str], Meta(description="The active policies it carries.")] = []
+    notes: Annotated[str | None, Meta(description="Your private notes, if any.")] = None
+    facts: Annotated[list[str], Meta(description="Up to five facts matching the task.")] = []
+    as_of: Annotated[AsOf | None, _AS_OF] = None
 
 
 class WhyEvent(_Result, frozen=True, kw_only=True):
@@ -263,8 +299,7 @@ class Why(_Result, frozen=True, kw_only=True):
     workspace: str
     steps: list[WhyStep] = []
     truncated: bool = False
-    as_of: AsOf | None = None
-    """With ``as_of``: the point the answer reflects (the events stored by then)."""
+    as_of: Annotated[AsOf | None, _AS_OF] = None
 
 
 class ObservationReceipt(_Result, frozen=True, kw_only=True):

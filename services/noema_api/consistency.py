@@ -14,11 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import asyncpg
-
 from noema.adapters.postgres.position import wait_for_projection
 from noema.application.audit_views import POINT_PATTERN
 from noema.errors import Kind
+from noema.runtime.wiring import Pool
 
 from .errors import ApiError
 
@@ -121,7 +120,7 @@ def parse_after_seq(values: Mapping[str, list[str]]) -> int | None:
     return int(given[0])
 
 
-async def caught_up(pool: asyncpg.Pool, after_seq: int) -> dict[str, str]:
+async def caught_up(pool: Pool, after_seq: int) -> dict[str, str]:
     """Wait for the read model to apply ``after_seq``; the headers that tell the client how it went."""
     position = await wait_for_projection(pool, after_seq, AFTER_SEQ_WAIT)
     return {READ_SEQ_HEADER: str(position), CAUGHT_UP_HEADER: "true" if position >= after_seq else "false"}

@@ -19,7 +19,6 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlencode
 
-import asyncpg
 import msgspec
 import structlog
 from starlette.requests import Request
@@ -34,6 +33,7 @@ from noema.domain.admission import Admission
 from noema.errors import PROBLEM_JSON, InvalidQuery, Kind, NotFound, RateLimited, kind_of, public_message
 from noema.inputs import InvalidInput, convert
 from noema.ports import ExpectingSink
+from noema.runtime.wiring import Pool
 from noema.stream_points import StreamPoint, parse_stream_point
 from noema_events.bounded import OutOfBounds, Undecodable, decode_json
 
@@ -71,7 +71,7 @@ class Api:
     admission: Admission | None = None
 
     @property
-    def pool(self) -> asyncpg.Pool:
+    def pool(self) -> Pool:
         """The read model."""
         return self.app.pool
 

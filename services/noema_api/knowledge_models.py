@@ -12,6 +12,7 @@ from noema.application.views import Label, Limit, Name, Offset
 from noema.instants import Instant
 from noema_events.catalog import Subjects
 from noema_events.vocabulary import MemoryType
+from noema_sdk.models import FactOutcome
 
 from .models import Content, DomainName, Reason, RepoDomainName, _In, _Out
 
@@ -193,13 +194,9 @@ class FactPage(_Out, frozen=True, kw_only=True):
     """The next page's URL (also sent as a ``Link: <...>; rel="next"`` header); null on the last page."""
 
 
-class FactResult(_Out, frozen=True, kw_only=True):
+# The agents' result of the same write (noema_sdk.models.FactOutcome): its fields, one description.
+class FactResult(FactOutcome, frozen=True, kw_only=True):
     """What a fact write did: ``proposed`` (new) or ``mentioned`` (an equivalent one exists)."""
-
-    outcome: str
-    memory_id: str
-    domain: str
-    topic: str
 
 
 class Policy(_Out, frozen=True, kw_only=True):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,33 +81,9 @@ def _running_url(data_dir: Path) -> str | None:
 async def _accepted(url: str, record: AgentRecord, timeout: float = 10.0) -> bool:
     # A reload is asynchronous: wait (bounded) until the server takes the new password, so the
     # credentials printed work the moment they are printed.
-    import asyncio
+    from noema.adapters.jetstream import credentials_accepted
 
-    import nats
-    import nats.errors
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            nc = await nats.connect(
-                url.split(","),
-                user=record.user,
-                password=record.password,
-                inbox_prefix=inbox_prefix(record.user),
-                allow_reconnect=False,
-                connect_timeout=2,
-                error_cb=_quiet,
-            )
-        except (nats.errors.Error, OSError, TimeoutError):
-            await asyncio.sleep(0.1)
-            continue
-        await nc.close()
-        return True
-    return False
-
-
-async def _quiet(_: Exception) -> None:
-    return None
+    return await credentials_accepted(url, record.user, record.password, timeout)
 
 
 def _apply(data_dir: Path) -> bool:

@@ -3,7 +3,6 @@ in when caught up (:mod:`noema.composition.projections`)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -16,7 +15,7 @@ from noema.runtime.settings import Located
 from .common import DataDir, JsonOption, out, print_json, progress_bar, run, use
 
 if TYPE_CHECKING:
-    from nats.aio.client import Client as NATS
+    from noema.composition.projections import NatsWork
 
 __all__ = ["projection_app", "register"]
 
@@ -31,7 +30,7 @@ projection_app = typer.Typer(
 VERSION_HELP = "The version number (the `version` column of `noemactl projection status`)."
 
 
-def _with_nats(work: Callable[[Located, NATS], Awaitable[T]]) -> T:
+def _with_nats(work: NatsWork[T]) -> T:
     from noema.runtime.wiring import connect_nats
 
     async def go(settings: Located) -> T:

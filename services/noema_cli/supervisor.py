@@ -28,12 +28,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-import asyncpg
 import structlog
 
 from noema.adapters.embedders import EmbedderConfigError
 from noema.adapters.postgres import migrate
-from noema.adapters.postgres.roles import DbRole, prepare_database
+from noema.adapters.postgres.roles import DbRole, prepare_database_at
 from noema.runtime.cluster import EmbeddedCluster
 from noema.runtime.credentials import redact_url
 from noema.runtime.embedded import EmbeddedNats, EmbeddedPostgres, die_with_parent, resolve_data_dir
@@ -143,11 +142,7 @@ async def prepare(settings: Located, superuser_url: str | None = None) -> None:
     """Give the owner role the schema (with ``superuser_url``: the embedded server), apply migrations
     as the owner, grant the application roles, create the streams (all idempotent)."""
     if superuser_url is not None:
-        conn = await asyncpg.connect(superuser_url)
-        try:
-            await prepare_database(conn, settings.db_schema)
-        finally:
-            await conn.close()
+        await prepare_database_at(superuser_url, settings.db_schema)
     await migrate(settings.database_url, settings.db_schema)
     await prepare_streams(settings)
 

@@ -13,13 +13,13 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
-from nats.micro.request import Handler, Request
-from nats.micro.service import EndpointStats
 
 from noema.adapters import tracing
+from noema.adapters.micro import MicroRequest, MicroStats
 from noema.adapters.postgres.tenancy import workspace_scope
 from noema.application.access import Caller
 from noema.composition.instance import Instance
@@ -73,11 +73,11 @@ class Dispatcher:
         self._in_flight: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(max_in_flight)
 
-    def handler(self, op: Operation) -> Handler:
+    def handler(self, op: Operation) -> Callable[[MicroRequest], Awaitable[None]]:
         """The micro handler of one endpoint."""
         self._errors[op.name] = Counter()
 
-        async def handle(request: Request) -> None:
+        async def handle(request: MicroRequest) -> None:
             await self._slots.acquire()
             task = asyncio.create_task(self._handle(op, request), name=f"noema-service:{op.name}")
             self._in_flight.add(task)
@@ -102,7 +102,7 @@ class Dispatcher:
             return contextlib.nullcontext()
         return self._admission.admitted(f"{caller.workspace}/{caller.agent}", time.monotonic())
 
-    def stats(self, endpoint: EndpointStats) -> dict[str, Any]:
+    def stats(self, endpoint: MicroStats) -> dict[str, Any]:
         """STATS ``data`` of an endpoint: error replies by code; sets its ``num_errors`` and
         ``last_error`` to the error replies (the library passes the stats it is about to send)."""
         counts = self._errors.get(endpoint.name, Counter())
@@ -111,7 +111,7 @@ class Dispatcher:
         endpoint.last_error = self._last_error.get(endpoint.name) or endpoint.last_error
         return {"errors": errors, "errors_by_code": {str(k): v for k, v in counts.items()}}
 
-    async def _handle(self, op: Operation, request: Request) -> None:
+    async def _handle(self, op: Operation, request: MicroRequest) -> None:
         started = time.perf_counter()
         address = None
         try:

@@ -18,7 +18,7 @@ from noema.inputs import text_dates
 from noema.instants import FORMS, Instant
 from noema_sdk import models
 
-__all__ = ["OPERATIONS", "ConflictList", "ObserveInput", "Operation"]
+__all__ = ["OPERATIONS", "ObserveInput", "Operation"]
 
 _Short = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
@@ -27,7 +27,8 @@ _Short = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 class Operation:
     """One endpoint: its name, what it is for, its input's JSON Schema and how to run it; ``input``
     and ``result`` are the request's and the reply result's Structs, which the bus contract
-    (``schemas/asyncapi.json``) publishes."""
+    (``schemas/asyncapi.json``) publishes: the SDK's result types (:mod:`noema_sdk.models`, each tool's
+    ``output``), the agent side's reading of it, so the contract and the client cannot drift apart."""
 
     name: str
     description: str
@@ -35,34 +36,6 @@ class Operation:
     run: Callable[[Instance, Caller, bytes], Awaitable[Any]]
     input: type[msgspec.Struct]
     result: type[msgspec.Struct]
-
-
-class ConflictList(msgspec.Struct, frozen=True, kw_only=True):
-    """list_memory_conflicts' result: the recorded conflicts, newest first."""
-
-    conflicts: list[models.Conflict]
-    as_of: models.AsOf | None = None
-    """With ``as_of``: the point the answer reflects."""
-
-
-RESULTS: dict[str, type[msgspec.Struct]] = {
-    "search_memory": models.SearchResult,
-    "propose_fact": models.FactOutcome,
-    "supersede_fact": models.FactOutcome,
-    "propose_policy": models.PolicyOutcome,
-    "supersede_policy": models.PolicyChange,
-    "remember": models.FactOutcome,
-    "consolidate_memory": models.ConsolidateReport,
-    "harmonize_memory": models.HarmonizeReport,
-    "list_memory_conflicts": ConflictList,
-    "record_observation": models.RecordedObservation,
-    "update_my_notes": models.NotesUpdate,
-    "get_preamble": models.Preamble,
-    "why": models.Why,
-    "observe": models.ObservationReceipt,
-}
-"""What each operation's reply carries as ``result``: the SDK's result types (the agent side's
-reading of it, so the published contract and the client cannot drift apart)."""
 
 
 class ObserveInput(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -122,7 +95,7 @@ def _tool(name: str) -> Operation:
     async def run(app: Instance, who: Caller, raw: bytes) -> Any:
         return await call_tool(app, who, name, raw)
 
-    return Operation(name, tool.description, input_schema(tool), run, tool.input, RESULTS[name])
+    return Operation(name, tool.description, input_schema(tool), run, tool.input, tool.output)
 
 
 OPERATIONS: dict[str, Operation] = {
@@ -134,7 +107,7 @@ OPERATIONS: dict[str, Operation] = {
         text_dates(msgspec.json.schema(ObserveInput)),
         _observe,
         ObserveInput,
-        RESULTS["observe"],
+        models.ObservationReceipt,
     ),
 }
 """Every endpoint by name."""

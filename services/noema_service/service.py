@@ -9,11 +9,10 @@ import json
 from contextlib import AsyncExitStack
 
 import structlog
-from nats.micro import add_service
-from nats.micro.service import Service
 
 from noema import __version__
 from noema.adapters.metrics import Metrics
+from noema.adapters.micro import MicroEndpoint, MicroService, start_service
 from noema.composition.instance import Instance
 from noema.runtime.settings import Located
 from noema_sdk.protocol import QUEUE_GROUP, SERVICE_NAME, endpoint_subject
@@ -31,7 +30,7 @@ class AgentService:
 
     name = "service"
 
-    def __init__(self, micro: Service, dispatcher: Dispatcher) -> None:
+    def __init__(self, micro: MicroService, dispatcher: Dispatcher) -> None:
         self.micro = micro
         self._dispatcher = dispatcher
         self._stopping = asyncio.Event()
@@ -55,22 +54,24 @@ async def build(settings: Located, stack: AsyncExitStack, *, metrics: Metrics | 
     app = await stack.enter_async_context(Instance.open(settings, name="noema-service", metrics=metrics))
     # Each agent's rate and concurrency limits (NOEMA_RATE_LIMIT, ...): a flood is refused (429).
     dispatcher = Dispatcher(app, app.metrics.admission(settings.admission_limits, "service"))
-    micro = await add_service(
+    micro = await start_service(
         app.nc,
         name=SERVICE_NAME,
         version=__version__,
         description="Noema agent operations (memory search, facts, policies, notes, observations)",
         metadata={"prefix": settings.prefix},
         queue_group=QUEUE_GROUP,
-        stats_handler=dispatcher.stats,
+        stats=dispatcher.stats,
+        endpoints=[
+            MicroEndpoint(
+                name=op.name,
+                subject=endpoint_subject(settings.prefix, op.name),
+                handler=dispatcher.handler(op),
+                metadata={"description": op.description, "input_schema": json.dumps(op.schema)},
+            )
+            for op in OPERATIONS.values()
+        ],
     )
-    stack.push_async_callback(micro.stop)  # idempotent; covers a build that fails half-way
-    for op in OPERATIONS.values():
-        await micro.add_endpoint(
-            name=op.name,
-            subject=endpoint_subject(settings.prefix, op.name),
-            handler=dispatcher.handler(op),
-            metadata={"description": op.description, "input_schema": json.dumps(op.schema)},
-        )
+    stack.push_async_callback(micro.stop)  # idempotent
     await app.nc.flush()
     return AgentService(micro, dispatcher)

@@ -1,10 +1,8 @@
 """The agent service's replies (AsyncAPI, ``schemas/asyncapi.json``) and the MCP tools' results
-(``outputSchema``, :mod:`noema.application.tool_outputs`) are one contract: the same tool answers
-both. For every tool, a reply with every property the bus contract describes is a valid result
-under the outputSchema (checked by a real JSON Schema validator), and both name the same properties
-wherever both describe an object's. (The converse of the first does not hold by design: the
-outputSchemas leave some nested items as plain objects, which the bus contract's SDK result types
-spell out.)"""
+(``outputSchema``) are one contract: both are derived from the SDK's result types
+(:mod:`noema_sdk.models`, each tool's ``output``). For every tool, a reply with every property the
+bus contract describes is a valid result under the outputSchema (checked by a real JSON Schema
+validator), and both name the same properties wherever both describe an object's."""
 
 from __future__ import annotations
 

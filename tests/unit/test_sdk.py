@@ -13,11 +13,15 @@ from pathlib import Path
 from typing import Any, get_args
 
 import msgspec
+import msgspec.inspect
 import pytest
 
+from noema.application.audit_views import Why, WhyStep
 from noema.application.tools import TOOLS
+from noema.application.views import EventRecord
 from noema.client import build_observation
 from noema.topology import Topology
+from noema_api.knowledge_models import Conflict
 from noema_events import decode_event, encode_event, vocabulary
 from noema_sdk import (
     InvalidRequest,
@@ -103,6 +107,62 @@ def test_each_tool_has_an_sdk_method_taking_exactly_its_arguments(name: str) -> 
     params = set(inspect.signature(method).parameters) - {"self", "timeout"}
     assert params == _fields(TOOLS[name].input)
     assert method.__doc__, "every method says what it does"
+
+
+@pytest.mark.parametrize("name", sorted(TOOLS))
+def test_each_sdk_method_defaults_as_the_tool_does_and_reads_the_tools_output_type(name: str) -> None:
+    method = getattr(NoemaClient, name)
+    tool = TOOLS[name]
+    defaults = {
+        f.name: f.default if f.default is not msgspec.NODEFAULT else f.default_factory()
+        for f in msgspec.structs.fields(tool.input)
+        if f.default is not msgspec.NODEFAULT or f.default_factory is not msgspec.NODEFAULT
+    }
+    params = inspect.signature(method).parameters
+    sdk = {k: list(p.default) if isinstance(p.default, tuple) else p.default for k, p in params.items()}
+    assert {k: sdk[k] for k in defaults} == defaults
+    assert all(
+        params[k].default is inspect.Parameter.empty for k in params.keys() - defaults - {"self", "timeout"}
+    )
+    # The method decodes the reply into the tool's own output type (the one the schemas come from);
+    # list_memory_conflicts hands back its list.
+    source = inspect.getsource(method)
+    assert f", {tool.output.__name__}, timeout)" in source
+
+
+def _shape(t: msgspec.inspect.Type) -> str:
+    """A type as JSON carries it: bounds, defaults and descriptions aside; a Struct by its name."""
+    if isinstance(t, msgspec.inspect.UnionType):
+        return "|".join(sorted(_shape(x) for x in t.types))
+    if isinstance(t, msgspec.inspect.ListType):
+        return f"list[{_shape(t.item_type)}]"
+    if isinstance(t, msgspec.inspect.DictType):
+        return f"dict[{_shape(t.key_type)}, {_shape(t.value_type)}]"
+    if isinstance(t, msgspec.inspect.StructType):
+        return SERVER_NAMES.get(t.cls, t.cls).__name__
+    if isinstance(t, msgspec.inspect.LiteralType):
+        return f"literal{sorted(map(str, t.values))}"
+    return type(t).__name__.removesuffix("Type").lower()
+
+
+SERVER_NAMES: dict[type, type] = {models.WhyEvent: EventRecord, models.WhyStep: WhyStep, models.Why: Why}
+"""The SDK's types that copy a server type the agents' replies carry (the SDK installs alone, so it
+cannot import them), by the server type: checked field for field below."""
+
+
+@pytest.mark.parametrize(
+    ("sdk", "server"),
+    [(models.Conflict, Conflict), *SERVER_NAMES.items()],
+    ids=lambda c: f"{c.__module__}.{c.__name__}",
+)
+def test_an_sdk_copy_of_a_server_type_reads_every_field_the_server_sends(sdk: type, server: type) -> None:
+    def shapes(struct: type) -> dict[str, str]:
+        info = msgspec.inspect.type_info(struct)
+        assert isinstance(info, msgspec.inspect.StructType)
+        return {f.name: _shape(f.type) for f in info.fields}
+
+    ours, theirs = shapes(sdk), shapes(server)
+    assert {k: ours.get(k) for k in theirs} == theirs
 
 
 def test_observe_takes_exactly_the_observation_fields() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -34,15 +35,15 @@ from noema.adapters import tracing
 from noema.adapters.dlq_policy import DEFAULT_KEEP_BYTES, DeadLetterPolicy, kept_original
 from noema.adapters.dlq_upgrade import MOVE_SUFFIX
 from noema.adapters.liveness import track
+from noema.adapters.nats_auth import NatsAuth
 from noema.adapters.published import note_published
 from noema.adapters.pull import Puller
 from noema.adapters.vector_cache import vector_stream_config
 from noema.ports import ConcurrentWrite, Sealer
-from noema.runtime.identities import inbox_prefix
-from noema.runtime.settings import NatsAuth
-from noema.topology import Topology
+from noema.topology import MAX_ATOMIC_BATCH, Topology
 from noema_events import Event, decode_event, encode_event
 from noema_events.bounded import decode_json
+from noema_sdk.protocol import inbox_prefix
 from noema_sdk.tracing import carried
 
 if TYPE_CHECKING:  # prometheus_client: loaded by the processes that keep metrics, not by a command
@@ -344,6 +345,44 @@ async def stream_last_seq(js: JetStreamContext, stream: str) -> int:
     return int(info.state.last_seq)
 
 
+async def credentials_accepted(url: str, user: str, password: str, seconds: float = 10.0) -> bool:
+    """Whether the NATS server at ``url`` takes ``user``'s ``password`` within ``seconds``, asking
+    again until it does (a server reloads its configuration asynchronously)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            nc = await nats.connect(
+                url.split(","),
+                user=user,
+                password=password,
+                inbox_prefix=inbox_prefix(user),
+                allow_reconnect=False,
+                connect_timeout=2,
+                error_cb=_quiet,
+            )
+        except (nats.errors.Error, OSError, TimeoutError):
+            await asyncio.sleep(0.1)
+            continue
+        await nc.close()
+        return True
+    return False
+
+
+async def _quiet(_: Exception) -> None:
+    return None
+
+
+async def stream_last_seq_within(nc: NATS, stream: str, seconds: float) -> int | None:
+    """:func:`stream_last_seq`, or None when it cannot be known within ``seconds`` (NATS not
+    connected, the stream missing, an error or no answer): for a status that reports what it sees."""
+    if not nc.is_connected:
+        return None
+    try:
+        return await asyncio.wait_for(stream_last_seq(nc.jetstream(), stream), seconds)
+    except (NotFoundError, nats.errors.Error, TimeoutError):
+        return None
+
+
 async def first_seq_on(js: JetStreamContext, stream: str, subjects: str) -> int | None:
     """The sequence of the oldest message ``stream`` holds on ``subjects`` (None when none)."""
     try:
@@ -450,10 +489,6 @@ class DeadLetters:
         """Dead-letter ``msg`` and ack it: it is never handed out again."""
         await self.write(msg, reason, kind)
         await msg.ack()
-
-
-MAX_ATOMIC_BATCH = 1000
-"""NATS's default limit on messages per atomic batch."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from noema.application.deliveries import Delivered
 from noema.domain.attention import AttentionConfig, decide_cycle, working_memory_of
 from noema.domain.knowledge import WorkingMemory
 from noema.ports import ConcurrentWrite, Sealer
+from noema.topology import MAX_ATOMIC_BATCH
 from noema_events import (
     AttentionDecided,
     Event,
@@ -47,9 +48,6 @@ MAX_MINDS = 100_000
 FENCE_ATTEMPTS = 5
 """Cycles tried, each after reading the minds again, before a refused fence is raised (to retry the
 batch): only an instance that keeps losing to another refuses that often."""
-
-MAX_ATOMIC_BATCH = 1000
-"""Events stored in one atomic batch at most (NATS's default limit): a bigger cycle is split."""
 
 Candidate = ObservationRecorded | RecallProposed
 E = TypeVar("E", bound=Event)

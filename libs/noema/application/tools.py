@@ -20,19 +20,6 @@ from msgspec import Meta
 from noema.application.access import Caller
 from noema.application.agent_lineage import why_for
 from noema.application.facade import Noema, SearchOptions
-from noema.application.tool_outputs import (
-    ConflictsOutput,
-    ConsolidateOutput,
-    FactOutput,
-    HarmonizeOutput,
-    NotesOutput,
-    ObservationOutput,
-    PolicyOutput,
-    PreambleOutput,
-    SearchMemoryOutput,
-    SupersedePolicyOutput,
-    WhyOutput,
-)
 from noema.errors import Kind, NoemaError
 from noema.inputs import InvalidInput, convert, text_dates
 from noema.instants import FORMS, Instant
@@ -40,6 +27,7 @@ from noema.stream_points import parse_stream_point
 from noema_events.bounded import OutOfBounds, Undecodable, check_value_depth, decode_json
 from noema_events.catalog import Subjects
 from noema_events.vocabulary import EpistemicKind, MemoryStatus
+from noema_sdk import models
 
 __all__ = [
     "TOOLS",
@@ -424,7 +412,9 @@ class Tool:
     description: str
     input: type[_Input]
     output: type[msgspec.Struct]
-    """What it returns (described, never built: :mod:`noema.application.tool_outputs`)."""
+    """What it returns, as the SDK reads it (:mod:`noema_sdk.models`, the one description of each
+    agent operation's result): its JSON Schema is the MCP tool's ``outputSchema`` and the bus
+    contract's reply schema. The tool builds plain data, never this type."""
     run: Callable[[Noema, Caller, Any], Awaitable[Any]]
     mutates: bool
 
@@ -439,7 +429,7 @@ TOOLS: dict[str, Tool] = {
             "alone; semantic is full text + vectors. With explain=true each result carries its score "
             "components.",
             SearchMemoryInput,
-            SearchMemoryOutput,
+            models.SearchResult,
             _search,
             False,
         ),
@@ -450,7 +440,7 @@ TOOLS: dict[str, Tool] = {
             "decided by documented rules (explicit > veracity > confidence > recency) and the loser is "
             "superseded, never deleted.",
             ProposeFactInput,
-            FactOutput,
+            models.FactOutcome,
             _propose_fact,
             True,
         ),
@@ -458,7 +448,7 @@ TOOLS: dict[str, Tool] = {
             "supersede_fact",
             "Replace an active fact (by id) with new content; the old one stays, marked superseded.",
             SupersedeFactInput,
-            FactOutput,
+            models.FactOutcome,
             _supersede_fact,
             True,
         ),
@@ -467,7 +457,7 @@ TOOLS: dict[str, Tool] = {
             "Add a normative rule to a domain; every dispatch preamble carries active policies. Needs "
             "write access to the domain (else an InsufficientMemoryPermission error).",
             ProposePolicyInput,
-            PolicyOutput,
+            models.PolicyOutcome,
             _propose_policy,
             True,
         ),
@@ -475,7 +465,7 @@ TOOLS: dict[str, Tool] = {
             "supersede_policy",
             "Replace an active policy with a new rule, or deactivate it when no rule is given.",
             SupersedePolicyInput,
-            SupersedePolicyOutput,
+            models.PolicyChange,
             _supersede_policy,
             True,
         ),
@@ -484,7 +474,7 @@ TOOLS: dict[str, Tool] = {
             "Keep a session-scoped note in the hot tier; consolidate_memory promotes important or "
             "repeated items to facts and archives stale ones.",
             RememberInput,
-            FactOutput,
+            models.FactOutcome,
             _remember,
             True,
         ),
@@ -493,7 +483,7 @@ TOOLS: dict[str, Tool] = {
             "Promote hot-tier items worth keeping to facts, merge near-duplicate facts (provenance kept) "
             "and archive stale hot-tier items; reports what changed.",
             ConsolidateInput,
-            ConsolidateOutput,
+            models.ConsolidateReport,
             _consolidate,
             True,
         ),
@@ -502,7 +492,7 @@ TOOLS: dict[str, Tool] = {
             "Reconcile beliefs that diverged between agents: agreeing facts become one corroborated fact "
             "(confidence raised), contradicting ones are decided and recorded as conflicts.",
             HarmonizeInput,
-            HarmonizeOutput,
+            models.HarmonizeReport,
             _harmonize,
             True,
         ),
@@ -510,7 +500,7 @@ TOOLS: dict[str, Tool] = {
             "list_memory_conflicts",
             "List recorded conflicts (newest first) with both sides and the rule that decided.",
             ListConflictsInput,
-            ConflictsOutput,
+            models.ConflictList,
             _conflicts,
             False,
         ),
@@ -519,7 +509,7 @@ TOOLS: dict[str, Tool] = {
             "Note something you observed: appended, timestamped, to your private notes (only you and "
             "operators can read them; no other agent's search finds them).",
             RecordObservationInput,
-            ObservationOutput,
+            models.RecordedObservation,
             _record_observation,
             True,
         ),
@@ -528,7 +518,7 @@ TOOLS: dict[str, Tool] = {
             "Replace your private scratchpad (only you and operators can read it); it is given to you "
             "verbatim at your next dispatch.",
             UpdateNotesInput,
-            NotesOutput,
+            models.NotesUpdate,
             _update_notes,
             True,
         ),
@@ -537,7 +527,7 @@ TOOLS: dict[str, Tool] = {
             "The dispatch preamble for a task: active policies, your notes and up to five facts matching "
             "the task (described in 20 characters or more; a shorter task gets no facts).",
             PreambleInput,
-            PreambleOutput,
+            models.Preamble,
             _preamble,
             False,
         ),
@@ -548,7 +538,7 @@ TOOLS: dict[str, Tool] = {
             "attention scores, recall components, the conflict rule that superseded a fact). Only "
             "your workspace, and only what your role may read.",
             WhyInput,
-            WhyOutput,
+            models.Why,
             _why,
             False,
         ),

@@ -23,8 +23,8 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import asyncpg
 from nats.aio.client import Client as NATS
@@ -35,7 +35,12 @@ from noema.composition.replay import catch_up, replay_into
 from noema.errors import Conflict, NotFound
 from noema.runtime.settings import Located
 
-__all__ = ["SWITCH_LOCK_TIMEOUT_S", "drop", "rebuild", "status", "switch"]
+__all__ = ["SWITCH_LOCK_TIMEOUT_S", "NatsWork", "drop", "rebuild", "status", "switch"]
+
+T = TypeVar("T")
+NatsWork = Callable[[Located, NATS], Awaitable[T]]
+"""A projection command's work over the settings and a NATS connection (``noemactl projection``
+opens the connection and runs it)."""
 
 SWITCH_LOCK_TIMEOUT_S = 30.0
 """How long a switch waits for the projector's transaction in hand before giving up."""

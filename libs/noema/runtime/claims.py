@@ -1,8 +1,9 @@
 """Claims: of the instances of a stateful worker (attend, the projector, conflicts), exactly one
 works a partition at a time — the *owner*; the others stand by and take over when it goes.
 
-:class:`Claim` is the port; :class:`noema.adapters.postgres.claims.AdvisoryClaim` the adapter (a
-PostgreSQL session advisory lock on a connection the owner holds). :class:`ClaimedService` wraps a
+:class:`Claim` is the port (:mod:`noema.ports`, with :class:`ClaimLost` and :class:`ClaimState`);
+:class:`noema.adapters.postgres.claims.AdvisoryClaim` the adapter (a PostgreSQL session advisory
+lock on a connection the owner holds). :class:`ClaimedService` wraps a
 worker: it waits as a standby until the claim is its own, only then starts the worker (which may
 recreate its durable consumer: only an owner ever does), and stops the process with
 :class:`ClaimLost` as soon as the claim is lost, so the supervisor restarts it as a standby.
@@ -20,46 +21,17 @@ import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable
-from typing import Literal, Protocol
 
 import structlog
 from nats.aio.client import Client as NATS
 
+from noema.ports import Claim, ClaimLost, ClaimState
 from noema.runtime.tasks import cancel_and_wait
-from noema.runtime.worker import Service, WorkerFatal
+from noema.runtime.worker import Service
 
 __all__ = ["Claim", "ClaimLost", "ClaimState", "ClaimedService"]
 
 log = structlog.get_logger("noema.claims")
-
-ClaimState = Literal["standby", "owner", "lost"]
-"""``standby`` until the claim is held, ``owner`` while it is, ``lost`` after (for good)."""
-
-
-class ClaimLost(WorkerFatal):
-    """This instance no longer holds its claim: it must not write; the process exits (and is
-    restarted, as a standby)."""
-
-
-class Claim(Protocol):
-    """Exclusive ownership of one partition of one worker kind, among its instances."""
-
-    @property
-    def state(self) -> ClaimState:
-        """Where this instance stands."""
-        ...
-
-    async def acquire(self, stopping: asyncio.Event) -> bool:
-        """Stand by until the claim is held (True), or ``stopping`` is set first (False)."""
-        ...
-
-    async def check(self) -> None:
-        """Raise :class:`ClaimLost` unless the claim is still held (asks the claim's store)."""
-        ...
-
-    async def release(self) -> None:
-        """Give the claim up (at a clean stop), so a standby takes over at once."""
-        ...
 
 
 class ClaimedService:

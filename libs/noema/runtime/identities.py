@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from noema.topology import Topology
+from noema_sdk.protocol import inbox_prefix
 
 __all__ = [
     "OPERATOR",
@@ -89,12 +90,6 @@ def service_user(name: str) -> str:
 def agent_user(workspace: str, agent: str) -> str:
     """The NATS user of one agent; dots keep it apart from every service user."""
     return f"agent.{workspace}.{agent}"
-
-
-def inbox_prefix(user: str) -> str:
-    """The reply-inbox prefix of ``user``: only that user may subscribe below it, so nobody reads
-    another identity's replies (pass it as nats-py's ``inbox_prefix`` / nats.js's ``inboxPrefix``)."""
-    return f"_INBOX.{user}"
 
 
 MOVE_SUFFIX = "_MOVE"

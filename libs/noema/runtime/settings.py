@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from noema.adapters.dlq_policy import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DeadLetterPolicy
+from noema.adapters.nats_auth import NatsAuth
 from noema.adapters.openai_embedder import ROLES, RemoteOptions
 from noema.domain.admission import AdmissionLimits
 from noema.domain.knowledge import DEFAULT_WM_CAPACITY
@@ -71,21 +72,6 @@ def _workers(env: Mapping[str, str]) -> tuple[str, ...] | None:
             f"NOEMA_STATUS_WORKERS names unknown processes {', '.join(unknown)}; known: {', '.join(WORKERS)}"
         )
     return names
-
-
-@dataclass(frozen=True, kw_only=True)
-class NatsAuth:
-    """How a process authenticates to NATS and verifies it (besides credentials in the URL)."""
-
-    user: str | None = None
-    password: str | None = field(default=None, repr=False)
-    creds: Path | None = None
-    """A NATS ``.creds`` file (JWT + nkey seed), e.g. a Kubernetes secret mounted as a file."""
-    tls_ca: Path | None = None
-    """CA bundle that signed the server's certificate (``tls://`` URLs); system CAs when unset."""
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
-    """Client certificate and key, for a server that verifies clients (mutual TLS)."""
 
 
 def _path(env: Mapping[str, str], name: str) -> Path | None:

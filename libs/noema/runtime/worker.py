@@ -42,7 +42,7 @@ from noema.adapters.jetstream import FAILED
 from noema.adapters.liveness import watch_connections
 from noema.adapters.metrics import Metrics
 from noema.adapters.pull import Puller, interrupt_all
-from noema.errors import Kind, NoemaError
+from noema.errors import Kind, NoemaError, WorkerFatal
 from noema.runtime.health import ErrorTap, Heartbeat, connection_of
 from noema.runtime.locate import locate
 from noema.runtime.logging import configure_logging
@@ -86,10 +86,6 @@ slower than the consumer's ack wait (30 s at least) under load is not redelivere
 def backoff(attempt: int, base: float = 0.25, cap: float = BACKOFF_CAP_S) -> float:
     """Seconds to wait before retry number ``attempt`` (1, 2, ...): doubling from ``base`` to ``cap``."""
     return float(min(cap, base * 2 ** max(0, attempt - 1)))
-
-
-class WorkerFatal(RuntimeError):
-    """The worker cannot go on in this process (e.g. its consumer skipped messages); a restart resumes."""
 
 
 class ConsumerGap(WorkerFatal):

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import msgspec
-from nats.errors import Error as NatsError
-from nats.js.errors import NotFoundError
 from starlette.responses import Response
 
-from noema.adapters.jetstream import stream_last_seq
+from noema.adapters.jetstream import stream_last_seq_within
 from noema.adapters.postgres import ReadModelProjection
 from noema.errors import Kind
 from noema.runtime import readiness
@@ -83,15 +79,7 @@ async def replay_status(req: Req[None, None]) -> ReplayStatus:
     projection = ReadModelProjection()
     async with req.api.pool.acquire() as conn:
         position = await projection.position(conn)
-    last: int | None = None
-    if req.api.app.nc.is_connected:
-        try:
-            last = await asyncio.wait_for(
-                stream_last_seq(req.api.app.nc.jetstream(), req.api.app.topology.event_stream),
-                PROBE_TIMEOUT_S,
-            )
-        except (NotFoundError, NatsError, TimeoutError):
-            last = None
+    last = await stream_last_seq_within(req.api.app.nc, req.api.app.topology.event_stream, PROBE_TIMEOUT_S)
     lag = None if last is None else max(0, last - position)
     return ReplayStatus(
         projection=projection.name,

@@ -17,27 +17,8 @@ from noema.adapters.postgres.handlers import Projected, created_columns, memory_
 from noema.adapters.postgres.knowledge_handlers import proposed_columns
 from noema.adapters.postgres.projection import EVENT_COLUMNS, event_row
 from noema.domain.dynamics import decay_activation, reinforce_activation
-from noema_events import (
-    ActivationDecayed,
-    ConflictRecorded,
-    DomainCreated,
-    Event,
-    FactMentioned,
-    FactProposed,
-    GrantChanged,
-    MemoryCreated,
-    MemoryEmbedded,
-    MemoryReinforced,
-    MemoryRetrieved,
-    MemorySuperseded,
-    NotesUpdated,
-    OperatorAction,
-    PolicyProposed,
-    PolicySuperseded,
-    RelationshipAdded,
-    WorkingMemoryUpdated,
-    WorkspaceConfigured,
-)
+from noema_events import Event
+from noema_events import catalog as kinds
 
 __all__ = ["Tables"]
 
@@ -92,7 +73,9 @@ class Tables:
         """A new memory (a re-published creation of an existing id changes nothing)."""
         self.memories.setdefault(str(row["id"]), {**row, "superseded_by": None})
 
-    def _reinforce(self, ev: MemoryRetrieved | MemoryReinforced, boost: float, recalls: int) -> None:
+    def _reinforce(
+        self, ev: kinds.MemoryRetrieved | kinds.MemoryReinforced, boost: float, recalls: int
+    ) -> None:
         """Decay to the event's time, then boost (the projector's recall and reinforcement update)."""
         p, at = ev.payload, ev.occurred_at
         m = self._own(ev, p.memory_id)
@@ -117,7 +100,7 @@ class Tables:
     def _refused(self, ev: Event) -> bool:
         """Whether PostgreSQL refuses the event (the projector then skips it whole, its audit copy
         too): an edge whose ends are not two memories of the edge's own mind (the foreign keys)."""
-        if not isinstance(ev, RelationshipAdded):
+        if not isinstance(ev, kinds.RelationshipAdded):
             return False
         p = ev.payload
         ends = [self.memories.get(p.from_id), self.memories.get(p.to_id)]
@@ -135,23 +118,23 @@ class Tables:
             return
         self.events[seq] = dict(zip(EVENT_COLUMNS, event_row(item), strict=True))
         match ev:
-            case MemoryCreated(payload=p):
+            case kinds.MemoryCreated(payload=p):
                 self._insert(memory_columns(ev, seq, **created_columns(ev)))
-            case FactProposed(payload=p):
+            case kinds.FactProposed(payload=p):
                 self._insert(memory_columns(ev, seq, **proposed_columns(ev)))
-            case FactMentioned(payload=p) if (m := self._own(ev, p.memory_id)) is not None:
+            case kinds.FactMentioned(payload=p) if (m := self._own(ev, p.memory_id)) is not None:
                 m["confidence"] = min(p.confidence_cap, m["confidence"] + p.rate * (1 - m["confidence"]))
                 m["mention_count"] += p.mentions
                 m["source_observation_ids"] = [*m["source_observation_ids"], *p.source_observation_ids]
                 m["updated_at"] = max(m["updated_at"], ev.occurred_at)
-            case MemorySuperseded(payload=p) if (m := self._own(ev, p.memory_id)) is not None:
+            case kinds.MemorySuperseded(payload=p) if (m := self._own(ev, p.memory_id)) is not None:
                 m.update(status="superseded", superseded_by=p.superseded_by, updated_at=ev.occurred_at)
-            case OperatorAction(payload=p):
+            case kinds.OperatorAction(payload=p):
                 status = _STATUS_BY_ACTION.get(p.action)
                 target = self._own(ev, p.target_id or "")
                 if status is not None and target is not None and target["status"] != "superseded":
                     target.update(status=status, updated_at=ev.occurred_at)
-            case PolicyProposed(payload=p):
+            case kinds.PolicyProposed(payload=p):
                 self.policies.setdefault(
                     p.policy_id,
                     {
@@ -168,11 +151,11 @@ class Tables:
                         "origin_seq": seq,
                     },
                 )
-            case PolicySuperseded(payload=p) if (
+            case kinds.PolicySuperseded(payload=p) if (
                 self.policies.get(p.policy_id, {}).get("workspace") == ev.workspace
             ):
                 self.policies[p.policy_id].update(active=False, superseded_by=p.superseded_by)
-            case DomainCreated(payload=p):
+            case kinds.DomainCreated(payload=p):
                 self.domains.setdefault(
                     (ev.workspace, p.domain),
                     {
@@ -183,7 +166,7 @@ class Tables:
                         "created_at": ev.occurred_at,
                     },
                 )
-            case GrantChanged(payload=p):
+            case kinds.GrantChanged(payload=p):
                 self.grants[(ev.workspace, p.role, p.domain)] = {
                     "role": p.role,
                     "domain": p.domain,
@@ -192,9 +175,9 @@ class Tables:
                     "changed_by": ev.actor,
                     "updated_at": ev.occurred_at,
                 }
-            case WorkspaceConfigured(payload=p):
+            case kinds.WorkspaceConfigured(payload=p):
                 self.access_modes[ev.workspace] = p.access_mode
-            case ConflictRecorded(payload=p):
+            case kinds.ConflictRecorded(payload=p):
                 self.conflicts.setdefault(
                     p.conflict_id,
                     {
@@ -211,15 +194,15 @@ class Tables:
                         "origin_seq": seq,
                     },
                 )
-            case NotesUpdated(payload=p):
+            case kinds.NotesUpdated(payload=p):
                 self.notes[(ev.workspace, p.agent)] = p.notes
-            case WorkingMemoryUpdated(payload=p):
+            case kinds.WorkingMemoryUpdated(payload=p):
                 self.working_memory[(ev.workspace, ev.mind)] = {
                     "capacity": p.capacity,
                     "items": msgspec.to_builtins(p.items),
                     "updated_at": ev.occurred_at,
                 }
-            case RelationshipAdded(payload=p):
+            case kinds.RelationshipAdded(payload=p):
                 self.relationships.setdefault(
                     p.relationship_id,
                     {
@@ -233,16 +216,18 @@ class Tables:
                     },
                 )
             # A vector of the wrong size is skipped, as the projector skips it (with a warning).
-            case MemoryEmbedded(payload=p) if self._own(ev, p.memory_id) and len(p.vector) == p.dimensions:
+            case kinds.MemoryEmbedded(payload=p) if (
+                self._own(ev, p.memory_id) and len(p.vector) == p.dimensions
+            ):
                 self.embeddings.setdefault(
                     (p.memory_id, p.model),
                     {"model": p.model, "dimensions": p.dimensions, "created_at": ev.occurred_at},
                 )
-            case MemoryRetrieved(payload=p):
+            case kinds.MemoryRetrieved(payload=p):
                 self._reinforce(ev, p.boost, 1)
-            case MemoryReinforced(payload=p):
+            case kinds.MemoryReinforced(payload=p):
                 self._reinforce(ev, min(1.0, max(0.0, p.amount)), 0)
-            case ActivationDecayed(payload=p) if p.rewrite:  # an earlier release's tick (v1)
+            case kinds.ActivationDecayed(payload=p) if p.rewrite:  # an earlier release's tick (v1)
                 for m in self.memories.values():
                     if m["workspace"] == ev.workspace and m["activation_at"] < p.tick_at:
                         days = _days(p.tick_at, m["activation_at"])

@@ -1,4 +1,4 @@
-"""A claim as a PostgreSQL session advisory lock (:class:`noema.runtime.claims.Claim`).
+"""A claim as a PostgreSQL session advisory lock (:class:`noema.ports.Claim`).
 
 The lock is taken on a connection the owner holds from its pool for as long as it works. It ends
 with the session: when the owner's process dies (SIGKILL, a crash, a lost host once TCP keepalive
@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import structlog
 
-from noema.runtime.claims import ClaimLost, ClaimState
+from noema.ports import ClaimLost, ClaimState
 
 __all__ = ["KEEPALIVE_SQL", "AdvisoryClaim", "AdvisoryPartitions", "claim_key"]
 

@@ -22,27 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 
 from noema.adapters.postgres.registry import Projected
-from noema_events import (
-    ActivationDecayed,
-    ConflictRecorded,
-    DomainCreated,
-    Event,
-    FactMentioned,
-    FactProposed,
-    GrantChanged,
-    MemoryCreated,
-    MemoryEmbedded,
-    MemoryReinforced,
-    MemoryRetrieved,
-    MemorySuperseded,
-    NotesUpdated,
-    OperatorAction,
-    PolicyProposed,
-    PolicySuperseded,
-    RelationshipAdded,
-    WorkingMemoryUpdated,
-    WorkspaceConfigured,
-)
+from noema_events import Event
+from noema_events import catalog as kinds
 
 __all__ = ["ANYTHING", "ORDER", "Footprint", "footprint", "segments"]
 
@@ -53,23 +34,23 @@ ANYTHING: Footprint = None
 """The footprint of a barrier."""
 
 ORDER: tuple[type[Event], ...] = (
-    MemoryCreated,
-    FactProposed,
-    DomainCreated,
-    WorkspaceConfigured,
-    GrantChanged,
-    PolicyProposed,
-    MemoryEmbedded,
-    RelationshipAdded,
-    MemoryRetrieved,
-    MemoryReinforced,
-    FactMentioned,
-    MemorySuperseded,
-    OperatorAction,
-    PolicySuperseded,
-    ConflictRecorded,
-    WorkingMemoryUpdated,
-    NotesUpdated,
+    kinds.MemoryCreated,
+    kinds.FactProposed,
+    kinds.DomainCreated,
+    kinds.WorkspaceConfigured,
+    kinds.GrantChanged,
+    kinds.PolicyProposed,
+    kinds.MemoryEmbedded,
+    kinds.RelationshipAdded,
+    kinds.MemoryRetrieved,
+    kinds.MemoryReinforced,
+    kinds.FactMentioned,
+    kinds.MemorySuperseded,
+    kinds.OperatorAction,
+    kinds.PolicySuperseded,
+    kinds.ConflictRecorded,
+    kinds.WorkingMemoryUpdated,
+    kinds.NotesUpdated,
 )
 """The order of a segment's runs: what creates a row before what changes it, so that a batch of a
 live system's usual traffic is one segment. Types not listed follow, in order of appearance."""
@@ -86,38 +67,38 @@ def footprint(event: Event) -> Footprint:
     """
     match event:
         case (
-            MemoryCreated()
-            | FactProposed()
-            | MemoryEmbedded()
-            | MemoryRetrieved()
-            | MemoryReinforced()
-            | FactMentioned()
-            | MemorySuperseded()
+            kinds.MemoryCreated()
+            | kinds.FactProposed()
+            | kinds.MemoryEmbedded()
+            | kinds.MemoryRetrieved()
+            | kinds.MemoryReinforced()
+            | kinds.FactMentioned()
+            | kinds.MemorySuperseded()
         ):
             return frozenset({("memory", event.payload.memory_id)})
-        case RelationshipAdded():
+        case kinds.RelationshipAdded():
             edge = event.payload
             return frozenset(
                 {("memory", edge.from_id), ("memory", edge.to_id), ("relationship", edge.relationship_id)}
             )
-        case OperatorAction():
+        case kinds.OperatorAction():
             target = event.payload.target_id
             return frozenset({("memory", target)}) if target else frozenset()
-        case WorkingMemoryUpdated():
+        case kinds.WorkingMemoryUpdated():
             return frozenset({("working_memory", event.workspace, event.mind)})
-        case NotesUpdated():
+        case kinds.NotesUpdated():
             return frozenset({("notes", event.workspace, event.payload.agent)})
-        case DomainCreated():
+        case kinds.DomainCreated():
             return frozenset({("domain", event.workspace, event.payload.domain)})
-        case GrantChanged():
+        case kinds.GrantChanged():
             return frozenset({("grant", event.workspace, event.payload.role, event.payload.domain)})
-        case WorkspaceConfigured():
+        case kinds.WorkspaceConfigured():
             return frozenset({("workspace", event.workspace)})
-        case PolicyProposed() | PolicySuperseded():
+        case kinds.PolicyProposed() | kinds.PolicySuperseded():
             return frozenset({("policy", event.payload.policy_id)})
-        case ConflictRecorded():
+        case kinds.ConflictRecorded():
             return frozenset({("conflict", event.payload.conflict_id)})
-        case ActivationDecayed() if not event.payload.rewrite:
+        case kinds.ActivationDecayed() if not event.payload.rewrite:
             return frozenset()  # a tick only lists what faded: no row changes
     return ANYTHING
 

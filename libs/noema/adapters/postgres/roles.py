@@ -30,6 +30,7 @@ __all__ = [
     "DbRole",
     "grant_roles",
     "prepare_database",
+    "prepare_database_at",
     "role_name",
     "roles_sql",
     "superuser_password_sql",
@@ -108,6 +109,15 @@ async def prepare_database(conn: asyncpg.Connection, schema: str) -> None:
     await conn.execute(f'GRANT CREATE, CONNECT ON DATABASE "{database}" TO {owner}')
     for given in (schema, f"{schema}_asof", KEYRING_SCHEMA):  # _asof: the as-of views (migration 0016)
         await _give(conn, given, owner)
+
+
+async def prepare_database_at(superuser_url: str, schema: str) -> None:
+    """:func:`prepare_database` over a connection of its own to ``superuser_url``."""
+    conn = await asyncpg.connect(superuser_url)
+    try:
+        await prepare_database(conn, schema)
+    finally:
+        await conn.close()
 
 
 KEYRING_SCHEMA = "noema_keyring"
