@@ -6,6 +6,7 @@ security, the HTTP server itself) stays in the integration tier."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, cast
@@ -23,7 +24,7 @@ from noema_api.endpoint import Api
 from noema_events import Event, MemoryCreated
 from tests.integration.api_harness import ACME, ADMIN, NOW
 
-__all__ = ["InMemoryApi", "api", "in_memory_app"]
+__all__ = ["InMemoryApi", "api", "in_memory_api", "in_memory_app"]
 
 
 def in_memory_app(pipeline: InMemoryPipeline) -> Instance:
@@ -44,6 +45,8 @@ class InMemoryApi:
     admin: httpx.AsyncClient
     acme: httpx.AsyncClient
     anonymous: httpx.AsyncClient
+    instance: Instance
+    """The facade the app is built on (what ``noemactl`` opens in tests/unit/cli_in_memory.py)."""
 
     def app_recall(self) -> Recall:
         """Recall over the read model's voices and no embedder, to compare the API's answers with."""
@@ -58,14 +61,15 @@ class InMemoryApi:
         return [e.payload.memory_id for e in events if isinstance(e, MemoryCreated)]
 
 
-@pytest.fixture
-async def api() -> AsyncIterator[InMemoryApi]:
+@contextlib.asynccontextmanager
+async def in_memory_api() -> AsyncIterator[InMemoryApi]:
     """The API app over an in-memory pipeline at the harness's clock, tokens for all and for ``acme``."""
     pipeline = InMemoryPipeline(clock=lambda: NOW)
     tokens = Tokens(
         [TokenEntry(name="alice", token=ADMIN), TokenEntry(name="acme-ops", workspace="acme", token=ACME)]
     )
-    app = create_app(Api(in_memory_app(pipeline), tokens))
+    instance = in_memory_app(pipeline)
+    app = create_app(Api(instance, tokens))
     transport = httpx.ASGITransport(app=app)
 
     def client(token: str | None) -> httpx.AsyncClient:
@@ -73,4 +77,11 @@ async def api() -> AsyncIterator[InMemoryApi]:
         return httpx.AsyncClient(transport=transport, base_url="http://noema", headers=headers)
 
     async with client(ADMIN) as admin, client(ACME) as acme, client(None) as anonymous:
-        yield InMemoryApi(pipeline, app, admin, acme, anonymous)
+        yield InMemoryApi(pipeline, app, admin, acme, anonymous, instance)
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[InMemoryApi]:
+    """:func:`in_memory_api`, for a test."""
+    async with in_memory_api() as harness:
+        yield harness
