@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import traceback
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import typer.main
+import typer.testing
 from typer.testing import CliRunner
 
 from noema.composition.instance import Instance
 from noema_cli.main import app as noemactl
 from tests.unit.api_in_memory import InMemoryApi, in_memory_api
 
-__all__ = ["Ran", "api", "ctl"]
+__all__ = ["Ran", "api", "ctl", "ctl_json"]
 
 ENV = {
     # External servers by URL, so that nothing is looked for; the CLI opens the in-memory app instead.
@@ -29,6 +32,17 @@ ENV = {
     "NOEMA_EMBEDDER": "none",
     "USER": "carol",
 }
+
+
+_COMMANDS: dict[int, Any] = {}
+
+
+def _command(app: typer.Typer) -> Any:
+    """The Click command of a Typer app, built once (as a process builds it once): building it takes
+    most of an in-process command's time."""
+    if id(app) not in _COMMANDS:
+        _COMMANDS[id(app)] = typer.main.get_command(app)
+    return _COMMANDS[id(app)]
 
 
 @dataclass(frozen=True)
@@ -49,6 +63,13 @@ async def ctl(api: InMemoryApi, *args: str, stdin: bytes = b"") -> Ran:
     return Ran(result.exit_code, result.stdout, stderr)
 
 
+async def ctl_json(api: InMemoryApi, *args: str) -> Any:
+    """A command's ``--json`` answer (it must succeed)."""
+    ran = await ctl(api, *args, "--json")
+    assert ran.code == 0, ran.stderr
+    return json.loads(ran.stdout)
+
+
 @pytest.fixture
 async def api(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[InMemoryApi]:
     """The in-memory API harness, which the CLI's commands open as their running instance."""
@@ -59,4 +80,5 @@ async def api(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[InMemoryApi]:
             yield harness.instance
 
         monkeypatch.setattr(Instance, "open", opened)
+        monkeypatch.setattr(typer.testing, "_get_command", _command)
         yield harness

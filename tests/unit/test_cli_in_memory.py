@@ -16,17 +16,11 @@ import pytest
 from noema_events import ObservationRecorded, RelationshipAdded
 from tests.integration.api_harness import memory, relationship, retraction
 from tests.unit.api_in_memory import InMemoryApi as ApiHarness
-from tests.unit.cli_in_memory import api, ctl
+from tests.unit.cli_in_memory import api, ctl, ctl_json
 
 __all__ = ["api"]  # the fixture, imported for pytest
 
 JANUARY = datetime(2024, 1, 15, tzinfo=UTC)
-
-
-async def ctl_json(api: ApiHarness, *args: str) -> Any:
-    ran = await ctl(api, *args, "--json")
-    assert ran.code == 0, ran.stderr
-    return json.loads(ran.stdout)
 
 
 async def from_api(api: ApiHarness, path: str, **params: str) -> Any:
