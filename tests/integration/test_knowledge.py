@@ -1,8 +1,8 @@
 """Workspace knowledge through the real pipeline: operations publish events, the projector builds the
 tables, the conflicts worker decides contradictions; replay reproduces all of it. The rules that need
-no server (mentions, concurrent writers, policies' access, repo domains, notes, harmonize, meeting
-decisions) run over the whole pipeline in memory in tests/unit/test_knowledge_pipeline_in_memory.py,
-with copies of the contradiction, strict mode and consolidation tests."""
+no server (mentions, policies' access, repo domains, notes, harmonize, meeting decisions) run over
+the whole pipeline in memory in tests/unit/test_knowledge_pipeline_in_memory.py, with copies of the
+contradiction, concurrent writers, strict mode and consolidation tests."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from noema.application.search import Recall
 from noema.client import publish_observation
 from noema.composition.instance import connected_knowledge
 from noema.composition.replay import drop_schema, replay_into
+from noema.domain.knowledge import slot_relation
 from noema.ports import RecallFilters
 from noema_attend.service import build as build_attend
 from noema_conflicts.service import build as build_conflicts
@@ -121,6 +122,25 @@ async def test_a_contradiction_supersedes_the_loser_and_records_both_sides(harne
     assert rows[new.memory_id]["superseded_by"] == fixed.memory_id
     assert [r["id"] for r in rows.values() if r["status"] == "active"] == [fixed.memory_id]
     assert (await k.list_conflicts(ALICE))[0]["rule"] == "explicit"
+
+
+async def test_concurrent_writers_to_one_topic_have_exactly_one_winner(harness: Harness) -> None:
+    k = await knowledge(harness)
+    writers = [Caller("acme", f"agent{i}", "engineer") for i in range(6)]
+    contents = [f"The primary region is region-{i}" for i in range(6)]
+    # Every pair contradicts (a differing value): facts that merely differ would coexist instead.
+    assert {slot_relation(a, b) for a in contents for b in contents if a != b} == {"conflict"}
+    await asyncio.gather(
+        *(k.propose_fact(w, "infra", "primary-region", c) for w, c in zip(writers, contents, strict=True))
+    )
+    await settled(harness)
+    rows = await slot(harness, "infra", "primary-region")
+    assert len(rows) == 6
+    active = [r for r in rows if r["status"] == "active"]
+    assert len(active) == 1
+    conflicts = await k.list_conflicts(ALICE, "infra")
+    assert len(conflicts) == 5
+    assert {c["loser_id"] for c in conflicts} == {r["id"] for r in rows if r["status"] == "superseded"}
 
 
 async def test_strict_mode_hides_a_confidential_domain_on_every_read_path(harness: Harness) -> None:

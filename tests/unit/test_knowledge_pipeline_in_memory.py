@@ -1,9 +1,9 @@
 """Workspace knowledge through the whole pipeline in memory (:class:`InMemoryPipeline`: operations
 publish events, the in-memory read model projects them, the conflicts worker's decision settles
 contradictions when the pipeline runs). Moved from tests/integration/test_knowledge.py with their
-assertions kept (the read model's rows read from the in-memory tables); the contradiction, strict mode
-and consolidation are copied and stay there too, with the races, replay, the working memory across a
-restart of attend and embedding, which need the servers."""
+assertions kept (the read model's rows read from the in-memory tables); the contradiction, concurrent
+writers, strict mode and consolidation are copied and stay there too, with the races, replay, the
+working memory across a restart of attend and embedding, which need the servers."""
 
 from __future__ import annotations
 
