@@ -1,8 +1,9 @@
 """The operator API over the in-memory composition (:meth:`InMemoryPipeline.noema`): the same clients
 and seeding helpers as :mod:`tests.integration.api_harness`, over the app in process
 (``httpx.ASGITransport``), with no server. The in-memory stream projects as it stores, so what is
-given is read back at once. What needs the servers (the read model's position, readiness, row-level
-security, the HTTP server itself) stays in the integration tier."""
+given is read back at once (a test that goes to the wire serves the same app with uvicorn). What
+needs the servers (the read model's position, readiness, row-level security) stays in the
+integration tier."""
 
 from __future__ import annotations
 
