@@ -12,7 +12,7 @@ LANGCHAIN_STAMP := $(LANGCHAIN_VENV)/.installed
 NODE_STAMP := tests/node/node_modules/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help setup browser node run test test-fast test-unit test-integration lint typecheck check schemas openapi deploy-auth deploy-files golden lock bench-ingest clean
+.PHONY: help setup browser node run test test-fast test-unit test-integration coverage lint typecheck check schemas openapi deploy-auth deploy-files golden lock bench-ingest clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -72,6 +72,9 @@ test-fast: $(STAMP) ## The fast tier only: unit and contract tests, no servers (
 	$(BIN)/python -m pytest -m "$(FAST)"
 
 test-unit: test-fast ## Same as test-fast (its former name)
+
+coverage: $(STAMP) ## The fast tier's line coverage of libs/ and services/ (pytest-cov): each module's, then the TOTAL
+	$(BIN)/python -m pytest -m "$(FAST)" -q -p no:cacheprovider --cov=libs --cov=services --cov-report=term:skip-covered
 
 test-integration: $(STAMP) $(LANGCHAIN_STAMP) $(NODE_STAMP) ## Everything but the fast tier: integration, e2e, faults (real NATS + PostgreSQL)
 	$(BIN)/python -m pytest -m "integration or slow"

@@ -4,7 +4,7 @@ API served on a real port, with real NATS JetStream and PostgreSQL behind it.
 An operator opens /ui/, pastes a token, types a workspace and uses the page as a person would: what
 is checked is what the page shows. Any console error, uncaught exception or failed request (a module
 that does not load, a refused CSP, an API call the page gets wrong) fails the test, so a page that
-breaks in a browser cannot pass while the static checks of test_api_ui.py do.
+breaks in a browser cannot pass while the static checks of tests/unit/test_api_ui.py do.
 """
 
 from __future__ import annotations

@@ -1,25 +1,15 @@
-"""What the explorer reads besides the common reads: writes that name their stream sequence and
-reads that wait for it (``after_seq``), a memory's neighbourhood in one answer, and the vocabulary."""
+"""What the explorer reads besides the common reads, on the real servers: writes that name their
+JetStream sequence and reads that wait for the read model to reach it (``after_seq``), and a memory's
+neighbourhood in one answer (a recursive query). The refusals of ``after_seq`` and the vocabulary run
+over the in-memory composition in tests/unit/test_api_explorer_in_memory.py."""
 
 from __future__ import annotations
-
-from typing import get_args
 
 import httpx
 import pytest
 
 from noema.adapters.jetstream import stream_last_seq
 from noema_api.consistency import AFTER_SEQ_WAIT
-from noema_events.vocabulary import (
-    CHANNEL_CREDIBILITY,
-    EPISTEMIC_KINDS,
-    MEMORY_KINDS,
-    MEMORY_STATUSES,
-    MEMORY_TYPES,
-    RELATIONS,
-    VERACITIES,
-    Access,
-)
 from tests.integration.api_harness import ApiHarness, api, memory, relationship
 
 pytestmark = pytest.mark.integration
@@ -100,20 +90,6 @@ async def test_a_read_after_a_sequence_not_yet_projected_answers_within_the_boun
     assert AFTER_SEQ_WAIT <= 5
 
 
-@pytest.mark.parametrize("value", ["-1", "x", "1.5", "", "9" * 30])
-async def test_a_bad_after_seq_is_a_400_that_says_what_to_give(api: ApiHarness, value: str) -> None:
-    res = await api.admin.get("/v1/memories", params={"after_seq": value})
-    assert res.status_code == 400
-    assert "after_seq must be one whole number" in res.json()["error"]
-
-
-async def test_after_seq_is_only_for_authenticated_reads(api: ApiHarness) -> None:
-    # Public endpoints take no after_seq (an anonymous caller cannot make the API wait).
-    res = await api.anonymous.get("/healthz", params={"after_seq": "1"})
-    assert res.status_code == 400
-    assert "after_seq" in res.json()["error"]
-
-
 async def test_the_neighbourhood_is_two_hops_of_nodes_and_edges_in_one_answer(api: ApiHarness) -> None:
     a, b, c, d, lone = await api.given(memory("a"), memory("b"), memory("c"), memory("d"), memory("lone"))
     await api.given(relationship(a, b, "ab"), relationship(c, b, "cb"), relationship(c, d, "cd"))
@@ -144,19 +120,3 @@ async def test_the_neighbourhood_of_another_workspaces_memory_is_refused(api: Ap
     [other] = await api.given(memory("theirs", workspace="globex"))
     assert (await api.acme.get(f"/v1/memories/{other}/neighbourhood")).status_code == 403
     assert (await api.acme.get("/v1/memories/zzzzzzzz/neighbourhood")).status_code == 404
-
-
-async def test_the_vocabulary_is_the_event_catalogs_and_needs_no_token(api: ApiHarness) -> None:
-    res = await api.anonymous.get("/v1/vocabulary")
-    assert res.status_code == 200
-    v = res.json()
-    assert v["memory_kinds"] == list(MEMORY_KINDS)
-    assert v["epistemic_kinds"] == list(EPISTEMIC_KINDS)
-    assert v["memory_statuses"] == list(MEMORY_STATUSES)
-    assert [t["name"] for t in v["memory_types"]] == list(MEMORY_TYPES)
-    assert v["relations"] == list(RELATIONS)
-    assert {c["name"]: c["credibility"] for c in v["channels"]} == CHANNEL_CREDIBILITY
-    assert v["veracities"] == list(VERACITIES)
-    assert v["access_levels"] == list(get_args(Access))
-    assert v["access_modes"] == ["compatible", "strict"]
-    assert "hybrid" in v["search_modes"]

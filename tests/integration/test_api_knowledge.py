@@ -1,13 +1,13 @@
 """The knowledge endpoints of the operator API on real servers: facts (with the conflicts worker),
 policies, conflicts, grants and the access mode, domains, working memory and notes; every write
-audited with the token's name and the reason."""
+audited with the token's name and the reason. The knowledge reads' refusals and token scope, and the
+refusal of NUL characters, run over the in-memory composition in
+tests/unit/test_api_knowledge_in_memory.py (with a copy of this flow)."""
 
 from __future__ import annotations
 
 import pytest
 
-from noema.application.access import Caller
-from noema.composition.instance import connected_knowledge
 from noema_conflicts.service import build as build_conflicts
 from tests.integration.api_harness import ApiHarness, api
 from tests.support import assert_eventually, consumer_drained
@@ -100,56 +100,3 @@ async def test_facts_conflicts_policies_grants_through_the_api_are_audited(api: 
         ("operator:alice", "grant_change", "audit"),
         ("operator:acme-ops", "correct", "obsolete"),
     ]
-
-
-async def test_knowledge_reads_errors_and_token_scope(api: ApiHarness) -> None:
-    k = connected_knowledge(api.h.pool, api.h.nc, api.h.topology)
-    await k.update_my_notes(Caller("acme", "ops-agent"), "halfway through the auth refactor")
-    await api.caught_up()
-    notes = (await api.admin.get("/v1/notes", params={"workspace": "acme", "agent": "ops-agent"})).json()
-    assert notes["notes"] == "halfway through the auth refactor"
-    wm = (await api.admin.get("/v1/working-memory", params={"workspace": "acme", "mind": "ops"})).json()
-    assert wm["items"] == []
-
-    other = await api.acme.get("/v1/facts", params={"workspace": "globex"})
-    assert other.status_code == 403
-    bad = await api.admin.put(
-        "/v1/grants",
-        json={"workspace": "acme", "role": "intern", "domain": "ops", "access": "admin", "reason": "x"},
-    )
-    assert bad.status_code == 422
-    unknown = await api.admin.post(
-        "/v1/facts",
-        json={
-            "workspace": "acme",
-            "domain": "ops",
-            "topic": "t",
-            "content": "c",
-            "reason": "r",
-            "agent": "mallory",
-        },
-    )
-    assert unknown.status_code == 422
-    assert "agent" in unknown.json()["error"]
-    missing = await api.admin.post("/v1/policies/nope/supersede", json={"reason": "r"})
-    assert missing.status_code == 404
-    bad_domain = await api.admin.post(
-        "/v1/facts", json={"workspace": "acme", "domain": "a/b", "topic": "t", "content": "c", "reason": "r"}
-    )
-    assert bad_domain.status_code == 422
-    assert "domain name" in bad_domain.json()["error"]
-
-
-async def test_nul_characters_are_refused_everywhere_and_never_stall_the_projector(api: ApiHarness) -> None:
-    from noema.application.tools import TOOLS, ToolInputError, decode_input
-    from noema_events import EventDecodeError, decode_event
-
-    assert (await api.admin.get("/v1/memories/%00")).status_code == 400
-    assert (await api.admin.post("/v1/memories/%00/retract", json={"reason": "r"})).status_code == 400
-    with pytest.raises(ToolInputError, match="NUL"):
-        decode_input(TOOLS["propose_fact"], {"domain": "ops", "topic": "t", "content": "a\x00b"})
-    with pytest.raises(ToolInputError, match="NUL"):
-        decode_input(TOOLS["propose_fact"], b'{"domain": "ops", "topic": "t", "content": "a\\u0000b"}')
-    # An event that slipped through anyway is refused by the codec: the projector dead-letters it.
-    with pytest.raises(EventDecodeError, match="NUL"):
-        decode_event(b'{"type": "memory.created.v1", "payload": {"content": "a\\u0000b"}}')

@@ -1,5 +1,8 @@
 """Workspace knowledge through the real pipeline: operations publish events, the projector builds the
-tables, the conflicts worker decides contradictions; replay reproduces all of it."""
+tables, the conflicts worker decides contradictions; replay reproduces all of it. The rules that need
+no server (mentions, policies' access, repo domains, notes, harmonize, meeting decisions) run over
+the whole pipeline in memory in tests/unit/test_knowledge_pipeline_in_memory.py, with copies of the
+contradiction, concurrent writers, strict mode and consolidation tests."""
 
 from __future__ import annotations
 
@@ -67,24 +70,6 @@ async def slot(harness: Harness, domain: str, topic: str) -> list[dict[str, Any]
         topic,
     )
     return [dict(r) for r in rows]
-
-
-async def test_a_repeated_fact_raises_confidence_instead_of_duplicating(harness: Harness) -> None:
-    k = await knowledge(harness)
-    first = await k.propose_fact(
-        ALICE, "ops", "deploy-key", "The deploy key rotates on Fridays", veracity="inferred"
-    )
-    await settled(harness)
-    again = await k.propose_fact(
-        BOB, "ops", "deploy-key", "the deploy keys rotate on Fridays.", veracity="stated"
-    )
-    await settled(harness)
-    assert (first.outcome, again.outcome) == ("proposed", "mentioned")
-    assert again.memory_id == first.memory_id
-    rows = await slot(harness, "ops", "deploy-key")
-    assert len(rows) == 1
-    assert rows[0]["mention_count"] == 2
-    assert rows[0]["confidence"] > 0.7 + 0.0, "inferred seeds 0.7; a stated re-mention raises it"
 
 
 async def test_two_equivalent_facts_racing_past_the_read_model_are_merged_by_the_worker(
@@ -158,27 +143,6 @@ async def test_concurrent_writers_to_one_topic_have_exactly_one_winner(harness: 
     assert {c["loser_id"] for c in conflicts} == {r["id"] for r in rows if r["status"] == "superseded"}
 
 
-async def test_a_policy_needs_write_and_a_refused_one_writes_nothing(harness: Harness) -> None:
-    k = await knowledge(harness)
-    policy = await k.propose_policy(ALICE, "security", "Rotate secrets every 90 days")
-    await k.set_grant(OPERATOR, "intern", "security", "read")
-    await settled(harness)
-    before = await stream_last_seq(harness.js, harness.topology.event_stream)
-    intern = Caller("acme", "ivy", "intern")
-    with pytest.raises(InsufficientMemoryPermission, match=r"intern.*read.*needs write"):
-        await k.propose_policy(intern, "security", "Secrets never rotate")
-    with pytest.raises(InsufficientMemoryPermission):
-        await k.supersede_policy(intern, policy, "Secrets never rotate")
-    assert await stream_last_seq(harness.js, harness.topology.event_stream) == before
-    newer = await k.supersede_policy(ALICE, policy, "Rotate secrets every 30 days")
-    await settled(harness)
-    policies = await k.list_policies(ALICE, include_inactive=True)
-    assert [(p["id"], p["active"], p["superseded_by"]) for p in policies] == [
-        (policy, False, newer),
-        (newer, True, None),
-    ]
-
-
 async def test_strict_mode_hides_a_confidential_domain_on_every_read_path(harness: Harness) -> None:
     k = await knowledge(harness)
     await k.propose_fact(ALICE, "hr", "salaries", "Salary bands are reviewed every March")
@@ -224,45 +188,6 @@ async def test_strict_mode_hides_a_confidential_domain_on_every_read_path(harnes
     assert {f["domain"] for f in await k.list_facts(partner)} == {"hr"}, "strict: no row for ops means none"
     with pytest.raises(InsufficientMemoryPermission):
         await k.propose_fact(partner, "hr", "salaries", "Salary bands are reviewed every April")
-
-
-async def test_repo_and_workspace_domains_of_one_name_are_independent(harness: Harness) -> None:
-    k = await knowledge(harness)
-    ws = await k.propose_fact(ALICE, "architecture", "database", "Services share one PostgreSQL cluster")
-    repo = await k.propose_fact(
-        ALICE, "architecture", "database", "Billing uses its own SQLite file", repo="billing"
-    )
-    await settled(harness)
-    assert (ws.domain, repo.domain) == ("architecture", "repo:billing/architecture")
-    assert await k.list_conflicts(ALICE) == []
-    listed = await k.list_facts(ALICE, repo="billing")
-    assert [f["id"] for f in listed] == [repo.memory_id, ws.memory_id], (
-        "the current repo's memory ranks first"
-    )
-    assert {d["domain"] for d in await k.list_domains(ALICE)} == {"architecture", "repo:billing/architecture"}
-
-
-async def test_notes_are_private_and_reach_only_their_agent(harness: Harness) -> None:
-    k = await knowledge(harness)
-    await k.update_my_notes(ALICE, "I was halfway through the auth refactor")
-    await asyncio.gather(*(k.record_observation(ALICE, f"step {i} done") for i in range(5)))
-    await settled(harness)
-    notes = await k.get_notes(ALICE)
-    assert notes.startswith("I was halfway through the auth refactor")
-    assert sorted(line.split()[-2] for line in notes.splitlines()[1:]) == ["0", "1", "2", "3", "4"]
-    with pytest.raises(InsufficientMemoryPermission, match="private"):
-        await k.get_notes(BOB, "alice")
-    assert await k.get_notes(OPERATOR, "alice") == notes
-    mine = await build_preamble(
-        PostgresKnowledge(harness.pool), "acme", "alice", "continue the auth refactor please"
-    )
-    theirs = await build_preamble(
-        PostgresKnowledge(harness.pool), "acme", "bob", "continue the auth refactor please"
-    )
-    assert mine.notes == notes
-    assert notes in mine.text
-    assert theirs.notes is None
-    assert "auth refactor" not in theirs.text
 
 
 async def test_consolidate_promotes_merges_with_provenance_and_archives(harness: Harness) -> None:
@@ -311,39 +236,6 @@ async def test_consolidate_promotes_merges_with_provenance_and_archives(harness:
     assert statuses[kept.memory_id] == "superseded"
     assert statuses[stale.memory_id] == "archived"
     assert set(statuses.values()) == {"superseded", "archived"}
-
-
-async def test_harmonize_corroborates_agreement_and_records_contradiction(harness: Harness) -> None:
-    k = await knowledge(harness)
-    a = await k.propose_fact(ALICE, "infra", "ci", "CI runs on the self-hosted runners", veracity="inferred")
-    b = await k.propose_fact(BOB, "infra", "build", "ci runs on self-hosted runners", veracity="inferred")
-    c = await k.propose_fact(ALICE, "infra", "billing-db", "Billing uses PostgreSQL 15", veracity="inferred")
-    d = await k.propose_fact(BOB, "infra", "database", "Billing uses PostgreSQL 16")
-    await settled(harness)
-    before = await harness.pool.fetchval("SELECT confidence FROM memories WHERE id = $1", a.memory_id)
-    report = await k.harmonize(OPERATOR)
-    await settled(harness)
-    assert report.corroborated == [{"kept": a.memory_id, "merged": [b.memory_id], "agents": ["alice", "bob"]}]
-    assert report.conflicts == [{"winner": d.memory_id, "loser": c.memory_id, "rule": "veracity"}]
-    after = await harness.pool.fetchval("SELECT confidence FROM memories WHERE id = $1", a.memory_id)
-    assert after > before
-    [conflict] = await k.list_conflicts(ALICE)
-    assert conflict["rule"] == "harmonize/veracity"
-    assert (conflict["winner_agent"], conflict["loser_agent"]) == ("bob", "alice")
-
-
-async def test_meeting_decisions_land_in_the_decisions_domain(harness: Harness) -> None:
-    k = await knowledge(harness)
-    out = await k.record_meeting_decisions(
-        ALICE, "weekly sync", ["release-train: Releases ship every second Tuesday", "Adopt ruff for linting"]
-    )
-    await settled(harness)
-    facts = await k.list_facts(ALICE, domain="decisions")
-    assert {(f["topic"], f["memory_type"]) for f in facts} == {
-        ("release-train", "decision"),
-        ("weekly sync #2", "decision"),
-    }
-    assert {o.outcome for o in out} == {"proposed"}
 
 
 async def test_replay_reproduces_facts_policies_grants_conflicts_and_notes(harness: Harness) -> None:

@@ -1,22 +1,32 @@
-"""The dispatch preamble: keyword-matched facts within budget, repo first, always the closing line."""
+"""The dispatch preamble over the whole pipeline in memory: keyword-matched facts within budget, repo
+first, always the closing line. Moved from tests/integration/test_preamble.py with its assertions kept
+(the preamble's reads over PostgreSQL: tests/contract/test_preamble_reads.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.application.preamble import CLOSING, FACTS_BUDGET_CHARS, MAX_FACTS, build_preamble
+from noema.composition.pipeline import InMemoryPipeline
 from noema.ids import new_id
-from noema_events import OperatorAction, OperatorActionPayload
-from noema_projector.service import build as build_projector
-from tests.conftest import Harness
-from tests.integration.test_recall import given, memory
-
-pytestmark = pytest.mark.integration
+from noema_events import MemoryCreated, OperatorAction, OperatorActionPayload
+from tests.integration.test_recall import memory
 
 
-async def test_facts_for_the_task_within_budget_repo_first_and_the_closing_line(harness: Harness) -> None:
-    await harness.start(build_projector)
+@pytest.fixture
+def harness() -> InMemoryPipeline:
+    return InMemoryPipeline()
+
+
+async def given(h: InMemoryPipeline, *events: MemoryCreated) -> list[str]:
+    """Store memories (projected as they are stored)."""
+    await h.stream.publish(list(events))
+    return [e.payload.memory_id for e in events]
+
+
+async def test_facts_for_the_task_within_budget_repo_first_and_the_closing_line(
+    harness: InMemoryPipeline,
+) -> None:
     facts = [
         memory(
             f"deploy rule {i}: the deploy key of service {i} rotates on Fridays " + "x" * 150, domain="ops"
@@ -28,7 +38,7 @@ async def test_facts_for_the_task_within_budget_repo_first_and_the_closing_line(
     ids = await given(harness, *facts, ours, episodic)
 
     p = await build_preamble(
-        PostgresKnowledge(harness.pool),
+        harness.knowledge,
         "acme",
         "ops-agent",
         "rotate the deploy key before the release",
@@ -40,16 +50,11 @@ async def test_facts_for_the_task_within_budget_repo_first_and_the_closing_line(
     assert p.facts[0] == "- [codebase] deploy key rotation for this repo uses the vault CLI"
     assert all("standup" not in f for f in p.facts), "only facts (semantic memories) go into the preamble"
 
-    short = await build_preamble(
-        PostgresKnowledge(harness.pool), "acme", "ops-agent", "deploy key", repo="billing"
-    )
+    short = await build_preamble(harness.knowledge, "acme", "ops-agent", "deploy key", repo="billing")
     assert short.facts == []
     assert short.text == CLOSING
 
-    from noema.adapters.jetstream import EventPublisher
-    from tests.support import assert_eventually
-
-    await EventPublisher(harness.nc, harness.topology).publish(
+    await harness.stream.publish(
         [
             OperatorAction(
                 id=new_id(),
@@ -62,11 +67,9 @@ async def test_facts_for_the_task_within_budget_repo_first_and_the_closing_line(
             )
         ]
     )
-    await assert_eventually(
-        lambda: harness.pool.fetchval("SELECT status = 'retracted' FROM memories WHERE id = $1", ids[8])
-    )
+    assert harness.knowledge.tables.memories[ids[8]]["status"] == "retracted"
     after = await build_preamble(
-        PostgresKnowledge(harness.pool),
+        harness.knowledge,
         "acme",
         "ops-agent",
         "rotate the deploy key before the release",

@@ -1,6 +1,8 @@
-"""The memory explorer: the page and its modules are served with a strict policy, every API call it
-makes is one the committed OpenAPI document has (so the page cannot drift from the API), it waits for
-its writes with ``after_seq`` rather than timers, and it takes its closed lists from the API."""
+"""The memory explorer, over the in-memory composition (tests/unit/api_in_memory.py): the page and its
+modules are served with a strict policy, every API call it makes is one the committed OpenAPI document
+has (so the page cannot drift from the API), it waits for its writes with ``after_seq`` rather than
+timers, and it takes its closed lists from the API. Moved from tests/integration/test_api_ui.py with
+their assertions kept (the page in a browser over the real servers: tests/e2e/test_explorer_browser.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +10,6 @@ import json
 import re
 from pathlib import Path
 from typing import get_args
-
-import pytest
 
 from noema.application.search import MODES
 from noema_events.vocabulary import (
@@ -22,9 +22,9 @@ from noema_events.vocabulary import (
     VERACITIES,
     Access,
 )
-from tests.integration.api_harness import ApiHarness, api
+from tests.unit.api_in_memory import InMemoryApi as ApiHarness
+from tests.unit.api_in_memory import api
 
-pytestmark = pytest.mark.integration
 __all__ = ["api"]
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,84 @@
+"""``noemactl`` over the in-memory composition: the CLI's commands run in process (Typer's test
+runner, in a thread of their own, as each command runs its own event loop) against the application
+facade of the in-memory API harness (:mod:`tests.unit.api_in_memory`), which the CLI opens in place
+of the servers' :class:`~noema.composition.instance.Instance`. The CLI as a process against the real
+servers is tested in tests/integration/test_cli_reads.py."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import traceback
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import typer.main
+import typer.testing
+from typer.testing import CliRunner
+
+from noema.composition.instance import Instance
+from noema_cli.main import app as noemactl
+from tests.unit.api_in_memory import InMemoryApi, in_memory_api
+
+__all__ = ["Ran", "api", "ctl", "ctl_json"]
+
+ENV = {
+    # External servers by URL, so that nothing is looked for; the CLI opens the in-memory app instead.
+    "NOEMA_NATS_URL": "nats://in-memory:4222",
+    "NOEMA_DATABASE_URL": "postgresql://in-memory/noema",
+    "NOEMA_EMBEDDER": "none",
+    "USER": "carol",
+}
+
+
+_COMMANDS: dict[int, Any] = {}
+
+
+def _command(app: typer.Typer) -> Any:
+    """The Click command of a Typer app, built once (as a process builds it once): building it takes
+    most of an in-process command's time."""
+    if id(app) not in _COMMANDS:
+        _COMMANDS[id(app)] = typer.main.get_command(app)
+    return _COMMANDS[id(app)]
+
+
+@dataclass(frozen=True)
+class Ran:
+    code: int
+    stdout: str
+    stderr: str
+
+
+async def ctl(api: InMemoryApi, *args: str, stdin: bytes = b"") -> Ran:
+    """Run a noemactl command against ``api``'s in-memory composition, with ``stdin`` on its standard
+    input. An exception that escapes the command is in its stderr, as the process would print it."""
+    runner = CliRunner()
+    result = await asyncio.to_thread(runner.invoke, noemactl, list(args), input=stdin, env=ENV)
+    stderr = result.stderr
+    if result.exc_info is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(*result.exc_info))
+    return Ran(result.exit_code, result.stdout, stderr)
+
+
+async def ctl_json(api: InMemoryApi, *args: str) -> Any:
+    """A command's ``--json`` answer (it must succeed)."""
+    ran = await ctl(api, *args, "--json")
+    assert ran.code == 0, ran.stderr
+    return json.loads(ran.stdout)
+
+
+@pytest.fixture
+async def api(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[InMemoryApi]:
+    """The in-memory API harness, which the CLI's commands open as their running instance."""
+    async with in_memory_api() as harness:
+
+        @contextlib.asynccontextmanager
+        async def opened(*args: Any, **kwargs: Any) -> AsyncIterator[Instance]:
+            yield harness.instance
+
+        monkeypatch.setattr(Instance, "open", opened)
+        monkeypatch.setattr(typer.testing, "_get_command", _command)
+        yield harness
