@@ -10,10 +10,10 @@ refusal saying what is wrong. Decoded values handed over by a library (an MCP SD
 checked by :func:`check_value_depth`.
 
 The depth check is a pre-scan of the bytes: counting brackets is one pass in C; only a document with
-more brackets than the depth limit has its brackets (strings' too) kept and its innermost pairs
-removed up to ``max_depth`` times, each a pass in C, after which a document within the limit has none
-left; only what is left then (too deep, brackets in strings, or unbalanced) is measured exactly,
-outside strings, stopping at the first level past the limit.
+more brackets than the depth limit has its strings removed and its brackets kept, and its innermost
+pairs removed up to ``max_depth`` times, each a pass in C, after which a document within the limit has
+none left; only what is left then (too deep, or unbalanced) is measured exactly, stopping at the first
+level past the limit.
 """
 
 from __future__ import annotations
@@ -86,9 +86,10 @@ def json_depth(data: bytes, limit: int | None = None) -> int:
 def _too_deep(data: bytes, max_depth: int) -> bool:
     if data.count(b"[") + data.count(b"{") <= max_depth:
         return False  # cannot nest deeper than it has brackets: the common case, one pass in C
-    # A bound first, in C: every bracket, strings' too, as one kind; each replace removes the
-    # innermost pairs, one level (it does not look again at the pairs it forms).
-    rest = data.translate(_ONE_KIND, _NOT_BRACKETS)
+    # A bound first, in C: the brackets outside strings, as one kind; each replace removes the
+    # innermost pairs, one level (it does not look again at the pairs it forms). Strings go first:
+    # a bracket inside one could pair with a real one and hide a level.
+    rest = _STRING.sub(b"", data).translate(_ONE_KIND, _NOT_BRACKETS)
     run = b"[" * (max_depth + 1)  # in the bound, a level past the limit: measure exactly at once
     for _ in range(max_depth):
         if not rest or run in rest:
@@ -99,8 +100,8 @@ def _too_deep(data: bytes, max_depth: int) -> bool:
         rest = shorter
     if not rest:
         return False
-    # Deeper than the limit, or brackets in strings count, or they do not balance (broken JSON,
-    # which the parser reports unless it is also too deep): the exact measure decides.
+    # Deeper than the limit, or they do not balance (broken JSON, which the parser reports unless
+    # it is also too deep): the exact measure decides.
     return json_depth(data, max_depth) > max_depth
 
 

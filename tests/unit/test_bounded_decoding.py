@@ -245,6 +245,16 @@ def test_the_depth_pre_scan_is_exact_for_json(value: Any, limit: int) -> None:
         assert decode_json(data, max_depth=limit) == value
 
 
+def test_a_bracket_in_a_string_cannot_hide_a_level_from_the_pre_scan() -> None:
+    """Found by hypothesis: the strings' "]" and "[[[" paired with real brackets in the pre-scan,
+    which then found the five levels within four passes and let the document through."""
+    data = b'{"0": ["]"], "": [[[[]]], "[[[]]"]}'
+    assert json_depth(data) == 5
+    with pytest.raises(OutOfBounds, match="more than 4 levels deep"):
+        check_bounds(data, max_depth=4)
+    check_bounds(data, max_depth=5)
+
+
 def test_real_documents_within_the_limits_decode_as_before() -> None:
     doc = {"a": [[[[{"b": "[[[[{{{{"}]]]], "c": "x" * 1000}
     data = json.dumps(doc).encode()
