@@ -139,7 +139,8 @@ class PointPool:
         """A connection reading as of :attr:`seq` (a pool of :func:`past_pool_options`, whose
         connections keep their point; of another pool, the point is set on each)."""
         async with self._pool.acquire() as conn:
-            if isinstance(getattr(conn, "_con", conn), PointConnection):
+            # issubclass, not isinstance: asyncpg's connections answer isinstance for any of them.
+            if issubclass(type(getattr(conn, "_con", conn)), PointConnection):
                 await conn.pin(self.seq)
             else:
                 await conn.execute(f"SELECT set_config('{SETTING}', '{int(self.seq)}', false)")
