@@ -177,7 +177,8 @@ class Instance(Noema):
         every read of the facade answers what it answered then (:mod:`noema.composition.asof`): the
         same code over the versions of the read model's history valid at the point's sequence
         (:mod:`noema.adapters.postgres.history`), its clock pinned to the point's time, its vectors
-        compared exactly. Nothing is built: any point answers at once, as the read-only role too.
+        searched as the present's (:func:`~noema.adapters.postgres.history.point_store`). Nothing
+        is built: any point answers at once, as the read-only role too.
         Its :attr:`point` says which sequence and time it reflects; a point the stream holds no
         state for is a :class:`~noema.composition.asof.PointNotInStream`, one before the history's
         start a :class:`~noema.composition.asof.PointBeforeHistory`."""

@@ -49,15 +49,22 @@ $$;
 
 CREATE OR REPLACE FUNCTION noema_terms_added() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    -- The postings' trigger (memory_postings_insert) has run: triggers fire in name order.
-    WITH added AS (
-        SELECT n.workspace, u.lexeme, count(*) AS n, max(n.origin_seq) AS last
-        FROM new_rows n, unnest(n.search) u GROUP BY 1, 2 ORDER BY 1, 2
-    ), counted AS (
+    -- The postings' trigger (memory_postings_insert) has run: triggers fire in name order. A word
+    -- can have passed a multiple of 128 only if its count is now less than the statement's new
+    -- memories past one: only those words are looked at again (one per 128 for a single memory).
+    WITH counted AS (
         INSERT INTO memory_terms AS t (workspace, lexeme, memories)
-        SELECT workspace, lexeme, n FROM added
+        SELECT n.workspace, u.lexeme, count(*) FROM new_rows n, unnest(n.search) u
+        GROUP BY 1, 2 ORDER BY 1, 2
         ON CONFLICT (workspace, lexeme) DO UPDATE SET memories = t.memories + excluded.memories
         RETURNING t.workspace, t.lexeme, t.memories
+    ), near AS (
+        SELECT c.workspace, c.lexeme, c.memories, a.n, a.last
+        FROM counted c
+        CROSS JOIN LATERAL (SELECT count(*) AS n, max(n.origin_seq) AS last FROM new_rows n
+                            WHERE n.workspace = c.workspace
+                              AND c.lexeme = ANY(tsvector_to_array(n.search))) a
+        WHERE c.memories % 128 < (SELECT count(*) FROM new_rows)
     )
     INSERT INTO memory_term_marks (workspace, lexeme, seq, memories)
     SELECT a.workspace, a.lexeme, a.last - 1,
@@ -65,11 +72,11 @@ BEGIN
            + (SELECT count(*) FROM memory_postings p
               WHERE p.lexeme = a.lexeme AND p.workspace = a.workspace
                 AND p.origin_seq > coalesce(prev.seq, -1) AND p.origin_seq <= a.last - 1)
-    FROM counted c JOIN added a USING (workspace, lexeme)
+    FROM near a
     LEFT JOIN LATERAL (SELECT k.seq, k.memories FROM memory_term_marks k
                        WHERE k.workspace = a.workspace AND k.lexeme = a.lexeme
                        ORDER BY k.seq DESC LIMIT 1) prev ON true
-    WHERE c.memories / 128 > (c.memories - a.n) / 128
+    WHERE a.memories / 128 > (a.memories - a.n) / 128
       AND (prev.seq IS NULL OR prev.seq < a.last - 1)
     ORDER BY 1, 2
     ON CONFLICT DO NOTHING;
