@@ -19,8 +19,8 @@ CREATE INDEX memory_embeddings_history_closed ON memory_embeddings_history (mode
 -- a word: a mark says how many of the word's postings the workspace held up to sequence `seq`
 -- (those of memories created by then), and a count as of a point is its last mark's plus the few
 -- postings after it. The marks are written by the word counts' trigger as a statement's new
--- memories carry a word past a multiple of 128 (in `memory_terms`' upsert: no other row is read
--- for the other words), at the sequence before the statement's last memory's, so no later
+-- memories carry a word past a multiple of 128 (`memory_terms`' upsert says which: no other row is
+-- read for the other words), at the sequence before the statement's last memory's, so no later
 -- statement adds to what the mark counts. An erasure or a change of a memory's words corrects the
 -- marks after the memory's creation. The marks are an index, not state: positions depend on how
 -- the memories were batched, the counts they give do not; the checksum does not cover them and a
@@ -49,35 +49,32 @@ $$;
 
 CREATE OR REPLACE FUNCTION noema_terms_added() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    -- The postings' trigger (memory_postings_insert) has run: triggers fire in name order. A word
-    -- can have passed a multiple of 128 only if its count is now less than the statement's new
-    -- memories past one: only those words are looked at again (one per 128 for a single memory).
+    -- The upsert returns each word's count before and after (PostgreSQL 18's RETURNING old/new), so
+    -- only the words carried past a multiple of 128 are read again (the trigger's own NEW
+    -- and OLD are variables here: the rows are named otherwise). Their mark is at the sequence
+    -- before the statement's last memory's; the postings' trigger (memory_postings_insert) has
+    -- written this statement's postings (triggers fire in name order).
     WITH counted AS (
         INSERT INTO memory_terms AS t (workspace, lexeme, memories)
         SELECT n.workspace, u.lexeme, count(*) FROM new_rows n, unnest(n.search) u
         GROUP BY 1, 2 ORDER BY 1, 2
         ON CONFLICT (workspace, lexeme) DO UPDATE SET memories = t.memories + excluded.memories
-        RETURNING t.workspace, t.lexeme, t.memories
-    ), near AS (
-        SELECT c.workspace, c.lexeme, c.memories, a.n, a.last
-        FROM counted c
-        CROSS JOIN LATERAL (SELECT count(*) AS n, max(n.origin_seq) AS last FROM new_rows n
-                            WHERE n.workspace = c.workspace
-                              AND c.lexeme = ANY(tsvector_to_array(n.search))) a
-        WHERE c.memories % 128 < (SELECT count(*) FROM new_rows)
+        RETURNING WITH (OLD AS was, NEW AS is_now)
+            is_now.workspace, is_now.lexeme, is_now.memories AS now, coalesce(was.memories, 0) AS before
     )
     INSERT INTO memory_term_marks (workspace, lexeme, seq, memories)
-    SELECT a.workspace, a.lexeme, a.last - 1,
+    SELECT c.workspace, c.lexeme, s.last - 1,
            coalesce(prev.memories, 0)
            + (SELECT count(*) FROM memory_postings p
-              WHERE p.lexeme = a.lexeme AND p.workspace = a.workspace
-                AND p.origin_seq > coalesce(prev.seq, -1) AND p.origin_seq <= a.last - 1)
-    FROM near a
+              WHERE p.lexeme = c.lexeme AND p.workspace = c.workspace
+                AND p.origin_seq > coalesce(prev.seq, -1) AND p.origin_seq <= s.last - 1)
+    FROM counted c
+    CROSS JOIN (SELECT max(origin_seq) AS last FROM new_rows) s
     LEFT JOIN LATERAL (SELECT k.seq, k.memories FROM memory_term_marks k
-                       WHERE k.workspace = a.workspace AND k.lexeme = a.lexeme
+                       WHERE k.workspace = c.workspace AND k.lexeme = c.lexeme
                        ORDER BY k.seq DESC LIMIT 1) prev ON true
-    WHERE a.memories / 128 > (a.memories - a.n) / 128
-      AND (prev.seq IS NULL OR prev.seq < a.last - 1)
+    WHERE c.now / 128 > c.before / 128
+      AND (prev.seq IS NULL OR prev.seq < s.last - 1)
     ORDER BY 1, 2
     ON CONFLICT DO NOTHING;
     RETURN NULL;
