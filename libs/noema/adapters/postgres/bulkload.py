@@ -105,6 +105,8 @@ class BulkLoad:
                 if self.postings:
                     await conn.execute(_postings_triggers(self.schema, "ENABLE"))
                     await conn.execute(_POSTINGS)
+                    # The word counts' marks (migration 0017) counted postings not written yet.
+                    await conn.execute("SELECT noema_term_marks_rebuilt()")
                 for definition in self.indexes:
                     await conn.execute(definition)
                 if self.ensure_vector_index is not None:

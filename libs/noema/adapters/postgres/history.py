@@ -23,9 +23,12 @@ from noema.adapters.postgres.voices import RecallStore
 __all__ = [
     "HISTORY_TABLES",
     "SETTING",
+    "PointConnection",
     "PointPool",
     "asof_schema",
+    "bounds",
     "history_start",
+    "past_pool_options",
     "point_store",
     "prune",
     "search_path",
@@ -66,6 +69,17 @@ async def history_start(conn: asyncpg.Connection | asyncpg.Pool) -> int:
     return int(value or 0)
 
 
+async def bounds(conn: asyncpg.Connection | asyncpg.Pool) -> tuple[int, int]:
+    """(:func:`history_start`, the read model's position) in one round trip: the points an as-of
+    read may ask are those from the first up to the second."""
+    row = await conn.fetchrow(
+        "SELECT (SELECT seq FROM history_start) AS start, "
+        "(SELECT last_seq FROM projection_position WHERE projection = 'read_model') AS position"
+    )
+    assert row is not None
+    return int(row["start"] or 0), int(row["position"] or 0)
+
+
 async def prune(conn: asyncpg.Connection, before_seq: int) -> int:
     """Bound the history (``NOEMA_HISTORY_DAYS``): drop the versions no point from ``before_seq`` on
     can see (replaced at or before it) and start the history there; returns the versions dropped
@@ -83,6 +97,35 @@ async def prune(conn: asyncpg.Connection, before_seq: int) -> int:
     return dropped
 
 
+class PointConnection(asyncpg.Connection):  # type: ignore[misc]
+    """A connection of the as-of reads' pool (:func:`past_pool_options`): it remembers the point it
+    reads as of, which its release keeps, so a read of the same point again needs no round trip to
+    pin it."""
+
+    as_of_seq: int | None = None
+
+    async def pin(self, seq: int) -> None:
+        """Read as of ``seq`` from now on (a round trip only when it read as of another point)."""
+        if self.as_of_seq != seq:
+            await self.execute(f"SELECT set_config('{SETTING}', '{int(seq)}', false)")
+            self.as_of_seq = seq
+
+
+async def _keep_point(conn: asyncpg.Connection) -> None:
+    """The pool's reset of a released connection (asyncpg's: locks, cursors, listeners, settings),
+    then its point set again, in the same round trip."""
+    query = conn.get_reset_query()
+    seq = getattr(conn, "as_of_seq", None)
+    if seq is not None:
+        query += f"; SELECT set_config('{SETTING}', '{int(seq)}', false)"
+    await conn.execute(query)
+
+
+def past_pool_options() -> dict[str, Any]:
+    """The ``asyncpg.create_pool`` options of the pool a :class:`PointPool` lends from."""
+    return {"connection_class": PointConnection, "reset": _keep_point}
+
+
 class PointPool:
     """A pool of as-of connections pinned to one stream sequence: every connection it lends reads
     the versions valid at ``seq``. It offers the methods the read adapters use of a pool."""
@@ -93,9 +136,14 @@ class PointPool:
 
     @contextlib.asynccontextmanager
     async def acquire(self) -> AsyncIterator[asyncpg.Connection]:
-        """A connection reading as of :attr:`seq` (the pool resets the setting on release)."""
+        """A connection reading as of :attr:`seq` (a pool of :func:`past_pool_options`, whose
+        connections keep their point; of another pool, the point is set on each)."""
         async with self._pool.acquire() as conn:
-            await conn.execute(f"SELECT set_config('{SETTING}', '{int(self.seq)}', false)")
+            # issubclass, not isinstance: asyncpg's connections answer isinstance for any of them.
+            if issubclass(type(getattr(conn, "_con", conn)), PointConnection):
+                await conn.pin(self.seq)
+            else:
+                await conn.execute(f"SELECT set_config('{SETTING}', '{int(self.seq)}', false)")
             yield conn
 
     async def fetch(self, query: str, *args: Any, **kwargs: Any) -> list[asyncpg.Record]:
@@ -115,8 +163,26 @@ class PointPool:
             return str(await conn.execute(query, *args, **kwargs))
 
 
-def point_store(pool: PointPool, present: RecallStore, schema: str) -> RecallStore:
-    """The recall store of the reads as of ``pool``'s point: vectors compared exactly (like the
-    oracle), its text statistics cached under the point (the past does not change)."""
+def point_store(
+    pool: PointPool,
+    present: RecallStore,
+    schema: str,
+    scopes: dict[str, tuple[float, tuple[float, float]]] | None = None,
+) -> RecallStore:
+    """The recall store of the reads as of ``pool``'s point: the semantic voice walks the live
+    vector index filtered on the point (:meth:`RecallStore.past_semantic_sql`), or compares a
+    small scope exactly, as the present's does; its scope sizes are cached under the point in
+    ``scopes`` (shared by the points of one process: the past does not change).
+
+    A scope's size as of the point is counted on the live memories created by then: a memory's
+    first version holds from its creation (``origin_seq``), no memory is deleted but by erasure
+    (which removes or blanks every version of it) and its words change only by erasure, so they are
+    the memories, and the words, the as-of view holds — read without the versions' validity test
+    on every row."""
     pinned: asyncpg.Pool = pool  # it lends what the store uses of a pool
-    return RecallStore(pinned, present.has_vectors, TermStats(schema=f"{schema}@{pool.seq}"), exact=True)
+    stats = TermStats(
+        schema=f"{schema}@{pool.seq}",
+        cache=scopes,
+        source=f"{schema}.memories WHERE origin_seq <= {schema}.noema_as_of() AND",
+    )
+    return RecallStore(pinned, present.has_vectors, stats, live=schema)

@@ -52,11 +52,25 @@ class TermStats:
     """The sizes recall plans and scores by, cached for ``ttl`` seconds: each scope's (memories,
     average distinct lexemes per memory), for BM25 and the semantic voice's choice of scan."""
 
-    def __init__(self, ttl: float = 300.0, schema: str | None = None) -> None:
+    MAX_SCOPES = 1024
+    """The most scopes a cache shared by the points of the past keeps (the oldest go first)."""
+
+    def __init__(
+        self,
+        ttl: float = 300.0,
+        schema: str | None = None,
+        *,
+        cache: dict[str, tuple[float, tuple[float, float]]] | None = None,
+        source: str = "memories WHERE",
+    ) -> None:
         self._ttl = ttl
         self._schema = schema
         """The schema every connection given uses (None: asked of each connection)."""
-        self._scopes: dict[str, tuple[float, tuple[float, float]]] = {}
+        self._scopes: dict[str, tuple[float, tuple[float, float]]] = {} if cache is None else cache
+        """By ``<schema>/<workspace>``; the reads as of each point share one (their schema names
+        carry the point: ``<schema>@<seq>``)."""
+        self._source = source
+        """The memories counted, up to a ``WHERE`` (or ``AND``) the workspace's condition follows."""
 
     async def _schema_of(self, conn: asyncpg.Connection) -> str:
         return self._schema or str(await conn.fetchval("SELECT current_schema()"))
@@ -69,11 +83,13 @@ class TermStats:
         if hit is not None and time.monotonic() - hit[0] < self._ttl:
             return hit[1]
         row = await conn.fetchrow(
-            "SELECT count(*) AS n, coalesce(avg(length(search)), 1) AS avgdl FROM memories "
-            "WHERE $1::text IS NULL OR workspace = $1",
+            "SELECT count(*) AS n, coalesce(avg(length(search)), 1) AS avgdl "
+            f"FROM {self._source} ($1::text IS NULL OR workspace = $1)",
             workspace,
         )
         value = (max(1.0, float(row["n"])), max(1.0, float(row["avgdl"])))
+        if len(self._scopes) >= self.MAX_SCOPES:
+            del self._scopes[next(iter(self._scopes))]
         self._scopes[key] = (time.monotonic(), value)
         return value
 

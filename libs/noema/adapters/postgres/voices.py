@@ -134,13 +134,17 @@ class RecallStore:
         term_stats: TermStats | None = None,
         *,
         exact: bool = False,
+        live: str | None = None,
     ) -> None:
         self._pool = pool
         self.has_vectors = has_vectors
         self.term_stats = term_stats or TermStats()
         self.exact = exact
         """Compare every vector of the scope, never through the HNSW index (whose answers are
-        approximate): the reads of an as-of schema are exact, like the oracle they are held to."""
+        approximate)."""
+        self.live = live
+        """For the reads as of a point (``pool`` lends connections reading the as-of views): the live
+        schema behind them, whose vector indexes the semantic voice walks (:meth:`past_semantic_sql`)."""
 
     @staticmethod
     async def create_pool(
@@ -298,9 +302,20 @@ class RecallStore:
         # Sent as pgvector's text form, so any pool works (with or without the binary codec).
         args: list[Any] = ["[" + ",".join(repr(float(x)) for x in vector) + "]"]
         async with self._pool.acquire() as conn:
-            exact = self.exact or searched_exactly((await self.term_stats.scope(conn, f.workspace))[0])
-            build = self.exact_semantic_sql if exact else self.semantic_sql
-            rows = await conn.fetch(build(len(vector), model, f, args, limit), *args)
+            scope = (await self.term_stats.scope(conn, f.workspace))[0]
+            exact = self.exact or searched_exactly(scope)
+            if exact:
+                sql = self.exact_semantic_sql(len(vector), model, f, args, limit)
+            elif self.live is None:
+                sql = self.semantic_sql(len(vector), model, f, args, limit)
+            else:
+                sql = self.past_semantic_sql(self.live, len(vector), model, f, args, limit)
+            rows = await conn.fetch(sql, *args)
+            if self.live is not None and not exact and len(rows) < min(limit, scope):
+                # As of an early point of a large store, few of the index's vectors held then, and
+                # its bounded scan (MAX_SCAN_TUPLES) may meet too few of them: compare them all.
+                args = args[:1]
+                rows = await conn.fetch(self.exact_semantic_sql(len(vector), model, f, args, limit), *args)
         return [(r["id"], float(r["score"])) for r in rows]
 
     @staticmethod
@@ -322,6 +337,40 @@ class RecallStore:
             CROSS JOIN LATERAL (SELECT * FROM memories WHERE id = e.memory_id OFFSET 0) m
             WHERE e.model = '{model}' AND {where}
             ORDER BY e.embedding::vector({dims}) <=> q.v LIMIT ${len(args)}"""
+
+    @staticmethod
+    def past_semantic_sql(
+        live: str, dims: int, model: str, f: RecallFilters, args: list[Any], limit: int
+    ) -> str:
+        """:meth:`semantic_sql` as of a point (on a connection reading the as-of views, migrations
+        0016 and 0017), through the live schema ``live``'s HNSW index: a vector's open version is
+        its live row, so the vectors held at the point are the live rows written by then — the
+        index's walk, filtered on ``row_seq`` — and the closed versions valid then (none while
+        vectors are never replaced; read by a partial index of the closed ones). The walk is the
+        present's (as approximate: the answer at the last sequence is the present's); a scope small
+        enough is compared exactly instead (:func:`searched_exactly`, as the present does)."""
+        _inlined(model)
+        where = filter_conditions(f, "m", args)
+        args.append(limit)
+        k = f"${len(args)}"
+        distance = f"e.embedding::vector({dims}) <=> q.v"
+        # q is inlined in both branches (NOT MATERIALIZED): read from a materialised CTE, the query
+        # vector is no constant and the planner cannot walk the index by it.
+        return f"""WITH q AS NOT MATERIALIZED (SELECT $1::text::vector({dims}) AS v)
+            SELECT id, 1 - d AS score FROM (
+                (SELECT e.memory_id AS id, {distance} AS d
+                 FROM q, {live}.memory_embeddings e
+                 CROSS JOIN LATERAL (SELECT * FROM memories WHERE id = e.memory_id OFFSET 0) m
+                 WHERE e.model = '{model}' AND e.row_seq <= {live}.noema_as_of() AND {where}
+                 ORDER BY {distance} LIMIT {k})
+                UNION ALL
+                (SELECT e.memory_id, {distance}
+                 FROM q, {live}.memory_embeddings_history e
+                 CROSS JOIN LATERAL (SELECT * FROM memories WHERE id = e.memory_id OFFSET 0) m
+                 WHERE e.model = '{model}' AND e.valid_to_seq IS NOT NULL
+                   AND e.valid_from_seq <= {live}.noema_as_of() AND e.valid_to_seq > {live}.noema_as_of()
+                   AND {where})
+            ) x ORDER BY d LIMIT {k}"""
 
     @staticmethod
     def exact_semantic_sql(dims: int, model: str, f: RecallFilters, args: list[Any], limit: int) -> str:
