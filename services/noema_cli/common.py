@@ -183,10 +183,14 @@ def JsonOption() -> Any:
     )
 
 
-def run_app(work: Callable[[Instance], Coroutine[Any, Any, T]], as_of: str | None = None) -> T:
+def run_app(
+    work: Callable[[Instance], Coroutine[Any, Any, T]], as_of: str | None = None, *, reads_only: bool = False
+) -> T:
     """Run ``work`` against the running instance's application layer; with ``as_of`` (a --as-of
     value), against its state as of that point (:meth:`noema.application.facade.Noema.as_of`),
-    saying which point in front of a table and in the JSON."""
+    saying which point in front of a table and in the JSON. ``reads_only``: ``work`` only reads
+    the read model, so the instance opens PostgreSQL alone, without connecting to NATS or loading
+    nats-py (a search's start-up; an as-of read still connects: its point is found in the stream)."""
     point = None
     if as_of is not None:
         try:
@@ -199,7 +203,14 @@ def run_app(work: Callable[[Instance], Coroutine[Any, Any, T]], as_of: str | Non
 
     async def go(settings: Located) -> T:
         # The operator's own CLI reads every workspace (each command names the one it asks about).
-        async with Instance.open(settings, name="noemactl", pool_size=2, workspace=ALL_WORKSPACES) as app:
+        opened = Instance.open(
+            settings,
+            name="noemactl",
+            pool_size=2,
+            workspace=ALL_WORKSPACES,
+            nats=not reads_only or point is not None,
+        )
+        async with opened as app:
             if point is None:
                 return await work(app)
             view = await app.as_of(point)
@@ -218,8 +229,9 @@ def run_read(
     empty: Callable[[T], bool],
     as_of: str | None = None,
 ) -> tuple[T, str]:
-    """Run a read like :func:`run_app`; also returns what to add to an empty answer when nothing
-    was ever recorded in ``workspace`` (a typo looks like lost data otherwise), else ``""``."""
+    """Run a read of the read model like :func:`run_app` (``reads_only``); also returns what to add
+    to an empty answer when nothing was ever recorded in ``workspace`` (a typo looks like lost data
+    otherwise), else ``""``."""
 
     async def go(app: Instance) -> tuple[T, str]:
         result = await read(app)
@@ -227,7 +239,7 @@ def run_read(
             return result, ""
         return result, f" (nothing was ever recorded in workspace {workspace}: is the name right?)"
 
-    return run_app(go, as_of)
+    return run_app(go, as_of, reads_only=True)
 
 
 def operator_name() -> str:

@@ -104,6 +104,19 @@ def test_a_command_loads_what_it_needs() -> None:
     # the cipher (loaded by the first seal or open), rich's tracebacks under structlog.
     for unused in ("noema.runtime.worker", "prometheus_client", "cryptography", "rich.traceback", "pygments"):
         assert unused not in modules
+    # A read of the read model opens PostgreSQL alone (issue 32): no NATS client, none of the
+    # projection's modules, the dead letters, erasure, replay or the as-of machinery.
+    for unused in (
+        "nats",
+        "noema.adapters.jetstream",
+        "noema.adapters.deadletters",
+        "noema.adapters.postgres.projection",
+        "noema.adapters.postgres.history",
+        "noema.composition.erasure",
+        "noema.composition.replay",
+        "noema.composition.asof",
+    ):
+        assert unused not in modules, unused
 
 
 def test_the_sdk_loads_its_nats_client_on_first_use() -> None:
