@@ -13,10 +13,9 @@ from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import typer
-from rich.console import Console
 
 from noema.application.access import Caller
 from noema.errors import SURFACES, Kind, NoemaError, OperationError, kind_of, public_message
@@ -25,6 +24,8 @@ from noema.runtime.settings import Located, Settings
 from noema.stream_points import EXAMPLES, InvalidStreamPoint, parse_stream_point
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     # The application layer (asyncpg, nats, NumPy) loads when a command runs, not for --help:
     # what a command module imports at its top is what `noemactl --help` waits for.
     from noema.composition.instance import Instance
@@ -37,6 +38,7 @@ __all__ = [
     "clip",
     "completes",
     "err",
+    "escape",
     "exit_code",
     "fail",
     "fail_for",
@@ -53,9 +55,45 @@ __all__ = [
 
 T = TypeVar("T")
 
-# Piped output (scripts, CI logs) gets wide tables instead of Rich's 80-column default.
-out = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+class _Console:
+    """A rich Console made on first use: `--help` and an answer printed as JSON to a pipe load no
+    rich (issue 32: a keyword search's start-up)."""
+
+    def __init__(self, stderr: bool) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            # Piped output (scripts, CI logs) gets wide tables instead of Rich's 80-column default.
+            stream = sys.stderr if self._stderr else sys.stdout
+            self._console = Console(stderr=self._stderr, width=None if stream.isatty() else 160)
+        return getattr(self._console, name)
+
+
+out = cast("Console", _Console(stderr=False))
+err = cast("Console", _Console(stderr=True))
+
+
+def escape(markup: str) -> str:
+    """:func:`rich.markup.escape` (loaded on first use)."""
+    from rich.markup import escape as escaped
+
+    return escaped(markup)
+
+
+def _styled() -> bool:
+    """Whether rich would colour standard output: a terminal, or FORCE_COLOR / TTY_COMPATIBLE=1
+    set (rich's own rules); otherwise JSON is printed as rich prints it uncoloured, without it."""
+    compatible = os.environ.get("TTY_COMPATIBLE", "")
+    if compatible in ("0", "1"):
+        return compatible == "1"
+    force = os.environ.get("FORCE_COLOR")
+    return force != "" if force is not None else sys.stdout.isatty()
+
 
 DATA_DIR_HELP = "Data folder of the embedded instance (default: $NOEMA_DATA_DIR or ./var)."
 
@@ -132,7 +170,14 @@ def print_json(data: Any) -> None:
             if isinstance(data, dict)
             else {"as_of": state.as_of, "items": data}
         )
-    out.print_json(json.dumps(data, default=lambda o: o.isoformat() if isinstance(o, datetime) else str(o)))
+
+    def plain(o: Any) -> str:
+        return o.isoformat() if isinstance(o, datetime) else str(o)
+
+    if _styled():
+        out.print_json(json.dumps(data, default=plain))
+    else:  # what rich prints there (rich.json.JSON: indent 2, no ASCII escapes), without loading it
+        print(json.dumps(data, default=plain, indent=2, ensure_ascii=False))
 
 
 AS_OF_HELP = (
