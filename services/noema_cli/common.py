@@ -64,14 +64,24 @@ class _Console:
         self._stderr = stderr
         self._console: Console | None = None
 
-    def __getattr__(self, name: str) -> Any:
+    def console(self) -> Console:
+        """The Console itself, for what rich is handed (``Progress(console=...)`` enters it as a
+        context manager, which goes past ``__getattr__``)."""
         if self._console is None:
             from rich.console import Console
 
             # Piped output (scripts, CI logs) gets wide tables instead of Rich's 80-column default.
             stream = sys.stderr if self._stderr else sys.stdout
             self._console = Console(stderr=self._stderr, width=None if stream.isatty() else 160)
-        return getattr(self._console, name)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.console(), name)
+
+
+def _real(console: Console) -> Console:
+    """``out`` or ``err`` as the rich Console itself, to hand to rich."""
+    return console.console() if isinstance(console, _Console) else console
 
 
 out = cast("Console", _Console(stderr=False))
@@ -201,7 +211,7 @@ def progress_bar(description: str, disable: bool = False) -> Iterator[Callable[[
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
-        console=err,
+        console=_real(err),
         disable=disable,
     ) as progress:
         task = progress.add_task(description, total=None)

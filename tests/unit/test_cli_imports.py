@@ -167,3 +167,12 @@ def test_the_sdk_loads_its_nats_client_on_first_use() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.split() == ["False", "True", "NoemaClient"]
+
+
+def test_the_progress_bar_gets_the_console_itself() -> None:
+    """rich enters the console it is handed as a context manager, which goes past the lazy
+    console's attribute lookup (replay and erasure crashed with a TypeError when it was handed)."""
+    from noema_cli import common
+
+    with common.progress_bar("working") as report:
+        report(1, 2)
