@@ -13,10 +13,9 @@ from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import typer
-from rich.console import Console
 
 from noema.application.access import Caller
 from noema.errors import SURFACES, Kind, NoemaError, OperationError, kind_of, public_message
@@ -25,6 +24,8 @@ from noema.runtime.settings import Located, Settings
 from noema.stream_points import EXAMPLES, InvalidStreamPoint, parse_stream_point
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     # The application layer (asyncpg, nats, NumPy) loads when a command runs, not for --help:
     # what a command module imports at its top is what `noemactl --help` waits for.
     from noema.composition.instance import Instance
@@ -37,6 +38,7 @@ __all__ = [
     "clip",
     "completes",
     "err",
+    "escape",
     "exit_code",
     "fail",
     "fail_for",
@@ -53,9 +55,55 @@ __all__ = [
 
 T = TypeVar("T")
 
-# Piped output (scripts, CI logs) gets wide tables instead of Rich's 80-column default.
-out = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+class _Console:
+    """A rich Console made on first use: `--help` and an answer printed as JSON to a pipe load no
+    rich (issue 32: a keyword search's start-up)."""
+
+    def __init__(self, stderr: bool) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def console(self) -> Console:
+        """The Console itself, for what rich is handed (``Progress(console=...)`` enters it as a
+        context manager, which goes past ``__getattr__``)."""
+        if self._console is None:
+            from rich.console import Console
+
+            # Piped output (scripts, CI logs) gets wide tables instead of Rich's 80-column default.
+            stream = sys.stderr if self._stderr else sys.stdout
+            self._console = Console(stderr=self._stderr, width=None if stream.isatty() else 160)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.console(), name)
+
+
+def _real(console: Console) -> Console:
+    """``out`` or ``err`` as the rich Console itself, to hand to rich."""
+    return console.console() if isinstance(console, _Console) else console
+
+
+out = cast("Console", _Console(stderr=False))
+err = cast("Console", _Console(stderr=True))
+
+
+def escape(markup: str) -> str:
+    """:func:`rich.markup.escape` (loaded on first use)."""
+    from rich.markup import escape as escaped
+
+    return escaped(markup)
+
+
+def _styled() -> bool:
+    """Whether rich would colour standard output: a terminal, or FORCE_COLOR / TTY_COMPATIBLE=1
+    set (rich's own rules); otherwise JSON is printed as rich prints it uncoloured, without it."""
+    compatible = os.environ.get("TTY_COMPATIBLE", "")
+    if compatible in ("0", "1"):
+        return compatible == "1"
+    force = os.environ.get("FORCE_COLOR")
+    return force != "" if force is not None else sys.stdout.isatty()
+
 
 DATA_DIR_HELP = "Data folder of the embedded instance (default: $NOEMA_DATA_DIR or ./var)."
 
@@ -132,7 +180,14 @@ def print_json(data: Any) -> None:
             if isinstance(data, dict)
             else {"as_of": state.as_of, "items": data}
         )
-    out.print_json(json.dumps(data, default=lambda o: o.isoformat() if isinstance(o, datetime) else str(o)))
+
+    def plain(o: Any) -> str:
+        return o.isoformat() if isinstance(o, datetime) else str(o)
+
+    if _styled():
+        out.print_json(json.dumps(data, default=plain))
+    else:  # what rich prints there (rich.json.JSON: indent 2, no ASCII escapes), without loading it
+        print(json.dumps(data, default=plain, indent=2, ensure_ascii=False))
 
 
 AS_OF_HELP = (
@@ -156,7 +211,7 @@ def progress_bar(description: str, disable: bool = False) -> Iterator[Callable[[
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
-        console=err,
+        console=_real(err),
         disable=disable,
     ) as progress:
         task = progress.add_task(description, total=None)
@@ -183,10 +238,14 @@ def JsonOption() -> Any:
     )
 
 
-def run_app(work: Callable[[Instance], Coroutine[Any, Any, T]], as_of: str | None = None) -> T:
+def run_app(
+    work: Callable[[Instance], Coroutine[Any, Any, T]], as_of: str | None = None, *, reads_only: bool = False
+) -> T:
     """Run ``work`` against the running instance's application layer; with ``as_of`` (a --as-of
     value), against its state as of that point (:meth:`noema.application.facade.Noema.as_of`),
-    saying which point in front of a table and in the JSON."""
+    saying which point in front of a table and in the JSON. ``reads_only``: ``work`` only reads
+    the read model, so the instance opens PostgreSQL alone, without connecting to NATS or loading
+    nats-py (a search's start-up; an as-of read still connects: its point is found in the stream)."""
     point = None
     if as_of is not None:
         try:
@@ -199,7 +258,14 @@ def run_app(work: Callable[[Instance], Coroutine[Any, Any, T]], as_of: str | Non
 
     async def go(settings: Located) -> T:
         # The operator's own CLI reads every workspace (each command names the one it asks about).
-        async with Instance.open(settings, name="noemactl", pool_size=2, workspace=ALL_WORKSPACES) as app:
+        opened = Instance.open(
+            settings,
+            name="noemactl",
+            pool_size=2,
+            workspace=ALL_WORKSPACES,
+            nats=not reads_only or point is not None,
+        )
+        async with opened as app:
             if point is None:
                 return await work(app)
             view = await app.as_of(point)
@@ -218,8 +284,9 @@ def run_read(
     empty: Callable[[T], bool],
     as_of: str | None = None,
 ) -> tuple[T, str]:
-    """Run a read like :func:`run_app`; also returns what to add to an empty answer when nothing
-    was ever recorded in ``workspace`` (a typo looks like lost data otherwise), else ``""``."""
+    """Run a read of the read model like :func:`run_app` (``reads_only``); also returns what to add
+    to an empty answer when nothing was ever recorded in ``workspace`` (a typo looks like lost data
+    otherwise), else ``""``."""
 
     async def go(app: Instance) -> tuple[T, str]:
         result = await read(app)
@@ -227,7 +294,7 @@ def run_read(
             return result, ""
         return result, f" (nothing was ever recorded in workspace {workspace}: is the name right?)"
 
-    return run_app(go, as_of)
+    return run_app(go, as_of, reads_only=True)
 
 
 def operator_name() -> str:

@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from noema.application.views import parse
 from noema.errors import InvalidQuery
@@ -26,6 +24,8 @@ from .common import DataDir, JsonOption, clip, fail, operator_name, out, print_j
 from .render import print_record, when
 
 if TYPE_CHECKING:  # the NATS adapters load when a command runs, not for --help
+    from rich.table import Table
+
     from noema.adapters.deadletters import DeadLetterDetail, DeadLetterPage, DeadLetters
 
 __all__ = ["dlq_app"]
@@ -59,6 +59,9 @@ def _actor() -> str:
 
 
 def _table(page: DeadLetterPage) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table("seq", "source", "dead-lettered", "original subject", "bytes", "reason", "body")
     for d in page.items:
         size = f"{d.size} (cut)" if d.truncated else str(d.size)
@@ -114,6 +117,8 @@ def _where(stream: str | None, seq: int | None) -> str:
 
 
 def _print_detail(d: DeadLetterDetail) -> None:
+    from rich.text import Text
+
     rows = [
         ("seq", str(d.seq)),
         ("source", d.source),
@@ -180,6 +185,8 @@ def retry(
 
     Example: noemactl dlq retry 12 --reason "attend fixed in 1.4.2"
     """
+    from rich.text import Text
+
     use(data_dir)
     result = _with(
         lambda dl: dl.retry(seq, actor=_actor(), reason=reason, now=datetime.now(UTC), force=force)

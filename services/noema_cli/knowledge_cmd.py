@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.table import Table
 
 from noema_events.vocabulary import VERACITIES
 
@@ -32,6 +31,9 @@ from .common import (
     use,
 )
 from .render import erased_content
+
+if TYPE_CHECKING:  # rich: loaded by what prints a table, not by --help or --json
+    from rich.table import Table
 
 __all__ = ["register"]
 
@@ -77,6 +79,8 @@ def _show(rows: list[dict[str, Any]], columns: list[str], empty: str) -> None:
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str], clip_width: int = 60) -> Table:
+    from rich.table import Table
+
     table = Table(*columns)
     for r in rows:
         table.add_row(

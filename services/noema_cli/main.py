@@ -15,7 +15,6 @@ from datetime import datetime
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
 from noema.application.preamble import MIN_TASK_CHARS
 from noema.runtime.settings import WORKERS, Settings, SettingsError
@@ -44,6 +43,7 @@ from .common import (
     caller,
     completes,
     err,
+    escape,
     fail,
     operator_name,
     out,

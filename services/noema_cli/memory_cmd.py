@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from noema.application.views import ListQuery, MemoryDetail, TimelineQuery, parse
 from noema.errors import InvalidQuery
@@ -121,6 +120,8 @@ def memory_timeline(
 
 
 def _show(detail: MemoryDetail) -> None:
+    from rich.table import Table
+
     fields = Table("field", "value", show_header=False)
     memory = detail.memory
     for name in memory.__struct_fields__:

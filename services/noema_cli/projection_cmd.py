@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
-from rich.table import Table
 
 from noema.runtime.settings import Located
 
@@ -83,6 +82,8 @@ def status(data_dir: Path | None = DataDir(), as_json: bool = JsonOption()) -> N
 
     Example: noemactl projection status --json
     """
+    from rich.table import Table
+
     from noema.composition import projections
 
     use(data_dir)

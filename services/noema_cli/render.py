@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-from rich.table import Table
 
 from noema.application.views import AuditPage, EventRecord, Memory, MemoryPage
 from noema.runtime.backlog import format_drain
 
 from .common import clip, out, print_json
+
+if TYPE_CHECKING:  # rich: loaded by what prints a table, not by --help or --json
+    from rich.table import Table
 
 __all__ = [
     "erased_content",
@@ -52,6 +54,8 @@ def erased_content(content: str, erased_at: datetime | None) -> str:
 
 def memory_table(items: Sequence[Memory], *, happened: bool = False) -> Table:
     """One row per memory; ``happened`` leads with when it happened (the timeline's order)."""
+    from rich.table import Table
+
     columns = ["id", "workspace/mind", "kind", "status", "activation", "content"]
     table = Table(*(["happened", *columns] if happened else [*columns, "created"]))
     for m in items:
@@ -71,6 +75,8 @@ def _what(payload: dict[str, Any]) -> str:
 
 def event_table(events: Sequence[EventRecord], title: str | None = None) -> Table:
     """One row per event: sequence, type, scope, actor, time and what it says (reason, content, …)."""
+    from rich.table import Table
+
     table = Table("seq", "type", "workspace/mind", "actor", "at", "what", title=title)
     for e in events:
         table.add_row(
@@ -86,6 +92,8 @@ def event_table(events: Sequence[EventRecord], title: str | None = None) -> Tabl
 
 def worker_table(workers: Sequence[dict[str, Any]]) -> Table:
     """``status``'s per-worker figures: live processes, backlog, rate, drain estimate, state."""
+    from rich.table import Table
+
     table = Table("worker", "live", "backlog", "rate/s", "drain", "state")
     for w in workers:
         backlog, rate = w.get("backlog"), w.get("rate")

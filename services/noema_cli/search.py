@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.table import Table
 
 from noema.instants import FORMS, InvalidInstant, parse_instant
 from noema_events.vocabulary import EPISTEMIC_KINDS, MEMORY_KINDS, MEMORY_STATUSES
 
 from .common import clip, completes, fail, state
+
+if TYPE_CHECKING:  # rich: loaded by what prints a table, not by --help or --json
+    from rich.table import Table
 
 __all__ = ["EXPLAINED", "MODES", "PROFILES", "Choices", "Instant", "explanations", "results_table"]
 
@@ -98,6 +100,8 @@ def _cell(components: dict[str, float], name: str) -> str:
 def results_table(results: Sequence[dict[str, Any]], explain: bool, repo: str | None) -> Table:
     """One row per result (``explain``: :func:`explanations` follow it, a line per result, so that
     the table keeps room for the content at any terminal width)."""
+    from rich.table import Table
+
     table = Table("id", "workspace/mind", "score", "content", "origin event")
     for r in results:
         m = r["memory"]

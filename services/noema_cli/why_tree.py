@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
-
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from noema.application.audit_views import AuditDiff, Why, WhyStep
+
+if TYPE_CHECKING:  # rich: loaded by what prints a table, not by --help or --json
+    from rich.table import Table
 
 __all__ = ["diff_tables", "payload_lines", "tree_lines"]
 
@@ -160,6 +161,8 @@ def tree_lines(why: Why) -> list[str]:
 
 def diff_tables(diff: AuditDiff) -> tuple[str, list[Table]]:
     """``audit diff``'s heading and a table per kind of change (each change with its events)."""
+    from rich.table import Table
+
     where = f" in workspace {diff.workspace}" if diff.workspace else ""
     span = f" (events #{diff.first_seq}–#{diff.last_seq})" if diff.first_seq is not None else ""
     more = f"; truncated: go on with `audit diff {diff.last_seq} {diff.to}`" if diff.truncated else ""

@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,6 +67,7 @@ def _heavy(modules: set[str]) -> list[str]:
 def test_the_command_tree_loads_no_heavy_library(args: tuple[str, ...]) -> None:
     shown, modules = _loaded(*args)
     assert _heavy(modules) == []
+    assert "rich" not in modules  # loaded by what prints a table (typer's help runs without it)
     assert "noema_cli.main" in modules
     if args == ("--version",):
         assert shown.startswith("noemactl ")
@@ -104,6 +108,54 @@ def test_a_command_loads_what_it_needs() -> None:
     # the cipher (loaded by the first seal or open), rich's tracebacks under structlog.
     for unused in ("noema.runtime.worker", "prometheus_client", "cryptography", "rich.traceback", "pygments"):
         assert unused not in modules
+    # A read of the read model opens PostgreSQL alone (issue 32): no NATS client, none of the
+    # projection's modules, the dead letters, erasure, replay or the as-of machinery.
+    for unused in (
+        "nats",
+        "noema.adapters.jetstream",
+        "noema.adapters.deadletters",
+        "noema.adapters.postgres.projection",
+        "noema.adapters.postgres.history",
+        "noema.composition.erasure",
+        "noema.composition.replay",
+        "noema.composition.asof",
+    ):
+        assert unused not in modules, unused
+
+
+def test_an_answer_printed_as_json_to_a_pipe_loads_no_rich() -> None:
+    """Under --json to a pipe the answer is printed as rich prints it there, without loading rich
+    (a search's start-up, issue 32); the error of this run too."""
+    _, modules = _loaded("memory", "search", "x", "--json", "--data-dir", "/nonexistent/noema-test-var")
+    assert "noema.application.facade" in modules  # it ran as far as the application layer
+    assert "rich" not in modules
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"results": [], "timings_ms": {"text": 1.5}, "note": "naïve café ✓", "n": {"a": [1, None, True]}},
+        [{"id": "x", "at": datetime(2026, 12, 7, tzinfo=UTC)}],
+        {1: float("nan"), "t": (1, 2.5e-7), "none": None, "path": Path("/tmp/x")},
+    ],
+)
+def test_json_printed_without_rich_is_what_rich_prints(
+    data: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rich.console import Console
+
+    from noema_cli import common
+
+    for name in ("TTY_COMPATIBLE", "FORCE_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    common.print_json(data)
+    plain = capsys.readouterr().out
+    monkeypatch.setattr(common, "out", Console(width=160))  # as the CLI makes it for a pipe
+    monkeypatch.setenv("TTY_COMPATIBLE", "0")
+    monkeypatch.setattr(common, "_styled", lambda: True)  # through rich itself
+    common.print_json(data)
+    assert plain == capsys.readouterr().out
+    assert json.loads(plain) is not None
 
 
 def test_the_sdk_loads_its_nats_client_on_first_use() -> None:
@@ -115,3 +167,12 @@ def test_the_sdk_loads_its_nats_client_on_first_use() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.split() == ["False", "True", "NoemaClient"]
+
+
+def test_the_progress_bar_gets_the_console_itself() -> None:
+    """rich enters the console it is handed as a context manager, which goes past the lazy
+    console's attribute lookup (replay and erasure crashed with a TypeError when it was handed)."""
+    from noema_cli import common
+
+    with common.progress_bar("working") as report:
+        report(1, 2)

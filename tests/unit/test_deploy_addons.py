@@ -18,7 +18,7 @@ import pytest
 import yaml
 from nats.js.api import ConsumerConfig
 
-from noema.runtime import wiring
+from noema.adapters import jetstream
 from noema.runtime.kedaconfig import scaled_objects
 from noema.runtime.settings import Located, Settings
 from noema.topology import Topology
@@ -84,9 +84,10 @@ async def bound_consumers(
     async def pool(*args: Any, **kwargs: Any) -> SimpleNamespace:
         return SimpleNamespace(close=nothing)
 
-    # The composition roots connect and open their pools through noema.runtime.wiring.
-    monkeypatch.setattr(wiring, "connect", connect)
-    monkeypatch.setattr(wiring, "ensure_streams", nothing)
+    # The composition roots connect and open their pools through noema.runtime.wiring, which
+    # loads the JetStream adapter when it first connects.
+    monkeypatch.setattr(jetstream, "connect", connect)
+    monkeypatch.setattr(jetstream, "ensure_streams", nothing)
 
     async def store(*args: Any, **kwargs: Any) -> SimpleNamespace:
         return SimpleNamespace(has_vectors=False)

@@ -152,3 +152,23 @@ def test_every_dependency_exists_can_become_healthy_and_none_loops() -> None:
 
     for name in SERVICES_OF_COMPOSE:
         reaches(name, (name,))
+
+
+def test_every_worker_is_probed_on_its_metrics_port_without_starting_the_cli() -> None:
+    """A worker's healthcheck asks its own /readyz on NOEMA_METRICS_PORT (noema.runtime.probes), as
+    the Kubernetes readinessProbe does; no healthcheck starts `noemactl` (a Python CLI every few
+    seconds per container, issue 32)."""
+    for module, s in noema_services().items():
+        test = s.get("healthcheck", {}).get("test", [])
+        assert "noemactl" not in " ".join(test), module
+        if module in ("noema_api", "noema_mcp"):
+            continue
+        assert test[:3] == ["CMD", "python", "-c"], module
+        [url] = re.findall(r"http://[^'\"]+", test[3])
+        probe = urlsplit(url)
+        assert probe.hostname == "127.0.0.1"
+        assert probe.port == int(s["environment"]["NOEMA_METRICS_PORT"]), module
+        assert probe.path == "/readyz", module
+        assert probe.path in PROBE_PATHS[module], module
+    for s in SERVICES_OF_COMPOSE.values():
+        assert "noemactl" not in s.get("healthcheck", {}).get("test", [])

@@ -108,3 +108,13 @@ def test_only_noema_pods_reach_the_server_and_they_may() -> None:
     [rule] = [r for p in ingress for r in p["spec"].get("ingress", [])]
     assert [q["port"] for q in rule["ports"]] == [port]
     assert all(all(selects(f["podSelector"], pod_labels(d)) for d in noema) for f in rule["from"])
+
+
+def test_the_server_runs_the_image_the_base_names_and_is_pinned_with_it() -> None:
+    """The base's ``images:`` reaches only the base's resources: the overlay repeats it, so the
+    server (``image: noema``) runs the same tag, and a digest set in the overlay pins every pod."""
+    deployment, _ = _server()
+    [server] = deployment["spec"]["template"]["spec"]["containers"]
+    [entry] = load(DEPLOY / "k8s" / "kustomization.yaml")["images"]
+    assert server["image"] == entry["name"]
+    assert load(OVERLAY / "kustomization.yaml")["images"] == [entry]

@@ -76,3 +76,23 @@ async def test_facts_for_the_task_within_budget_repo_first_and_the_closing_line(
         repo="billing",
     )
     assert all("vault CLI" not in f for f in after.facts)
+
+
+async def test_a_fact_holding_every_word_of_the_task_comes_before_those_holding_one(
+    harness: InMemoryPipeline,
+) -> None:
+    """Issue 32: a short task ("when do we deploy capybara") found facts that repeat one of its
+    words ahead of the one fact that holds them all ("The capybara deploy window is …"), which the
+    five places then left out. A fact is ranked by how many of the task's words it holds first
+    (over PostgreSQL: tests/integration/test_preamble.py)."""
+    noise = [
+        memory(f"deploy checklist {i}: deploy, verify the deploy, then deploy again", domain="ops")
+        for i in range(MAX_FACTS + 2)
+    ]
+    window = memory("The capybara deploy window is Tuesday 10:00-12:00 UTC, nothing outside it", domain="ops")
+    await given(harness, *noise, window)
+
+    task = "when do we deploy capybara"
+    p = await build_preamble(harness.knowledge, "acme", "ops-agent", task)
+    assert p.facts[0] == f"- [ops] {window.payload.content}"
+    assert len(p.facts) == MAX_FACTS  # the others still follow, by their rank

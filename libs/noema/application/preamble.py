@@ -1,12 +1,13 @@
 """The dispatch preamble: what an agent is told at task dispatch (requirements §8), on the fast path.
 
 Built from exactly: every active policy as ``- [domain] rule``; the agent's own notes verbatim; and
-at most five keyword-matched facts for the task, within about 1,200 characters, only when the task
-description has at least 20 characters. Full-text search only (no query embedding), read through
-the :class:`~noema.ports.PreambleReads` port in one go (PostgreSQL: one connection, one round trip per
-part). Which of the task's words are too common to match on is decided within the workspace (see
-:mod:`noema.adapters.postgres.textsearch`), so other tenants' data never changes a preamble. It ends
-by telling the agent to verify critical items with ``search_memory``.
+at most five keyword-matched facts for the task (those holding more of its words first), within
+about 1,200 characters, only when the task description has at least 20 characters. Full-text search
+only (no query embedding), read through the :class:`~noema.ports.PreambleReads` port in one go
+(PostgreSQL: one connection, one round trip per part). Which of the task's words are too common to
+match on is decided within the workspace (see :mod:`noema.adapters.postgres.textsearch`), so other
+tenants' data never changes a preamble. It ends by telling the agent to verify critical items with
+``search_memory``.
 
 Policies of the current repository come first. ``readable_domains`` (strict access mode, see
 :meth:`noema.application.knowledge.domains.Domains.readable_domains`) limits policies and facts to what

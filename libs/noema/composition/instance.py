@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -18,43 +19,34 @@ from urllib.parse import urlsplit
 import asyncpg
 import msgspec
 import structlog
-from nats.aio.client import Client as NATS
 
-from noema.adapters.deadletters import DeadLetters
 from noema.adapters.embedders import create_embedder
-from noema.adapters.jetstream import EventPublisher
-from noema.adapters.postgres.erasure_handlers import blank_copies
-from noema.adapters.postgres.history import (
-    PointPool,
-    bounds,
-    past_pool_options,
-    point_store,
-    search_path,
-)
 from noema.adapters.postgres.keyring import PostgresKeyring
 from noema.adapters.postgres.knowledge import PostgresKnowledge
-from noema.adapters.postgres.projection import ReadModelProjection
 from noema.adapters.postgres.queries import MemoryQueries
 from noema.adapters.postgres.tenancy import NO_WORKSPACE, workspace_scope
 from noema.adapters.postgres.voices import RecallStore
 from noema.application.facade import Noema
 from noema.application.knowledge import Knowledge
-from noema.application.sealing import KeyringSealer
-from noema.client import JetStreamObservations
-from noema.composition import erasure
-from noema.composition.asof import AsOf, PointBeforeHistory, resolve
-from noema.composition.erasure import ErasureReport, ErasureRequest
-from noema.composition.replay import verify_replay
 from noema.errors import Unavailable
-from noema.ports import Embedder
-from noema.runtime.identities import shipped_allows
+from noema.ports import Embedder, ExpectingSink, ObservationSink
 from noema.runtime.settings import Located
 from noema.runtime.wiring import connect_nats, open_pool
-from noema.stream_points import StreamPoint
-from noema.topology import Topology
 
-if TYPE_CHECKING:  # prometheus_client: loaded by a process that keeps metrics (see Instance.metrics)
-    from noema.adapters.metrics import Metrics
+if TYPE_CHECKING:
+    # A read-only instance (``open(nats=False)``: noemactl's reads) loads no nats-py and none of
+    # the modules below; one connected to NATS loads them as it is built or as it uses them.
+    from nats.aio.client import Client as NATS
+
+    from noema.adapters.deadletters import DeadLetters
+    from noema.adapters.jetstream import EventPublisher
+    from noema.adapters.metrics import Metrics  # prometheus_client: see Instance.metrics
+    from noema.composition.asof import AsOf
+    from noema.composition.erasure import ErasureReport, ErasureRequest
+    from noema.observations import Stored
+    from noema.stream_points import StreamPoint
+    from noema.topology import Topology
+    from noema_events import Event, ObservationRecorded
 
 __all__ = ["Instance", "connected_knowledge"]
 
@@ -69,19 +61,44 @@ def connected_knowledge(
     pool: asyncpg.Pool, nc: NATS, topology: Topology, clock: Callable[[], datetime] = _utcnow
 ) -> Knowledge:
     """The knowledge operations over the PostgreSQL read model and the JetStream event stream."""
+    from noema.adapters.jetstream import EventPublisher
+    from noema.application.sealing import KeyringSealer
+
     publisher = EventPublisher(nc, topology, KeyringSealer(PostgresKeyring(pool)))
     return Knowledge(PostgresKnowledge(pool), publisher, clock, appends=publisher)
 
 
+class _ReadOnly:
+    """The event sinks of an instance opened without NATS (``Instance.open(nats=False)``): it
+    publishes nothing, so a write through it is a bug of the surface that opened it so."""
+
+    @staticmethod
+    def _refuse() -> RuntimeError:
+        return RuntimeError("this instance was opened for reads only (no NATS connection)")
+
+    async def publish(self, events: Sequence[Event]) -> int:
+        raise self._refuse()
+
+    async def last_on_subject(self, like: Event) -> tuple[int, Event] | None:
+        raise self._refuse()
+
+    async def publish_expecting(self, event: Event, expected_last: int) -> int:
+        raise self._refuse()
+
+    async def send(self, obs: ObservationRecorded) -> Stored:
+        raise self._refuse()
+
+
 class Instance(Noema):
     """One running Noema, as seen by a surface: the application (:class:`Noema`) over one PostgreSQL
-    pool (pgvector-aware, for recall) and one NATS connection."""
+    pool (pgvector-aware, for recall) and one NATS connection (none when opened for reads only:
+    ``open(nats=False)``)."""
 
     def __init__(
         self,
         settings: Located,
         pool: asyncpg.Pool,
-        nc: NATS,
+        nc: NATS | None,
         store: RecallStore,
         clock: Callable[[], datetime] = _utcnow,
         *,
@@ -91,11 +108,20 @@ class Instance(Noema):
     ) -> None:
         self.settings = settings
         self.pool = pool
-        self.nc = nc
-        self.topology = settings.topology
-        publisher = EventPublisher(nc, self.topology, KeyringSealer(PostgresKeyring(pool)))
-        self.dead_letters = DeadLetters(nc, self.topology, publisher)
-        """The dead-letter stream: list, show, retry, drop (JetStream only, no read model)."""
+        self._nc = nc
+        self.topology: Topology = settings.topology
+        publisher: ExpectingSink
+        observations: ObservationSink
+        self._events: EventPublisher | None = None
+        if nc is None:
+            publisher = observations = _ReadOnly()
+        else:
+            from noema.adapters.jetstream import EventPublisher
+            from noema.application.sealing import KeyringSealer
+            from noema.client import JetStreamObservations
+
+            publisher = self._events = EventPublisher(nc, self.topology, KeyringSealer(PostgresKeyring(pool)))
+            observations = JetStreamObservations(nc, self.topology)
         self._parent = parent
         self._embedder: Embedder | None = None
         self._embedder_loaded = False
@@ -115,9 +141,9 @@ class Instance(Noema):
             memories=MemoryQueries(pool, clock),
             knowledge=Knowledge(PostgresKnowledge(pool), publisher, clock, appends=publisher),
             voices=store,
-            observations=JetStreamObservations(nc, self.topology),
+            observations=observations,
             embedder=self._loaded_embedder,
-            connected=lambda: nc.is_connected,
+            connected=lambda: nc is not None and nc.is_connected,
             decay_interval_s=settings.decay_interval_s,
             clock=clock,
             point=point,
@@ -126,6 +152,22 @@ class Instance(Noema):
             subjects=PostgresKeyring(pool),
         )
         self._metrics: Metrics | None = metrics
+
+    @property
+    def nc(self) -> NATS:
+        """The NATS connection (RuntimeError on an instance opened for reads only: a bug)."""
+        if self._nc is None:
+            raise _ReadOnly._refuse()
+        return self._nc
+
+    @functools.cached_property
+    def dead_letters(self) -> DeadLetters:
+        """The dead-letter stream: list, show, retry, drop (JetStream only, no read model)."""
+        from noema.adapters.deadletters import DeadLetters
+
+        nc = self.nc
+        assert self._events is not None  # built with the connection
+        return DeadLetters(nc, self.topology, self._events)
 
     @property
     def metrics(self) -> Metrics:
@@ -148,11 +190,14 @@ class Instance(Noema):
         pool_size: int = 4,
         workspace: str = NO_WORKSPACE,
         metrics: Metrics | None = None,
+        nats: bool = True,
     ) -> AsyncIterator[Instance]:
         """Connect to the located servers as the read-only database role; closes everything on
         exit. ``workspace`` is what its connections see under row-level security unless a
         :func:`~noema.adapters.postgres.tenancy.workspace_scope` block says otherwise: a surface
-        acting for one workspace scopes each request; ``"*"`` is every workspace."""
+        acting for one workspace scopes each request; ``"*"`` is every workspace. ``nats=False``:
+        for reads of the read model only (noemactl's reads), without connecting to NATS or loading
+        nats-py; publishing, the dead letters and the as-of views then raise RuntimeError (a bug)."""
         async with contextlib.AsyncExitStack() as stack:
             pool = await open_pool(
                 settings,
@@ -163,7 +208,7 @@ class Instance(Noema):
                 workspace=workspace,
                 create=RecallStore.create_pool,
             )
-            nc = await connect_nats(settings, stack, name)
+            nc = await connect_nats(settings, stack, name) if nats else None
             app = cls(settings, pool, nc, await RecallStore.open(pool), metrics=metrics)
             app.workspace = workspace
             stack.push_async_callback(app.close_views)
@@ -184,6 +229,9 @@ class Instance(Noema):
         start a :class:`~noema.composition.asof.PointBeforeHistory`."""
         if self._parent is not None:
             return await self._parent._view(point)
+        from noema.adapters.postgres.history import PointPool, bounds, point_store
+        from noema.composition.asof import PointBeforeHistory, resolve
+
         at = self._resolved.get(point) if isinstance(point, int) else None
         if at is None:
             at = await resolve(self.nc, self.topology, point, self.clock())
@@ -221,6 +269,8 @@ class Instance(Noema):
         )
 
     async def _past_pool(self) -> asyncpg.Pool:
+        from noema.adapters.postgres.history import past_pool_options, search_path
+
         async with self._past_lock:
             if self._past is None:
                 self._past = await RecallStore.create_pool(
@@ -255,6 +305,10 @@ class Instance(Noema):
     async def erase(self, request: ErasureRequest) -> ErasureReport:
         """Operators: erase a subject's, a memory's or an observation's content for good, keeping
         the record that it happened (:mod:`noema.composition.erasure`, docs/privacy.md)."""
+        from noema.adapters.postgres.erasure_handlers import blank_copies
+        from noema.composition import erasure
+        from noema.runtime.identities import shipped_allows
+
         publisher = self.writer()
         with workspace_scope(request.workspace):
             report = await erasure.erase(
@@ -291,6 +345,8 @@ class Instance(Noema):
 
     async def _projected(self, seq: int, timeout_s: float = 60.0) -> bool:
         """Wait until the projector applied the stream through ``seq`` (False after ``timeout_s``)."""
+        from noema.adapters.postgres.projection import ReadModelProjection
+
         deadline = time.monotonic() + timeout_s
         while True:
             async with self.pool.acquire() as conn:
@@ -311,6 +367,9 @@ class Instance(Noema):
         (see :func:`noema.composition.replay.verify_replay`). A point the stream holds no state
         for (before its first event, beyond its end, in the future) is refused as ``--as-of``
         refuses it (:class:`~noema.composition.asof.PointNotInStream`)."""
+        from noema.composition.asof import resolve
+        from noema.composition.replay import verify_replay
+
         if until is not None:
             await resolve(self.nc, self.topology, until, self.clock())
         return await verify_replay(self.settings, self.nc, until, keep, progress)

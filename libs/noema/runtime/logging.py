@@ -19,7 +19,9 @@ def _structlog() -> ModuleType:
     is used. Whoever imports structlog first decides: a command imports this module first."""
     if "structlog" in sys.modules:
         return sys.modules["structlog"]
-    hidden = [name for name in ("rich.traceback", "rich.pretty") if name not in sys.modules]
+    # rich itself too: structlog.dev imports rich.console before it finds no rich.traceback, which
+    # a command printing JSON (`memory search --json`) would otherwise pay for (issue 32).
+    hidden = [name for name in ("rich", "rich.traceback", "rich.pretty") if name not in sys.modules]
     for name in hidden:
         sys.modules[name] = None  # type: ignore[assignment]  # "not installed", for this import only
     try:

@@ -9,11 +9,8 @@ from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import asyncpg
-from nats.aio.client import Client as NATS
-from nats.js import JetStreamContext
 
-from noema.adapters.jetstream import connect, ensure_streams
-from noema.adapters.postgres import create_pool
+from noema.adapters.postgres.database import create_pool
 from noema.adapters.postgres.keyring import PostgresKeyring
 from noema.adapters.postgres.roles import DbRole
 from noema.adapters.postgres.tenancy import NO_WORKSPACE
@@ -26,7 +23,12 @@ Pool = asyncpg.Pool
 DbConnection = asyncpg.Connection
 """A database connection, as a worker holds one of its pool's."""
 
-if TYPE_CHECKING:  # the worker runtime: loaded by partitioned_workers, not by the application layer
+if TYPE_CHECKING:
+    # nats-py: loaded by the first connection (a read-only process, noemactl's reads, has none);
+    # the worker runtime: loaded by partitioned_workers, not by the application layer.
+    from nats.aio.client import Client as NATS
+    from nats.js import JetStreamContext
+
     from noema.adapters.metrics import Metrics
     from noema.runtime.partitions import PartitionedService
     from noema.runtime.worker import BatchHandler, PullWorker
@@ -57,6 +59,8 @@ class Bus(NamedTuple):
 async def connect_nats(located: Located, stack: AsyncExitStack, name: str) -> NATS:
     """Connect to the located NATS as the settings say (``name``: how the server lists the
     connection); it is closed when ``stack`` unwinds."""
+    from noema.adapters.jetstream import connect
+
     nc = await connect(located.nats_url, name=name, auth=located.nats_auth)
     stack.push_async_callback(nc.close)
     return nc
@@ -65,6 +69,8 @@ async def connect_nats(located: Located, stack: AsyncExitStack, name: str) -> NA
 async def open_bus(located: Located, stack: AsyncExitStack, name: str) -> Bus:
     """:func:`connect_nats`, then create the streams or update them to the settings (every process
     does it on start, idempotently, so whichever starts first finds them ready)."""
+    from noema.adapters.jetstream import ensure_streams
+
     nc = await connect_nats(located, stack, name)
     bus = Bus(nc, nc.jetstream(), located.topology)
     await ensure_streams(

@@ -11,7 +11,7 @@ from typing import Any
 
 import asyncpg
 
-from noema.adapters.postgres.textsearch import query_of_counts, term_counts
+from noema.adapters.postgres.textsearch import query_of_counts, quoted_lexeme, term_counts
 from noema.domain.knowledge import FactView
 from noema.ids import id_prefix
 from noema.ports import PreambleParts, Row
@@ -404,11 +404,17 @@ class PostgresKnowledge:
             if query is not None and not query.broad:
                 # The query's lexemes as they are (cast, not parsed again: to_tsquery would split
                 # "on-call" into a phrase of its parts, which the stemmed content never holds).
+                # A fact holding more of the task's words ranks first (issue 32: "when do we deploy
+                # capybara" put facts repeating "deploy" before "The capybara deploy window is …",
+                # as ts_rank_cd counts occurrences, not words), then by ts_rank_cd.
                 rows: list[Any] = await conn.fetch(
                     f"""SELECT m.domain, m.content FROM memories m, CAST($2 AS tsquery) q
                        WHERE m.workspace = $1 AND m.kind = 'semantic' AND {current_fact("$6", "m")}
                          AND m.search @@ q AND ($5::text[] IS NULL OR m.domain = ANY($5::text[]))
-                       ORDER BY (m.repo IS NOT DISTINCT FROM $3) DESC, ts_rank_cd(m.search, q, 1) DESC, m.id
+                       ORDER BY (m.repo IS NOT DISTINCT FROM $3) DESC,
+                                (SELECT count(*) FROM unnest($7::text[]) w(lexeme)
+                                  WHERE m.search @@ CAST(w.lexeme AS tsquery)) DESC,
+                                ts_rank_cd(m.search, q, 1) DESC, m.id
                        LIMIT $4""",
                     workspace,
                     query.tsquery,
@@ -416,6 +422,7 @@ class PostgresKnowledge:
                     max_facts,
                     gate,
                     at,
+                    [quoted_lexeme(lexeme) for lexeme in query.lexemes],
                 )
                 facts = [(r["domain"], r["content"]) for r in rows]
         return PreambleParts(policies, None if notes is None else str(notes), facts)

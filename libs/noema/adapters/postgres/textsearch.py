@@ -34,6 +34,7 @@ __all__ = [
     "TermStats",
     "TextQuery",
     "query_of_counts",
+    "quoted_lexeme",
     "selective_query",
     "term_counts",
     "text_query",
@@ -94,8 +95,12 @@ class TermStats:
         return value
 
 
-def _quote(lexeme: str) -> str:
+def quoted_lexeme(lexeme: str) -> str:
+    """``lexeme`` as a tsquery of itself (quoted: taken as it is, not parsed again)."""
     return "'" + lexeme.replace("'", "''") + "'"
+
+
+_quote = quoted_lexeme
 
 
 @dataclass(frozen=True)
