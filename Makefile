@@ -89,7 +89,7 @@ typecheck: $(STAMP) ## mypy --strict on libs/, schemas/, services/, sdk/, tests/
 check: lint typecheck test ## Lint, typecheck and test
 
 schemas: $(STAMP) ## Regenerate schemas/json and schemas/asyncapi.json from the msgspec Structs
-	$(BIN)/python -m noema_events.generate
+	$(BIN)/python -m noema_service.documents
 
 openapi: $(STAMP) ## Regenerate schemas/openapi.json from the operator API's route table and Structs
 	$(BIN)/python -m noema_api.routes

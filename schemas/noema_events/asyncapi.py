@@ -4,7 +4,7 @@ An event channel carries the current version, which is published, and the earlie
 the stream, which readers receive (and upcast).
 
 Pure: :func:`asyncapi` takes the agent service's endpoints as :class:`Endpoint` values, so this
-package keeps depending on msgspec only; :mod:`noema_events.generate` reads them from the service.
+package keeps depending on msgspec only; :mod:`noema_service.documents` reads them from the service.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ import pytest
 
 from noema_events import EVENT_TYPES, Event, EventDecodeError, ObservationRecorded, decode_event, encode_event
 from noema_events.codec import UPCASTERS
-from noema_events.generate import generate
 from noema_events.golden import GOLDEN_DIR
+from noema_service.documents import generate
 
 SPEC_EVENTS = {
     "observation.recorded",

@@ -35,7 +35,7 @@ POSTGRES_ONLY: dict[type[Event], str] = {
 
 
 def example(tag: str) -> Event:
-    """The catalog's example of ``tag`` (schemas/golden, written by ``python -m noema_events.generate``)."""
+    """The catalog's example of ``tag`` (schemas/golden, written by ``python -m noema_service.documents``)."""
     return decode_event((GOLDEN / f"{tag}.json").read_bytes())
 
 

@@ -44,7 +44,7 @@ LAYERS: tuple[dict[str, tuple[str, ...]], ...] = (
     {"runtime": ("noema.runtime",)},
     # 6: the composition root: builds the adapters and hands them to the application
     {"composition": ("noema.composition",)},
-    # 7: the surfaces and workers, and the tools that generate documents from all of them
+    # 7: the surfaces and workers (and the tools among them that generate documents from all of them)
     {
         "surfaces": (
             "noema_api",
@@ -57,7 +57,6 @@ LAYERS: tuple[dict[str, tuple[str, ...]], ...] = (
             "noema_projector",
             "noema_retrieve",
             "noema_service",
-            "noema_events.generate",
         )
     },
 )
@@ -225,7 +224,7 @@ def test_the_parts_keep_their_order() -> None:
     assert part_of("noema.adapters.postgres.voices") == Part(4, "adapters")
     assert part_of("noema.application.facade") == Part(4, "application")
     assert part_of("noema.errors") == Part(1, "vocabulary")
-    assert part_of("noema_events.generate") == Part(7, "surfaces")
+    assert part_of("noema_service.documents") == Part(7, "surfaces")
     assert part_of("noema_events.catalog") == Part(0, "events")
     assert part_of("asyncpg") is None
 

@@ -21,10 +21,10 @@ import referencing.jsonschema
 from noema.application.access import Caller
 from noema.application.tools import TOOLS
 from noema.composition.instance import Instance
-from noema_events.generate import SCHEMAS_DIR
 from noema_sdk import PermissionDenied, SearchResult, ServerError
 from noema_sdk.protocol import ERROR_CODE_HEADER, ERROR_HEADER, agent_subject
 from noema_service import operations
+from noema_service.documents import SCHEMAS_DIR
 from noema_service.handler import classify
 from tests.unit.service_in_memory import PREFIX, InMemoryService, service
 

@@ -1,6 +1,6 @@
 """Generate the JSON Schema and AsyncAPI documents of the event catalog into ``schemas/``.
 
-Run with ``python -m noema_events.generate [--check]`` (``make schemas``). ``--check`` exits non-zero
+Run with ``python -m noema_service.documents [--check]`` (``make schemas``). ``--check`` exits non-zero
 when the committed files differ from what the code generates, so stale schemas fail the build.
 ``json/`` has a schema for every version a stream may hold (earlier versions included, as readers of
 old events need them); the AsyncAPI document (:mod:`noema_events.asyncapi`) lists the current
@@ -17,14 +17,17 @@ from typing import Any
 
 import msgspec
 
-from .asyncapi import Endpoint, asyncapi
-from .catalog import EVENT_TYPES
-from .datetimes import with_datetimes
-from .upcasting import EARLIER_TYPES
+from noema.errors import SURFACES
+from noema_events.asyncapi import Endpoint, asyncapi
+from noema_events.catalog import EVENT_TYPES
+from noema_events.datetimes import with_datetimes
+from noema_events.upcasting import EARLIER_TYPES
+from noema_service.operations import OPERATIONS
 
 __all__ = ["generate", "main", "service_endpoints"]
 
-SCHEMAS_DIR = Path(__file__).resolve().parent.parent
+SCHEMAS_DIR = Path(__file__).resolve().parents[2] / "schemas"
+"""The repository's ``schemas/`` folder (the documents are committed there)."""
 
 
 def _dump(doc: Any) -> str:
@@ -34,12 +37,9 @@ def _dump(doc: Any) -> str:
 def service_endpoints() -> tuple[list[Endpoint], list[int]]:
     """The agent service's operations and its reply codes, read from the service itself.
 
-    Imported here, not at the top: :mod:`noema_events` is the msgspec-only catalog that publishers
-    use, and only this build step (run in the repository, where the server is installed) needs the
-    service's definitions to publish its request and reply schemas.
+    This build step lives above the service it documents (and the catalog it reads): the catalog,
+    :mod:`noema_events`, stays the msgspec-only package that publishers use.
     """
-    from noema.errors import SURFACES
-    from noema_service.operations import OPERATIONS
 
     endpoints = [Endpoint(op.name, op.description, op.input, op.result) for op in OPERATIONS.values()]
     codes = sorted({s.nats for s in SURFACES.values() if s.nats is not None})
