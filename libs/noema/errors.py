@@ -241,6 +241,7 @@ _DRIVERS_UNAVAILABLE = frozenset(
     {
         "nats.Error",
         "asyncpg.InterfaceError",
+        "asyncpg.InternalClientError",
         "asyncpg.PostgresConnectionError",
         "asyncpg.OperatorInterventionError",
         "asyncpg.InsufficientResourcesError",

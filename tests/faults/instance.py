@@ -440,6 +440,45 @@ async def wait_all_memories(pool: asyncpg.Pool, ids: set[str], timeout: float) -
     return time.monotonic()
 
 
+async def why_missing(instance: Instance, missing: set[str]) -> str:
+    """Where the observations without a memory are: their attention decisions, the consumers' state,
+    the event stream against the read model, dead letters and the workers' own story — so a failed
+    run on another machine says why."""
+    assert instance.pool is not None
+    pool = instance.pool
+    lines = [f"{len(missing)} without a memory, e.g. {sorted(missing)[:3]}"]
+    with contextlib.suppress(Exception):
+        decided = await pool.fetchval(
+            "SELECT count(DISTINCT d->>'candidate_id') "
+            "FROM events e, jsonb_array_elements(e.payload->'decisions') d "
+            "WHERE e.type = 'attention.decided.v1' AND d->>'candidate_id' = ANY($1::text[])",
+            sorted(missing),
+        )
+        lines.append(f"of them with an attention decision in the read model: {decided}")
+        projected = await pool.fetchval("SELECT coalesce(max(seq), 0) FROM events")
+        lines.append(f"read model's last event seq: {projected}")
+    if instance.nc is not None:
+        js = instance.nc.jetstream()
+        with contextlib.suppress(Exception):
+            last = (await js.stream_info(TOPOLOGY.event_stream)).state.last_seq
+            lines.append(f"event stream's last seq: {last}")
+        for stream, worker in ((TOPOLOGY.observation_stream, "attend"), (TOPOLOGY.event_stream, "projector")):
+            for durable in instance.durables(worker):
+                with contextlib.suppress(Exception):
+                    info = await js.consumer_info(stream, durable)
+                    lines.append(
+                        f"{durable}: pending {info.num_pending}, ack pending {info.num_ack_pending}, "
+                        f"redelivered {info.num_redelivered}, delivered to seq {info.delivered.stream_seq}, "
+                        f"acked to seq {info.ack_floor.stream_seq}"
+                    )
+    dead = instance.events("message dead-lettered")
+    told = [{k: d.get(k) for k in ("worker", "seq", "reason")} for d in dead[:3]]
+    lines.append(f"dead-lettered: {len(dead)} {told}")
+    for worker in ("attend", "projector"):
+        lines.append(f"--- {worker}:\n{instance.story(worker, 15)}")
+    return "\n".join(lines)
+
+
 async def assert_exactly_once(pool: asyncpg.Pool, acked: set[str], attempted: set[str]) -> dict[str, int]:
     """0 lost, 0 duplicated: one memory per acknowledged observation, none for anything never
     published, no event id twice, one attention decision per observation, one memory.created per

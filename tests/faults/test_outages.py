@@ -32,6 +32,7 @@ from tests.faults.instance import (
     memory_counts,
     record,
     running,
+    why_missing,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(420)]
@@ -196,7 +197,12 @@ async def _outage(
     async def all_memories() -> bool:
         return not acked - (await memory_counts(pool)).keys()
 
-    await eventually(all_memories, 240, 0.25, f"a memory for each of {len(acked)} acknowledged observations")
+    try:
+        what = f"a memory for each of {len(acked)} acknowledged observations"
+        await eventually(all_memories, 240, 0.25, what)
+    except AssertionError as exc:
+        missing = acked - (await memory_counts(pool)).keys()
+        raise AssertionError(f"{exc}\n{await why_missing(instance, missing)}") from None
     caught_up_at = time.monotonic()
     await _status_recovers(instance)
     status_ok_at = time.monotonic()

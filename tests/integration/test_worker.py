@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
+import asyncpg
 import pytest
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
@@ -28,14 +29,20 @@ class Recorder:
     def __init__(self, h: Harness) -> None:
         self.handled: list[bytes] = []
         self.calls = 0
-        self.outage = 3  # the first calls meet a server that is away
+        # The first calls meet a server that is away, then a pooled connection it dropped mid-operation
+        # (asyncpg's client-side protocol error after a restart): more failures than max_attempts.
+        self.outage: list[Exception] = [
+            ConnectionRefusedError("server away"),
+            ConnectionRefusedError("server away"),
+            *[asyncpg.InternalClientError("cannot switch to state 15; another operation (2) is in progress")]
+            * 4,
+        ]
         self._dead_letters = DeadLetters(h.js, h.topology, "test")
 
     async def __call__(self, msgs: list[Msg]) -> None:
         self.calls += 1
         if self.outage:
-            self.outage -= 1
-            raise ConnectionRefusedError("server away")
+            raise self.outage.pop(0)
         if any(m.data == b"bug" for m in msgs):
             raise KeyError("a bug in the handler")
         for msg in msgs:
@@ -110,7 +117,7 @@ async def test_a_message_delivered_too_often_is_dead_lettered_without_being_hand
         assert await assert_eventually(lambda: puller.fetch(timeout=2), timeout=10)
     await puller.stop()
     handler = Recorder(harness)
-    handler.outage = 0
+    handler.outage = []
     worker = PullWorker("test", await _consumer(harness, "w2", ack_wait=0.5), handler, 10, max_deliver=5)
     await _run(harness, worker)
     [letter] = await assert_eventually(lambda: _dead_letter_headers(harness))

@@ -102,6 +102,10 @@ def test_every_kind_has_one_row_and_distinct_http_statuses() -> None:
         (TimeoutError(), Kind.UNAVAILABLE),
         (nats.errors.NoServersError(), Kind.UNAVAILABLE),
         (asyncpg.exceptions.CannotConnectNowError("starting"), Kind.UNAVAILABLE),
+        (
+            asyncpg.InternalClientError("cannot switch to state 15; another operation (2) is in progress"),
+            Kind.UNAVAILABLE,
+        ),
         (KeyError("bug"), Kind.INTERNAL),
         (ValueError("bug"), Kind.INTERNAL),
     ],

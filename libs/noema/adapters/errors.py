@@ -19,6 +19,11 @@ BACKEND_UNAVAILABLE: tuple[type[BaseException], ...] = (
     TimeoutError,
     nats.errors.Error,
     asyncpg.InterfaceError,
+    # A pooled connection the server dropped mid-operation can come back in a state the client's
+    # protocol refuses ("cannot switch to state 15; another operation (2) is in progress", seen
+    # after a PostgreSQL restart): the connection's fault, never the message's. The pool terminates
+    # it when its reset fails, so a retry gets another.
+    asyncpg.InternalClientError,
     asyncpg.PostgresConnectionError,
     # The server shut down, restarts, cancelled the statement, or is out of connections or resources.
     asyncpg.exceptions.OperatorInterventionError,
