@@ -64,9 +64,22 @@ run: $(STAMP) ## Start Noema on the embedded default (NATS + PostgreSQL in ./var
 # processes, or takes a while, and is marked integration or slow.
 FAST := not integration and not slow
 
+# The real-server tier waits on its servers far more than it computes (one test at a time, two cores
+# stay under a load average of 1), so it runs in TEST_WORKERS processes, each with servers of its
+# own, a module's tests in one process (pytest-xdist, --dist loadfile); the fault tests, which time
+# outages and kills, run after it one at a time. TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 3
+REAL := -m "integration or slow"
+ifeq ($(TEST_WORKERS),0)
+REAL_TIERS = $(BIN)/python -m pytest $(REAL)
+else
+REAL_TIERS = $(BIN)/python -m pytest $(REAL) -n $(TEST_WORKERS) --dist loadfile --ignore=tests/faults && \
+	$(BIN)/python -m pytest $(REAL) tests/faults
+endif
+
 test: $(STAMP) $(LANGCHAIN_STAMP) $(NODE_STAMP) ## Run every test: the fast tier first (stops on a failure), then the rest once
 	$(BIN)/python -m pytest -m "$(FAST)"
-	$(BIN)/python -m pytest -m "integration or slow"
+	$(REAL_TIERS)
 
 test-fast: $(STAMP) ## The fast tier only: unit and contract tests, no servers (under a minute)
 	$(BIN)/python -m pytest -m "$(FAST)"
@@ -77,7 +90,7 @@ coverage: $(STAMP) ## The fast tier's line coverage of libs/ and services/ (pyte
 	$(BIN)/python -m pytest -m "$(FAST)" -q -p no:cacheprovider --cov=libs --cov=services --cov-report=term:skip-covered
 
 test-integration: $(STAMP) $(LANGCHAIN_STAMP) $(NODE_STAMP) ## Everything but the fast tier: integration, e2e, faults (real NATS + PostgreSQL)
-	$(BIN)/python -m pytest -m "integration or slow"
+	$(REAL_TIERS)
 
 lint: $(STAMP) ## ruff (lint + format check)
 	$(BIN)/ruff check .
