@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
 from typing import TypeVar
 
 import asyncpg
@@ -27,6 +28,7 @@ from noema.adapters.pull import Puller
 from noema.client import publish_observation
 from noema.domain.attention import AttentionConfig
 from noema.runtime.claims import ClaimedService, ClaimLost
+from noema.runtime.wiring import POOL_CLOSE_S, open_pool
 from noema_attend.worker import AttendHandler
 from noema_events import AttentionDecided, Event, WorkingMemoryUpdated, decode_event
 from noema_projector.worker import ProjectorHandler
@@ -311,3 +313,50 @@ async def _terminated(conn: asyncpg.Connection, app: str) -> bool:
             app,
         )
     )
+
+
+class _Idle:
+    """A claimed worker that does nothing until it is shut down."""
+
+    name = "idle"
+
+    def __init__(self, started: asyncio.Event) -> None:
+        self._started = started
+        self._stop = asyncio.Event()
+
+    async def run(self) -> None:
+        self._started.set()
+        await self._stop.wait()
+
+    def shutdown(self) -> None:
+        self._stop.set()
+
+
+async def test_a_worker_that_lost_its_claim_gives_the_connection_back_so_its_pool_closes(
+    harness: Harness, pools: tuple[asyncpg.Pool, asyncpg.Pool]
+) -> None:
+    # Seen in the PostgreSQL outage fault test: the projector lost its claim, and its process hung
+    # for ever in the pool's close, which waits for the claim's connection, never given back.
+    claim = AdvisoryClaim(pools[0], harness.settings.db_schema, "conflicts", poll_s=0.1)
+    started = asyncio.Event()
+
+    async def start() -> _Idle:
+        return _Idle(started)
+
+    service = ClaimedService("conflicts", harness.nc, claim, start, check_s=0.1)
+    running = asyncio.create_task(service.run())
+    await asyncio.wait_for(started.wait(), 5)
+    async with claim.connection() as conn:  # the session lives on; the lock is gone
+        await conn.execute("SELECT pg_advisory_unlock_all()")
+    with pytest.raises(ClaimLost):
+        await asyncio.wait_for(running, TAKEOVER_S)
+    assert pools[0].get_size() == pools[0].get_idle_size(), "a connection is still out of the pool"
+    await asyncio.wait_for(pools[0].close(), 10)
+
+
+async def test_a_services_pool_closes_even_with_a_connection_never_given_back(harness: Harness) -> None:
+    stack = AsyncExitStack()
+    pool = await open_pool(harness.settings, stack, "projector", app="noema-test-leak", max_size=2)
+    await pool.acquire()  # never released
+    await asyncio.wait_for(stack.aclose(), POOL_CLOSE_S + 10)
+    assert pool.is_closing()

@@ -92,8 +92,9 @@ class ClaimedService:
                 await cancel_and_wait(watch)
                 await cancel_and_wait(work)
         finally:
-            if self.claim.state == "owner":
-                await self.claim.release()
+            # Owner or lost alike: a lost claim's connection goes back too (its session may be gone
+            # without the driver having noticed), or the pool's close waits for it for ever.
+            await self.claim.release()
 
     async def _watch(self) -> None:
         while True:

@@ -3,12 +3,14 @@ the streams it relies on) and its database pool, each closed when the root's exi
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import asyncpg
+import structlog
 
 from noema.adapters.postgres.database import create_pool
 from noema.adapters.postgres.keyring import PostgresKeyring
@@ -23,6 +25,8 @@ Pool = asyncpg.Pool
 DbConnection = asyncpg.Connection
 """A database connection, as a worker holds one of its pool's."""
 
+log = structlog.get_logger("noema.wiring")
+
 if TYPE_CHECKING:
     # nats-py: loaded by the first connection (a read-only process, noemactl's reads, has none);
     # the worker runtime: loaded by partitioned_workers, not by the application layer.
@@ -34,11 +38,13 @@ if TYPE_CHECKING:
     from noema.runtime.worker import BatchHandler, PullWorker
 
 __all__ = [
+    "POOL_CLOSE_S",
     "Bus",
     "DbConnection",
     "PartitionConsumer",
     "Pool",
     "PoolFactory",
+    "close_pool",
     "connect_nats",
     "open_bus",
     "open_pool",
@@ -114,8 +120,22 @@ async def open_pool(
         min_size=min_size,
         max_size=max_size,
     )
-    stack.push_async_callback(pool.close)
+    stack.push_async_callback(close_pool, pool)
     return pool
+
+
+POOL_CLOSE_S = 5.0
+"""How long a process's pool may take to close gracefully before its connections are terminated."""
+
+
+async def close_pool(pool: asyncpg.Pool, within_s: float = POOL_CLOSE_S) -> None:
+    """Close ``pool``, waiting at most ``within_s`` for connections still in use (asyncpg's close
+    waits for ever for one never given back), then terminate the rest: a service always exits."""
+    try:
+        await asyncio.wait_for(pool.close(), within_s)
+    except TimeoutError:
+        log.warning("pool not closed in time; its connections are terminated", within_s=within_s)
+        pool.terminate()
 
 
 def sealer(pool: asyncpg.Pool) -> KeyringSealer:

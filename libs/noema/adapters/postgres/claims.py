@@ -26,7 +26,7 @@ import structlog
 
 from noema.ports import ClaimLost, ClaimState
 
-__all__ = ["KEEPALIVE_SQL", "AdvisoryClaim", "AdvisoryPartitions", "claim_key"]
+__all__ = ["GIVE_BACK_S", "KEEPALIVE_SQL", "AdvisoryClaim", "AdvisoryPartitions", "claim_key"]
 
 log = structlog.get_logger("noema.claims")
 
@@ -55,6 +55,9 @@ SELECT EXISTS (
 """
 """Whether any instance of the worker runs partitioned (holds a members' lock of any count)."""
 
+
+GIVE_BACK_S = 5.0
+"""How long giving the claim's connection back may take before it is terminated."""
 
 # A vanished owner *host* frees the lock once 5 + 3 x 2 = 11 s of TCP keepalive go unanswered
 # (ignored on a Unix socket; a dead process frees it at once either way).
@@ -154,7 +157,8 @@ class AdvisoryClaim:
                 raise self._lose(f"{type(exc).__name__}: {exc}") from exc
 
     async def release(self) -> None:
-        """Unlock and give the connection back to the pool (a clean stop)."""
+        """Unlock (when still the owner) and give the connection back to the pool: at a clean stop,
+        and after the claim was lost (so the pool can close)."""
         if self._state == "owner" and self._conn is not None and not _closed(self._conn):
             with contextlib.suppress(Exception):
                 async with self._lock:
@@ -166,9 +170,15 @@ class AdvisoryClaim:
 
     async def _give_back(self) -> None:
         conn, self._conn = self._conn, None
-        if conn is not None:
+        if conn is None:
+            return
+        try:
+            # A session the server ended is terminated by the pool (which frees its holder); a
+            # release that cannot finish (the server gone mid-reset) ends the connection instead.
+            await asyncio.wait_for(self._pool.release(conn), GIVE_BACK_S)
+        except Exception:
             with contextlib.suppress(Exception):
-                await self._pool.release(conn)
+                conn.terminate()
 
 
 class AdvisoryPartitions:
