@@ -10,6 +10,7 @@ event always sees the effects of earlier ones and batch boundaries never change 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 
 import asyncpg
 import msgspec
@@ -32,6 +33,7 @@ __all__ = [
     "PROJECTION_HANDLERS",
     "STATE_TABLES",
     "Projected",
+    "ProjectionWriter",
     "ReadModelProjection",
     "Refused",
     "checksum",
@@ -239,6 +241,26 @@ class ReadModelProjection:
     def _footprint(self, event: Event) -> Footprint:
         """What ``event``'s handler touches; nothing when no handler applies it."""
         return footprint(event) if type(event) in self._handlers else frozenset()
+
+
+class ProjectionWriter:
+    """The read model as the projector's decision writes it
+    (:class:`noema.application.projector.ReadModelWriter`): each batch applied by ``projection`` in one
+    transaction on a connection of ``connection`` — the claim's own when several instances run, so
+    only the session holding the claim can commit (the fence)."""
+
+    def __init__(
+        self,
+        projection: ReadModelProjection,
+        connection: Callable[[], AbstractAsyncContextManager[asyncpg.Connection]],
+    ) -> None:
+        self._projection = projection
+        self._connection = connection
+
+    async def project(self, batch: Sequence[Projected], through: int, refused: Refused | None = None) -> int:
+        """:meth:`ReadModelProjection.apply` on one of the connections."""
+        async with self._connection() as conn:
+            return await self._projection.apply(conn, batch, through_seq=through, on_refused=refused)
 
 
 def _split_after_erasures(batch: Sequence[Projected]) -> list[Sequence[Projected]]:

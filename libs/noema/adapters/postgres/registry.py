@@ -17,29 +17,17 @@ error at import instead of silently replacing the first.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from functools import wraps
 from typing import TypeVar
 
 import asyncpg
 
-from noema_events import Event, Recorded
+from noema.ports import Projected
+from noema_events import Event
 
 __all__ = ["Handler", "Handlers", "Projected", "Run", "TypedHandler"]
 
 E = TypeVar("E", bound=Event)
-
-
-@dataclass(frozen=True, slots=True)
-class Projected:
-    """An event with its stream position and subject."""
-
-    seq: int
-    subject: str
-    event: Event
-    recorded: Recorded | None = None
-    """The event as the stream holds it, when that is an earlier version than ``event`` (which was
-    upcast on read): the audit copy keeps what was recorded, as the code of its time stored it."""
 
 
 Run = Sequence[tuple[Projected, E]]
