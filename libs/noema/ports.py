@@ -30,7 +30,7 @@ from noema.domain.sealed_events import KeyRequest
 from noema.domain.sealing import KeyBytes
 from noema.errors import WorkerFatal
 from noema.observations import Stored
-from noema_events import Event, ObservationRecorded
+from noema_events import Event, ObservationRecorded, Recorded
 
 __all__ = [
     "AccessReads",
@@ -55,6 +55,7 @@ __all__ = [
     "PolicyReads",
     "PreambleParts",
     "PreambleReads",
+    "Projected",
     "RecallFilters",
     "RecallVoices",
     "Row",
@@ -66,6 +67,18 @@ __all__ = [
 
 Row = dict[str, Any]
 """A read-model row keyed by column name."""
+
+
+@dataclass(frozen=True, slots=True)
+class Projected:
+    """A stored event as the projector applies it: with its stream position and subject."""
+
+    seq: int
+    subject: str
+    event: Event
+    recorded: Recorded | None = None
+    """The event as the stream holds it, when that is an earlier version than ``event`` (which was
+    upcast on read): the audit copy keeps what was recorded, as the code of its time stored it."""
 
 
 class EventSink(Protocol):

@@ -49,7 +49,7 @@ from noema.application.attend import Attention, Candidate
 from noema.application.attend import decided_through as _decided_through
 from noema.domain.attention import AttentionConfig
 from noema.ports import Sealer
-from noema.runtime.consumer import Connection, EventConsumer, Msg
+from noema.runtime.consumer import Connection, EventConsumer
 from noema.topology import Topology
 from noema_events import EventDecodeError, ObservationRecorded, RecallProposed, decode_event
 
@@ -106,37 +106,37 @@ class AttendHandler(EventConsumer[Candidate]):
             done=self._logged,
         )
 
-    async def _decided(self, msg: Msg) -> bool:
+    async def _decided(self, seq: int, subject: str) -> bool:
         """Candidates up to the mark were decided before a restart (their events are stored), and
         a candidate of another partition's workspace is not this handler's."""
-        return msg.metadata.sequence.stream <= await self.attention.mark() or self._elsewhere(msg)
+        return seq <= await self.attention.mark() or self._elsewhere(subject)
 
-    def _elsewhere(self, msg: Msg) -> bool:
+    def _elsewhere(self, subject: str) -> bool:
         """A candidate of a workspace of another partition (stored under an earlier layout)."""
         if self._partition is None:
             return False
-        workspace = self._topology.workspace_of_subject(msg.subject) or ""
+        workspace = self._topology.workspace_of_subject(subject) or ""
         return self._topology.partition(workspace) != self._partition
 
-    def _validate(self, msg: Msg) -> Candidate:
-        event = decode_event(msg.data)
+    def _validate(self, data: bytes, subject: str) -> Candidate:
+        event = decode_event(data)
         if isinstance(event, RecallProposed):
             expected = self._topology.recall_subject(event.workspace, event.mind)
         elif isinstance(event, ObservationRecorded):
             expected = self._topology.observation_subject(event.workspace, event.mind)
         else:
             raise EventDecodeError(f"expected observation.recorded or recall.proposed, got {event.type}")
-        if self._topology.published_subject(msg.subject) != expected:
-            raise EventDecodeError(f"subject {msg.subject} does not match the observation's scope {expected}")
+        if self._topology.published_subject(subject) != expected:
+            raise EventDecodeError(f"subject {subject} does not match the observation's scope {expected}")
         return event
 
-    def _logged(self, msgs: list[Msg], fresh: int, valid: int) -> None:
+    def _logged(self, seqs: list[int], fresh: int, valid: int) -> None:
         log.info(
             "cycle decided",
-            observations=len(msgs),
-            redelivered_decided=len(msgs) - fresh,
+            observations=len(seqs),
+            redelivered_decided=len(seqs) - fresh,
             valid=valid,
             admitted=self.attention.admitted,
-            first_seq=msgs[0].metadata.sequence.stream,
-            last_seq=msgs[-1].metadata.sequence.stream,
+            first_seq=seqs[0],
+            last_seq=seqs[-1],
         )

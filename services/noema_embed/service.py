@@ -16,7 +16,7 @@ from noema.adapters.pull import durable_puller
 from noema.adapters.vector_cache import JetStreamVectorCache
 from noema.application.embed import AWAIT_HORIZON_S, CHUNK, IMPATIENT_S, PATIENCE_S, Embedding
 from noema.ports import Embedder
-from noema.runtime.consumer import EventConsumer, Msg
+from noema.runtime.consumer import EventConsumer
 from noema.runtime.embedding import start_embedder
 from noema.runtime.settings import Located
 from noema.runtime.stopping import StopFlag, StopsHandler
@@ -63,11 +63,10 @@ class EmbedHandler(EventConsumer[Event]):
             owns=False,
             chunk=_chunk(embedder),
             stopping=lambda: stop.is_set,
+            done=self._logged,
         )
 
-    async def __call__(self, msgs: list[Msg]) -> None:
-        self.embedding.memories = self.embedding.computed = 0
-        await super().__call__(msgs)
+    def _logged(self, seqs: list[int], fresh: int, decoded: int) -> None:
         # computed: texts embedded here; the others' vectors came from the cache (retrieve's).
         log.info(
             "batch embedded",
@@ -75,6 +74,7 @@ class EmbedHandler(EventConsumer[Event]):
             computed=self.embedding.computed,
             model=self._model,
         )
+        self.embedding.memories = self.embedding.computed = 0
 
 
 async def build(

@@ -22,7 +22,15 @@ from noema.composition.pipeline import InMemoryPipeline
 from noema.domain.attention import memory_id_for
 from noema.ports import EventSink, KnowledgeReadModel, MemoryReads
 from noema.runtime.settings import Located
-from noema_events import ActivationDecayed, ObservationRecorded, RecallProposed, decode_event, encode_event
+from noema_events import (
+    ActivationDecayed,
+    ObservationRecorded,
+    RecallProposed,
+    RelationshipAdded,
+    decode_event,
+    encode_event,
+)
+from noema_events.catalog import RelationshipAddedPayload
 from tests.conftest import Harness
 from tests.support import assert_eventually
 
@@ -60,6 +68,10 @@ class Pipeline:
     decay: Callable[[datetime], Awaitable[ActivationDecayed]]
     """A decay tick as of the time given (aligned down to the hour), as the decay worker ticks it;
     returns the tick of workspace ``acme``."""
+    skipped: Callable[[], Awaitable[dict[int, tuple[str, str]]]]
+    """What the projector dead-lettered: event stream sequence → (reason, kind)."""
+    position: Callable[[], Awaitable[int]]
+    """The last event stream sequence the read model applied."""
 
     def operations(self) -> Knowledge:
         return Knowledge(self.knowledge, self.sink, _now)
@@ -89,6 +101,12 @@ async def pipeline(servers_if_needed: Harness | None) -> AsyncIterator[Pipeline]
             await memory.decay(at)
             return [ev for ev in memory.stream.events if isinstance(ev, ActivationDecayed)][-1]
 
+        async def skipped() -> dict[int, tuple[str, str]]:
+            return {d.seq: (d.reason, d.kind) for d in memory.dead_letters.letters}
+
+        async def position() -> int:
+            return memory.projecting.position
+
         yield Pipeline(
             "memory",
             memory.knowledge,
@@ -98,6 +116,8 @@ async def pipeline(servers_if_needed: Harness | None) -> AsyncIterator[Pipeline]
             settled,
             proposed,
             decay,
+            skipped,
+            position,
         )
         return
     yield await _on_servers(servers_if_needed)
@@ -105,7 +125,7 @@ async def pipeline(servers_if_needed: Harness | None) -> AsyncIterator[Pipeline]
 
 async def _on_servers(h: Harness) -> Pipeline:
     from noema.adapters.jetstream import EventPublisher, last_on_subject, read_stream, stream_last_seq
-    from noema.adapters.postgres import MemoryQueries
+    from noema.adapters.postgres import MemoryQueries, ReadModelProjection
     from noema.adapters.postgres.knowledge import PostgresKnowledge
     from noema.runtime.wiring import sealer
     from noema_attend.service import build as build_attend
@@ -150,6 +170,23 @@ async def _on_servers(h: Harness) -> Pipeline:
         assert isinstance(tick, ActivationDecayed)
         return tick
 
+    async def skipped() -> dict[int, tuple[str, str]]:
+        t = h.topology
+        info = await h.js.stream_info(t.dead_letter_stream)
+        out = {}
+        for seq in range(info.state.first_seq, info.state.last_seq + 1):
+            headers = dict((await h.js.get_msg(t.dead_letter_stream, seq)).headers or {})
+            if headers["Noema-Source"] == "projector":
+                out[int(headers["Noema-Original-Seq"])] = (
+                    headers["Noema-Error"],
+                    headers["Noema-Error-Kind"],
+                )
+        return out
+
+    async def position() -> int:
+        async with h.pool.acquire() as conn:
+            return await ReadModelProjection().position(conn)
+
     return Pipeline(
         "servers",
         PostgresKnowledge(h.pool),
@@ -159,6 +196,8 @@ async def _on_servers(h: Harness) -> Pipeline:
         eventually,
         proposed,
         decay,
+        skipped,
+        position,
     )
 
 
@@ -288,3 +327,51 @@ async def test_a_decay_tick_lists_a_fact_that_expired_in_its_interval(pipeline: 
     assert tick.payload.since == tick_at - timedelta(hours=1)
     assert tick.payload.expired == [expiring.memory_id]
     assert tick.payload.expired_total == 1
+
+
+async def test_an_edge_the_read_model_refuses_is_dead_lettered_and_the_stream_after_it_projected(
+    pipeline: Pipeline,
+) -> None:
+    ops, dev = (
+        observation("the deploy key rotates on Fridays"),
+        observation("builds run on arm64", mind="dev"),
+    )
+    for obs in (ops, dev):
+        await pipeline.observe(obs)
+
+    async def remembered() -> bool:
+        return all([await pipeline.records.get(memory_id_for(o.id)) is not None for o in (ops, dev)])
+
+    await pipeline.settle(remembered)
+    # An edge stays within one mind (the foreign keys): one from an ops memory to a dev memory can
+    # only be refused, and the projector goes on past it.
+    edge = RelationshipAdded(
+        id="edge-between-minds",
+        workspace="acme",
+        mind="ops",
+        occurred_at=_now(),
+        correlation_id="c-edge",
+        actor="ops",
+        payload=RelationshipAddedPayload(
+            relationship_id="rel-between-minds",
+            from_id=memory_id_for(ops.id),
+            to_id=memory_id_for(dev.id),
+            relation="supports",
+        ),
+    )
+    edge_seq = await pipeline.sink.publish([edge])
+    fact = await pipeline.operations().propose_fact(
+        Caller("acme", "alice", "engineer"), "ops", "backups", "Backups are kept for 30 days"
+    )
+
+    async def past_it() -> bool:
+        return await pipeline.records.get(fact.memory_id) is not None and edge_seq in await pipeline.skipped()
+
+    await pipeline.settle(past_it)
+    reason, kind = (await pipeline.skipped())[edge_seq]
+    assert reason.startswith("refused by the"), reason
+    assert kind == "invalid"
+    assert await pipeline.position() > edge_seq
+    assert (
+        await pipeline.records.relationship(memory_id_for(ops.id), memory_id_for(dev.id), "supports") is None
+    )

@@ -432,8 +432,6 @@ def contract_verdict(tag: str, subject: str, body: Raw) -> bool:
 
 
 def attend_verdict(subject: str, data: bytes) -> bool:
-    from types import SimpleNamespace
-
     from noema.domain.attention import AttentionConfig
     from noema.topology import Topology
     from noema_attend.worker import AttendHandler
@@ -444,7 +442,7 @@ def attend_verdict(subject: str, data: bytes) -> bool:
 
     handler = AttendHandler(NoNats(), Topology(), AttentionConfig())  # type: ignore[arg-type]
     try:
-        handler._validate(SimpleNamespace(subject=subject, data=data))  # type: ignore[arg-type]
+        handler._validate(data, subject)
     except EventDecodeError:
         return False
     return True

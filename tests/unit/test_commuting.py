@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from noema.adapters.postgres.commuting import Footprint, footprint, segments
+from noema.adapters.postgres.commuting import ANYTHING, Footprint, segments
 from noema.adapters.postgres.projection import ReadModelProjection
-from noema.adapters.postgres.registry import Projected
+from noema.adapters.postgres.registry import Handlers, Projected, Run
 from noema_events import (
     ActivationDecayed,
     AttentionDecided,
@@ -122,7 +122,7 @@ def test_a_tick_that_rewrites_nothing_holds_up_nothing() -> None:
         "s",
         ActivationDecayed(**_envelope(2, ""), actor="decay", payload=ActivationDecayedPayload(tick_at=T0)),
     )
-    assert footprint(listing.event) == frozenset()
+    assert TOUCHES(listing.event) == frozenset()
     assert shape([created(1, "m0"), listing, created(3, "m1")]) == [[[1, 3], [2]]]
 
 
@@ -131,8 +131,23 @@ def test_consecutive_events_of_one_type_are_one_run_even_when_they_touch_the_sam
 
 
 def test_an_event_type_without_a_declared_footprint_may_touch_anything() -> None:
-    assert footprint(tick(1).event) is None
-    assert footprint(created(1, "m0").event) == frozenset({("memory", "m0")})
+    assert TOUCHES(tick(1).event) is ANYTHING  # an earlier release's tick: declared so
+    assert TOUCHES(created(1, "m0").event) == frozenset({("memory", "m0")})
+    table = Handlers()
+    table.register(MemoryCreated)(_creates)  # a handler registered without its footprint
+    table.register(MemoryEmbedded, touches=lambda ev: frozenset({("memory", ev.payload.memory_id)}))(_embeds)
+    assert table.touches(created(1, "m0").event) is ANYTHING
+    assert table.touches(embedded(2, "m0").event) == frozenset({("memory", "m0")})
+    assert table.touches(decided(3).event) == frozenset()  # no handler: only kept in ``events``
+    assert Handlers.joined(table).touches(embedded(2, "m0").event) == frozenset({("memory", "m0")})
+
+
+async def _creates(conn: object, run: Run[MemoryCreated]) -> None:
+    """A handler that only needs to exist."""
+
+
+async def _embeds(conn: object, run: Run[MemoryEmbedded]) -> None:
+    """A handler that only needs to exist."""
 
 
 def _touched_keys(event: Event) -> Footprint:

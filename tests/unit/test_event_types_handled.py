@@ -1,8 +1,9 @@
 """Every event type of the catalog that changes the read model is handled by each place that must
-know it: the PostgreSQL projector (one registered handler, tests/unit/test_projection_handlers.py),
-the commuting of a batch (a declared footprint) and the in-memory read model (a case of
+know it: the PostgreSQL projector (one registered handler, tests/unit/test_projection_handlers.py,
+declaring the rows it touches, which the commuting of a batch reads) and the in-memory read model (a case of
 ``Tables.apply``). The types come from the catalog (``noema_events.EVENT_TYPES``), not from a list
-kept here: a new event type with a projector handler fails this test until the other two know it."""
+kept here: a new event type with a projector handler fails this test until its handler declares
+its footprint and the in-memory read model knows it."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from noema.adapters.memory import projection as memory_projection
-from noema.adapters.postgres.commuting import ANYTHING, footprint
+from noema.adapters.postgres.commuting import ANYTHING
 from noema.adapters.postgres.projection import PROJECTION_HANDLERS
 from noema_events import EVENT_TYPES, ActivationDecayed, ContentErased, Event, decode_event
 
@@ -59,10 +60,10 @@ def test_the_catalog_has_types_the_read_model_applies() -> None:
 def test_each_applied_type_declares_the_rows_it_touches(tag: str) -> None:
     event = example(tag)
     if type(event) in BARRIERS:
-        assert footprint(event) is ANYTHING
+        assert PROJECTION_HANDLERS.touches(event) is ANYTHING
     else:
-        assert footprint(event) is not ANYTHING, (
-            f"{tag}: declare the rows its handler touches in noema.adapters.postgres.commuting.footprint "
+        assert PROJECTION_HANDLERS.touches(event) is not ANYTHING, (
+            f"{tag}: declare the rows its handler touches where it is registered (``touches=``) "
             "(until then every batch is cut at it)"
         )
 

@@ -67,6 +67,12 @@ DRIVERS = ("nats", "asyncpg")
 DRIVEN_FROM = ("adapters", "runtime", "composition", "sdk")
 """The parts that may import a driver (the SDK is a client of the NATS agent service of its own)."""
 
+MESSAGE_TYPES = ("Msg",)
+"""The transport's message type (nats-py's, re-exported by :mod:`noema.runtime.consumer` for the
+consumers): held only where the drivers are. A worker module wires a decision to its consumer; the
+hooks it gives the consumer see sequences, subjects and bytes, never a message (docs/architecture.md,
+"Decisions without transport")."""
+
 KNOWN: set[str] = set()
 """Imports against the direction that are still there (``path: imported module``): the ones left by
 the layer moves of issue 29 are all gone; never add one (move the code instead)."""
@@ -157,6 +163,24 @@ def against_the_direction(root: Path = ROOT) -> dict[str, list[int]]:
             for line, target in _imported(ast.parse(path.read_text(), str(path)), package):
                 if is_against(module, target):
                     found.setdefault(f"{path.relative_to(root)}: {target}", []).append(line)
+    return found
+
+
+def messages_held(root: Path = ROOT) -> dict[str, list[int]]:
+    """``path: name`` → the lines where a module outside the driven parts imports the transport's
+    message type (:data:`MESSAGE_TYPES`), from wherever it is taken."""
+    found: dict[str, list[int]] = {}
+    for top in SHIPPED:
+        for path in sorted((root / top).rglob("*.py")):
+            part = part_of(_module(path, root)[0])
+            if part is None or part.name in DRIVEN_FROM:
+                continue
+            rel = path.relative_to(root)
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ImportFrom):
+                    for alias in node.names:
+                        if alias.name in MESSAGE_TYPES:
+                            found.setdefault(f"{rel}: {alias.name}", []).append(node.lineno)
     return found
 
 
@@ -268,6 +292,20 @@ def test_imports_point_down() -> None:
     gone = sorted(KNOWN - found.keys())
     assert new == {}, "an import against the direction (docs/architecture.md#layers): move the code instead"
     assert gone == [], "no longer there: take these off KNOWN"
+
+
+def test_a_message_held_by_a_worker_module_is_found(tmp_path: Path) -> None:
+    (tmp_path / "services" / "noema_attend").mkdir(parents=True)
+    (tmp_path / "services" / "noema_attend" / "worker.py").write_text(
+        "from noema.runtime.consumer import EventConsumer, Msg\n"
+    )
+    (tmp_path / "libs" / "noema" / "runtime").mkdir(parents=True)
+    (tmp_path / "libs" / "noema" / "runtime" / "consumer.py").write_text("from nats.aio.msg import Msg\n")
+    assert messages_held(tmp_path) == {"services/noema_attend/worker.py: Msg": [1]}
+
+
+def test_decisions_and_workers_hold_no_message() -> None:
+    assert messages_held() == {}, "hand the decision decoded events (docs/architecture.md#layers)"
 
 
 def test_a_loop_of_imports_is_found() -> None:

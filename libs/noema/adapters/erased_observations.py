@@ -21,7 +21,7 @@ from noema.topology import Topology
 from noema_events import ContentErased
 from noema_events.bounded import Undecodable, decode_json
 
-__all__ = ["delete_erased_observations"]
+__all__ = ["JetStreamErasedObservations", "delete_erased_observations"]
 
 log = structlog.get_logger("noema.erasure")
 
@@ -86,3 +86,16 @@ async def delete_erased_observations(
     if deleted:
         log.info("erased observations deleted", observations=deleted)
     return deleted
+
+
+class JetStreamErasedObservations:
+    """The observation stream as the projector's decision deletes erased observations from it
+    (:class:`noema.application.projector.ErasedObservations`)."""
+
+    def __init__(self, js: JetStreamContext, topology: Topology) -> None:
+        self._js = js
+        self._topology = topology
+
+    async def delete(self, erasures: Sequence[ContentErased]) -> int:
+        """:func:`delete_erased_observations`."""
+        return await delete_erased_observations(self._js, self._topology, erasures)

@@ -1,15 +1,17 @@
 """The whole pipeline in memory (:class:`InMemoryPipeline`): the workers' decisions — attend,
-retrieve, conflicts, embed — over the in-memory observation stream, event stream and read model,
-each reading the streams from a cursor as its durable consumer reads JetStream, run until nothing
-is left to do; the projector is the in-memory stream itself (it applies what it stores, at once),
-and decay ticks when asked. The same decisions run over NATS and PostgreSQL inside their consumers
-(:class:`noema.runtime.consumer.EventConsumer`), so a scenario run here and against the servers
+retrieve, conflicts, embed, the projector — over the in-memory observation stream, event stream and
+read model, each reading the streams from a cursor as its durable consumer reads JetStream, run
+until nothing is left to do (the projector's decision applies what the event stream stores as it
+stores it, so a read after a write sees it at once), and decay ticks when asked. The same decisions
+run over NATS and PostgreSQL inside their consumers (:class:`noema.runtime.consumer.EventConsumer`,
+:class:`noema.runtime.consumer.ProjectionConsumer`), so a scenario run here and against the servers
 checks one behaviour twice (tests/contract/test_pipeline_scenarios.py) — as eventsourcing's
 in-memory runner and FastStream's ``TestNatsBroker`` stand in for the servers."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
@@ -23,16 +25,17 @@ from noema.application.deliveries import Delivered
 from noema.application.embed import Embedding
 from noema.application.facade import Noema
 from noema.application.knowledge import Knowledge
+from noema.application.projector import Projecting
 from noema.application.retrieve import Recalling
 from noema.application.search import Recall
 from noema.application.upkeep import decay_tick
 from noema.domain.attention import AttentionConfig
 from noema.observations import Stored
-from noema.ports import Embedder
+from noema.ports import Embedder, Projected
 from noema.topology import Topology
 from noema_events import Event, FactProposed, MemoryCreated, ObservationRecorded, RecallProposed
 
-__all__ = ["InMemoryPipeline"]
+__all__ = ["DeadLetter", "InMemoryDeadLetters", "InMemoryPipeline"]
 
 E = TypeVar("E", bound=Event)
 
@@ -52,6 +55,27 @@ class _Opened:
 
     async def opened(self, events: Sequence[E]) -> list[E]:
         return list(events)
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """An event the projector skipped: where it was stored, why, and of which kind."""
+
+    seq: int
+    reason: str
+    kind: str
+
+
+class InMemoryDeadLetters:
+    """The dead-letter stream in memory (the projector's :class:`noema.application.projector.Rejections`):
+    each sequence kept once, as the dead-letter ids make JetStream keep it."""
+
+    def __init__(self) -> None:
+        self.letters: list[DeadLetter] = []
+
+    async def dead_letter(self, seq: int, reason: str, kind: str) -> None:
+        if all(letter.seq != seq for letter in self.letters):
+            self.letters.append(DeadLetter(seq, reason, kind))
 
 
 class _Candidates:
@@ -98,7 +122,11 @@ class InMemoryPipeline:
         self.embedder = embedder
         self.knowledge = InMemoryKnowledge()
         """The read model (what the projector keeps)."""
-        self.stream = InMemoryEventStream(self.knowledge, topology=topology)
+        self.dead_letters = InMemoryDeadLetters()
+        """What the projector skipped, with why."""
+        self.projecting = Projecting(self.knowledge, self.dead_letters, 0)
+        """The projector's decision, over the read model."""
+        self.stream = InMemoryEventStream(topology=topology, projector=self._project)
         """The event stream, projected as it stores."""
         self.records = InMemoryReads(self.knowledge.tables, clock)
         """The memory records and the operators' reads of the read model."""
@@ -115,6 +143,10 @@ class InMemoryPipeline:
         self.recalling = None if recall is None else Recalling(recall, self._candidates, clock)
         self._read: dict[str, int] = {"attend": 0, "retrieve": 0, "conflicts": 0, "embed": 0}
         """Each worker's cursor: the last sequence it has decided."""
+
+    async def _project(self, stored: Sequence[Projected]) -> None:
+        """What the stream stored, handed to the projector as its consumer hands it a batch."""
+        await self.projecting([Delivered(p.seq, p) for p in stored], stored[-1].seq)
 
     @property
     def candidates(self) -> list[Event]:

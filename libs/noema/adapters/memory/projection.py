@@ -97,15 +97,18 @@ class Tables:
         m = self.memories.get(memory_id)
         return m if m is not None and m["workspace"] == ev.workspace else None
 
-    def _refused(self, ev: Event) -> bool:
-        """Whether PostgreSQL refuses the event (the projector then skips it whole, its audit copy
-        too): an edge whose ends are not two memories of the edge's own mind (the foreign keys)."""
+    def refusal(self, ev: Event) -> str | None:
+        """Why PostgreSQL refuses the event, if it does (the projector then skips it whole, its
+        audit copy too): an edge whose ends are not two memories of the edge's own mind (the
+        foreign keys)."""
         if not isinstance(ev, kinds.RelationshipAdded):
-            return False
+            return None
         p = ev.payload
         ends = [self.memories.get(p.from_id), self.memories.get(p.to_id)]
         inside = all(m is not None and (m["workspace"], m["mind"]) == (ev.workspace, ev.mind) for m in ends)
-        return p.from_id == p.to_id or not inside
+        if p.from_id == p.to_id or not inside:
+            return "refused by the read model: an edge must join two memories of its own mind"
+        return None
 
     def apply(self, item: Projected) -> None:
         """Apply one stored event (an already-applied sequence changes nothing)."""
@@ -114,7 +117,7 @@ class Tables:
             return
         self.position = seq
         self.history.append(item)
-        if self._refused(ev):
+        if self.refusal(ev) is not None:
             return
         self.events[seq] = dict(zip(EVENT_COLUMNS, event_row(item), strict=True))
         match ev:

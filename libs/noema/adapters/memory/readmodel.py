@@ -5,7 +5,7 @@ filters, the same order, the same current-fact rule (:func:`is_current`)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 
 from noema.adapters.memory.projection import Tables
@@ -132,6 +132,28 @@ class InMemoryKnowledge:
         """Apply stored events in stream order, as the projector does."""
         for item in batch:
             self.tables.apply(item)
+
+    async def project(
+        self,
+        batch: Sequence[Projected],
+        through: int,
+        refused: Callable[[Projected, str], Awaitable[None]] | None = None,
+    ) -> int:
+        """The projector's decision writes here (:class:`noema.application.projector.ReadModelWriter`):
+        the events after the position applied, each the read model refuses told to ``refused``
+        (before the position moves past it) and skipped, the position moved to ``through``;
+        returns how many were applied."""
+        applied = 0
+        for item in batch:
+            if item.seq <= self.tables.position:
+                continue
+            reason = self.tables.refusal(item.event)
+            if reason is not None and refused is not None:
+                await refused(item, reason)
+            self.tables.apply(item)
+            applied += reason is None
+        self.tables.position = max(self.tables.position, through)
+        return applied
 
     def _memories(self, workspace: str | None = None) -> list[Row]:
         rows = [m for m in self.tables.memories.values() if workspace is None or m["workspace"] == workspace]

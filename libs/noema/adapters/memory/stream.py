@@ -11,22 +11,28 @@ from noema.ports import ConcurrentWrite
 from noema.topology import Topology
 from noema_events import Event
 
-__all__ = ["InMemoryEventStream", "Reaction"]
+__all__ = ["InMemoryEventStream", "Projector", "Reaction"]
 
 Reaction = Callable[[Event], Awaitable[Sequence[Event]]]
+
+Projector = Callable[[Sequence[Projected]], Awaitable[None]]
+"""What projects each publication's new events, in order, before it returns (the projector's
+decision over an in-memory read model: :class:`noema.composition.pipeline.InMemoryPipeline`)."""
 
 
 class InMemoryEventStream:
     """An :class:`noema.ports.ExpectingSink` that keeps the events and projects them at once.
 
     Events are stored on the subjects ``topology`` names, as :class:`~noema.adapters.jetstream.EventPublisher`
-    stores them, so the audit copy and the optimistic appends see the same subjects."""
+    stores them, so the audit copy and the optimistic appends see the same subjects. What is stored
+    is applied to ``read_models`` at once, and handed to ``projector`` when there is one."""
 
     def __init__(
         self,
         *read_models: InMemoryKnowledge,
         reactions: Sequence[Reaction] = (),
         topology: Topology | None = None,
+        projector: Projector | None = None,
     ) -> None:
         self.events: list[Event] = []
         """Every event stored, in stream order (sequence = index + 1)."""
@@ -36,6 +42,7 @@ class InMemoryEventStream:
         self._last: dict[str, int] = {}
         """Subject → the sequence of the last event on it."""
         self._models = read_models
+        self._projector = projector
         self.reactions = list(reactions)
 
     async def publish(self, events: Sequence[Event]) -> int:
@@ -51,6 +58,8 @@ class InMemoryEventStream:
             fresh.append(item)
         for model in self._models:
             model.apply(fresh)
+        if fresh and self._projector is not None:
+            await self._projector(fresh)
         for item in fresh:
             for react in self.reactions:
                 answer = await react(item.event)

@@ -12,26 +12,21 @@ its rows; otherwise a new segment starts. The result equals applying the events 
 stream order, whatever the batch boundaries — which is what keeps a replay equal to the live
 projection. The order only decides how few segments a batch needs, never what it does.
 
-What an event touches is its *footprint*: the keys of the rows its handler reads or writes. A type
-with a handler but no declared footprint is a barrier (it may touch anything); a type without a
-handler touches nothing (it is only kept in ``events``, which no handler reads).
+What an event touches is its *footprint*: the keys of the rows its handler reads or writes,
+declared where the handler is registered (:meth:`~noema.adapters.postgres.registry.Handlers.touches`).
+A type with a handler but no declared footprint is a barrier (it may touch anything); a type without
+a handler touches nothing (it is only kept in ``events``, which no handler reads).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 
-from noema.adapters.postgres.registry import Projected
+from noema.adapters.postgres.registry import ANYTHING, Footprint, Projected
 from noema_events import Event
 from noema_events import catalog as kinds
 
-__all__ = ["ANYTHING", "ORDER", "Footprint", "footprint", "segments"]
-
-Footprint = frozenset[Hashable] | None
-"""The keys of the rows an event's handler reads or writes; None: it may touch any row."""
-
-ANYTHING: Footprint = None
-"""The footprint of a barrier."""
+__all__ = ["ANYTHING", "ORDER", "Footprint", "segments"]
 
 ORDER: tuple[type[Event], ...] = (
     kinds.MemoryCreated,
@@ -50,57 +45,12 @@ ORDER: tuple[type[Event], ...] = (
     kinds.PolicySuperseded,
     kinds.ConflictRecorded,
     kinds.WorkingMemoryUpdated,
-    kinds.NotesUpdated,
 )
 """The order of a segment's runs: what creates a row before what changes it, so that a batch of a
-live system's usual traffic is one segment. Types not listed follow, in order of appearance."""
+live system's usual traffic is one segment. Types not listed follow, in order of appearance: a type
+whose rows only its own events and barriers touch needs no place here (after every listed type its
+run holds none of theirs up)."""
 _RANK = {kind: rank for rank, kind in enumerate(ORDER)}
-
-
-def footprint(event: Event) -> Footprint:
-    """The rows the read-model handler of ``event`` reads or writes (:data:`ANYTHING` when not
-    declared: a tick of an earlier release rewrites a whole workspace, and a new handler is a
-    barrier until its footprint is written here).
-
-    A memory's key stands for its row and everything hanging off it that a handler checks: its
-    vectors (which need it to exist), the edges whose ends it is (a foreign key reads it).
-    """
-    match event:
-        case (
-            kinds.MemoryCreated()
-            | kinds.FactProposed()
-            | kinds.MemoryEmbedded()
-            | kinds.MemoryRetrieved()
-            | kinds.MemoryReinforced()
-            | kinds.FactMentioned()
-            | kinds.MemorySuperseded()
-        ):
-            return frozenset({("memory", event.payload.memory_id)})
-        case kinds.RelationshipAdded():
-            edge = event.payload
-            return frozenset(
-                {("memory", edge.from_id), ("memory", edge.to_id), ("relationship", edge.relationship_id)}
-            )
-        case kinds.OperatorAction():
-            target = event.payload.target_id
-            return frozenset({("memory", target)}) if target else frozenset()
-        case kinds.WorkingMemoryUpdated():
-            return frozenset({("working_memory", event.workspace, event.mind)})
-        case kinds.NotesUpdated():
-            return frozenset({("notes", event.workspace, event.payload.agent)})
-        case kinds.DomainCreated():
-            return frozenset({("domain", event.workspace, event.payload.domain)})
-        case kinds.GrantChanged():
-            return frozenset({("grant", event.workspace, event.payload.role, event.payload.domain)})
-        case kinds.WorkspaceConfigured():
-            return frozenset({("workspace", event.workspace)})
-        case kinds.PolicyProposed() | kinds.PolicySuperseded():
-            return frozenset({("policy", event.payload.policy_id)})
-        case kinds.ConflictRecorded():
-            return frozenset({("conflict", event.payload.conflict_id)})
-        case kinds.ActivationDecayed() if not event.payload.rewrite:
-            return frozenset()  # a tick only lists what faded: no row changes
-    return ANYTHING
 
 
 class _Segment:
@@ -148,7 +98,8 @@ def segments(
     """``batch`` (in stream order) as segments of runs: applying the runs in order, each run's
     events in order, gives the same rows as applying the events one by one in stream order.
 
-    ``touches`` gives an event's footprint (see :func:`footprint`)."""
+    ``touches`` gives an event's footprint (the projection's:
+    :meth:`~noema.adapters.postgres.registry.Handlers.touches`)."""
     out: list[list[list[Projected]]] = []
     current = _Segment()
     for item in batch:

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from datetime import datetime
 
 import asyncpg
 import msgspec
 import structlog
 
-from noema.adapters.postgres.registry import Handler, Handlers, Projected, Run
+from noema.adapters.postgres.registry import ANYTHING, Handler, Handlers, Projected, Run
 from noema_events import (
     ActivationDecayed,
     Event,
@@ -155,7 +155,12 @@ def created_columns(ev: MemoryCreated) -> dict[str, object]:
     }
 
 
-@HANDLERS.register(MemoryCreated)
+def _memory(*memory_ids: str) -> frozenset[Hashable]:
+    """Memories' rows (and what hangs off each: its vectors, the edges whose ends it is)."""
+    return frozenset(("memory", memory_id) for memory_id in memory_ids)
+
+
+@HANDLERS.register(MemoryCreated, touches=lambda ev: _memory(ev.payload.memory_id))
 async def memory_created(conn: asyncpg.Connection, run: Run[MemoryCreated]) -> None:
     """Insert new memory records (activation 1 at creation)."""
     await insert_memories(conn, [memory_row(item, **created_columns(ev)) for item, ev in run])
@@ -221,7 +226,7 @@ async def _reinforce(conn: asyncpg.Connection, rows: Sequence[Reinforcement]) ->
         await conn.execute(_REINFORCE, *(list(column) for column in zip(*batch, strict=True)))
 
 
-@HANDLERS.register(MemoryRetrieved)
+@HANDLERS.register(MemoryRetrieved, touches=lambda ev: _memory(ev.payload.memory_id))
 async def memory_retrieved(conn: asyncpg.Connection, run: Run[MemoryRetrieved]) -> None:
     """A recall: decay to the recall time, then the recorded boost; recall_count + 1."""
     args = []
@@ -242,7 +247,7 @@ async def memory_retrieved(conn: asyncpg.Connection, run: Run[MemoryRetrieved]) 
     await _reinforce(conn, args)
 
 
-@HANDLERS.register(MemoryReinforced)
+@HANDLERS.register(MemoryReinforced, touches=lambda ev: _memory(ev.payload.memory_id))
 async def memory_reinforced(conn: asyncpg.Connection, run: Run[MemoryReinforced]) -> None:
     """An explicit reinforcement: like a recall, without counting as one."""
     args = []
@@ -264,7 +269,9 @@ async def memory_reinforced(conn: asyncpg.Connection, run: Run[MemoryReinforced]
     await _reinforce(conn, args)
 
 
-@HANDLERS.register(ActivationDecayed)
+# An earlier release's tick (v1, ``rewrite``) rewrites a whole workspace; a tick now only lists what
+# faded (activation is computed where it is read): no row changes.
+@HANDLERS.register(ActivationDecayed, touches=lambda ev: ANYTHING if ev.payload.rewrite else frozenset())
 async def activation_decayed(conn: asyncpg.Connection, run: Run[ActivationDecayed]) -> None:
     """A tick changes no row: activation is computed where it is read. Only a tick of an earlier
     release (``rewrite``, an upcast v1) is applied as its projector did — every memory of the
@@ -289,7 +296,7 @@ async def activation_decayed(conn: asyncpg.Connection, run: Run[ActivationDecaye
         )
 
 
-@HANDLERS.register(MemorySuperseded)
+@HANDLERS.register(MemorySuperseded, touches=lambda ev: _memory(ev.payload.memory_id))
 async def memory_superseded(conn: asyncpg.Connection, run: Run[MemorySuperseded]) -> None:
     """The old version stays, marked superseded and pointing at its replacement."""
     args = [
@@ -306,7 +313,9 @@ async def memory_superseded(conn: asyncpg.Connection, run: Run[MemorySuperseded]
 _STATUS_BY_ACTION = {"retract": "retracted", "archive": "archived", "restore": "active"}
 
 
-@HANDLERS.register(OperatorAction)
+@HANDLERS.register(
+    OperatorAction, touches=lambda ev: _memory(ev.payload.target_id) if ev.payload.target_id else frozenset()
+)
 async def operator_action(conn: asyncpg.Connection, run: Run[OperatorAction]) -> None:
     """Retract / archive / restore change the target's status; the action itself is in ``events``."""
     for item, ev in run:
@@ -323,7 +332,7 @@ async def operator_action(conn: asyncpg.Connection, run: Run[OperatorAction]) ->
             )
 
 
-@HANDLERS.register(FactMentioned)
+@HANDLERS.register(FactMentioned, touches=lambda ev: _memory(ev.payload.memory_id))
 async def fact_mentioned(conn: asyncpg.Connection, run: Run[FactMentioned]) -> None:
     """A repeated mention raises confidence by the recorded rate, up to the recorded cap, and
     mention_count by the mentions the event stands for (a merge: one per merged fact)."""
@@ -355,7 +364,12 @@ async def fact_mentioned(conn: asyncpg.Connection, run: Run[FactMentioned]) -> N
     )
 
 
-@HANDLERS.register(RelationshipAdded)
+@HANDLERS.register(
+    RelationshipAdded,
+    touches=lambda ev: (
+        _memory(ev.payload.from_id, ev.payload.to_id) | {("relationship", ev.payload.relationship_id)}
+    ),
+)
 async def relationship_added(conn: asyncpg.Connection, run: Run[RelationshipAdded]) -> None:
     """Insert edges. One whose ends are in another mind/workspace (or do not exist) is refused by
     the foreign keys; the projection then skips that event and dead-letters it with the reason
@@ -384,7 +398,7 @@ def _index_name(model: str) -> str:
     return "memory_embeddings_hnsw_" + hashlib.sha1(model.encode()).hexdigest()[:10]
 
 
-@HANDLERS.register(MemoryEmbedded)
+@HANDLERS.register(MemoryEmbedded, touches=lambda ev: _memory(ev.payload.memory_id))
 async def memory_embedded(conn: asyncpg.Connection, run: Run[MemoryEmbedded]) -> None:
     """Store vectors; the first vector of a model creates that model's HNSW index (with pgvector)."""
     has_vector = await conn.fetchval(

@@ -66,13 +66,15 @@ def proposed_columns(ev: FactProposed) -> dict[str, object]:
     }
 
 
-@KNOWLEDGE_HANDLERS.register(FactProposed)
+@KNOWLEDGE_HANDLERS.register(FactProposed, touches=lambda ev: frozenset({("memory", ev.payload.memory_id)}))
 async def fact_proposed(conn: asyncpg.Connection, run: Run[FactProposed]) -> None:
     """A fact is a semantic memory of its domain and topic, held by the proposing agent (its mind)."""
     await insert_memories(conn, [memory_row(item, **proposed_columns(ev)) for item, ev in run])
 
 
-@KNOWLEDGE_HANDLERS.register(DomainCreated)
+@KNOWLEDGE_HANDLERS.register(
+    DomainCreated, touches=lambda ev: frozenset({("domain", ev.workspace, ev.payload.domain)})
+)
 async def domain_created(conn: asyncpg.Connection, run: Run[DomainCreated]) -> None:
     """The first use of a domain (a repeated creation changes nothing)."""
     args = []
@@ -87,7 +89,9 @@ async def domain_created(conn: asyncpg.Connection, run: Run[DomainCreated]) -> N
     )
 
 
-@KNOWLEDGE_HANDLERS.register(GrantChanged)
+@KNOWLEDGE_HANDLERS.register(
+    GrantChanged, touches=lambda ev: frozenset({("grant", ev.workspace, ev.payload.role, ev.payload.domain)})
+)
 async def grant_changed(conn: asyncpg.Connection, run: Run[GrantChanged]) -> None:
     """(role, domain) → access; the latest event wins."""
     args = []
@@ -106,7 +110,7 @@ async def grant_changed(conn: asyncpg.Connection, run: Run[GrantChanged]) -> Non
     )
 
 
-@KNOWLEDGE_HANDLERS.register(WorkspaceConfigured)
+@KNOWLEDGE_HANDLERS.register(WorkspaceConfigured, touches=lambda ev: frozenset({("workspace", ev.workspace)}))
 async def workspace_configured(conn: asyncpg.Connection, run: Run[WorkspaceConfigured]) -> None:
     """A workspace's access mode."""
     for item, ev in run:
@@ -123,7 +127,7 @@ async def workspace_configured(conn: asyncpg.Connection, run: Run[WorkspaceConfi
         )
 
 
-@KNOWLEDGE_HANDLERS.register(PolicyProposed)
+@KNOWLEDGE_HANDLERS.register(PolicyProposed, touches=lambda ev: frozenset({("policy", ev.payload.policy_id)}))
 async def policy_proposed(conn: asyncpg.Connection, run: Run[PolicyProposed]) -> None:
     """A new, active policy."""
     args = []
@@ -152,7 +156,9 @@ async def policy_proposed(conn: asyncpg.Connection, run: Run[PolicyProposed]) ->
     )
 
 
-@KNOWLEDGE_HANDLERS.register(PolicySuperseded)
+@KNOWLEDGE_HANDLERS.register(
+    PolicySuperseded, touches=lambda ev: frozenset({("policy", ev.payload.policy_id)})
+)
 async def policy_superseded(conn: asyncpg.Connection, run: Run[PolicySuperseded]) -> None:
     """The old policy stays, inactive, pointing at its replacement (if any)."""
     args = [
@@ -166,7 +172,9 @@ async def policy_superseded(conn: asyncpg.Connection, run: Run[PolicySuperseded]
     )
 
 
-@KNOWLEDGE_HANDLERS.register(ConflictRecorded)
+@KNOWLEDGE_HANDLERS.register(
+    ConflictRecorded, touches=lambda ev: frozenset({("conflict", ev.payload.conflict_id)})
+)
 async def conflict_recorded(conn: asyncpg.Connection, run: Run[ConflictRecorded]) -> None:
     """A conflict row with both sides and the rule that decided."""
     args = []
@@ -207,7 +215,9 @@ _WORKING_MEMORY = """
 """
 
 
-@KNOWLEDGE_HANDLERS.register(WorkingMemoryUpdated)
+@KNOWLEDGE_HANDLERS.register(
+    WorkingMemoryUpdated, touches=lambda ev: frozenset({("working_memory", ev.workspace, ev.mind)})
+)
 async def working_memory_updated(conn: asyncpg.Connection, run: Run[WorkingMemoryUpdated]) -> None:
     """A mind's working memory, replaced whole. Each state of the run is a version of its own (the
     history keeps them all), so the run is written in rounds, one statement each: the n-th update
@@ -243,7 +253,9 @@ async def working_memory_updated(conn: asyncpg.Connection, run: Run[WorkingMemor
         await conn.execute(_WORKING_MEMORY, *(list(column) for column in zip(*batch, strict=True)))
 
 
-@KNOWLEDGE_HANDLERS.register(NotesUpdated)
+@KNOWLEDGE_HANDLERS.register(
+    NotesUpdated, touches=lambda ev: frozenset({("notes", ev.workspace, ev.payload.agent)})
+)
 async def notes_updated(conn: asyncpg.Connection, run: Run[NotesUpdated]) -> None:
     """An agent's notes, replaced whole."""
     for item, ev in run:

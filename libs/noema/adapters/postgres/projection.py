@@ -10,17 +10,19 @@ event always sees the effects of earlier ones and batch boundaries never change 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 import asyncpg
 import msgspec
 
 from noema.adapters.postgres import digests
-from noema.adapters.postgres.commuting import Footprint, footprint, segments
+from noema.adapters.postgres.commuting import segments
 from noema.adapters.postgres.erasure_handlers import ERASURE_HANDLERS
 from noema.adapters.postgres.handlers import HANDLERS
 from noema.adapters.postgres.keyring import lookup_keys
 from noema.adapters.postgres.knowledge_handlers import KNOWLEDGE_HANDLERS
-from noema.adapters.postgres.registry import Handler, Handlers, Projected
+from noema.adapters.postgres.registry import Footprint, Handler, Handlers, Projected
 from noema.domain.sealed_events import is_sealed_event, key_ids_to_open, opened
 from noema.domain.sealing import KeyBytes
 from noema_events import ContentErased, Event
@@ -32,6 +34,7 @@ __all__ = [
     "PROJECTION_HANDLERS",
     "STATE_TABLES",
     "Projected",
+    "ProjectionWriter",
     "ReadModelProjection",
     "Refused",
     "checksum",
@@ -125,10 +128,12 @@ class ReadModelProjection:
         self.refused: list[tuple[Projected, str]] = []
         """Events of the last :meth:`apply` the database refused (skipped, with the reason)."""
 
-    def register(self, event_type: type[Event], handler: Handler) -> None:
-        """Add the handler of an event type (later capabilities plug in here); ``ValueError`` if
-        the type already has one."""
-        self._handlers.add(event_type, handler)
+    def register(
+        self, event_type: type[Event], handler: Handler, touches: Callable[[Any], Footprint] | None = None
+    ) -> None:
+        """Add the handler of an event type, touching the rows ``touches`` names (not given:
+        anything); later capabilities plug in here; ``ValueError`` if the type already has one."""
+        self._handlers.add(event_type, handler, touches)
 
     async def position(self, conn: asyncpg.Connection) -> int:
         """The last stream sequence applied (0 when none)."""
@@ -237,8 +242,28 @@ class ReadModelProjection:
         return out
 
     def _footprint(self, event: Event) -> Footprint:
-        """What ``event``'s handler touches; nothing when no handler applies it."""
-        return footprint(event) if type(event) in self._handlers else frozenset()
+        """What ``event``'s handler touches, as registered; nothing when no handler applies it."""
+        return self._handlers.touches(event)
+
+
+class ProjectionWriter:
+    """The read model as the projector's decision writes it
+    (:class:`noema.application.projector.ReadModelWriter`): each batch applied by ``projection`` in one
+    transaction on a connection of ``connection`` — the claim's own when several instances run, so
+    only the session holding the claim can commit (the fence)."""
+
+    def __init__(
+        self,
+        projection: ReadModelProjection,
+        connection: Callable[[], AbstractAsyncContextManager[asyncpg.Connection]],
+    ) -> None:
+        self._projection = projection
+        self._connection = connection
+
+    async def project(self, batch: Sequence[Projected], through: int, refused: Refused | None = None) -> int:
+        """:meth:`ReadModelProjection.apply` on one of the connections."""
+        async with self._connection() as conn:
+            return await self._projection.apply(conn, batch, through_seq=through, on_refused=refused)
 
 
 def _split_after_erasures(batch: Sequence[Projected]) -> list[Sequence[Projected]]:
