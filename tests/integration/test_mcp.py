@@ -126,7 +126,7 @@ async def http_server(harness: Harness, log: Path, token: str | None = None) -> 
                 writer.close()
                 return True
 
-            await assert_eventually(listening, timeout=20)
+            await assert_eventually(listening, timeout=30, what="the MCP HTTP server listening")
             yield f"http://127.0.0.1:{port}{HTTP_PATH}"
         finally:
             process.terminate()

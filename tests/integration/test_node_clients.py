@@ -128,7 +128,9 @@ async def inspector(target: list[str], env: dict[str, str], name: str, **args: s
     variables = [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
     tool_args = [a for k, v in args.items() for a in ("--tool-arg", f"{k}={v}")]
     transport = ["--transport", "http"] if target[0].startswith("http") else []
-    argv = [node(), str(INSPECTOR), "--cli", *variables, *target, *transport]
+    # The inspector gives a server 15 s to answer by default; a loaded machine can take longer to
+    # start Python and Noema (a bound, not a speed target).
+    argv = [node(), str(INSPECTOR), "--cli", "--connect-timeout", "120000", *variables, *target, *transport]
     argv += ["--method", "tools/call", "--tool-name", name, *tool_args]
     home = {"PATH": os.environ["PATH"], "HOME": env.get("HOME", str(NODE_DIR))}
     status, out, err = await run(*argv, cwd=NODE_DIR, env=home)

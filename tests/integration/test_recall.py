@@ -63,7 +63,9 @@ async def given(
         async with h.pool.acquire() as conn:
             return await ReadModelProjection().position(conn) == last
 
-    await assert_eventually(caught_up)
+    await assert_eventually(
+        caught_up, 120, what=f"the projector through {len(events)} events and their vectors"
+    )
     return [e.payload.memory_id for e in events]
 
 
