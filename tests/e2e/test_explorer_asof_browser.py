@@ -163,3 +163,30 @@ async def test_under_up_the_explorer_answers_as_of_a_seq_and_a_time_and_shows_a_
         await expect(rows.locator("td:nth-child(3)")).to_have_text([WINDOW, PAGER])
         await expect(rows.locator(".badge")).to_have_text(["retracted", "active"])
         await expect(page.locator("#error")).to_be_hidden()
+
+        # Writing is the present's: while a past point is read, the forms that add knowledge (and
+        # propose a policy) are off, saying why; emptied, the field gives them back, what was typed
+        # kept.
+        await tabs.get_by_role("button", name="Add knowledge").click()
+        fact = view.locator("form").first
+        await fact.locator("input[name=content]").fill("backups run at midnight")
+        notice = view.locator(".past-writes")
+        await expect(notice).to_be_hidden()
+        await _ask_as_of(page, str(first), re.compile(rf"^as of seq {first} \("))
+        await expect(notice).to_be_visible()
+        await expect(notice).to_contain_text("as of a past point")
+        await expect(notice).to_contain_text("Empty the as of field to add knowledge")
+        for button in ("Propose fact", "Record memory"):
+            await expect(view.get_by_role("button", name=button)).to_be_disabled()
+        await expect(fact.locator("input[name=content]")).to_be_disabled()
+        await _ask_as_of(page, "", "")
+        await expect(notice).to_be_hidden()
+        await expect(view.get_by_role("button", name="Propose fact")).to_be_enabled()
+        await expect(fact.locator("input[name=content]")).to_have_value("backups run at midnight")
+        await tabs.get_by_role("button", name="Policies").click()
+        await _ask_as_of(page, str(first), re.compile(rf"^as of seq {first} \("))
+        await expect(view.get_by_role("button", name="Propose policy")).to_be_disabled()
+        await expect(view.locator(".past-writes")).to_contain_text("Empty the as of field to propose")
+        await _ask_as_of(page, "", "")
+        await expect(view.get_by_role("button", name="Propose policy")).to_be_enabled()
+        await expect(page.locator("#error")).to_be_hidden()

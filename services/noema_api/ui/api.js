@@ -15,8 +15,9 @@ export async function api(method, path, { params = {}, body } = {}) {
     if (value !== undefined && value !== null && value !== "" && value !== false) query.set(key, String(value));
   }
   if (method === "GET" && state.seenSeq > 0 && path.startsWith("/v1/") && path !== "/v1/vocabulary") query.set("after_seq", String(state.seenSeq));
-  const past = method === "GET" && state.asOf && AS_OF_READS.test(path);
-  if (past) query.set("as_of", state.asOf);
+  const asked = state.asOf;
+  const past = method === "GET" && asked && AS_OF_READS.test(path);
+  if (past) query.set("as_of", asked);
   const url = path + (query.toString() ? `?${query}` : "");
   const headers = { Accept: "application/json" };
   if (state.token) headers.Authorization = `Bearer ${state.token}`;
@@ -30,7 +31,8 @@ export async function api(method, path, { params = {}, body } = {}) {
     throw new ApiError(data.detail || data.error || "sign in with an operator token");
   }
   if (!response.ok) throw new ApiError(data.detail || data.error || `${response.status} ${response.statusText}`);
-  if (past) {
+  // A read answered after the field changed again names a point no longer asked: it is not shown.
+  if (past && state.asOf === asked) {
     const seq = response.headers.get("Noema-As-Of-Seq");
     document.querySelector("#as-of-shown").textContent = seq ? `as of seq ${seq} (${response.headers.get("Noema-As-Of-Time")})` : "";
   }

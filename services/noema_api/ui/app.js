@@ -7,6 +7,7 @@
 import { api } from "./api.js";
 import { auditView } from "./audit.js";
 import { conflictsView } from "./conflicts.js";
+import { syncPresentOnly } from "./controls.js";
 import { $, clearError, fill, guarded, showError } from "./dom.js";
 import { factsView } from "./facts.js";
 import { addView } from "./forms.js";
@@ -47,6 +48,7 @@ function switchTab(tab) {
   for (const button of document.querySelectorAll("#tabs button")) button.classList.toggle("active", button.dataset.tab === tab);
   clearError();
   fill($("#view"), ...VIEWS[tab]());
+  syncPresentOnly();
 }
 
 function closeDetail() {
@@ -82,6 +84,7 @@ async function start() {
   asOf.addEventListener("change", () => {
     state.asOf = asOf.value.trim();
     if (!state.asOf) $("#as-of-shown").textContent = "";
+    syncPresentOnly(); // the write forms shown: off while a past point is read, on again for now
     refreshListing(); // the search or listing shown, again as of the new point
     if (!$("#detail").hidden && state.detailId) openDetail(state.detailId); // and the memory open
   });

@@ -1,7 +1,7 @@
 // Form controls shared by the views: menus from the vocabulary, filter forms, tables, in-page dialogs.
 
 import { formValues, guarded, h, showError } from "./dom.js";
-import { state } from "./state.js";
+import { ApiError, state } from "./state.js";
 
 /** A closed list from GET /v1/vocabulary (the event catalog's own), loaded before the first view. */
 export const vocab = (name) => state.vocabulary[name].map((entry) => (typeof entry === "string" ? entry : entry.name));
@@ -32,6 +32,35 @@ export function filterForm(onSubmit, ...fields) {
     },
   }, ...fields);
   return form;
+}
+
+/** A form that records something now (a fact, a memory, a policy, a grant): while the as of field
+ *  names a past point the page shows the past, so the form is disabled and `notice` (from
+ *  `presentOnlyNotice`) says why; `syncPresentOnly` follows the field. */
+export function writeForm(onSubmit, ...fields) {
+  const form = filterForm(async (values) => {
+    if (state.asOf) throw new ApiError("Read as of a past point: empty the as of field to record anything now.");
+    await onSubmit(values);
+  }, ...fields);
+  form.classList.add("present-only");
+  return form;
+}
+
+/** The line above the write forms of a view, shown while the as of field names a past point:
+ *  `todo` says what emptying the field lets the operator do ("add knowledge"). */
+export function presentOnlyNotice(todo) {
+  return h("p", { class: "notice past-writes", role: "status", hidden: true },
+    `Viewing the state as of a past point: anything entered is recorded now, not then, so these forms are off. Empty the as of field to ${todo}.`);
+}
+
+/** Disable the write forms shown (and show their notice) while the as of field names a past point;
+ *  enable them again, their typed values kept, when it is emptied. */
+export function syncPresentOnly() {
+  const past = Boolean(state.asOf);
+  for (const form of document.querySelectorAll("form.present-only")) {
+    for (const control of form.elements) control.disabled = past;
+  }
+  for (const notice of document.querySelectorAll(".past-writes")) notice.hidden = !past;
 }
 
 /** A table of `rows` (one `cells(row)` array each), or a line saying there is nothing. */

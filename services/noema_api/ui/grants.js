@@ -1,7 +1,7 @@
 // Grants: the access mode and (role, domain) grants of a workspace.
 
 import { api } from "./api.js";
-import { askReason, dataTable, field, filterForm, input, select, vocab } from "./controls.js";
+import { askReason, dataTable, field, input, presentOnlyNotice, select, vocab, writeForm } from "./controls.js";
 import { badge, fill, fmtTime, guarded, h } from "./dom.js";
 import { requireWorkspace, state } from "./state.js";
 
@@ -19,12 +19,12 @@ export function grantsView() {
       });
     };
     fill(table,
-      h("p", { class: "meta" }, `access mode: ${page.access_mode}`, h("button", { onclick: switchMode }, `Switch to ${other}`)),
+      h("p", { class: "meta" }, `access mode: ${page.access_mode}`, state.asOf ? "" : h("button", { onclick: switchMode }, `Switch to ${other}`)),
       dataTable(["role", "domain", "access", "seeded", "changed by", "updated"], page.grants, (g) => [
         g.role, g.domain, badge(g.access, "kind"), g.seeded ? "yes" : "", g.changed_by || "", fmtTime(g.updated_at),
       ], "no grants"));
   });
-  const form = filterForm(async (values) => {
+  const form = writeForm(async (values) => {
     await api("PUT", "/v1/grants", { body: { ...values, workspace: requireWorkspace() } });
     load();
   },
@@ -34,5 +34,5 @@ export function grantsView() {
   field("reason", input("reason", 16, { required: true })),
   h("button", { class: "primary" }, "Set grant"));
   load();
-  return [form, table];
+  return [presentOnlyNotice("change the grants"), form, table];
 }

@@ -1,7 +1,7 @@
 // Policies: the rules every dispatch carries; propose and supersede.
 
 import { api } from "./api.js";
-import { dataTable, field, filterForm, input, supersedeButton } from "./controls.js";
+import { dataTable, field, input, presentOnlyNotice, supersedeButton, writeForm } from "./controls.js";
 import { badge, fill, guarded, h } from "./dom.js";
 import { requireWorkspace, state } from "./state.js";
 
@@ -17,7 +17,7 @@ export function policiesView() {
       }) : "",
     ], `no policies in workspace ${state.workspace}`));
   });
-  const form = filterForm(async (values) => {
+  const form = writeForm(async (values) => {
     await api("POST", "/v1/policies", { body: { ...values, workspace: requireWorkspace(), required_role: values.required_role || null } });
     form.reset();
     load();
@@ -28,5 +28,5 @@ export function policiesView() {
   field("reason", input("reason", 16, { required: true })),
   h("button", { class: "primary" }, "Propose policy"));
   load();
-  return [form, table];
+  return [presentOnlyNotice("propose a policy"), form, table];
 }

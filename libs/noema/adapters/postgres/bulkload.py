@@ -13,7 +13,9 @@ their physical upkeep differs while a scratch ``replay_*`` schema is loaded:
   stand-in table, and its expression is evaluated on every row it would hold;
 - the BM25 postings (``memory_postings``, migration 0009) are not kept by their triggers row set by
   row set but written once at the end from the final memories, in key order: the triggers keep
-  them equal to a function of the memories' rows, so the result is the same.
+  them equal to a function of the memories' rows, so the result is the same; the scopes' marks
+  (``memory_scope_marks``, migration 0018, an index of the memories' counts by sequence, not
+  state) are written once at the end too.
 
 An index can refuse a row (an entry too large, a vector of other dimensions than the model's
 index), and the live projection then skips that event. So the end of the load builds or checks each
@@ -58,6 +60,8 @@ class BulkLoad:
     """The definition of ``noema_ensure_vector_index`` before its stand-in replaced it."""
     postings: bool = False
     """Whether the postings' triggers are off meanwhile."""
+    scope_marks: bool = False
+    """Whether the scopes' marks' triggers are off meanwhile."""
 
     @classmethod
     async def prepare(cls, conn: asyncpg.Connection, schema: str) -> BulkLoad:
@@ -78,6 +82,9 @@ class BulkLoad:
         if await conn.fetchval("SELECT to_regclass('memory_postings') IS NOT NULL"):
             load.postings = True
             await conn.execute(_postings_triggers(schema, "DISABLE"))
+        if await conn.fetchval("SELECT to_regclass('memory_scope_marks') IS NOT NULL"):
+            load.scope_marks = True
+            await conn.execute(_triggers(schema, _SCOPE_TRIGGERS, "DISABLE"))
         if await conn.fetchval("SELECT to_regprocedure($1) IS NOT NULL", _ENSURE):
             load.ensure_vector_index = await conn.fetchval(
                 "SELECT pg_get_functiondef(to_regprocedure($1))", _ENSURE
@@ -107,6 +114,9 @@ class BulkLoad:
                     await conn.execute(_POSTINGS)
                     # The word counts' marks (migration 0017) counted postings not written yet.
                     await conn.execute("SELECT noema_term_marks_rebuilt()")
+                if self.scope_marks:
+                    await conn.execute(_triggers(self.schema, _SCOPE_TRIGGERS, "ENABLE"))
+                    await conn.execute("SELECT noema_scope_marks_rebuilt()")
                 for definition in self.indexes:
                     await conn.execute(definition)
                 if self.ensure_vector_index is not None:
@@ -144,6 +154,9 @@ class BulkLoad:
 _POSTINGS_TRIGGERS = ("memory_postings_insert", "memory_postings_delete", "memory_postings_update")
 """The triggers that keep ``memory_postings`` (migration 0009); its TRUNCATE trigger stays on."""
 
+_SCOPE_TRIGGERS = ("memory_scope_insert", "memory_scope_delete", "memory_scope_update")
+"""The triggers that keep ``memory_scope_marks`` (migration 0018); its TRUNCATE trigger stays on."""
+
 _POSTINGS = """
     INSERT INTO memory_postings (lexeme, workspace, memory_id, tf, dl, origin_seq)
     SELECT p.lexeme, m.workspace, m.id, p.tf, p.dl, m.origin_seq
@@ -180,9 +193,11 @@ _STAND_IN_INDEXES = """
 
 
 def _postings_triggers(schema: str, switch: str) -> str:
-    return f'ALTER TABLE "{schema}".memories ' + ", ".join(
-        f"{switch} TRIGGER {t}" for t in _POSTINGS_TRIGGERS
-    )
+    return _triggers(schema, _POSTINGS_TRIGGERS, switch)
+
+
+def _triggers(schema: str, triggers: tuple[str, ...], switch: str) -> str:
+    return f'ALTER TABLE "{schema}".memories ' + ", ".join(f"{switch} TRIGGER {t}" for t in triggers)
 
 
 def _storage(schema: str, table: str, column: str, storage: str) -> str:

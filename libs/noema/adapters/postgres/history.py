@@ -31,6 +31,7 @@ __all__ = [
     "past_pool_options",
     "point_store",
     "prune",
+    "scope_sql",
     "search_path",
 ]
 
@@ -163,6 +164,38 @@ class PointPool:
             return str(await conn.execute(query, *args, **kwargs))
 
 
+def scope_sql(schema: str) -> str:
+    """A scope's size as of the connection's point (:class:`TermStats`' statement, the present's
+    :data:`~noema.adapters.postgres.textsearch.SCOPE_SQL` as of it), from the scopes' marks
+    (migration 0018): per workspace its last mark by the point, plus the memories created after it
+    up to the point (at most a block of sequences and a statement's), read by ``memories_since``.
+
+    A memory's first version holds from its creation (``origin_seq``), no memory is deleted but by
+    erasure (which removes or blanks every version of it, and corrects the marks) and its words
+    change only by erasure, so the live memories created by then are the memories, and the words,
+    the as-of view holds. The average is the present's ``avg()``: the same numeric division of the
+    words' sum by the count."""
+    s = schema
+    return f"""WITH w AS (
+            SELECT $1::text AS workspace WHERE $1::text IS NOT NULL
+            UNION ALL
+            SELECT DISTINCT workspace FROM {s}.memory_scope_marks WHERE $1::text IS NULL
+        ), c AS (
+            SELECT coalesce(k.memories, 0) + t.n AS n, coalesce(k.lexemes, 0) + t.l AS l
+            FROM w
+            LEFT JOIN LATERAL (SELECT k.seq, k.memories, k.lexemes FROM {s}.memory_scope_marks k
+                               WHERE k.workspace = w.workspace AND k.seq <= {s}.noema_as_of()
+                               ORDER BY k.seq DESC LIMIT 1) k ON true
+            CROSS JOIN LATERAL (SELECT count(*) AS n, coalesce(sum(length(m.search)), 0) AS l
+                                FROM {s}.memories m
+                                WHERE m.workspace = w.workspace AND m.origin_seq > coalesce(k.seq, -1)
+                                  AND m.origin_seq <= {s}.noema_as_of()) t
+        )
+        SELECT coalesce(sum(n), 0) AS n,
+               CASE WHEN sum(n) > 0 THEN sum(l)::numeric / sum(n)::numeric ELSE 1 END AS avgdl
+        FROM c"""
+
+
 def point_store(
     pool: PointPool,
     present: RecallStore,
@@ -171,18 +204,9 @@ def point_store(
 ) -> RecallStore:
     """The recall store of the reads as of ``pool``'s point: the semantic voice walks the live
     vector index filtered on the point (:meth:`RecallStore.past_semantic_sql`), or compares a
-    small scope exactly, as the present's does; its scope sizes are cached under the point in
-    ``scopes`` (shared by the points of one process: the past does not change).
-
-    A scope's size as of the point is counted on the live memories created by then: a memory's
-    first version holds from its creation (``origin_seq``), no memory is deleted but by erasure
-    (which removes or blanks every version of it) and its words change only by erasure, so they are
-    the memories, and the words, the as-of view holds — read without the versions' validity test
-    on every row."""
+    small scope exactly, as the present's does; its scope sizes (:func:`scope_sql`: a few rows from
+    the scopes' marks, not a count of the workspace) are cached under the point in ``scopes``
+    (shared by the points of one process: the past does not change)."""
     pinned: asyncpg.Pool = pool  # it lends what the store uses of a pool
-    stats = TermStats(
-        schema=f"{schema}@{pool.seq}",
-        cache=scopes,
-        source=f"{schema}.memories WHERE origin_seq <= {schema}.noema_as_of() AND",
-    )
+    stats = TermStats(schema=f"{schema}@{pool.seq}", cache=scopes, counted=scope_sql(schema))
     return RecallStore(pinned, present.has_vectors, stats, live=schema)

@@ -31,6 +31,7 @@ import asyncpg
 __all__ = [
     "BROAD_CANDIDATES",
     "COMMON_ROWS",
+    "SCOPE_SQL",
     "TermStats",
     "TextQuery",
     "query_of_counts",
@@ -49,6 +50,13 @@ COMMON_ROWS = 500
 BM25."""
 
 
+SCOPE_SQL = (
+    "SELECT count(*) AS n, coalesce(avg(length(search)), 1) AS avgdl "
+    "FROM memories WHERE ($1::text IS NULL OR workspace = $1)"
+)
+"""A scope's size (:meth:`TermStats.scope`): its memories and their average distinct lexemes."""
+
+
 class TermStats:
     """The sizes recall plans and scores by, cached for ``ttl`` seconds: each scope's (memories,
     average distinct lexemes per memory), for BM25 and the semantic voice's choice of scan."""
@@ -62,7 +70,7 @@ class TermStats:
         schema: str | None = None,
         *,
         cache: dict[str, tuple[float, tuple[float, float]]] | None = None,
-        source: str = "memories WHERE",
+        counted: str = SCOPE_SQL,
     ) -> None:
         self._ttl = ttl
         self._schema = schema
@@ -70,8 +78,8 @@ class TermStats:
         self._scopes: dict[str, tuple[float, tuple[float, float]]] = {} if cache is None else cache
         """By ``<schema>/<workspace>``; the reads as of each point share one (their schema names
         carry the point: ``<schema>@<seq>``)."""
-        self._source = source
-        """The memories counted, up to a ``WHERE`` (or ``AND``) the workspace's condition follows."""
+        self._counted = counted
+        """The statement that counts a scope: ``n`` and ``avgdl`` of workspace ``$1`` (NULL: all)."""
 
     async def _schema_of(self, conn: asyncpg.Connection) -> str:
         return self._schema or str(await conn.fetchval("SELECT current_schema()"))
@@ -83,11 +91,7 @@ class TermStats:
         hit = self._scopes.get(key)
         if hit is not None and time.monotonic() - hit[0] < self._ttl:
             return hit[1]
-        row = await conn.fetchrow(
-            "SELECT count(*) AS n, coalesce(avg(length(search)), 1) AS avgdl "
-            f"FROM {self._source} ($1::text IS NULL OR workspace = $1)",
-            workspace,
-        )
+        row = await conn.fetchrow(self._counted, workspace)
         value = (max(1.0, float(row["n"])), max(1.0, float(row["avgdl"])))
         if len(self._scopes) >= self.MAX_SCOPES:
             del self._scopes[next(iter(self._scopes))]
