@@ -56,6 +56,12 @@ async def test_as_of_word_counts_equal_the_postings_up_to_each_point(harness: Ha
     await harness.pool.execute("UPDATE memories SET content = 'resealed vault' WHERE id = $1", ids[5])
     await harness.pool.execute("DELETE FROM memories WHERE id = $1", ids[200])
     assert await _mismatches(harness) == []
+    # Several memories that share a word go in one statement (created at different sequences
+    # before the same marks): each mark is corrected by all of them, not by one.
+    await harness.pool.execute(
+        "DELETE FROM memories WHERE id = ANY($1::text[])", [ids[10], ids[60], ids[150]]
+    )
+    assert await _mismatches(harness) == []
 
     # A bulk load writes the marks once at the end, from the postings.
     await harness.pool.execute("SELECT noema_term_marks_rebuilt()")
