@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,7 +117,7 @@ def _imported(tree: ast.AST, package: str) -> list[tuple[int, str]]:
     """(line, module) of every import in ``tree``; ``from a import b`` counts as ``a.b`` when ``b`` is a
     module of this tree (so a package's face does not hide what is taken from it)."""
     out = []
-    for node in ast.walk(tree):
+    for node in _statements(tree):
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -130,6 +131,15 @@ def _imported(tree: ast.AST, package: str) -> list[tuple[int, str]]:
                 for a in node.names
             ]
     return out
+
+
+def _statements(node: ast.AST) -> Iterator[ast.AST]:
+    """Every statement under ``node``, however deeply nested (in functions, classes, ``if``, ``try``,
+    ``with``, ``match``): where an import can be. Expressions hold none, so they are not walked."""
+    for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+        for child in getattr(node, field, ()):
+            yield child
+            yield from _statements(child)
 
 
 @functools.cache
