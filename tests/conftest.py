@@ -301,7 +301,10 @@ class SchemaPool:
     async def _as_made(self, conn: asyncpg.Connection, schema: str) -> bool:
         """Whether ``schema``'s definition is as migration made it, once the vector indexes the
         embedders' first vectors made (``noema_ensure_vector_index``) are dropped."""
-        if await self._fingerprint(conn, schema) == self._made[schema]:
+        fingerprint = await self._fingerprint(conn, schema)
+        if fingerprint is None:  # the test dropped it
+            return False
+        if fingerprint == self._made[schema]:
             return True
         made = await conn.fetch(
             "SELECT relname FROM pg_class WHERE relnamespace = $1::regnamespace AND relkind = 'i'"
