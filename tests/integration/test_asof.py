@@ -62,7 +62,7 @@ from noema_sdk import InvalidRequest, NotFound
 from noema_service.service import build as build_service
 from tests.conftest import Harness
 from tests.integration.api_harness import ACME, ADMIN, memory
-from tests.integration.test_cli_reads import NOEMACTL, Ran
+from tests.integration.cli_process import NOEMACTL, Ran
 from tests.integration.test_mcp import over_stdio
 from tests.integration.test_service import client
 from tests.mcp_results import error, ok

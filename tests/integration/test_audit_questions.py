@@ -15,7 +15,7 @@ from noema.ids import new_id
 from noema_attend.service import build as build_attend
 from noema_retrieve.service import build as build_retrieve
 from tests.integration.api_harness import ApiHarness, api
-from tests.integration.test_cli_reads import ctl
+from tests.integration.cli_process import ctl
 from tests.support import assert_eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -4,13 +4,9 @@ operator action; big originals are kept truncated; only tokens for all workspace
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import json
-import os
-import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -26,37 +22,11 @@ from noema_attend.service import build as build_attend
 from noema_events import encode_event
 from tests.conftest import Harness
 from tests.integration.api_harness import ApiHarness, api
+from tests.integration.cli_process import ctl, ctl_json
 from tests.support import assert_eventually, keyword_search
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 __all__ = ["api"]  # the fixture, imported for pytest
-
-NOEMACTL = [sys.executable, "-m", "noema_cli.main"]
-
-
-@dataclass(frozen=True)
-class Ran:
-    code: int
-    stdout: str
-    stderr: str
-
-
-async def ctl(api: ApiHarness, *args: str) -> Ran:
-    """Run noemactl against the test's servers, as user carol."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NOEMA_")}
-    env |= {**api.h.settings.to_env(), "NOEMA_EMBEDDER": "none", "USER": "carol"}
-    proc = await asyncio.create_subprocess_exec(
-        *NOEMACTL, *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    assert proc.returncode is not None
-    return Ran(proc.returncode, out.decode(), err.decode())
-
-
-async def ctl_json(api: ApiHarness, *args: str) -> Any:
-    ran = await ctl(api, *args, "--json")
-    assert ran.code == 0, ran.stderr
-    return json.loads(ran.stdout)
 
 
 async def listed(api: ApiHarness, count: int, **params: str) -> list[dict[str, Any]]:

@@ -32,7 +32,7 @@ from noema_attend.service import build as build_attend
 from noema_events import Event, NotesUpdated, NotesUpdatedPayload
 from noema_retrieve.service import build as build_retrieve
 from tests.integration.api_harness import ApiHarness, api, memory
-from tests.integration.test_cli_reads import ctl, ctl_json
+from tests.integration.cli_process import ctl, ctl_json
 from tests.integration.test_mcp import over_stdio
 from tests.mcp_results import ok
 from tests.support import assert_eventually, envelope

@@ -39,7 +39,7 @@ from noema_service import operations
 from noema_service.service import AgentService
 from noema_service.service import build as build_service
 from tests.integration.api_harness import ADMIN, ApiHarness, api, memory, retraction
-from tests.integration.test_cli_reads import ctl
+from tests.integration.cli_process import ctl
 from tests.support import assert_eventually
 from tests.unit.test_errors import Documented, documented
 

@@ -22,9 +22,10 @@ from noema.composition.replay import replay_into
 from noema_attend.service import build as build_attend
 from noema_conflicts.service import build as build_conflicts
 from tests.conftest import Harness
+from tests.contract.cli_backends import at_about_the_same_time
 from tests.integration.api_harness import ApiHarness, api
+from tests.integration.cli_process import ctl, ctl_json
 from tests.integration.test_api_knowledge import settled
-from tests.integration.test_cli_reads import at_about_the_same_time, ctl, ctl_json
 
 pytestmark = pytest.mark.integration
 

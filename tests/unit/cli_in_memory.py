@@ -23,7 +23,7 @@ from noema.composition.instance import Instance
 from noema_cli.main import app as noemactl
 from tests.unit.api_in_memory import InMemoryApi, in_memory_api
 
-__all__ = ["Ran", "api", "ctl", "ctl_json"]
+__all__ = ["Ran", "api", "ctl", "ctl_json", "opened_in_process"]
 
 ENV = {
     # External servers by URL, so that nothing is looked for; the CLI opens the in-memory app instead.
@@ -70,15 +70,20 @@ async def ctl_json(api: InMemoryApi, *args: str) -> Any:
     return json.loads(ran.stdout)
 
 
+def opened_in_process(harness: InMemoryApi, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the CLI's commands, run in process, open ``harness``'s facade as their running instance."""
+
+    @contextlib.asynccontextmanager
+    async def opened(*args: Any, **kwargs: Any) -> AsyncIterator[Instance]:
+        yield harness.instance
+
+    monkeypatch.setattr(Instance, "open", opened)
+    monkeypatch.setattr(typer.testing, "_get_command", _command)
+
+
 @pytest.fixture
 async def api(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[InMemoryApi]:
     """The in-memory API harness, which the CLI's commands open as their running instance."""
     async with in_memory_api() as harness:
-
-        @contextlib.asynccontextmanager
-        async def opened(*args: Any, **kwargs: Any) -> AsyncIterator[Instance]:
-            yield harness.instance
-
-        monkeypatch.setattr(Instance, "open", opened)
-        monkeypatch.setattr(typer.testing, "_get_command", _command)
+        opened_in_process(harness, monkeypatch)
         yield harness

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib.util
 import re
 from pathlib import Path
@@ -89,9 +91,19 @@ replicas, each partition (the projector's one) worked by one of them at a time; 
 (more replicas than partitions would only stand by)."""
 
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when PyYAML has it
+
+
+@functools.cache
+def _parsed(text: str) -> tuple[Any, ...]:
+    """The documents of a YAML text, parsed once per test process (each caller gets its own copy)."""
+    return tuple(d for d in yaml.load_all(text, Loader=_LOADER) if d)
+
+
 def load(path: Path) -> Any:
     """One YAML document."""
-    return yaml.safe_load(path.read_text())
+    [doc] = _parsed(path.read_text()) or (None,)
+    return copy.deepcopy(doc)
 
 
 def documents(directory: Path) -> list[dict[str, Any]]:
@@ -103,7 +115,7 @@ def documents(directory: Path) -> list[dict[str, Any]]:
         if path.is_dir():
             docs += documents(path)
         else:
-            docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+            docs += copy.deepcopy(list(_parsed(path.read_text())))
     return docs
 
 

@@ -1,7 +1,7 @@
-"""Operator tokens over the in-memory composition (tests/unit/api_in_memory.py): no token or a wrong
-one is 401; a token of another workspace is 403; a tokens file's forms. Moved from
-tests/integration/test_api_auth.py with their assertions kept; the refusals and a workspace token's
-reads also stay there, where row-level security scopes the connection too."""
+"""Operator tokens over the in-memory composition (tests/unit/api_in_memory.py): a token of another
+workspace is 403; a tokens file's forms. Moved from tests/integration/test_api_auth.py with their
+assertions kept. No token or a wrong one (401) and a workspace token's reads run over both
+compositions in tests/contract/test_api_auth.py, where row-level security scopes the connection too."""
 
 from __future__ import annotations
 
@@ -17,54 +17,6 @@ from tests.unit.api_in_memory import InMemoryApi as ApiHarness
 from tests.unit.api_in_memory import api
 
 __all__ = ["api"]
-
-
-MISSING = ("missing token: send `Authorization: Bearer <token>`", 'Bearer realm="noema"')
-MALFORMED = (
-    "malformed Authorization header: expected `Bearer <token>`",
-    'Bearer realm="noema", error="invalid_request"',
-)
-INVALID = ("invalid token", 'Bearer realm="noema", error="invalid_token"')
-
-
-@pytest.mark.parametrize(
-    ("header", "expected"),
-    [
-        (None, MISSING),
-        ("Bearer wrong-token-0123456789", INVALID),
-        ("Basic abc", MALFORMED),
-        ("Bearer ", MALFORMED),
-    ],
-)
-async def test_a_missing_or_invalid_token_is_refused_with_401(
-    api: ApiHarness, header: str | None, expected: tuple[str, str]
-) -> None:
-    headers = {"Authorization": header} if header is not None else {}
-    error, challenge = expected
-    for method, path in [("GET", "/v1/memories"), ("GET", "/v1/audit"), ("POST", "/v1/memories/x/retract")]:
-        res = await api.anonymous.request(method, path, headers=headers, json={"reason": "r"})
-        assert res.status_code == 401, (method, path)
-        assert res.json()["error"] == error, (method, path)
-        assert res.headers["WWW-Authenticate"] == challenge, (method, path)
-
-
-async def test_a_workspace_token_reads_only_its_workspace(api: ApiHarness) -> None:
-    ours, theirs = await api.given(memory("ours"), memory("theirs", workspace="globex"))
-    listed = (await api.acme.get("/v1/memories")).json()["items"]
-    assert [m["id"] for m in listed] == [ours]
-    assert (await api.acme.get(f"/v1/memories/{ours}")).status_code == 200
-    for path, params in [
-        (f"/v1/memories/{theirs}", {}),
-        ("/v1/memories", {"workspace": "globex"}),
-        ("/v1/memories/search", {"q": "theirs", "workspace": "globex"}),
-        ("/v1/timeline", {"workspace": "globex"}),
-        ("/v1/audit", {"workspace": "globex"}),
-    ]:
-        res = await api.acme.get(path, params=params)
-        assert res.status_code == 403, path
-        assert "scoped to workspace 'acme'" in res.json()["error"]
-    audit = (await api.acme.get("/v1/audit")).json()["items"]
-    assert {e["workspace"] for e in audit} == {"acme"}
 
 
 async def test_a_workspace_token_cannot_change_another_workspace(api: ApiHarness) -> None:

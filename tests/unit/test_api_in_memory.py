@@ -1,8 +1,8 @@
 """The operator API over the in-memory composition (tests/unit/api_in_memory.py): every endpoint's
 happy path and its refusals, moved from tests/integration/test_api.py with their assertions kept.
-What needs the servers stays there: health and readiness, the read model's position (replay status),
-search against recall over PostgreSQL under row-level security, an operator entry through NATS and the
-projector."""
+What needs the servers stays there: health and readiness, the read model's position (replay status).
+Search against recall and an operator entry run over both compositions in
+tests/contract/test_api_reads.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from urllib.parse import urlencode
 
 import pytest
 
-from noema.ports import RecallFilters
 from tests.integration.api_harness import NOW, memory, relationship, retraction
 from tests.unit.api_in_memory import InMemoryApi as ApiHarness
 from tests.unit.api_in_memory import api
@@ -24,26 +23,6 @@ async def test_openapi_document_is_served_without_a_token(api: ApiHarness) -> No
     doc = (await api.anonymous.get("/openapi.json")).json()
     assert doc["openapi"] == "3.1.0"
     assert "/v1/memories/{memory_id}/retract" in doc["paths"]
-
-
-async def test_search_returns_the_same_ranking_and_components_as_recall(api: ApiHarness) -> None:
-    await api.given(
-        memory("the deploy key rotates on Fridays"),
-        memory("deploys are frozen during the holidays"),
-        memory("the cafeteria serves soup"),
-        memory("deploy key for another tenant", workspace="globex"),
-    )
-    res = await api.admin.get("/v1/memories/search", params={"q": "deploy key", "workspace": "acme"})
-    assert res.status_code == 200, res.text
-    body = res.json()
-    direct = await api.app_recall().search("deploy key", RecallFilters(workspace="acme"), now=NOW)
-    assert [(r["id"], r["score"], r["components"]) for r in body["results"]] == [
-        (r.id, r.score, r.components) for r in direct.results
-    ]
-    assert body["results"][0]["content"] == "the deploy key rotates on Fridays"
-    assert all(r["memory"]["workspace"] == "acme" for r in body["results"])
-    assert body["intent"] == direct.intent
-    assert body["weights"] == direct.weights
 
 
 async def test_search_without_explain_leaves_components_out(api: ApiHarness) -> None:
@@ -129,34 +108,6 @@ async def test_audit_log_filters_by_type_and_actor_and_pages_back(api: ApiHarnes
     assert [e["payload"]["target_id"] for e in by_type] == [ids[0]]
     by_actor = (await api.admin.get("/v1/audit", params={"actor": "operator:test"})).json()["items"]
     assert [e["id"] for e in by_actor] == [e["id"] for e in by_type]
-
-
-async def test_operator_entry_creates_a_memory_on_the_operator_channel(api: ApiHarness) -> None:
-    res = await api.admin.post(
-        "/v1/memories",
-        json={
-            "workspace": "acme",
-            "content": "the on-call phone is 555-0100",
-            "reason": "runbook",
-            "domain": "ops",
-        },
-    )
-    assert res.status_code == 202, res.text
-    created = res.json()
-    await api.caught_up()
-    memory_row = (await api.admin.get(f"/v1/memories/{created['memory_id']}")).json()["memory"]
-    assert (memory_row["channel"], memory_row["credibility"], memory_row["domain"]) == (
-        "operator",
-        1.0,
-        "ops",
-    )
-    [action] = (await api.admin.get("/v1/audit", params={"type": "operator.action"})).json()["items"]
-    assert action["id"] == created["action_event_id"]
-    assert (action["actor"], action["payload"]["action"], action["payload"]["reason"]) == (
-        "operator:alice",
-        "create",
-        "runbook",
-    )
 
 
 async def test_an_operator_entrys_domain_is_checked_and_created_on_first_use(api: ApiHarness) -> None:

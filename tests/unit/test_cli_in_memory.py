@@ -2,92 +2,26 @@
 (tests/unit/cli_in_memory.py: the commands in process, on the facade the in-memory API is built on)
 answer what the HTTP API answers (one implementation behind both), and refuse bad input the same way.
 Moved from tests/integration/test_cli_reads.py with their assertions kept (the servers' rows and
-messages read from the in-memory stream instead); three stay there too, with noemactl run as a process
-against the real servers: the listings against the API, the decay tick and `observe -`."""
+messages read from the in-memory stream instead); two stay there too, with noemactl run as a process
+against the real servers: the decay tick and `observe -`. The listings against the API run over both
+compositions in tests/contract/test_cli_reads.py."""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 
 from noema_events import ObservationRecorded, RelationshipAdded
-from tests.integration.api_harness import memory, relationship, retraction
+from tests.contract.cli_backends import at_about_the_same_time, from_api
+from tests.integration.api_harness import memory, relationship
 from tests.unit.api_in_memory import InMemoryApi as ApiHarness
 from tests.unit.cli_in_memory import api, ctl, ctl_json
 
 __all__ = ["api"]  # the fixture, imported for pytest
 
 JANUARY = datetime(2024, 1, 15, tzinfo=UTC)
-
-
-async def from_api(api: ApiHarness, path: str, **params: str) -> Any:
-    """The API's answer, but for a page's ``next``: the link is HTTP's (the CLI has ``next_offset``)."""
-    res = await api.admin.get(path, params=params)
-    assert res.status_code == 200, res.text
-    answer = res.json()
-    if isinstance(answer, dict) and answer.get("next"):
-        answer["next"] = None
-    return at_about_the_same_time(answer)
-
-
-class _AnActivation:
-    """Equal to any activation: one the API answers at its pinned clock (``NOW``, when the test's
-    memories were made) and the CLI at the real time, and a read computes activation at its time."""
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _AnActivation) or (isinstance(other, float) and 0.0 < other <= 1.0)
-
-    def __repr__(self) -> str:
-        return "<an activation>"
-
-
-def at_about_the_same_time(answer: Any) -> Any:
-    """``answer`` with each activation left to :class:`_AnActivation` (the rest compared exactly)."""
-    if isinstance(answer, dict):
-        return {
-            k: _AnActivation() if k == "activation" else at_about_the_same_time(v) for k, v in answer.items()
-        }
-    if isinstance(answer, list):
-        return [at_about_the_same_time(v) for v in answer]
-    return answer
-
-
-async def test_list_and_timeline_filter_and_answer_exactly_what_the_api_answers(api: ApiHarness) -> None:
-    billing, episode, hr = await api.given(
-        memory("a fact about billing", domain="billing", happened_at=datetime(2024, 6, 1, tzinfo=UTC)),
-        memory("an episode", kind="episodic", epistemic_kind="observation", happened_at=JANUARY),
-        memory("a fact about hr", domain="hr"),
-    )
-    await api.given(retraction(hr))
-
-    for flags, params in [
-        ([], {}),
-        (["--kind", "episodic"], {"kind": "episodic"}),
-        (["-e", "observation"], {"epistemic_kind": "observation"}),
-        (["--status", "retracted"], {"status": "retracted"}),
-        (["-d", "billing"], {"domain": "billing"}),
-        (["--since", "2024-03-01T00:00:00Z"], {"since": "2024-03-01T00:00:00Z"}),
-        (["--until", "2025-01-01T00:00:00Z"], {"until": "2025-01-01T00:00:00Z"}),
-        (["--limit", "1", "--offset", "1"], {"limit": "1", "offset": "1"}),
-    ]:
-        cli = await ctl_json(api, "memory", "list", "-w", "acme", *flags)
-        assert cli == await from_api(api, "/v1/memories", workspace="acme", **params), flags
-    assert [m["id"] for m in (await ctl_json(api, "memory", "list", "--status", "retracted"))["items"]] == [
-        hr
-    ]
-    assert [m["id"] for m in (await ctl_json(api, "memory", "list", "-d", "billing"))["items"]] == [billing]
-
-    timeline = await ctl_json(api, "memory", "timeline", "-w", "acme", "--order", "asc")
-    assert timeline == await from_api(api, "/v1/timeline", workspace="acme", order="asc")
-    assert [m["id"] for m in timeline["items"]] == [episode, billing, hr]
-
-    human = await ctl(api, "memory", "timeline", "-w", "acme", "--order", "asc")
-    assert human.code == 0, human.stderr
-    assert human.stdout.index("an episode") < human.stdout.index("a fact about billing")
-    assert "2024-01-15T00:00:00+00:00" in human.stdout
 
 
 async def test_show_gives_the_api_detail_with_citing_events_and_source_decisions(api: ApiHarness) -> None:

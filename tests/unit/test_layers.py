@@ -11,8 +11,12 @@ and on a listed one that is gone (take it off the list)."""
 from __future__ import annotations
 
 import ast
+import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from .source_trees import parsed
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("libs", "schemas", "services", "sdk")
@@ -119,7 +123,7 @@ def _imported(tree: ast.AST, package: str) -> list[tuple[int, str]]:
     """(line, module) of every import in ``tree``; ``from a import b`` counts as ``a.b`` when ``b`` is a
     module of this tree (so a package's face does not hide what is taken from it)."""
     out = []
-    for node in ast.walk(tree):
+    for node in _statements(tree):
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -135,6 +139,22 @@ def _imported(tree: ast.AST, package: str) -> list[tuple[int, str]]:
     return out
 
 
+def _statements(node: ast.AST) -> Iterator[ast.AST]:
+    """Every statement under ``node``, however deeply nested (in functions, classes, ``if``, ``try``,
+    ``with``, ``match``): where an import can be. Expressions hold none, so they are not walked."""
+    for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+        for child in getattr(node, field, ()):
+            yield child
+            yield from _statements(child)
+
+
+@functools.cache
+def _imports_in(path: Path, package: str) -> tuple[tuple[int, str], ...]:
+    """:func:`_imported` of a file, read once per test process (two tests scan the whole tree)."""
+    return tuple(_imported(parsed(path), package))
+
+
+@functools.cache
 def _is_module(dotted: str) -> bool:
     parts = dotted.split(".")
     for top in SHIPPED:
@@ -160,7 +180,7 @@ def against_the_direction(root: Path = ROOT) -> dict[str, list[int]]:
     for top in SHIPPED:
         for path in sorted((root / top).rglob("*.py")):
             module, package = _module(path, root)
-            for line, target in _imported(ast.parse(path.read_text(), str(path)), package):
+            for line, target in _imports_in(path, package):
                 if is_against(module, target):
                     found.setdefault(f"{path.relative_to(root)}: {target}", []).append(line)
     return found
@@ -194,7 +214,7 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
     for module, path in paths.items():
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         graph[module] = set()
-        for _, target in _imported(ast.parse(path.read_text(), str(path)), package):
+        for _, target in _imports_in(path, package):
             parts = target.split(".")
             while parts and ".".join(parts) not in paths:
                 parts.pop()  # a name taken from a module: the module

@@ -8,6 +8,8 @@ import ast
 import re
 from pathlib import Path
 
+from .source_trees import parsed
+
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("libs", "services", "sdk", "schemas")
 ADAPTERS = ROOT / "libs" / "noema" / "adapters"
@@ -33,7 +35,7 @@ def sql_outside_adapters() -> list[str]:
         for path in sorted((ROOT / top).rglob("*.py")):
             if path.is_relative_to(ADAPTERS):
                 continue
-            for line, text in _literals(ast.parse(path.read_text(), str(path))):
+            for line, text in _literals(parsed(path)):
                 if SQL.search(text):
                     found.append(f"{path.relative_to(ROOT)}:{line}: {text.strip()[:80]}")
     return found

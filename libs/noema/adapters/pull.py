@@ -79,12 +79,20 @@ class Puller:
         self._gone: str | None = None
         self._sub: Subscription | None = None
         self._interrupted = False
+        self._waking = False
         self.linger = 0.005
         _live.add(self)
 
     def interrupt(self) -> None:
         """Stop waiting for messages from now on (see :func:`interrupt_all`)."""
         self._interrupted = True
+        self._arrived.set()
+
+    def wake(self) -> None:
+        """End the wait of a fetch in progress, and of every later one, without dropping what was
+        received: a fetch returns what is queued, or nothing at once. For a worker's own shutdown,
+        which then hands out what it holds instead of sitting out its fetch timeout."""
+        self._waking = True
         self._arrived.set()
 
     async def start(self) -> Puller:
@@ -147,7 +155,7 @@ class Puller:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while not self._queue:
-            if self._interrupted:
+            if self._interrupted or self._waking:
                 return []  # stopping: what is queued is redelivered to the next instance
             if self._gone is not None:
                 raise ConsumerUnavailable(f"{self._name}: {self._gone}")

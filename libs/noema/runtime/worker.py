@@ -221,8 +221,10 @@ class PullWorker:
             self._delivered = seq
 
     def shutdown(self) -> None:
-        """Stop fetching; the current batch completes (drain), then :meth:`run` returns."""
+        """Stop fetching; the current batch completes (drain), then :meth:`run` returns (at once
+        when waiting for messages: not after the fetch timeout)."""
         self._stopping.set()
+        self._puller.wake()
 
     async def _exhausted(self, msg: Msg) -> bool:
         delivered = msg.metadata.num_delivered

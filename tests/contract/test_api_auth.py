@@ -1,16 +1,17 @@
-"""Operator tokens over the real servers: no token or a wrong one is 401, and a workspace token reads
-only its workspace, where PostgreSQL's row-level security scopes the connection as well as the
-handlers' checks. The other token rules run over the in-memory composition in
-tests/unit/test_api_auth_in_memory.py."""
+"""Operator tokens, over both compositions (tests/contract/api_backends.py): no token or a wrong one
+is 401, and a workspace token reads only its workspace — over the real servers PostgreSQL's row-level
+security scopes the connection as well as the handlers' checks. Written once, from the copies that
+were in tests/integration/test_api_auth.py and tests/unit/test_api_auth_in_memory.py (assertions
+kept). The other token rules run in memory only, in tests/unit/test_api_auth_in_memory.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.integration.api_harness import ApiHarness, api, memory
+from tests.contract.api_backends import AnyApi, api, api_over_servers, either_api
+from tests.integration.api_harness import memory
 
-pytestmark = pytest.mark.integration
-__all__ = ["api"]
+__all__ = ["api", "api_over_servers", "either_api"]
 
 
 MISSING = ("missing token: send `Authorization: Bearer <token>`", 'Bearer realm="noema"')
@@ -31,8 +32,9 @@ INVALID = ("invalid token", 'Bearer realm="noema", error="invalid_token"')
     ],
 )
 async def test_a_missing_or_invalid_token_is_refused_with_401(
-    api: ApiHarness, header: str | None, expected: tuple[str, str]
+    either_api: AnyApi, header: str | None, expected: tuple[str, str]
 ) -> None:
+    api = either_api
     headers = {"Authorization": header} if header is not None else {}
     error, challenge = expected
     for method, path in [("GET", "/v1/memories"), ("GET", "/v1/audit"), ("POST", "/v1/memories/x/retract")]:
@@ -42,7 +44,8 @@ async def test_a_missing_or_invalid_token_is_refused_with_401(
         assert res.headers["WWW-Authenticate"] == challenge, (method, path)
 
 
-async def test_a_workspace_token_reads_only_its_workspace(api: ApiHarness) -> None:
+async def test_a_workspace_token_reads_only_its_workspace(either_api: AnyApi) -> None:
+    api = either_api
     ours, theirs = await api.given(memory("ours"), memory("theirs", workspace="globex"))
     listed = (await api.acme.get("/v1/memories")).json()["items"]
     assert [m["id"] for m in listed] == [ours]
