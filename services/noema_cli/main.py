@@ -28,6 +28,7 @@ from . import (
     dlq_cmd,
     erase_cmd,
     knowledge_cmd,
+    lazy,
     mcp_cmd,
     operator_cmd,
     params,
@@ -512,8 +513,9 @@ mcp_cmd.register(app)
 
 
 def main() -> None:
-    """Entry point of the ``noemactl`` script."""
-    app()
+    """Entry point of the ``noemactl`` script: the command tree, each command converted when the
+    command line names it (:mod:`noema_cli.lazy`)."""
+    lazy.command(app)()
 
 
 if __name__ == "__main__":

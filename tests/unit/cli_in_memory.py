@@ -20,6 +20,7 @@ import typer.testing
 from typer.testing import CliRunner
 
 from noema.composition.instance import Instance
+from noema_cli import lazy
 from noema_cli.main import app as noemactl
 from tests.unit.api_in_memory import InMemoryApi, in_memory_api
 
@@ -39,9 +40,10 @@ _COMMANDS: dict[int, Any] = {}
 
 def _command(app: typer.Typer) -> Any:
     """The Click command of a Typer app, built once (as a process builds it once): building it takes
-    most of an in-process command's time."""
+    most of an in-process command's time. noemactl's is the tree its process runs (each command
+    made on first use, :mod:`noema_cli.lazy`)."""
     if id(app) not in _COMMANDS:
-        _COMMANDS[id(app)] = typer.main.get_command(app)
+        _COMMANDS[id(app)] = lazy.command(app) if app is noemactl else typer.main.get_command(app)
     return _COMMANDS[id(app)]
 
 
