@@ -1,7 +1,8 @@
 """``noemactl`` over the in-memory composition: the CLI's commands run in process (Typer's test
 runner, in a thread of their own, as each command runs its own event loop) against the application
 facade of the in-memory API harness (:mod:`tests.unit.api_in_memory`), which the CLI opens in place
-of the servers' :class:`~noema.composition.instance.Instance`. The CLI as a process against the real
+of the servers' :class:`~noema.composition.instance.Instance` (and of the reader of memory alone,
+:func:`~noema.composition.reader.open_reader`). The CLI as a process against the real
 servers is tested in tests/integration/test_cli_reads.py."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import typer.main
 import typer.testing
 from typer.testing import CliRunner
 
+from noema.composition import reader
 from noema.composition.instance import Instance
 from noema_cli import lazy
 from noema_cli.main import app as noemactl
@@ -82,5 +84,6 @@ async def api(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[InMemoryApi]:
             yield harness.instance
 
         monkeypatch.setattr(Instance, "open", opened)
+        monkeypatch.setattr(reader, "open_reader", opened)  # the reads of memory alone (a search)
         monkeypatch.setattr(typer.testing, "_get_command", _command)
         yield harness
