@@ -17,12 +17,11 @@ active and its ``valid_until`` is unset or later than ``at``.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from noema.domain.knowledge import FactView
 from noema.domain.ranking import Candidate
@@ -31,6 +30,9 @@ from noema.domain.sealing import KeyBytes
 from noema.errors import WorkerFatal
 from noema.observations import Stored
 from noema_events import Event, ObservationRecorded, Recorded
+
+if TYPE_CHECKING:  # an annotation only: `noemactl --help` imports the ports, not the event loop
+    import asyncio
 
 __all__ = [
     "AccessReads",

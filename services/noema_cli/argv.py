@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
-from typer.core import TyperGroup
 from typer.exceptions import Abort
 
 from .common import fail, state
+from .lazy import LazyGroup
 
 __all__ = ["Utf8Group", "json_requested", "undecodable"]
 
@@ -71,7 +71,7 @@ def _usage_message(exc: ClickException) -> str:
     return message
 
 
-class Utf8Group(TyperGroup):
+class Utf8Group(LazyGroup):
     """The root command group: refuses undecodable input before parsing, so no command (not even
     one that would connect to a running instance first) sees it; under ``--json``, an error found
     while parsing the arguments (an unknown option, a value out of range) is the JSON object

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     # The application layer (asyncpg, nats, NumPy) loads when a command runs, not for --help:
     # what a command module imports at its top is what `noemactl --help` waits for.
+    from noema.application.memory_reads import MemoryReader
     from noema.composition.instance import Instance
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "out",
     "print_json",
     "progress_bar",
+    "read_memory",
     "run",
     "run_app",
     "run_read",
@@ -54,6 +56,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+R = TypeVar("R", bound="MemoryReader")
 
 
 class _Console:
@@ -289,12 +292,42 @@ def run_read(
     otherwise), else ``""``."""
 
     async def go(app: Instance) -> tuple[T, str]:
-        result = await read(app)
-        if not workspace or not empty(result) or await app.workspace_exists(workspace):
-            return result, ""
-        return result, f" (nothing was ever recorded in workspace {workspace}: is the name right?)"
+        return await _noted(app, read, workspace, empty)
 
     return run_app(go, as_of, reads_only=True)
+
+
+def read_memory(
+    read: Callable[[MemoryReader], Coroutine[Any, Any, T]],
+    workspace: str | None,
+    empty: Callable[[T], bool],
+    as_of: str | None = None,
+) -> tuple[T, str]:
+    """:func:`run_read` for a read of memory alone (a search, the listing, the timeline): over a
+    reader of the read model (:func:`noema.composition.reader.open_reader`), which loads none of
+    the rest of the application (a search's start-up, issue 32); as of a point, over the instance's
+    view of it, as :func:`run_read` reads."""
+    if as_of is not None:
+        return run_read(read, workspace, empty, as_of)
+    from noema.adapters.postgres.tenancy import ALL_WORKSPACES
+    from noema.composition.reader import open_reader
+
+    async def go(settings: Located) -> tuple[T, str]:
+        # The operator's own CLI reads every workspace (each command names the one it asks about).
+        async with open_reader(settings, name="noemactl", pool_size=2, workspace=ALL_WORKSPACES) as reader:
+            return await _noted(reader, read, workspace, empty)
+
+    return run(go)
+
+
+async def _noted(
+    app: R, read: Callable[[R], Coroutine[Any, Any, T]], workspace: str | None, empty: Callable[[T], bool]
+) -> tuple[T, str]:
+    """``read`` of ``app``, and what to add to its answer when it is empty (:func:`run_read`)."""
+    result = await read(app)
+    if not workspace or not empty(result) or await app.workspace_exists(workspace):
+        return result, ""
+    return result, f" (nothing was ever recorded in workspace {workspace}: is the name right?)"
 
 
 def operator_name() -> str:

@@ -28,6 +28,7 @@ from . import (
     dlq_cmd,
     erase_cmd,
     knowledge_cmd,
+    lazy,
     mcp_cmd,
     operator_cmd,
     params,
@@ -49,9 +50,9 @@ from .common import (
     out,
     print_json,
     progress_bar,
+    read_memory,
     run,
     run_app,
-    run_read,
     state,
     use,
 )
@@ -257,7 +258,7 @@ def memory_search(
 
     Example: noemactl memory search "deploy key" --workspace acme --explain
     """
-    from noema.application.facade import SearchOptions
+    from noema.application.memory_reads import SearchOptions
 
     use(data_dir)
     options = SearchOptions(
@@ -279,7 +280,7 @@ def memory_search(
         fail("--agent/--role search inside one workspace: give --workspace too", 2)
     who = caller(workspace, agent, role) if (agent or role) and workspace else None
 
-    found, note = run_read(
+    found, note = read_memory(
         lambda app: app.search(who, query, options, workspace), workspace, lambda r: not r.results, as_of
     )
     response = dataclasses.asdict(found)
@@ -512,8 +513,9 @@ mcp_cmd.register(app)
 
 
 def main() -> None:
-    """Entry point of the ``noemactl`` script."""
-    app()
+    """Entry point of the ``noemactl`` script: the command tree, each command converted when the
+    command line names it (:mod:`noema_cli.lazy`)."""
+    lazy.command(app)()
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ The server acts as one agent, fixed by ``--workspace``/``--agent``/``--role`` (o
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Literal
 
@@ -70,6 +69,8 @@ def serve(
 
     Example: noemactl mcp serve --workspace acme --agent alice --role engineer
     """
+    import asyncio  # the event loop: loaded by the command that runs one, not by --help
+
     from noema_mcp.service import is_loopback
     from noema_mcp.service import serve as serve_mcp
 

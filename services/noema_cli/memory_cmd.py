@@ -1,7 +1,8 @@
 """``noemactl memory list|timeline|show``: the operators' reads of memory.
 
-Each calls the application layer (:class:`noema.application.facade.Noema`), as the HTTP API does: the
-same filters,
+Each calls the application layer (:class:`noema.application.facade.Noema`; the listing and the
+timeline its reader of memory alone, :class:`noema.application.memory_reads.MemoryReader`), as
+the HTTP API does: the same filters,
 checked by the same rules (:func:`noema.application.views.parse`), and ``--json`` prints what the API answers.
 """
 
@@ -16,7 +17,7 @@ from noema.application.views import ListQuery, MemoryDetail, TimelineQuery, pars
 from noema.errors import InvalidQuery
 from noema.instants import FORMS
 
-from .common import AsOfOption, DataDir, JsonOption, clip, fail, out, run_app, run_read, use
+from .common import AsOfOption, DataDir, JsonOption, clip, fail, out, read_memory, run_app, use
 from .render import erased_content, event_table, memory_table, print_page, print_record, when
 
 __all__ = ["register"]
@@ -75,7 +76,7 @@ def memory_list(
         offset=offset,
     )
 
-    page, note = run_read(lambda app: app.list_memories(query), workspace, lambda p: not p.items, as_of)
+    page, note = read_memory(lambda app: app.list_memories(query), workspace, lambda p: not p.items, as_of)
     print_page(page, as_json, memory_table(page.items), f"no matching memories{note}")
 
 
@@ -113,7 +114,7 @@ def memory_timeline(
         offset=offset,
     )
 
-    page, note = run_read(lambda app: app.timeline(query), workspace, lambda p: not p.items, as_of)
+    page, note = read_memory(lambda app: app.timeline(query), workspace, lambda p: not p.items, as_of)
     period = " in this period" if since or until else ""
     empty = f"no memories in workspace {workspace}{f' / mind {mind}' if mind else ''}{period}{note}"
     print_page(page, as_json, memory_table(page.items, happened=True), empty)

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from noema.application import curation
 from noema.application.views import parse
 from noema.errors import InvalidQuery
 
@@ -22,6 +21,7 @@ from .common import DataDir, JsonOption, err, fail, operator_name, out, print_js
 from .memory_cmd import INSTANT, KINDS
 
 if TYPE_CHECKING:  # the application layer loads when a command runs, not for --help
+    from noema.application import curation
     from noema.application.facade import StatusAction
     from noema.composition.instance import Instance
 
@@ -117,9 +117,11 @@ def add(
     Example: noemactl memory add "the on-call phone is 555-0100" -w acme -d ops --reason "runbook"
     """
     use(data_dir)
+    from noema.application.curation import KnowledgeEntry
+
     try:
         entry = parse(
-            curation.KnowledgeEntry,
+            KnowledgeEntry,
             {
                 "workspace": workspace,
                 "content": content,

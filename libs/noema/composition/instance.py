@@ -20,7 +20,6 @@ import asyncpg
 import msgspec
 import structlog
 
-from noema.adapters.embedders import create_embedder
 from noema.adapters.postgres.keyring import PostgresKeyring
 from noema.adapters.postgres.knowledge import PostgresKnowledge
 from noema.adapters.postgres.queries import MemoryQueries
@@ -296,6 +295,9 @@ class Instance(Noema):
             return await self._parent.embedder()
         async with self._embedder_lock:
             if not self._embedder_loaded:
+                # The embedders (the HTTP client among them) load with the first search that needs one.
+                from noema.adapters.embedders import create_embedder
+
                 self._embedder = await asyncio.to_thread(
                     create_embedder, self.settings.embedder, self.settings.remote_embedder
                 )

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from noema.adapters.dlq_policy import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DeadLetterPolicy
 from noema.adapters.nats_auth import NatsAuth
-from noema.adapters.openai_embedder import ROLES, RemoteOptions
+from noema.adapters.openai_options import ROLES, RemoteOptions
 from noema.domain.admission import AdmissionLimits
 from noema.domain.knowledge import DEFAULT_WM_CAPACITY
 from noema.errors import Kind, NoemaError

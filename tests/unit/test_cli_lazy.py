@@ -1,0 +1,75 @@
+"""The command tree ``noemactl`` runs (:mod:`noema_cli.lazy`) is typer's tree, each command made when
+the command line names it: the same commands in the same order, with the same options and help."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import typer.main
+from typer._click import Context
+from typer._click.exceptions import UsageError
+
+from noema_cli import lazy
+from noema_cli.main import app
+
+
+def _tree(command: Any, path: tuple[str, ...] = ("noemactl",), parent: Any = None) -> Iterator[Any]:
+    """Every command of the tree: its path, help page and options."""
+    ctx = Context(command, info_name=path[-1], parent=parent)
+    options = [(p.name, (*p.opts, *p.secondary_opts), p.required, p.multiple) for p in command.params]
+    yield path, command.get_help(ctx), options, bool(getattr(command, "no_args_is_help", False))
+    if hasattr(command, "list_commands"):
+        for name in command.list_commands(ctx):
+            yield from _tree(command.get_command(ctx, name), (*path, name), ctx)
+
+
+def test_the_lazy_tree_is_typers_tree() -> None:
+    eager = list(_tree(typer.main.get_command(app)))
+    made = list(_tree(lazy.command(app)))
+    assert len(made) == len(eager) > 60
+    for ours, typers in zip(made, eager, strict=True):
+        assert ours == typers, ours[0]
+
+
+@pytest.fixture
+def made(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the commands made from typer's registrations, in order."""
+    names: list[str] = []
+    make = typer.main.get_command_from_info
+
+    def counted(info: Any, **options: Any) -> Any:
+        command = make(info, **options)
+        names.append(str(command.name))
+        return command
+
+    monkeypatch.setattr(typer.main, "get_command_from_info", counted)
+    return names
+
+
+def test_a_command_line_makes_only_the_commands_it_names(made: list[str]) -> None:
+    root = lazy.command(app)
+    with pytest.raises(SystemExit) as shown:  # --help prints the page and exits 0
+        root.main(["memory", "search", "--help"], prog_name="noemactl")
+    assert shown.value.code == 0
+    assert made == ["search"]  # not the other 54, nor memory's other commands
+
+
+def test_the_root_help_makes_each_command_but_not_those_of_the_groups_under_it(
+    made: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = lazy.command(app)
+    with pytest.raises(SystemExit):
+        root.main(["--help"], prog_name="noemactl")
+    shown = capsys.readouterr().out
+    assert "search" not in made  # memory's
+    assert "retry" not in made  # dlq's
+    for name in ("up", "observe", "memory", "dlq", "agent"):
+        assert f"  {name} " in shown
+
+
+def test_a_mistyped_command_is_still_told_the_name_it_meant() -> None:
+    with pytest.raises(UsageError) as refused:
+        lazy.command(app).main(["memroy", "search", "x"], prog_name="noemactl", standalone_mode=False)
+    assert "Did you mean 'memory'?" in refused.value.format_message()
