@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import functools
 import sys
 from pathlib import Path
@@ -44,9 +45,19 @@ ENDPOINTS: tuple[Endpoint, ...] = (
 """Every endpoint, in the order the OpenAPI document lists them."""
 
 
-def main() -> int:
-    """Write the document to ``schemas/openapi.json`` (or the path given)."""
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else OPENAPI_PATH
-    target.write_text(render(build_openapi(ENDPOINTS)))
-    print(f"wrote {target}")
+def main(argv: list[str] | None = None) -> int:
+    """Write the document to ``schemas/openapi.json`` (or the path given), or with ``--check`` fail
+    when the written one is stale (as ``python -m noema_service.documents --check`` does)."""
+    parser = argparse.ArgumentParser(prog="python -m noema_api.routes", description=main.__doc__)
+    parser.add_argument("path", nargs="?", type=Path, default=OPENAPI_PATH, help="where to write it")
+    parser.add_argument("--check", action="store_true", help="fail if the file is stale")
+    args = parser.parse_args(argv)
+    text = render(build_openapi(ENDPOINTS))
+    if args.check:
+        if not args.path.exists() or args.path.read_text() != text:
+            print(f"stale: {args.path}; run `make openapi` and commit the result", file=sys.stderr)
+            return 1
+        return 0
+    args.path.write_text(text)
+    print(f"wrote {args.path}")
     return 0
