@@ -241,7 +241,6 @@ _DRIVERS_UNAVAILABLE = frozenset(
     {
         "nats.Error",
         "asyncpg.InterfaceError",
-        "asyncpg.InternalClientError",
         "asyncpg.PostgresConnectionError",
         "asyncpg.OperatorInterventionError",
         "asyncpg.InsufficientResourcesError",

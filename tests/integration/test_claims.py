@@ -360,3 +360,19 @@ async def test_a_services_pool_closes_even_with_a_connection_never_given_back(ha
     await pool.acquire()  # never released
     await asyncio.wait_for(stack.aclose(), POOL_CLOSE_S + 10)
     assert pool.is_closing()
+
+
+async def test_a_claims_connection_left_in_a_broken_protocol_state_loses_the_claim(
+    harness: Harness, pools: tuple[asyncpg.Pool, asyncpg.Pool]
+) -> None:
+    # After a PostgreSQL restart a connection can come back in a state asyncpg's protocol refuses:
+    # the session's state is unknown, so the owner must not write on it again.
+    claim = AdvisoryClaim(pools[0], harness.settings.db_schema, "conflicts", poll_s=0.1)
+    assert await claim.acquire(asyncio.Event())
+    broken = asyncpg.InternalClientError("cannot switch to state 15; another operation (2) is in progress")
+    with pytest.raises(ClaimLost, match="cannot switch to state"):
+        async with claim.connection():
+            raise broken
+    assert claim.state == "lost"
+    await claim.release()
+    assert pools[0].get_size() == pools[0].get_idle_size(), "a connection is still out of the pool"

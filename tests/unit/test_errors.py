@@ -102,10 +102,7 @@ def test_every_kind_has_one_row_and_distinct_http_statuses() -> None:
         (TimeoutError(), Kind.UNAVAILABLE),
         (nats.errors.NoServersError(), Kind.UNAVAILABLE),
         (asyncpg.exceptions.CannotConnectNowError("starting"), Kind.UNAVAILABLE),
-        (
-            asyncpg.InternalClientError("cannot switch to state 15; another operation (2) is in progress"),
-            Kind.UNAVAILABLE,
-        ),
+        (asyncpg.InternalClientError("no codec for composite attribute type"), Kind.INTERNAL),
         (KeyError("bug"), Kind.INTERNAL),
         (ValueError("bug"), Kind.INTERNAL),
     ],

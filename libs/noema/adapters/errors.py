@@ -12,18 +12,13 @@ import nats.errors
 
 from noema.ports import ConcurrentWrite
 
-__all__ = ["BACKEND_UNAVAILABLE", "TRANSIENT"]
+__all__ = ["BACKEND_UNAVAILABLE", "TRANSIENT", "broken_connection"]
 
 BACKEND_UNAVAILABLE: tuple[type[BaseException], ...] = (
     OSError,
     TimeoutError,
     nats.errors.Error,
     asyncpg.InterfaceError,
-    # A pooled connection the server dropped mid-operation can come back in a state the client's
-    # protocol refuses ("cannot switch to state 15; another operation (2) is in progress", seen
-    # after a PostgreSQL restart): the connection's fault, never the message's. The pool terminates
-    # it when its reset fails, so a retry gets another.
-    asyncpg.InternalClientError,
     asyncpg.PostgresConnectionError,
     # The server shut down, restarts, cancelled the statement, or is out of connections or resources.
     asyncpg.exceptions.OperatorInterventionError,
@@ -40,3 +35,12 @@ TRANSIENT: tuple[type[BaseException], ...] = (
     ConcurrentWrite,
 )
 """Failures a worker retries with backoff, never holding them against the message."""
+
+
+def broken_connection(exc: BaseException) -> bool:
+    """Whether ``exc`` is a pooled connection left in a state the driver's protocol refuses
+    ("cannot switch to state 15; another operation (2) is in progress"): seen after a PostgreSQL
+    restart, on a connection the server dropped mid-operation. The connection's fault, never the
+    message's: the pool terminates it when its reset fails, so a retry gets another. Only that
+    message: asyncpg's other client-side errors (codecs, a stale schema cache) are bugs to see."""
+    return isinstance(exc, asyncpg.InternalClientError) and str(exc).startswith("cannot switch to state")

@@ -4,8 +4,10 @@ gracefully on SIGTERM.
 Every consumer handles failures the same way (:class:`PullWorker`):
 
 - **Transient** failures (:data:`noema.adapters.errors.TRANSIENT`: a server gone or restarting, a
-  lost race) are retried with capped exponential backoff for as long as they last; the messages are
-  kept in progress meanwhile, so JetStream does not hand them out again.
+  lost race), and a pooled database connection left in a state the driver refuses
+  (:func:`noema.adapters.errors.broken_connection`), are retried with capped exponential backoff
+  for as long as they last; the messages are kept in progress meanwhile, so JetStream does not
+  hand them out again.
 - **Any other exception** is held against the batch, not the worker: the batch is split and each
   message handled alone, so the good ones go through. A message that keeps failing on its own is
   retried :data:`MAX_ATTEMPTS` times, then dead-lettered as ``failed`` (most likely a bug: fix it, then
@@ -37,7 +39,7 @@ import structlog
 from nats.aio.msg import Msg
 
 from noema.adapters import tracing
-from noema.adapters.errors import TRANSIENT
+from noema.adapters.errors import TRANSIENT, broken_connection
 from noema.adapters.jetstream import FAILED
 from noema.adapters.liveness import watch_connections
 from noema.adapters.metrics import Metrics
@@ -251,7 +253,11 @@ class PullWorker:
                 self._note(exc, msgs, "transient failure; retrying", transient)
                 delay = backoff(transient, self._backoff_base)
             except Exception as exc:
-                if len(msgs) > 1:
+                if broken_connection(exc):  # the pool's connection, not the message: retried
+                    transient += 1
+                    self._note(exc, msgs, "broken database connection; retrying", transient)
+                    delay = backoff(transient, self._backoff_base)
+                elif len(msgs) > 1:
                     # Hold it against one message, not the batch: each is handled alone.
                     self._note(exc, msgs, "batch failed; handling its messages one by one", 1)
                     for msg in msgs:
@@ -259,13 +265,14 @@ class PullWorker:
                             return
                         await self._handle([msg])
                     return
-                failures += 1
-                self._note(exc, msgs, "message failed", failures)
-                if failures >= self._max_attempts:
-                    await self._reject(msgs[0], f"handling failed {failures} times: {_describe(exc)}")
-                    self._processed.inc()
-                    return
-                delay = backoff(failures, self._backoff_base)
+                else:
+                    failures += 1
+                    self._note(exc, msgs, "message failed", failures)
+                    if failures >= self._max_attempts:
+                        await self._reject(msgs[0], f"handling failed {failures} times: {_describe(exc)}")
+                        self._processed.inc()
+                        return
+                    delay = backoff(failures, self._backoff_base)
             else:
                 self.last_error = None
                 self._processed.inc(len(msgs))

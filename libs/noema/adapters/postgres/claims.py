@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import structlog
 
+from noema.adapters.errors import broken_connection
 from noema.ports import ClaimLost, ClaimState
 
 __all__ = ["GIVE_BACK_S", "KEEPALIVE_SQL", "AdvisoryClaim", "AdvisoryPartitions", "claim_key"]
@@ -155,6 +156,11 @@ class AdvisoryClaim:
                 raise
             except asyncpg.AdminShutdownError as exc:  # pg_terminate_backend, or a server shutdown
                 raise self._lose(f"{type(exc).__name__}: {exc}") from exc
+            except asyncpg.InternalClientError as exc:
+                if broken_connection(exc):  # the session's state is unknown: not ours to write on
+                    conn.terminate()
+                    raise self._lose(f"{type(exc).__name__}: {exc}") from exc
+                raise
 
     async def release(self) -> None:
         """Unlock (when still the owner) and give the connection back to the pool: at a clean stop,
