@@ -13,6 +13,7 @@ import pytest
 from noema.adapters.postgres.history import scope_sql, search_path
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness
+from tests.integration.test_asof_term_counts import insert_below
 from tests.integration.test_recall import given, memory
 
 pytestmark = pytest.mark.integration
@@ -67,6 +68,9 @@ async def test_as_of_scope_sizes_equal_the_memories_up_to_each_point(harness: Ha
     await harness.pool.execute("UPDATE memories SET content = 'resealed' WHERE id = $1", ids[5])
     gone = [ids[3], ids[200], ids[900]]
     await harness.pool.execute("DELETE FROM memories WHERE id = ANY($1::text[])", gone)
+    assert await _mismatches(harness) == []
+    # A memory inserted after later ones (below marks already written): they count it too.
+    await insert_below(harness, ids[10], 2)
     assert await _mismatches(harness) == []
 
     # A bulk load writes the marks once at the end, from the memories.

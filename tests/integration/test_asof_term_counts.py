@@ -22,6 +22,26 @@ DIRECT = """SELECT t.lexeme, (SELECT count(*) FROM {schema}.memory_postings p
 AS_OF = "SELECT lexeme, memories FROM memory_terms WHERE workspace = 'acme' ORDER BY 1"
 
 
+async def insert_below(harness: Harness, source: str, origin_seq: int) -> None:
+    """A copy of memory ``source`` under a new id, created at ``origin_seq``, inserted after later
+    memories: as the projector does when a batch's fact proposals (applied after its memories) are
+    older than some of its memories."""
+    columns = [
+        r["column_name"]
+        for r in await harness.pool.fetch(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND table_name = 'memories' AND is_generated = 'NEVER' ORDER BY ordinal_position"
+        )
+    ]
+    chosen = ", ".join({"id": "$2", "origin_seq": "$3"}.get(c, c) for c in columns)
+    await harness.pool.execute(
+        f"INSERT INTO memories ({', '.join(columns)}) SELECT {chosen} FROM memories WHERE id = $1",
+        source,
+        f"below-{source}",
+        origin_seq,
+    )
+
+
 async def _mismatches(harness: Harness) -> list[int]:
     """The sequences at which an as-of count differs from the direct count."""
     schema = harness.settings.db_schema
@@ -61,6 +81,9 @@ async def test_as_of_word_counts_equal_the_postings_up_to_each_point(harness: Ha
     await harness.pool.execute(
         "DELETE FROM memories WHERE id = ANY($1::text[])", [ids[10], ids[60], ids[150]]
     )
+    assert await _mismatches(harness) == []
+    # A memory inserted after later ones (below marks already written): they count it too.
+    await insert_below(harness, ids[30], 2)
     assert await _mismatches(harness) == []
 
     # A bulk load writes the marks once at the end, from the postings.
