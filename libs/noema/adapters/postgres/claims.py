@@ -169,7 +169,10 @@ class AdvisoryClaim:
             with contextlib.suppress(Exception):
                 async with self._lock:
                     await self._conn.fetchval(
-                        "SELECT pg_advisory_unlock(hashtext($1), $2)", self._key, self._partition
+                        "SELECT pg_advisory_unlock(hashtext($1), $2)",
+                        self._key,
+                        self._partition,
+                        timeout=GIVE_BACK_S,
                     )
         self._state = "lost"
         await self._give_back()
@@ -283,8 +286,11 @@ class AdvisoryPartitions:
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        with contextlib.suppress(Exception):
+        try:
             if not _closed(conn):
                 async with self._lock:
-                    await conn.execute("SELECT pg_advisory_unlock_all()")
-            await self._pool.release(conn)
+                    await conn.execute("SELECT pg_advisory_unlock_all()", timeout=GIVE_BACK_S)
+            await asyncio.wait_for(self._pool.release(conn), GIVE_BACK_S)
+        except Exception:  # the session is gone or hangs: ending it frees every lock it held
+            with contextlib.suppress(Exception):
+                conn.terminate()
