@@ -579,7 +579,8 @@ class WordsEmbedder:
 
 
 def _with_embedder(app: Instance, embedder: WordsEmbedder) -> None:
-    app._embedder, app._embedder_loaded = embedder, True  # as loaded from NOEMA_EMBEDDER
+    loaded = app._query_embedder
+    loaded._embedder, loaded._loaded = embedder, True  # as loaded from NOEMA_EMBEDDER
 
 
 async def test_as_of_search_compares_the_vectors_held_then_exactly(

@@ -27,6 +27,7 @@ from noema.adapters.postgres.tenancy import NO_WORKSPACE, workspace_scope
 from noema.adapters.postgres.voices import RecallStore
 from noema.application.facade import Noema
 from noema.application.knowledge import Knowledge
+from noema.composition.reader import QueryEmbedder
 from noema.errors import Unavailable
 from noema.ports import Embedder, ExpectingSink, ObservationSink
 from noema.runtime.settings import Located
@@ -122,9 +123,7 @@ class Instance(Noema):
             publisher = self._events = EventPublisher(nc, self.topology, KeyringSealer(PostgresKeyring(pool)))
             observations = JetStreamObservations(nc, self.topology)
         self._parent = parent
-        self._embedder: Embedder | None = None
-        self._embedder_loaded = False
-        self._embedder_lock = asyncio.Lock()
+        self._query_embedder = QueryEmbedder(settings)
         self.workspace = NO_WORKSPACE
         """What this instance's connections see by default under row-level security."""
         self._store = store
@@ -293,16 +292,8 @@ class Instance(Noema):
     async def _loaded_embedder(self) -> Embedder | None:
         if self._parent is not None:
             return await self._parent.embedder()
-        async with self._embedder_lock:
-            if not self._embedder_loaded:
-                # The embedders (the HTTP client among them) load with the first search that needs one.
-                from noema.adapters.embedders import create_embedder
-
-                self._embedder = await asyncio.to_thread(
-                    create_embedder, self.settings.embedder, self.settings.remote_embedder
-                )
-                self._embedder_loaded = True
-        return self._embedder
+        # The embedders (the HTTP client among them) load with the first search that needs one.
+        return await self._query_embedder()
 
     async def erase(self, request: ErasureRequest) -> ErasureReport:
         """Operators: erase a subject's, a memory's or an observation's content for good, keeping

@@ -22,12 +22,12 @@ from noema.ports import Embedder
 from noema.runtime.settings import Located
 from noema.runtime.wiring import open_pool
 
-__all__ = ["open_reader"]
+__all__ = ["QueryEmbedder", "open_reader"]
 
 
-class _QueryEmbedder:
+class QueryEmbedder:
     """The embedder the settings name, made by the first search that needs one (a model loads in a
-    thread, in about a second), then kept."""
+    thread, in about a second), then kept: the reader's and the instance's."""
 
     def __init__(self, settings: Located) -> None:
         self._settings = settings
@@ -68,5 +68,5 @@ async def open_reader(
             memories=MemoryQueries(pool),
             voices=await RecallStore.open(pool),
             access=AccessControl(PostgresKnowledge(pool)),
-            embedder=_QueryEmbedder(settings),
+            embedder=QueryEmbedder(settings),
         )
