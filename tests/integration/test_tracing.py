@@ -175,6 +175,7 @@ async def test_an_operator_request_continues_the_trace_it_came_with(api: ApiHarn
     action_id = res.json()["action_event_id"]
     [headers] = [h for ev, h in await _events(api.h, 0) if ev.id == action_id]
     assert (trace_id_of(headers), headers.get("tracestate")) == (TRACE, "vendor=abc")
+    await api.caught_up()  # a restore is checked against the read model: the retraction must be in it
     hostile = await api.admin.post(
         f"/v1/memories/{memory_id}/restore", json={"reason": "back"}, headers={"traceparent": "00-zz"}
     )
