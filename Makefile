@@ -64,17 +64,17 @@ run: $(STAMP) ## Start Noema on the embedded default (NATS + PostgreSQL in ./var
 # processes, or takes a while, and is marked integration or slow.
 FAST := not integration and not slow
 
-# The real-server tier waits on its servers far more than it computes (one test at a time, two cores
-# stay under a load average of 1), so it runs in TEST_WORKERS processes, each with servers of its
-# own, a module's tests in one process (pytest-xdist, --dist loadfile); the fault tests, which time
-# outages and kills, run after it one at a time. TEST_WORKERS=0 runs everything in one process.
-TEST_WORKERS ?= 3
+# The real-server tier waits on its servers far more than it computes, so it runs in TEST_WORKERS
+# processes, each with servers of its own (pytest-xdist). A module's tests stay in one process (its
+# fixtures are made once) unless it is marked `spread`; the fault tests, which time outages and kills,
+# are one group: one process runs them one at a time, from the start, beside the rest. The longest
+# modules start first (tests/conftest.py). TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 4
 REAL := -m "integration or slow"
 ifeq ($(TEST_WORKERS),0)
 REAL_TIERS = $(BIN)/python -m pytest $(REAL)
 else
-REAL_TIERS = $(BIN)/python -m pytest $(REAL) -n $(TEST_WORKERS) --dist loadfile --ignore=tests/faults && \
-	$(BIN)/python -m pytest $(REAL) tests/faults
+REAL_TIERS = $(BIN)/python -m pytest $(REAL) -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 endif
 
 test: $(STAMP) $(LANGCHAIN_STAMP) $(NODE_STAMP) ## Run every test: the fast tier first (stops on a failure), then the rest once

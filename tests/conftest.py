@@ -72,12 +72,58 @@ def _containers() -> Iterator[Servers]:
         yield Servers(url, pg.get_connection_url())
 
 
+LONG_FIRST = (
+    "tests/integration/test_asof.py",
+    "tests/e2e/test_noemactl.py",
+    "tests/e2e/test_wheel_install.py",
+    "tests/e2e/test_status.py",
+    "tests/integration/test_erasure.py",
+    "tests/integration/test_admission.py",
+    "tests/e2e/test_projection_switch.py",
+    "tests/e2e/test_projector_kill.py",
+    "tests/integration/test_asof_scope_marks.py",
+    "tests/e2e/test_erasure_on_disk.py",
+    "tests/integration/test_projection_versions.py",
+    "tests/integration/test_mcp.py",
+    "tests/integration/test_node_clients.py",
+)
+"""The real-server tier's longest modules (``--durations`` of a fresh-clone run), started first so
+that no long module is left to run alone at the end. Only the order: a module missing here, or one
+that no longer exists, changes nothing else."""
+
+
+def _schedule(item: pytest.Item) -> tuple[int, int]:
+    """Where a test goes in the run's order: the fault tests first (one group: a single pytest-xdist
+    worker runs them one at a time, beside the rest), then the modules whose tests run apart (marked
+    ``spread``), then :data:`LONG_FIRST`, then the rest in collection order."""
+    path = item.nodeid.split("::", 1)[0]
+    if path.startswith("tests/faults/"):
+        return (0, 0)
+    if item.get_closest_marker("spread"):
+        return (1, 0)
+    if path in LONG_FIRST:
+        return (2, LONG_FIRST.index(path))
+    return (3, 0)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (``--dist loadgroup``)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that takes the real servers (directly or through a fixture) is an integration test,
-    marked or not: the fast tier (``-m "not integration and not slow"``) never starts a server."""
+    marked or not: the fast tier (``-m "not integration and not slow"``) never starts a server.
+
+    For pytest-xdist's ``--dist loadgroup`` (``make test``), a module's tests stay in one worker (the
+    module's fixtures are made once), except in a module marked ``spread``, whose tests each set up
+    what they need; the fault tests are one group. The order is :func:`_schedule`'s (a stable sort:
+    collection order within each rank), which ``--no-loadscope-reorder`` keeps."""
     for item in items:
         if "servers" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.integration)
+        path = item.nodeid.split("::", 1)[0]
+        if item.get_closest_marker("xdist_group") or item.get_closest_marker("spread"):
+            continue
+        group = "faults" if path.startswith("tests/faults/") else path
+        item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=_schedule)
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ enforces on input.
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +34,12 @@ from schemathesis.specs.openapi.checks import (
 from tests.integration.api_harness import ADMIN, ApiHarness, api, memory
 from tests.integration.http_support import serving
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.spread]
 __all__ = ["api"]
 
 OPENAPI = Path(__file__).resolve().parents[2] / "schemas" / "openapi.json"
 EXAMPLES = 10
-"""Per operation and mode: 27 operations × 2 × 10 requests, derandomized (the same ones every run).
+"""Per operation and mode: each operation × 2 × 10 requests, derandomized (the same ones every run).
 Most of the time goes into generating the requests, not into answering them: schemathesis
 canonicalises an invalid body's schema for each example, and the bodies with a 32,000-character field
 (facts, memories, corrections) take most of it. Measured on this machine: generating every case
@@ -95,29 +96,49 @@ def _check(
         assert not positive, operation.label
 
 
-def property_test(base_url: str, memory_ids: list[str]) -> list[str]:
-    """Every operation of the document, with valid and with invalid input (blocking: run in a thread);
-    returns the failures, one text per operation and mode."""
+def _operations() -> list[tuple[str, str]]:
+    """(path, method) of every operation of the document, read as JSON (schemathesis loads it in the
+    test): one test per operation, so that pytest-xdist spreads them over its workers."""
+    paths = json.loads(OPENAPI.read_text(encoding="utf-8"))["paths"]
+    return [(path, method.upper()) for path, item in paths.items() for method in item if method in METHODS]
+
+
+METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
+
+
+def property_test(path: str, method: str, base_url: str, memory_ids: list[str]) -> list[str]:
+    """One operation of the document, with valid and with invalid input (blocking: run in a thread);
+    returns the failures, one text per mode."""
     session = requests.Session()
     session.headers["Authorization"] = f"Bearer {ADMIN}"
+    operation = schemathesis.openapi.from_path(OPENAPI)[path][method]
     failures: list[str] = []
-    for result in schemathesis.openapi.from_path(OPENAPI).get_all_operations():
-        operation = result.ok()  # type: ignore[union-attr]  # an Err (a broken document) fails here
-        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
-            try:
-                _check(operation, mode, base_url, session, memory_ids)
-            except (Exception, BaseExceptionGroup) as exc:  # schemathesis groups distinct failures
-                failures.append(f"{operation.label} ({mode.value}): {exc}")
+    for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+        try:
+            _check(operation, mode, base_url, session, memory_ids)
+        except (Exception, BaseExceptionGroup) as exc:  # schemathesis groups distinct failures
+            failures.append(f"{operation.label} ({mode.value}): {exc}")
     return failures
 
 
-@pytest.mark.timeout(900)  # ~65 s of CPU: minutes of wall-clock time on a shared machine
-async def test_no_generated_request_gets_a_5xx_or_an_answer_outside_the_document(api: ApiHarness) -> None:
+def test_every_operation_of_the_document_is_tested() -> None:
+    """The parametrisation covers what schemathesis finds in the document, no more and no less."""
+    found = {r.ok().label for r in schemathesis.openapi.from_path(OPENAPI).get_all_operations()}  # type: ignore[union-attr]
+    assert found == {f"{method} {path}" for path, method in _operations()}
+
+
+@pytest.mark.timeout(900)  # seconds of CPU per operation: minutes of wall-clock time on a shared machine
+@pytest.mark.parametrize(
+    ("path", "method"), [pytest.param(*op, id=f"{op[1]} {op[0]}") for op in _operations()]
+)
+async def test_no_generated_request_gets_a_5xx_or_an_answer_outside_the_document(
+    api: ApiHarness, path: str, method: str
+) -> None:
     ids = await api.given(
         memory("the deploy key rotates on Fridays", domain="ops"),
         memory("Bob keeps the vault credentials", kind="episodic", epistemic_kind="observation"),
         memory("an archived note", workspace="globex"),
     )
     async with serving(api.app) as base_url:
-        failures = await asyncio.to_thread(property_test, base_url, ids)
+        failures = await asyncio.to_thread(property_test, path, method, base_url, ids)
     assert not failures, "\n\n".join(failures)
