@@ -269,3 +269,32 @@ async def test_a_working_memory_the_database_refuses_is_refused_alone_within_its
     finally:
         await conn.close()
         await drop_schema(url, schema)
+
+
+async def test_a_value_the_driver_cannot_send_is_refused_alone_within_its_run(harness: Harness) -> None:
+    # A capacity beyond the column's 32 bits is refused by the driver before the statement is sent
+    # (asyncpg's client-side DataError, a subclass of its InterfaceError): the event's fault, never
+    # the server's, so it is refused like one the database refuses — never retried as an outage.
+    states = [
+        Projected(
+            seq,
+            "noema.acme.x",
+            WorkingMemoryUpdated(
+                **envelope("acme", "ops", T0 + timedelta(minutes=seq)),
+                payload=WorkingMemoryUpdatedPayload(items=[], capacity=capacity),
+            ),
+        )
+        for seq, capacity in ((1, 9), (2, 2**31), (3, 5))
+    ]
+    url, schema = harness.settings.database_url, f"replay_{harness.settings.db_schema}_wm32"
+    await drop_schema(url, schema)
+    await migrate(url, schema)
+    conn: asyncpg.Connection = await connect(url, schema)
+    try:
+        projection = ReadModelProjection()
+        assert await projection.apply(conn, states) == 2
+        assert [p.seq for p, _ in projection.refused] == [2]
+        assert await conn.fetchval("SELECT capacity FROM working_memory") == 5
+    finally:
+        await conn.close()
+        await drop_schema(url, schema)
