@@ -17,19 +17,19 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import typer
 
-from noema.application.access import Caller
-from noema.errors import SURFACES, Kind, NoemaError, OperationError, kind_of, public_message
-from noema.runtime.locate import locate
-from noema.runtime.settings import Located, Settings
-from noema.stream_points import EXAMPLES, InvalidStreamPoint, parse_stream_point
+from noema.stream_points import EXAMPLES
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    # The application layer (asyncpg, nats, NumPy) loads when a command runs, not for --help:
-    # what a command module imports at its top is what `noemactl --help` waits for.
+    # The application layer (asyncpg, nats, NumPy), and even the settings, the access rules and the
+    # error table, load when a command runs, not for --help: what a command module imports at its
+    # top is what `noemactl --help` waits for (issue 32: its start-up).
+    from noema.application.access import Caller
     from noema.application.memory_reads import MemoryReader
     from noema.composition.instance import Instance
+    from noema.errors import Kind
+    from noema.runtime.settings import Located, Settings
 
 __all__ = [
     "AsOfOption",
@@ -144,12 +144,16 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 def exit_code(kind: Kind) -> int:
     """The exit status of a failure of ``kind``: the CLI's one error mapping."""
+    from noema.errors import SURFACES, Kind
+
     return SURFACES[kind].cli or SURFACES[Kind.INTERNAL].cli or 1
 
 
 def fail_for(exc: BaseException) -> NoReturn:
     """Report ``exc`` by its kind and exit with the kind's code; a bug (``internal``) is re-raised,
     so that its traceback shows."""
+    from noema.errors import Kind, NoemaError, kind_of, public_message
+
     kind = kind_of(exc)
     if kind is Kind.INTERNAL:
         raise exc
@@ -167,6 +171,8 @@ def run(factory: Callable[[Located], Coroutine[Any, Any, T]], identity: str = "o
     ``identity``: whose NATS credentials it uses on the embedded server (the operator's by default).
     """
     import asyncio  # with ssl and logging: not for --help
+
+    from noema.runtime.locate import locate
 
     try:
         return asyncio.run(factory(locate(state.settings, identity)))
@@ -249,6 +255,8 @@ def run_app(
     saying which point in front of a table and in the JSON. ``reads_only``: ``work`` only reads
     the read model, so the instance opens PostgreSQL alone, without connecting to NATS or loading
     nats-py (a search's start-up; an as-of read still connects: its point is found in the stream)."""
+    from noema.stream_points import InvalidStreamPoint, parse_stream_point
+
     point = None
     if as_of is not None:
         try:
@@ -338,6 +346,9 @@ def operator_name() -> str:
 
 def caller(workspace: str, agent: str | None = None, role: str | None = None) -> Caller:
     """As the agent named by --agent (with --role), else as the operator running the CLI."""
+    from noema.application.access import Caller
+    from noema.errors import OperationError
+
     try:
         if agent is None and role is None:
             return Caller(workspace, operator_name(), "operator", operator=True)
@@ -346,12 +357,14 @@ def caller(workspace: str, agent: str | None = None, role: str | None = None) ->
         fail_for(exc)
 
 
-def completes(values: Sequence[str]) -> Callable[[str], list[str]]:
+def completes(values: Sequence[str] | Callable[[], Sequence[str]]) -> Callable[[str], list[str]]:
     """The ``autocompletion`` of an option that takes one of ``values``: those starting with what
-    was typed (``noemactl memory search x --mode <TAB>``)."""
+    was typed (``noemactl memory search x --mode <TAB>``). ``values`` may be a function that
+    returns them, called when completing (what the command tree need not load for --help)."""
 
     def complete(incomplete: str) -> list[str]:
-        return [value for value in values if value.startswith(incomplete)]
+        choices = values() if callable(values) else values
+        return [value for value in choices if value.startswith(incomplete)]
 
     return complete
 

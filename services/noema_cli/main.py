@@ -16,8 +16,6 @@ from pathlib import Path
 
 import typer
 
-from noema.application.preamble import MIN_TASK_CHARS
-from noema.runtime.settings import WORKERS, Settings, SettingsError
 from noema_events.vocabulary import CHANNELS, RELATIONS
 from noema_sdk.observations import MAX_CONTENT
 
@@ -91,6 +89,8 @@ def _main(
         False, "--version", is_eager=True, callback=_version, help="Print the version and exit."
     ),
 ) -> None:
+    from noema.runtime.settings import Settings, SettingsError
+
     state.json = False  # until a command's own --json says otherwise
     try:
         settings = Settings.from_env()
@@ -115,6 +115,7 @@ def up(data_dir: Path | None = DataDir()) -> None:
     Example: noemactl up --data-dir /var/lib/noema
     """
     from noema.runtime.logging import configure_logging
+    from noema.runtime.settings import SettingsError
 
     from .supervisor import Supervisor
 
@@ -384,6 +385,8 @@ def preamble(
 
     Example: noemactl preamble "rotate the deploy key for the billing service" -w acme -a ops
     """
+    from noema.application.preamble import MIN_TASK_CHARS
+
     use(data_dir)
     who = caller(workspace, agent, role)
     result = dataclasses.asdict(run_app(lambda app: app.preamble(who, task, repo), as_of))
@@ -442,6 +445,13 @@ def prepare(
         out.print("migrations applied; streams ready")
 
 
+def _workers() -> tuple[str, ...]:
+    """The kinds of process ``status --expect`` takes (the settings load when completing)."""
+    from noema.runtime.settings import WORKERS
+
+    return WORKERS
+
+
 @app.command()
 def status(
     expect: list[str] | None = typer.Option(
@@ -450,7 +460,7 @@ def status(
         "-e",
         help="Check only this kind of process (repeatable; default: NOEMA_STATUS_WORKERS, else all): "
         "attend, projector, embed, retrieve, decay, conflicts, api or service.",
-        autocompletion=completes(WORKERS),
+        autocompletion=completes(_workers),
     ),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
@@ -472,6 +482,8 @@ def status(
 
     Example: noemactl status   (or: noemactl status --expect projector --json)
     """
+    from noema.runtime.settings import WORKERS
+
     use(data_dir)
     if expect:
         unknown = sorted(set(expect) - set(WORKERS))

@@ -13,12 +13,8 @@ import asyncpg
 import structlog
 
 from noema.adapters.postgres.database import create_pool
-from noema.adapters.postgres.keyring import PostgresKeyring
 from noema.adapters.postgres.roles import DbRole
 from noema.adapters.postgres.tenancy import NO_WORKSPACE
-from noema.application.sealing import KeyringSealer
-from noema.runtime.settings import Located
-from noema.topology import Topology
 
 Pool = asyncpg.Pool
 """A database pool, as the composition roots of the workers hand it on (they hold no driver)."""
@@ -29,13 +25,18 @@ log = structlog.get_logger("noema.wiring")
 
 if TYPE_CHECKING:
     # nats-py: loaded by the first connection (a read-only process, noemactl's reads, has none);
-    # the worker runtime: loaded by partitioned_workers, not by the application layer.
+    # the worker runtime: loaded by partitioned_workers, not by the application layer; the sealer:
+    # by the processes that publish or open events (a read of memory opens none: a keyword
+    # search's start-up, issue 32); the settings and the topology: annotations here.
     from nats.aio.client import Client as NATS
     from nats.js import JetStreamContext
 
     from noema.adapters.metrics import Metrics
+    from noema.application.sealing import KeyringSealer
     from noema.runtime.partitions import PartitionedService
+    from noema.runtime.settings import Located
     from noema.runtime.worker import BatchHandler, PullWorker
+    from noema.topology import Topology
 
 __all__ = [
     "POOL_CLOSE_S",
@@ -141,6 +142,9 @@ async def close_pool(pool: asyncpg.Pool, within_s: float = POOL_CLOSE_S) -> None
 def sealer(pool: asyncpg.Pool) -> KeyringSealer:
     """What seals a process's events before it publishes them and opens those it reads
     (:mod:`noema.domain.sealed_events`), with the keyring in ``pool``'s database."""
+    from noema.adapters.postgres.keyring import PostgresKeyring
+    from noema.application.sealing import KeyringSealer
+
     return KeyringSealer(PostgresKeyring(pool))
 
 
