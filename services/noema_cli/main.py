@@ -98,9 +98,11 @@ def _main(
         fail(str(exc), 2)
         raise AssertionError from None
     state.settings = replace(settings, data_dir=data_dir) if data_dir else settings
-    from noema.runtime.logging import configure_logging  # structlog: not for --help
+    # structlog and the event loop load when something logs, not for a command that logs nothing
+    # (--help of a group, a keyword search; issue 32).
+    from noema.runtime.logging import configure_logging_on_first_use
 
-    configure_logging(settings.log_format, "warning")
+    configure_logging_on_first_use(settings.log_format, "warning")
 
 
 @app.command()

@@ -10,7 +10,6 @@ from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import asyncpg
-import structlog
 
 from noema.adapters.postgres.database import create_pool
 from noema.adapters.postgres.roles import DbRole
@@ -20,8 +19,6 @@ Pool = asyncpg.Pool
 """A database pool, as the composition roots of the workers hand it on (they hold no driver)."""
 DbConnection = asyncpg.Connection
 """A database connection, as a worker holds one of its pool's."""
-
-log = structlog.get_logger("noema.wiring")
 
 if TYPE_CHECKING:
     # nats-py: loaded by the first connection (a read-only process, noemactl's reads, has none);
@@ -135,7 +132,11 @@ async def close_pool(pool: asyncpg.Pool, within_s: float = POOL_CLOSE_S) -> None
     try:
         await asyncio.wait_for(pool.close(), within_s)
     except TimeoutError:
-        log.warning("pool not closed in time; its connections are terminated", within_s=within_s)
+        import structlog  # loaded by the first record: closing a pool in time logs nothing
+
+        structlog.get_logger("noema.wiring").warning(
+            "pool not closed in time; its connections are terminated", within_s=within_s
+        )
         pool.terminate()
 
 
