@@ -26,13 +26,13 @@ if TYPE_CHECKING:  # what each name is, for the type checker (re-exported: `X as
     from .codec import decode_recorded as decode_recorded
     from .codec import encode_event as encode_event
     from .codec import upcast as upcast
-    from .envelope import NAME_PATTERN as NAME_PATTERN
     from .envelope import Event as Event
     from .envelope import Name as Name
+    from .vocabulary import NAME_PATTERN as NAME_PATTERN
 
 _HOMES = {
     "KNOWN_TAGS": "codec",
-    "NAME_PATTERN": "envelope",
+    "NAME_PATTERN": "vocabulary",
     "Event": "envelope",
     "EventDecodeError": "codec",
     "Name": "envelope",

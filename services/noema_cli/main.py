@@ -17,7 +17,7 @@ from pathlib import Path
 import typer
 
 from noema_events.vocabulary import CHANNELS, RELATIONS
-from noema_sdk.observations import MAX_CONTENT
+from noema_sdk.limits import MAX_CONTENT
 
 from . import (
     agent_cmd,

@@ -97,10 +97,13 @@ BEYOND_THE_TREE = (
     "noema.topology",
     "noema_events.catalog",
     "noema_events.codec",
+    "noema_sdk.models",
+    "msgspec",
 )
 """What the command tree needs none of (issue 32, its start-up): the domain, the ports, the
-application, the settings and the event catalog (the help shows the vocabulary, from
-:mod:`noema_events.vocabulary`, which loads without the catalog)."""
+application, the settings, the event catalog, the SDK's models and msgspec (the help shows the
+vocabulary, from :mod:`noema_events.vocabulary`, which loads without the catalog, and the limit of
+an observation, from :mod:`noema_sdk.limits`, without the models)."""
 
 
 def _under(modules: set[str], packages: tuple[str, ...]) -> list[str]:
@@ -195,6 +198,8 @@ NOT_FOR_A_KEYWORD_SEARCH = (
     "noema.application.reads",  # the listings and their views: a search answers none
     "noema.application.views",
     "noema.domain.timewords",  # the time words: read by a hybrid search only
+    "msgspec",  # nor the SDK's models: a search reads rows and prints JSON without them
+    "noema_sdk.models",
 )
 """What a keyword search loads none of (issue 32, its start-up): python -m bench.startup times it."""
 
