@@ -17,18 +17,18 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import typer
 
-from noema.stream_points import EXAMPLES
+from noema.errors import SURFACES, Kind, NoemaError, OperationError, kind_of, public_message
+from noema.stream_points import EXAMPLES, InvalidStreamPoint, parse_stream_point
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    # The application layer (asyncpg, nats, NumPy), and even the settings, the access rules and the
-    # error table, load when a command runs, not for --help: what a command module imports at its
+    # The application layer (asyncpg, nats, NumPy), and even the settings, the locator and the
+    # access rules, load when a command runs, not for --help: what a command module imports at its
     # top is what `noemactl --help` waits for (issue 32: its start-up).
     from noema.application.access import Caller
     from noema.application.memory_reads import MemoryReader
     from noema.composition.instance import Instance
-    from noema.errors import Kind
     from noema.runtime.settings import Located, Settings
 
 __all__ = [
@@ -144,16 +144,12 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 def exit_code(kind: Kind) -> int:
     """The exit status of a failure of ``kind``: the CLI's one error mapping."""
-    from noema.errors import SURFACES, Kind
-
     return SURFACES[kind].cli or SURFACES[Kind.INTERNAL].cli or 1
 
 
 def fail_for(exc: BaseException) -> NoReturn:
     """Report ``exc`` by its kind and exit with the kind's code; a bug (``internal``) is re-raised,
     so that its traceback shows."""
-    from noema.errors import Kind, NoemaError, kind_of, public_message
-
     kind = kind_of(exc)
     if kind is Kind.INTERNAL:
         raise exc
@@ -255,8 +251,6 @@ def run_app(
     saying which point in front of a table and in the JSON. ``reads_only``: ``work`` only reads
     the read model, so the instance opens PostgreSQL alone, without connecting to NATS or loading
     nats-py (a search's start-up; an as-of read still connects: its point is found in the stream)."""
-    from noema.stream_points import InvalidStreamPoint, parse_stream_point
-
     point = None
     if as_of is not None:
         try:
@@ -347,7 +341,6 @@ def operator_name() -> str:
 def caller(workspace: str, agent: str | None = None, role: str | None = None) -> Caller:
     """As the agent named by --agent (with --role), else as the operator running the CLI."""
     from noema.application.access import Caller
-    from noema.errors import OperationError
 
     try:
         if agent is None and role is None:

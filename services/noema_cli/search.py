@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from noema.instants import FORMS
+from noema.instants import FORMS, InvalidInstant, parse_instant
 from noema_events.vocabulary import EPISTEMIC_KINDS, MEMORY_KINDS, MEMORY_STATUSES
 
 from .common import clip, completes, fail, state
@@ -70,8 +70,6 @@ def Choices(name: str, text: str) -> Any:
 
 def _instant(name: str) -> Callable[[str], datetime]:
     def parse(value: str) -> datetime:
-        from noema.instants import InvalidInstant, parse_instant
-
         try:
             return parse_instant(value, f"--{name}")
         except InvalidInstant as exc:
