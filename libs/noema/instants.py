@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Annotated
-
-import msgspec
+from typing import TYPE_CHECKING, Annotated, Any
 
 from noema.errors import Kind, NoemaError
+
+if TYPE_CHECKING:
+    import msgspec
 
 __all__ = ["FORMS", "UPPER_BOUNDS", "Instant", "InvalidInstant", "parse_instant"]
 
@@ -27,8 +28,22 @@ UPPER_BOUNDS = frozenset({"until"})
 """Parameters that end a period (before this time). Given a plain date they mean the end of that day:
 whoever asks for memories until March 1 means March 1 included, not "before March 1 began"."""
 
-Instant = Annotated[datetime, msgspec.Meta(tz=True, description=f"A date or time: {FORMS}.")]
-"""A date or time in a Struct; :func:`noema.inputs.convert` reads its text with :func:`parse_instant`."""
+if TYPE_CHECKING:
+    Instant = Annotated[datetime, msgspec.Meta(tz=True, description=f"A date or time: {FORMS}.")]
+    """A date or time in a Struct; :func:`noema.inputs.convert` reads its text with :func:`parse_instant`."""
+
+
+def __getattr__(name: str) -> Any:
+    """``Instant``, made on first use with msgspec's constraints: what shows the forms (``noemactl
+    --help``) or parses a date (:func:`parse_instant`) loads no msgspec (issue 32: its start-up)."""
+    if name != "Instant":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import msgspec
+
+    instant = Annotated[datetime, msgspec.Meta(tz=True, description=f"A date or time: {FORMS}.")]
+    globals()["Instant"] = instant
+    return instant
+
 
 _FORM = re.compile(
     r"(?P<date>\d{4}-\d{2}-\d{2})"

@@ -23,16 +23,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
-from noema.domain.knowledge import FactView
-from noema.domain.ranking import Candidate
-from noema.domain.sealed_events import KeyRequest
-from noema.domain.sealing import KeyBytes
 from noema.errors import WorkerFatal
-from noema.observations import Stored
-from noema_events import Event, ObservationRecorded, Recorded
 
-if TYPE_CHECKING:  # an annotation only: `noemactl --help` imports the ports, not the event loop
+if TYPE_CHECKING:
+    # Annotations only: a process imports the ports without the event loop, the event catalog or
+    # the domain types it never meets (a keyword search's start-up, issue 32).
     import asyncio
+
+    from noema.domain.knowledge import FactView
+    from noema.domain.ranking import Candidate
+    from noema.domain.sealed_events import KeyRequest
+    from noema.domain.sealing import KeyBytes
+    from noema.observations import Stored
+    from noema_events import Event, ObservationRecorded, Recorded
 
 __all__ = [
     "AccessReads",
@@ -115,7 +118,7 @@ class ExpectingSink(EventSink, Protocol):
         ...
 
 
-E = TypeVar("E", bound=Event)
+E = TypeVar("E", bound="Event")
 
 
 class Embedder(Protocol):

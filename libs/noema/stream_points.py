@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from noema.errors import Kind, NoemaError
 
-__all__ = ["EXAMPLES", "InvalidStreamPoint", "StreamPoint", "parse_stream_point"]
+__all__ = ["EXAMPLES", "POINT_FORMS", "InvalidStreamPoint", "StreamPoint", "parse_stream_point"]
 
 StreamPoint = int | datetime
 """A stream sequence (from 1), or a time (aware, UTC)."""
@@ -23,6 +23,13 @@ EXAMPLES = (
     "(e.g. 2026-03-02T10:32:00Z or 2026-03-02T10:32:00+01:00)"
 )
 """What to write, as messages and help say it."""
+
+POINT_FORMS = (
+    "a stream sequence (e.g. 120) or an ISO-8601 time with its zone "
+    "(e.g. 2026-03-01T09:30:00Z or 2026-03-01T09:30:00+01:00)"
+)
+"""What a point of ``audit diff`` may be, as written in messages and help
+(:mod:`noema.application.audit_views`; here, for the help, without the views)."""
 
 
 class InvalidStreamPoint(NoemaError, ValueError):

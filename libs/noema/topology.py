@@ -4,8 +4,10 @@ once the observations are partitioned, the workspace's partition (docs/architect
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from noema_events import Event, EventDecodeError, Recorded, decode_recorded
+if TYPE_CHECKING:  # the codec loads with the first decode: the settings hold a Topology (issue 32)
+    from noema_events import Event, Recorded
 
 __all__ = ["MAX_ATOMIC_BATCH", "MAX_PARTITIONS", "Topology", "partition_of"]
 
@@ -227,6 +229,8 @@ class Topology:
     def recorded_on_subject(self, data: bytes, subject: str) -> tuple[Event, Recorded | None]:
         """Like :meth:`event_on_subject`, and the event as recorded when it was an earlier version
         (:func:`noema_events.decode_recorded`), which the projection's audit copy keeps."""
+        from noema_events.codec import EventDecodeError, decode_recorded
+
         event, recorded = decode_recorded(data)
         expected = self.event_subject(event)
         if subject != expected:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, NamedTuple
 
@@ -40,8 +41,15 @@ class Recorded(NamedTuple):
     payload: str
 
 
-_decoder = msgspec.json.Decoder(AnyEvent)
 _encoder = msgspec.json.Encoder()
+
+
+@functools.cache
+def _decoder() -> msgspec.json.Decoder[AnyEvent]:
+    """The decoder of every current event, made by the first decode: making it evaluates every
+    event's annotations (a few ms), which a process that never decodes an event (``noemactl memory
+    search``, issue 32: its start-up) does not pay."""
+    return msgspec.json.Decoder(AnyEvent)
 
 
 class EventDecodeError(Undecodable):
@@ -119,7 +127,7 @@ def decode_recorded(data: bytes | str) -> tuple[Event, Recorded | None]:
 
 def _decode(data: bytes) -> tuple[Event, Recorded | None]:
     try:
-        return _decoder.decode(data), None
+        return _decoder().decode(data), None
     except msgspec.ValidationError as exc:
         first_error: Exception = exc
     except msgspec.DecodeError as exc:

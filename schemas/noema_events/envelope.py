@@ -7,10 +7,9 @@ from typing import Annotated
 
 import msgspec
 
-__all__ = ["NAME_PATTERN", "Event", "Name"]
+from .vocabulary import NAME_PATTERN
 
-NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
-"""Workspaces and minds are NATS subject tokens, so they are restricted to a safe alphabet."""
+__all__ = ["NAME_PATTERN", "Event", "Name"]
 
 Name = Annotated[str, msgspec.Meta(pattern=NAME_PATTERN, description="workspace or mind name")]
 

@@ -16,6 +16,7 @@ __all__ = [
     "MEMORY_STATUSES",
     "MEMORY_TYPES",
     "MEMORY_TYPE_NAMES",
+    "NAME_PATTERN",
     "RELATIONS",
     "VERACITIES",
     "VERACITY_WEIGHT",
@@ -29,6 +30,10 @@ __all__ = [
     "Relation",
     "Veracity",
 ]
+
+NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+"""Workspaces and minds are NATS subject tokens, so they are restricted to a safe alphabet (the
+envelope's :data:`noema_events.envelope.Name`)."""
 
 EpistemicKind = Literal[
     "observation",

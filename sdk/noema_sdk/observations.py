@@ -10,14 +10,13 @@ from typing import Annotated, Any
 import msgspec
 
 from .errors import InvalidRequest
+from .limits import MAX_CONTENT
 from .models import Channel, EpistemicKind, MemoryType, ObservationFields
 from .protocol import NAME_PATTERN
 
 __all__ = ["MAX_CONTENT", "build_observation_event"]
 
 _Unit = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
-MAX_CONTENT = 32_000
-"""The most characters an observation's content may have (every surface refuses more)."""
 _Content = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_CONTENT)]
 
 

@@ -14,14 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from noema.runtime.identities import inbox_prefix
-from noema.runtime.locate import read_state
-from noema.topology import Topology
-from noema_sdk.protocol import NAME_PATTERN
-
 from .common import DataDir, JsonOption, fail, out, print_json, state, use
 
-if TYPE_CHECKING:  # the credential store and the embedded server's files: loaded by an agent command
+if TYPE_CHECKING:  # the credential store, the names and the server's files: loaded by an agent command
     from noema.runtime.credentials import AgentRecord, CredentialStore
 
 __all__ = ["agent_app"]
@@ -51,12 +46,17 @@ def _store(folder: Path) -> CredentialStore:
 
 
 def _check(kind: str, value: str) -> None:
+    from noema_sdk.protocol import NAME_PATTERN
+
     # The names become NATS subject tokens and part of the user name.
     if not re.match(NAME_PATTERN, value):
         fail(f"--{kind} {value!r}: use 1-64 letters, digits, '_' or '-'", 2)
 
 
 def _described(record: AgentRecord, url: str | None) -> dict[str, Any]:
+    from noema.runtime.identities import inbox_prefix
+    from noema.topology import Topology
+
     topology = Topology(record.prefix)
     return {
         "workspace": record.workspace,
@@ -73,6 +73,8 @@ def _described(record: AgentRecord, url: str | None) -> dict[str, Any]:
 
 
 def _running_url(data_dir: Path) -> str | None:
+    from noema.runtime.locate import read_state
+
     running = read_state(data_dir)
     url = running.get("nats_plain_url") if running else None
     return str(url) if url else None

@@ -10,9 +10,6 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from noema.runtime.locate import NotRunning, locate
-from noema.runtime.settings import SettingsError
-
 from .common import exit_code
 
 if TYPE_CHECKING:  # the API's settings bring its middleware (structlog, prometheus_client)
@@ -24,6 +21,8 @@ api_app = typer.Typer(help="The operator HTTP API.", no_args_is_help=True)
 
 
 def _settings(ctx: typer.Context, data_dir: Path | None) -> ApiSettings:
+    from noema.runtime.locate import NotRunning, locate
+    from noema.runtime.settings import SettingsError
     from noema_api.settings import ApiSettings, tokens_path
 
     # `noemactl --data-dir X api …` names the folder before the sub-command.
@@ -60,6 +59,7 @@ def serve(
     """
     import asyncio
 
+    from noema.runtime.locate import NotRunning, locate
     from noema.runtime.logging import configure_logging
     from noema_api.__main__ import main
 

@@ -14,9 +14,7 @@ from typing import Any
 
 import typer
 
-from noema.application.audit_views import POINT_FORMS, DiffQuery, WhyQuery
-from noema.application.views import AuditQuery, parse
-from noema.errors import InvalidQuery
+from noema.stream_points import POINT_FORMS
 
 from .common import AsOfOption, DataDir, JsonOption, fail, out, run_app, use
 from .render import event_table, print_page, print_record
@@ -32,6 +30,9 @@ audit_app = typer.Typer(
 
 def _query(struct: type[Any], values: dict[str, Any], check: Callable[[Any], object] | None = None) -> Any:
     """The query, checked (also by ``check``) before connecting: bad input is exit 2."""
+    from noema.application.views import parse
+    from noema.errors import InvalidQuery
+
     try:
         query = parse(struct, values)
         if check is not None:
@@ -64,6 +65,8 @@ def audit(
     """
     if ctx.invoked_subcommand is not None:
         return
+    from noema.application.views import AuditQuery
+
     use(data_dir)
     values = {"workspace": workspace, "type": event_type, "actor": actor, "before": before, "limit": limit}
     query = _query(AuditQuery, values)
@@ -92,6 +95,7 @@ def diff(
 
     Example: noemactl audit diff 0 2026-03-01T09:30:00Z -w acme
     """
+    from noema.application.audit_views import DiffQuery
     from noema.application.changes import diff_points  # the read model's adapters: not for --help
 
     use(data_dir)
@@ -131,6 +135,8 @@ def why(
 
     Example: noemactl why 3f0c1a2b
     """
+    from noema.application.audit_views import WhyQuery
+
     use(data_dir)
     query = _query(WhyQuery, {"workspace": workspace, "limit": limit})
     found = run_app(lambda app: app.why(ref, query.workspace, query.limit), as_of)

@@ -17,19 +17,19 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import typer
 
-from noema.application.access import Caller
 from noema.errors import SURFACES, Kind, NoemaError, OperationError, kind_of, public_message
-from noema.runtime.locate import locate
-from noema.runtime.settings import Located, Settings
 from noema.stream_points import EXAMPLES, InvalidStreamPoint, parse_stream_point
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    # The application layer (asyncpg, nats, NumPy) loads when a command runs, not for --help:
-    # what a command module imports at its top is what `noemactl --help` waits for.
+    # The application layer (asyncpg, nats, NumPy), and even the settings, the locator and the
+    # access rules, load when a command runs, not for --help: what a command module imports at its
+    # top is what `noemactl --help` waits for (issue 32: its start-up).
+    from noema.application.access import Caller
     from noema.application.memory_reads import MemoryReader
     from noema.composition.instance import Instance
+    from noema.runtime.settings import Located, Settings
 
 __all__ = [
     "AsOfOption",
@@ -167,6 +167,8 @@ def run(factory: Callable[[Located], Coroutine[Any, Any, T]], identity: str = "o
     ``identity``: whose NATS credentials it uses on the embedded server (the operator's by default).
     """
     import asyncio  # with ssl and logging: not for --help
+
+    from noema.runtime.locate import locate
 
     try:
         return asyncio.run(factory(locate(state.settings, identity)))
@@ -338,6 +340,8 @@ def operator_name() -> str:
 
 def caller(workspace: str, agent: str | None = None, role: str | None = None) -> Caller:
     """As the agent named by --agent (with --role), else as the operator running the CLI."""
+    from noema.application.access import Caller
+
     try:
         if agent is None and role is None:
             return Caller(workspace, operator_name(), "operator", operator=True)
@@ -346,12 +350,14 @@ def caller(workspace: str, agent: str | None = None, role: str | None = None) ->
         fail_for(exc)
 
 
-def completes(values: Sequence[str]) -> Callable[[str], list[str]]:
+def completes(values: Sequence[str] | Callable[[], Sequence[str]]) -> Callable[[str], list[str]]:
     """The ``autocompletion`` of an option that takes one of ``values``: those starting with what
-    was typed (``noemactl memory search x --mode <TAB>``)."""
+    was typed (``noemactl memory search x --mode <TAB>``). ``values`` may be a function that
+    returns them, called when completing (what the command tree need not load for --help)."""
 
     def complete(incomplete: str) -> list[str]:
-        return [value for value in values if value.startswith(incomplete)]
+        choices = values() if callable(values) else values
+        return [value for value in choices if value.startswith(incomplete)]
 
     return complete
 

@@ -16,10 +16,6 @@ from typing import TYPE_CHECKING, TypeVar
 
 import typer
 
-from noema.application.views import parse
-from noema.errors import InvalidQuery
-from noema.runtime.settings import Located
-
 from .common import DataDir, JsonOption, clip, fail, operator_name, out, print_json, run, use
 from .render import print_record, when
 
@@ -27,6 +23,7 @@ if TYPE_CHECKING:  # the NATS adapters load when a command runs, not for --help
     from rich.table import Table
 
     from noema.adapters.deadletters import DeadLetterDetail, DeadLetterPage, DeadLetters
+    from noema.runtime.settings import Located
 
 __all__ = ["dlq_app"]
 
@@ -95,6 +92,8 @@ def list_(
     Example: noemactl dlq list --source attend --since 2026-03-01
     """
     from noema.adapters.deadletters import DeadLetterQuery
+    from noema.application.views import parse
+    from noema.errors import InvalidQuery
 
     use(data_dir)
     try:

@@ -7,18 +7,14 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import msgspec
 import typer
-
-from noema.runtime.settings import Located
-from noema_events import NAME_PATTERN
-from noema_events.catalog import SUBJECT_KEY_PATTERN
 
 from .common import DataDir, JsonOption, fail, operator_name, out, print_json, run, run_app, use
 
 if TYPE_CHECKING:  # the application layer loads when a command runs, not for --help
     from noema.composition.erasure import ErasureReport, Scope
     from noema.composition.instance import Instance
+    from noema.runtime.settings import Located
 
 __all__ = ["register"]
 
@@ -51,7 +47,11 @@ def erase(
 
     Example: noemactl erase -w acme --subject person:4711 --reason "GDPR Art. 17 request #812"
     """
+    import msgspec
+
     from noema.composition.erasure import ErasureRequest
+    from noema_events.catalog import SUBJECT_KEY_PATTERN
+    from noema_events.envelope import NAME_PATTERN
 
     use(data_dir)
     targets: tuple[tuple[Scope, str | None], ...] = (

@@ -16,10 +16,8 @@ from pathlib import Path
 
 import typer
 
-from noema.application.preamble import MIN_TASK_CHARS
-from noema.runtime.settings import WORKERS, Settings, SettingsError
 from noema_events.vocabulary import CHANNELS, RELATIONS
-from noema_sdk.observations import MAX_CONTENT
+from noema_sdk.limits import MAX_CONTENT
 
 from . import (
     agent_cmd,
@@ -91,6 +89,8 @@ def _main(
         False, "--version", is_eager=True, callback=_version, help="Print the version and exit."
     ),
 ) -> None:
+    from noema.runtime.settings import Settings, SettingsError
+
     state.json = False  # until a command's own --json says otherwise
     try:
         settings = Settings.from_env()
@@ -98,9 +98,11 @@ def _main(
         fail(str(exc), 2)
         raise AssertionError from None
     state.settings = replace(settings, data_dir=data_dir) if data_dir else settings
-    from noema.runtime.logging import configure_logging  # structlog: not for --help
+    # structlog and the event loop load when something logs, not for a command that logs nothing
+    # (--help of a group, a keyword search; issue 32).
+    from noema.runtime.logging import configure_logging_on_first_use
 
-    configure_logging(settings.log_format, "warning")
+    configure_logging_on_first_use(settings.log_format, "warning")
 
 
 @app.command()
@@ -115,6 +117,7 @@ def up(data_dir: Path | None = DataDir()) -> None:
     Example: noemactl up --data-dir /var/lib/noema
     """
     from noema.runtime.logging import configure_logging
+    from noema.runtime.settings import SettingsError
 
     from .supervisor import Supervisor
 
@@ -384,6 +387,8 @@ def preamble(
 
     Example: noemactl preamble "rotate the deploy key for the billing service" -w acme -a ops
     """
+    from noema.application.preamble import MIN_TASK_CHARS
+
     use(data_dir)
     who = caller(workspace, agent, role)
     result = dataclasses.asdict(run_app(lambda app: app.preamble(who, task, repo), as_of))
@@ -442,6 +447,13 @@ def prepare(
         out.print("migrations applied; streams ready")
 
 
+def _workers() -> tuple[str, ...]:
+    """The kinds of process ``status --expect`` takes (the settings load when completing)."""
+    from noema.runtime.settings import WORKERS
+
+    return WORKERS
+
+
 @app.command()
 def status(
     expect: list[str] | None = typer.Option(
@@ -450,7 +462,7 @@ def status(
         "-e",
         help="Check only this kind of process (repeatable; default: NOEMA_STATUS_WORKERS, else all): "
         "attend, projector, embed, retrieve, decay, conflicts, api or service.",
-        autocompletion=completes(WORKERS),
+        autocompletion=completes(_workers),
     ),
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
@@ -472,6 +484,8 @@ def status(
 
     Example: noemactl status   (or: noemactl status --expect projector --json)
     """
+    from noema.runtime.settings import WORKERS
+
     use(data_dir)
     if expect:
         unknown = sorted(set(expect) - set(WORKERS))

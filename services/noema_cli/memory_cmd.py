@@ -9,16 +9,17 @@ checked by the same rules (:func:`noema.application.views.parse`), and ``--json`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from noema.application.views import ListQuery, MemoryDetail, TimelineQuery, parse
-from noema.errors import InvalidQuery
 from noema.instants import FORMS
 
 from .common import AsOfOption, DataDir, JsonOption, clip, fail, out, read_memory, run_app, use
 from .render import erased_content, event_table, memory_table, print_page, print_record, when
+
+if TYPE_CHECKING:  # the views (msgspec Structs) load when a command runs, not for --help
+    from noema.application.views import MemoryDetail
 
 __all__ = ["register"]
 
@@ -28,6 +29,9 @@ INSTANT = FORMS
 
 
 def _query(struct: type[Any], **values: Any) -> Any:
+    from noema.application.views import parse
+    from noema.errors import InvalidQuery
+
     try:
         return parse(struct, values)
     except InvalidQuery as exc:
@@ -61,6 +65,8 @@ def memory_list(
 
     Example: noemactl memory list -w acme --kind semantic --status active
     """
+    from noema.application.views import ListQuery
+
     use(data_dir)
     query = _query(
         ListQuery,
@@ -102,6 +108,8 @@ def memory_timeline(
 
     Example: noemactl memory timeline -w acme --since 2025-06-01T00:00:00Z
     """
+    from noema.application.views import TimelineQuery
+
     use(data_dir)
     query = _query(
         TimelineQuery,

@@ -14,9 +14,6 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from noema.application.views import parse
-from noema.errors import InvalidQuery
-
 from .common import DataDir, JsonOption, err, fail, operator_name, out, print_json, run_app, use
 from .memory_cmd import INSTANT, KINDS
 
@@ -118,6 +115,8 @@ def add(
     """
     use(data_dir)
     from noema.application.curation import KnowledgeEntry
+    from noema.application.views import parse
+    from noema.errors import InvalidQuery
 
     try:
         entry = parse(

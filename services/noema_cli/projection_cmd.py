@@ -9,12 +9,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from noema.runtime.settings import Located
-
 from .common import DataDir, JsonOption, out, print_json, progress_bar, run, use
 
 if TYPE_CHECKING:
     from noema.composition.projections import NatsWork
+    from noema.runtime.settings import Located
 
 __all__ = ["projection_app", "register"]
 

@@ -7,15 +7,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
-from noema.application.views import AuditPage, EventRecord, Memory, MemoryPage
-from noema.runtime.backlog import format_drain
-
 from .common import clip, out, print_json
 
-if TYPE_CHECKING:  # rich: loaded by what prints a table, not by --help or --json
+if TYPE_CHECKING:  # rich, msgspec and the records: loaded by what prints them, not by --help
+    import msgspec
     from rich.table import Table
+
+    from noema.application.views import AuditPage, EventRecord, Memory, MemoryPage
 
 __all__ = [
     "erased_content",
@@ -30,6 +28,8 @@ __all__ = [
 
 def print_record(record: msgspec.Struct) -> None:
     """Print a record as the API's JSON."""
+    import msgspec
+
     print_json(msgspec.to_builtins(record))
 
 
@@ -93,6 +93,8 @@ def event_table(events: Sequence[EventRecord], title: str | None = None) -> Tabl
 def worker_table(workers: Sequence[dict[str, Any]]) -> Table:
     """``status``'s per-worker figures: live processes, backlog, rate, drain estimate, state."""
     from rich.table import Table
+
+    from noema.runtime.backlog import format_drain
 
     table = Table("worker", "live", "backlog", "rate/s", "drain", "state")
     for w in workers:

@@ -9,10 +9,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from noema.application.audit_views import AuditDiff, Why, WhyStep
-
-if TYPE_CHECKING:  # rich: loaded by what prints a table, not by --help or --json
+if TYPE_CHECKING:  # rich, and the records: loaded by what prints them, not by --help
     from rich.table import Table
+
+    from noema.application.audit_views import AuditDiff, Why, WhyStep
 
 __all__ = ["diff_tables", "payload_lines", "tree_lines"]
 

@@ -12,7 +12,8 @@ import pytest
 
 from noema_events import ObservationRecorded, decode_event
 from tests.integration.api_harness import ApiHarness, api, memory
-from tests.integration.cli_process import ctl, ctl_json
+from tests.integration.cli_process import ctl, ctl_json, ctl_loaded
+from tests.unit.test_cli_imports import NOT_FOR_A_KEYWORD_SEARCH
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 __all__ = ["api"]  # the fixture, imported for pytest
@@ -46,3 +47,18 @@ async def test_observe_dash_stores_what_standard_input_says(api: ApiHarness) -> 
     assert over.code == 2
     assert "at most 32,000 are accepted" in over.stderr
     assert "Traceback" not in over.stderr
+
+
+async def test_a_keyword_search_answers_without_loading_what_it_does_not_need(api: ApiHarness) -> None:
+    """The whole way, from the command line to the answer (tests/unit/test_cli_imports.py checks
+    it as far as the read model): no logging machinery, event catalog or listing is loaded
+    (issue 32: a keyword search's start-up, timed by python -m bench.startup)."""
+    await api.given(memory("the deploy key rotates on Fridays"))
+    await api.caught_up()
+    ran, loaded = await ctl_loaded(api, "memory", "search", "deploy key", "--mode", "keyword", "--json")
+    assert ran.code == 0, ran.stderr
+    answer = json.loads(ran.stdout)
+    assert [r["content"] for r in answer["results"]] == ["the deploy key rotates on Fridays"]
+    assert "asyncpg" in loaded  # it did read the read model
+    unexpected = sorted(m for m in loaded if m.split(".")[0] == "structlog" or m in NOT_FOR_A_KEYWORD_SEARCH)
+    assert unexpected == []

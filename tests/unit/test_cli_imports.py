@@ -81,8 +81,42 @@ def test_the_help_of_a_command_group_loads_no_adapter_either() -> None:
     shown, modules = _loaded("dlq", "--help")
     assert "retry" in shown
     # The root callback runs first: its options are checked (without pydantic, noema_cli.params),
-    # logging is configured (structlog imports asyncio).
-    assert _heavy(modules) == ["asyncio", "structlog"]
+    # the settings read, logging configured on first use (noema.runtime.logging): nothing logs, so
+    # neither structlog nor the event loop it imports is loaded.
+    assert _heavy(modules) == []
+    assert "noema.runtime.settings" in modules
+
+
+BEYOND_THE_TREE = (
+    "noema.domain",
+    "noema.ports",
+    "noema.application",
+    "noema.adapters",
+    "noema.runtime",
+    "noema.composition",
+    "noema.topology",
+    "noema_events.catalog",
+    "noema_events.codec",
+    "noema_sdk.models",
+    "msgspec",
+)
+"""What the command tree needs none of (issue 32, its start-up): the domain, the ports, the
+application, the settings, the event catalog, the SDK's models and msgspec (the help shows the
+vocabulary, from :mod:`noema_events.vocabulary`, which loads without the catalog, and the limit of
+an observation, from :mod:`noema_sdk.limits`, without the models)."""
+
+
+def _under(modules: set[str], packages: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if m in packages or m.startswith(tuple(f"{p}." for p in packages)))
+
+
+@pytest.mark.parametrize("args", [("--help",), ("--version",)])
+def test_the_command_tree_loads_no_domain_settings_or_event_catalog(args: tuple[str, ...]) -> None:
+    shown, modules = _loaded(*args)
+    assert _under(modules, BEYOND_THE_TREE) == []
+    assert "noema_events.vocabulary" in modules  # the help lists the vocabulary's values
+    if args == ("--help",):
+        assert " observe " in shown
 
 
 NOWHERE = ("--data-dir", "/nonexistent/noema-test-var")
@@ -152,6 +186,30 @@ def test_a_read_of_memory_loads_no_more_of_the_application(args: tuple[str, ...]
     assert "noema.composition.reader" in modules  # it ran as far as opening the read model
     for unused in (*APPLICATION_BEYOND_READS, *EMBEDDING):
         assert unused not in modules, unused
+
+
+NOT_FOR_A_KEYWORD_SEARCH = (
+    "structlog",  # logging is configured on first use: a search that logs nothing loads none
+    "noema_events.catalog",  # the event catalog and its codec: a search decodes no event
+    "noema_events.codec",
+    "noema.domain.sealed_events",  # sealing events: a read only opens sealed rows
+    "noema.domain.attention",
+    "noema.application.sealing",
+    "noema.application.reads",  # the listings and their views: a search answers none
+    "noema.application.views",
+    "noema.domain.timewords",  # the time words: read by a hybrid search only
+    "msgspec",  # nor the SDK's models: a search reads rows and prints JSON without them
+    "noema_sdk.models",
+)
+"""What a keyword search loads none of (issue 32, its start-up): python -m bench.startup times it."""
+
+
+def test_a_keyword_search_loads_no_logging_event_catalog_or_listing() -> None:
+    """Checked on the way to the read model (here it stops there: nothing runs in the folder);
+    tests/integration/test_cli_reads.py checks a search that answers."""
+    _, modules = _loaded("memory", "search", "x", "--mode", "keyword", "--json", *NOWHERE)
+    assert "noema.composition.reader" in modules  # it ran as far as opening the read model
+    assert _under(modules, NOT_FOR_A_KEYWORD_SEARCH) == []
 
 
 def test_the_command_tree_loads_no_embedder_either() -> None:

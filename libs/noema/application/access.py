@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from noema.domain.knowledge import ACCESS_ORDER, effective_access
 from noema.errors import Kind, OperationError
 from noema.ports import AccessReads
-from noema_events.envelope import NAME_PATTERN
+from noema_events.vocabulary import NAME_PATTERN
 
 __all__ = ["AccessControl", "Caller", "InsufficientMemoryPermission"]
 

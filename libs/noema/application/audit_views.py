@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from noema.application.views import EventRecord, Name
+from noema.stream_points import POINT_FORMS
 
 __all__ = [
     "POINT_FORMS",
@@ -29,12 +30,6 @@ __all__ = [
     "WhyQuery",
     "WhyStep",
 ]
-
-POINT_FORMS = (
-    "a stream sequence (e.g. 120) or an ISO-8601 time with its zone "
-    "(e.g. 2026-03-01T09:30:00Z or 2026-03-01T09:30:00+01:00)"
-)
-"""What a point of ``audit diff`` may be, as written in messages and help."""
 
 POINT_PATTERN = (
     "^([0-9]{1,18}|[1-9][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])[Tt ]([01][0-9]|2[0-3]):[0-5][0-9]"

@@ -13,13 +13,18 @@ import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from noema.application import reads
-from noema.application.access import AccessControl, Caller
 from noema.application.search import MODES, Recall, SearchResponse
-from noema.application.views import ListQuery, MemoryPage, TimelineQuery
 from noema.errors import InvalidQuery
-from noema.ports import Embedder, MemoryReads, RecallFilters, RecallVoices, SearchTimer
+from noema.ports import RecallFilters
+
+if TYPE_CHECKING:
+    # The operators' reads and their views (msgspec Structs, the event catalog's tags) load with the
+    # first listing or timeline: a search needs neither (issue 32: its start-up).
+    from noema.application.access import AccessControl, Caller
+    from noema.application.views import ListQuery, MemoryPage, TimelineQuery
+    from noema.ports import Embedder, MemoryReads, RecallVoices, SearchTimer
 
 __all__ = ["MemoryReader", "SearchOptions"]
 
@@ -120,12 +125,18 @@ class MemoryReader:
     async def list_memories(self, query: ListQuery) -> MemoryPage:
         """Operators: memories with filters, newest first (``query.workspace`` None = every workspace;
         the surface limits it to what its caller may see)."""
+        from noema.application import reads
+
         return await reads.list_memories(self.memories, query)
 
     async def timeline(self, query: TimelineQuery) -> MemoryPage:
         """Operators: a workspace's memories in the order things happened."""
+        from noema.application import reads
+
         return await reads.timeline(self.memories, query)
 
     async def workspace_exists(self, workspace: str) -> bool:
         """Whether anything was ever recorded in ``workspace`` (to tell a typo from an empty answer)."""
+        from noema.application import reads
+
         return await reads.workspace_exists(self.memories, workspace)

@@ -37,7 +37,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from noema.domain.ranking import (
     INTENT_WEIGHTS,
@@ -52,9 +52,11 @@ from noema.domain.ranking import (
     rank_by_voice,
     repo_first,
 )
-from noema.domain.timewords import TimeWindow, named_window, names_time
 from noema.ports import Embedder, RecallFilters, RecallVoices
 from noema.threads import in_daemon_thread
+
+if TYPE_CHECKING:  # the time words (a dozen patterns) load with the first hybrid search
+    from noema.domain.timewords import TimeWindow
 
 __all__ = ["MODES", "Recall", "RecallFilters", "SearchResponse", "SearchResult"]
 
@@ -279,6 +281,8 @@ class Recall:
         """The time the query names (:mod:`noema.domain.timewords`), its relative words read against
         the scope's present: its newest memory's time (the search's time if that is earlier, or
         if the scope is empty)."""
+        from noema.domain.timewords import named_window, names_time
+
         if not names_time(query):
             return None
         newest = await self.store.recent(f, 1)

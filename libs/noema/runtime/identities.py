@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from noema.topology import Topology
-from noema_sdk.protocol import inbox_prefix
 
 __all__ = [
     "OPERATOR",
@@ -43,6 +42,16 @@ __all__ = [
     "shipped_allows",
     "subject_matches",
 ]
+
+
+def inbox_prefix(user: str) -> str:
+    """The reply-inbox prefix the server lets ``user`` subscribe below: the SDK's
+    (:func:`noema_sdk.protocol.inbox_prefix`), loaded with the first call, as the protocol's
+    Structs bring msgspec, which locating an instance (every ``noemactl`` command) does not need."""
+    from noema_sdk.protocol import inbox_prefix as sdk_inbox_prefix
+
+    return sdk_inbox_prefix(user)
+
 
 SERVICES = ("attend", "projector", "embed", "retrieve", "decay", "conflicts", "api", "service", "mcp")
 """Every Noema process that connects to NATS with an identity of its own (``service`` is the NATS

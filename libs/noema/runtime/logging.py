@@ -1,42 +1,54 @@
-"""structlog configuration: JSON when not on a terminal, readable on one (configured once per process)."""
+"""structlog configuration: JSON when not on a terminal, readable on one (configured once per process).
+
+A process that may well log nothing (``noemactl memory search``) configures it on first use
+(:func:`configure_logging_on_first_use`): structlog, and the event loop its stdlib module imports,
+load only when something logs or imports structlog (issue 32: a keyword search's start-up)."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib.machinery
 import logging
 import sys
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType, TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-__all__ = ["configure_logging"]
+if TYPE_CHECKING:
+    import importlib.abc
+
+    import structlog
+
+__all__ = ["configure_logging", "configure_logging_on_first_use"]
 
 
-def _structlog() -> ModuleType:
-    """structlog, loaded without rich's traceback and pretty-printing support (which bring pygments
-    and attrs, about 0.02 s of CPU on every start). structlog loads them when rich is installed (typer
-    requires it), for its console renderer's exceptions and for ``show_locals`` tracebacks; here
-    ``format_exc_info`` renders every exception as plain text before the renderer sees it, so neither
-    is used. Whoever imports structlog first decides: a command imports this module first."""
-    if "structlog" in sys.modules:
-        return sys.modules["structlog"]
-    # rich itself too: structlog.dev imports rich.console before it finds no rich.traceback, which
-    # a command printing JSON (`memory search --json`) would otherwise pay for (issue 32).
+@contextlib.contextmanager
+def _without_rich() -> Iterator[None]:
+    """rich hidden ("not installed") while structlog loads: without rich's traceback and
+    pretty-printing support (which bring pygments and attrs, about 0.02 s of CPU on every start).
+    structlog loads them when rich is installed (typer requires it), for its console renderer's
+    exceptions and for ``show_locals`` tracebacks; here ``format_exc_info`` renders every exception
+    as plain text before the renderer sees it, so neither is used. rich itself too: structlog.dev
+    imports rich.console before it finds no rich.traceback, which a command printing JSON (`memory
+    search --json`) would otherwise pay for (issue 32). Whoever imports structlog first decides."""
     hidden = [name for name in ("rich", "rich.traceback", "rich.pretty") if name not in sys.modules]
     for name in hidden:
         sys.modules[name] = None  # type: ignore[assignment]  # "not installed", for this import only
     try:
-        import structlog
+        yield
     finally:
         for name in hidden:
             if sys.modules.get(name, ...) is None:
                 del sys.modules[name]
-    return structlog
 
 
-if TYPE_CHECKING:
-    import structlog
-else:
-    structlog = _structlog()
+def _structlog() -> None:
+    """Load structlog without rich (:func:`_without_rich`), unless something loaded it already."""
+    if "structlog" not in sys.modules:
+        with _without_rich():
+            import structlog  # noqa: F401
+
 
 _HANDLER = "noema"
 
@@ -75,6 +87,10 @@ def configure_logging(
     so a process writes one format to its stream: a JSON log has no plain-text line in it.
     ``observe`` sees every logged event before it is rendered (the heartbeat's last-error tap).
     """
+    _pending.cancel()
+    _structlog()  # loaded here without rich, unless something loaded it already
+    import structlog
+
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer()
@@ -119,6 +135,10 @@ def configure_logging(
 def _crashed(
     what: str, kind: type[BaseException], exc: BaseException | None, tb: TracebackType | None, **more: object
 ) -> None:
+    _pending.apply()  # a crash is logged as configured, whether or not anything logged before
+    _structlog()
+    import structlog
+
     structlog.get_logger("noema.crash").critical(what, exc_info=(kind, exc, tb), **more)
 
 
@@ -149,3 +169,99 @@ def _log_crashes() -> None:
     sys.excepthook = _uncaught
     threading.excepthook = _uncaught_in_thread
     sys.unraisablehook = _unraisable
+
+
+class _Pending:
+    """The configuration :func:`configure_logging_on_first_use` postponed, applied by whichever
+    comes first: a stdlib record reaching the root logger (:class:`_FirstRecord`), an import of
+    structlog anywhere (:class:`_OnImport`), or a crash; :func:`configure_logging` cancels it."""
+
+    def __init__(self) -> None:
+        self._configure: Callable[[], None] | None = None
+        self._finder: _OnImport | None = None
+
+    def defer(self, configure: Callable[[], None]) -> None:
+        self.cancel()
+        self._configure = configure
+        self._finder = _OnImport()
+        sys.meta_path.insert(0, self._finder)
+
+    def cancel(self) -> None:
+        self._configure = None
+        if self._finder is not None:
+            with contextlib.suppress(ValueError):
+                sys.meta_path.remove(self._finder)
+            self._finder = None
+
+    def apply(self) -> None:
+        configure = self._configure
+        if configure is not None:
+            configure()  # calls configure_logging, which cancels it
+
+
+_pending = _Pending()
+
+
+class _OnImport:
+    """Finds structlog as the path finder does, with a loader that applies the pending
+    configuration as soon as structlog is loaded: a module that imports it may log at once. (A
+    finder and a loader by their methods, as the import system takes them: importlib.abc, their
+    base classes, would load importlib.resources too.)"""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != "structlog":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = cast("importlib.abc.Loader", _ThenConfigure(spec.loader))
+        return spec
+
+
+class _ThenConfigure:
+    """structlog's own loader, rich hidden while it runs (:func:`_without_rich`), then the pending
+    configuration applied."""
+
+    def __init__(self, loader: importlib.abc.Loader) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        with _without_rich():
+            self._loader.exec_module(module)
+        _pending.apply()
+
+
+class _FirstRecord(logging.Handler):
+    """The root logger's handler until something logs: the first record applies the pending
+    configuration, which replaces this handler, and goes to the handler that replaced it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        _pending.apply()
+        for handler in logging.getLogger().handlers:
+            ours = handler.get_name() == _HANDLER and not isinstance(handler, _FirstRecord)
+            if ours and record.levelno >= handler.level:
+                handler.handle(record)
+
+
+def configure_logging_on_first_use(fmt: str = "auto", level: str = "info") -> None:
+    """:func:`configure_logging`, postponed until something logs: the first stdlib record, the first
+    import of structlog (every module that logs through it imports it) or a crash configures it
+    exactly as it would have been, before that record is rendered. A command that logs nothing
+    loads neither structlog nor the event loop for it (issue 32: a keyword search's start-up)."""
+    if "structlog" in sys.modules:
+        configure_logging(fmt, level)
+        return
+    _pending.defer(lambda: configure_logging(fmt, level))
+    numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
+    handler = _FirstRecord()
+    handler.set_name(_HANDLER)
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == _HANDLER]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(max(numeric, logging.WARNING))
+    _log_crashes()

@@ -10,32 +10,30 @@ from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import asyncpg
-import structlog
 
 from noema.adapters.postgres.database import create_pool
-from noema.adapters.postgres.keyring import PostgresKeyring
 from noema.adapters.postgres.roles import DbRole
 from noema.adapters.postgres.tenancy import NO_WORKSPACE
-from noema.application.sealing import KeyringSealer
-from noema.runtime.settings import Located
-from noema.topology import Topology
 
 Pool = asyncpg.Pool
 """A database pool, as the composition roots of the workers hand it on (they hold no driver)."""
 DbConnection = asyncpg.Connection
 """A database connection, as a worker holds one of its pool's."""
 
-log = structlog.get_logger("noema.wiring")
-
 if TYPE_CHECKING:
     # nats-py: loaded by the first connection (a read-only process, noemactl's reads, has none);
-    # the worker runtime: loaded by partitioned_workers, not by the application layer.
+    # the worker runtime: loaded by partitioned_workers, not by the application layer; the sealer:
+    # by the processes that publish or open events (a read of memory opens none: a keyword
+    # search's start-up, issue 32); the settings and the topology: annotations here.
     from nats.aio.client import Client as NATS
     from nats.js import JetStreamContext
 
     from noema.adapters.metrics import Metrics
+    from noema.application.sealing import KeyringSealer
     from noema.runtime.partitions import PartitionedService
+    from noema.runtime.settings import Located
     from noema.runtime.worker import BatchHandler, PullWorker
+    from noema.topology import Topology
 
 __all__ = [
     "POOL_CLOSE_S",
@@ -134,13 +132,20 @@ async def close_pool(pool: asyncpg.Pool, within_s: float = POOL_CLOSE_S) -> None
     try:
         await asyncio.wait_for(pool.close(), within_s)
     except TimeoutError:
-        log.warning("pool not closed in time; its connections are terminated", within_s=within_s)
+        import structlog  # loaded by the first record: closing a pool in time logs nothing
+
+        structlog.get_logger("noema.wiring").warning(
+            "pool not closed in time; its connections are terminated", within_s=within_s
+        )
         pool.terminate()
 
 
 def sealer(pool: asyncpg.Pool) -> KeyringSealer:
     """What seals a process's events before it publishes them and opens those it reads
     (:mod:`noema.domain.sealed_events`), with the keyring in ``pool``'s database."""
+    from noema.adapters.postgres.keyring import PostgresKeyring
+    from noema.application.sealing import KeyringSealer
+
     return KeyringSealer(PostgresKeyring(pool))
 
 

@@ -9,14 +9,21 @@ from importlib import resources
 from typing import Any
 
 import asyncpg
-import structlog
 
 from noema.adapters.postgres.roles import grant_roles
 from noema.adapters.postgres.tenancy import NO_WORKSPACE, SETTING, apply_scope
 
 __all__ = ["MigrationsPending", "connect", "create_pool", "drop_schema", "migrate", "migrations"]
 
-log = structlog.get_logger("noema.postgres")
+
+def _log() -> Any:
+    """This module's logger: structlog loads with the first record (opening a pool logs nothing
+    unless pgvector is missing: a keyword search loads no structlog, issue 32)."""
+    import structlog
+
+    return structlog.get_logger("noema.postgres")
+
+
 _SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
@@ -131,7 +138,7 @@ async def migrate(url: str, schema: str) -> list[int]:
                 async with conn.transaction():
                     await conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
             except asyncpg.PostgresError as exc:
-                log.warning("pgvector unavailable; vector recall disabled", error=str(exc))
+                _log().warning("pgvector unavailable; vector recall disabled", error=str(exc))
             await conn.execute(f"SET LOCAL search_path = {schema}, public")
             await conn.execute(
                 """CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -146,7 +153,7 @@ async def migrate(url: str, schema: str) -> list[int]:
                 digest = hashlib.sha256(sql.encode()).hexdigest()
                 if version in done:
                     if done[version] != digest:
-                        log.warning("applied migration differs from its file", version=version, name=name)
+                        _log().warning("applied migration differs from its file", version=version, name=name)
                     continue
                 await conn.execute(sql)
                 await conn.execute(
@@ -161,7 +168,7 @@ async def migrate(url: str, schema: str) -> list[int]:
     finally:
         await conn.close()
     if applied:
-        log.info("migrations applied", schema=schema, versions=applied)
+        _log().info("migrations applied", schema=schema, versions=applied)
     return applied
 
 

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
-import msgspec
 
 from noema.adapters.postgres.keyring import opened_rows
 from noema.ports import StreamPoint
@@ -25,6 +24,8 @@ EVENT_FIELDS = (
 def quoted(ref: str) -> str:
     """``ref`` as a JSON string: how a payload's text holds it as a value (ids are plain text, so
     a match of the quoted form is a whole value, never part of a longer one)."""
+    import msgspec  # here: a read of memory alone (a keyword search) loads no msgspec (issue 32)
+
     return msgspec.json.encode(ref).decode()
 
 

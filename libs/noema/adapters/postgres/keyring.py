@@ -12,12 +12,14 @@ import json
 import re
 from collections.abc import Collection, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from noema.domain.sealed_events import KeyRequest
 from noema.domain.sealing import KeyBytes, new_key, open_text, sealed_key_id
+
+if TYPE_CHECKING:  # an annotation: what opens rows (a read of memory) needs none of the sealed events
+    from noema.domain.sealed_events import KeyRequest
 
 __all__ = ["PostgresKeyring", "destroy_keys", "lookup_keys", "opened_rows"]
 
