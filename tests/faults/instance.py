@@ -142,10 +142,15 @@ class Instance:
         )
         js = self.nc.jetstream()
 
+        # embed runs only with an embedder; like the claimed workers, it creates its durable consumer
+        # once it holds its claim, which can be well after ``up`` wrote its state on a loaded machine.
+        workers = DURABLES + (("embed",) if "embed" in state["services"] else ())
+
         async def consumers_exist() -> bool:
-            for name in DURABLES:
-                on_events = name in ("conflicts", "projector")
-                stream = TOPOLOGY.event_stream if on_events else TOPOLOGY.observation_stream
+            for name in workers:
+                watched = watched_consumer(name, self.topology)
+                assert watched is not None, name
+                stream = watched.stream
                 for durable in self.durables(name):
                     try:
                         await js.consumer_info(stream, durable)
