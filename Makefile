@@ -67,8 +67,9 @@ FAST := not integration and not slow
 # The real-server tier waits on its servers far more than it computes, so it runs in TEST_WORKERS
 # processes, each with servers of its own (pytest-xdist). A module's tests stay in one process (its
 # fixtures are made once) unless it is marked `spread`; the fault tests, which time outages and kills,
-# are one group: one process runs them one at a time, from the start, beside the rest. The longest
-# modules start first (tests/conftest.py). TEST_WORKERS=0 runs everything in one process.
+# are two groups (lanes, tests/conftest.py): in each, one process runs them one at a time, from the
+# start, beside the other lane and the rest. The longest modules start first. TEST_WORKERS=0 runs
+# everything in one process.
 TEST_WORKERS ?= 4
 REAL := -m "integration or slow"
 ifeq ($(TEST_WORKERS),0)

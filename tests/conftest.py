@@ -92,18 +92,44 @@ that no long module is left to run alone at the end. Only the order: a module mi
 that no longer exists, changes nothing else."""
 
 
-def _schedule(item: pytest.Item) -> tuple[int, int]:
-    """Where a test goes in the run's order: the fault tests first (one group: a single pytest-xdist
-    worker runs them one at a time, beside the rest), then the modules whose tests run apart (marked
-    ``spread``), then :data:`LONG_FIRST`, then the rest in collection order."""
-    path = item.nodeid.split("::", 1)[0]
+FAULT_LANES = {
+    "tests/faults/test_outages.py": "a",
+    "tests/faults/test_worker_kills.py": "a",
+    "tests/faults/test_cluster.py": "a",
+    "tests/faults/test_killed_up.py": "a",
+    "tests/faults/test_erasure_resume.py": "a",
+    "tests/faults/test_status_after_kill.py": "b",
+    "tests/faults/test_embedder_outage.py": "b",
+    "tests/faults/test_claims_failover.py": "b",
+    "tests/faults/test_partitions_failover.py": "b",
+    "tests/faults/test_vector_cache_lost.py": "b",
+    "tests/faults/test_shutdown.py": "b",
+}
+"""The fault tests run in two lanes of about 7 minutes each (``--durations`` of fresh-clone runs): each
+lane is one group, which one pytest-xdist worker runs one test at a time, from the start, beside the
+other lane and the rest. In one lane they took 12–14 minutes, the whole run's critical path. A fault
+module missing here goes to lane "b"."""
+
+
+def _place(path: str) -> tuple[int, str]:
+    """A test module's rank in the run's order and its pytest-xdist group: the fault lanes first,
+    then :data:`LONG_FIRST`, then the rest (in collection order, as a stable sort keeps it)."""
     if path.startswith("tests/faults/"):
-        return (0, 0)
-    if item.get_closest_marker("spread"):
-        return (1, 0)
+        lane = FAULT_LANES.get(path, "b")
+        return (0 if lane == "a" else 1, f"faults-{lane}")
     if path in LONG_FIRST:
-        return (2, LONG_FIRST.index(path))
-    return (3, 0)
+        return (3 + LONG_FIRST.index(path), path)
+    return (3 + len(LONG_FIRST), path)
+
+
+def _schedule(item: pytest.Item) -> int:
+    """Where a test goes in the run's order: the fault lanes first, then :data:`LONG_FIRST`, then
+    the rest in collection order, and last the tests of modules marked ``spread`` (each a short job
+    of its own, which fill the processes' ends evenly)."""
+    rank, _ = _place(item.nodeid.split("::", 1)[0])
+    if rank > 1 and item.get_closest_marker("spread"):
+        return 4 + len(LONG_FIRST)
+    return rank
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (``--dist loadgroup``)
@@ -113,15 +139,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     For pytest-xdist's ``--dist loadgroup`` (``make test``), a module's tests stay in one worker (the
     module's fixtures are made once), except in a module marked ``spread``, whose tests each set up
-    what they need; the fault tests are one group. The order is :func:`_schedule`'s (a stable sort:
-    collection order within each rank), which ``--no-loadscope-reorder`` keeps."""
+    what they need; the fault tests are two groups (:data:`FAULT_LANES`). The order is
+    :func:`_schedule`'s (a stable sort: collection order within each rank), which
+    ``--no-loadscope-reorder`` keeps."""
     for item in items:
         if "servers" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.integration)
-        path = item.nodeid.split("::", 1)[0]
         if item.get_closest_marker("xdist_group") or item.get_closest_marker("spread"):
             continue
-        group = "faults" if path.startswith("tests/faults/") else path
+        _, group = _place(item.nodeid.split("::", 1)[0])
         item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=_schedule)
 
