@@ -16,7 +16,8 @@ served, refused (429) and otherwise failed; ``checks`` and ``all_checks_held``: 
 quiet's p99 under the flood within 2x its p99 alone, none of quiet's searches refused, the flood
 served no more than its bucket allows and refused the rest (the unlimited run is the baseline, held
 to nothing). ``tests/integration/test_admission.py``
-runs the limited scenario (:func:`flood`) and holds the same checks.
+runs the limited scenario (:func:`flood`) and holds the same checks but the latency one (a test holds
+no speed).
 """
 
 from __future__ import annotations
