@@ -79,7 +79,7 @@ def test_replace_and_frozen_as_a_dataclass() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         settings.prefix = "x"  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
-        del settings.prefix  # type: ignore[misc]
+        del settings.prefix
     assert Settings().nats_auth == NatsAuth()
 
 
