@@ -200,6 +200,7 @@ NOT_FOR_A_KEYWORD_SEARCH = (
     "noema.domain.timewords",  # the time words: read by a hybrid search only
     "msgspec",  # nor the SDK's models: a search reads rows and prints JSON without them
     "noema_sdk.models",
+    "importlib.resources",  # the migrations' files: read by a process that migrates
 )
 """What a keyword search loads none of (issue 32, its start-up): python -m bench.startup times it."""
 
