@@ -96,14 +96,15 @@ def _check(
         assert not positive, operation.label
 
 
+METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
+"""The keys of an OpenAPI path item that are operations."""
+
+
 def _operations() -> list[tuple[str, str]]:
     """(path, method) of every operation of the document, read as JSON (schemathesis loads it in the
     test): one test per operation, so that pytest-xdist spreads them over its workers."""
     paths = json.loads(OPENAPI.read_text(encoding="utf-8"))["paths"]
     return [(path, method.upper()) for path, item in paths.items() for method in item if method in METHODS]
-
-
-METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 
 
 def property_test(path: str, method: str, base_url: str, memory_ids: list[str]) -> list[str]:

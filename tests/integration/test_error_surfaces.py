@@ -22,6 +22,7 @@ from nats.errors import NoRespondersError
 from starlette.applications import Starlette
 from typer.testing import CliRunner
 
+import noema.runtime.locate
 from noema.adapters.asgi import DEFAULT_MAX_BODY
 from noema.adapters.jetstream import connect
 from noema.adapters.postgres.voices import RecallStore
@@ -32,7 +33,6 @@ from noema.errors import Kind
 from noema_api.app import create_app
 from noema_api.auth import TokenEntry, Tokens
 from noema_api.endpoint import Api, Endpoint, Req, routes
-from noema_cli import common
 from noema_cli.main import app as noemactl
 from noema_sdk.protocol import ERROR_CODE_HEADER, agent_subject
 from noema_service import operations
@@ -269,7 +269,7 @@ def _bug_exit_code() -> int:
         raise KeyError("bug")
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(common, "locate", broken)
+        patch.setattr(noema.runtime.locate, "locate", broken)  # noema_cli.common imports it per command
         result = CliRunner().invoke(noemactl, ["memory", "list"])
     assert isinstance(result.exception, KeyError)
     return result.exit_code

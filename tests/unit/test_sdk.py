@@ -264,3 +264,16 @@ def test_a_reply_decodes_to_its_type_or_raises_the_error_it_carries() -> None:
         _decode_reply("propose_fact", b"<html>", None, FactOutcome)
     with pytest.raises(NoemaError, match="unexpected result"):
         _decode_reply("propose_fact", encode_result({"memory_id": 3}), None, FactOutcome)
+
+
+def test_every_exported_name_is_loaded_from_the_module_that_defines_it() -> None:
+    """The package loads its names on first use from a hand-kept map (`_HOMES`, the errors named
+    again): each name of ``__all__`` must resolve, to the object its home module defines."""
+    import noema_sdk
+    from noema_sdk import errors
+
+    for name in noema_sdk.__all__:
+        getattr(noema_sdk, name)  # an AttributeError names a name its home does not define
+    exported_errors = {n for n in noema_sdk.__all__ if n in errors.__all__}
+    assert exported_errors == {n for n, home in noema_sdk._HOMES.items() if home == "errors"}
+    assert all(getattr(noema_sdk, n) is getattr(errors, n) for n in exported_errors)

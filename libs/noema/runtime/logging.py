@@ -122,9 +122,15 @@ def configure_logging(
             ],
         )
     )
+    _install(handler, numeric)
+
+
+def _install(handler: logging.Handler, numeric: int) -> None:
+    """Make ``handler`` the root logger's handler of ours at ``numeric``'s level (at least warnings),
+    and log crashes. Ours replaces the one an earlier call installed; others (a test runner's
+    capture) are kept."""
     handler.set_name(_HANDLER)
     root = logging.getLogger()
-    # Ours replaces the one an earlier call installed; others (a test runner's capture) are kept.
     for old in [h for h in root.handlers if h.get_name() == _HANDLER]:
         root.removeHandler(old)
     root.addHandler(handler)
@@ -257,11 +263,4 @@ def configure_logging_on_first_use(fmt: str = "auto", level: str = "info") -> No
         return
     _pending.defer(lambda: configure_logging(fmt, level))
     numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
-    handler = _FirstRecord()
-    handler.set_name(_HANDLER)
-    root = logging.getLogger()
-    for old in [h for h in root.handlers if h.get_name() == _HANDLER]:
-        root.removeHandler(old)
-    root.addHandler(handler)
-    root.setLevel(max(numeric, logging.WARNING))
-    _log_crashes()
+    _install(_FirstRecord(), numeric)
