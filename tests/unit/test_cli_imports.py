@@ -213,6 +213,52 @@ def test_a_keyword_search_loads_no_logging_event_catalog_or_listing() -> None:
     assert _under(modules, NOT_FOR_A_KEYWORD_SEARCH) == []
 
 
+COMMAND_MODULES = (
+    "agent_cmd",
+    "api_cmd",
+    "audit_cmd",
+    "dlq_cmd",
+    "erase_cmd",
+    "knowledge_cmd",
+    "mcp_cmd",
+    "memory_cmd",
+    "operator_cmd",
+    "projection_cmd",
+    "replay_cmd",
+)
+"""The modules of commands declared in noema_cli.main and registered when first looked up."""
+
+
+def _command_modules(modules: set[str]) -> list[str]:
+    return sorted(name for name in COMMAND_MODULES if f"noema_cli.{name}" in modules)
+
+
+def test_a_command_imports_only_the_command_module_it_runs() -> None:
+    """`memory search` is noema_cli.main's own: no command module is imported (issue 32: a keyword
+    search's start-up); `memory show` imports memory_cmd alone, `dlq --help` dlq_cmd alone, and
+    `memory --help`, which lists memory's commands with their help, the two that register them."""
+    _, modules = _loaded("memory", "search", "x", "--mode", "keyword", "--json", *NOWHERE)
+    assert _command_modules(modules) == []
+    _, modules = _loaded("memory", "show", "3f0c1a2b", *NOWHERE)
+    assert _command_modules(modules) == ["memory_cmd"]
+    shown, modules = _loaded("dlq", "--help")
+    assert _command_modules(modules) == ["dlq_cmd"]
+    assert " retry " in shown
+    shown, modules = _loaded("memory", "--help")
+    assert _command_modules(modules) == ["memory_cmd", "operator_cmd"]
+    for command in ("search", "list", "retract", "add"):
+        assert f" {command} " in shown
+
+
+def test_the_root_help_loads_the_modules_of_the_commands_it_lists() -> None:
+    """Each command and group of the root, with its help: not memory's commands (memory_cmd and
+    operator_cmd register only those)."""
+    shown, modules = _loaded("--help")
+    assert _command_modules(modules) == sorted(set(COMMAND_MODULES) - {"memory_cmd", "operator_cmd"})
+    for command in ("fact", "why", "erase", "replay", "projection", "mcp", "api", "dlq", "agent"):
+        assert f" {command} " in shown
+
+
 def test_the_command_tree_loads_no_embedder_either() -> None:
     _, modules = _loaded("--help")
     for unused in EMBEDDING:
