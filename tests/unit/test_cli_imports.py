@@ -213,6 +213,42 @@ def test_a_keyword_search_loads_no_logging_event_catalog_or_listing() -> None:
     assert _under(modules, NOT_FOR_A_KEYWORD_SEARCH) == []
 
 
+COMPILED = """
+import dataclasses, json, sys
+compiled = []
+create = dataclasses._create_fn
+
+def counted(name, args, body, *, globals=None, locals=None, **rest):
+    compiled.append([(globals or {}).get("__name__", "?"), name])
+    return create(name, args, body, globals=globals, locals=locals, **rest)
+
+dataclasses._create_fn = counted  # before noema.records keeps the function it defers to
+sys.argv = ["noemactl", *json.loads(sys.argv[1])]
+from noema_cli.main import main
+try:
+    main()
+except SystemExit:
+    pass
+print(json.dumps(compiled), file=sys.stderr)
+"""
+
+
+def test_a_keyword_search_compiles_only_the_dataclass_methods_it_calls() -> None:
+    """The dataclasses on a search's way are made by :func:`noema.records.dataclass`, whose methods
+    are compiled when first used (issue 32): no ``__repr__``, ``__hash__`` or frozen
+    ``__setattr__``/``__delattr__`` of ours (a search calls none), where a ``dataclasses.dataclass``
+    would compile all of them for every class when its module loads."""
+    args = ["memory", "search", "x", "--mode", "keyword", "--json", *NOWHERE]
+    done = subprocess.run(
+        [sys.executable, "-c", COMPILED, json.dumps(args)], capture_output=True, text=True, timeout=120
+    )
+    compiled = json.loads(done.stderr.strip().splitlines()[-1])
+    ours = [(module, name) for module, name in compiled if module.startswith("noema")]
+    assert ("noema.application.memory_reads", "__init__") in ours  # SearchOptions, which it made
+    unused = ("__repr__", "__hash__", "__setattr__", "__delattr__")
+    assert [(module, name) for module, name in ours if name in unused] == []
+
+
 COMMAND_MODULES = (
     "agent_cmd",
     "api_cmd",

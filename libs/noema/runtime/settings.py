@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import MISSING, Field, dataclass, field, fields, replace
+from dataclasses import MISSING, Field, field, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar, cast, dataclass_transform
 
@@ -15,6 +15,7 @@ from noema.adapters.openai_options import ROLES, RemoteOptions
 from noema.domain.admission import AdmissionLimits
 from noema.domain.knowledge import DEFAULT_WM_CAPACITY
 from noema.errors import Kind, NoemaError
+from noema.records import dataclass
 from noema.topology import MAX_PARTITIONS, Topology
 
 __all__ = ["DEFAULT_DATA_DIR", "WORKERS", "Located", "NatsAuth", "Settings", "SettingsError"]
