@@ -17,9 +17,10 @@ are classified by.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar
+
+from noema.records import dataclass
 
 __all__ = [
     "KIND_BY_HTTP_STATUS",

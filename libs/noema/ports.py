@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from noema.errors import WorkerFatal
+from noema.records import dataclass
 
 if TYPE_CHECKING:
     # Annotations only: a process imports the ports without the event loop, the event catalog or

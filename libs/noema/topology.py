@@ -3,8 +3,9 @@ once the observations are partitioned, the workspace's partition (docs/architect
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from noema.records import dataclass
 
 if TYPE_CHECKING:  # the codec loads with the first decode: the settings hold a Topology (issue 32)
     from noema_events import Event, Recorded

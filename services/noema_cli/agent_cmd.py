@@ -19,7 +19,7 @@ from .common import DataDir, JsonOption, fail, out, print_json, state, use
 if TYPE_CHECKING:  # the credential store, the names and the server's files: loaded by an agent command
     from noema.runtime.credentials import AgentRecord, CredentialStore
 
-__all__ = ["agent_app"]
+__all__ = ["agent_app", "register"]
 
 agent_app = typer.Typer(help="Agents' NATS credentials on the embedded server.", no_args_is_help=True)
 
@@ -175,3 +175,8 @@ def remove(
     out.print(
         f"removed {workspace}/{agent}" + ("" if reloaded else " (takes effect at the next `noemactl up`)")
     )
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``noemactl agent`` to ``noemactl``."""
+    app.add_typer(agent_app, name="agent")

@@ -15,7 +15,7 @@ from .common import exit_code
 if TYPE_CHECKING:  # the API's settings bring its middleware (structlog, prometheus_client)
     from noema_api.settings import ApiSettings
 
-__all__ = ["api_app"]
+__all__ = ["api_app", "register"]
 
 api_app = typer.Typer(help="The operator HTTP API.", no_args_is_help=True)
 
@@ -107,3 +107,8 @@ def token(
         typer.echo(json.dumps({"name": name, "token": value, "file": str(path)}))
     else:
         typer.echo(value)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``noemactl api`` to ``noemactl``."""
+    app.add_typer(api_app, name="api")

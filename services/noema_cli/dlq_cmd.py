@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the NATS adapters load when a command runs, not for --help
     from noema.adapters.deadletters import DeadLetterDetail, DeadLetterPage, DeadLetters
     from noema.runtime.settings import Located
 
-__all__ = ["dlq_app"]
+__all__ = ["dlq_app", "register"]
 
 T = TypeVar("T")
 
@@ -255,3 +255,8 @@ def upgrade(data_dir: Path | None = DataDir(), as_json: bool = JsonOption()) -> 
         out.print("the dead-letter stream already allows dropping dead letters: nothing to do")
     else:
         out.print(f"the dead-letter stream now allows dropping dead letters ({moved} kept, renumbered)")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``noemactl dlq`` to ``noemactl``."""
+    app.add_typer(dlq_app, name="dlq")

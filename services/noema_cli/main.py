@@ -8,8 +8,10 @@ external servers).
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -19,21 +21,7 @@ import typer
 from noema_events.vocabulary import CHANNELS, RELATIONS
 from noema_sdk.limits import MAX_CONTENT
 
-from . import (
-    agent_cmd,
-    api_cmd,
-    audit_cmd,
-    dlq_cmd,
-    erase_cmd,
-    knowledge_cmd,
-    lazy,
-    mcp_cmd,
-    operator_cmd,
-    params,
-    projection_cmd,
-    replay_cmd,
-    search,
-)
+from . import lazy, params, search
 from .argv import Utf8Group
 from .common import (
     AsOfOption,
@@ -54,12 +42,11 @@ from .common import (
     state,
     use,
 )
-from .memory_cmd import register as register_memory_reads
 from .render import worker_table
 
 params.install()  # plain values converted without pydantic (a search's start-up, noema_cli.params)
 
-app = typer.Typer(
+root = typer.Typer(
     name="noemactl",
     cls=Utf8Group,
     help=__doc__,
@@ -68,10 +55,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 memory_app = typer.Typer(help="Inspect long-term memory.", no_args_is_help=True)
-app.add_typer(memory_app, name="memory")
-app.add_typer(api_cmd.api_app, name="api")
-app.add_typer(dlq_cmd.dlq_app, name="dlq")
-app.add_typer(agent_cmd.agent_app, name="agent")
+root.add_typer(memory_app, name="memory")
 
 
 def _version(given: bool) -> None:
@@ -82,7 +66,7 @@ def _version(given: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@root.callback()
 def _main(
     data_dir: Path | None = DataDir(),
     version: bool = typer.Option(
@@ -105,7 +89,7 @@ def _main(
     configure_logging_on_first_use(settings.log_format, "warning")
 
 
-@app.command()
+@root.command()
 def up(data_dir: Path | None = DataDir()) -> None:
     """Start Noema: embedded NATS + PostgreSQL (unless external URLs are set), all workers and the API.
 
@@ -134,7 +118,7 @@ def up(data_dir: Path | None = DataDir()) -> None:
     raise typer.Exit(code)
 
 
-@app.command()
+@root.command()
 def observe(
     text: str = typer.Argument(
         ...,
@@ -368,7 +352,7 @@ def memory_embed_missing(
         out.print(f"embedded {result['embedded']} memories with {result['model']} ({result['per_s']:.1f}/s)")
 
 
-@app.command()
+@root.command()
 def preamble(
     task: str = typer.Argument(..., help="The task description the agent is dispatched with."),
     workspace: str = typer.Option(..., "--workspace", "-w"),
@@ -404,7 +388,7 @@ def preamble(
             )
 
 
-@app.command("decay-tick")
+@root.command("decay-tick")
 def decay_tick(
     workspace: list[str] | None = typer.Option(None, "--workspace", "-w", help="Only these workspaces."),
     data_dir: Path | None = DataDir(),
@@ -424,7 +408,7 @@ def decay_tick(
         out.print(f"decay tick published for {len(ticked)} workspace(s): {', '.join(ticked) or '-'}")
 
 
-@app.command()
+@root.command()
 def prepare(
     data_dir: Path | None = DataDir(),
     as_json: bool = JsonOption(),
@@ -454,7 +438,7 @@ def _workers() -> tuple[str, ...]:
     return WORKERS
 
 
-@app.command()
+@root.command()
 def status(
     expect: list[str] | None = typer.Option(
         None,
@@ -516,20 +500,52 @@ def status(
         raise typer.Exit(1)
 
 
-knowledge_cmd.register(app)
-register_memory_reads(memory_app)
-replay_cmd.register(app)
-projection_cmd.register(app)
-operator_cmd.register(app, memory_app)
-audit_cmd.register(app)
-erase_cmd.register(app)
-mcp_cmd.register(app)
+def _register(module: str, *on: typer.Typer) -> Callable[[], None]:
+    """Import ``noema_cli.<module>`` and add its commands to ``on`` (its ``register``)."""
+
+    def load() -> None:
+        importlib.import_module(f"{__package__}.{module}").register(*on)
+
+    load.__qualname__ = f"noema_cli.{module}.register"
+    return load
+
+
+# The command modules, each imported when one of its commands is looked up (noema_cli.lazy), in
+# the order they are listed: the names each one registers are declared here, and checked when it
+# loads. `noemactl memory search` imports none of them (issue 32: a keyword search's start-up).
+lazy.later(_register("api_cmd", root), groups={root: ("api",)})
+lazy.later(_register("dlq_cmd", root), groups={root: ("dlq",)})
+lazy.later(_register("agent_cmd", root), groups={root: ("agent",)})
+lazy.later(
+    _register("knowledge_cmd", root),
+    commands={root: ("domains", "conflicts", "remember", "consolidate", "harmonize")},
+    groups={root: ("fact", "policy", "grant", "notes", "wm", "decisions")},
+)
+lazy.later(_register("memory_cmd", memory_app), commands={memory_app: ("list", "timeline", "show")})
+lazy.later(_register("replay_cmd", root), commands={root: ("replay",)})
+lazy.later(_register("projection_cmd", root), groups={root: ("projection",)})
+lazy.later(
+    _register("operator_cmd", root, memory_app),
+    commands={memory_app: ("retract", "archive", "restore", "correct", "add")},
+)
+lazy.later(_register("audit_cmd", root), commands={root: ("why",)}, groups={root: ("audit",)})
+lazy.later(_register("erase_cmd", root), commands={root: ("erase", "compact")})
+lazy.later(_register("mcp_cmd", root), groups={root: ("mcp",)})
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """``app``: the whole tree as typer sees it (``typer.main.get_command(app)``, ``typer.testing``),
+    every command module loaded and registered."""
+    if name == "app":
+        lazy.load_all()
+        return root
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
     """Entry point of the ``noemactl`` script: the command tree, each command converted when the
     command line names it (:mod:`noema_cli.lazy`)."""
-    lazy.command(app)()
+    lazy.command(root)()
 
 
 if __name__ == "__main__":

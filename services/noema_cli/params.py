@@ -14,7 +14,6 @@ goes through typer's own conversion.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,8 @@ from typer._click import Context
 from typer._click.exceptions import BadParameter
 from typer._coercion import RuntimeParam, TypeDescriptor, build_runtime_param
 from typer._param_types import coerce_cli_path
+
+from noema.records import dataclass
 
 __all__ = ["install"]
 

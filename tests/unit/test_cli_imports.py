@@ -200,6 +200,7 @@ NOT_FOR_A_KEYWORD_SEARCH = (
     "noema.domain.timewords",  # the time words: read by a hybrid search only
     "msgspec",  # nor the SDK's models: a search reads rows and prints JSON without them
     "noema_sdk.models",
+    "importlib.resources",  # the migrations' files: read by a process that migrates
 )
 """What a keyword search loads none of (issue 32, its start-up): python -m bench.startup times it."""
 
@@ -210,6 +211,88 @@ def test_a_keyword_search_loads_no_logging_event_catalog_or_listing() -> None:
     _, modules = _loaded("memory", "search", "x", "--mode", "keyword", "--json", *NOWHERE)
     assert "noema.composition.reader" in modules  # it ran as far as opening the read model
     assert _under(modules, NOT_FOR_A_KEYWORD_SEARCH) == []
+
+
+COMPILED = """
+import dataclasses, json, sys
+compiled = []
+create = dataclasses._create_fn
+
+def counted(name, args, body, *, globals=None, locals=None, **rest):
+    compiled.append([(globals or {}).get("__name__", "?"), name])
+    return create(name, args, body, globals=globals, locals=locals, **rest)
+
+dataclasses._create_fn = counted  # before noema.records keeps the function it defers to
+sys.argv = ["noemactl", *json.loads(sys.argv[1])]
+from noema_cli.main import main
+try:
+    main()
+except SystemExit:
+    pass
+print(json.dumps(compiled), file=sys.stderr)
+"""
+
+
+def test_a_keyword_search_compiles_only_the_dataclass_methods_it_calls() -> None:
+    """The dataclasses on a search's way are made by :func:`noema.records.dataclass`, whose methods
+    are compiled when first used (issue 32): no ``__repr__``, ``__hash__`` or frozen
+    ``__setattr__``/``__delattr__`` of ours (a search calls none), where a ``dataclasses.dataclass``
+    would compile all of them for every class when its module loads."""
+    args = ["memory", "search", "x", "--mode", "keyword", "--json", *NOWHERE]
+    done = subprocess.run(
+        [sys.executable, "-c", COMPILED, json.dumps(args)], capture_output=True, text=True, timeout=120
+    )
+    compiled = json.loads(done.stderr.strip().splitlines()[-1])
+    ours = [(module, name) for module, name in compiled if module.startswith("noema")]
+    assert ("noema.application.memory_reads", "__init__") in ours  # SearchOptions, which it made
+    unused = ("__repr__", "__hash__", "__setattr__", "__delattr__")
+    assert [(module, name) for module, name in ours if name in unused] == []
+
+
+COMMAND_MODULES = (
+    "agent_cmd",
+    "api_cmd",
+    "audit_cmd",
+    "dlq_cmd",
+    "erase_cmd",
+    "knowledge_cmd",
+    "mcp_cmd",
+    "memory_cmd",
+    "operator_cmd",
+    "projection_cmd",
+    "replay_cmd",
+)
+"""The modules of commands declared in noema_cli.main and registered when first looked up."""
+
+
+def _command_modules(modules: set[str]) -> list[str]:
+    return sorted(name for name in COMMAND_MODULES if f"noema_cli.{name}" in modules)
+
+
+def test_a_command_imports_only_the_command_module_it_runs() -> None:
+    """`memory search` is noema_cli.main's own: no command module is imported (issue 32: a keyword
+    search's start-up); `memory show` imports memory_cmd alone, `dlq --help` dlq_cmd alone, and
+    `memory --help`, which lists memory's commands with their help, the two that register them."""
+    _, modules = _loaded("memory", "search", "x", "--mode", "keyword", "--json", *NOWHERE)
+    assert _command_modules(modules) == []
+    _, modules = _loaded("memory", "show", "3f0c1a2b", *NOWHERE)
+    assert _command_modules(modules) == ["memory_cmd"]
+    shown, modules = _loaded("dlq", "--help")
+    assert _command_modules(modules) == ["dlq_cmd"]
+    assert " retry " in shown
+    shown, modules = _loaded("memory", "--help")
+    assert _command_modules(modules) == ["memory_cmd", "operator_cmd"]
+    for command in ("search", "list", "retract", "add"):
+        assert f" {command} " in shown
+
+
+def test_the_root_help_loads_the_modules_of_the_commands_it_lists() -> None:
+    """Each command and group of the root, with its help: not memory's commands (memory_cmd and
+    operator_cmd register only those)."""
+    shown, modules = _loaded("--help")
+    assert _command_modules(modules) == sorted(set(COMMAND_MODULES) - {"memory_cmd", "operator_cmd"})
+    for command in ("fact", "why", "erase", "replay", "projection", "mcp", "api", "dlq", "agent"):
+        assert f" {command} " in shown
 
 
 def test_the_command_tree_loads_no_embedder_either() -> None:

@@ -3,6 +3,9 @@ the command line names it: the same commands in the same order, with the same op
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,11 +15,11 @@ from typer._click import Context
 from typer._click.exceptions import UsageError
 
 from noema_cli import lazy
-from noema_cli.main import app
+from noema_cli.main import app, root
 
 
 def _tree(command: Any, path: tuple[str, ...] = ("noemactl",), parent: Any = None) -> Iterator[Any]:
-    """Every command of the tree: its path, help page and options."""
+    """Every command of the tree: its path, help page and options (kept in TREE below too)."""
     ctx = Context(command, info_name=path[-1], parent=parent)
     options = [(p.name, (*p.opts, *p.secondary_opts), p.required, p.multiple) for p in command.params]
     yield path, command.get_help(ctx), options, bool(getattr(command, "no_args_is_help", False))
@@ -73,3 +76,63 @@ def test_a_mistyped_command_is_still_told_the_name_it_meant() -> None:
     with pytest.raises(UsageError) as refused:
         lazy.command(app).main(["memroy", "search", "x"], prog_name="noemactl", standalone_mode=False)
     assert "Did you mean 'memory'?" in refused.value.format_message()
+
+
+TREE = """
+import json, sys
+from typer._click import Context
+from noema_cli import lazy
+from noema_cli.main import root
+
+def _tree(command, path=("noemactl",), parent=None):
+    ctx = Context(command, info_name=path[-1], parent=parent)
+    options = [(p.name, (*p.opts, *p.secondary_opts), p.required, p.multiple) for p in command.params]
+    yield path, command.get_help(ctx), options, bool(getattr(command, "no_args_is_help", False))
+    if hasattr(command, "list_commands"):
+        for name in command.list_commands(ctx):
+            yield from _tree(command.get_command(ctx, name), (*path, name), ctx)
+
+loaded = sorted(m for m in sys.modules if m.endswith("_cmd"))
+print(json.dumps([loaded, list(_tree(lazy.command(root)))]))
+"""
+
+
+def test_the_tree_of_a_fresh_process_is_typers_tree() -> None:
+    """The command modules are loaded when one of their commands is looked up (``lazy.later``): in a
+    fresh interpreter none is loaded before the tree is walked, and the tree walked is typer's own,
+    each module's commands in the place its ``register`` put them."""
+    done = subprocess.run(
+        [sys.executable, "-c", TREE], capture_output=True, text=True, timeout=120, check=True
+    )
+    loaded, made = json.loads(done.stdout)
+    assert loaded == []  # nothing but the tree was imported before the walk
+    eager = json.loads(json.dumps(list(_tree(typer.main.get_command(app)))))
+    assert len(made) == len(eager) > 60
+    for ours, typers in zip(made, eager, strict=True):
+        assert ours == typers, ours[0]
+
+
+def test_a_module_that_registers_other_names_than_declared_is_refused() -> None:
+    """The names listed for a command module are checked when it loads: a command registered but
+    not declared would be missing from the tree, a declared one not registered would fail to run."""
+    registering = typer.Typer()
+
+    def load() -> None:
+        registering.command("one")(lambda: None)
+        registering.command("two")(lambda: None)
+
+    entry = lazy.Later(load, commands={registering: ("one",)}, groups={})
+    with pytest.raises(RuntimeError, match="registered"):
+        entry.load()
+
+
+def test_app_is_the_whole_tree() -> None:
+    """``noema_cli.main.app`` (what ``typer.testing`` and ``python -m noema_mcp`` use) has every
+    command module registered, each in its place."""
+    assert app is root
+    names = [lazy._command_name(info) for info in app.registered_commands]
+    assert names[:6] == ["up", "observe", "preamble", "decay-tick", "prepare", "status"]
+    assert names[-3:] == ["why", "erase", "compact"]
+    groups = [info.name for info in app.registered_groups]
+    assert groups[:4] == ["memory", "api", "dlq", "agent"]
+    assert groups[-1] == "mcp"

@@ -35,6 +35,7 @@ LAYERS: tuple[dict[str, tuple[str, ...]], ...] = (
             "noema.observations",
             "noema.topology",
             "noema.threads",
+            "noema.records",
             "noema",  # the package itself (its version), not what is under it
         )
     },

@@ -10,7 +10,8 @@ with its real size and SHA-256 in headers (one 5 MB poison message must not cost
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+
+from noema.records import dataclass
 
 __all__ = [
     "DEFAULT_KEEP_BYTES",

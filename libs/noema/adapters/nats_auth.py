@@ -4,8 +4,10 @@ stream adapter so that reading settings does not import the NATS client."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
+
+from noema.records import dataclass
 
 __all__ = ["NatsAuth"]
 

@@ -4,8 +4,9 @@ and a process that embeds nothing (``noemactl --help``, a keyword search) loads 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+
+from noema.records import dataclass
 
 __all__ = ["ROLES", "RemoteOptions"]
 

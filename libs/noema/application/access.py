@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from noema.domain.knowledge import ACCESS_ORDER, effective_access
 from noema.errors import Kind, OperationError
 from noema.ports import AccessReads
+from noema.records import dataclass
 from noema_events.vocabulary import NAME_PATTERN
 
 __all__ = ["AccessControl", "Caller", "InsufficientMemoryPermission"]

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from noema.application.search import MODES, Recall, SearchResponse
 from noema.errors import InvalidQuery
 from noema.ports import RecallFilters
+from noema.records import dataclass
 
 if TYPE_CHECKING:
     # The operators' reads and their views (msgspec Structs, the event catalog's tags) load with the

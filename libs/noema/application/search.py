@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +53,7 @@ from noema.domain.ranking import (
     repo_first,
 )
 from noema.ports import Embedder, RecallFilters, RecallVoices
+from noema.records import dataclass
 from noema.threads import in_daemon_thread
 
 if TYPE_CHECKING:  # the time words (a dozen patterns) load with the first hybrid search

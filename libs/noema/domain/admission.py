@@ -19,10 +19,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Literal
 
 from noema.errors import RateLimited
+from noema.records import dataclass
 
 __all__ = ["Admission", "AdmissionLimits", "Refusal", "TokenBucket"]
 

@@ -12,9 +12,10 @@ import hashlib
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 
+from noema.records import dataclass
 from noema_events.vocabulary import VERACITY_WEIGHT
 
 __all__ = [

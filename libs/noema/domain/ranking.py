@@ -56,11 +56,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from noema.domain.dynamics import weibull_survival
+from noema.records import dataclass
 
 if TYPE_CHECKING:  # NumPy is imported by the diversity step that uses it: a keyword search needs none
     import numpy as np

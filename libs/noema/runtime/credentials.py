@@ -8,11 +8,12 @@ import contextlib
 import json
 import os
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from noema.records import dataclass
 from noema.runtime.identities import (
     OPERATOR,
     SERVICES,

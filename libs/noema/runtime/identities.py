@@ -19,8 +19,9 @@ recreates. Single observations are deleted by erasures only: the operator's and 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from noema.records import dataclass
 from noema.topology import Topology
 
 __all__ = [

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, Field, field, fields, replace
 from pathlib import Path
+from typing import Any, TypeVar, cast, dataclass_transform
 
 from noema.adapters.dlq_policy import DEFAULT_MAX_AGE_S, DEFAULT_MAX_BYTES, DeadLetterPolicy
 from noema.adapters.nats_auth import NatsAuth
@@ -14,6 +15,7 @@ from noema.adapters.openai_options import ROLES, RemoteOptions
 from noema.domain.admission import AdmissionLimits
 from noema.domain.knowledge import DEFAULT_WM_CAPACITY
 from noema.errors import Kind, NoemaError
+from noema.records import dataclass
 from noema.topology import MAX_PARTITIONS, Topology
 
 __all__ = ["DEFAULT_DATA_DIR", "WORKERS", "Located", "NatsAuth", "Settings", "SettingsError"]
@@ -160,7 +162,89 @@ def _remote_embedder_env(remote: RemoteOptions | None) -> dict[str, str]:
     return env
 
 
-@dataclass(frozen=True, kw_only=True)
+_C = TypeVar("_C", bound=type)
+
+
+@dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(field,))
+def _settings_class(cls: _C) -> _C:
+    """``@dataclass(frozen=True, kw_only=True)`` with ``__init__``, ``__repr__``, ``__eq__`` and
+    ``__hash__`` written once below instead of generated for each class (issue 32).
+
+    A dataclass's methods are generated as source and compiled when the class is made: for the
+    ~40 fields of :class:`Settings` (and again for :class:`Located`) that was the most costly line
+    of a ``noemactl`` command's start-up before it reads anything. These do what the generated ones
+    do (keyword-only arguments, the defaults and default factories, the same ``repr``, equality and
+    hash over the same fields, the same errors); ``dataclasses.fields``/``replace`` and the frozen
+    ``__setattr__`` are the dataclass's own. ``tests/unit/test_settings_class.py`` compares them with
+    the generated methods of a real dataclass of the same fields.
+    """
+    cls.__init__ = _init  # type: ignore[misc]
+    cls.__repr__ = _repr  # type: ignore[assignment]
+    cls.__eq__ = _eq  # type: ignore[assignment]
+    cls.__hash__ = _hash  # type: ignore[assignment]
+    made: Any = dataclass(frozen=True, kw_only=True, init=False, repr=False, eq=False)(cls)
+    every: tuple[Field[Any], ...] = tuple(fields(made))
+    made.__settings_fields__ = (
+        every,
+        tuple(f.name for f in every if f.init),
+        tuple(f.name for f in every if f.repr),
+        tuple(f.name for f in every if f.compare),
+        tuple(f.name for f in every if f.hash or (f.hash is None and f.compare)),
+    )
+    return cast(_C, made)
+
+
+def _init(self: Any, *args: Any, **values: Any) -> None:
+    every, names, *_ = type(self).__settings_fields__
+    qualname = f"{type(self).__qualname__}.__init__()"
+    if args:
+        raise TypeError(f"{qualname} takes 1 positional argument but {len(args) + 1} were given")
+    for name in values:
+        if name not in names:
+            raise TypeError(f"{qualname} got an unexpected keyword argument {name!r}")
+    missing = [
+        f.name
+        for f in every
+        if f.init and f.name not in values and f.default is MISSING and f.default_factory is MISSING
+    ]
+    if missing:
+        quoted = [repr(name) for name in missing]
+        listed = (
+            quoted[0]
+            if len(quoted) == 1
+            else ", ".join(quoted[:-1]) + (", and " if len(quoted) > 2 else " and ") + quoted[-1]
+        )
+        s = "" if len(missing) == 1 else "s"
+        raise TypeError(f"{qualname} missing {len(missing)} required keyword-only argument{s}: {listed}")
+    for f in every:
+        if f.name in values:
+            value = values[f.name]
+        elif f.default is not MISSING:
+            value = f.default
+        elif f.default_factory is not MISSING:
+            value = f.default_factory()
+        else:
+            continue
+        object.__setattr__(self, f.name, value)
+
+
+def _repr(self: Any) -> str:
+    shown = type(self).__settings_fields__[2]
+    return f"{type(self).__qualname__}(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in shown) + ")"
+
+
+def _eq(self: Any, other: Any) -> Any:
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    compared = type(self).__settings_fields__[3]
+    return tuple(getattr(self, n) for n in compared) == tuple(getattr(other, n) for n in compared)
+
+
+def _hash(self: Any) -> Any:
+    return hash(tuple(getattr(self, n) for n in type(self).__settings_fields__[4]))
+
+
+@_settings_class
 class Settings:
     """Everything a Noema process needs to know about its environment.
 
@@ -426,7 +510,7 @@ class Settings:
         return env
 
 
-@dataclass(frozen=True, kw_only=True)
+@_settings_class
 class Located(Settings):
     """Settings whose servers are known: both URLs are set.
 

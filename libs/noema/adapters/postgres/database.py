@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Awaitable, Callable
-from importlib import resources
 from typing import Any
 
 import asyncpg
@@ -77,6 +76,8 @@ async def create_pool(
 
 def migrations() -> list[tuple[int, str, str]]:
     """(version, name, sql) of every migration file, in order."""
+    from importlib import resources  # here: a process that migrates nothing does not load it
+
     found = []
     for entry in resources.files("noema.adapters.postgres").joinpath("migrations").iterdir():
         m = re.match(r"^(\d{4})_(\w+)\.sql$", entry.name)

@@ -24,9 +24,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import asyncpg
+
+from noema.records import dataclass
 
 __all__ = [
     "BROAD_CANDIDATES",
