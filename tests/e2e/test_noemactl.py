@@ -11,7 +11,6 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -305,7 +304,14 @@ def _eventually_json(data_dir: Path, *args: str, until: Any, timeout: float = 10
         time.sleep(0.2)
 
 
-def test_knowledge_commands_facts_conflicts_grants_policies_notes(data_dir: Path) -> None:
+def test_up_settles_a_contradiction_within_the_conflicts_identity_and_replay_matches(data_dir: Path) -> None:
+    # What the knowledge commands answer (facts, conflicts, grants and strict mode, --as-of, policies,
+    # notes, the preamble, a retraction) is tested over the in-memory composition, with the conflicts
+    # decision run there: tests/unit/test_cli_knowledge_in_memory.py. Here, what needs `noemactl up`:
+    # its conflicts worker settles a contradiction under its own NATS identity (the server refuses
+    # none: noemactl's own identity may publish every event, so its writes are not tried here), and
+    # `noemactl replay` of that stream into a fresh PostgreSQL schema matches the read model (every
+    # knowledge event type's replay: tests/integration/test_knowledge.py).
     up = start(data_dir)
     try:
         for day in ("Fridays", "Tuesdays"):
@@ -314,146 +320,22 @@ def test_knowledge_commands_facts_conflicts_grants_policies_notes(data_dir: Path
                 "fact",
                 "propose",
                 f"Deploys happen on {day}",
-                *["-w", "acme", "-d", "ops", "-t", "deploy-day"],
+                "-w",
+                "acme",
+                "-d",
+                "ops",
+                "-t",
+                "deploy-day",
             )
         conflicts = _eventually_json(data_dir, "conflicts", "-w", "acme", until=bool)
         assert [(c["winner_content"], c["loser_content"], c["rule"]) for c in conflicts] == [
             ("Deploys happen on Tuesdays", "Deploys happen on Fridays", "recency")
         ]
-        # The 8-character id `fact list` shows is enough to supersede.
-        short = conflicts[0]["winner_id"][:8]
-        fixed = ctl(
-            data_dir, "fact", "supersede", short, "Deploys happen on Wednesdays", "-w", "acme", "--json"
-        )
-        assert json.loads(fixed.stdout)["superseded"] == conflicts[0]["winner_id"]
-        unknown = ctl(data_dir, "fact", "supersede", "abc", "x", "-w", "acme", check=False)
-        assert (unknown.returncode, "Traceback" in unknown.stderr) == (2, False)
-        assert "no fact abc in workspace acme" in unknown.stderr
-        # A `none` grant in compatible mode is kept, with a note that it hides nothing yet.
-        noted = ctl(data_dir, "grant", "set", "intern", "hr", "none", "-w", "acme")
-        assert "compatible mode" in noted.stderr
-        assert "grant mode strict" in noted.stderr
-        ctl(
-            data_dir,
-            "fact",
-            "propose",
-            "Salary bands are reviewed in March",
-            "-w",
-            "acme",
-            "-d",
-            "hr",
-            "-t",
-            "pay",
-        )
-        before_strict = datetime.now(UTC).isoformat()  # the hr fact is stored by then
-        ctl(data_dir, "grant", "mode", "strict", "-w", "acme")
-        ctl(data_dir, "grant", "set", "intern", "ops", "read", "-w", "acme")
-        grants = _eventually_json(
-            data_dir,
-            "grant",
-            "list",
-            "-w",
-            "acme",
-            until=lambda g: g["access_mode"] == "strict" and g["grants"],
-        )
-        assert {(g["role"], g["domain"], g["access"]) for g in grants["grants"]} >= {
-            ("intern", "ops", "read")
-        }
-        seen = json.loads(ctl(data_dir, "fact", "list", "-w", "acme", "--role", "intern", "--json").stdout)
-        assert {f["domain"] for f in seen} == {"ops"}, "strict mode: hr is invisible to an intern"
-        # As of just before strict mode (README's audit questions): the intern read every domain.
-        asked = ("fact", "list", "-w", "acme", "--role", "intern", "--as-of", before_strict, "--json")
-        then = json.loads(ctl(data_dir, *asked).stdout)
-        assert {f["domain"] for f in then["items"]} == {"ops", "hr"}
-        assert then["as_of"]["time"] == before_strict
-        # Read from the read model's history: nothing was built for the point, and the same point
-        # asked by its sequence answers the same.
-        by_seq = (
-            "fact",
-            "list",
-            "-w",
-            "acme",
-            "--role",
-            "intern",
-            "--as-of",
-            str(then["as_of"]["seq"]),
-            "--json",
-        )
-        assert json.loads(ctl(data_dir, *by_seq).stdout)["items"] == then["items"]
-
-        refused = ctl(
-            data_dir,
-            "policy",
-            "propose",
-            "Deploy any day",
-            "-w",
-            "acme",
-            "-d",
-            "ops",
-            "-r",
-            "intern",
-            check=False,
-        )
-        assert refused.returncode == 3
-        assert "not permitted" in refused.stderr
-        assert "Traceback" not in refused.stderr
-        ctl(data_dir, "policy", "propose", "Never deploy without a rollback plan", "-w", "acme", "-d", "ops")
-        ctl(data_dir, "notes", "set", "halfway through the auth refactor", "-w", "acme", "-a", "ops-agent")
-        notes = _eventually_json(
-            data_dir, "notes", "show", "-w", "acme", "-a", "ops-agent", until=lambda n: n["notes"]
-        )
-        assert notes["notes"] == "halfway through the auth refactor"
-        preamble = ctl(
-            data_dir,
-            "preamble",
-            "plan the next deploy of the billing service",
-            "-w",
-            "acme",
-            "-a",
-            "ops-agent",
-            "-r",
-            "intern",
-        ).stdout
-        assert "- [ops] Never deploy without a rollback plan" in preamble
-        assert "halfway through the auth refactor" in preamble
-
-        bad = ctl(data_dir, "grant", "set", "intern", "ops", "admin", "-w", "acme", check=False)
-        assert bad.returncode == 2
-        assert "access must be one of" in bad.stderr
-
-        ctl(
-            data_dir,
-            "observe",
-            "the billing migration finished on the primary cluster",
-            "-w",
-            "acme",
-            "-m",
-            "ops",
-        )
-        wm = _eventually_json(data_dir, "wm", "show", "-w", "acme", "-m", "ops", until=lambda w: w["items"])
-        assert wm["items"][0]["content"] == "the billing migration finished on the primary cluster"
-        [episode] = json.loads(ctl(data_dir, "memory", "list", "-w", "acme", "-m", "ops", "--json").stdout)[
-            "items"
-        ]
-        ctl(data_dir, "memory", "retract", episode["id"][:8], "--reason", "wrong cluster")
-        shown = _eventually_json(
-            data_dir, "memory", "show", episode["id"], until=lambda m: m["memory"]["status"] == "retracted"
-        )
-        assert shown["memory"]["status"] == "retracted"
-        [action] = json.loads(
-            ctl(data_dir, "audit", "--type", "operator.action", "-w", "acme", "--json").stdout
-        )["items"][:1]
-        assert (action["payload"]["action"], action["payload"]["reason"]) == ("retract", "wrong cluster")
-        again = ctl(data_dir, "memory", "retract", episode["id"], "--reason", "again", check=False)
-        assert again.returncode == 5  # conflict (docs/errors.md)
-        assert "cannot retract" in again.stderr
-        assert json.loads(ctl(data_dir, "consolidate", "-w", "acme", "--json").stdout)["merged"] == []
-        assert json.loads(ctl(data_dir, "harmonize", "-w", "acme", "--json").stdout)["conflicts"] == []
         replayed = json.loads(ctl(data_dir, "replay", "--json").stdout)
         assert replayed["match"] is True
     finally:
         assert stop(up) == 0
-    assert_no_permission_refused(data_dir)  # knowledge, conflicts, notes: all within their grants
+    assert_no_permission_refused(data_dir)
 
 
 def test_up_says_noema_is_ready_once_readyz_answers_200(data_dir: Path, tmp_path: Path) -> None:

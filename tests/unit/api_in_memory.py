@@ -8,8 +8,9 @@ integration tier."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, cast
 
 import httpx
@@ -63,9 +64,10 @@ class InMemoryApi:
 
 
 @contextlib.asynccontextmanager
-async def in_memory_api() -> AsyncIterator[InMemoryApi]:
-    """The API app over an in-memory pipeline at the harness's clock, tokens for all and for ``acme``."""
-    pipeline = InMemoryPipeline(clock=lambda: NOW)
+async def in_memory_api(clock: Callable[[], datetime] = lambda: NOW) -> AsyncIterator[InMemoryApi]:
+    """The API app over an in-memory pipeline at the harness's clock (or ``clock``), tokens for all
+    and for ``acme``."""
+    pipeline = InMemoryPipeline(clock=clock)
     tokens = Tokens(
         [TokenEntry(name="alice", token=ADMIN), TokenEntry(name="acme-ops", workspace="acme", token=ACME)]
     )

@@ -2,8 +2,10 @@
 retrieve, conflicts, embed, the projector — over the in-memory observation stream, event stream and
 read model, each reading the streams from a cursor as its durable consumer reads JetStream, run
 until nothing is left to do (the projector's decision applies what the event stream stores as it
-stores it, so a read after a write sees it at once), and decay ticks when asked. The same decisions
-run over NATS and PostgreSQL inside their consumers (:class:`noema.runtime.consumer.EventConsumer`,
+stores it, so a read after a write sees it at once), and decay ticks when asked; the facade it
+builds (:meth:`InMemoryPipeline.noema`) reads as of a past point too, over the read model's history
+and the times the stream stored each event. The same decisions run over NATS and PostgreSQL inside
+their consumers (:class:`noema.runtime.consumer.EventConsumer`,
 :class:`noema.runtime.consumer.ProjectionConsumer`), so a scenario run here and against the servers
 checks one behaviour twice (tests/contract/test_pipeline_scenarios.py) — as eventsourcing's
 in-memory runner and FastStream's ``TestNatsBroker`` stand in for the servers."""
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from noema.adapters.memory import InMemoryKnowledge, InMemoryReads
 from noema.adapters.memory.attend_log import InMemoryAttendLog
@@ -30,12 +32,14 @@ from noema.application.retrieve import Recalling
 from noema.application.search import Recall
 from noema.application.upkeep import decay_tick
 from noema.domain.attention import AttentionConfig
+from noema.errors import Kind, NoemaError
 from noema.observations import Stored
 from noema.ports import Embedder, Projected
+from noema.stream_points import StreamPoint
 from noema.topology import Topology
 from noema_events import Event, FactProposed, MemoryCreated, ObservationRecorded, RecallProposed
 
-__all__ = ["DeadLetter", "InMemoryDeadLetters", "InMemoryPipeline"]
+__all__ = ["DeadLetter", "InMemoryDeadLetters", "InMemoryPipeline", "Point"]
 
 E = TypeVar("E", bound=Event)
 
@@ -76,6 +80,25 @@ class InMemoryDeadLetters:
     async def dead_letter(self, seq: int, reason: str, kind: str) -> None:
         if all(letter.seq != seq for letter in self.letters):
             self.letters.append(DeadLetter(seq, reason, kind))
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """The point a view as of the past reflects (:class:`noema.ports.PastPoint`, as
+    :class:`noema.composition.asof.AsOf` is over the servers): the state after ``seq``, read at ``time``."""
+
+    seq: int
+    time: datetime
+
+    def describe(self) -> dict[str, Any]:
+        return {"seq": self.seq, "time": self.time.isoformat()}
+
+
+class _NotInStream(NoemaError, LookupError):
+    """The point names no state the stream holds: ``not_found``, as
+    :class:`noema.composition.asof.PointNotInStream` (which this module does not import: it loads nats-py)."""
+
+    kind = Kind.NOT_FOUND
 
 
 class _Candidates:
@@ -143,9 +166,14 @@ class InMemoryPipeline:
         self.recalling = None if recall is None else Recalling(recall, self._candidates, clock)
         self._read: dict[str, int] = {"attend": 0, "retrieve": 0, "conflicts": 0, "embed": 0}
         """Each worker's cursor: the last sequence it has decided."""
+        self.stored_at: list[datetime] = []
+        """The time the stream stored each event (sequence = index + 1), by the pipeline's clock,
+        as JetStream keeps a message's time: what a read as of a time resolves against."""
 
     async def _project(self, stored: Sequence[Projected]) -> None:
         """What the stream stored, handed to the projector as its consumer hands it a batch."""
+        now = self.clock()
+        self.stored_at.extend(now for _ in range(stored[-1].seq - len(self.stored_at)))
         await self.projecting([Delivered(p.seq, p) for p in stored], stored[-1].seq)
 
     @property
@@ -206,10 +234,30 @@ class InMemoryPipeline:
     def noema(self, decay_interval_s: float = 3600.0) -> Noema:
         """The application facade every surface calls, over this pipeline's streams and read model
         (what :class:`noema.composition.instance.Instance` is over the servers): observations
-        recorded through it wait on the observation stream until :meth:`run`."""
+        recorded through it wait on the observation stream until :meth:`run`. Its
+        :meth:`~noema.application.facade.Noema.as_of` views read the read model's history as of
+        the point, with the clock pinned to the point's time, as the servers' views do."""
 
         async def load_embedder() -> Embedder | None:
             return self.embedder
+
+        async def view(point: StreamPoint) -> Noema:
+            at = self.resolve(point)
+            tables = self.knowledge.tables.as_of(at.seq)
+            pinned = lambda: at.time  # noqa: E731 - the view's "now"
+            return Noema(
+                publisher=self.stream,
+                memories=InMemoryReads(tables, pinned),
+                knowledge=Knowledge(InMemoryKnowledge(tables), self.stream, pinned, appends=self.stream),
+                voices=InMemoryVoices(tables, pinned),
+                observations=self._candidates,
+                embedder=load_embedder,
+                connected=lambda: True,
+                decay_interval_s=decay_interval_s,
+                clock=pinned,
+                point=at,
+                as_of=view,
+            )
 
         return Noema(
             publisher=self.stream,
@@ -221,7 +269,34 @@ class InMemoryPipeline:
             connected=lambda: True,
             decay_interval_s=decay_interval_s,
             clock=self.clock,
+            as_of=view,
         )
+
+    def resolve(self, point: StreamPoint) -> Point:
+        """The sequence and time ``point`` names, as :func:`noema.composition.asof.resolve` finds
+        them on the stream: a time's sequence is the last event stored by then, a sequence's time
+        the time it was stored; a point with no state is ``not_found``."""
+        last = len(self.stored_at)
+        if isinstance(point, datetime):
+            now = self.clock()
+            if point > now:
+                raise _NotInStream(
+                    f"as of {point.isoformat()}: that is in the future (now is {now.isoformat()}); "
+                    f"write a past time or a sequence up to {last}"
+                )
+            seq = sum(1 for stored in self.stored_at if stored <= point)
+            if seq == 0:
+                raise _NotInStream(
+                    f"as of {point.isoformat()}: the event stream had stored nothing by then; "
+                    f"write a later time or a sequence from 1 to {last}"
+                )
+            return Point(seq, point)
+        if not 1 <= point <= last:
+            raise _NotInStream(
+                f"as of seq {point}: the event stream ends at seq {last}; write a sequence from 1 to "
+                f"{last}, or a past time with its zone (e.g. 2026-03-02T10:32:00Z)"
+            )
+        return Point(point, self.stored_at[point - 1])
 
     async def decay(self, at: datetime | None = None, interval: timedelta = timedelta(hours=1)) -> list[str]:
         """One decay tick at ``at`` (default: now), aligned down to ``interval``, as the decay worker
