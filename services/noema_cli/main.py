@@ -76,6 +76,7 @@ def _main(
     from noema.runtime.settings import Settings, SettingsError
 
     state.json = False  # until a command's own --json says otherwise
+    state.as_of = None  # until a read given --as-of answers (one process runs several commands in tests)
     try:
         settings = Settings.from_env()
     except SettingsError as exc:
