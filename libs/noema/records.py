@@ -14,6 +14,13 @@ checks, ``__dataclass_params__``, ``__match_args__``, slots, ``replace``/``asdic
 dataclass's, and so is every method once made: the same source, compiled later.
 ``tests/unit/test_records.py`` compares the classes with those of ``dataclasses.dataclass``.
 
+``__repr__`` is the one method the standard dataclass wraps (in ``_recursive_repr``, its guard
+against recursion) after ``_create_fn`` made it: the stand-in takes the wrapper's place and wraps
+the method when it makes it, so that the class holds the standard wrapper of the standard method
+(its ``__doc__``, ``__module__`` and signature), not a wrapper of the stand-in. The replaced
+``_create_fn`` defers only in the thread making a ``noema.records`` dataclass: a standard dataclass
+made in another thread meanwhile is compiled as ever.
+
 Where ``dataclasses`` has no ``_create_fn`` (Python 3.13 compiles a class's methods together),
 this is ``dataclasses.dataclass`` itself. Type checkers see ``dataclasses.dataclass``.
 """
@@ -21,6 +28,7 @@ this is ``dataclasses.dataclass`` itself. Type checkers see ``dataclasses.datacl
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -32,19 +40,22 @@ _CREATE: Callable[..., Any] | None = getattr(dataclasses, "_create_fn", None)
 class _Deferred:
     """A generated method not compiled yet: ``dataclasses._create_fn``'s arguments."""
 
-    def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        self._args, self._kwargs = args, kwargs
+    def __init__(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], wrap: Callable[[Any], Any] | None = None
+    ) -> None:
+        self._args, self._kwargs, self._wrap = args, kwargs, wrap
         self._made: Any = None
         self.__name__ = self.__qualname__ = str(args[0])
 
     def _make(self) -> Any:
         if self._made is None:
             assert _CREATE is not None
-            self._made = _CREATE(*self._args, **self._kwargs)
+            made = _CREATE(*self._args, **self._kwargs)
+            self._made = made if self._wrap is None else self._wrap(made)
         return self._made
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Called through a wrapper (``__repr__``'s guard against recursion holds the method)."""
+        """Called as it is held in the class (``vars(cls)[name](...)``): the method's call."""
         return self._make()(*args, **kwargs)
 
     def __get__(self, instance: object, owner: type | None = None) -> Any:
@@ -58,8 +69,27 @@ class _Deferred:
         return made if instance is None else made.__get__(instance, owner)
 
 
-def _deferred(*args: Any, **kwargs: Any) -> _Deferred:
-    return _Deferred(args, kwargs)
+_DEFERRING = threading.local()  # .on: this thread is making a noema.records dataclass
+_SWAP = threading.Lock()
+_swapped = 0  # threads making a noema.records dataclass: dataclasses._create_fn is _create_fn
+
+
+def _create_fn(*args: Any, **kwargs: Any) -> Any:
+    """``dataclasses._create_fn`` while a thread makes a ``noema.records`` dataclass: a stand-in
+    in that thread, the method itself in any other."""
+    if getattr(_DEFERRING, "on", False):
+        return _Deferred(args, kwargs)
+    assert _CREATE is not None
+    return _CREATE(*args, **kwargs)
+
+
+def _defer_repr(cls: type) -> None:
+    """``__repr__`` deferred with its wrapper: made as ``_recursive_repr(method)`` on first use."""
+    held = vars(cls).get("__repr__")
+    deferred = getattr(held, "__wrapped__", None)
+    if isinstance(deferred, _Deferred):
+        guard = dataclasses._recursive_repr  # type: ignore[attr-defined]
+        cls.__repr__ = _Deferred(deferred._args, deferred._kwargs, wrap=guard)  # type: ignore[method-assign]
 
 
 if TYPE_CHECKING:
@@ -70,13 +100,22 @@ else:
         """``dataclasses.dataclass(cls, **options)``, its methods compiled on first use."""
 
         def wrap(cls):
+            global _swapped
             if _CREATE is None:
                 return dataclasses.dataclass(cls, **options)
-            dataclasses._create_fn = _deferred
+            with _SWAP:
+                _swapped += 1
+                dataclasses._create_fn = _create_fn
+            deferring, _DEFERRING.on = getattr(_DEFERRING, "on", False), True
             try:
-                return dataclasses.dataclass(cls, **options)
+                made = dataclasses.dataclass(cls, **options)
             finally:
-                # Another thread's dataclass made meanwhile gets deferred methods too: the same.
-                dataclasses._create_fn = _CREATE
+                _DEFERRING.on = deferring
+                with _SWAP:
+                    _swapped -= 1
+                    if not _swapped:
+                        dataclasses._create_fn = _CREATE
+            _defer_repr(made)
+            return made
 
         return wrap if cls is None else wrap(cls)

@@ -62,8 +62,9 @@ async def ctl(api: InMemoryApi, *args: str, stdin: bytes = b"") -> Ran:
     runner = CliRunner()
     result = await asyncio.to_thread(runner.invoke, noemactl, list(args), input=stdin, env=ENV)
     stderr = result.stderr
-    if result.exc_info is not None and not isinstance(result.exception, SystemExit):
-        stderr += "".join(traceback.format_exception(*result.exc_info))
+    # A command that ends (exit 0 too) leaves exc_info set with no exception: only an escaped one prints.
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(result.exception))
     return Ran(result.exit_code, result.stdout, stderr)
 
 

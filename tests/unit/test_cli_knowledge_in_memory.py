@@ -137,6 +137,7 @@ async def test_an_as_of_point_the_stream_holds_no_state_for_is_not_found(api: In
         api, "fact", "propose", "Deploys happen on Fridays", "-w", "acme", "-d", "ops", "-t", "day"
     )
     assert proposed.code == 0, proposed.stderr
+    assert "Traceback" not in proposed.stderr  # the harness prints only an exception that escaped
     last = len(api.pipeline.stream.events)
     for point, said in [
         (before.isoformat(), "the event stream had stored nothing by then"),

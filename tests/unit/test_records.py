@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
+import threading
 from typing import Any, ClassVar
 
 import pytest
@@ -187,3 +188,51 @@ def test_the_standard_dataclass_is_left_as_it_was() -> None:
         a: int
 
     assert inspect.isfunction(vars(After)["__init__"])
+
+
+def test_the_repr_is_the_standard_wrapper_of_the_standard_method() -> None:
+    """The standard dataclass wraps ``__repr__`` in its guard against recursion: the wrapper of
+    the stand-in had the stand-in's ``__doc__`` and ``__module__``, and no signature."""
+    for name in ("Point", "Slotted", "Node"):
+        standard, deferred = STANDARD[name], _classes(records.dataclass)[name]
+        assert not inspect.isfunction(vars(deferred)["__repr__"])  # not made yet
+        assert str(inspect.signature(deferred.__repr__)) == str(inspect.signature(standard.__repr__))
+        assert deferred.__repr__.__doc__ is standard.__repr__.__doc__ is None
+        assert deferred.__repr__.__module__ == standard.__repr__.__module__ == __name__
+        assert inspect.isfunction(vars(deferred)["__repr__"].__wrapped__)
+        assert vars(vars(deferred)["__repr__"]).keys() == vars(vars(standard)["__repr__"]).keys()
+    node = DEFERRED["Node"]()
+    node.children.append(node)
+    assert repr(node) == "_classes.<locals>.Node(children=[...])"  # the guard holds
+
+
+def test_a_standard_dataclass_made_in_another_thread_meanwhile_is_compiled() -> None:
+    """``dataclasses._create_fn`` is replaced while a ``noema.records`` dataclass is made: a
+    standard dataclass made by another thread at that moment has its methods compiled."""
+    made: dict[str, type] = {}
+
+    def other() -> None:
+        @dataclasses.dataclass
+        class Standard:
+            x: int
+
+        made["class"] = Standard
+
+    class Default:
+        """A descriptor default: the dataclass reads it while it makes the class."""
+
+        def __get__(self, instance: object, owner: type | None = None) -> int:
+            thread = threading.Thread(target=other)
+            thread.start()
+            thread.join()
+            return 0
+
+    @records.dataclass
+    class Deferred:
+        y: int = Default()  # type: ignore[assignment]
+
+    standard = made["class"]
+    assert all(inspect.isfunction(vars(standard)[n]) for n in ("__init__", "__repr__", "__eq__"))
+    assert vars(standard)["__repr__"].__doc__ is None
+    assert not inspect.isfunction(vars(Deferred)["__eq__"])  # deferred in its own thread
+    assert dataclasses._create_fn is records._CREATE  # type: ignore[attr-defined]
