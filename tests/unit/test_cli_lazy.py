@@ -6,31 +6,21 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import typer.main
-from typer._click import Context
 from typer._click.exceptions import UsageError
 
 from noema_cli import lazy
 from noema_cli.main import app, root
+from tests.unit.cli_tree import tree
 
 
-def _tree(command: Any, path: tuple[str, ...] = ("noemactl",), parent: Any = None) -> Iterator[Any]:
-    """Every command of the tree: its path, help page and options (kept in TREE below too)."""
-    ctx = Context(command, info_name=path[-1], parent=parent)
-    options = [(p.name, (*p.opts, *p.secondary_opts), p.required, p.multiple) for p in command.params]
-    yield path, command.get_help(ctx), options, bool(getattr(command, "no_args_is_help", False))
-    if hasattr(command, "list_commands"):
-        for name in command.list_commands(ctx):
-            yield from _tree(command.get_command(ctx, name), (*path, name), ctx)
-
-
-def test_the_lazy_tree_is_typers_tree() -> None:
-    eager = list(_tree(typer.main.get_command(app)))
-    made = list(_tree(lazy.command(app)))
+def test_the_lazy_tree_is_typerstree() -> None:
+    eager = list(tree(typer.main.get_command(app)))
+    made = list(tree(lazy.command(app)))
     assert len(made) == len(eager) > 60
     for ours, typers in zip(made, eager, strict=True):
         assert ours == typers, ours[0]
@@ -78,35 +68,29 @@ def test_a_mistyped_command_is_still_told_the_name_it_meant() -> None:
     assert "Did you mean 'memory'?" in refused.value.format_message()
 
 
+ROOT = Path(__file__).resolve().parents[2]
+"""The repository: the fresh process imports tests.unit.cli_tree from there."""
 TREE = """
 import json, sys
-from typer._click import Context
 from noema_cli import lazy
 from noema_cli.main import root
-
-def _tree(command, path=("noemactl",), parent=None):
-    ctx = Context(command, info_name=path[-1], parent=parent)
-    options = [(p.name, (*p.opts, *p.secondary_opts), p.required, p.multiple) for p in command.params]
-    yield path, command.get_help(ctx), options, bool(getattr(command, "no_args_is_help", False))
-    if hasattr(command, "list_commands"):
-        for name in command.list_commands(ctx):
-            yield from _tree(command.get_command(ctx, name), (*path, name), ctx)
+from tests.unit.cli_tree import tree
 
 loaded = sorted(m for m in sys.modules if m.endswith("_cmd"))
-print(json.dumps([loaded, list(_tree(lazy.command(root)))]))
+print(json.dumps([loaded, list(tree(lazy.command(root)))]))
 """
 
 
-def test_the_tree_of_a_fresh_process_is_typers_tree() -> None:
+def test_the_tree_of_a_fresh_process_is_typerstree() -> None:
     """The command modules are loaded when one of their commands is looked up (``lazy.later``): in a
     fresh interpreter none is loaded before the tree is walked, and the tree walked is typer's own,
     each module's commands in the place its ``register`` put them."""
     done = subprocess.run(
-        [sys.executable, "-c", TREE], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-c", TREE], capture_output=True, text=True, timeout=120, check=True, cwd=ROOT
     )
     loaded, made = json.loads(done.stdout)
     assert loaded == []  # nothing but the tree was imported before the walk
-    eager = json.loads(json.dumps(list(_tree(typer.main.get_command(app)))))
+    eager = json.loads(json.dumps(list(tree(typer.main.get_command(app)))))
     assert len(made) == len(eager) > 60
     for ours, typers in zip(made, eager, strict=True):
         assert ours == typers, ours[0]
@@ -126,7 +110,7 @@ def test_a_module_that_registers_other_names_than_declared_is_refused() -> None:
         entry.load()
 
 
-def test_app_is_the_whole_tree() -> None:
+def test_app_is_the_wholetree() -> None:
     """``noema_cli.main.app`` (what ``typer.testing`` and ``python -m noema_mcp`` use) has every
     command module registered, each in its place."""
     assert app is root
