@@ -241,36 +241,40 @@ class InMemoryPipeline:
         async def load_embedder() -> Embedder | None:
             return self.embedder
 
-        async def view(point: StreamPoint) -> Noema:
-            at = self.resolve(point)
-            tables = self.knowledge.tables.as_of(at.seq)
-            pinned = lambda: at.time  # noqa: E731 - the view's "now"
+        def facade(
+            memories: InMemoryReads,
+            knowledge: InMemoryKnowledge,
+            voices: InMemoryVoices,
+            clock: Callable[[], datetime],
+            point: Point | None = None,
+        ) -> Noema:
             return Noema(
                 publisher=self.stream,
-                memories=InMemoryReads(tables, pinned),
-                knowledge=Knowledge(InMemoryKnowledge(tables), self.stream, pinned, appends=self.stream),
-                voices=InMemoryVoices(tables, pinned),
+                memories=memories,
+                knowledge=Knowledge(knowledge, self.stream, clock, appends=self.stream),
+                voices=voices,
                 observations=self._candidates,
                 embedder=load_embedder,
                 connected=lambda: True,
                 decay_interval_s=decay_interval_s,
-                clock=pinned,
-                point=at,
+                clock=clock,
+                point=point,
                 as_of=view,
             )
 
-        return Noema(
-            publisher=self.stream,
-            memories=self.records,
-            knowledge=Knowledge(self.knowledge, self.stream, self.clock, appends=self.stream),
-            voices=self.voices,
-            observations=self._candidates,
-            embedder=load_embedder,
-            connected=lambda: True,
-            decay_interval_s=decay_interval_s,
-            clock=self.clock,
-            as_of=view,
-        )
+        async def view(point: StreamPoint) -> Noema:
+            at = self.resolve(point)
+            tables = self.knowledge.tables.as_of(at.seq)
+            pinned = lambda: at.time  # noqa: E731 - the view's "now"
+            return facade(
+                InMemoryReads(tables, pinned),
+                InMemoryKnowledge(tables),
+                InMemoryVoices(tables, pinned),
+                pinned,
+                at,
+            )
+
+        return facade(self.records, self.knowledge, self.voices, self.clock)
 
     def resolve(self, point: StreamPoint) -> Point:
         """The sequence and time ``point`` names, as :func:`noema.composition.asof.resolve` finds
