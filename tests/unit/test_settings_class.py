@@ -1,7 +1,8 @@
-"""The settings classes' hand-written dataclass methods (issue 32) behave as generated ones do.
+"""The settings classes' hand-written ``__init__`` (issue 32) behaves as a generated one does.
 
-:func:`noema.runtime.settings._settings_class` writes ``__init__``, ``__repr__``, ``__eq__`` and
-``__hash__`` once instead of having ``dataclasses`` generate them for each class; each test compares
+:func:`noema.runtime.settings._settings_class` writes ``__init__`` once instead of having
+``dataclasses`` generate it for each class (``__repr__``, ``__eq__`` and ``__hash__`` are generated,
+compiled on first use: :mod:`noema.records`); each test compares
 :class:`Settings` and :class:`Located` with a real ``@dataclass(frozen=True, kw_only=True)`` of the
 same fields.
 """

@@ -167,35 +167,27 @@ _C = TypeVar("_C", bound=type)
 
 @dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(field,))
 def _settings_class(cls: _C) -> _C:
-    """``@dataclass(frozen=True, kw_only=True)`` with ``__init__``, ``__repr__``, ``__eq__`` and
-    ``__hash__`` written once below instead of generated for each class (issue 32).
+    """``@dataclass(frozen=True, kw_only=True)`` with ``__init__`` written once below instead of
+    generated for each class (issue 32).
 
-    A dataclass's methods are generated as source and compiled when the class is made: for the
-    ~40 fields of :class:`Settings` (and again for :class:`Located`) that was the most costly line
-    of a ``noemactl`` command's start-up before it reads anything. These do what the generated ones
-    do (keyword-only arguments, the defaults and default factories, the same ``repr``, equality and
-    hash over the same fields, the same errors); ``dataclasses.fields``/``replace`` and the frozen
-    ``__setattr__`` are the dataclass's own. ``tests/unit/test_settings_class.py`` compares them with
-    the generated methods of a real dataclass of the same fields.
+    A dataclass's methods are generated as source and compiled: for the ~40 fields of
+    :class:`Settings` (and again for :class:`Located`) the ``__init__`` was the most costly line of a
+    ``noemactl`` command's start-up before it reads anything, and every command calls it. This one
+    does what the generated one does (keyword-only arguments, the defaults and default factories,
+    the same errors); ``__repr__``, ``__eq__`` and ``__hash__`` are the dataclass's own, compiled
+    when first used (:mod:`noema.records`), and so are ``dataclasses.fields``/``replace`` and the
+    frozen ``__setattr__``. ``tests/unit/test_settings_class.py`` compares them with the generated
+    methods of a real dataclass of the same fields.
     """
     cls.__init__ = _init  # type: ignore[misc]
-    cls.__repr__ = _repr  # type: ignore[assignment]
-    cls.__eq__ = _eq  # type: ignore[assignment]
-    cls.__hash__ = _hash  # type: ignore[assignment]
-    made: Any = dataclass(frozen=True, kw_only=True, init=False, repr=False, eq=False)(cls)
+    made: Any = dataclass(frozen=True, kw_only=True, init=False)(cls)
     every: tuple[Field[Any], ...] = tuple(fields(made))
-    made.__settings_fields__ = (
-        every,
-        tuple(f.name for f in every if f.init),
-        tuple(f.name for f in every if f.repr),
-        tuple(f.name for f in every if f.compare),
-        tuple(f.name for f in every if f.hash or (f.hash is None and f.compare)),
-    )
+    made.__settings_fields__ = (every, tuple(f.name for f in every if f.init))
     return cast(_C, made)
 
 
 def _init(self: Any, *args: Any, **values: Any) -> None:
-    every, names, *_ = type(self).__settings_fields__
+    every, names = type(self).__settings_fields__
     qualname = f"{type(self).__qualname__}.__init__()"
     if args:
         raise TypeError(f"{qualname} takes 1 positional argument but {len(args) + 1} were given")
@@ -226,22 +218,6 @@ def _init(self: Any, *args: Any, **values: Any) -> None:
         else:
             continue
         object.__setattr__(self, f.name, value)
-
-
-def _repr(self: Any) -> str:
-    shown = type(self).__settings_fields__[2]
-    return f"{type(self).__qualname__}(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in shown) + ")"
-
-
-def _eq(self: Any, other: Any) -> Any:
-    if other.__class__ is not self.__class__:
-        return NotImplemented
-    compared = type(self).__settings_fields__[3]
-    return tuple(getattr(self, n) for n in compared) == tuple(getattr(other, n) for n in compared)
-
-
-def _hash(self: Any) -> Any:
-    return hash(tuple(getattr(self, n) for n in type(self).__settings_fields__[4]))
 
 
 @_settings_class
