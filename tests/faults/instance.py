@@ -295,7 +295,20 @@ class Instance:
             seq: int = info.delivered.stream_seq
             return seq > since_seq
 
-        await eventually(delivered, timeout, 0.5, f"{name} delivering again")
+        try:
+            await eventually(delivered, timeout, 0.5, f"{name} delivering again")
+        except AssertionError as exc:
+            state = "unknown"
+            with contextlib.suppress(Exception):
+                info = await js.consumer_info(TOPOLOGY.observation_stream, TOPOLOGY.durable(name))
+                state = (
+                    f"delivered {info.delivered.stream_seq}, ack floor {info.ack_floor.stream_seq}, "
+                    f"pending {info.num_pending}, ack pending {info.num_ack_pending}, "
+                    f"waiting pulls {info.num_waiting}, redelivered {info.num_redelivered}"
+                )
+            raise AssertionError(
+                f"{exc}\nthe consumer: {state}\n{name}'s story:\n{self.story(name)}\nlog:\n{self.tail(40)}"
+            ) from None
 
     async def close_clients(self) -> None:
         """Close the test's own connections."""
