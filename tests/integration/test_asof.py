@@ -380,6 +380,7 @@ def _unerased(data: Any) -> Any:
     return data
 
 
+@pytest.mark.timeout(900)  # a replay per sequence: 141 s idle, 187 s at load 11 (as above)
 async def test_every_sequence_reads_as_the_replayed_oracle_through_an_erasure_and_a_projection_switch(
     world: World, oracles: dict[int, Oracle]
 ) -> None:
