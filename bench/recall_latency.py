@@ -306,8 +306,10 @@ async def build(db_url: str, schema: str, n: int, workspaces: int = 1, hnsw: boo
     t = time.perf_counter()
     # What a dispatch preamble reads besides facts: a workspace's policies (some superseded) and the
     # agent's notes, among other agents' notes.
+    policies: list[tuple[Any, ...]] = []
+    notes: list[tuple[Any, ...]] = []
     for w, name in enumerate(names):
-        policies = [
+        policies += [
             (
                 str(uuid.UUID(int=rng.getrandbits(128))),
                 name,
@@ -322,31 +324,33 @@ async def build(db_url: str, schema: str, n: int, workspaces: int = 1, hnsw: boo
             )
             for i in range(60)
         ]
-        await conn.copy_records_to_table(
-            "policies",
-            records=policies,
-            columns=(
-                "id",
-                "workspace",
-                "domain",
-                "rule",
-                "active",
-                "proposed_by",
-                "created_at",
-                "updated_at",
-                "origin_event",
-                "origin_seq",
-            ),
-        )
-        notes = [
+        notes += [
             (name, "agent" if i == 0 else f"agent{i}", _sentence(rng, 150), now, f"notes-event-{w}-{i}")
             for i in range(200)
         ]
-        await conn.copy_records_to_table(
-            "agent_notes",
-            records=notes,
-            columns=("workspace", "agent", "notes", "updated_at", "origin_event"),
-        )
+        if (w + 1) % 100 == 0 or w + 1 == len(names):  # a COPY per 100 workspaces' rows
+            await conn.copy_records_to_table(
+                "policies",
+                records=policies,
+                columns=(
+                    "id",
+                    "workspace",
+                    "domain",
+                    "rule",
+                    "active",
+                    "proposed_by",
+                    "created_at",
+                    "updated_at",
+                    "origin_event",
+                    "origin_seq",
+                ),
+            )
+            await conn.copy_records_to_table(
+                "agent_notes",
+                records=notes,
+                columns=("workspace", "agent", "notes", "updated_at", "origin_event"),
+            )
+            policies, notes = [], []
     timings["policies_notes_s"] = time.perf_counter() - t
     timings["load_s"] = time.perf_counter() - t0
     timings["disk_after_load_mb"] = await _disk_mb(conn)
