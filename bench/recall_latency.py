@@ -25,7 +25,7 @@ exact over workspaces of 1,000 to 10,000 memories (``exact_scan``: where the sem
 stops comparing exactly, ``voices.EXACT_SCOPE_MAX``).
 Prints JSON {"memories", "workspaces", "timed_workspace_memories", "setup" (seconds of each build
 phase, the database's size with its WAL after each, in MB), "sizes_mb" (each table recall reads
-and each of its indexes, pg_relation_size; the tables' totals; the database),
+and each of its indexes, pg_relation_size; the tables' totals; the database; shared_buffers),
 "keyword"|"semantic"|"hybrid": {"p50_ms", "p99_ms"}, "preamble": {...}, "explain": {...},
 "small_workspace": {"semantic", "hybrid", "semantic_found_of_50"}, "exact_scan": {"hnsw_<N>" or
 "hnsw_store_<N>", "exact_<n>": {...}}, "query_embedding": {...}, "checks", "all_checks_held"}:
@@ -520,6 +520,9 @@ async def _sizes(pool: asyncpg.Pool) -> dict[str, Any]:
     out["database_mb"] = round(
         int(await pool.fetchval("SELECT pg_database_size(current_database())")) / mb, 1
     )
+    # Whether the HNSW index fits: past shared_buffers its pages come from the OS cache (``explain``'s
+    # semantic_hnsw shared_read_p50 then above 0).
+    out["shared_buffers"] = await pool.fetchval("SHOW shared_buffers")
     return out
 
 
