@@ -595,7 +595,7 @@ class _Recorder:
 STATEMENTS = (
     ("semantic_hnsw", "<=> q.v LIMIT", "FROM q, memory_embeddings e"),
     ("semantic_exact", "<=> q.v LIMIT", "FROM q, memories m"),
-    ("graph_walk", "hop1 AS", ""),
+    ("graph_walk", "WITH seeds AS", ""),
     ("candidates", "WHERE m.id = ANY($1::text[])", ""),
     ("details", "recall_count", ""),
     ("term_counts", "FROM memory_terms t", "SELECT (SELECT coalesce(json_object_agg"),
