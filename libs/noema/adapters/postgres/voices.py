@@ -411,7 +411,10 @@ class RecallStore:
         Weight: seed strength × edge weight on the first hop, half that × the next edge's weight
         on the second; the best path counts; seeds themselves are excluded. An edge's weight is
         its confidence, and for an ``episodic_next`` edge (the next turn of a session) also how
-        likely that turn answers the one before (:data:`REPLY_WEIGHT`).
+        likely that turn answers the one before (:data:`REPLY_WEIGHT`). Each hop's edges, in
+        both directions, are weighed by one copy of that expression: recall plans every statement
+        for its values, and with a copy per direction and hop the walk's planning took 7.9 ms
+        against 3.5 (docs/benchmarks.md, *Towards 1,000,000 memories*).
         """
         if not seeds:
             return [], {}
@@ -422,21 +425,24 @@ class RecallStore:
         columns, join = self._candidate_sql(model, args, now)
         rows = await self._pool.fetch(
             f"""WITH seeds AS (SELECT * FROM unnest($1::text[], $2::float8[]) AS s(id, w)),
-                hop1 AS (
-                    SELECT r.to_id AS id, max(s.w * {_EDGE_WEIGHT}) AS w
-                    FROM relationships r JOIN seeds s ON r.from_id = s.id GROUP BY 1
+                edges1 AS (
+                    SELECT r.to_id AS reached, s.w, r.from_id, r.to_id, r.relation, r.confidence
+                    FROM relationships r JOIN seeds s ON r.from_id = s.id
                     UNION ALL
-                    SELECT r.from_id, max(s.w * {_EDGE_WEIGHT})
-                    FROM relationships r JOIN seeds s ON r.to_id = s.id GROUP BY 1
+                    SELECT r.from_id, s.w, r.from_id, r.to_id, r.relation, r.confidence
+                    FROM relationships r JOIN seeds s ON r.to_id = s.id
                 ),
-                h1 AS (SELECT id, max(w) AS w FROM hop1 GROUP BY id),
-                hop2 AS (
-                    SELECT r.to_id AS id, max(h.w * {_EDGE_WEIGHT} * 0.5) AS w
-                    FROM relationships r JOIN h1 h ON r.from_id = h.id GROUP BY 1
+                h1 AS (SELECT r.reached AS id, max(r.w * {_EDGE_WEIGHT}) AS w
+                       FROM edges1 r GROUP BY 1),
+                edges2 AS (
+                    SELECT r.to_id AS reached, h.w, r.from_id, r.to_id, r.relation, r.confidence
+                    FROM relationships r JOIN h1 h ON r.from_id = h.id
                     UNION ALL
-                    SELECT r.from_id, max(h.w * {_EDGE_WEIGHT} * 0.5)
-                    FROM relationships r JOIN h1 h ON r.to_id = h.id GROUP BY 1
+                    SELECT r.from_id, h.w, r.from_id, r.to_id, r.relation, r.confidence
+                    FROM relationships r JOIN h1 h ON r.to_id = h.id
                 ),
+                hop2 AS (SELECT r.reached AS id, max(r.w * {_EDGE_WEIGHT} * 0.5) AS w
+                         FROM edges2 r GROUP BY 1),
                 walk AS (SELECT id, max(w) AS w FROM (SELECT * FROM h1 UNION ALL SELECT * FROM hop2) x
                          WHERE id NOT IN (SELECT id FROM seeds) GROUP BY id)
                 SELECT w.w AS score, {columns} FROM walk w JOIN memories m ON m.id = w.id {join}
