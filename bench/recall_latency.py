@@ -43,6 +43,7 @@ import random
 import statistics
 import time
 import uuid
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -543,53 +544,29 @@ and the history the read model keeps beside them (migration 0016)."""
 
 
 class _Recorder:
-    """A pool that hands out the recall pool's connections and keeps every statement sent through
-    it (SQL and arguments), for :func:`_explain`."""
+    """A pool (or one of its connections) whose statements are kept (SQL and arguments) in ``sent``,
+    shared with every connection it hands out, for :func:`_explain`."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self._pool = pool
-        self.sent: list[tuple[str, tuple[Any, ...]]] = []
+    def __init__(self, target: Any, sent: list[tuple[str, tuple[Any, ...]]] | None = None) -> None:
+        self._target = target
+        self.sent: list[tuple[str, tuple[Any, ...]]] = [] if sent is None else sent
 
     async def fetch(self, sql: str, *args: Any) -> Any:
         self.sent.append((sql, args))
-        return await self._pool.fetch(sql, *args)
+        return await self._target.fetch(sql, *args)
 
     async def fetchrow(self, sql: str, *args: Any) -> Any:
         self.sent.append((sql, args))
-        return await self._pool.fetchrow(sql, *args)
+        return await self._target.fetchrow(sql, *args)
 
     async def fetchval(self, sql: str, *args: Any) -> Any:
         self.sent.append((sql, args))
-        return await self._pool.fetchval(sql, *args)
+        return await self._target.fetchval(sql, *args)
 
-    def acquire(self) -> Any:
-        recorder = self
-
-        class _Conn:
-            def __init__(self, conn: asyncpg.Connection) -> None:
-                self._conn = conn
-
-            async def fetch(self, sql: str, *args: Any) -> Any:
-                recorder.sent.append((sql, args))
-                return await self._conn.fetch(sql, *args)
-
-            async def fetchrow(self, sql: str, *args: Any) -> Any:
-                recorder.sent.append((sql, args))
-                return await self._conn.fetchrow(sql, *args)
-
-            async def fetchval(self, sql: str, *args: Any) -> Any:
-                recorder.sent.append((sql, args))
-                return await self._conn.fetchval(sql, *args)
-
-        class _Acquired:
-            async def __aenter__(self) -> _Conn:
-                self._held = recorder._pool.acquire()
-                return _Conn(await self._held.__aenter__())
-
-            async def __aexit__(self, *exc: Any) -> None:
-                await self._held.__aexit__(*exc)
-
-        return _Acquired()
+    @contextlib.asynccontextmanager
+    async def acquire(self) -> AsyncIterator[_Recorder]:
+        async with self._target.acquire() as conn:
+            yield _Recorder(conn, self.sent)
 
 
 STATEMENTS = (
