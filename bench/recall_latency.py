@@ -6,15 +6,16 @@
 Builds a store of N memories (default 100,000) spread evenly over K workspaces (default 1; memory i
 in workspace i mod K, interleaved as concurrent tenants write; the queries are timed in one of them,
 ``bench``, a typical tenant); a fifth of each workspace's memories are facts; words drawn from a
-~500-word vocabulary by a Zipf law, as in real text; synthetic 384-d vectors (random unit vectors:
-the vector index does the same work as with real ones); a relationship per memory to another of
-its workspace; 60 policies (40 active) and 200 agents' notes per workspace. Everything is written
-straight into the read model with COPY, in chunks of 50,000 rows (this measures reads, not ingest),
-then the model's HNSW index is built (maintenance_work_mem 4 GB, so its graph stays in memory up to
-1,000,000 vectors; one parallel worker) and the store VACUUM ANALYZEd (the steady state autovacuum
-keeps). Then Q queries (default 300; lookups, "when…", "why…" and quoted phrases alike) are timed
-per mode after a warm-up, with the query vector given — the query embedding is timed separately
-with the real offline embedder — and Q preambles.
+vocabulary of 504 common words and a tail of 20,000 rare ones by a Zipf law, as in real text;
+synthetic 384-d vectors (random unit vectors: the vector index does the same work as with real
+ones); a relationship per memory to another of its workspace; 60 policies (40 active) and 200
+agents' notes per workspace. Everything is written straight into the read model with COPY, in
+chunks of 50,000 rows (this measures reads, not ingest), then the model's HNSW index is built
+(maintenance_work_mem 4 GB, so its graph stays in memory up to 1,000,000 vectors; one parallel
+worker) and the store VACUUM ANALYZEd (the steady state autovacuum keeps). Then Q queries (default
+300; lookups, "when…", "why…" and quoted phrases alike) are timed per mode after a warm-up, with
+the query vector given — the query embedding is timed separately with the real offline embedder —
+and Q preambles.
 ``--explain E`` runs every statement of E hybrid searches and preambles again under
 ``EXPLAIN (ANALYZE, BUFFERS)``: per statement (each voice's, the candidates', the preamble's two)
 the median execution and planning time, shared buffers hit and read, and its slowest plan.
@@ -44,6 +45,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import random
 import statistics
@@ -142,13 +144,30 @@ class _Named:
         raise AssertionError("not used")
 
 
+TAIL = 20_000
+"""Rare words after the 504 common ones (names, identifiers, ticket numbers: the long tail of
+real text), so that at every size some query words are selective (in at most
+``textsearch.COMMON_ROWS`` memories of the workspace) and the text voice and the preamble's
+facts are exercised; with the 504 alone every word was common from 300,000 memories on."""
+
+
+def _tail(n: int) -> tuple[str, ...]:
+    syllables = [c + v for c in "bdfgklmnprstvz" for v in "aiou"]
+    words = sorted({a + b + c for a in syllables for b in syllables for c in syllables})
+    return tuple(random.Random(5).sample(words, n))
+
+
 # Text follows a Zipf law like real text: a few very common words, a long tail of rare ones.
-VOCABULARY = WORDS + tuple(f"{a}{b}" for a in ("al", "be", "ko", "mi", "ra", "su", "te", "vo") for b in WORDS)
-_ZIPF = [1.0 / (rank + 1) ** 1.07 for rank in range(len(VOCABULARY))]
+VOCABULARY = (
+    WORDS
+    + tuple(f"{a}{b}" for a in ("al", "be", "ko", "mi", "ra", "su", "te", "vo") for b in WORDS)
+    + _tail(TAIL)
+)
+_CUMULATIVE_ZIPF = list(itertools.accumulate(1.0 / (rank + 1) ** 1.07 for rank in range(len(VOCABULARY))))
 
 
 def _sentence(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choices(VOCABULARY, weights=_ZIPF, k=n))
+    return " ".join(rng.choices(VOCABULARY, cum_weights=_CUMULATIVE_ZIPF, k=n))
 
 
 def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -185,6 +204,10 @@ MAINTENANCE_WORK_MEM = "4GB"
 PARALLEL_WORKERS = 1
 """Parallel workers of the HNSW build beside its leader (two cores)."""
 
+
+STORE_VERSION = 2
+"""Names a kept store (``--data``) with what :func:`build` writes: raised whenever that changes (2:
+the vocabulary's rare tail), so a store built by earlier code is never timed as this code's."""
 
 CHUNK = 50_000
 """Rows per COPY while building (memories, vectors, relationships): a 1,000,000-memory store is
@@ -687,7 +710,7 @@ async def _kept_store(db_url: str, n: int, workspaces: int) -> tuple[str, dict[s
     """The kept store of ``n`` memories over ``workspaces`` (``--data``): its schema, its build's
     figures and whether it was built by an earlier run. A schema without its figures is a build
     that did not finish: dropped and built again."""
-    schema = f"lat_{n}_{workspaces}"
+    schema = f"lat{STORE_VERSION}_{n}_{workspaces}"
     conn = await asyncpg.connect(db_url)
     try:
         exists = await conn.fetchval("SELECT 1 FROM pg_namespace WHERE nspname = $1", schema)
