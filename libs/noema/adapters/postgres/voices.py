@@ -120,9 +120,6 @@ three take part). Between two people the next turn is the reply; in a busy chann
 people and agents post interleaved threads, it is more often about something else. An agent's
 own session (one participant) keeps its chain whole."""
 
-_EDGE_WEIGHT = f"r.confidence * CASE WHEN r.relation = 'episodic_next' THEN {REPLY_WEIGHT} ELSE 1.0 END"
-"""SQL: the weight of relationship ``r`` in the graph walk."""
-
 
 class RecallStore:
     """Runs the voices against one schema's read model."""
@@ -411,10 +408,11 @@ class RecallStore:
         Weight: seed strength × edge weight on the first hop, half that × the next edge's weight
         on the second; the best path counts; seeds themselves are excluded. An edge's weight is
         its confidence, and for an ``episodic_next`` edge (the next turn of a session) also how
-        likely that turn answers the one before (:data:`REPLY_WEIGHT`). Each hop's edges, in
-        both directions, are weighed by one copy of that expression: recall plans every statement
-        for its values, and with a copy per direction and hop the walk's planning took 7.9 ms
-        against 3.5 (docs/benchmarks.md, *Towards 1,000,000 memories*).
+        likely that turn answers the one before (:data:`REPLY_WEIGHT`). The edges of both hops
+        are weighed once each, by one copy of that expression: recall plans every statement for its
+        values, and with a copy per direction and hop the walk's planning took 7.9 ms against 3.5,
+        with a copy per hop 1.35 ms against 0.96 at 100,000 memories (docs/benchmarks.md); an edge
+        met by both hops (a seed's edge seen again from its other end) is weighed once.
         """
         if not seeds:
             return [], {}
@@ -425,24 +423,33 @@ class RecallStore:
         columns, join = self._candidate_sql(model, args, now)
         rows = await self._pool.fetch(
             f"""WITH seeds AS (SELECT * FROM unnest($1::text[], $2::float8[]) AS s(id, w)),
-                edges1 AS (
-                    SELECT r.to_id AS reached, s.w, r.from_id, r.to_id, r.relation, r.confidence
+                edges1 AS MATERIALIZED (
+                    SELECT r.id, r.to_id AS reached, s.w, r.from_id, r.to_id, r.relation, r.confidence
                     FROM relationships r JOIN seeds s ON r.from_id = s.id
                     UNION ALL
-                    SELECT r.from_id, s.w, r.from_id, r.to_id, r.relation, r.confidence
+                    SELECT r.id, r.from_id, s.w, r.from_id, r.to_id, r.relation, r.confidence
                     FROM relationships r JOIN seeds s ON r.to_id = s.id
                 ),
-                h1 AS (SELECT r.reached AS id, max(r.w * {_EDGE_WEIGHT}) AS w
-                       FROM edges1 r GROUP BY 1),
-                edges2 AS (
-                    SELECT r.to_id AS reached, h.w, r.from_id, r.to_id, r.relation, r.confidence
-                    FROM relationships r JOIN h1 h ON r.from_id = h.id
+                edges2 AS MATERIALIZED (
+                    SELECT r.id, r.to_id AS reached, r.from_id AS via, r.from_id, r.to_id, r.relation,
+                           r.confidence
+                    FROM relationships r WHERE r.from_id IN (SELECT reached FROM edges1)
                     UNION ALL
-                    SELECT r.from_id, h.w, r.from_id, r.to_id, r.relation, r.confidence
-                    FROM relationships r JOIN h1 h ON r.to_id = h.id
+                    SELECT r.id, r.from_id, r.to_id, r.from_id, r.to_id, r.relation, r.confidence
+                    FROM relationships r WHERE r.to_id IN (SELECT reached FROM edges1)
                 ),
-                hop2 AS (SELECT r.reached AS id, max(r.w * {_EDGE_WEIGHT} * 0.5) AS w
-                         FROM edges2 r GROUP BY 1),
+                weights AS MATERIALIZED (
+                    SELECT r.id, r.confidence,
+                           CASE WHEN r.relation = 'episodic_next' THEN {REPLY_WEIGHT} ELSE 1.0 END AS reply
+                    FROM (SELECT DISTINCT id, from_id, to_id, relation, confidence
+                          FROM (SELECT id, from_id, to_id, relation, confidence FROM edges1
+                                UNION ALL
+                                SELECT id, from_id, to_id, relation, confidence FROM edges2) x) r
+                ),
+                h1 AS (SELECT e.reached AS id, max(e.w * x.confidence * x.reply) AS w
+                       FROM edges1 e JOIN weights x ON x.id = e.id GROUP BY 1),
+                hop2 AS (SELECT e.reached AS id, max(h.w * x.confidence * x.reply * 0.5) AS w
+                         FROM edges2 e JOIN h1 h ON h.id = e.via JOIN weights x ON x.id = e.id GROUP BY 1),
                 walk AS (SELECT id, max(w) AS w FROM (SELECT * FROM h1 UNION ALL SELECT * FROM hop2) x
                          WHERE id NOT IN (SELECT id FROM seeds) GROUP BY id)
                 SELECT w.w AS score, {columns} FROM walk w JOIN memories m ON m.id = w.id {join}
