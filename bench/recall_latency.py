@@ -1,7 +1,7 @@
 """Recall latency at scale: a synthetic store, query latency per mode, preamble latency.
 
     python -m bench.recall_latency [--memories N] [--workspaces K] [--queries Q] [--explain E] [--out FILE]
-                                   [--data DIR]
+                                   [--data DIR] [--index-recall Q]
 
 Builds a store of N memories (default 100,000) spread evenly over K workspaces (default 1; memory i
 in workspace i mod K, interleaved as concurrent tenants write; the queries are timed in one of them,
@@ -19,6 +19,8 @@ and Q preambles.
 ``--explain E`` runs every statement of E hybrid searches and preambles again under
 ``EXPLAIN (ANALYZE, BUFFERS)``: per statement (each voice's, the candidates', the preamble's two)
 the median execution and planning time, shared buffers hit and read, and its slowest plan.
+``--index-recall Q``: how many of the exact 50 nearest neighbours in the timed workspace the
+semantic voice's HNSW scan finds, for Q query vectors (``index_recall``).
 Then a workspace of 300 memories is added to the same store (copies, with their vectors) and
 timed the same way: a small tenant of a large shared store, which the semantic voice compares
 exactly. Last, the semantic voice's statement alone: through the index over the timed workspace
@@ -34,6 +36,7 @@ phase, the database's size with its WAL after each, in MB), "store_reused", "siz
 recall reads and each of its indexes, pg_relation_size; the tables' totals; the database;
 shared_buffers),
 "keyword"|"semantic"|"hybrid": {"p50_ms", "p99_ms"}, "preamble": {...}, "explain": {...},
+"index_recall": {...},
 "small_workspace": {"semantic", "hybrid", "semantic_found_of_50"}, "exact_scan": {"hnsw_<N>" or
 "hnsw_store_<N>", "exact_<n>": {...}}, "query_embedding": {...}, "checks", "all_checks_held"}:
 the checks are issue 33's targets at 1,000,000 memories (hybrid p50 ≤ 20 ms and p99 ≤ 60 ms without
@@ -490,6 +493,21 @@ async def _exact_scan(
     return out
 
 
+async def _index_recall(pool: asyncpg.Pool, vectors: np.ndarray, count: int) -> dict[str, Any]:
+    """How many of the exact 50 nearest neighbours in the timed workspace the semantic voice's
+    HNSW scan finds (``hnsw.ef_search`` as the product sets it), for ``count`` query vectors: what
+    the index's speed costs in recall on these random vectors (spread evenly, the hardest case
+    for HNSW; real text's vectors cluster)."""
+    index, exact = RecallStore(pool, True), RecallStore(pool, True, exact=True)
+    f = RecallFilters(workspace="bench")
+    found = []
+    for v in vectors[:count]:
+        near = {m for m, _ in await exact.semantic(list(v), MODEL, f, 50)}
+        got = {m for m, _ in await index.semantic(list(v), MODEL, f, 50)}
+        found.append(len(near & got))
+    return {"queries": count, "of_50_median": statistics.median(found), "of_50_min": min(found)}
+
+
 async def _count(pool: asyncpg.Pool, workspace: str | None) -> int:
     return int(
         await pool.fetchval(
@@ -735,7 +753,12 @@ def _literal(text: str) -> str:
 
 
 async def run(
-    n: int, queries: int, workspaces: int = 1, explain: int = 0, data: Path | None = None
+    n: int,
+    queries: int,
+    workspaces: int = 1,
+    explain: int = 0,
+    data: Path | None = None,
+    index_recall: int = 0,
 ) -> dict[str, Any]:
     with servers(keep=data) as (_, db_url):
         if data is None:
@@ -776,6 +799,8 @@ async def run(
             out["preamble"] = _percentiles(times)
             if explain:
                 out["explain"] = await _explain(pool, "bench", mix, vectors, tasks, explain)
+            if index_recall:
+                out["index_recall"] = await _index_recall(pool, vectors, index_recall)
             out["small_workspace"] = await _small_workspace(db_url, schema, recall, mix, vectors)
             out["exact_scan"] = await _exact_scan(db_url, schema, pool, vectors, workspaces)
         finally:
@@ -818,6 +843,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="Q",
         help="also EXPLAIN (ANALYZE, BUFFERS) every statement of Q hybrid searches and preambles",
     )
+    parser.add_argument(
+        "--index-recall",
+        type=int,
+        default=0,
+        metavar="Q",
+        help="also count, for Q query vectors, how many of the exact 50 nearest neighbours in the "
+        "timed workspace the HNSW scan finds",
+    )
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     parser.add_argument(
         "--data",
@@ -835,7 +868,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--memories must be at least {max(EXACT_SIZES)} (the exact scan's largest scope)")
     if not 0 <= args.explain <= args.queries:
         parser.error("--explain must be between 0 and --queries")
-    text = json.dumps(asyncio.run(run(args.memories, args.queries, args.workspaces, args.explain, args.data)))
+    if not 0 <= args.index_recall <= args.queries:
+        parser.error("--index-recall must be between 0 and --queries")
+    out = run(args.memories, args.queries, args.workspaces, args.explain, args.data, args.index_recall)
+    text = json.dumps(asyncio.run(out))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
