@@ -10,9 +10,12 @@ from noema.runtime.embedded import SETTINGS_FILE, shared_buffers_mb, write_serve
 GB = 2**30
 
 
-def test_shared_buffers_are_a_quarter_of_memory_between_postgres_default_and_one_gigabyte() -> None:
+def test_shared_buffers_are_a_quarter_of_memory_between_postgres_default_and_eight_gigabytes() -> None:
     assert shared_buffers_mb(2 * GB) == 512
-    assert shared_buffers_mb(24 * GB) == 1024
+    # This machine: room for a 1,000,000-memory store's HNSW index (about 2 GB), which a 1 GB cap
+    # left two thirds outside (docs/benchmarks.md).
+    assert shared_buffers_mb(24 * GB) == 6144
+    assert shared_buffers_mb(64 * GB) == 8192
     assert shared_buffers_mb(256 * 2**20) == 128
     assert shared_buffers_mb(0) == 128  # the platform could not say
 
@@ -25,4 +28,6 @@ def test_the_settings_file_is_included_once_and_rewritten_at_each_start(tmp_path
     lines = conf.read_text().splitlines()
     assert lines[:2] == ["max_connections = 100", "#include_dir = 'conf.d'"]
     assert lines.count(f"include_if_exists = '{SETTINGS_FILE}'") == 1
-    assert "shared_buffers = '1024MB'" in (tmp_path / SETTINGS_FILE).read_text().splitlines()
+    written = (tmp_path / SETTINGS_FILE).read_text().splitlines()
+    assert "shared_buffers = '6144MB'" in written
+    assert "shared_preload_libraries = 'pg_prewarm'" in written  # what the buffers held, kept

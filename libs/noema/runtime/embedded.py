@@ -359,14 +359,20 @@ SETTINGS_FILE = "noema.conf"
 ``postgresql.conf`` (:func:`write_server_settings`)."""
 
 
+SHARED_BUFFERS_MAX_MB = 8192
+"""Where :func:`shared_buffers_mb` stops growing with the machine (PostgreSQL's guidance: more
+than about 40 % of memory rarely helps; the operating system's cache holds the rest)."""
+
+
 def shared_buffers_mb(memory_bytes: int) -> int:
     """The embedded PostgreSQL's ``shared_buffers``: a quarter of the machine's memory (PostgreSQL's
-    own guidance for a dedicated server), at least PostgreSQL's default 128 MB and at most 1 GB.
-    At 100,000 memories the model's HNSW index and the vectors take about 200 MB each: with the
-    default 128 MB every semantic search read thousands of their pages back from the operating
-    system's cache (``bench.recall_latency``: hybrid p50 0.71 × with 1 GB, docs/benchmarks.md).
-    Linux gives shared memory pages as they are first used, so an idle small instance costs no more."""
-    return max(128, min(1024, memory_bytes // 4 // 2**20))
+    own guidance for a dedicated server), at least PostgreSQL's default 128 MB and at most
+    :data:`SHARED_BUFFERS_MAX_MB`. The model's HNSW index takes about 200 MB at 100,000 memories
+    and 2 GB at 1,000,000; a search reading its pages back from the operating system's cache took
+    twice as long at 100,000 with the default 128 MB, and at 1,000,000 with a 1 GB cap
+    (``bench.recall_latency``, docs/benchmarks.md). Linux gives shared memory pages as they are
+    first used, so an idle small instance costs no more."""
+    return max(128, min(SHARED_BUFFERS_MAX_MB, memory_bytes // 4 // 2**20))
 
 
 def machine_memory() -> int:
@@ -386,6 +392,9 @@ def write_server_settings(pgdata: Path, memory_bytes: int | None = None) -> None
     settings.write_text(
         "# Written by Noema (noema.runtime.embedded) at every start; edits here are overwritten.\n"
         f"shared_buffers = '{size}MB'\n"
+        # What shared buffers held is listed every few minutes and at shutdown, and read back
+        # at the next start: a restart does not leave recall reading its index from disk again.
+        "shared_preload_libraries = 'pg_prewarm'\n"
     )
     conf = pgdata / "postgresql.conf"
     include = f"include_if_exists = '{SETTINGS_FILE}'"
