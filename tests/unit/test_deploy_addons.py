@@ -239,6 +239,10 @@ def test_the_cloudnativepg_overlay_gives_every_process_the_operators_database_ur
     added = documents(DEPLOY / "cnpg")
     [cluster] = of_kind(added, "Cluster")
     assert cluster["spec"]["instances"] == 3
+    # Recall's room: a quarter of the memory limit, what the buffers held kept across restarts.
+    assert cluster["spec"]["postgresql"]["parameters"]["shared_buffers"] == "512MB"
+    assert cluster["spec"]["resources"]["limits"]["memory"] == "2Gi"
+    assert cluster["spec"]["postgresql"]["shared_preload_libraries"] == ["pg_prewarm"]
     initdb = cluster["spec"]["bootstrap"]["initdb"]
     assert initdb["owner"]
     assert any(

@@ -118,6 +118,16 @@ def test_postgresql_has_pgvector_and_keeps_its_data_on_a_volume() -> None:
     assert "pg_isready" in postgres["healthcheck"]["test"]
 
 
+def test_postgresql_gets_recall_room_and_keeps_its_buffers_across_restarts() -> None:
+    # As the embedded server (noema.runtime.embedded.write_server_settings): not the image's 128 MB.
+    command = SERVICES_OF_COMPOSE["postgres"]["command"]
+    assert command[0] == "postgres"
+    settings = dict(arg.split("=", 1) for arg in command[2::2])
+    assert command[1::2] == ["-c"] * len(settings)
+    assert settings["shared_buffers"] == "${POSTGRES_SHARED_BUFFERS:-1GB}"
+    assert settings["shared_preload_libraries"] == "pg_prewarm"
+
+
 def test_the_api_and_the_mcp_server_are_published_on_loopback_only_where_they_listen() -> None:
     serving = {"noema_api": "NOEMA_API", "noema_mcp": "NOEMA_MCP"}
     for module, prefix in serving.items():
