@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from noema.domain.ranking import (
+    INTENT_WEIGHTS,
     Candidate,
     Scored,
+    classify_intent,
     fuse_hybrid,
     fuse_reciprocal,
     fuse_weighted,
@@ -189,3 +191,24 @@ def test_a_participant_the_query_names_is_a_prior_of_their_memories() -> None:
     assert ranked[0].components["named"] > 0 == ranked[1].components["named"]
     mark_named([said, mentioned, other], "What career has the team chosen?")
     assert [c.named for c in (said, mentioned, other)] == [0.0, 0.0, 0.0]
+
+
+def test_a_relational_question_weighs_no_recency() -> None:
+    """How things connect is stated once, whenever it was: for "Who owns the service that billing
+    depends on?" the older fact that matches a little better ranks above newer chatter."""
+    # The text and the vector voice each prefer one of the two; a third memory sets the vectors' floor.
+    fact, chatter, far = voiced(1, 0.95, 0.80, True), voiced(2, 1.0, 0.78, True), voiced(3, None, 0.50, True)
+    for c, day in ((fact, 5), (chatter, 57), (far, 1)):
+        c.happened_at = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(days=day)
+        c.raw["temporal"] = c.happened_at.timestamp()
+    query = "Who owns the service that billing depends on?"
+    assert classify_intent(query) == "relational"
+    out = fuse_hybrid(ranked([fact, chatter, far]), NOW, INTENT_WEIGHTS[classify_intent(query)])
+    assert [s.candidate for s in out[:2]] == [fact, chatter]
+    assert all(s.components["temporal"] == 0.0 for s in out)
+
+
+def test_recency_words_make_a_why_question_temporal() -> None:
+    assert classify_intent("Why did the deploy fail lately?") == "temporal"
+    assert classify_intent("Why did the deploy fail?") == "relational"
+    assert INTENT_WEIGHTS["temporal"]["temporal"] > INTENT_WEIGHTS["lookup"]["temporal"] > 0

@@ -100,8 +100,13 @@ INTENT_WEIGHTS: dict[str, dict[str, float]] = {
     # "latest…", "recently…": recency and exact words matter more. ("When did…" alone is a lookup:
     # it asks when a past event happened, and the event's memory is not the newest one.)
     "temporal": {"semantic": 0.32, "lexical": 0.38, "graph": 0.18, "temporal": 0.12},
-    # "why…", "what led to…": the answer is often connected to the question's words, not made of them.
-    "relational": {"semantic": 0.31, "lexical": 0.31, "graph": 0.30, "temporal": 0.08},
+    # "why…", "what led to…", "the service X depends on": the answer is often connected to the
+    # question's words, not made of them — so the graph walk weighs more, and the voice that reads
+    # meaning rather than words takes recency's share. How things connect (a cause, a dependency, an
+    # owner) is stated once, whenever it was: recency says nothing about it, and in a busy workspace
+    # it favours the newest chatter over the facts asked about (docs/benchmarks.md, *Recall v3, session
+    # 21*). A question asking why something happened *recently* is a temporal one (classify_intent).
+    "relational": {"semantic": 0.39, "lexical": 0.31, "graph": 0.30, "temporal": 0.0},
     # "in May 2023", "on 8 May, 2023", "last week": whether a memory happened then is a voice of its
     # own (the temporal voice reads the time named instead of recency; see application.search).
     "dated": {"semantic": 0.30, "lexical": 0.30, "graph": 0.15, "temporal": 0.25},
@@ -122,13 +127,15 @@ _EXACT = re.compile(r"\"[^\"]+\"|`[^`]+`|\b[A-Z]{2,}-?\d+\b|\b\w+[_./]\w+\b")
 
 def classify_intent(query: str) -> str:
     """lookup, temporal, relational or exact — picks the voice weights (``dated``, a question naming
-    a time, is read apart: :mod:`noema.domain.timewords`)."""
+    a time, is read apart: :mod:`noema.domain.timewords`). Recency words win over relational ones:
+    "why did the deploy fail lately?" asks about the newest failures, and a relational question
+    weighs no recency."""
     if _EXACT.search(query):
         return "exact"
-    if _RELATIONAL.search(query):
-        return "relational"
     if _TEMPORAL.search(query):
         return "temporal"
+    if _RELATIONAL.search(query):
+        return "relational"
     return "lookup"
 
 
