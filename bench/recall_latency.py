@@ -52,6 +52,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import os
 import random
 import statistics
 import time
@@ -72,7 +73,7 @@ from noema.application.preamble import build_preamble
 from noema.application.search import Recall
 from noema.ports import RecallFilters
 
-from ._servers import servers
+from ._servers import kept_folder, servers
 
 WORDS: tuple[str, ...] = (
     "deploy",
@@ -892,10 +893,27 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--explain must be between 0 and --queries")
     if not 0 <= args.index_recall <= args.queries:
         parser.error("--index-recall must be between 0 and --queries")
+    if args.data is not None:
+        try:
+            args.data = kept_folder(args.data)
+        except ValueError as e:
+            parser.error(f"--data {args.data} {e}")
+    if args.out is not None:
+        # Refused now, not after the run with its figures lost.
+        try:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            parser.error(f"--out {args.out}: its folder cannot be made ({e.strerror})")
+        existed = args.out.exists()
+        try:
+            os.close(os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
+        except OSError as e:
+            parser.error(f"--out {args.out} cannot be written ({e.strerror})")
+        if not existed:
+            args.out.unlink()
     out = run(args.memories, args.queries, args.workspaces, args.explain, args.data, args.index_recall)
     text = json.dumps(asyncio.run(out))
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
     print(text)
     return 0
