@@ -434,22 +434,24 @@ async def _copy_workspace(db_url: str, schema: str, name: str, n: int) -> None:
     try:
         if await conn.fetchval("SELECT count(*) FROM memories WHERE workspace = $1", name) == n:
             return  # made by an earlier run on a kept store (--data)
-        await conn.execute(
-            f"""INSERT INTO memories (id, workspace, mind, kind, epistemic_kind, content, domain,
-                    memory_type, confidence, importance, salience, credibility, activation,
-                    activation_at, status, origin_event, origin_seq, created_at, updated_at)
-                SELECT '{name}-' || id, '{name}', mind, kind, epistemic_kind, content, domain,
-                       memory_type, confidence, importance, salience, credibility, activation,
-                       activation_at, status, origin_event, origin_seq, created_at, updated_at
-                FROM memories WHERE {SOURCE} ORDER BY id LIMIT {n}"""
-        )
-        await conn.execute(
-            f"""INSERT INTO memory_embeddings (memory_id, model, dimensions, embedding, origin_event,
-                    origin_seq, created_at)
-               SELECT m.id, e.model, e.dimensions, e.embedding, e.origin_event, e.origin_seq, e.created_at
-               FROM memories m JOIN memory_embeddings e ON e.memory_id = substr(m.id, {len(name) + 2})
-               WHERE m.workspace = '{name}'"""
-        )
+        # Whole or not at all: a later run on the kept store takes a workspace of n memories as made.
+        async with conn.transaction():
+            await conn.execute(
+                f"""INSERT INTO memories (id, workspace, mind, kind, epistemic_kind, content, domain,
+                        memory_type, confidence, importance, salience, credibility, activation,
+                        activation_at, status, origin_event, origin_seq, created_at, updated_at)
+                    SELECT '{name}-' || id, '{name}', mind, kind, epistemic_kind, content, domain,
+                           memory_type, confidence, importance, salience, credibility, activation,
+                           activation_at, status, origin_event, origin_seq, created_at, updated_at
+                    FROM memories WHERE {SOURCE} ORDER BY id LIMIT {n}"""
+            )
+            await conn.execute(
+                f"""INSERT INTO memory_embeddings (memory_id, model, dimensions, embedding, origin_event,
+                        origin_seq, created_at)
+                   SELECT m.id, e.model, e.dimensions, e.embedding, e.origin_event, e.origin_seq, e.created_at
+                   FROM memories m JOIN memory_embeddings e ON e.memory_id = substr(m.id, {len(name) + 2})
+                   WHERE m.workspace = '{name}'"""
+            )
         await conn.execute("VACUUM ANALYZE memories, memory_embeddings, memory_postings")
     finally:
         await conn.close()
