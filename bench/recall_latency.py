@@ -52,6 +52,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import os
 import random
 import statistics
 import time
@@ -72,7 +73,7 @@ from noema.application.preamble import build_preamble
 from noema.application.search import Recall
 from noema.ports import RecallFilters
 
-from ._servers import servers
+from ._servers import kept_folder, servers
 
 WORDS: tuple[str, ...] = (
     "deploy",
@@ -433,22 +434,24 @@ async def _copy_workspace(db_url: str, schema: str, name: str, n: int) -> None:
     try:
         if await conn.fetchval("SELECT count(*) FROM memories WHERE workspace = $1", name) == n:
             return  # made by an earlier run on a kept store (--data)
-        await conn.execute(
-            f"""INSERT INTO memories (id, workspace, mind, kind, epistemic_kind, content, domain,
-                    memory_type, confidence, importance, salience, credibility, activation,
-                    activation_at, status, origin_event, origin_seq, created_at, updated_at)
-                SELECT '{name}-' || id, '{name}', mind, kind, epistemic_kind, content, domain,
-                       memory_type, confidence, importance, salience, credibility, activation,
-                       activation_at, status, origin_event, origin_seq, created_at, updated_at
-                FROM memories WHERE {SOURCE} ORDER BY id LIMIT {n}"""
-        )
-        await conn.execute(
-            f"""INSERT INTO memory_embeddings (memory_id, model, dimensions, embedding, origin_event,
-                    origin_seq, created_at)
-               SELECT m.id, e.model, e.dimensions, e.embedding, e.origin_event, e.origin_seq, e.created_at
-               FROM memories m JOIN memory_embeddings e ON e.memory_id = substr(m.id, {len(name) + 2})
-               WHERE m.workspace = '{name}'"""
-        )
+        # Whole or not at all: a later run on the kept store takes a workspace of n memories as made.
+        async with conn.transaction():
+            await conn.execute(
+                f"""INSERT INTO memories (id, workspace, mind, kind, epistemic_kind, content, domain,
+                        memory_type, confidence, importance, salience, credibility, activation,
+                        activation_at, status, origin_event, origin_seq, created_at, updated_at)
+                    SELECT '{name}-' || id, '{name}', mind, kind, epistemic_kind, content, domain,
+                           memory_type, confidence, importance, salience, credibility, activation,
+                           activation_at, status, origin_event, origin_seq, created_at, updated_at
+                    FROM memories WHERE {SOURCE} ORDER BY id LIMIT {n}"""
+            )
+            await conn.execute(
+                f"""INSERT INTO memory_embeddings (memory_id, model, dimensions, embedding, origin_event,
+                        origin_seq, created_at)
+                   SELECT m.id, e.model, e.dimensions, e.embedding, e.origin_event, e.origin_seq, e.created_at
+                   FROM memories m JOIN memory_embeddings e ON e.memory_id = substr(m.id, {len(name) + 2})
+                   WHERE m.workspace = '{name}'"""
+            )
         await conn.execute("VACUUM ANALYZE memories, memory_embeddings, memory_postings")
     finally:
         await conn.close()
@@ -892,10 +895,27 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--explain must be between 0 and --queries")
     if not 0 <= args.index_recall <= args.queries:
         parser.error("--index-recall must be between 0 and --queries")
+    if args.data is not None:
+        try:
+            args.data = kept_folder(args.data)
+        except ValueError as e:
+            parser.error(f"--data {args.data} {e}")
+    if args.out is not None:
+        # Refused now, not after the run with its figures lost.
+        try:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            parser.error(f"--out {args.out}: its folder cannot be made ({e.strerror})")
+        existed = args.out.exists()
+        try:
+            os.close(os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
+        except OSError as e:
+            parser.error(f"--out {args.out} cannot be written ({e.strerror})")
+        if not existed:
+            args.out.unlink()
     out = run(args.memories, args.queries, args.workspaces, args.explain, args.data, args.index_recall)
     text = json.dumps(asyncio.run(out))
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
     print(text)
     return 0

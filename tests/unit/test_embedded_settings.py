@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from noema.runtime.embedded import SETTINGS_FILE, shared_buffers_mb, write_server_settings
+from noema.runtime.embedded import SETTINGS_FILE, machine_memory, shared_buffers_mb, write_server_settings
 
 GB = 2**30
 
@@ -31,3 +31,28 @@ def test_the_settings_file_is_included_once_and_rewritten_at_each_start(tmp_path
     written = (tmp_path / SETTINGS_FILE).read_text().splitlines()
     assert "shared_buffers = '6144MB'" in written
     assert "shared_preload_libraries = 'pg_prewarm'" in written  # what the buffers held, kept
+
+
+def test_memory_is_the_containers_limit_where_it_is_below_the_machines(tmp_path: Path) -> None:
+    # A container sees the host's physical memory (sysconf) but may use only its control group's
+    # limit: shared buffers a quarter of the host's (up to 8 GB) would have the server killed for
+    # memory once they filled past the limit.
+    physical = machine_memory()
+    proc = tmp_path / "cgroup"
+    root = tmp_path / "sys"
+    (root / "docker" / "c1").mkdir(parents=True)
+    proc.write_text("0::/docker/c1\n")
+    (root / "docker" / "c1" / "memory.max").write_text(f"{2 * GB}\n")
+    assert machine_memory(cgroup_root=root, proc_cgroup=proc) == min(physical, 2 * GB)
+    (root / "docker" / "c1" / "memory.max").write_text("max\n")  # no limit of its own ...
+    (root / "docker" / "memory.max").write_text(f"{3 * GB}\n")  # ... but its parent's
+    assert machine_memory(cgroup_root=root, proc_cgroup=proc) == min(physical, 3 * GB)
+    # cgroup v1: the memory controller's hierarchy; "unlimited" is a huge number.
+    v1 = tmp_path / "v1"
+    (v1 / "memory" / "box").mkdir(parents=True)
+    proc.write_text("4:memory:/box\n1:cpu:/box\n0::/\n")
+    (v1 / "memory" / "box" / "memory.limit_in_bytes").write_text(f"{GB}\n")
+    assert machine_memory(cgroup_root=v1, proc_cgroup=proc) == min(physical, GB)
+    (v1 / "memory" / "box" / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+    assert machine_memory(cgroup_root=v1, proc_cgroup=proc) == physical
+    assert machine_memory(cgroup_root=tmp_path / "none", proc_cgroup=tmp_path / "none") == physical

@@ -366,7 +366,7 @@ than about 40 % of memory rarely helps; the operating system's cache holds the r
 
 def shared_buffers_mb(memory_bytes: int) -> int:
     """The embedded PostgreSQL's ``shared_buffers``: a quarter of the machine's memory (PostgreSQL's
-    own guidance for a dedicated server), at least PostgreSQL's default 128 MB and at most
+    own guidance for a dedicated server; :func:`machine_memory`, a container's limit where less), at least PostgreSQL's default 128 MB and at most
     :data:`SHARED_BUFFERS_MAX_MB`. The model's HNSW index takes about 200 MB at 100,000 memories
     and 2 GB at 1,000,000; a search reading its pages back from the operating system's cache took
     twice as long at 100,000 with the default 128 MB, and at 1,000,000 with a 1 GB cap
@@ -375,12 +375,53 @@ def shared_buffers_mb(memory_bytes: int) -> int:
     return max(128, min(SHARED_BUFFERS_MAX_MB, memory_bytes // 4 // 2**20))
 
 
-def machine_memory() -> int:
-    """Physical memory in bytes (0 where the platform cannot say)."""
+def _cgroup_memory_limit(cgroup_root: Path, proc_cgroup: Path) -> int | None:
+    """The memory limit of this process's control group (a container's), or of the nearest of its
+    parents that has one: cgroup v2's ``memory.max``, v1's ``memory.limit_in_bytes``; None if none
+    (or not Linux)."""
     try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError:
+        return None
+    places: list[tuple[Path, Path, str]] = []  # (hierarchy's root, the group's folder, limit file)
+    for line in lines:
+        _, controllers, group = [*line.split(":", 2), "", ""][:3]
+        relative = group.strip().lstrip("/")
+        if controllers == "":
+            places.append((cgroup_root, cgroup_root / relative, "memory.max"))
+        elif "memory" in controllers.split(","):
+            v1 = cgroup_root / "memory"
+            places.append((v1, v1 / relative, "memory.limit_in_bytes"))
+    limits = []
+    for top, folder, name in places:
+        # Up to the hierarchy's root: a group without a limit of its own has its parent's, and in a
+        # container the hierarchy's root is often the container's own group.
+        while True:
+            with contextlib.suppress(OSError, ValueError):
+                value = int((folder / name).read_text().strip())  # "max": no limit (ValueError)
+                if value < 2**62:  # v1 says "no limit" with a number near 2**63
+                    limits.append(value)
+            if folder == top or top not in folder.parents:
+                break
+            folder = folder.parent
+    return min(limits) if limits else None
+
+
+def machine_memory(
+    cgroup_root: Path = Path("/sys/fs/cgroup"), proc_cgroup: Path = Path("/proc/self/cgroup")
+) -> int:
+    """The memory this process may use, in bytes: the machine's physical memory, or its control
+    group's limit where that is less (in a container sysconf reports the host's memory, and shared
+    buffers sized to it would have the server killed for memory as they fill); 0 where the platform
+    cannot say."""
+    try:
+        physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
-        return 0
+        physical = 0
+    limit = _cgroup_memory_limit(cgroup_root, proc_cgroup)
+    if limit is None:
+        return physical
+    return min(physical, limit) if physical else limit
 
 
 def write_server_settings(pgdata: Path, memory_bytes: int | None = None) -> None:
