@@ -366,12 +366,13 @@ than about 40 % of memory rarely helps; the operating system's cache holds the r
 
 def shared_buffers_mb(memory_bytes: int) -> int:
     """The embedded PostgreSQL's ``shared_buffers``: a quarter of the machine's memory (PostgreSQL's
-    own guidance for a dedicated server; :func:`machine_memory`, a container's limit where less), at least PostgreSQL's default 128 MB and at most
-    :data:`SHARED_BUFFERS_MAX_MB`. The model's HNSW index takes about 200 MB at 100,000 memories
-    and 2 GB at 1,000,000; a search reading its pages back from the operating system's cache took
-    twice as long at 100,000 with the default 128 MB, and at 1,000,000 with a 1 GB cap
-    (``bench.recall_latency``, docs/benchmarks.md). Linux gives shared memory pages as they are
-    first used, so an idle small instance costs no more."""
+    own guidance for a dedicated server; :func:`machine_memory`, a container's limit where less),
+    at least PostgreSQL's default 128 MB and at most :data:`SHARED_BUFFERS_MAX_MB`. The model's
+    HNSW index takes about 200 MB at 100,000 memories and 2 GB at 1,000,000; a search reading its
+    pages back from the operating system's cache took twice as long at 100,000 with the default
+    128 MB, and at 1,000,000 with a 1 GB cap (``bench.recall_latency``, docs/benchmarks.md).
+    Linux gives shared memory pages as they are first used, so an idle small instance costs no
+    more."""
     return max(128, min(SHARED_BUFFERS_MAX_MB, memory_bytes // 4 // 2**20))
 
 

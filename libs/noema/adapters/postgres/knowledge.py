@@ -16,13 +16,38 @@ from noema.domain.knowledge import FactView
 from noema.ids import id_prefix
 from noema.ports import PreambleParts, Row
 
-__all__ = ["FACT_COLUMNS", "PostgresKnowledge", "current_fact", "fact_view"]
+__all__ = ["FACT_COLUMNS", "SMALL_FACT_SCOPE", "PostgresKnowledge", "current_fact", "fact_view", "facts_sql"]
 
 FACT_COLUMNS = (
     "id, mind, content, veracity, confidence, created_at, origin_seq, domain, topic, mention_count, "
     "source_observation_ids"
 )
 """The columns of a memories row that :func:`fact_view` reads."""
+
+
+SMALL_FACT_SCOPE = 2000
+"""A workspace of at most this many memories has its facts matched against the task one by one
+(:func:`facts_sql`), never through the facts' full-text index."""
+
+
+def facts_sql(read_whole: bool) -> str:
+    """The preamble's facts statement: the current facts of workspace ``$1`` matching the task's
+    query ``$2``, the current repository's (``$3``) first, then those holding more of the task's
+    words (``$7``), then by ``ts_rank_cd``; at most ``$4``; ``$5`` the readable domains (NULL: all),
+    ``$6`` the time. ``read_whole``: match the workspace's facts one by one instead of through
+    the facts' full-text index. The index lists a word's facts in every workspace: for a small
+    tenant of a large shared store, a word rare in the tenant and common in the store made the
+    planner intersect the index's 80,000 entries with the tenant's 1,000 memories — 24 ms of a
+    preamble otherwise under 2 (``bench.recall_latency --workspaces 1000``, docs/benchmarks.md)."""
+    match = "(m.search || ''::tsvector) @@ q" if read_whole else "m.search @@ q"
+    return f"""SELECT m.domain, m.content FROM memories m, CAST($2 AS tsquery) q
+       WHERE m.workspace = $1 AND m.kind = 'semantic' AND {current_fact("$6", "m")}
+         AND {match} AND ($5::text[] IS NULL OR m.domain = ANY($5::text[]))
+       ORDER BY (m.repo IS NOT DISTINCT FROM $3) DESC,
+                (SELECT count(*) FROM unnest($7::text[]) w(lexeme)
+                  WHERE m.search @@ CAST(w.lexeme AS tsquery)) DESC,
+                ts_rank_cd(m.search, q, 1) DESC, m.id
+       LIMIT $4"""
 
 
 def current_fact(at: str, alias: str = "") -> str:
@@ -390,7 +415,9 @@ class PostgresKnowledge:
                         WHERE p.workspace = $1 AND p.active
                           AND ($2::text[] IS NULL OR p.domain = ANY($2::text[]))) AS policies,
                       (SELECT notes FROM agent_notes WHERE workspace = $1 AND agent = $4) AS notes,
-                      CASE WHEN $5::text IS NULL THEN NULL ELSE {term_counts("$5", "$1")} END AS terms""",
+                      CASE WHEN $5::text IS NULL THEN NULL ELSE {term_counts("$5", "$1")} END AS terms,
+                      (SELECT count(*) FROM (SELECT 1 FROM memories WHERE workspace = $1
+                                             LIMIT {SMALL_FACT_SCOPE + 1}) s) AS scope""",
                 workspace,
                 gate,
                 repo,
@@ -408,14 +435,7 @@ class PostgresKnowledge:
                 # capybara" put facts repeating "deploy" before "The capybara deploy window is …",
                 # as ts_rank_cd counts occurrences, not words), then by ts_rank_cd.
                 rows: list[Any] = await conn.fetch(
-                    f"""SELECT m.domain, m.content FROM memories m, CAST($2 AS tsquery) q
-                       WHERE m.workspace = $1 AND m.kind = 'semantic' AND {current_fact("$6", "m")}
-                         AND m.search @@ q AND ($5::text[] IS NULL OR m.domain = ANY($5::text[]))
-                       ORDER BY (m.repo IS NOT DISTINCT FROM $3) DESC,
-                                (SELECT count(*) FROM unnest($7::text[]) w(lexeme)
-                                  WHERE m.search @@ CAST(w.lexeme AS tsquery)) DESC,
-                                ts_rank_cd(m.search, q, 1) DESC, m.id
-                       LIMIT $4""",
+                    facts_sql(read_whole=row["scope"] <= SMALL_FACT_SCOPE),
                     workspace,
                     query.tsquery,
                     repo,
