@@ -416,8 +416,9 @@ class PostgresKnowledge:
                           AND ($2::text[] IS NULL OR p.domain = ANY($2::text[]))) AS policies,
                       (SELECT notes FROM agent_notes WHERE workspace = $1 AND agent = $4) AS notes,
                       CASE WHEN $5::text IS NULL THEN NULL ELSE {term_counts("$5", "$1")} END AS terms,
-                      (SELECT count(*) FROM (SELECT 1 FROM memories WHERE workspace = $1
-                                             LIMIT {SMALL_FACT_SCOPE + 1}) s) AS scope""",
+                      CASE WHEN $5::text IS NULL THEN NULL
+                           ELSE (SELECT count(*) FROM (SELECT 1 FROM memories WHERE workspace = $1
+                                                       LIMIT {SMALL_FACT_SCOPE + 1}) s) END AS scope""",
                 workspace,
                 gate,
                 repo,
