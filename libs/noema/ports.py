@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from noema_events import Event, ObservationRecorded, Recorded
 
 __all__ = [
+    "RESULT_FIELDS",
     "AccessReads",
     "Claim",
     "ClaimLost",
@@ -550,6 +551,33 @@ class MemoryReads(MemoryRecords, EventReads, Protocol):
         ...
 
 
+RESULT_FIELDS = (
+    "id",
+    "workspace",
+    "mind",
+    "kind",
+    "epistemic_kind",
+    "content",
+    "domain",
+    "topic",
+    "repo",
+    "status",
+    "memory_type",
+    "confidence",
+    "activation",
+    "importance",
+    "credibility",
+    "recall_count",
+    "participants",
+    "happened_at",
+    "created_at",
+    "origin_event",
+    "origin_seq",
+    "erased_at",
+)
+"""What a search result shows of its memory (:meth:`RecallVoices.details`), in this order."""
+
+
 class RecallVoices(Protocol):
     """The recall voices over the read model, each returning ranked (memory id, score) pairs inside
     the filters (:class:`noema.adapters.postgres.voices.RecallStore`); scoring and fusion are the
@@ -591,7 +619,8 @@ class RecallVoices(Protocol):
         ...
 
     async def details(self, ids: Sequence[str], now: datetime) -> dict[str, dict[str, Any]]:
-        """What a hit shows of each memory."""
+        """What a hit shows of each memory (:data:`RESULT_FIELDS`, activation as of ``now``); a
+        search asks only for the results whose candidate rows did not hold it (``Candidate.shown``)."""
         ...
 
 

@@ -136,6 +136,32 @@ async def test_a_memory_reachable_only_through_the_graph_is_found_by_hybrid_not_
         assert_components_sum_to_final(r.components)
 
 
+async def test_a_search_shows_its_results_from_the_rows_it_ranked_them_by(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No statement after ranking: every candidate row holds what a result shows, as details() reads it.
+    await harness.start(build_projector)
+    keys = [memory(f"the deploy key rotates on day {i}", topic="keys") for i in range(5)]
+    ids = await given(harness, *keys)
+    recall = await recall_for(harness)
+    asked: list[list[str]] = []
+    details = recall.store.details
+
+    async def counted(found: list[str], now: datetime) -> dict[str, dict[str, Any]]:
+        asked.append(list(found))
+        return await details(found, now)
+
+    monkeypatch.setattr(recall.store, "details", counted)
+    for mode in ("hybrid", "keyword"):
+        response = await recall.search("deploy key", RecallFilters(workspace="acme"), mode=mode, now=NOW)
+        assert {r.id for r in response.results} == set(ids)
+        assert not asked, f"{mode}: details asked after ranking"
+        shown = await details([r.id for r in response.results], NOW)
+        for r in response.results:
+            assert list(r.memory.items()) == list(shown[r.id].items())
+            assert r.memory["topic"] == "keys"
+
+
 UNRELATED = [
     "the cafeteria serves pasta on Mondays",
     "Alice prefers dark mode in every editor",

@@ -13,14 +13,18 @@ import msgspec
 import numpy as np
 import pytest
 
+from noema.adapters.jetstream import EventPublisher
 from noema.adapters.postgres import voices
+from noema.adapters.postgres.queries import MemoryQueries
 from noema.adapters.postgres.voices import RecallStore
+from noema.application import upkeep
 from noema.application.search import Recall
 from noema.ports import RecallFilters
 from noema.runtime.embedded import machine_memory, shared_buffers_mb
 from noema_projector.service import build as build_projector
 from tests.conftest import Harness, Servers
-from tests.integration.test_recall import given, memory
+from tests.integration.test_recall import NOW, given, memory
+from tests.support import assert_eventually
 
 pytestmark = pytest.mark.integration
 
@@ -170,3 +174,32 @@ async def test_the_embedded_server_runs_with_shared_buffers_sized_to_the_machine
         pytest.skip("containers: PostgreSQL's settings are the container's")
     pages = await harness.pool.fetchval("SELECT setting::int FROM pg_settings WHERE name = 'shared_buffers'")
     assert pages * 8 // 1024 == shared_buffers_mb(machine_memory())
+
+
+async def test_the_graph_walk_is_planned_once_per_connection(harness: Harness) -> None:
+    await harness.start(build_projector)
+    a, b, c = await given(harness, memory("alpha"), memory("beta"), memory("gamma"))
+    queries, publisher = MemoryQueries(harness.pool), EventPublisher(harness.nc, harness.topology)
+    await upkeep.relate(queries, publisher, a, b, "related_to", now=NOW)
+    await upkeep.relate(queries, publisher, b, c, "related_to", now=NOW)
+    await assert_eventually(lambda: harness.pool.fetchval("SELECT count(*) = 2 FROM relationships"))
+    pool = await RecallStore.create_pool(
+        harness.settings.database_url, harness.settings.db_schema, workspace="*", min_size=1, max_size=1
+    )
+    try:
+        store = await RecallStore.open(pool)
+        for _ in range(3):
+            walked, rows = await store.graph({a: 1.0}, RecallFilters(workspace="acme"), 10, None, NOW)
+            assert [m for m, _ in walked] == [b, c]
+            assert set(rows) == {b, c}
+        async with pool.acquire() as conn:
+            plans = await conn.fetchrow(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                "WHERE statement LIKE '%WITH seeds AS%' AND statement NOT LIKE '%pg_prepared_statements%'"
+            )
+            assert await conn.fetchval("SHOW plan_cache_mode") == "force_custom_plan"
+    finally:
+        await pool.close()
+    assert plans is not None
+    assert plans["custom_plans"] == 0
+    assert plans["generic_plans"] == 3

@@ -157,7 +157,7 @@ class Recall:
         ranked, intent, weights = await self._rank(
             query, filters, mode, profile, limit, strict, repo, now, vector, model, depth, text_terms
         )
-        shown = await self.store.details([s.candidate.id for s in ranked], now) if details else {}
+        shown = await self._shown(ranked, now) if details else {}
         timings["search"] = (time.perf_counter() - t) * 1000
         results = [
             SearchResult(
@@ -194,11 +194,18 @@ class Recall:
         # A query of very common words only ranks text when nothing else can (keyword mode, no vectors).
         text_alone = mode == "keyword" or vector is None or not model
 
+        known: dict[str, Candidate] = {}
+
+        async def text_voice() -> list[tuple[str, float]]:
+            hits = await self.store.lexical(query, f, depth, strict, broad=text_alone, max_terms=text_terms)
+            if mode == "hybrid" and hits:
+                # Its hits' candidate rows are read while the vector voice still scans its index.
+                known.update(await self.store.candidates([m for m, _ in hits], model, now))
+            return hits
+
         # The two voices are independent: ask them at once (the pool lends each its connection).
         lexical, semantic = await asyncio.gather(
-            self.store.lexical(query, f, depth, strict, broad=text_alone, max_terms=text_terms)
-            if mode != "vector"
-            else none(),
+            text_voice() if mode != "vector" else none(),
             self.store.semantic(vector, model, f, depth)
             if mode != "keyword" and vector is not None and model
             else none(),
@@ -246,7 +253,9 @@ class Recall:
         # The walk reads its memories' candidate rows itself, beside the other voices' candidates.
         (graph, reached), cands = await asyncio.gather(
             self.store.graph(seeds, f, depth, model, now),
-            self._candidates({"lexical": lexical, "semantic": semantic}, [m for m, _ in extra], model, now),
+            self._candidates(
+                {"lexical": lexical, "semantic": semantic}, [m for m, _ in extra], model, now, known
+            ),
         )
         for mid, c in reached.items():
             cands.setdefault(mid, c)
@@ -278,6 +287,15 @@ class Recall:
             weights,
         )
 
+    async def _shown(self, ranked: Sequence[Scored], now: datetime) -> dict[str, dict[str, Any]]:
+        """What each result shows of its memory: read with its candidate row where the store did
+        (no statement after ranking), else asked of the store."""
+        shown = {s.candidate.id: dict(s.candidate.shown) for s in ranked if s.candidate.shown is not None}
+        missing = [s.candidate.id for s in ranked if s.candidate.shown is None]
+        if missing:
+            shown |= await self.store.details(missing, now)
+        return shown
+
     async def _named_window(self, query: str, f: RecallFilters, now: datetime) -> TimeWindow | None:
         """The time the query names (:mod:`noema.domain.timewords`), its relative words read against
         the scope's present: its newest memory's time (the search's time if that is earlier, or
@@ -296,10 +314,16 @@ class Recall:
         extra: Sequence[str],
         model: str | None,
         now: datetime,
+        known: dict[str, Candidate] | None = None,
     ) -> dict[str, Candidate]:
-        """The memories the voices found (and ``extra`` ones), each with every voice's rank and score."""
+        """The memories the voices found (and ``extra`` ones), each with every voice's rank and score;
+        ``known``: candidate rows already read (of the same ``model`` and ``now``)."""
+        known = known or {}
         ids = dict.fromkeys([m for hits in voices.values() for m, _ in hits] + list(extra))
-        cands = await self.store.candidates(list(ids), model, now)
+        missing = [m for m in ids if m not in known]
+        read = await self.store.candidates(missing, model, now) if missing else {}
+        # In the voices' order, as one read of them all would give them.
+        cands = {m: c for m in ids if (c := known.get(m) or read.get(m)) is not None}
         for name, hits in voices.items():
             for rank, (mid, raw) in enumerate(hits, start=1):
                 if mid in cands:

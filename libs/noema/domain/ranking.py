@@ -58,7 +58,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from noema.domain.dynamics import weibull_survival
 from noema.records import dataclass
@@ -160,6 +160,9 @@ class Candidate:
     raw: dict[str, float] = field(default_factory=dict)
     """Voice → its own score (ts_rank, cosine similarity, recency, graph weight)."""
     vector: Sequence[float] | None = None
+    shown: Mapping[str, Any] | None = None
+    """What a result shows of the memory, when the adapter read it with the candidate (None: the
+    search asks the store for it once ranked)."""
 
 
 @dataclass

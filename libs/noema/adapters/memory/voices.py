@@ -14,33 +14,9 @@ from noema.adapters.memory.readmodel import terms
 from noema.adapters.memory.reads import admits
 from noema.domain.dynamics import current_activation
 from noema.domain.ranking import Candidate
-from noema.ports import RecallFilters, Row
+from noema.ports import RESULT_FIELDS, RecallFilters, Row
 
 __all__ = ["InMemoryVoices"]
-
-DETAIL_KEYS = (
-    "id",
-    "workspace",
-    "mind",
-    "kind",
-    "epistemic_kind",
-    "content",
-    "domain",
-    "topic",
-    "repo",
-    "status",
-    "memory_type",
-    "confidence",
-    "importance",
-    "credibility",
-    "recall_count",
-    "participants",
-    "happened_at",
-    "created_at",
-    "origin_event",
-    "origin_seq",
-)
-"""What a hit shows of a memory (besides its activation), as the PostgreSQL voices select it."""
 
 
 class InMemoryVoices:
@@ -130,8 +106,7 @@ class InMemoryVoices:
         for memory_id in ids:
             m = self.tables.memories.get(memory_id)
             if m is not None:
-                out[memory_id] = {k: m.get(k) for k in DETAIL_KEYS} | {
-                    "activation": self._activation(m, now),
-                    "erased_at": None,
-                }
+                # Erasure is PostgreSQL's alone (its keyring): a memory held here is never erased.
+                known = {"activation": self._activation(m, now), "erased_at": None}
+                out[memory_id] = {k: known[k] if k in known else m.get(k) for k in RESULT_FIELDS}
         return out

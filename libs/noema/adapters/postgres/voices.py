@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -17,7 +17,7 @@ import asyncpg
 from noema.adapters.postgres.textsearch import BROAD_CANDIDATES, TermStats, TextQuery, selective_query
 from noema.domain.ranking import Candidate
 from noema.errors import InvalidQuery
-from noema.ports import RecallFilters
+from noema.ports import RESULT_FIELDS, RecallFilters
 
 __all__ = ["RecallStore", "activation_sql", "filter_conditions"]
 
@@ -49,6 +49,12 @@ def searched_exactly(scope_memories: float) -> bool:
     (``MAX_SCAN_TUPLES``) may meet only a few of a small workspace's memories in a large shared
     store. Beyond it the index's cost does not grow with the scope; the exact scan's does."""
     return scope_memories <= EXACT_SCOPE_MAX
+
+
+def vector_literal(vector: Sequence[float]) -> str:
+    """pgvector's text form of ``vector`` (each value's shortest exact decimal, as ``repr``)."""
+    values = vector.tolist() if hasattr(vector, "tolist") else [float(x) for x in vector]
+    return json.dumps(values)
 
 
 def activation_sql(at: str, alias: str = "") -> str:
@@ -119,6 +125,15 @@ the turns around the edge (its two turns and the two before and after them; 1 wh
 three take part). Between two people the next turn is the reply; in a busy channel, where several
 people and agents post interleaved threads, it is more often about something else. An agent's
 own session (one participant) keeps its chain whole."""
+
+
+_DETAILS = frozenset(RESULT_FIELDS)
+
+
+def _detail_columns(at: str) -> str:
+    """:data:`~noema.ports.RESULT_FIELDS` as a select list of ``memories``, the activation as of ``at``."""
+    activation = f"{activation_sql(at)} AS activation"
+    return ", ".join(activation if c == "activation" else c for c in RESULT_FIELDS)
 
 
 class RecallStore:
@@ -297,7 +312,7 @@ class RecallStore:
         if not self.has_vectors or not _MODEL.fullmatch(model):
             return []
         # Sent as pgvector's text form, so any pool works (with or without the binary codec).
-        args: list[Any] = ["[" + ",".join(repr(float(x)) for x in vector) + "]"]
+        args: list[Any] = [vector_literal(vector)]
         async with self._pool.acquire() as conn:
             scope = (await self.term_stats.scope(conn, f.workspace))[0]
             exact = self.exact or searched_exactly(scope)
@@ -421,8 +436,7 @@ class RecallStore:
         args.append(limit)
         limit_arg = f"${len(args)}"
         columns, join = self._candidate_sql(model, args, now)
-        rows = await self._pool.fetch(
-            f"""WITH seeds AS (SELECT * FROM unnest($1::text[], $2::float8[]) AS s(id, w)),
+        sql = f"""WITH seeds AS (SELECT * FROM unnest($1::text[], $2::float8[]) AS s(id, w)),
                 edges1 AS MATERIALIZED (
                     SELECT r.id, r.to_id AS reached, s.w, r.from_id, r.to_id, r.relation, r.confidence
                     FROM relationships r JOIN seeds s ON r.from_id = s.id
@@ -453,17 +467,25 @@ class RecallStore:
                 walk AS (SELECT id, max(w) AS w FROM (SELECT * FROM h1 UNION ALL SELECT * FROM hop2) x
                          WHERE id NOT IN (SELECT id FROM seeds) GROUP BY id)
                 SELECT w.w AS score, {columns} FROM walk w JOIN memories m ON m.id = w.id {join}
-                WHERE {where} ORDER BY w.w DESC, w.id LIMIT {limit_arg}""",
-            *args,
-        )
+                WHERE {where} ORDER BY w.w DESC, w.id LIMIT {limit_arg}"""
+        async with self._pool.acquire() as conn, conn.transaction():
+            # One plan for every walk of this form (per connection), not one planned per walk: the
+            # walk's plan does not depend on its values (index lookups from a few seeds), and
+            # planning it took more time than running it (1.1 of 2.1 ms at 1,000,000 memories).
+            await conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            rows = await conn.fetch(sql, *args)
         return [(r["id"], float(r["score"])) for r in rows], {r["id"]: _candidate(r) for r in rows}
 
     def _candidate_sql(self, model: str | None, args: list[Any], now: datetime) -> tuple[str, str]:
         """The select list of a candidate row of memory ``m`` (its activation as of ``now``) and
         the join that reads its vector under ``model``; ``args`` gets their values."""
         args.append(now)
+        # What a result shows (RESULT_FIELDS) is read here too: a search then needs no statement
+        # after ranking for its results' details (a round trip on its critical path).
         columns = f"""m.id, m.content, m.memory_type, {activation_sql(f"${len(args)}", "m")} AS activation,
-                      m.importance, m.credibility, m.created_at, m.repo, m.happened_at, m.participants"""
+                      m.importance, m.credibility, m.created_at, m.repo, m.happened_at, m.participants,
+                      m.workspace, m.mind, m.kind, m.epistemic_kind, m.domain, m.topic, m.status,
+                      m.confidence, m.recall_count, m.origin_event, m.origin_seq, m.erased_at"""
         if not (model and self.has_vectors):
             return columns + ", NULL::text AS embedding", ""
         args.append(model)
@@ -485,16 +507,33 @@ class RecallStore:
     async def details(self, ids: Sequence[str], now: datetime) -> dict[str, dict[str, Any]]:
         """Display fields of result memories (activation as of ``now``)."""
         rows = await self._pool.fetch(
-            f"""SELECT id, workspace, mind, kind, epistemic_kind, content, domain, topic, repo, status,
-                      memory_type, confidence, {activation_sql("$2")} AS activation, importance,
-                      credibility, recall_count,
-                      participants,
-                      happened_at, created_at, origin_event, origin_seq, erased_at
+            f"""SELECT {_detail_columns("$2")}
                FROM memories WHERE id = ANY($1::text[])""",
             list(ids),
             now,
         )
         return {r["id"]: dict(r) for r in rows}
+
+
+class _Shown(Mapping[str, Any]):
+    """A candidate row's display fields (:data:`~noema.ports.RESULT_FIELDS`), as :meth:`RecallStore.details`
+    gives them; read from the row only for the results a search returns."""
+
+    __slots__ = ("_row",)
+
+    def __init__(self, row: Mapping[str, Any]) -> None:
+        self._row = row
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in _DETAILS:
+            raise KeyError(key)
+        return self._row[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(RESULT_FIELDS)
+
+    def __len__(self) -> int:
+        return len(RESULT_FIELDS)
 
 
 def _candidate(r: Mapping[str, Any]) -> Candidate:
@@ -510,6 +549,7 @@ def _candidate(r: Mapping[str, Any]) -> Candidate:
         repo=r["repo"],
         happened_at=r["happened_at"],
         participants=tuple(r["participants"] or ()),
+        shown=_Shown(r),
     )
     vec = r["embedding"]
     if vec is not None:
