@@ -1,14 +1,17 @@
 """Recall latency at scale: a synthetic store, query latency per mode, preamble latency.
 
     python -m bench.recall_latency [--memories N] [--workspaces K] [--queries Q] [--explain E] [--out FILE]
-                                   [--data DIR] [--index-recall Q]
+                                   [--data DIR] [--index-recall Q] [--vectors random|e5]
 
 Builds a store of N memories (default 100,000) spread evenly over K workspaces (default 1; memory i
 in workspace i mod K, interleaved as concurrent tenants write; the queries are timed in one of them,
 ``bench``, a typical tenant); a fifth of each workspace's memories are facts; words drawn from a
 vocabulary of 504 common words and a tail of 20,000 rare ones by a Zipf law, as in real text;
-synthetic 384-d vectors (random unit vectors, spread evenly: the index's scan does the work its
-``ef_search`` bounds, though its recall is far below real text's, see ``--index-recall``); a
+synthetic 384-d vectors (by default random unit vectors, spread evenly: the index's scan does the
+work its ``ef_search`` bounds, though its recall is far below real text's, see ``--index-recall``;
+``--vectors e5``: drawn from a Gaussian with the mean and leading covariance of the offline model's
+embeddings of real conversations, ``bench/e5_moments.npz`` made by :mod:`bench.e5_moments` — the
+model's narrow cone and leading structure, without the clusters real conversations add); a
 relationship per memory to another of its workspace; 60 policies (40 active) and 200 agents'
 notes per workspace. Everything is written straight into the read model with COPY, in chunks of
 50,000 rows (this measures reads, not ingest), then the model's HNSW index is built
@@ -30,12 +33,12 @@ exactly. Last, the semantic voice's statement alone: through the index over the 
 (with K > 1, over the whole store: no single workspace is then large enough for the index), and
 exact over workspaces of 1,000 to 10,000 memories (``exact_scan``: where the semantic voice
 stops comparing exactly, ``voices.EXACT_SCOPE_MAX``).
-``--data DIR`` keeps the embedded servers' data folder and the store built in it (one per N and K,
-with its build's figures): a later run with the same DIR, N and K times the same store again
-without the build (``store_reused`` true, ``setup`` the first run's; its small workspace and
-exact-scan scopes, made by the first run, are then already there).
-Prints JSON {"memories", "workspaces", "timed_workspace_memories", "setup" (seconds of each build
-phase, the database's size with its WAL after each, in MB), "store_reused", "prewarmed",
+``--data DIR`` keeps the embedded servers' data folder and the store built in it (one per N, K and
+kind of vectors, with its build's figures): a later run with the same DIR, N, K and vectors times
+the same store again without the build (``store_reused`` true, ``setup`` the first run's; its
+small workspace and exact-scan scopes, made by the first run, are then already there).
+Prints JSON {"memories", "vectors", "workspaces", "timed_workspace_memories", "setup" (seconds of
+each build phase, the database's size with its WAL after each, in MB), "store_reused", "prewarmed",
 "sizes_mb" (each table recall reads and each of its indexes, pg_relation_size; the tables'
 totals; the database; shared_buffers), "keyword"|"semantic"|"hybrid": {"p50_ms", "p99_ms"},
 "preamble": {...}, "explain": {...}, "index_recall": {...}, "small_workspace": {"semantic",
@@ -50,6 +53,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -182,6 +186,37 @@ def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
     return unit
 
 
+VECTOR_KINDS = ("random", "e5")
+"""``--vectors``: random unit vectors, or vectors drawn like the offline model's
+(:mod:`bench.e5_moments`)."""
+
+
+def _vectors(kind: str, rng: np.random.Generator, n: int, role: str = "passages") -> np.ndarray:
+    """``n`` unit vectors of ``kind``: ``random``, spread evenly over the sphere (every direction
+    alike: the HNSW scan's hardest case); ``e5``, drawn from a Gaussian with the moments of the
+    offline model's real embeddings (``bench/e5_moments.npz``; ``role``: ``passages`` for
+    memories, ``queries`` for questions) — in the model's narrow cone, with its leading
+    structure, though without the clusters of real conversations."""
+    if kind == "random":
+        return _unit(rng, n)
+    m = _moments()
+    mean, basis, sd = m[f"{role}_mean"], m[f"{role}_basis"], m[f"{role}_sd"]
+    lead = (rng.standard_normal((n, len(sd))) * sd) @ basis
+    rest = rng.standard_normal((n, DIMS)) * m[f"{role}_rest_sd"]
+    rest -= (rest @ basis.T) @ basis  # the rest of the variance, outside the leading directions
+    v = (mean + lead + rest).astype(np.float32)
+    unit: np.ndarray = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return unit
+
+
+@functools.cache
+def _moments() -> dict[str, np.ndarray]:
+    from bench.e5_moments import DEFAULT_OUT
+
+    with np.load(DEFAULT_OUT) as f:
+        return {k: f[k] for k in f.files}
+
+
 _MEMORY_COLUMNS = (
     "id",
     "workspace",
@@ -228,12 +263,15 @@ def workspace_names(k: int) -> list[str]:
     return ["bench"] + [f"{BENCH_PREFIX}{i:04d}" for i in range(1, k)]
 
 
-async def build(db_url: str, schema: str, n: int, workspaces: int = 1, hnsw: bool = True) -> dict[str, float]:
+async def build(
+    db_url: str, schema: str, n: int, workspaces: int = 1, hnsw: bool = True, vectors: str = "random"
+) -> dict[str, float]:
     """Write the synthetic store: ``n`` memories spread evenly over ``workspaces`` workspaces
     (memory i in workspace i mod K, so each tenant's rows are interleaved with the others' as
     concurrent writers leave them), a vector and a relationship within its workspace per memory,
     60 policies and 200 agents' notes per workspace; build the model's HNSW index and VACUUM
-    ANALYZE (``hnsw=False``: no index, for a probe that only compares small scopes exactly).
+    ANALYZE (``hnsw=False``: no index, for a probe that only compares small scopes exactly);
+    ``vectors``: their kind (:data:`VECTOR_KINDS`).
     Returns the phases' seconds and the database's size after each."""
     from pgvector.asyncpg import register_vector
 
@@ -284,10 +322,10 @@ async def build(db_url: str, schema: str, n: int, workspaces: int = 1, hnsw: boo
     await conn.execute("ANALYZE memories")  # foreign-key checks below plan with real statistics
     for start in range(0, n, CHUNK):
         stop = min(n, start + CHUNK)
-        vectors = _unit(nrng, stop - start)
+        drawn = _vectors(vectors, nrng, stop - start)
         await conn.copy_records_to_table(
             "memory_embeddings",
-            records=[(ids[i], MODEL, DIMS, vectors[i - start], "e", i + 1, now) for i in range(start, stop)],
+            records=[(ids[i], MODEL, DIMS, drawn[i - start], "e", i + 1, now) for i in range(start, stop)],
             columns=(
                 "memory_id",
                 "model",
@@ -729,11 +767,14 @@ def checks(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {k: {"target_max": TARGETS[k], "value": v, "held": v <= TARGETS[k]} for k, v in figures.items()}
 
 
-async def _kept_store(db_url: str, n: int, workspaces: int) -> tuple[str, dict[str, float], bool]:
-    """The kept store of ``n`` memories over ``workspaces`` (``--data``): its schema, its build's
-    figures and whether it was built by an earlier run. A schema without its figures is a build
-    that did not finish: dropped and built again."""
-    schema = f"lat{STORE_VERSION}_{n}_{workspaces}"
+async def _kept_store(
+    db_url: str, n: int, workspaces: int, vectors: str = "random"
+) -> tuple[str, dict[str, float], bool]:
+    """The kept store of ``n`` memories over ``workspaces`` with ``vectors`` (``--data``): its
+    schema, its build's figures and whether it was built by an earlier run. A schema without its
+    figures is a build that did not finish: dropped and built again."""
+    kind = "" if vectors == "random" else vectors
+    schema = f"lat{STORE_VERSION}{kind}_{n}_{workspaces}"
     conn = await asyncpg.connect(db_url)
     try:
         exists = await conn.fetchval("SELECT 1 FROM pg_namespace WHERE nspname = $1", schema)
@@ -744,7 +785,7 @@ async def _kept_store(db_url: str, n: int, workspaces: int) -> tuple[str, dict[s
         await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
     finally:
         await conn.close()
-    setup = await build(db_url, schema, n, workspaces)
+    setup = await build(db_url, schema, n, workspaces, vectors=vectors)
     conn = await asyncpg.connect(db_url)
     try:
         await conn.execute(f"COMMENT ON SCHEMA {schema} IS {_literal(json.dumps(setup))}")
@@ -782,13 +823,14 @@ async def run(
     explain: int = 0,
     data: Path | None = None,
     index_recall: int = 0,
+    vectors: str = "random",
 ) -> dict[str, Any]:
     with servers(keep=data) as (_, db_url):
         if data is None:
             schema, reused = f"lat{uuid.uuid4().hex[:8]}", False
-            setup = await build(db_url, schema, n, workspaces)
+            setup = await build(db_url, schema, n, workspaces, vectors=vectors)
         else:
-            schema, setup, reused = await _kept_store(db_url, n, workspaces)
+            schema, setup, reused = await _kept_store(db_url, n, workspaces, vectors)
         prewarmed = await _prewarm(db_url, schema)
         pool = await RecallStore.create_pool(db_url, schema, min_size=1, max_size=2)
         try:
@@ -798,10 +840,11 @@ async def run(
             # Every intent the classifier knows: plain lookups, "when…", "why…" and quoted phrases.
             shapes = ("{}", "when did {}", "why {}", '"{}"')
             mix = [shapes[i % 4].format(_sentence(rng, rng.randint(2, 5))) for i in range(queries)]
-            vectors = _unit(nrng, queries)
+            asked = _vectors(vectors, nrng, queries, "queries")
             f = RecallFilters(workspace="bench")
             out: dict[str, Any] = {
                 "memories": n,
+                "vectors": vectors,
                 "workspaces": workspaces,
                 "timed_workspace_memories": await _count(pool, "bench"),
                 "queries": queries,
@@ -811,7 +854,7 @@ async def run(
                 "sizes_mb": await _sizes(pool),
             }
             for mode in ("keyword", "semantic", "hybrid"):
-                out[mode] = await _timed_searches(recall, f, mode, mix, vectors, warm_up=20)
+                out[mode] = await _timed_searches(recall, f, mode, mix, asked, warm_up=20)
             tasks = [f"please {_sentence(rng, 8)} before the release" for _ in range(queries)]
             reads = PostgresKnowledge(pool)
             for task in tasks[:20]:
@@ -823,11 +866,11 @@ async def run(
                 times.append((time.perf_counter() - t) * 1000)
             out["preamble"] = _percentiles(times)
             if explain:
-                out["explain"] = await _explain(pool, "bench", mix, vectors, tasks, explain)
+                out["explain"] = await _explain(pool, "bench", mix, asked, tasks, explain)
             if index_recall:
-                out["index_recall"] = await _index_recall(pool, vectors, index_recall)
-            out["small_workspace"] = await _small_workspace(db_url, schema, recall, mix, vectors)
-            out["exact_scan"] = await _exact_scan(db_url, schema, pool, vectors, workspaces)
+                out["index_recall"] = await _index_recall(pool, asked, index_recall)
+            out["small_workspace"] = await _small_workspace(db_url, schema, recall, mix, asked)
+            out["exact_scan"] = await _exact_scan(db_url, schema, pool, asked, workspaces)
         finally:
             await pool.close()
             if data is None:
@@ -876,6 +919,13 @@ def main(argv: list[str] | None = None) -> int:
         help="also count, for Q query vectors, how many of the exact 50 nearest neighbours in the "
         "timed workspace the HNSW scan finds",
     )
+    parser.add_argument(
+        "--vectors",
+        choices=VECTOR_KINDS,
+        default="random",
+        help="random unit vectors (default), or drawn with the moments of the offline model's real "
+        "embeddings (bench/e5_moments.npz)",
+    )
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     parser.add_argument(
         "--data",
@@ -913,7 +963,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--out {args.out} cannot be written ({e.strerror})")
         if not existed:
             args.out.unlink()
-    out = run(args.memories, args.queries, args.workspaces, args.explain, args.data, args.index_recall)
+    out = run(
+        args.memories, args.queries, args.workspaces, args.explain, args.data, args.index_recall, args.vectors
+    )
     text = json.dumps(asyncio.run(out))
     if args.out:
         args.out.write_text(text + "\n")

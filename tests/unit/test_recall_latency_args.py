@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 from bench import recall_latency
 
@@ -91,3 +92,21 @@ def test_a_new_an_empty_or_a_kept_folder_is_taken(tmp_path: Path, monkeypatch: p
     (kept / "nats.conf").write_text("")
     assert recall_latency.main([*base, str(kept)]) == 0
     assert taken == [tmp_path / "new" / "store", tmp_path / "empty", kept]
+
+
+def test_an_unknown_kind_of_vectors_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "--vectors" in _refused(capsys, "--vectors", "gaussian")
+
+
+def test_e5_like_vectors_sit_in_the_model_s_narrow_cone_as_its_real_embeddings_do() -> None:
+    # Random unit vectors are all but orthogonal; the model's embeddings of real conversations have a
+    # mean pair cosine of 0.85 (passages), and questions lean toward them (bench/e5_moments.npz).
+    rng = np.random.default_rng(3)
+    for kind, low, high in (("random", -0.05, 0.05), ("e5", 0.75, 0.95)):
+        passages = recall_latency._vectors(kind, rng, 400)
+        queries = recall_latency._vectors(kind, rng, 100, "queries")
+        assert passages.shape == (400, recall_latency.DIMS)
+        assert np.allclose(np.linalg.norm(passages, axis=1), 1.0, atol=1e-5)
+        pairs = (passages @ passages.T)[np.triu_indices(400, 1)]
+        assert low < pairs.mean() < high, kind
+        assert low - 0.1 < (queries @ passages.T).mean() < high, kind
