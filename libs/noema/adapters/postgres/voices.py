@@ -53,8 +53,7 @@ def searched_exactly(scope_memories: float) -> bool:
 
 def vector_literal(vector: Sequence[float]) -> str:
     """pgvector's text form of ``vector`` (each value's shortest exact decimal, as ``repr``)."""
-    values = vector.tolist() if hasattr(vector, "tolist") else [float(x) for x in vector]
-    return json.dumps(values)
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
 
 def activation_sql(at: str, alias: str = "") -> str:
