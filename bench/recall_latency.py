@@ -655,6 +655,14 @@ class _Recorder:
         self.sent.append((sql, args))
         return await self._target.fetchval(sql, *args)
 
+    async def execute(self, sql: str, *args: Any) -> Any:
+        self.sent.append((sql, args))
+        return await self._target.execute(sql, *args)
+
+    def transaction(self) -> Any:
+        """The connection's transaction (the graph walk runs in its own, to plan it generically)."""
+        return self._target.transaction()
+
     @contextlib.asynccontextmanager
     async def acquire(self) -> AsyncIterator[_Recorder]:
         async with self._target.acquire() as conn:
@@ -690,7 +698,8 @@ async def _explain(
     """``EXPLAIN (ANALYZE, BUFFERS)`` of every statement ``count`` hybrid searches and preambles
     send (recorded as sent, then run again under EXPLAIN): per statement, the medians of its
     execution and planning time and of the shared buffers it hit and read, its largest, and the
-    plan's top node of its slowest run."""
+    plan's top node of its slowest run. EXPLAIN plans each statement for its values: the graph
+    walk's ``planning_ms`` is its custom plan's, not the generic plan a search reuses."""
     recorder = _Recorder(pool)
     store = await RecallStore.open(pool)
     store._pool = recorder  # the voices' statements, recorded
