@@ -256,3 +256,34 @@ async def test_a_partition_that_cannot_start_for_a_server_outage_is_tried_again(
     assert tries == [0, 0]
     svc.shutdown()
     await running
+
+
+async def test_a_shutdown_during_a_round_is_no_worker_stopping_on_its_own() -> None:
+    # The round asks the claims' store which partitions are still held (a database round trip); a
+    # shutdown arriving meanwhile stops the workers, which the round then finds done. That is the
+    # shutdown, not a worker that stopped on its own (a teardown error seen once in CI).
+    store = Store()
+    claims = store.session()
+    svc = PartitionedService("w", None, claims, 2, lambda p: _started(p), poll_s=0.01)  # type: ignore[arg-type]
+    held = claims.held
+    asking = asyncio.Event()
+    answer = asyncio.Event()
+
+    async def slow_held() -> set[int]:
+        if svc.owned == [0, 1]:
+            asking.set()
+            await answer.wait()
+        return await held()
+
+    claims.held = slow_held  # type: ignore[method-assign]
+    running = asyncio.create_task(svc.run())
+    await asyncio.wait_for(asking.wait(), 5)
+    svc.shutdown()
+    await asyncio.sleep(0)  # the workers see the shutdown and end
+    answer.set()
+    await asyncio.wait_for(running, 5)
+    assert store.owners == {}
+
+
+async def _started(partition: int) -> Worker:
+    return Worker([], 0, partition)

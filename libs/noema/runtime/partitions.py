@@ -161,6 +161,10 @@ class PartitionedService:
         lost = set(self._workers) - await self._claims.held()
         if lost:
             raise ClaimLost(f"{self.name}: partitions {sorted(lost)} are no longer this instance's")
+        if self._stopping.is_set():
+            # Shut down while asking: the workers end for that, not on their own; run() stops them
+            # (and re-raises any one's failure).
+            return
         for partition, (_, work) in list(self._workers.items()):
             if work.done():
                 del self._workers[partition]
