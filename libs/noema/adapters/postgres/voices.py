@@ -129,10 +129,12 @@ own session (one participant) keeps its chain whole."""
 _DETAILS = frozenset(RESULT_FIELDS)
 
 
-def _detail_columns(at: str) -> str:
-    """:data:`~noema.ports.RESULT_FIELDS` as a select list of ``memories``, the activation as of ``at``."""
-    activation = f"{activation_sql(at)} AS activation"
-    return ", ".join(activation if c == "activation" else c for c in RESULT_FIELDS)
+def _detail_columns(at: str, alias: str = "") -> str:
+    """:data:`~noema.ports.RESULT_FIELDS` as a select list of ``memories`` (``alias``: its alias,
+    if any), the activation as of ``at``."""
+    m = f"{alias}." if alias else ""
+    activation = f"{activation_sql(at, alias)} AS activation"
+    return ", ".join(activation if c == "activation" else f"{m}{c}" for c in RESULT_FIELDS)
 
 
 class RecallStore:
@@ -479,12 +481,9 @@ class RecallStore:
         """The select list of a candidate row of memory ``m`` (its activation as of ``now``) and
         the join that reads its vector under ``model``; ``args`` gets their values."""
         args.append(now)
-        # What a result shows (RESULT_FIELDS) is read here too: a search then needs no statement
-        # after ranking for its results' details (a round trip on its critical path).
-        columns = f"""m.id, m.content, m.memory_type, {activation_sql(f"${len(args)}", "m")} AS activation,
-                      m.importance, m.credibility, m.created_at, m.repo, m.happened_at, m.participants,
-                      m.workspace, m.mind, m.kind, m.epistemic_kind, m.domain, m.topic, m.status,
-                      m.confidence, m.recall_count, m.origin_event, m.origin_seq, m.erased_at"""
+        # What a result shows (RESULT_FIELDS, which hold every field scoring reads): a search then
+        # needs no statement after ranking for its results' details (a round trip on its critical path).
+        columns = _detail_columns(f"${len(args)}", "m")
         if not (model and self.has_vectors):
             return columns + ", NULL::text AS embedding", ""
         args.append(model)
